@@ -1,0 +1,37 @@
+# Two commands from a fresh clone: `make demo` and `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+DEMO_DATA := data/netflix-1m.parquet
+
+.PHONY: demo test install check-java clean
+
+demo: install check-java $(DEMO_DATA)
+	$(BIN)/dp-spark run conf/demo.toml
+
+test: $(VENV)/.installed-test check-java
+	$(BIN)/python -m pytest
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "dp-spark needs Python 3.11 or newer")'
+	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $@
+
+$(DEMO_DATA): | $(VENV)/.installed
+	$(BIN)/dp-spark generate netflix --rows 1000000 --out $@
+
+check-java:
+	@command -v java >/dev/null 2>&1 || [ -x "$$JAVA_HOME/bin/java" ] || { \
+	  echo "Java 17 is required by Spark and was not found (no java on PATH, no JAVA_HOME)."; \
+	  echo "Install it, e.g. 'sudo apt-get install openjdk-17-jre-headless' (Debian/Ubuntu)"; \
+	  echo "or 'brew install openjdk@17' (macOS), then run make again."; exit 1; }
+
+clean:
+	rm -rf $(VENV) out data .pytest_cache

@@ -1,0 +1,1 @@
+"""The papers' algorithms, composed from bounding, aggregates and publishers."""

@@ -1,0 +1,221 @@
+"""Job configuration: a TOML file plus ``--set key=value`` overrides.
+
+Everything that decides the privacy guarantee (epsilon, l, d, the domains)
+comes from here and is validated before Spark reads a single record
+(ALGORITHMS.md §10: parameters that affect sensitivity are public and checked
+up front).
+
+Relative paths are taken relative to the directory the job is started from.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from dp_spark.errors import ConfigError
+from dp_spark.privacy import as_epsilon
+
+SOURCE_FORMATS = ("parquet", "csv", "table", "movielens-1m", "movielens-100k", "netflix-synthetic")
+ALGORITHMS = ("sra", "hpa")
+STANDARD_COLUMNS = ("user_id", "item_id", "attr")
+
+# Allowed keys per section; "spark" is free-form (Spark configuration keys).
+_SCHEMA: dict[str, tuple[str, ...]] = {
+    "": ("output", "seed", "source", "domain", "privacy", "algorithm", "spark"),
+    "source": ("format", "path", "table", "sep", "header", "names", "columns"),
+    "source.columns": STANDARD_COLUMNS,
+    "domain": ("items", "attributes"),
+    "privacy": ("epsilon", "epsilon_items", "epsilon_edges", "epsilon_popularity"),
+    "algorithm": ("name", "l", "d"),
+}
+EPSILON_PARTS = ("epsilon_popularity", "epsilon_items", "epsilon_edges")
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    format: str
+    path: str | None = None
+    table: str | None = None
+    sep: str = ","
+    header: bool = True
+    names: tuple[str, ...] | None = None
+    columns: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    output: str
+    source: SourceSpec
+    items: dict[str, Any]
+    attributes: Any  # list of values, {range = [lo, hi]}, or None for item counts only
+    epsilon: Fraction
+    epsilon_parts: dict[str, Fraction]  # explicit overrides of the default split
+    algorithm: str
+    l: int
+    d: int
+    seed: int | None = None
+    spark: dict[str, str] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``a.b=value`` -> (["a", "b"], typed value). Values are read as TOML
+    (numbers, booleans, quoted strings, arrays, inline tables); anything that
+    is not valid TOML is taken as a plain string, so ``source.format=csv`` works."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set expects key=value with a dotted key, got {text!r}")
+    try:
+        parsed = tomllib.loads(f"v = {value.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = value.strip()
+    return key.split("."), parsed
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    for text in overrides:
+        path, value = parse_override(text)
+        node = raw
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {text!r}: {part!r} is not a section")
+            node = child
+        node[path[-1]] = value
+    return raw
+
+
+def _check_keys(raw: dict[str, Any]) -> None:
+    def check(section: str, table: dict[str, Any]) -> None:
+        allowed = _SCHEMA[section]
+        for key in table:
+            if key not in allowed:
+                dotted = f"{section}.{key}" if section else key
+                close = difflib.get_close_matches(key, allowed, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(allowed)}"
+                raise ConfigError(f"unknown config key {dotted!r}{hint}")
+
+    check("", raw)
+    for section in ("source", "domain", "privacy", "algorithm"):
+        value = raw.get(section, {})
+        if not isinstance(value, dict):
+            raise ConfigError(f"config section [{section}] must be a table")
+        check(section, value)
+    columns = raw.get("source", {}).get("columns", {})
+    if not isinstance(columns, dict):
+        raise ConfigError("source.columns must be a table of our column name -> source column name")
+    check("source.columns", columns)
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _require(table: dict[str, Any], key: str, section: str) -> Any:
+    if key not in table:
+        raise ConfigError(f"missing config key '{section}.{key}'")
+    return table[key]
+
+
+def _source(raw: dict[str, Any]) -> SourceSpec:
+    table = raw.get("source")
+    if not table:
+        raise ConfigError("missing config section [source]")
+    fmt = _require(table, "format", "source")
+    if fmt not in SOURCE_FORMATS:
+        raise ConfigError(f"unknown source.format {fmt!r}; expected one of {', '.join(SOURCE_FORMATS)}")
+    if fmt == "table":
+        if not isinstance(table.get("table"), str):
+            raise ConfigError("source.format = 'table' needs source.table (a Spark table name)")
+    elif not isinstance(table.get("path"), str):
+        raise ConfigError(f"source.format = {fmt!r} needs source.path")
+    names = table.get("names")
+    if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
+        raise ConfigError("source.names must be a list of column names")
+    header = table.get("header", names is None)
+    if not isinstance(header, bool):
+        raise ConfigError(f"source.header must be true or false, got {header!r}")
+    columns = {k: str(v) for k, v in table.get("columns", {}).items()}
+    return SourceSpec(
+        format=fmt,
+        path=table.get("path"),
+        table=table.get("table"),
+        sep=str(table.get("sep", ",")),
+        header=header,
+        names=tuple(names) if names else None,
+        columns=columns,
+    )
+
+
+def build_config(raw: dict[str, Any]) -> JobConfig:
+    """Validate a parsed config (after overrides) into a JobConfig."""
+    _check_keys(raw)
+    output = raw.get("output")
+    if not isinstance(output, str) or not output:
+        raise ConfigError("missing config key 'output' (the output directory)")
+    seed = raw.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
+    source = _source(raw)
+
+    domain = raw.get("domain", {})
+    items = _require(domain, "items", "domain")
+    if not isinstance(items, dict):
+        raise ConfigError("domain.items must be a table such as { range = [1, 17770] }")
+    attributes = domain.get("attributes")
+
+    privacy = raw.get("privacy", {})
+    epsilon = as_epsilon(_require(privacy, "epsilon", "privacy"), "privacy.epsilon")
+    parts = {k: as_epsilon(privacy[k], f"privacy.{k}") for k in EPSILON_PARTS if k in privacy}
+
+    algorithm = raw.get("algorithm", {})
+    name = _require(algorithm, "name", "algorithm")
+    if name not in ALGORITHMS:
+        raise ConfigError(f"unknown algorithm {name!r}; expected one of {', '.join(ALGORITHMS)}")
+    l = _positive_int(_require(algorithm, "l", "algorithm"), "algorithm.l")
+    d = _positive_int(algorithm.get("d", 1), "algorithm.d")
+    if name == "sra" and "d" in algorithm:
+        raise ConfigError("algorithm.d is an HPA parameter; SRA does not use it")
+    if name == "sra" and "epsilon_popularity" in parts:
+        raise ConfigError("privacy.epsilon_popularity is an HPA parameter; SRA does not use it")
+    if attributes is None and "epsilon_edges" in parts:
+        raise ConfigError("privacy.epsilon_edges is set but domain.attributes is not: no edge counts to publish")
+
+    spark = raw.get("spark", {})
+    if not isinstance(spark, dict):
+        raise ConfigError("config section [spark] must be a table of Spark settings")
+    return JobConfig(
+        output=output,
+        source=source,
+        items=items,
+        attributes=attributes,
+        epsilon=epsilon,
+        epsilon_parts=parts,
+        algorithm=name,
+        l=l,
+        d=d,
+        seed=seed,
+        spark={str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark.items()},
+        raw=raw,
+    )
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> JobConfig:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config {str(path)!r} is not valid TOML: {exc}") from None
+    return build_config(apply_overrides(raw, list(overrides or [])))

@@ -1,0 +1,213 @@
+"""Known datasets: MovieLens loaders and the synthetic Netflix-shaped table.
+
+Loaders return DataFrame[user_id, item_id, attr, record_id] with ids as read
+(validation casts them). ``record_id`` is taken at the ratings scan, before the
+join with user demographics.
+
+MovieLens edges follow paper 000 §6.2: attribute = (gender, age group) with the
+age groups under 25, 25-34 and over 34, i.e. six values.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dp_spark.errors import DataError
+
+MOVIELENS_ATTRIBUTES = tuple(f"{g}_{a}" for g in ("F", "M") for a in ("under25", "25-34", "over34"))
+WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+# Netflix Prize training set, paper 000 Table 4 (17,770 movies in the public set).
+NETFLIX_USERS = 480_189
+NETFLIX_ITEMS = 17_770
+NETFLIX_ROWS = 100_480_507
+NETFLIX_MAX_PER_USER = 17_000
+
+
+def _first_existing(directory: Path, names: tuple[str, ...], what: str) -> Path:
+    for name in names:
+        if (directory / name).exists():
+            return directory / name
+    raise DataError(f"{what}: none of {', '.join(names)} found in {str(directory)!r}")
+
+
+def _age_group(age):
+    from pyspark.sql import functions as F
+
+    return F.when(age < 25, "under25").when(age < 35, "25-34").otherwise("over34")
+
+
+def _with_demographics(ratings, users):
+    """Join each rating with its user's (gender, age group); user ids compared as text."""
+    from pyspark.sql import functions as F
+
+    attr = F.concat_ws("_", F.col("gender"), _age_group(F.col("age")))
+    users = users.select("user_id", attr.alias("attr"))
+    return ratings.join(F.broadcast(users), "user_id", "left").select("user_id", "item_id", "attr", "record_id")
+
+
+def load_movielens_1m(spark, path: str):
+    """ml-1m: ratings.dat, or ratings_pairs.dat.gz (user::movie), joined with users.dat.
+
+    users.dat age codes are 1 (under 18), 18, 25, 35, 45, 50, 56: the code is
+    the lower end of the bucket, so the <25 / 25-34 / >34 split is exact.
+    """
+    from pyspark.sql import functions as F
+
+    from dp_spark.io import with_record_id
+
+    directory = Path(path)
+    ratings_file = _first_existing(directory, ("ratings.dat", "ratings.dat.gz", "ratings_pairs.dat.gz"), "MovieLens 1M")
+    users_file = _first_existing(directory, ("users.dat",), "MovieLens 1M")
+    parts = F.split(F.col("value"), "::")
+    ratings = with_record_id(spark.read.text(str(ratings_file))).select(
+        parts[0].alias("user_id"), parts[1].alias("item_id"), "record_id"
+    )
+    user_parts = F.split(F.col("value"), "::")
+    users = spark.read.text(str(users_file)).select(
+        F.trim(user_parts[0]).alias("user_id"),
+        user_parts[1].alias("gender"),
+        user_parts[2].cast("int").alias("age"),
+    )
+    return _with_demographics(ratings, users)
+
+
+def load_movielens_100k(spark, path: str):
+    """ml-100k: u.data (user, item, rating, time; tab-separated) joined with u.user (id|age|gender|...)."""
+    from pyspark.sql import functions as F
+
+    from dp_spark.io import with_record_id
+
+    directory = Path(path)
+    ratings_file = _first_existing(directory, ("u.data", "u.data.gz"), "MovieLens 100K")
+    users_file = _first_existing(directory, ("u.user",), "MovieLens 100K")
+    parts = F.split(F.col("value"), "\t")
+    ratings = with_record_id(spark.read.text(str(ratings_file))).select(
+        parts[0].alias("user_id"), parts[1].alias("item_id"), "record_id"
+    )
+    user_parts = F.split(F.col("value"), r"\|")
+    users = spark.read.text(str(users_file)).select(
+        F.trim(user_parts[0]).alias("user_id"),
+        user_parts[2].alias("gender"),
+        user_parts[1].cast("int").alias("age"),
+    )
+    return _with_demographics(ratings, users)
+
+
+def load_netflix_synthetic(spark, path: str):
+    """The Parquet table written by :func:`generate_netflix`; attr = weekday."""
+    from dp_spark.io import with_record_id
+
+    if not Path(path).exists() and "://" not in path:
+        raise DataError(
+            f"synthetic Netflix table {path!r} not found; create it with "
+            f"'dp-spark generate netflix --rows 1000000 --out {path}'"
+        )
+    df = with_record_id(spark.read.parquet(path))
+    return df.select("user_id", "item_id", df["weekday"].alias("attr"), "record_id")
+
+
+LOADERS = {
+    "movielens-1m": load_movielens_1m,
+    "movielens-100k": load_movielens_100k,
+    "netflix-synthetic": load_netflix_synthetic,
+}
+
+
+# ---------------------------------------------------------------------------
+# The synthetic Netflix-shaped ratings table.
+
+
+def _user_counts(rng: np.random.Generator, users: int, rows: int) -> np.ndarray:
+    """Heavy-tailed ratings per user: log-normal (median 96, mean ≈ 209 as in
+    Netflix), at least 1, at most 17,000, rescaled to sum to exactly ``rows``."""
+    sigma = np.sqrt(2 * np.log(209.25 / 96))
+    raw = np.clip(rng.lognormal(np.log(96), sigma, users), 1, NETFLIX_MAX_PER_USER)
+    counts = np.clip(np.floor(raw * rows / raw.sum()), 1, NETFLIX_MAX_PER_USER).astype(np.int64)
+    # Hand out the remainder (or take back the excess) one row at a time at random.
+    while counts.sum() != rows:
+        gap = rows - counts.sum()
+        room = counts < NETFLIX_MAX_PER_USER if gap > 0 else counts > 1
+        chosen = rng.choice(np.flatnonzero(room), size=min(abs(gap), int(room.sum())), replace=False)
+        counts[chosen] += 1 if gap > 0 else -1
+    return counts
+
+
+def _distinct_items(rng: np.random.Generator, k: int, cdf: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """k distinct item positions drawn by popularity (a user rates a movie once)."""
+    m = cdf.size
+    if k > m // 8:
+        return rng.choice(m, size=k, replace=False, p=weights)
+    picked = np.empty(0, dtype=np.int64)
+    while picked.size < k:
+        draws = np.searchsorted(cdf, rng.random(2 * k + 16), side="right")
+        merged = np.concatenate([picked, draws])
+        _, first = np.unique(merged, return_index=True)
+        picked = merged[np.sort(first)]
+    return picked[:k]
+
+
+def generate_netflix(rows: int, out: str, seed: int = 0, progress=print) -> dict:
+    """Write a deterministic Netflix-shaped Parquet table (user_id, item_id, weekday).
+
+    The user count scales with ``rows`` (480,189 users at 100,480,507 rows);
+    item popularity is Zipf-like over 17,770 movies whose popularity ranks are
+    a seeded permutation of the ids; weekdays lean towards the weekend.
+    Returns the realised statistics.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if rows < 1:
+        raise DataError(f"--rows must be >= 1, got {rows}")
+    started = time.monotonic()
+    rng = np.random.default_rng(seed)
+    users = max(1, round(NETFLIX_USERS * rows / NETFLIX_ROWS))
+    counts = _user_counts(rng, users, rows)
+    weights = 1.0 / (np.arange(1, NETFLIX_ITEMS + 1) + 10.0)
+    weights /= weights.sum()
+    cdf = np.cumsum(weights)
+    cdf[-1] = 1.0
+    item_ids = rng.permutation(NETFLIX_ITEMS) + 1
+    weekday_p = np.array([0.13, 0.13, 0.13, 0.14, 0.15, 0.16, 0.16])
+    weekday_type = pa.dictionary(pa.int8(), pa.string())
+
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    schema = pa.schema([("user_id", pa.int64()), ("item_id", pa.int32()), ("weekday", weekday_type)])
+    batch_rows = 2_000_000
+    seen_items = np.zeros(NETFLIX_ITEMS, dtype=bool)
+    with pq.ParquetWriter(out, schema) as writer:
+        user_buf, item_buf = [], []
+        buffered = 0
+        for user in range(users):
+            picks = _distinct_items(rng, int(counts[user]), cdf, weights)
+            seen_items[picks] = True
+            user_buf.append(np.full(picks.size, user + 1, dtype=np.int64))
+            item_buf.append(item_ids[picks].astype(np.int32))
+            buffered += picks.size
+            if buffered >= batch_rows or user == users - 1:
+                user_col = np.concatenate(user_buf)
+                weekday = rng.choice(7, size=user_col.size, p=weekday_p).astype(np.int8)
+                table = pa.table(
+                    {
+                        "user_id": user_col,
+                        "item_id": np.concatenate(item_buf),
+                        "weekday": pa.DictionaryArray.from_arrays(weekday, pa.array(WEEKDAYS)),
+                    },
+                    schema=schema,
+                )
+                writer.write_table(table)
+                user_buf, item_buf, buffered = [], [], 0
+                progress(f"  generated {user + 1:,} of {users:,} users")
+    return {
+        "rows": int(counts.sum()),
+        "users": int(users),
+        "items_rated": int(seen_items.sum()),
+        "max_per_user": int(counts.max()),
+        "mean_per_user": float(counts.mean()),
+        "min_per_user": int(counts.min()),
+        "seconds": round(time.monotonic() - started, 1),
+    }

@@ -1,0 +1,157 @@
+"""Public domains: the item catalogue and the attribute values (ALGORITHMS.md §1.2).
+
+Releasing the keys a ``groupBy`` happens to return is not DP, so every count is
+published over a domain fixed in advance: an integer range, a file of ids, a
+Spark table of ids, or a named catalogue (MovieLens ``movies.dat``). None of
+these is ever derived from the private records. Records whose item or
+attribute lies outside the domain are dropped before bounding (a per-record,
+data-independent filter, so it does not affect the guarantee).
+"""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dp_spark.errors import ConfigError
+
+CATALOGUES = ("movielens",)
+
+
+@dataclass(frozen=True)
+class ItemDomain:
+    """Sorted unique integer item ids, plus optional titles for display."""
+
+    ids: np.ndarray
+    description: str
+    id_range: tuple[int, int] | None = None  # set when the domain is exactly [lo, hi]
+    titles: dict[int, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+    def index_of(self, item_ids: np.ndarray) -> np.ndarray:
+        """Positions of the given ids in the domain, -1 where an id is not in it."""
+        item_ids = np.asarray(item_ids, dtype=np.int64)
+        pos = np.searchsorted(self.ids, item_ids)
+        pos = np.minimum(pos, self.ids.size - 1)
+        return np.where(self.ids[pos] == item_ids, pos, -1)
+
+
+@dataclass(frozen=True)
+class AttributeDomain:
+    """Attribute values as strings (the records' attr column is compared as a string)."""
+
+    values: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def index_of(self, values: Any) -> np.ndarray:
+        lookup = {v: i for i, v in enumerate(self.values)}
+        return np.array([lookup.get(str(v), -1) for v in values], dtype=np.int64)
+
+
+def _from_ids(ids: Any, description: str, titles: dict[int, str] | None = None) -> ItemDomain:
+    arr = np.unique(np.asarray(ids, dtype=np.int64))
+    if arr.size == 0:
+        raise ConfigError(f"item domain {description} is empty")
+    return ItemDomain(ids=arr, description=description, titles=titles or {})
+
+
+def _int_range(spec: Any, name: str) -> tuple[int, int]:
+    if (
+        not isinstance(spec, list)
+        or len(spec) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in spec)
+        or spec[0] > spec[1]
+    ):
+        raise ConfigError(f"{name}.range must be [low, high] integers with low <= high, got {spec!r}")
+    return spec[0], spec[1]
+
+
+def read_id_file(path: str) -> np.ndarray:
+    """One integer id per line (first comma/tab-separated field); '#' starts a comment."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"cannot read item domain file {path!r}: {exc.strerror or exc}") from None
+    ids = []
+    for number, line in enumerate(lines, 1):
+        text = line.split("#", 1)[0].replace("\t", ",").split(",", 1)[0].strip()
+        if not text:
+            continue
+        try:
+            ids.append(int(text))
+        except ValueError:
+            raise ConfigError(f"item domain file {path!r} line {number}: {text!r} is not an integer id") from None
+    return np.array(ids, dtype=np.int64)
+
+
+def read_movielens_catalogue(path: str) -> tuple[np.ndarray, dict[int, str]]:
+    """MovieLens ``movies.dat`` (id::title::genres, ISO-8859-1) or 100K ``u.item`` (id|title|...)."""
+    p = Path(path)
+    opener = gzip.open if p.suffix == ".gz" else open
+    try:
+        with opener(p, "rt", encoding="iso-8859-1") as fh:
+            lines = fh.read().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"cannot read MovieLens catalogue {path!r}: {exc.strerror or exc}") from None
+    sep = "::" if lines and "::" in lines[0] else "|"
+    titles = {}
+    for line in lines:
+        if line.strip():
+            movie_id, title = line.split(sep)[:2]
+            titles[int(movie_id)] = title
+    return np.array(sorted(titles), dtype=np.int64), titles
+
+
+def item_domain(spec: dict[str, Any], spark: Any = None) -> ItemDomain:
+    """Build the item domain from ``[domain] items = {...}``."""
+    kinds = [k for k in ("range", "file", "table", "catalogue") if k in spec]
+    if len(kinds) != 1:
+        raise ConfigError("domain.items needs exactly one of range, file, table or catalogue")
+    kind = kinds[0]
+    if kind == "range":
+        lo, hi = _int_range(spec["range"], "domain.items")
+        if hi - lo >= 50_000_000:
+            raise ConfigError(f"domain.items.range [{lo}, {hi}] has more than 50 million items")
+        return ItemDomain(ids=np.arange(lo, hi + 1, dtype=np.int64), description=f"range [{lo}, {hi}]", id_range=(lo, hi))
+    if kind == "file":
+        return _from_ids(read_id_file(spec["file"]), f"file {spec['file']}")
+    if kind == "catalogue":
+        if spec["catalogue"] not in CATALOGUES or "path" not in spec:
+            raise ConfigError(f"domain.items.catalogue must be one of {CATALOGUES} with a path")
+        ids, titles = read_movielens_catalogue(spec["path"])
+        return _from_ids(ids, f"MovieLens catalogue {spec['path']}", titles)
+    # A table of ids is public metadata by assumption; the operator vouches for that.
+    if spark is None:
+        raise ConfigError("domain.items.table needs a Spark session")
+    column = spec.get("column", "item_id")
+    try:
+        rows = spark.table(spec["table"]).select(column).distinct().toPandas()
+    except Exception as exc:  # AnalysisException: missing table or column
+        raise ConfigError(f"cannot read item domain table {spec['table']!r} column {column!r}: {exc}") from None
+    return _from_ids(rows[column].to_numpy(), f"table {spec['table']}.{column}")
+
+
+def attribute_domain(spec: Any) -> AttributeDomain | None:
+    """``[domain] attributes``: a list of values, or { range = [lo, hi] }; None = no edges."""
+    if spec is None:
+        return None
+    if isinstance(spec, dict):
+        if set(spec) != {"range"}:
+            raise ConfigError("domain.attributes must be a list of values or { range = [low, high] }")
+        lo, hi = _int_range(spec["range"], "domain.attributes")
+        values = tuple(str(v) for v in range(lo, hi + 1))
+    elif isinstance(spec, list) and spec:
+        values = tuple(str(v) for v in spec)
+    else:
+        raise ConfigError("domain.attributes must be a non-empty list of values or { range = [low, high] }")
+    if len(set(values)) != len(values):
+        raise ConfigError("domain.attributes has duplicate values")
+    return AttributeDomain(values=values)

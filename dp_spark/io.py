@@ -1,0 +1,207 @@
+"""Reading and validating records; writing outputs atomically.
+
+``read_records`` returns a DataFrame with our standard columns ``user_id``,
+``item_id`` (and ``attr`` when edges are wanted) in the source's own types,
+plus ``record_id``: a row identifier assigned right at the file scan (file
+split + position), so it is the same when Spark re-runs a task. Bounding uses
+it to give every record its own sampling key.
+
+``validate_records`` checks ids in one aggregate pass and casts them; ids outside
+the public domain are dropped and counted in the NOT-private diagnostics.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from dp_spark import datasets
+from dp_spark.config import SourceSpec
+from dp_spark.domain import AttributeDomain, ItemDomain
+from dp_spark.errors import ConfigError, DataError
+
+ID_COLUMNS = ("user_id", "item_id")
+REPORT_FILE = "privacy.json"
+
+
+def with_record_id(df: DataFrame) -> DataFrame:
+    """Tag each row with its position in the scan; call before any shuffle."""
+    return df.withColumn("record_id", F.monotonically_increasing_id())
+
+
+def _read_raw(spark: SparkSession, source: SourceSpec) -> DataFrame:
+    try:
+        if source.format == "parquet":
+            return spark.read.parquet(source.path)
+        if source.format == "csv":
+            reader = spark.read.option("sep", source.sep).option("header", source.header)
+            df = reader.csv(source.path)
+            if source.names:
+                if len(source.names) != len(df.columns):
+                    raise DataError(
+                        f"source.names lists {len(source.names)} columns but {source.path!r} has {len(df.columns)}"
+                    )
+                df = df.toDF(*source.names)
+            return df
+        return spark.table(source.table)
+    except DataError:
+        raise
+    except Exception as exc:  # AnalysisException and friends: report the first line only
+        where = source.path or source.table
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"cannot read source {where!r}: {first_line}") from None
+
+
+def read_records(spark: SparkSession, source: SourceSpec, want_attr: bool) -> DataFrame:
+    """Records as DataFrame[user_id, item_id, attr?, record_id] (ids not yet validated)."""
+    wanted = ["user_id", "item_id"] + (["attr"] if want_attr else [])
+    if source.format in datasets.LOADERS:
+        if source.columns:
+            raise ConfigError(f"source.columns is not used with the named loader {source.format!r}")
+        return datasets.LOADERS[source.format](spark, source.path).select(*wanted, "record_id")
+    df = with_record_id(_read_raw(spark, source))
+    selected = []
+    for ours in wanted:
+        theirs = source.columns.get(ours, ours)
+        if theirs not in df.columns:
+            available = ", ".join(c for c in df.columns if c != "record_id")
+            raise DataError(f"source column {theirs!r} (for {ours}) not found; the source has columns: {available}")
+        selected.append(F.col(f"`{theirs}`").alias(ours))
+    return df.select(*selected, "record_id")
+
+
+def _integer_problems(df: DataFrame, column: str) -> tuple[Column, Column]:
+    """(is not a valid integer id, the value as a long) for one id column."""
+    field_type = df.schema[column].dataType
+    c = F.col(column)
+    if isinstance(field_type, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return F.lit(False), c.cast("long")
+    if isinstance(field_type, T.StringType):
+        as_long = F.trim(c).try_cast("long")
+        return c.isNotNull() & as_long.isNull(), as_long
+    if isinstance(field_type, (T.FloatType, T.DoubleType, T.DecimalType)):
+        whole = c.isNotNull() & ~F.isnan(c.cast("double")) & (c == F.floor(c))
+        return c.isNotNull() & ~whole, F.when(whole, c.try_cast("long"))
+    raise DataError(f"column {column} has type {field_type.simpleString()}; expected integer ids")
+
+
+def _in_item_domain(item: Column, items: ItemDomain) -> Column:
+    inside = item.between(*items.id_range) if items.id_range else item.isin(items.ids.tolist())
+    return F.coalesce(inside, F.lit(False))
+
+
+@dataclass(frozen=True)
+class ValidatedRecords:
+    records: DataFrame  # in-domain rows only, ids as long, attr as string
+    diagnostics: dict  # NOT private: raw counts for the operator
+
+
+def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDomain | None) -> ValidatedRecords:
+    """Check ids (one pass), cast them, and drop rows outside the public domain."""
+    checks, typed = [], {}
+    for column in ID_COLUMNS:
+        bad, as_long = _integer_problems(df, column)
+        typed[column] = as_long
+        checks += [
+            F.sum(F.col(column).isNull().cast("long")).alias(f"{column}_null"),
+            F.sum(bad.cast("long")).alias(f"{column}_bad"),
+            F.first(F.when(bad, F.col(column).cast("string")), ignorenulls=True).alias(f"{column}_example"),
+        ]
+    typed_df = df.select(
+        typed["user_id"].alias("user_id"),
+        typed["item_id"].alias("item_id"),
+        *([F.col("attr").cast("string").alias("attr")] if attributes else []),
+        "record_id",
+    )
+    in_items = _in_item_domain(F.col("item_id"), items)
+    in_attrs = (
+        F.coalesce(F.col("attr").cast("string").isin(list(attributes.values)), F.lit(False))
+        if attributes
+        else F.lit(True)
+    )
+    stats_df = df.select(
+        F.count(F.lit(1)).alias("rows"),
+        *checks,
+        F.sum((~_in_item_domain(typed["item_id"], items)).cast("long")).alias("out_items"),
+        F.sum((~in_attrs).cast("long")).alias("out_attrs"),
+    )
+    stats = stats_df.first().asDict()
+    if not stats["rows"]:
+        raise DataError("the source has no records")
+    for column in ID_COLUMNS:
+        if stats[f"{column}_null"]:
+            raise DataError(f"column {column} has {stats[f'{column}_null']} null values (of {stats['rows']} rows)")
+        if stats[f"{column}_bad"]:
+            raise DataError(
+                f"column {column} has {stats[f'{column}_bad']} non-integer values, "
+                f"e.g. {stats[f'{column}_example']!r} (of {stats['rows']} rows)"
+            )
+    kept = typed_df.where(in_items & in_attrs)
+    diagnostics = {
+        "rows_read": stats["rows"],
+        "rows_outside_item_domain": stats["out_items"],
+        "rows_outside_attribute_domain": stats["out_attrs"] if attributes else 0,
+    }
+    return ValidatedRecords(records=kept, diagnostics=diagnostics)
+
+
+# ---------------------------------------------------------------------------
+# Output: through Hadoop's FileSystem so local paths, HDFS and object stores
+# behave the same way.
+
+
+def _filesystem(spark: SparkSession, path: str):
+    jvm = spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    return hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hadoop_path
+
+
+def check_output_location(spark: SparkSession, output: str) -> None:
+    """Refuse to replace a non-empty directory that is not a dp-spark output.
+
+    Called before any data is read, so a typo in ``output`` cannot wipe a
+    directory that holds something else.
+    """
+    fs, path = _filesystem(spark, output)
+    if not fs.exists(path):
+        return
+    if not fs.getFileStatus(path).isDirectory():
+        raise ConfigError(f"output {output!r} exists and is a file, not a directory")
+    report = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path, REPORT_FILE)
+    if fs.listStatus(path) and not fs.exists(report):
+        raise ConfigError(
+            f"output {output!r} exists, is not empty and holds no {REPORT_FILE}: "
+            "refusing to replace it (choose another output or remove it)"
+        )
+
+
+def write_release(spark: SparkSession, output: str, tables: dict, report: dict) -> None:
+    """Write Parquet tables (pandas DataFrames) and privacy.json, all or nothing.
+
+    Everything goes to a hidden sibling directory first, which then replaces
+    ``output`` by a rename: a failed run leaves the previous output untouched.
+    """
+    fs, target = _filesystem(spark, output)
+    jvm_path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path
+    parent = target.getParent()
+    staging = jvm_path(parent, f".{target.getName()}.tmp-{uuid.uuid4().hex}")
+    try:
+        for name, frame in tables.items():
+            spark.createDataFrame(frame).coalesce(1).write.parquet(staging.toString() + "/" + name)
+        stream = fs.create(jvm_path(staging, REPORT_FILE), True)
+        try:
+            stream.write(bytearray(json.dumps(report, indent=2, sort_keys=False).encode("utf-8")))
+        finally:
+            stream.close()
+        if fs.exists(target) and not fs.delete(target, True):
+            raise DataError(f"cannot remove the previous output {output!r}")
+        if not fs.rename(staging, target):
+            raise DataError(f"cannot move the new output into place at {output!r}")
+    finally:
+        if fs.exists(staging):
+            fs.delete(staging, True)

@@ -1,0 +1,128 @@
+"""A job: config -> bound -> aggregate -> publish -> write (DESIGN.md).
+
+Order matters for "bad input gets a clear error and nothing is lost": the
+budget split, the domains and the output location are checked before any
+record is read, and the outputs are written only after every noisy release
+has been paid for in the ledger.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+
+import pandas as pd
+
+from dp_spark import __version__, io
+from dp_spark.algorithms import sampling
+from dp_spark.config import JobConfig
+from dp_spark.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain
+from dp_spark.mechanisms import RandomSource
+from dp_spark.privacy import Budget
+
+DIAGNOSTICS_NOTE = (
+    "NOT PRIVATE: computed from the raw records without noise, for the operator's "
+    "checks only; remove this section before publishing the report"
+)
+
+
+class Progress:
+    """Timed step messages on stderr, so long jobs show where they are."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream = stream
+        self.started = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        print(f"[dp-spark {time.monotonic() - self.started:6.1f}s] {message}", file=self.stream, flush=True)
+
+
+def plan_budget(cfg: JobConfig) -> dict[str, Fraction]:
+    """The epsilon split this job will spend; refuses one that exceeds the total."""
+    split = sampling.default_split(cfg.algorithm, cfg.epsilon, cfg.attributes is not None)
+    split.update({k: v for k, v in cfg.epsilon_parts.items() if k in split})
+    Budget(cfg.epsilon).check_plan(split)
+    return split
+
+
+@dataclass(frozen=True)
+class JobResult:
+    output: str
+    report: dict
+    item_table: pd.DataFrame
+    items: ItemDomain
+
+
+def _tables(release: sampling.CountsRelease, items: ItemDomain, attributes: AttributeDomain | None) -> dict:
+    tables = {"item_counts": pd.DataFrame({"item_id": items.ids, "noisy_count": release.item_counts})}
+    if attributes:
+        h = len(attributes)
+        tables["edge_counts"] = pd.DataFrame(
+            {
+                "item_id": items.ids.repeat(h),
+                "attr": list(attributes.values) * len(items),
+                "noisy_count": release.edge_counts.reshape(-1),
+            }
+        )
+    return tables
+
+
+def _report(cfg, budget, items, attributes, split, diagnostics, tables) -> dict:
+    params = {"l": cfg.l, **({"d": cfg.d} if cfg.algorithm == "hpa" else {})}
+    return {
+        "dp_spark_version": __version__,
+        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "algorithm": {
+            "name": cfg.algorithm,
+            "parameters": params,
+            "epsilon_split": {k: float(v) for k, v in split.items()},
+            "specification": sampling.SPEC_SECTIONS[cfg.algorithm],
+        },
+        **budget.to_json(),
+        "noise": {
+            "sampler": "exact discrete Laplace (Canonne, Kamath, Steinke 2020)",
+            "randomness": "fixed seed: reproducible, not for publication" if cfg.seed is not None else "OS CSPRNG",
+        },
+        # Only *whether* a seed was fixed: its value would let anyone regenerate the noise.
+        "fixed_seed": cfg.seed is not None,
+        "source": {"format": cfg.source.format, "location": cfg.source.path or cfg.source.table},
+        "domain": {
+            "items": items.description,
+            "item_count": len(items),
+            "attributes": list(attributes.values) if attributes else None,
+        },
+        "outputs": {name: {"rows": len(frame), "columns": list(frame.columns)} for name, frame in tables.items()},
+        "diagnostics_not_private": {"note": DIAGNOSTICS_NOTE, **diagnostics},
+    }
+
+
+def run_job(cfg: JobConfig, spark, progress=None) -> JobResult:
+    progress = progress or Progress()
+    split = plan_budget(cfg)
+    io.check_output_location(spark, cfg.output)
+    items = item_domain(cfg.items, spark)
+    attributes = attribute_domain(cfg.attributes)
+    progress(f"{cfg.algorithm.upper()} with epsilon {float(cfg.epsilon):g}, l = {cfg.l}; {len(items):,} items"
+             + (f" x {len(attributes)} attribute values" if attributes else ""))
+
+    progress(f"reading and checking {cfg.source.format} source {cfg.source.path or cfg.source.table}")
+    raw = io.read_records(spark, cfg.source, want_attr=attributes is not None)
+    validated = io.validate_records(raw, items, attributes)
+    progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
+
+    budget = Budget(cfg.epsilon)
+    rng = RandomSource(cfg.seed)
+    common = dict(items=items, attributes=attributes, l=cfg.l, epsilons=split, budget=budget, rng=rng, seed=cfg.seed)
+    if cfg.algorithm == "sra":
+        release = sampling.sra(validated.records, **common)
+    else:
+        release = sampling.hpa(validated.records, d=cfg.d, **common)
+
+    tables = _tables(release, items, attributes)
+    report = _report(cfg, budget, items, attributes, split, {**validated.diagnostics, **release.diagnostics}, tables)
+    progress(f"writing {cfg.output}")
+    io.write_release(spark, cfg.output, tables, report)
+    return JobResult(output=cfg.output, report=report, item_table=tables["item_counts"], items=items)
