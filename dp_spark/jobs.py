@@ -32,12 +32,13 @@ DIAGNOSTICS_NOTE = (
 class Progress:
     """Timed step messages on stderr, so long jobs show where they are."""
 
-    def __init__(self, stream=sys.stderr):
-        self.stream = stream
+    def __init__(self, stream=None):
+        self.stream = stream  # None: whatever sys.stderr is at the time of the message
         self.started = time.monotonic()
 
     def __call__(self, message: str) -> None:
-        print(f"[dp-spark {time.monotonic() - self.started:6.1f}s] {message}", file=self.stream, flush=True)
+        stream = self.stream or sys.stderr
+        print(f"[dp-spark {time.monotonic() - self.started:6.1f}s] {message}", file=stream, flush=True)
 
 
 def plan_budget(cfg: JobConfig) -> dict[str, Fraction]:

@@ -1,0 +1,57 @@
+"""Counts over the public domain, and the L1 sensitivity after bounding."""
+
+import numpy as np
+import pytest
+
+from dp_spark import aggregates, bounding
+from dp_spark.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain
+
+
+def test_counts_are_zero_filled_over_the_domain(spark):
+    items = item_domain({"range": [1, 5]})
+    attrs = attribute_domain(["a", "b"])
+    df = spark.createDataFrame([(1, 1, "a"), (2, 1, "a"), (2, 3, "b"), (3, 5, "b")], "user_id long, item_id long, attr string")
+    edges = aggregates.edge_counts(df, items, attrs)
+    expected = np.zeros((5, 2), dtype=np.int64)
+    expected[0, 0], expected[2, 1], expected[4, 1] = 2, 1, 1
+    assert np.array_equal(edges, expected)
+    assert np.array_equal(aggregates.item_counts(edges), [2, 0, 1, 0, 1])
+
+
+def test_domain_lookups():
+    items = ItemDomain(ids=np.array([3, 7, 9]), description="t")
+    assert items.index_of(np.array([7, 3, 8, 10, 1])).tolist() == [1, 0, -1, -1, -1]
+    assert AttributeDomain(("x", "y")).index_of(["y", "z", "x"]).tolist() == [1, -1, 0]
+
+
+def neighbours(rows):
+    """Every dataset obtained by removing one whole user."""
+    users = sorted({r[0] for r in rows})
+    return [[r for r in rows if r[0] != u] for u in users]
+
+
+@pytest.mark.parametrize("bound", ["sample", "top"])
+def test_bounded_counts_move_by_at_most_l_when_a_user_is_removed(spark, bound):
+    """Brute-force sensitivity: removing any user changes the bounded item and
+    edge counts by at most l in L1 (the Δ the noise is calibrated to)."""
+    l = 3
+    rng = np.random.default_rng(0)
+    rows = []
+    for user, n in enumerate([1, 2, 3, 5, 9, 14]):
+        for r in range(n):
+            rows.append((user, int(rng.integers(1, 5)), str(rng.choice(["a", "b"])), user * 100 + r, int(rng.integers(0, 3))))
+    items, attrs = item_domain({"range": [1, 4]}), attribute_domain(["a", "b"])
+    schema = "user_id long, item_id long, attr string, record_id long, score long"
+
+    def bounded_counts(data):
+        df = spark.createDataFrame(data, schema)
+        kept = bounding.sample_per_user(df, l, salt=99) if bound == "sample" else bounding.top_per_user(df, l, "score", salt=99)
+        return aggregates.edge_counts(kept, items, attrs)
+
+    full = bounded_counts(rows)
+    assert full.sum() == sum(min(n, l) for n in [1, 2, 3, 5, 9, 14])
+    for smaller in neighbours(rows):
+        diff = full - bounded_counts(smaller)
+        assert (diff >= 0).all()  # removing a user only removes that user's kept rows
+        assert np.abs(diff).sum() <= l
+        assert np.abs(aggregates.item_counts(diff)).sum() <= l

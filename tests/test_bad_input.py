@@ -1,0 +1,131 @@
+"""Bad input: a one-line message naming the problem, exit status 2, no output.
+
+Jobs run in-process through ``cli.main`` with the suite's SparkSession.
+"""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dp_spark.cli import main
+
+
+def toml_value(value) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)
+
+
+def write_config(tmp_path: Path, source: dict, **extra) -> Path:
+    output = extra.pop("output", str(tmp_path / "out"))
+    lines = [f'output = "{output}"', "seed = 5", "[source]"]
+    lines += [f"{k} = {toml_value(v)}" for k, v in source.items()]
+    lines += ["[domain]", "items = { range = [1, 20] }", 'attributes = ["a", "b"]']
+    lines += ["[privacy]", f"epsilon = {extra.pop('epsilon', 1.0)}", "[algorithm]", 'name = "sra"', f"l = {extra.pop('l', 2)}"]
+    path = tmp_path / "job.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def parquet(tmp_path: Path, frame: pd.DataFrame) -> str:
+    path = tmp_path / "records.parquet"
+    frame.to_parquet(path)
+    return str(path)
+
+
+GOOD = pd.DataFrame({"user_id": [1, 1, 2, 3, 3, 3], "item_id": [1, 2, 2, 3, 4, 5], "attr": ["a", "b", "a", "b", "a", "a"]})
+
+
+def run(spark, config: Path, *overrides: str) -> int:
+    args = ["run", str(config)]
+    for o in overrides:
+        args += ["--set", o]
+    return main(args)
+
+
+def expect_error(spark, capsys, config, message, *overrides):
+    code = run(spark, config, *overrides)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1].startswith("dp-spark: error: ") and message in err[-1], err[-1]
+    assert not (config.parent / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "frame, message",
+    [
+        (GOOD.rename(columns={"item_id": "movie"}), "source column 'item_id' (for item_id) not found; the source has columns: user_id, movie, attr"),
+        (GOOD.assign(user_id=[1, None, 2, 3, 3, 3]), "column user_id has 1 null values (of 6 rows)"),
+        (GOOD.assign(item_id=["1", "2", "x7", "3", "4", "5"]), "column item_id has 1 non-integer values, e.g. 'x7' (of 6 rows)"),
+        (GOOD.assign(item_id=[1.0, 2.0, 2.5, 3.0, 4.0, 5.0]), "column item_id has 1 non-integer values, e.g. '2.5'"),
+        (GOOD.iloc[0:0], "the source has no records"),
+    ],
+    ids=["missing-column", "null-user", "non-integer-item", "fractional-item", "empty"],
+)
+def test_bad_records(spark, capsys, tmp_path, frame, message):
+    config = write_config(tmp_path, {"format": "parquet", "path": parquet(tmp_path, frame)})
+    expect_error(spark, capsys, config, message)
+
+
+def test_misspelled_column_mapping(spark, capsys, tmp_path):
+    config = write_config(tmp_path, {"format": "parquet", "path": parquet(tmp_path, GOOD)})
+    expect_error(spark, capsys, config, "source column 'itme' (for item_id) not found", "source.columns.item_id=itme")
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("privacy.epsilon=0", "privacy.epsilon must be > 0"),
+        ("privacy.epsilon=-2", "privacy.epsilon must be > 0"),
+        ("algorithm.l=0", "algorithm.l must be an integer >= 1"),
+        ("algorithm.name=dpsense", "unknown algorithm 'dpsense'"),
+        ("privacy.epsilom=1", "unknown config key 'privacy.epsilom'"),
+        ("privacy.epsilon_items=0.8", "budget split exceeds the total"),
+        ("source.path=no/such/file.parquet", "cannot read source 'no/such/file.parquet'"),
+    ],
+)
+def test_bad_config(spark, capsys, tmp_path, override, message):
+    config = write_config(tmp_path, {"format": "parquet", "path": parquet(tmp_path, GOOD)})
+    expect_error(spark, capsys, config, message, override)
+
+
+def test_ids_outside_the_domain_are_dropped_and_counted(spark, capsys, tmp_path):
+    frame = GOOD.assign(item_id=[1, 2, 99, 3, 4, 500], attr=["a", "b", "a", "zzz", "a", "a"])
+    config = write_config(tmp_path, {"format": "parquet", "path": parquet(tmp_path, frame)})
+    assert run(spark, config) == 0
+    report = json.loads((tmp_path / "out" / "privacy.json").read_text())
+    diagnostics = report["diagnostics_not_private"]
+    assert diagnostics["rows_outside_item_domain"] == 2
+    assert diagnostics["rows_outside_attribute_domain"] == 1
+    assert diagnostics["rows_after_bounding"] == 3  # (1,1,a), (1,2,b), (3,4,a); l = 2
+
+
+def test_a_failed_rerun_keeps_the_previous_output(spark, capsys, tmp_path):
+    config = write_config(tmp_path, {"format": "parquet", "path": parquet(tmp_path, GOOD)})
+    assert run(spark, config) == 0
+    before = (tmp_path / "out" / "privacy.json").read_text()
+    GOOD.assign(user_id=[1, None, 2, 3, 3, 3]).to_parquet(tmp_path / "records.parquet")
+    assert run(spark, config) == 2
+    assert (tmp_path / "out" / "privacy.json").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out")) == []
+
+
+def test_a_foreign_output_directory_is_not_replaced(spark, capsys, tmp_path):
+    keep = tmp_path / "precious"
+    keep.mkdir()
+    (keep / "notes.txt").write_text("mine")
+    config = write_config(tmp_path, {"format": "parquet", "path": parquet(tmp_path, GOOD)}, output=str(keep))
+    assert run(spark, config) == 2
+    assert "refusing to replace it" in capsys.readouterr().err
+    assert (keep / "notes.txt").read_text() == "mine"
+
+
+def test_csv_source_with_column_mapping(spark, capsys, tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text("who;what;when\n1;3;a\n2;3;b\n2;4;a\n")
+    config = write_config(tmp_path, {"format": "csv", "path": str(path), "sep": ";", "columns": {"user_id": "who", "item_id": "what", "attr": "when"}})
+    assert run(spark, config) == 0
+    report = json.loads((tmp_path / "out" / "privacy.json").read_text())
+    assert report["diagnostics_not_private"]["rows_read"] == 3

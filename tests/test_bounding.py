@@ -1,0 +1,76 @@
+"""Per-user bounding: uniform, bounded, exact, and the same on every run with a seed."""
+
+import numpy as np
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from dp_spark import bounding
+from tests.stats import chi2_critical, chi2_statistic
+
+
+def records(spark, rows_per_user: dict[int, int]):
+    rows = [(u, i, u * 1000 + i) for u, n in rows_per_user.items() for i in range(n)]
+    return spark.createDataFrame(rows, "user_id long, item_id long, record_id long")
+
+
+def per_user_positions(sample):
+    return sample.select("user_id", "item_id").toPandas()
+
+
+def test_each_position_is_picked_with_frequency_l_over_n(spark):
+    users, n, l = 2000, 20, 5
+    sample = per_user_positions(bounding.sample_per_user(records(spark, {u: n for u in range(users)}), l, seed=1))
+    assert (sample.groupby("user_id").size() == l).all()
+    picks = np.bincount(sample["item_id"], minlength=n)
+    # Each position ~ Binomial(2000, 1/4): expected 500 picks each; chi-square over 20 positions.
+    assert chi2_statistic(picks, np.full(n, users * l / n)) < chi2_critical(n - 1)
+
+
+def test_light_users_keep_everything_and_nobody_exceeds_l(spark):
+    sizes = {1: 1, 2: 3, 3: 4, 4: 5, 5: 50, 6: 400}
+    df = records(spark, sizes)
+    sample = bounding.sample_per_user(df, 4, seed=2)
+    light = df.where(F.col("user_id") <= 3)
+    assert_df_equality(sample.where(F.col("user_id") <= 3), light, ignore_row_order=True)
+    counts = dict(sample.groupBy("user_id").count().collect())
+    assert counts == {1: 1, 2: 3, 3: 4, 4: 4, 5: 4, 6: 4}
+
+
+def test_same_seed_same_sample_whatever_the_partitioning(spark):
+    df = records(spark, {u: 30 for u in range(50)})
+    first = bounding.sample_per_user(df, 3, seed=7)
+    again = bounding.sample_per_user(df.repartition(7, "item_id"), 3, seed=7)
+    assert_df_equality(first, again, ignore_row_order=True)
+    other = bounding.sample_per_user(df, 3, seed=8)
+    assert set(map(tuple, first.collect())) != set(map(tuple, other.collect()))
+
+
+@pytest.mark.parametrize("oversample", [6.0, 0.0])
+def test_prefilter_never_changes_the_result(spark, oversample):
+    """The sample is exactly each user's l smallest keys, also when the
+    pre-filter leaves users short (oversample = 0 makes that happen to about
+    half of them, exercising the exact fallback)."""
+    df = records(spark, {u: 10 + 7 * u for u in range(60)})
+    l, salt = 8, 12345
+    got = bounding.sample_per_user(df, l, salt=salt, oversample=oversample)
+    keyed = bounding._keyed_with_counts(df, "user_id", salt)
+    brute = bounding._rank(keyed, "user_id", [F.col("_u"), F.col("_key")]).where(F.col("_rank") <= l)
+    assert_df_equality(got, brute.select(df.columns), ignore_row_order=True)
+
+
+def test_top_per_user_keeps_highest_scores_and_breaks_ties_at_random(spark):
+    # Every user: 2 rows of score 5, 8 rows of score 1; keep 3 -> both 5s plus one random 1.
+    users = 1600
+    rows = [(u, i, u * 100 + i, 5 if i < 2 else 1) for u in range(users) for i in range(10)]
+    df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
+    kept = bounding.top_per_user(df, 3, "score", seed=3).toPandas()
+    assert (kept.groupby("user_id").size() == 3).all()
+    assert (kept.groupby("user_id")["score"].sum() == 11).all()
+    tie_picks = np.bincount(kept.loc[kept.score == 1, "item_id"] - 2, minlength=8)
+    assert chi2_statistic(tie_picks, np.full(8, users / 8)) < chi2_critical(7)
+
+
+def test_l_must_be_positive(spark):
+    with pytest.raises(ValueError):
+        bounding.sample_per_user(records(spark, {1: 2}), 0)

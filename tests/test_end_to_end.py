@@ -1,0 +1,136 @@
+"""Whole jobs on real and synthetic data, through spark-submit and in-process."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from dp_spark import aggregates, bounding, datasets, io
+from dp_spark.cli import main
+from dp_spark.config import load_config
+from dp_spark.domain import attribute_domain, item_domain
+from dp_spark.mechanisms import discrete_laplace_variance
+from tests.conftest import ROOT, shared_data
+
+ML1M_MOVIES = 3883  # lines of movies.dat: the public item domain
+
+
+def submit(conf: str, *job_args: str) -> subprocess.CompletedProcess:
+    cmd = [str(ROOT / "scripts" / "submit.sh"), conf, "--driver-memory", "2g", "--", *job_args]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def read_output(out: Path):
+    report = json.loads((out / "privacy.json").read_text())
+    items = pd.read_parquet(out / "item_counts")
+    edges = pd.read_parquet(out / "edge_counts")
+    return report, items, edges
+
+
+def check_release(report, items, edges, n_items, attrs, epsilon):
+    assert sorted(items["item_id"]) == sorted(set(items["item_id"])) and len(items) == n_items
+    assert len(edges) == n_items * len(attrs) and set(edges["attr"]) == set(attrs)
+    assert sum(e["epsilon"] for e in report["ledger"]) == pytest.approx(epsilon)
+    assert report["epsilon_spent"] == pytest.approx(epsilon) and report["epsilon_total"] == epsilon
+    assert report["privacy_unit"].startswith("user")
+
+
+def test_movielens_1m_loader_reproduces_paper_table_4(spark):
+    df = datasets.load_movielens_1m(spark, str(shared_data("ml-1m")))
+    per_user = df.groupBy("user_id").count()
+    stats = per_user.agg(
+        F.count("*").alias("users"), F.sum("count").alias("records"),
+        F.max("count").alias("max"), F.avg("count").alias("mean"), F.min("count").alias("min"),
+    ).first()
+    assert (stats.users, stats.records, stats["max"], stats["min"]) == (6040, 1_000_209, 2314, 20)
+    assert round(stats.mean, 1) == 165.6
+    assert df.select("item_id").distinct().count() == 3706
+    # Every rating has a (gender, age group) from users.dat, all in the public attribute list.
+    attrs = {r.attr for r in df.select("attr").distinct().collect()}
+    assert attrs == set(datasets.MOVIELENS_ATTRIBUTES)
+
+
+@pytest.mark.slow
+def test_movielens_sra_through_spark_submit_noise_matches_the_ledger(spark, tmp_path):
+    """The released counts minus the bounded counts (recomputed here with the
+    same seed) are discrete Laplace noise of exactly the ledger's scale."""
+    shared_data("ml-1m")
+    out = tmp_path / "ml_sra"
+    submit("conf/movielens_sra.toml", "--set", f"output={out}", "--set", "seed=11")
+    report, items, edges = read_output(out)
+    check_release(report, items, edges, ML1M_MOVIES, datasets.MOVIELENS_ATTRIBUTES, 1.0)
+    assert report["fixed_seed"] is True and "seed" not in report
+    assert [(e["step"], e["sensitivity_l1"], e["noise_scale"]) for e in report["ledger"]] == [
+        ("item_counts", 30, 60), ("edge_counts", 30, 60)
+    ]
+
+    cfg = load_config(ROOT / "conf/movielens_sra.toml", ["seed=11"])
+    domain, attrs = item_domain(cfg.items), attribute_domain(cfg.attributes)
+    records = io.validate_records(io.read_records(spark, cfg.source, True), domain, attrs).records
+    true_edges = aggregates.edge_counts(bounding.sample_per_user(records, 30, seed=11), domain, attrs)
+    assert true_edges.sum() == report["diagnostics_not_private"]["rows_after_bounding"]
+    assert true_edges.sum(axis=1).max() <= 30 * 6040
+
+    noise_items = items.sort_values("item_id")["noisy_count"].to_numpy() - true_edges.sum(axis=1)
+    released_edges = edges.set_index(["item_id", "attr"]).loc[
+        [(i, a) for i in domain.ids for a in attrs.values], "noisy_count"
+    ].to_numpy()
+    noise_edges = released_edges - true_edges.reshape(-1)
+    var = discrete_laplace_variance(60)
+    # Relative standard error of a Laplace-like sample variance is sqrt(5/n): 3.6% for 3,883
+    # cells, 1.5% for 23,298. Tolerances are about four of those.
+    assert noise_items.var() == pytest.approx(var, rel=0.15)
+    assert noise_edges.var() == pytest.approx(var, rel=0.06)
+    assert abs(noise_edges.mean()) < 5 * np.sqrt(var / noise_edges.size)
+
+
+@pytest.mark.slow
+def test_demo_config_through_spark_submit(tmp_path):
+    data = tmp_path / "netflix.parquet"
+    stats = datasets.generate_netflix(60_000, str(data), seed=3, progress=lambda _: None)
+    assert stats["rows"] == 60_000 and stats["min_per_user"] >= 1
+    out = tmp_path / "demo"
+    done = submit("conf/demo.toml", "--set", f"source.path={data}", "--set", f"output={out}")
+    report, items, edges = read_output(out)
+    check_release(report, items, edges, 17_770, datasets.WEEKDAYS, 1.0)
+    assert report["fixed_seed"] is False
+    assert report["diagnostics_not_private"]["rows_read"] == 60_000
+    assert "Top-10 items by noisy count" in done.stdout and "spent epsilon 1 of 1" in done.stdout
+
+
+def test_movielens_hpa_in_process(spark, tmp_path, capsys):
+    shared_data("ml-1m")
+    out = tmp_path / "ml_hpa"
+    assert main(["run", str(ROOT / "conf/movielens_hpa.toml"), "--set", f"output={out}", "--set", "seed=2"]) == 0
+    report, items, edges = read_output(out)
+    check_release(report, items, edges, ML1M_MOVIES, datasets.MOVIELENS_ATTRIBUTES, 1.0)
+    ledger = [(e["step"], e["epsilon"], e["sensitivity_l1"]) for e in report["ledger"]]
+    assert ledger == [("popularity", 0.1, 20), ("item_counts", 0.45, 30), ("edge_counts", 0.45, 30)]
+    diagnostics = report["diagnostics_not_private"]
+    assert diagnostics["rows_in_popularity_sample"] == 20 * 6040  # every user has >= 20 ratings
+    per_user = datasets.load_movielens_1m(spark, str(shared_data("ml-1m"))).groupBy("user_id").count()
+    expected_kept = per_user.select(F.sum(F.least(F.col("count"), F.lit(30)))).first()[0]
+    assert diagnostics["rows_after_bounding"] == expected_kept  # min(n_u, l) rows of every user
+    assert "Top-10 items by noisy count" in capsys.readouterr().out
+
+
+def test_movielens_100k_in_process(spark, tmp_path):
+    path = shared_data("ml-100k")
+    out = tmp_path / "ml100k"
+    args = [
+        "run", str(ROOT / "conf/movielens_sra.toml"), "--set", "source.format=movielens-100k",
+        "--set", f"source.path={path}", "--set", f"domain.items={{ range = [1, 1682] }}",
+        "--set", f"output={out}", "--set", "algorithm.l=20",
+    ]
+    assert main(args) == 0
+    report, items, edges = read_output(out)
+    check_release(report, items, edges, 1682, datasets.MOVIELENS_ATTRIBUTES, 1.0)
+    diagnostics = report["diagnostics_not_private"]
+    assert diagnostics["rows_read"] == 100_000 and diagnostics["rows_outside_item_domain"] == 0
+    assert diagnostics["rows_after_bounding"] == 943 * 20  # every ML-100K user rated >= 20 movies
