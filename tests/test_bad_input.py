@@ -129,3 +129,25 @@ def test_csv_source_with_column_mapping(spark, capsys, tmp_path):
     assert run(spark, config) == 0
     report = json.loads((tmp_path / "out" / "privacy.json").read_text())
     assert report["diagnostics_not_private"]["rows_read"] == 3
+
+
+def test_table_source_with_a_file_domain(spark, capsys, tmp_path):
+    spark.createDataFrame(GOOD).createOrReplaceTempView("ratings_view")
+    ids = tmp_path / "items.txt"
+    ids.write_text("# public catalogue\n2\n3\n4\n")
+    config = write_config(tmp_path, {"format": "table", "table": "ratings_view"})
+    assert run(spark, config, f'domain.items={{ file = "{ids}" }}') == 0
+    report = json.loads((tmp_path / "out" / "privacy.json").read_text())
+    assert report["domain"]["item_count"] == 3
+    assert report["diagnostics_not_private"]["rows_outside_item_domain"] == 2  # items 1 and 5
+    assert sorted(pd.read_parquet(tmp_path / "out" / "item_counts")["item_id"]) == [2, 3, 4]
+
+
+def test_missing_java_says_how_to_install_it(monkeypatch, tmp_path):
+    from dp_spark.errors import DpSparkError
+    from dp_spark.spark import check_java
+
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(DpSparkError, match="Java 17 is required.*openjdk-17"):
+        check_java()
