@@ -49,52 +49,45 @@ def _with_demographics(ratings, users):
     return ratings.join(F.broadcast(users), "user_id", "left").select("user_id", "item_id", "attr", "record_id")
 
 
+def _load_movielens(spark, ratings_file: Path, ratings_sep: str, users_file: Path, users_sep: str,
+                    gender_field: int, age_field: int):
+    """Ratings (user, item first) tagged with record ids at the scan, then joined with
+    each user's (gender, age group). Separators are Java regular expressions."""
+    from pyspark.sql import functions as F
+
+    from dp_spark.io import with_record_id
+
+    parts = F.split(F.col("value"), ratings_sep)
+    ratings = with_record_id(spark.read.text(str(ratings_file))).select(
+        parts[0].alias("user_id"), parts[1].alias("item_id"), "record_id"
+    )
+    fields = F.split(F.col("value"), users_sep)
+    users = spark.read.text(str(users_file)).select(
+        F.trim(fields[0]).alias("user_id"),
+        fields[gender_field].alias("gender"),
+        fields[age_field].cast("int").alias("age"),
+    )
+    return _with_demographics(ratings, users)
+
+
 def load_movielens_1m(spark, path: str):
     """ml-1m: ratings.dat, or ratings_pairs.dat.gz (user::movie), joined with users.dat.
 
     users.dat age codes are 1 (under 18), 18, 25, 35, 45, 50, 56: the code is
     the lower end of the bucket, so the <25 / 25-34 / >34 split is exact.
     """
-    from pyspark.sql import functions as F
-
-    from dp_spark.io import with_record_id
-
     directory = Path(path)
-    ratings_file = _first_existing(directory, ("ratings.dat", "ratings.dat.gz", "ratings_pairs.dat.gz"), "MovieLens 1M")
-    users_file = _first_existing(directory, ("users.dat",), "MovieLens 1M")
-    parts = F.split(F.col("value"), "::")
-    ratings = with_record_id(spark.read.text(str(ratings_file))).select(
-        parts[0].alias("user_id"), parts[1].alias("item_id"), "record_id"
-    )
-    user_parts = F.split(F.col("value"), "::")
-    users = spark.read.text(str(users_file)).select(
-        F.trim(user_parts[0]).alias("user_id"),
-        user_parts[1].alias("gender"),
-        user_parts[2].cast("int").alias("age"),
-    )
-    return _with_demographics(ratings, users)
+    ratings = _first_existing(directory, ("ratings.dat", "ratings.dat.gz", "ratings_pairs.dat.gz"), "MovieLens 1M")
+    users = _first_existing(directory, ("users.dat",), "MovieLens 1M")
+    return _load_movielens(spark, ratings, "::", users, "::", gender_field=1, age_field=2)
 
 
 def load_movielens_100k(spark, path: str):
     """ml-100k: u.data (user, item, rating, time; tab-separated) joined with u.user (id|age|gender|...)."""
-    from pyspark.sql import functions as F
-
-    from dp_spark.io import with_record_id
-
     directory = Path(path)
-    ratings_file = _first_existing(directory, ("u.data", "u.data.gz"), "MovieLens 100K")
-    users_file = _first_existing(directory, ("u.user",), "MovieLens 100K")
-    parts = F.split(F.col("value"), "\t")
-    ratings = with_record_id(spark.read.text(str(ratings_file))).select(
-        parts[0].alias("user_id"), parts[1].alias("item_id"), "record_id"
-    )
-    user_parts = F.split(F.col("value"), r"\|")
-    users = spark.read.text(str(users_file)).select(
-        F.trim(user_parts[0]).alias("user_id"),
-        user_parts[2].alias("gender"),
-        user_parts[1].cast("int").alias("age"),
-    )
-    return _with_demographics(ratings, users)
+    ratings = _first_existing(directory, ("u.data", "u.data.gz"), "MovieLens 100K")
+    users = _first_existing(directory, ("u.user",), "MovieLens 100K")
+    return _load_movielens(spark, ratings, "\t", users, r"\|", gender_field=2, age_field=1)
 
 
 def load_netflix_synthetic(spark, path: str):
