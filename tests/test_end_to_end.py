@@ -125,7 +125,7 @@ def test_movielens_100k_in_process(spark, tmp_path):
     out = tmp_path / "ml100k"
     args = [
         "run", str(ROOT / "conf/movielens_sra.toml"), "--set", "source.format=movielens-100k",
-        "--set", f"source.path={path}", "--set", f"domain.items={{ range = [1, 1682] }}",
+        "--set", f"source.path={path}", "--set", "domain.items={ range = [1, 1682] }",
         "--set", f"output={out}", "--set", "algorithm.l=20",
     ]
     assert main(args) == 0
