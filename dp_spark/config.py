@@ -60,7 +60,6 @@ class JobConfig:
     d: int
     seed: int | None = None
     spark: dict[str, str] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -204,7 +203,6 @@ def build_config(raw: dict[str, Any]) -> JobConfig:
         d=d,
         seed=seed,
         spark={str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark.items()},
-        raw=raw,
     )
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from dp_spark.errors import DpSparkError
 
-# Settings every dp-spark job wants; a job's [spark] table can override them.
+# Settings every dp-spark job wants, under spark-submit too (the session is
+# built here); a job's [spark] table overrides them.
 DEFAULT_SPARK_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "true",

@@ -41,6 +41,8 @@ package_dir=$(mktemp -d)
 trap 'rm -rf "$package_dir"' EXIT
 (cd "$here" && python3 -c 'import shutil,sys; shutil.make_archive(sys.argv[1], "zip", ".", "dp_spark")' "$package_dir/dp_spark")
 
-exec_args=("$spark_submit" --properties-file "$here/conf/spark-defaults.conf" "${submit_args[@]}"
-           --py-files "$package_dir/dp_spark.zip" "$here/jobs/run_job.py" "$conf" "${job_args[@]+"${job_args[@]}"}")
-"${exec_args[@]}"
+# No --properties-file: it would hide the cluster's own spark-defaults.conf. dp-spark's
+# defaults are set in code (dp_spark/spark.py) when the job builds its session.
+command=("$spark_submit" "${submit_args[@]}"
+         --py-files "$package_dir/dp_spark.zip" "$here/jobs/run_job.py" "$conf" "${job_args[@]+"${job_args[@]}"}")
+"${command[@]}"
