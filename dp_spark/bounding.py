@@ -13,10 +13,14 @@ run unless a seed is given. The DP guarantee comes from the noise added later
 and does not depend on the keys being secret; the keys only make the sample
 uniform.
 
-Cost. Users with at most ``l`` rows keep everything, without a sort. For the
-others a per-user count sets an oversampled keep-probability, so only about
-``l + 6(√l + 2)`` rows per heavy user reach the exact top-``l`` selection (a
-window sort) instead of all of them (ALGORITHMS.md §10, DESIGN.md hot paths).
+Cost (docs/performance.md). The selection is one aggregation per user,
+``min_by(row, order, l)``, which keeps a bounded heap per user instead of
+sorting the user's rows with a window. Spark runs it as a sort-based
+aggregate, so it is fed as few rows as possible: with each user's row count
+known (one cheap hash aggregation, shared with input validation), a heavy
+user's rows are pre-filtered with keep probability (l + 6(√l + 2))/n, which
+leaves about 40 rows per user at l = 10 and never changes the result (users
+left short are redone exactly).
 """
 
 from __future__ import annotations
@@ -25,11 +29,8 @@ import hashlib
 import math
 import secrets
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-
-_UNIFORM_BITS = 53  # the top 53 bits of the key, as an exact integer in a double's range
-
 
 def new_salt(seed: int | None, purpose: str) -> int:
     """A 63-bit salt: secret and fresh without a seed, derived from it with one."""
@@ -49,19 +50,28 @@ def _key_columns(df: DataFrame, user_col: str) -> list[str]:
     return list(df.columns)
 
 
-def _keyed_with_counts(df: DataFrame, user_col: str, salt: int) -> DataFrame:
-    """Adds ``_n`` (the user's row count), ``_u`` (uniform in [0, 2^53)) and ``_key``."""
+def _position(df: DataFrame, user_col: str, salt: int) -> Column:
+    """The row's random position: a 63-bit non-negative integer from the keyed hash.
+    Distinct rows of a user tie with probability about n²/2^64."""
     key = F.xxhash64(F.lit(salt), *[F.col(c) for c in _key_columns(df, user_col)])
-    per_user = df.groupBy(user_col).agg(F.count(F.lit(1)).alias("_n"))
-    return (
-        df.join(per_user, user_col)
-        .withColumn("_key", key)
-        .withColumn("_u", F.shiftrightunsigned(F.col("_key"), 64 - _UNIFORM_BITS))
-    )
+    return F.shiftrightunsigned(key, 1)
 
 
-def _rank(df: DataFrame, user_col: str, order: list[Column]) -> DataFrame:
-    return df.withColumn("_rank", F.row_number().over(Window.partitionBy(user_col).orderBy(*order)))
+def user_counts(df: DataFrame, user_col: str = "user_id") -> DataFrame:
+    """DataFrame[user_col, _n]: each user's number of rows (one hash aggregation)."""
+    return df.groupBy(user_col).agg(F.count(F.lit(1)).alias("_n"))
+
+
+def _smallest_per_user(df: DataFrame, l: int, order: Column, user_col: str, columns: list[str], *extra) -> DataFrame:
+    """Each user's ``l`` rows with the smallest ``order`` as an array ``_rows``,
+    plus any ``extra`` aggregates."""
+    row = F.struct(*[F.col(c) for c in columns if c != user_col])
+    return df.groupBy(user_col).agg(F.min_by(row, order, l).alias("_rows"), *extra)
+
+
+def _rows_of(selected: DataFrame, user_col: str, columns: list[str]) -> DataFrame:
+    exploded = selected.select(user_col, F.explode("_rows").alias("_row"))
+    return exploded.select(*[F.col(user_col) if c == user_col else F.col(f"_row.`{c}`").alias(c) for c in columns])
 
 
 def sample_per_user(
@@ -71,39 +81,43 @@ def sample_per_user(
     user_col: str = "user_id",
     *,
     salt: int | None = None,
+    counts: DataFrame | None = None,
     oversample: float = 6.0,
 ) -> DataFrame:
     """At most ``l`` rows per user, a uniform sample without replacement.
 
-    Users with ≤ l rows keep all of them. The sample is exactly "the l rows
-    with the smallest keys": a heavy user's rows are pre-filtered with keep
-    probability (l + oversample·(√l + 2))/n; if fewer than l survive (rare),
-    that user is redone from all of its rows, so the pre-filter never changes
-    the result. ``oversample`` only trades sort size against how often that
-    happens. Returns the columns of ``df``.
+    The sample is exactly each user's ``l`` rows of smallest random position;
+    users with ≤ l rows keep all of them. ``counts`` (from :func:`user_counts`
+    on the same ``df``) saves a pass when the caller has it. Heavy users' rows
+    are pre-filtered with keep probability (l + oversample·(√l + 2))/n; a user
+    left with fewer than l candidates (probability below 10^-8 per user at the
+    default) is redone from all of its rows, so the pre-filter never changes
+    the result; ``oversample`` only trades rows aggregated against how often
+    that happens. Returns the columns of ``df``.
     """
     if l < 1:
         raise ValueError(f"l must be >= 1, got {l}")
     salt = new_salt(seed, "sample_per_user") if salt is None else salt
-    keyed = _keyed_with_counts(df, user_col, salt)
-    heavy = F.col("_n") > l
-    expected = l + oversample * (math.sqrt(l) + 2)
-    keep_below = F.lit(expected * 2.0**_UNIFORM_BITS) / F.col("_n")
-    order = [F.col("_u"), F.col("_key")]
-
-    ranked = _rank(keyed.where(heavy & (F.col("_u") < keep_below)), user_col, order).withColumn(
-        "_candidates", F.count(F.lit(1)).over(Window.partitionBy(user_col))
-    )
-    complete = ranked.where((F.col("_candidates") >= l) & (F.col("_rank") <= l))
-    short_users = ranked.where(F.col("_candidates") < l).select(user_col).distinct()
-    redone = _rank(keyed.where(heavy).join(short_users, user_col, "left_semi"), user_col, order)
-    light = keyed.where(~heavy)
+    counts = user_counts(df, user_col) if counts is None else counts
     columns = df.columns
-    return (
-        light.select(columns)
-        .unionByName(complete.select(columns))
-        .unionByName(redone.where(F.col("_rank") <= l).select(columns))
+    keyed = df.withColumn("_position", _position(df, user_col, salt)).join(F.broadcast(counts), user_col)
+    # Comparing as doubles is monotone in _position, so the candidates always
+    # include every row smaller than any candidate: the pre-filter is exact.
+    keep_below = F.lit((l + oversample * (math.sqrt(l) + 2)) * 2.0**63) / F.col("_n")
+    candidates = keyed.where((F.col("_n") <= l) | (F.col("_position") < keep_below))
+    # One eager pass: materialise each user's selection once (small: at most l
+    # rows per user), so checking for short users does not aggregate again.
+    selected = _smallest_per_user(candidates, l, F.col("_position"), user_col, columns, F.max("_n").alias("_n"))
+    selected = selected.localCheckpoint(eager=True)
+    short = F.size("_rows") < F.least(F.col("_n"), F.lit(l))
+    sample = _rows_of(selected.where(~short), user_col, columns)
+    short_users = selected.where(short).select(user_col)
+    if short_users.isEmpty():
+        return sample
+    redone = _smallest_per_user(
+        keyed.join(short_users, user_col, "left_semi"), l, F.col("_position"), user_col, columns
     )
+    return sample.unionByName(_rows_of(redone, user_col, columns))
 
 
 def top_per_user(
@@ -115,8 +129,9 @@ def top_per_user(
     *,
     salt: int | None = None,
 ) -> DataFrame:
-    """Each user's ``l`` rows with the highest ``score_col``; ties broken
-    uniformly at random (by the row's key). Users with ≤ l rows keep all.
+    """Each user's ``l`` rows with the highest ``score_col`` (a non-null
+    integer); ties broken uniformly at random (by the row's random position).
+    Users with ≤ l rows keep all.
 
     The score must be public or a DP output (HPA: noisy popularity), so the
     selection stays a per-user transform.
@@ -124,8 +139,5 @@ def top_per_user(
     if l < 1:
         raise ValueError(f"l must be >= 1, got {l}")
     salt = new_salt(seed, "top_per_user") if salt is None else salt
-    keyed = _keyed_with_counts(df, user_col, salt)
-    heavy = F.col("_n") > l
-    ranked = _rank(keyed.where(heavy), user_col, [F.col(score_col).desc(), F.col("_u"), F.col("_key")])
-    columns = df.columns
-    return keyed.where(~heavy).select(columns).unionByName(ranked.where(F.col("_rank") <= l).select(columns))
+    order = F.struct((-F.col(score_col)).alias("_score"), _position(df, user_col, salt).alias("_position"))
+    return _rows_of(_smallest_per_user(df, l, order, user_col, df.columns), user_col, df.columns)

@@ -1,4 +1,4 @@
-"""``dp-spark run | generate``: the command line.
+"""``dp-spark run | generate | bench``: the command line.
 
 Errors a user can fix (bad config, bad data, a refused budget) print one line
 ``dp-spark: error: ...`` and exit with status 2; nothing is written.
@@ -27,6 +27,14 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument("--rows", type=int, required=True, help="number of ratings (100480507 = full Netflix)")
     generate.add_argument("--out", required=True, help="output Parquet file")
     generate.add_argument("--seed", type=int, default=0)
+
+    bench = commands.add_parser("bench", help="time jobs against the non-private floor (docs/performance.md)")
+    bench.add_argument("--rows", required=True, help="comma-separated table sizes, e.g. 1000000,10000000")
+    bench.add_argument("--jobs", default="floor,sra,hpa", help="comma-separated: floor, sra, hpa (default: all)")
+    bench.add_argument("--out", required=True, help="directory for bench.json and machine.json")
+    bench.add_argument("--repeats", type=int, default=5, help="timed runs per job after a warm-up (default 5)")
+    bench.add_argument("--data-dir", default="data", help="where the generated tables are kept (default data/)")
+    bench.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     return parser
 
 
@@ -76,10 +84,34 @@ def _generate(args) -> int:
     return 0
 
 
+def _rows_list(text: str) -> list[int]:
+    try:
+        rows = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise DpSparkError(f"--rows must be comma-separated integers, got {text!r}") from None
+    if not rows or min(rows) < 1:
+        raise DpSparkError(f"--rows must list sizes >= 1, got {text!r}")
+    return rows
+
+
+def _bench(args) -> int:
+    from dp_spark import bench
+
+    progress = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    jobs = [job.strip() for job in args.jobs.split(",") if job.strip()]
+    records = bench.run(_rows_list(args.rows), jobs, args.out, args.repeats, args.data_dir, args.master, progress)
+    print(bench.markdown(records))
+    print(f"\nwrote {args.out}/bench.json and {args.out}/machine.json")
+    return 0
+
+
+COMMANDS = {"run": _run, "generate": _generate, "bench": _bench}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return _run(args) if args.command == "run" else _generate(args)
+        return COMMANDS[args.command](args)
     except DpSparkError as exc:
         print(f"dp-spark: error: {exc}", file=sys.stderr)
         return 2

@@ -129,18 +129,47 @@ def _user_counts(rng: np.random.Generator, users: int, rows: int) -> np.ndarray:
     return counts
 
 
-def _distinct_items(rng: np.random.Generator, k: int, cdf: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """k distinct item positions drawn by popularity (a user rates a movie once)."""
+def _items_light_users(rng: np.random.Generator, counts: np.ndarray, cdf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each user u, counts[u] distinct item positions drawn by popularity,
+    vectorised over users: draw with some slack, drop repeats (keeping the
+    first draw of each item), keep each user's first counts[u], redraw for the
+    users still short. Keeping the first k distinct draws is successive
+    sampling without replacement, weighted by popularity."""
     m = cdf.size
-    if k > m // 8:
-        return rng.choice(m, size=k, replace=False, p=weights)
-    picked = np.empty(0, dtype=np.int64)
-    while picked.size < k:
-        draws = np.searchsorted(cdf, rng.random(2 * k + 16), side="right")
-        merged = np.concatenate([picked, draws])
-        _, first = np.unique(merged, return_index=True)
-        picked = merged[np.sort(first)]
-    return picked[:k]
+    users = np.empty(0, dtype=np.int64)
+    items = np.empty(0, dtype=np.int64)
+    deficit = counts.astype(np.int64)
+    while (short := np.flatnonzero(deficit > 0)).size:
+        draws = deficit[short] + deficit[short] // 4 + 4
+        new_users = np.repeat(short, draws)
+        new_items = np.searchsorted(cdf, rng.random(new_users.size), side="right")
+        users = np.concatenate([users, new_users])
+        items = np.concatenate([items, new_items])
+        _, first = np.unique(users * m + items, return_index=True)
+        first.sort()  # back to draw order, so "first k" means the earliest draws
+        by_user = first[np.argsort(users[first], kind="stable")]
+        users, items = users[by_user], items[by_user]
+        group_start = np.concatenate([[0], np.cumsum(np.bincount(users, minlength=counts.size))[:-1]])
+        rank = np.arange(users.size) - group_start[users]
+        keep = rank < counts[users]
+        users, items = users[keep], items[keep]
+        deficit = counts - np.bincount(users, minlength=counts.size)
+    return users, items
+
+
+def _items_heavy_user(rng: np.random.Generator, k: int, weights: np.ndarray) -> np.ndarray:
+    """k distinct item positions for one heavy user: the k smallest of
+    Exp(1)/weight, which is the same weighted sampling without replacement
+    (Efraimidis and Spirakis) at O(items) cost however large k is."""
+    keys = rng.exponential(size=weights.size) / weights
+    return np.argpartition(keys, k - 1)[:k]
+
+
+def _chunks(counts: np.ndarray, rows_per_chunk: int) -> list[tuple[int, int]]:
+    """Consecutive user ranges of about ``rows_per_chunk`` rows each."""
+    ends = np.searchsorted(np.cumsum(counts), np.arange(rows_per_chunk, counts.sum(), rows_per_chunk), side="left")
+    bounds = np.unique(np.concatenate([[0], ends + 1, [counts.size]]))
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
 def generate_netflix(rows: int, out: str, seed: int = 0, progress=print) -> dict:
@@ -148,8 +177,10 @@ def generate_netflix(rows: int, out: str, seed: int = 0, progress=print) -> dict
 
     The user count scales with ``rows`` (480,189 users at 100,480,507 rows);
     item popularity is Zipf-like over 17,770 movies whose popularity ranks are
-    a seeded permutation of the ids; weekdays lean towards the weekend.
-    Returns the realised statistics.
+    a seeded permutation of the ids; weekdays lean towards the weekend. Users
+    are written in chunks of about two million rows, the rows of a chunk in a
+    random order (one Parquet row group per chunk). Returns the realised
+    statistics; the same ``rows`` and ``seed`` give the same table.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -164,43 +195,54 @@ def generate_netflix(rows: int, out: str, seed: int = 0, progress=print) -> dict
     weights /= weights.sum()
     cdf = np.cumsum(weights)
     cdf[-1] = 1.0
-    item_ids = rng.permutation(NETFLIX_ITEMS) + 1
+    item_ids = (rng.permutation(NETFLIX_ITEMS) + 1).astype(np.int32)
     weekday_p = np.array([0.13, 0.13, 0.13, 0.14, 0.15, 0.16, 0.16])
-    weekday_type = pa.dictionary(pa.int8(), pa.string())
+    heavy_from = NETFLIX_ITEMS // 8  # above this many items a user is drawn item by item (see _items_heavy_user)
 
     Path(out).parent.mkdir(parents=True, exist_ok=True)
+    weekday_type = pa.dictionary(pa.int8(), pa.string())
     schema = pa.schema([("user_id", pa.int64()), ("item_id", pa.int32()), ("weekday", weekday_type)])
-    batch_rows = 2_000_000
-    seen_items = np.zeros(NETFLIX_ITEMS, dtype=bool)
+    item_seen = np.zeros(NETFLIX_ITEMS, dtype=bool)
     with pq.ParquetWriter(out, schema) as writer:
-        user_buf, item_buf = [], []
-        buffered = 0
-        for user in range(users):
-            picks = _distinct_items(rng, int(counts[user]), cdf, weights)
-            seen_items[picks] = True
-            user_buf.append(np.full(picks.size, user + 1, dtype=np.int64))
-            item_buf.append(item_ids[picks].astype(np.int32))
-            buffered += picks.size
-            if buffered >= batch_rows or user == users - 1:
-                user_col = np.concatenate(user_buf)
-                weekday = rng.choice(7, size=user_col.size, p=weekday_p).astype(np.int8)
-                table = pa.table(
-                    {
-                        "user_id": user_col,
-                        "item_id": np.concatenate(item_buf),
-                        "weekday": pa.DictionaryArray.from_arrays(weekday, pa.array(WEEKDAYS)),
-                    },
-                    schema=schema,
-                )
-                writer.write_table(table)
-                user_buf, item_buf, buffered = [], [], 0
-                progress(f"  generated {user + 1:,} of {users:,} users")
+        for first_user, end_user in _chunks(counts, 2_000_000):
+            chunk = counts[first_user:end_user]
+            light = chunk <= heavy_from
+            light_users, light_items = _items_light_users(rng, np.where(light, chunk, 0), cdf)
+            heavy = [(u, _items_heavy_user(rng, int(chunk[u]), weights)) for u in np.flatnonzero(~light)]
+            user_pos = np.concatenate([light_users] + [np.full(p.size, u) for u, p in heavy])
+            item_pos = np.concatenate([light_items] + [p for _, p in heavy])
+            order = rng.permutation(user_pos.size)
+            user_pos, item_pos = user_pos[order], item_pos[order]
+            item_seen[item_pos] = True
+            weekday = rng.choice(7, size=user_pos.size, p=weekday_p).astype(np.int8)
+            table = pa.table(
+                {
+                    "user_id": user_pos + first_user + 1,
+                    "item_id": item_ids[item_pos],
+                    "weekday": pa.DictionaryArray.from_arrays(weekday, pa.array(WEEKDAYS)),
+                },
+                schema=schema,
+            )
+            writer.write_table(table, row_group_size=table.num_rows)
+            progress(f"  generated {end_user:,} of {users:,} users")
     return {
         "rows": int(counts.sum()),
         "users": int(users),
-        "items_rated": int(seen_items.sum()),
+        "items_rated": int(item_seen.sum()),
         "max_per_user": int(counts.max()),
         "mean_per_user": float(counts.mean()),
         "min_per_user": int(counts.min()),
         "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def netflix_targets(rows: int) -> dict:
+    """What :func:`generate_netflix` aims at for ``rows`` (paper 000 Table 4, scaled)."""
+    return {
+        "rows": rows,
+        "users": max(1, round(NETFLIX_USERS * rows / NETFLIX_ROWS)),
+        "items_rated": NETFLIX_ITEMS,
+        "max_per_user": NETFLIX_MAX_PER_USER,
+        "mean_per_user": 209.2,
+        "min_per_user": 1,
     }

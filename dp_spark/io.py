@@ -99,55 +99,77 @@ def _in_item_domain(item: Column, items: ItemDomain) -> Column:
 class ValidatedRecords:
     records: DataFrame  # in-domain rows only, ids as long, attr as string
     diagnostics: dict  # NOT private: raw counts for the operator
+    user_counts: DataFrame  # [user_id, _n]: in-domain rows per user (cached; see release)
+    cached: DataFrame  # the persisted per-user table behind user_counts
+
+    def release(self) -> None:
+        """Drop the cached per-user table once the job no longer needs it."""
+        self.cached.unpersist()
+
+
+def _first_bad_value(df: DataFrame, column: str, bad: Column) -> str | None:
+    row = df.where(bad).select(F.col(column).cast("string")).first()
+    return None if row is None else row[0]
 
 
 def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDomain | None) -> ValidatedRecords:
-    """Check ids (one pass), cast them, and drop rows outside the public domain."""
-    checks, typed = [], {}
+    """Check ids, cast them, and drop rows outside the public domain.
+
+    One pass: a per-user aggregation that counts each user's in-domain rows
+    (which bounding reuses) and the problems, summed on a small cached table.
+    Null or non-integer ids are an error; ids outside the domain are dropped
+    and counted in the NOT-private diagnostics.
+    """
+    bad, typed = {}, {}
     for column in ID_COLUMNS:
-        bad, as_long = _integer_problems(df, column)
-        typed[column] = as_long
-        checks += [
-            F.sum(F.col(column).isNull().cast("long")).alias(f"{column}_null"),
-            F.sum(bad.cast("long")).alias(f"{column}_bad"),
-            F.first(F.when(bad, F.col(column).cast("string")), ignorenulls=True).alias(f"{column}_example"),
-        ]
-    typed_df = df.select(
-        typed["user_id"].alias("user_id"),
-        typed["item_id"].alias("item_id"),
-        *([F.col("attr").cast("string").alias("attr")] if attributes else []),
-        "record_id",
+        bad[column], typed[column] = _integer_problems(df, column)
+    attr = F.col("attr").cast("string")
+    in_items = _in_item_domain(typed["item_id"], items)
+    in_attrs = F.coalesce(attr.isin(list(attributes.values)), F.lit(False)) if attributes else F.lit(True)
+    flags = {
+        "user_id_null": F.col("user_id").isNull(),
+        "user_id_bad": bad["user_id"],
+        "item_id_null": F.col("item_id").isNull(),
+        "item_id_bad": bad["item_id"],
+        "out_items": ~in_items,
+        "out_attrs": ~in_attrs,
+    }
+    per_user = (
+        df.select(typed["user_id"].alias("user_id"), (in_items & in_attrs).alias("_valid"),
+                  *[flag.alias(name) for name, flag in flags.items()])
+        .groupBy("user_id")
+        .agg(F.count(F.lit(1)).alias("rows"), F.sum(F.col("_valid").cast("long")).alias("_n"),
+             *[F.sum(F.col(name).cast("long")).alias(name) for name in flags])
+        # Few partitions: the table is small and is broadcast several times.
+        .coalesce(df.sparkSession.sparkContext.defaultParallelism)
+        .persist()
     )
-    in_items = _in_item_domain(F.col("item_id"), items)
-    in_attrs = (
-        F.coalesce(F.col("attr").cast("string").isin(list(attributes.values)), F.lit(False))
-        if attributes
-        else F.lit(True)
-    )
-    stats_df = df.select(
-        F.count(F.lit(1)).alias("rows"),
-        *checks,
-        F.sum((~_in_item_domain(typed["item_id"], items)).cast("long")).alias("out_items"),
-        F.sum((~in_attrs).cast("long")).alias("out_attrs"),
-    )
-    stats = stats_df.first().asDict()
+    stats = per_user.agg(*[F.sum(c).alias(c) for c in ["rows", *flags]]).first().asDict()
     if not stats["rows"]:
+        per_user.unpersist()
         raise DataError("the source has no records")
     for column in ID_COLUMNS:
+        problem = None
         if stats[f"{column}_null"]:
-            raise DataError(f"column {column} has {stats[f'{column}_null']} null values (of {stats['rows']} rows)")
-        if stats[f"{column}_bad"]:
-            raise DataError(
-                f"column {column} has {stats[f'{column}_bad']} non-integer values, "
-                f"e.g. {stats[f'{column}_example']!r} (of {stats['rows']} rows)"
-            )
-    kept = typed_df.where(in_items & in_attrs)
+            problem = f"column {column} has {stats[f'{column}_null']} null values (of {stats['rows']} rows)"
+        elif stats[f"{column}_bad"]:
+            problem = (f"column {column} has {stats[f'{column}_bad']} non-integer values, "
+                       f"e.g. {_first_bad_value(df, column, bad[column])!r} (of {stats['rows']} rows)")
+        if problem:
+            per_user.unpersist()
+            raise DataError(problem)
+    records = df.select(
+        typed["user_id"].alias("user_id"),
+        typed["item_id"].alias("item_id"),
+        *([attr.alias("attr")] if attributes else []),
+        "record_id",
+    ).where(in_items & in_attrs)
     diagnostics = {
         "rows_read": stats["rows"],
         "rows_outside_item_domain": stats["out_items"],
         "rows_outside_attribute_domain": stats["out_attrs"] if attributes else 0,
     }
-    return ValidatedRecords(records=kept, diagnostics=diagnostics)
+    return ValidatedRecords(records, diagnostics, per_user.where(F.col("_n") > 0).select("user_id", "_n"), per_user)
 
 
 # ---------------------------------------------------------------------------

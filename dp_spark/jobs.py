@@ -100,10 +100,17 @@ def _report(cfg, budget, items, attributes, split, diagnostics, tables) -> dict:
     }
 
 
-def run_job(cfg: JobConfig, spark, progress=None) -> JobResult:
+@dataclass(frozen=True)
+class Computed:
+    tables: dict  # name -> pandas DataFrame of noisy outputs
+    report: dict
+    items: ItemDomain
+
+
+def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
+    """Read, check, bound, count and add noise; nothing is written."""
     progress = progress or Progress()
     split = plan_budget(cfg)
-    io.check_output_location(spark, cfg.output)
     items = item_domain(cfg.items, spark)
     attributes = attribute_domain(cfg.attributes)
     progress(f"{cfg.algorithm.upper()} with epsilon {float(cfg.epsilon):g}, l = {cfg.l}; {len(items):,} items"
@@ -116,14 +123,26 @@ def run_job(cfg: JobConfig, spark, progress=None) -> JobResult:
 
     budget = Budget(cfg.epsilon)
     rng = RandomSource(cfg.seed)
-    common = dict(items=items, attributes=attributes, l=cfg.l, epsilons=split, budget=budget, rng=rng, seed=cfg.seed)
-    if cfg.algorithm == "sra":
-        release = sampling.sra(validated.records, **common)
-    else:
-        release = sampling.hpa(validated.records, d=cfg.d, **common)
+    common = dict(items=items, attributes=attributes, l=cfg.l, epsilons=split, budget=budget, rng=rng,
+                  seed=cfg.seed, user_counts=validated.user_counts)
+    try:
+        if cfg.algorithm == "sra":
+            release = sampling.sra(validated.records, **common)
+        else:
+            release = sampling.hpa(validated.records, d=cfg.d, **common)
+    finally:
+        validated.release()
 
     tables = _tables(release, items, attributes)
     report = _report(cfg, budget, items, attributes, split, {**validated.diagnostics, **release.diagnostics}, tables)
+    return Computed(tables, report, items)
+
+
+def run_job(cfg: JobConfig, spark, progress=None) -> JobResult:
+    """The whole job; the output location is checked before any record is read."""
+    progress = progress or Progress()
+    io.check_output_location(spark, cfg.output)
+    computed = compute_release(cfg, spark, progress)
     progress(f"writing {cfg.output}")
-    io.write_release(spark, cfg.output, tables, report)
-    return JobResult(output=cfg.output, report=report, item_table=tables["item_counts"], items=items)
+    io.write_release(spark, cfg.output, computed.tables, computed.report)
+    return JobResult(cfg.output, computed.report, computed.tables["item_counts"], computed.items)

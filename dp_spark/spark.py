@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -31,6 +32,17 @@ def check_java() -> None:
     )
 
 
+def local_cores(master: str) -> int | None:
+    """Cores of a ``local``, ``local[N]`` or ``local[*]`` master; None for a cluster."""
+    match = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master.strip())
+    if not match:
+        return None
+    count = match.group(1)
+    if count is None:
+        return 1
+    return (os.cpu_count() or 1) if count == "*" else int(count)
+
+
 def get_session(master: str | None = None, conf: dict[str, str] | None = None, app_name: str = "dp-spark"):
     """The active session, or a new one: ``master`` if given, else the master
     spark-submit set, else ``local[*]``."""
@@ -38,12 +50,18 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None, a
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
+    submitted = SparkConf()  # what spark-submit and the site's spark-defaults.conf set
     builder = SparkSession.builder.appName(app_name)
-    if master:
-        builder = builder.master(master)
-    elif not SparkConf().contains("spark.master"):
-        builder = builder.master("local[*]")
-    for key, value in {**DEFAULT_SPARK_CONF, **(conf or {})}.items():
+    master = master or submitted.get("spark.master", "local[*]")
+    builder = builder.master(master)
+    defaults = dict(DEFAULT_SPARK_CONF)
+    cores = local_cores(master)
+    if cores:
+        # 200 shuffle partitions (Spark's default) cost more in task overhead than they
+        # save on a laptop; a few per core keep both cores busy (docs/performance.md).
+        defaults["spark.sql.shuffle.partitions"] = str(4 * cores)
+    settings = {k: v for k, v in defaults.items() if not submitted.contains(k)}
+    for key, value in {**settings, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from dp_spark import bounding
@@ -54,9 +55,11 @@ def test_prefilter_never_changes_the_result(spark, oversample):
     df = records(spark, {u: 10 + 7 * u for u in range(60)})
     l, salt = 8, 12345
     got = bounding.sample_per_user(df, l, salt=salt, oversample=oversample)
-    keyed = bounding._keyed_with_counts(df, "user_id", salt)
-    brute = bounding._rank(keyed, "user_id", [F.col("_u"), F.col("_key")]).where(F.col("_rank") <= l)
-    assert_df_equality(got, brute.select(df.columns), ignore_row_order=True)
+    ranked = df.withColumn("_position", bounding._position(df, "user_id", salt)).withColumn(
+        "_rank", F.row_number().over(Window.partitionBy("user_id").orderBy("_position"))
+    )
+    brute = ranked.where(F.col("_rank") <= l).select(df.columns)
+    assert_df_equality(got, brute, ignore_row_order=True)
 
 
 def test_top_per_user_keeps_highest_scores_and_breaks_ties_at_random(spark):

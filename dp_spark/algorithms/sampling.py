@@ -79,9 +79,11 @@ def sra(
     budget: Budget,
     rng: RandomSource,
     seed: int | None = None,
+    user_counts: DataFrame | None = None,
 ) -> CountsRelease:
-    """Simple Random Algorithm: a uniform sample of ≤ l records per user, then noisy counts."""
-    sample = bounding.sample_per_user(records, l, seed=seed)
+    """Simple Random Algorithm: a uniform sample of ≤ l records per user, then noisy counts.
+    ``user_counts`` (rows per user of ``records``) saves a pass when known."""
+    sample = bounding.sample_per_user(records, l, seed=seed, counts=user_counts)
     return _publish_counts(sample, items, attributes, l, epsilons, budget, rng)
 
 
@@ -95,6 +97,7 @@ def hpa(
     budget: Budget,
     rng: RandomSource,
     seed: int | None = None,
+    user_counts: DataFrame | None = None,
 ) -> CountsRelease:
     """Hand-Picked Algorithm: noisy popularity from ≤ d records per user, then each
     user's l records of highest noisy popularity (ties at random), then noisy counts.
@@ -103,7 +106,9 @@ def hpa(
     p̃_i, and stays in exact integers; if every ñ_i ≤ 0 all scores tie and the
     choice is uniform, as with p̃_i = 1/m.
     """
-    popularity_sample = bounding.sample_per_user(records.select("user_id", "item_id", "record_id"), d, seed=seed)
+    popularity_sample = bounding.sample_per_user(
+        records.select("user_id", "item_id", "record_id"), d, seed=seed, counts=user_counts
+    )
     popularity_true = aggregates.item_counts(aggregates.edge_counts(popularity_sample, items, None))
     popularity = laplace.publish(popularity_true, d, epsilons["epsilon_popularity"], rng, "popularity")
     for entry in popularity.entries:

@@ -1,0 +1,217 @@
+"""``dp-spark bench``: wall time of each job against the non-private floor.
+
+Everything a ratio compares is measured in one Spark session, with the runs
+of the jobs interleaved (floor, sra, hpa, floor, sra, ...) after one warm-up
+each, so a slow minute on a shared machine hits every job alike. A job's time
+is the product path without the write: read, check, bound, count, add noise.
+The floor is the same Parquet's item x attribute counts with a plain
+``groupBy().count()`` collected to the driver; item counts are its row sums.
+
+Peak resident memory is read from ``/proc`` (VmHWM, reset before each job
+through ``clear_refs``) for the Python driver and for the JVM, which in local
+mode is the Spark driver and the executors at once. Shuffle bytes come from
+the Spark UI's REST API on the loopback address, when the UI is on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dp_spark import __version__, datasets
+from dp_spark.config import build_config
+from dp_spark.errors import ConfigError
+
+JOBS = ("floor", "sra", "hpa")
+L, D = 10, 10  # paper 000 uses l = 10 on Netflix; HPA's popularity sample takes d = 10 too
+
+
+def job_config(job: str, data: str):
+    algorithm = {"name": job, "l": L, **({"d": D} if job == "hpa" else {})}
+    return build_config({
+        "output": "unused-by-bench",
+        "source": {"format": "netflix-synthetic", "path": data},
+        "domain": {"items": {"range": [1, datasets.NETFLIX_ITEMS]}, "attributes": list(datasets.WEEKDAYS)},
+        "privacy": {"epsilon": 1.0},
+        "algorithm": algorithm,
+    })
+
+
+def floor(spark, data: str) -> np.ndarray:
+    """Non-private edge counts, the least any job must do: read two columns, count."""
+    rows = spark.read.parquet(data).groupBy("item_id", "weekday").count().toPandas()
+    return rows["count"].to_numpy()
+
+
+# ---------------------------------------------------------------------------
+# Memory and shuffle probes (Linux /proc, Spark UI REST); None where unavailable.
+
+
+def _reset_peak(pid: int) -> None:
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def _peak_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def _jvm_pid(spark) -> int | None:
+    proc = getattr(spark.sparkContext._gateway, "proc", None)
+    return getattr(proc, "pid", None)
+
+
+def _stages(spark) -> dict[int, int] | None:
+    """Shuffle bytes written, by stage id, from the UI's REST API."""
+    url = spark.sparkContext.uiWebUrl
+    if not url:
+        return None
+    app = spark.sparkContext.applicationId
+    try:
+        with urllib.request.urlopen(f"{url}/api/v1/applications/{app}/stages", timeout=10) as response:
+            stages = json.load(response)
+    except OSError:
+        return None
+    return {s["stageId"]: s.get("shuffleWriteBytes", 0) for s in stages}
+
+
+@dataclass
+class Runs:
+    seconds: list[float]
+    shuffle_bytes: list[int | None]
+    python_peak_mb: float | None = None
+    jvm_peak_mb: float | None = None
+
+
+def _timed(spark, run) -> tuple[float, int | None]:
+    before = _stages(spark)
+    started = time.perf_counter()
+    run()
+    seconds = time.perf_counter() - started
+    after = _stages(spark)
+    if before is None or after is None:
+        return seconds, None
+    return seconds, sum(b for stage, b in after.items() if stage not in before)
+
+
+def bench_scale(spark, data: str, rows: int, jobs: list[str], repeats: int, progress) -> list[dict]:
+    """Records {job, rows, median_s, floor_median_s, ratio, ...} for one table."""
+    from dp_spark.jobs import compute_release
+
+    quiet = lambda _message: None  # noqa: E731
+    runners = {"floor": lambda: floor(spark, data)}
+    for job in jobs:
+        if job != "floor":
+            cfg = job_config(job, data)
+            runners[job] = lambda cfg=cfg: compute_release(cfg, spark, quiet)
+    order = ["floor"] + [j for j in jobs if j != "floor"]
+    runs = {job: Runs([], []) for job in order}
+    jvm = _jvm_pid(spark)
+    for job in order:  # warm-up, and the peak memory of one run of each job
+        progress(f"  warm-up {job}")
+        _reset_peak(os.getpid())
+        if jvm:
+            _reset_peak(jvm)
+        runners[job]()
+        runs[job].python_peak_mb = _peak_mb(os.getpid())
+        runs[job].jvm_peak_mb = _peak_mb(jvm) if jvm else None
+    for repeat in range(repeats):
+        for job in order:
+            seconds, shuffled = _timed(spark, runners[job])
+            runs[job].seconds.append(round(seconds, 3))
+            runs[job].shuffle_bytes.append(shuffled)
+            progress(f"  run {repeat + 1}/{repeats} {job}: {seconds:.2f} s")
+    floor_median = statistics.median(runs["floor"].seconds)
+    records = []
+    for job in order:
+        r = runs[job]
+        median = statistics.median(r.seconds)
+        shuffles = [s for s in r.shuffle_bytes if s is not None]
+        records.append({
+            "job": job,
+            "rows": rows,
+            "median_s": round(median, 3),
+            "floor_median_s": round(floor_median, 3),
+            "ratio": round(median / floor_median, 3),
+            "rows_per_s": round(rows / median),
+            "driver_peak_rss_mb": (r.python_peak_mb or 0) + (r.jvm_peak_mb or 0) or None,
+            "python_driver_peak_rss_mb": r.python_peak_mb,
+            "jvm_peak_rss_mb": r.jvm_peak_mb,
+            "shuffle_bytes": int(statistics.median(shuffles)) if shuffles else None,
+            "runs_s": r.seconds,
+        })
+    return records
+
+
+def machine() -> dict:
+    import pyspark
+
+    return {
+        "dp_spark": __version__,
+        "pyspark": pyspark.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cores": os.cpu_count(),
+        "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+    }
+
+
+def markdown(records: list[dict]) -> str:
+    lines = [
+        "| job | rows | median s | floor s | ratio | rows/s | driver peak RSS MB (Python + JVM) | shuffle MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in records:
+        shuffle = f"{r['shuffle_bytes'] / 2**20:.1f}" if r["shuffle_bytes"] is not None else "n/a"
+        rss = f"{r['driver_peak_rss_mb']:,.0f}" if r["driver_peak_rss_mb"] else "n/a"
+        lines.append(f"| {r['job']} | {r['rows']:,} | {r['median_s']:.2f} | {r['floor_median_s']:.2f} | "
+                     f"{r['ratio']:.2f} | {r['rows_per_s']:,} | {rss} | {shuffle} |")
+    return "\n".join(lines)
+
+
+def ensure_table(rows: int, data_dir: str, progress) -> str:
+    path = Path(data_dir) / f"netflix-{rows}.parquet"
+    if not path.exists():
+        progress(f"generating {path} ({rows:,} rows)")
+        datasets.generate_netflix(rows, str(path), progress=progress)
+    return str(path)
+
+
+def run(rows_list: list[int], jobs: list[str], out: str, repeats: int, data_dir: str, master: str, progress) -> list[dict]:
+    """Benchmark every scale, one fresh Spark session each; write ``out``/bench.json."""
+    from dp_spark.spark import get_session
+
+    unknown = sorted(set(jobs) - set(JOBS))
+    if unknown:
+        raise ConfigError(f"unknown bench job(s) {', '.join(unknown)}; known: {', '.join(JOBS)}")
+    if repeats < 1:
+        raise ConfigError(f"--repeats must be >= 1, got {repeats}")
+    records = []
+    Path(out).mkdir(parents=True, exist_ok=True)
+    for rows in rows_list:
+        data = ensure_table(rows, data_dir, progress)
+        progress(f"benchmarking {', '.join(jobs)} at {rows:,} rows on {master}")
+        spark = get_session(master, {"spark.ui.showConsoleProgress": "false"}, app_name=f"dp-spark-bench-{rows}")
+        try:
+            records += bench_scale(spark, data, rows, jobs, repeats, progress)
+        finally:
+            spark.stop()
+        (Path(out) / "bench.json").write_text(json.dumps(records, indent=2) + "\n")
+    (Path(out) / "machine.json").write_text(json.dumps(machine(), indent=2) + "\n")
+    return records
