@@ -4,13 +4,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO_DATA := data/netflix-1m.parquet
 
-.PHONY: demo test install check-java clean
+BENCH_ROWS := 1000000,10000000
+ifeq ($(BENCH_FULL),1)
+BENCH_ROWS := $(BENCH_ROWS),100480507
+endif
+
+.PHONY: demo test bench install check-java clean
 
 demo: install check-java $(DEMO_DATA)
 	$(BIN)/dp-spark run conf/demo.toml
 
 test: $(VENV)/.installed-test check-java
 	$(BIN)/python -m pytest
+
+# Numbers, not a test: see docs/performance.md. BENCH_FULL=1 adds the 100M-row table.
+bench: install check-java
+	$(BIN)/dp-spark bench --rows $(BENCH_ROWS) --out bench/results
 
 install: $(VENV)/.installed
 

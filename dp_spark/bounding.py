@@ -120,6 +120,20 @@ def sample_per_user(
     return sample.unionByName(_rows_of(redone, user_col, columns))
 
 
+def score_thresholds(scores, l: int) -> list[int]:
+    """Strictly decreasing score values at ranks l, 2l, 4l, ... of ``scores``: the
+    levels :func:`top_per_user` pre-filters by. Derived from public scores only."""
+    ranked = sorted((int(s) for s in scores), reverse=True)
+    thresholds: list[int] = []
+    rank = l
+    while rank <= len(ranked):
+        value = ranked[rank - 1]
+        if not thresholds or value < thresholds[-1]:
+            thresholds.append(value)
+        rank *= 2
+    return thresholds
+
+
 def top_per_user(
     df: DataFrame,
     l: int,
@@ -128,6 +142,7 @@ def top_per_user(
     user_col: str = "user_id",
     *,
     salt: int | None = None,
+    thresholds: list[int] | None = None,
 ) -> DataFrame:
     """Each user's ``l`` rows with the highest ``score_col`` (a non-null
     integer); ties broken uniformly at random (by the row's random position).
@@ -135,9 +150,32 @@ def top_per_user(
 
     The score must be public or a DP output (HPA: noisy popularity), so the
     selection stays a per-user transform.
+
+    With ``thresholds`` (strictly decreasing, e.g. :func:`score_thresholds`) a
+    row's level is the first j with score ≥ thresholds[j]. One hash
+    aggregation counts each user's rows by level, and only the rows up to the
+    first level holding l of them go into the per-user selection. Rows left
+    out score strictly below all l or more rows kept, so they could never be
+    chosen: the result is exactly the same, with far fewer rows aggregated.
     """
     if l < 1:
         raise ValueError(f"l must be >= 1, got {l}")
     salt = new_salt(seed, "top_per_user") if salt is None else salt
+    columns = df.columns
     order = F.struct((-F.col(score_col)).alias("_score"), _position(df, user_col, salt).alias("_position"))
-    return _rows_of(_smallest_per_user(df, l, order, user_col, df.columns), user_col, df.columns)
+    if thresholds:
+        if any(a <= b for a, b in zip(thresholds, thresholds[1:])):
+            raise ValueError("thresholds must be strictly decreasing")
+        top = len(thresholds)
+        level = F.when(F.col(score_col) >= thresholds[0], 0)
+        for j, value in enumerate(thresholds[1:], 1):
+            level = level.when(F.col(score_col) >= value, j)
+        leveled = df.withColumn("_level", level.otherwise(top))
+        per_user = leveled.groupBy(user_col).agg(
+            *[F.sum((F.col("_level") <= j).cast("long")).alias(f"_up_to_{j}") for j in range(top)]
+        )
+        keep_to = per_user.select(
+            user_col, F.least(*[F.when(F.col(f"_up_to_{j}") >= l, j) for j in range(top)], F.lit(top)).alias("_keep_to")
+        )
+        df = leveled.join(F.broadcast(keep_to), user_col).where(F.col("_level") <= F.col("_keep_to"))
+    return _rows_of(_smallest_per_user(df, l, order, user_col, columns), user_col, columns)

@@ -77,3 +77,28 @@ def test_top_per_user_keeps_highest_scores_and_breaks_ties_at_random(spark):
 def test_l_must_be_positive(spark):
     with pytest.raises(ValueError):
         bounding.sample_per_user(records(spark, {1: 2}), 0)
+
+
+def test_score_thresholds_are_the_scores_at_ranks_l_2l_4l():
+    scores = list(range(100, 0, -1))  # rank r has score 101 - r
+    assert bounding.score_thresholds(scores, 5) == [96, 91, 81, 61, 21]
+    # Ties collapse to one strictly decreasing list; too few scores give none.
+    assert bounding.score_thresholds([7] * 40 + [3] * 40, 5) == [7, 3]
+    assert bounding.score_thresholds([4, 2], 5) == []
+
+
+def test_level_prefilter_never_changes_top_per_user(spark):
+    """Users of every size (1 to 120 rows), scores with many ties: the
+    pre-filtered selection equals the selection over all rows."""
+    rng = np.random.default_rng(5)
+    item_scores = rng.integers(0, 25, size=300)
+    rows = [(u, int(i), u * 1000 + k, int(item_scores[i]))
+            for u in range(80) for k, i in enumerate(rng.choice(300, size=1 + (u * 3) % 120, replace=False))]
+    df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
+    l = 6
+    thresholds = bounding.score_thresholds(item_scores, l)
+    assert len(thresholds) >= 4
+    plain = bounding.top_per_user(df, l, "score", salt=99)
+    filtered = bounding.top_per_user(df, l, "score", salt=99, thresholds=thresholds)
+    assert_df_equality(filtered, plain, ignore_row_order=True)
+    assert plain.count() == sum(min(l, 1 + (u * 3) % 120) for u in range(80))

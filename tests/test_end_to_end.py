@@ -19,8 +19,8 @@ from tests.conftest import ROOT, shared_data
 ML1M_MOVIES = 3883  # lines of movies.dat: the public item domain
 
 
-def submit(conf: str, *job_args: str) -> subprocess.CompletedProcess:
-    cmd = [str(ROOT / "scripts" / "submit.sh"), conf, "--driver-memory", "2g", "--", *job_args]
+def submit(conf: str, *job_args: str, spark_args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    cmd = [str(ROOT / "scripts" / "submit.sh"), conf, "--driver-memory", "2g", *spark_args, "--", *job_args]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return done

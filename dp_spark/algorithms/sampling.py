@@ -115,12 +115,13 @@ def hpa(
         budget.spend(entry)
 
     spark = records.sparkSession
+    item_scores = np.maximum(popularity.values, 0)
     scores = spark.createDataFrame(
-        [(int(i), int(s)) for i, s in zip(items.ids, np.maximum(popularity.values, 0))],
-        "item_id long, _score long",
+        [(int(i), int(s)) for i, s in zip(items.ids, item_scores)], "item_id long, _score long"
     )
     scored = records.join(F.broadcast(scores), "item_id")
-    chosen = bounding.top_per_user(scored, l, "_score", seed=seed).drop("_score")
+    thresholds = bounding.score_thresholds(item_scores, l)
+    chosen = bounding.top_per_user(scored, l, "_score", seed=seed, thresholds=thresholds).drop("_score")
     release = _publish_counts(chosen, items, attributes, l, epsilons, budget, rng)
     release.diagnostics["rows_in_popularity_sample"] = int(popularity_true.sum())
     return release

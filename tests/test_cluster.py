@@ -1,0 +1,44 @@
+"""A real standalone cluster (scripts/cluster.sh): the same seed gives the same
+release as local mode, so sampling does not depend on where tasks run."""
+
+import os
+import subprocess
+
+import pandas as pd
+import pytest
+
+from dp_spark import datasets
+from tests.conftest import ROOT
+from tests.test_end_to_end import read_output, submit
+
+PORT, UI_PORT = "17077", "18080"  # away from the defaults, so a user's own cluster is left alone
+
+
+def cluster(action: str, tmp_path) -> None:
+    env = {"CLUSTER_PORT": PORT, "CLUSTER_UI_PORT": UI_PORT, "CLUSTER_DIR": str(tmp_path / "cluster")}
+    done = subprocess.run([str(ROOT / "scripts" / "cluster.sh"), action], cwd=ROOT, capture_output=True,
+                          text=True, timeout=180, env={**os.environ, **env})
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_cluster_output_equals_local_output_for_the_same_seed(tmp_path):
+    data = tmp_path / "netflix.parquet"
+    datasets.generate_netflix(40_000, str(data), seed=9, progress=lambda _: None)
+    common = ["--set", f"source.path={data}", "--set", "seed=21"]
+    local_out, cluster_out = tmp_path / "local", tmp_path / "cluster_out"
+    submit("conf/netflix_sra.toml", "--set", f"output={local_out}", *common)
+    cluster("start", tmp_path)
+    try:
+        submit("conf/netflix_sra.toml", "--set", f"output={cluster_out}", *common,
+               spark_args=("--master", f"spark://127.0.0.1:{PORT}"))
+    finally:
+        cluster("stop", tmp_path)
+    local_report, local_items, local_edges = read_output(local_out)
+    report, items, edges = read_output(cluster_out)
+    by_key = lambda df: df.sort_values(list(df.columns[:-1])).reset_index(drop=True)  # noqa: E731
+    pd.testing.assert_frame_equal(by_key(items), by_key(local_items))
+    pd.testing.assert_frame_equal(by_key(edges), by_key(local_edges))
+    assert report["ledger"] == local_report["ledger"]
+    assert (report["diagnostics_not_private"]["rows_after_bounding"]
+            == local_report["diagnostics_not_private"]["rows_after_bounding"])
