@@ -47,9 +47,14 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None, a
     """The active session, or a new one: ``master`` if given, else the master
     spark-submit set, else ``local[*]``."""
     check_java()
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # Under spark-submit the JVM is already up; connect first, or SparkConf()
+        # cannot see the master and settings spark-submit was given (it would be
+        # empty, and the job would quietly run in local mode instead).
+        SparkContext._ensure_initialized()
     submitted = SparkConf()  # what spark-submit and the site's spark-defaults.conf set
     builder = SparkSession.builder.appName(app_name)
     master = master or submitted.get("spark.master", "local[*]")

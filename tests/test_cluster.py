@@ -34,6 +34,9 @@ def test_cluster_output_equals_local_output_for_the_same_seed(tmp_path):
                spark_args=("--master", f"spark://127.0.0.1:{PORT}"))
     finally:
         cluster("stop", tmp_path)
+    # The job really ran on the cluster: the master registered it and gave it executors.
+    master_log = (tmp_path / "cluster" / "master.log").read_text()
+    assert "Registered app dp-spark" in master_log and "Launching executor" in master_log
     local_report, local_items, local_edges = read_output(local_out)
     report, items, edges = read_output(cluster_out)
     by_key = lambda df: df.sort_values(list(df.columns[:-1])).reset_index(drop=True)  # noqa: E731
