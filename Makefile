@@ -9,7 +9,11 @@ ifeq ($(BENCH_FULL),1)
 BENCH_ROWS := $(BENCH_ROWS),100480507
 endif
 
-.PHONY: demo test bench install check-java clean
+PEER_ROWS ?= 10000000
+PEER_DATA := data/netflix-$(PEER_ROWS).parquet
+PDP_VENV := .venv-pipelinedp
+
+.PHONY: demo test bench bench-peers install check-java clean
 
 demo: install check-java $(DEMO_DATA)
 	$(BIN)/dp-spark run conf/demo.toml
@@ -20,6 +24,19 @@ test: $(VENV)/.installed-test check-java
 # Numbers, not a test: see docs/performance.md. BENCH_FULL=1 adds the 100M-row table.
 bench: install check-java
 	$(BIN)/dp-spark bench --rows $(BENCH_ROWS) --out bench/results
+
+# Our SRA item counts next to PipelineDP's (its own venv); Tumult Analytics is not
+# installable here (see docs/performance.md). PEER_ROWS=N picks the table size.
+bench-peers: install check-java $(PDP_VENV)/.installed
+	@[ -f $(PEER_DATA) ] || $(BIN)/dp-spark generate netflix --rows $(PEER_ROWS) --out $(PEER_DATA)
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python bench/peers.py --tool dp-spark --data $(PEER_DATA)
+	PYSPARK_PYTHON=$(abspath $(PDP_VENV)/bin/python) $(PDP_VENV)/bin/python bench/peers.py --tool pipelinedp --data $(PEER_DATA)
+	$(BIN)/python bench/peers.py --table bench/results/peers
+
+$(PDP_VENV)/.installed:
+	@[ -x $(PDP_VENV)/bin/python ] || $(PYTHON) -m venv $(PDP_VENV)
+	$(PDP_VENV)/bin/python -m pip install --quiet pipeline-dp "pyspark>=4.2,<5" "pandas<3" pyarrow
+	@touch $@
 
 install: $(VENV)/.installed
 
@@ -43,4 +60,4 @@ check-java:
 	  echo "or 'brew install openjdk@17' (macOS), then run make again."; exit 1; }
 
 clean:
-	rm -rf $(VENV) out data .pytest_cache
+	rm -rf $(VENV) $(PDP_VENV) out data .pytest_cache

@@ -193,7 +193,8 @@ def ensure_table(rows: int, data_dir: str, progress) -> str:
     return str(path)
 
 
-def run(rows_list: list[int], jobs: list[str], out: str, repeats: int, data_dir: str, master: str, progress) -> list[dict]:
+def run(rows_list: list[int], jobs: list[str], out: str, repeats: int, data_dir: str, master: str,
+        progress) -> list[dict]:
     """Benchmark every scale, one fresh Spark session each; write ``out``/bench.json."""
     from dp_spark.spark import get_session
 

@@ -32,6 +32,7 @@ import secrets
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+
 def new_salt(seed: int | None, purpose: str) -> int:
     """A 63-bit salt: secret and fresh without a seed, derived from it with one."""
     if seed is None:
