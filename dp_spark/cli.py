@@ -73,11 +73,14 @@ def _run(args) -> int:
     return 0
 
 
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def _generate(args) -> int:
     from dp_spark.datasets import generate_netflix, netflix_targets
 
-    progress = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
-    stats = generate_netflix(args.rows, args.out, seed=args.seed, progress=progress)
+    stats = generate_netflix(args.rows, args.out, seed=args.seed, progress=_to_stderr)
     targets = netflix_targets(args.rows)
     print(f"wrote {args.out} in {stats['seconds']} s")
     print(f"  {'statistic':<16} {'realised':>12} {'target (paper 000 Table 4, scaled)':>36}")
@@ -103,9 +106,8 @@ def _rows_list(text: str) -> list[int]:
 def _bench(args) -> int:
     from dp_spark import bench
 
-    progress = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     jobs = [job.strip() for job in args.jobs.split(",") if job.strip()]
-    records = bench.run(_rows_list(args.rows), jobs, args.out, args.repeats, args.data_dir, args.master, progress)
+    records = bench.run(_rows_list(args.rows), jobs, args.out, args.repeats, args.data_dir, args.master, _to_stderr)
     print(bench.markdown(records))
     print(f"\nwrote {args.out}/bench.json and {args.out}/machine.json")
     return 0

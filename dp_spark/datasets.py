@@ -114,6 +114,11 @@ LOADERS = {
 # The synthetic Netflix-shaped ratings table.
 
 
+def _scaled_users(rows: int) -> int:
+    """Netflix's user count scaled to ``rows`` ratings (same mean per user)."""
+    return max(1, round(NETFLIX_USERS * rows / NETFLIX_ROWS))
+
+
 def _user_counts(rng: np.random.Generator, users: int, rows: int) -> np.ndarray:
     """Heavy-tailed ratings per user: log-normal (median 96, mean ≈ 209 as in
     Netflix), at least 1, at most 17,000, rescaled to sum to exactly ``rows``."""
@@ -189,7 +194,7 @@ def generate_netflix(rows: int, out: str, seed: int = 0, progress=print) -> dict
         raise DataError(f"--rows must be >= 1, got {rows}")
     started = time.monotonic()
     rng = np.random.default_rng(seed)
-    users = max(1, round(NETFLIX_USERS * rows / NETFLIX_ROWS))
+    users = _scaled_users(rows)
     counts = _user_counts(rng, users, rows)
     weights = 1.0 / (np.arange(1, NETFLIX_ITEMS + 1) + 10.0)
     weights /= weights.sum()
@@ -240,7 +245,7 @@ def netflix_targets(rows: int) -> dict:
     """What :func:`generate_netflix` aims at for ``rows`` (paper 000 Table 4, scaled)."""
     return {
         "rows": rows,
-        "users": max(1, round(NETFLIX_USERS * rows / NETFLIX_ROWS)),
+        "users": _scaled_users(rows),
         "items_rated": NETFLIX_ITEMS,
         "max_per_user": NETFLIX_MAX_PER_USER,
         "mean_per_user": 209.2,
