@@ -12,6 +12,7 @@ endif
 PEER_ROWS ?= 10000000
 PEER_DATA := data/netflix-$(PEER_ROWS).parquet
 PDP_VENV := .venv-pipelinedp
+TMLT_VENV := .venv-tumult
 
 .PHONY: demo test bench bench-peers install check-java clean
 
@@ -25,17 +26,23 @@ test: $(VENV)/.installed-test check-java
 bench: install check-java
 	$(BIN)/dp-spark bench --rows $(BENCH_ROWS) --out bench/results
 
-# Our SRA item counts next to PipelineDP's (its own venv); Tumult Analytics is not
-# installable here (see docs/performance.md). PEER_ROWS=N picks the table size.
-bench-peers: install check-java $(PDP_VENV)/.installed
+# Our SRA item counts next to Tumult Analytics' and PipelineDP's, each in its own venv
+# (Tumult needs PySpark 3.5 and pandas < 2). PEER_ROWS=N picks the table size.
+bench-peers: install check-java $(TMLT_VENV)/.installed $(PDP_VENV)/.installed
 	@[ -f $(PEER_DATA) ] || $(BIN)/dp-spark generate netflix --rows $(PEER_ROWS) --out $(PEER_DATA)
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python bench/peers.py --tool dp-spark --data $(PEER_DATA)
+	PYSPARK_PYTHON=$(abspath $(TMLT_VENV)/bin/python) $(TMLT_VENV)/bin/python bench/peers.py --tool tumult --data $(PEER_DATA)
 	PYSPARK_PYTHON=$(abspath $(PDP_VENV)/bin/python) $(PDP_VENV)/bin/python bench/peers.py --tool pipelinedp --data $(PEER_DATA)
 	$(BIN)/python bench/peers.py --table bench/results/peers
 
 $(PDP_VENV)/.installed:
 	@[ -x $(PDP_VENV)/bin/python ] || $(PYTHON) -m venv $(PDP_VENV)
 	$(PDP_VENV)/bin/python -m pip install --quiet pipeline-dp "pyspark>=4.2,<5" "pandas<3" pyarrow
+	@touch $@
+
+$(TMLT_VENV)/.installed:
+	@[ -x $(TMLT_VENV)/bin/python ] || $(PYTHON) -m venv $(TMLT_VENV)
+	$(TMLT_VENV)/bin/python -m pip install --quiet tmlt.analytics pyarrow
 	@touch $@
 
 install: $(VENV)/.installed

@@ -2,11 +2,14 @@
 
     python bench/peers.py --tool dp-spark   --data T.parquet --out DIR   (our venv)
     python bench/peers.py --tool pipelinedp --data T.parquet --out DIR   (a venv with pipeline-dp)
+    python bench/peers.py --tool tumult     --data T.parquet --out DIR   (a venv with tmlt.analytics)
     python bench/peers.py --table DIR                                    (Markdown from DIR/*.json)
 
 Each tool releases one noisy count per public item (17,770 Netflix ids) with
 pure ε-DP, ε = 1, each user contributing at most l = 10 records:
-dp-spark SRA (item counts only); PipelineDP on its Spark RDD backend with
+dp-spark SRA (item counts only); Tumult Analytics with privacy unit user_id
+(AddRowsWithID), MaxRowsPerID(l) and a count grouped by the public item keys
+under a pure-DP budget; PipelineDP on its Spark RDD backend with
 max_partitions_contributed = l, max_contributions_per_partition = 1, public
 partitions = the item domain, Laplace noise. Time is wall time of the release
 after one warm-up, median of --repeats runs, local[2]. Accuracy (top-10
@@ -69,7 +72,23 @@ def release_pipelinedp(spark, data: str) -> np.ndarray:
     return counts
 
 
-TOOLS = {"dp-spark": release_dp_spark, "pipelinedp": release_pipelinedp}
+def release_tumult(spark, data: str) -> np.ndarray:
+    from tmlt.analytics import AddRowsWithID, KeySet, MaxRowsPerID, PureDPBudget, QueryBuilder, Session
+
+    ratings = spark.read.parquet(data).select("user_id", "item_id")
+    session = Session.from_dataframe(
+        privacy_budget=PureDPBudget(EPSILON), source_id="ratings", dataframe=ratings,
+        protected_change=AddRowsWithID(id_column="user_id"),
+    )
+    keys = KeySet.from_dict({"item_id": [int(i) for i in ITEMS]})
+    query = QueryBuilder("ratings").enforce(MaxRowsPerID(L)).groupby(keys).count()
+    rows = session.evaluate(query, PureDPBudget(EPSILON)).toPandas()
+    counts = np.zeros(ITEMS.size)
+    counts[rows["item_id"].to_numpy() - 1] = rows["count"].to_numpy()
+    return counts
+
+
+TOOLS = {"dp-spark": release_dp_spark, "pipelinedp": release_pipelinedp, "tumult": release_tumult}
 
 
 def measure(tool: str, data: str, repeats: int) -> dict:

@@ -29,6 +29,8 @@ import hashlib
 import math
 import secrets
 
+import numpy as np
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -75,6 +77,26 @@ def _rows_of(selected: DataFrame, user_col: str, columns: list[str]) -> DataFram
     return exploded.select(*[F.col(user_col) if c == user_col else F.col(f"_row.`{c}`").alias(c) for c in columns])
 
 
+def _select_exactly(keyed: DataFrame, candidates: DataFrame, counts: DataFrame, l: int, order: Column,
+                    user_col: str, columns: list[str]) -> DataFrame:
+    """Each user's ``l`` smallest rows by ``order``, computed on ``candidates``
+    (a subset of ``keyed``) and made exact: a user of ``counts`` left with
+    fewer than min(n, l) candidates, or with none, is redone from all of its
+    rows in ``keyed``. Callers choose candidates so that a user with l or more
+    of them has every row it must keep among them."""
+    # One eager pass: materialise each user's selection once (small: at most l
+    # rows per user), so checking for short users does not aggregate again.
+    selected = _smallest_per_user(candidates, l, order, user_col, columns, F.max("_n").alias("_n"))
+    selected = selected.localCheckpoint(eager=True)
+    complete = selected.where(F.size("_rows") >= F.least(F.col("_n"), F.lit(l)))
+    kept = _rows_of(complete, user_col, columns)
+    short_users = counts.select(user_col).join(complete.select(user_col), user_col, "left_anti")
+    if short_users.isEmpty():
+        return kept
+    redone = _smallest_per_user(keyed.join(short_users, user_col, "left_semi"), l, order, user_col, columns)
+    return kept.unionByName(_rows_of(redone, user_col, columns))
+
+
 def sample_per_user(
     df: DataFrame,
     l: int,
@@ -106,24 +128,11 @@ def sample_per_user(
     # include every row smaller than any candidate: the pre-filter is exact.
     keep_below = F.lit((l + oversample * (math.sqrt(l) + 2)) * 2.0**63) / F.col("_n")
     candidates = keyed.where((F.col("_n") <= l) | (F.col("_position") < keep_below))
-    # One eager pass: materialise each user's selection once (small: at most l
-    # rows per user), so checking for short users does not aggregate again.
-    selected = _smallest_per_user(candidates, l, F.col("_position"), user_col, columns, F.max("_n").alias("_n"))
-    selected = selected.localCheckpoint(eager=True)
-    short = F.size("_rows") < F.least(F.col("_n"), F.lit(l))
-    sample = _rows_of(selected.where(~short), user_col, columns)
-    short_users = selected.where(short).select(user_col)
-    if short_users.isEmpty():
-        return sample
-    redone = _smallest_per_user(
-        keyed.join(short_users, user_col, "left_semi"), l, F.col("_position"), user_col, columns
-    )
-    return sample.unionByName(_rows_of(redone, user_col, columns))
+    return _select_exactly(keyed, candidates, counts, l, F.col("_position"), user_col, columns)
 
 
 def score_thresholds(scores, l: int) -> list[int]:
-    """Strictly decreasing score values at ranks l, 2l, 4l, ... of ``scores``: the
-    levels :func:`top_per_user` pre-filters by. Derived from public scores only."""
+    """Strictly decreasing score values at ranks l, 2l, 4l, ... of ``scores``."""
     ranked = sorted((int(s) for s in scores), reverse=True)
     thresholds: list[int] = []
     rank = l
@@ -135,6 +144,49 @@ def score_thresholds(scores, l: int) -> list[int]:
     return thresholds
 
 
+def score_cutoffs(item_scores, l: int, oversample: float = 6.0) -> list[tuple[int, int]]:
+    """Pairs (min_rows, min_score), min_score strictly decreasing, from public scores.
+
+    Levels are the scores at ranks l, 2l, 4l, ... For each level, min_rows is
+    the least row count n at which a user whose rows were n independent draws
+    from the items in proportion to their score would expect
+    l + oversample·(√l + 2) rows scoring at or above it (distinct items:
+    Σ_i 1 − (1 − p_i)^n over those items). Levels no user could fill are left
+    out. :func:`top_per_user` keeps, of a user with n rows, only the rows at
+    or above the first level with n ≥ min_rows; a user whose real rows fall
+    short of that is redone from all of them, so the cutoffs change the cost,
+    never the result.
+    """
+    scores = np.maximum(np.asarray(item_scores, dtype=float), 0)
+    if not scores.size:
+        return []
+    weights = scores / scores.sum() if scores.sum() > 0 else np.full(scores.size, 1 / scores.size)
+    need = l + oversample * (math.sqrt(l) + 2)
+    cutoffs: list[tuple[int, int]] = []
+    for level in score_thresholds(scores, l):
+        min_rows = _least_rows_expecting(weights[scores >= level], need)
+        if min_rows is not None and (not cutoffs or min_rows < cutoffs[-1][0]):
+            cutoffs.append((min_rows, level))
+    return cutoffs
+
+
+def _least_rows_expecting(weights: np.ndarray, need: float, most: int = 1 << 40) -> int | None:
+    """Least n with Σ 1 − (1 − w)^n ≥ need (distinct items hit by n weighted
+    draws), by bisection; None if even ``most`` draws fall short."""
+    miss = np.log1p(-np.minimum(weights, 1 - 1e-15))
+
+    def expected(n: int) -> float:
+        return float(np.sum(-np.expm1(n * miss)))
+
+    if expected(most) < need:
+        return None
+    low, high = 1, most
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if expected(mid) >= need else (mid + 1, high)
+    return low
+
+
 def top_per_user(
     df: DataFrame,
     l: int,
@@ -143,7 +195,8 @@ def top_per_user(
     user_col: str = "user_id",
     *,
     salt: int | None = None,
-    thresholds: list[int] | None = None,
+    counts: DataFrame | None = None,
+    cutoffs: list[tuple[int, int]] | None = None,
 ) -> DataFrame:
     """Each user's ``l`` rows with the highest ``score_col`` (a non-null
     integer); ties broken uniformly at random (by the row's random position).
@@ -152,31 +205,28 @@ def top_per_user(
     The score must be public or a DP output (HPA: noisy popularity), so the
     selection stays a per-user transform.
 
-    With ``thresholds`` (strictly decreasing, e.g. :func:`score_thresholds`) a
-    row's level is the first j with score ≥ thresholds[j]. One hash
-    aggregation counts each user's rows by level, and only the rows up to the
-    first level holding l of them go into the per-user selection. Rows left
-    out score strictly below all l or more rows kept, so they could never be
-    chosen: the result is exactly the same, with far fewer rows aggregated.
+    With ``cutoffs`` (:func:`score_cutoffs` of the public item scores) and
+    ``counts`` (rows per user of ``df``), a user with n rows sends only its
+    rows scoring at or above the first cutoff it qualifies for into the
+    selection. If l or more of them are left, every row left out scores
+    strictly below l kept ones and could never be chosen; otherwise the user
+    is redone from all of its rows. The result is the same either way.
     """
     if l < 1:
         raise ValueError(f"l must be >= 1, got {l}")
     salt = new_salt(seed, "top_per_user") if salt is None else salt
     columns = df.columns
-    order = F.struct((-F.col(score_col)).alias("_score"), _position(df, user_col, salt).alias("_position"))
-    if thresholds:
-        if any(a <= b for a, b in zip(thresholds, thresholds[1:])):
-            raise ValueError("thresholds must be strictly decreasing")
-        top = len(thresholds)
-        level = F.when(F.col(score_col) >= thresholds[0], 0)
-        for j, value in enumerate(thresholds[1:], 1):
-            level = level.when(F.col(score_col) >= value, j)
-        leveled = df.withColumn("_level", level.otherwise(top))
-        per_user = leveled.groupBy(user_col).agg(
-            *[F.sum((F.col("_level") <= j).cast("long")).alias(f"_up_to_{j}") for j in range(top)]
-        )
-        keep_to = per_user.select(
-            user_col, F.least(*[F.when(F.col(f"_up_to_{j}") >= l, j) for j in range(top)], F.lit(top)).alias("_keep_to")
-        )
-        df = leveled.join(F.broadcast(keep_to), user_col).where(F.col("_level") <= F.col("_keep_to"))
-    return _rows_of(_smallest_per_user(df, l, order, user_col, columns), user_col, columns)
+    order = F.struct((-F.col(score_col)).alias("_score"), F.col("_position"))
+    keyed = df.withColumn("_position", _position(df, user_col, salt))
+    if not cutoffs:
+        return _rows_of(_smallest_per_user(keyed, l, order, user_col, columns), user_col, columns)
+    if any(a[1] <= b[1] for a, b in zip(cutoffs, cutoffs[1:])):
+        raise ValueError("cutoff scores must be strictly decreasing")
+    counts = user_counts(df, user_col) if counts is None else counts
+    min_score = F.when(F.col("_n") <= l, None)
+    for min_rows, score in cutoffs:
+        min_score = min_score.when(F.col("_n") >= min_rows, score)
+    per_user = counts.select(user_col, "_n", min_score.alias("_min_score"))
+    keyed = keyed.join(F.broadcast(per_user), user_col)
+    candidates = keyed.where(F.col("_min_score").isNull() | (F.col(score_col) >= F.col("_min_score")))
+    return _select_exactly(keyed, candidates, counts, l, order, user_col, columns)

@@ -75,11 +75,14 @@ def read_records(spark: SparkSession, source: SourceSpec, want_attr: bool) -> Da
     return df.select(*selected, "record_id")
 
 
+_INTEGER_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+
+
 def _integer_problems(df: DataFrame, column: str) -> tuple[Column, Column]:
     """(is not a valid integer id, the value as a long) for one id column."""
     field_type = df.schema[column].dataType
     c = F.col(column)
-    if isinstance(field_type, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+    if isinstance(field_type, _INTEGER_TYPES):
         return F.lit(False), c.cast("long")
     if isinstance(field_type, T.StringType):
         as_long = F.trim(c).try_cast("long")
@@ -107,69 +110,78 @@ class ValidatedRecords:
         self.cached.unpersist()
 
 
-def _first_bad_value(df: DataFrame, column: str, bad: Column) -> str | None:
-    row = df.where(bad).select(F.col(column).cast("string")).first()
-    return None if row is None else row[0]
+def _id_problem(df: DataFrame, column: str, rows: int) -> str | None:
+    """Why ``column`` is unusable (null or non-integer values), or None. Error path only."""
+    bad, _typed = _integer_problems(df, column)
+    stats = df.agg(F.sum(F.col(column).isNull().cast("long")).alias("nulls"),
+                   F.sum(bad.cast("long")).alias("bad")).first()
+    if stats["nulls"]:
+        return f"column {column} has {stats['nulls']} null values (of {rows} rows)"
+    if stats["bad"]:
+        example = df.where(bad).select(F.col(column).cast("string")).first()[0]
+        return f"column {column} has {stats['bad']} non-integer values, e.g. {example!r} (of {rows} rows)"
+    return None
 
 
 def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDomain | None) -> ValidatedRecords:
     """Check ids, cast them, and drop rows outside the public domain.
 
     One pass: a per-user aggregation that counts each user's in-domain rows
-    (which bounding reuses) and the problems, summed on a small cached table.
-    Null or non-integer ids are an error; ids outside the domain are dropped
-    and counted in the NOT-private diagnostics.
+    (which bounding reuses), summed on a small cached table. Null or
+    non-integer ids are an error; ids outside the domain are dropped and
+    counted in the NOT-private diagnostics.
+
+    The pass keeps as few running sums as it can (each costs about a tenth of
+    the scan; docs/performance.md): an unusable user id lands in the null
+    user group, an unusable item id is counted only when the column can hold
+    one, and rows outside the attribute domain are what is left over. Which
+    problem it was is worked out only on the error path.
     """
-    bad, typed = {}, {}
-    for column in ID_COLUMNS:
-        bad[column], typed[column] = _integer_problems(df, column)
+    _bad, user = _integer_problems(df, "user_id")
+    _bad, item = _integer_problems(df, "item_id")
     attr = F.col("attr").cast("string")
-    in_items = _in_item_domain(typed["item_id"], items)
+    in_items = _in_item_domain(item, items)
     in_attrs = F.coalesce(attr.isin(list(attributes.values)), F.lit(False)) if attributes else F.lit(True)
-    flags = {
-        "user_id_null": F.col("user_id").isNull(),
-        "user_id_bad": bad["user_id"],
-        "item_id_null": F.col("item_id").isNull(),
-        "item_id_bad": bad["item_id"],
-        "out_items": ~in_items,
-        "out_attrs": ~in_attrs,
-    }
+    item_field = df.schema["item_id"]
+    item_can_be_bad = item_field.nullable or not isinstance(item_field.dataType, _INTEGER_TYPES)
+    sums = {"_n": in_items & in_attrs, "out_items": ~in_items}
+    if item_can_be_bad:
+        sums["bad_items"] = item.isNull()
     per_user = (
-        df.select(typed["user_id"].alias("user_id"), (in_items & in_attrs).alias("_valid"),
-                  *[flag.alias(name) for name, flag in flags.items()])
+        df.select(user.alias("user_id"), *[flag.alias(name) for name, flag in sums.items()])
         .groupBy("user_id")
-        .agg(F.count(F.lit(1)).alias("rows"), F.sum(F.col("_valid").cast("long")).alias("_n"),
-             *[F.sum(F.col(name).cast("long")).alias(name) for name in flags])
+        .agg(F.count(F.lit(1)).alias("rows"), *[F.sum(F.col(name).cast("long")).alias(name) for name in sums])
         # Few partitions: the table is small and is broadcast several times.
         .coalesce(df.sparkSession.sparkContext.defaultParallelism)
         .persist()
     )
-    stats = per_user.agg(*[F.sum(c).alias(c) for c in ["rows", *flags]]).first().asDict()
+    stats = per_user.agg(
+        F.sum("rows").alias("rows"), F.sum("_n").alias("_n"), F.sum("out_items").alias("out_items"),
+        F.sum(F.when(F.col("user_id").isNull(), F.col("rows"))).alias("bad_users"),
+        (F.sum("bad_items") if item_can_be_bad else F.lit(0)).alias("bad_items"),
+    ).first().asDict()
     if not stats["rows"]:
         per_user.unpersist()
         raise DataError("the source has no records")
-    for column in ID_COLUMNS:
-        problem = None
-        if stats[f"{column}_null"]:
-            problem = f"column {column} has {stats[f'{column}_null']} null values (of {stats['rows']} rows)"
-        elif stats[f"{column}_bad"]:
-            problem = (f"column {column} has {stats[f'{column}_bad']} non-integer values, "
-                       f"e.g. {_first_bad_value(df, column, bad[column])!r} (of {stats['rows']} rows)")
+    for column in ID_COLUMNS if stats["bad_users"] or stats["bad_items"] else ():
+        problem = _id_problem(df, column, stats["rows"])
         if problem:
             per_user.unpersist()
             raise DataError(problem)
     records = df.select(
-        typed["user_id"].alias("user_id"),
-        typed["item_id"].alias("item_id"),
+        user.alias("user_id"),
+        item.alias("item_id"),
         *([attr.alias("attr")] if attributes else []),
         "record_id",
     ).where(in_items & in_attrs)
     diagnostics = {
         "rows_read": stats["rows"],
         "rows_outside_item_domain": stats["out_items"],
-        "rows_outside_attribute_domain": stats["out_attrs"] if attributes else 0,
+        # Rows whose item is in the domain but whose attribute value is not.
+        "rows_outside_attribute_domain": stats["rows"] - stats["_n"] - stats["out_items"],
     }
-    return ValidatedRecords(records, diagnostics, per_user.where(F.col("_n") > 0).select("user_id", "_n"), per_user)
+    counts = per_user.where(F.col("_n") > 0).select("user_id", "_n")
+    return ValidatedRecords(records, diagnostics, counts, per_user)
 
 
 # ---------------------------------------------------------------------------

@@ -58,11 +58,13 @@ def expect_error(spark, capsys, config, message, *overrides):
     [
         (GOOD.rename(columns={"item_id": "movie"}), "source column 'item_id' (for item_id) not found; the source has columns: user_id, movie, attr"),
         (GOOD.assign(user_id=[1, None, 2, 3, 3, 3]), "column user_id has 1 null values (of 6 rows)"),
+        (GOOD.assign(user_id=["1", "u2", "2", "3", "3", "3"]), "column user_id has 1 non-integer values, e.g. 'u2'"),
+        (GOOD.assign(item_id=[1, 2, None, 3, 4, 5]), "column item_id has 1 null values (of 6 rows)"),
         (GOOD.assign(item_id=["1", "2", "x7", "3", "4", "5"]), "column item_id has 1 non-integer values, e.g. 'x7' (of 6 rows)"),
         (GOOD.assign(item_id=[1.0, 2.0, 2.5, 3.0, 4.0, 5.0]), "column item_id has 1 non-integer values, e.g. '2.5'"),
         (GOOD.iloc[0:0], "the source has no records"),
     ],
-    ids=["missing-column", "null-user", "non-integer-item", "fractional-item", "empty"],
+    ids=["missing-column", "null-user", "non-integer-user", "null-item", "non-integer-item", "fractional-item", "empty"],
 )
 def test_bad_records(spark, capsys, tmp_path, frame, message):
     config = write_config(tmp_path, {"format": "parquet", "path": parquet(tmp_path, frame)})

@@ -47,11 +47,12 @@ def test_same_seed_same_sample_whatever_the_partitioning(spark):
     assert set(map(tuple, first.collect())) != set(map(tuple, other.collect()))
 
 
-@pytest.mark.parametrize("oversample", [6.0, 0.0])
+@pytest.mark.parametrize("oversample", [6.0, 0.0, -1.5])
 def test_prefilter_never_changes_the_result(spark, oversample):
     """The sample is exactly each user's l smallest keys, also when the
     pre-filter leaves users short (oversample = 0 makes that happen to about
-    half of them, exercising the exact fallback)."""
+    half of them, exercising the exact fallback) or with no candidate at all
+    (-1.5 keeps under one row per user on average)."""
     df = records(spark, {u: 10 + 7 * u for u in range(60)})
     l, salt = 8, 12345
     got = bounding.sample_per_user(df, l, salt=salt, oversample=oversample)
@@ -87,18 +88,39 @@ def test_score_thresholds_are_the_scores_at_ranks_l_2l_4l():
     assert bounding.score_thresholds([4, 2], 5) == []
 
 
-def test_level_prefilter_never_changes_top_per_user(spark):
-    """Users of every size (1 to 120 rows), scores with many ties: the
-    pre-filtered selection equals the selection over all rows."""
+def test_score_cutoffs_follow_the_expected_distinct_items():
+    scores = np.arange(100, 0, -1)  # rank r has score 101 - r
+    cutoffs = bounding.score_cutoffs(scores, 5)
+    need = 5 + 6 * (np.sqrt(5) + 2)
+    weights = scores / scores.sum()
+    for min_rows, level in cutoffs:
+        above = weights[scores >= level]
+        expected = lambda n: np.sum(1 - (1 - above) ** n)  # noqa: E731
+        assert expected(min_rows) >= need > expected(min_rows - 1)
+    # Levels of fewer than `need` items can never be filled, and are left out.
+    assert [level for _, level in cutoffs] == [61, 21]
+    assert bounding.score_cutoffs([], 5) == []
+
+
+def test_cutoffs_never_change_top_per_user(spark):
+    """Users of every size (1 to 120 rows), scores with many ties, and users who
+    rate only low-scored items (short of the cutoff, so redone from all of
+    their rows): the pre-filtered selection equals the selection over all rows."""
     rng = np.random.default_rng(5)
     item_scores = rng.integers(0, 25, size=300)
+    low_items = np.flatnonzero(item_scores < 5)
+    sizes = {u: 1 + (u * 3) % 120 for u in range(80)}
     rows = [(u, int(i), u * 1000 + k, int(item_scores[i]))
-            for u in range(80) for k, i in enumerate(rng.choice(300, size=1 + (u * 3) % 120, replace=False))]
+            for u in range(80) for k, i in enumerate(rng.choice(300, size=sizes[u], replace=False))]
+    for u in range(80, 90):  # niche users: many rows, all of low score
+        sizes[u] = len(low_items)
+        rows += [(u, int(i), u * 1000 + k, int(item_scores[i])) for k, i in enumerate(low_items)]
     df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
     l = 6
-    thresholds = bounding.score_thresholds(item_scores, l)
-    assert len(thresholds) >= 4
+    cutoffs = bounding.score_cutoffs(item_scores, l)
+    assert len(cutoffs) >= 3 and min(sizes.values()) < cutoffs[-1][0] <= max(sizes.values())
+    assert all(sizes[u] >= cutoffs[-1][0] for u in range(80, 90))
     plain = bounding.top_per_user(df, l, "score", salt=99)
-    filtered = bounding.top_per_user(df, l, "score", salt=99, thresholds=thresholds)
+    filtered = bounding.top_per_user(df, l, "score", salt=99, cutoffs=cutoffs)
     assert_df_equality(filtered, plain, ignore_row_order=True)
-    assert plain.count() == sum(min(l, 1 + (u * 3) % 120) for u in range(80))
+    assert plain.count() == sum(min(l, n) for n in sizes.values())

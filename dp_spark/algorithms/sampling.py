@@ -120,8 +120,11 @@ def hpa(
         [(int(i), int(s)) for i, s in zip(items.ids, item_scores)], "item_id long, _score long"
     )
     scored = records.join(F.broadcast(scores), "item_id")
-    thresholds = bounding.score_thresholds(item_scores, l)
-    chosen = bounding.top_per_user(scored, l, "_score", seed=seed, thresholds=thresholds).drop("_score")
+    # The cutoffs only decide which rows the selection looks at, never its result.
+    cutoffs = bounding.score_cutoffs(item_scores, l)
+    chosen = bounding.top_per_user(
+        scored, l, "_score", seed=seed, counts=user_counts, cutoffs=cutoffs
+    ).drop("_score")
     release = _publish_counts(chosen, items, attributes, l, epsilons, budget, rng)
     release.diagnostics["rows_in_popularity_sample"] = int(popularity_true.sum())
     return release
