@@ -21,17 +21,22 @@ from dp_spark.errors import ConfigError
 from dp_spark.privacy import as_epsilon
 
 SOURCE_FORMATS = ("parquet", "csv", "table", "movielens-1m", "movielens-100k", "netflix-synthetic")
-ALGORITHMS = ("sra", "hpa")
+ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
+# Paper 000's baselines: a uniform sample of at most m records per user (the public bound M),
+# published with a fixed publisher.
+BASELINE_PUBLISHERS = {"lpa": "laplace", "dft": "fourier", "gs": "grouping"}
 STANDARD_COLUMNS = ("user_id", "item_id", "attr")
 
 # Allowed keys per section; "spark" is free-form (Spark configuration keys).
 _SCHEMA: dict[str, tuple[str, ...]] = {
-    "": ("output", "seed", "source", "domain", "privacy", "algorithm", "spark"),
+    "": ("output", "seed", "source", "domain", "privacy", "algorithm", "publisher", "spark"),
     "source": ("format", "path", "table", "sep", "header", "names", "columns"),
     "source.columns": STANDARD_COLUMNS,
     "domain": ("items", "attributes"),
     "privacy": ("epsilon", "epsilon_items", "epsilon_edges", "epsilon_popularity"),
-    "algorithm": ("name", "l", "d"),
+    "algorithm": ("name", "l", "d", "m"),
+    "publisher": ("name", "k", "distinct_cells", "grid_bits", "rho", "eta", "delta", "ranking_share",
+                  "reproduce_paper"),
 }
 EPSILON_PARTS = ("epsilon_popularity", "epsilon_items", "epsilon_edges")
 
@@ -60,6 +65,13 @@ class JobConfig:
     d: int
     seed: int | None = None
     spark: dict[str, str] = field(default_factory=dict)
+    publisher: str = "laplace"
+    publisher_options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def bound_name(self) -> str:
+        """What the config calls the per-user record bound: m for the baselines, l otherwise."""
+        return "m" if self.algorithm in BASELINE_PUBLISHERS else "l"
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -101,7 +113,7 @@ def _check_keys(raw: dict[str, Any]) -> None:
                 raise ConfigError(f"unknown config key {dotted!r}{hint}")
 
     check("", raw)
-    for section in ("source", "domain", "privacy", "algorithm"):
+    for section in ("source", "domain", "privacy", "algorithm", "publisher"):
         value = raw.get(section, {})
         if not isinstance(value, dict):
             raise ConfigError(f"config section [{section}] must be a table")
@@ -179,12 +191,17 @@ def build_config(raw: dict[str, Any]) -> JobConfig:
     name = _require(algorithm, "name", "algorithm")
     if name not in ALGORITHMS:
         raise ConfigError(f"unknown algorithm {name!r}; expected one of {', '.join(ALGORITHMS)}")
-    l = _positive_int(_require(algorithm, "l", "algorithm"), "algorithm.l")
+    bound = "m" if name in BASELINE_PUBLISHERS else "l"
+    other = "l" if bound == "m" else "m"
+    if other in algorithm:
+        raise ConfigError(f"algorithm.{other} is not used by {name}; its per-user bound is algorithm.{bound}")
+    l = _positive_int(_require(algorithm, bound, "algorithm"), f"algorithm.{bound}")
     d = _positive_int(algorithm.get("d", 1), "algorithm.d")
-    if name == "sra" and "d" in algorithm:
-        raise ConfigError("algorithm.d is an HPA parameter; SRA does not use it")
-    if name == "sra" and "epsilon_popularity" in parts:
-        raise ConfigError("privacy.epsilon_popularity is an HPA parameter; SRA does not use it")
+    if name != "hpa" and "d" in algorithm:
+        raise ConfigError(f"algorithm.d is an HPA parameter; {name} does not use it")
+    if name != "hpa" and "epsilon_popularity" in parts:
+        raise ConfigError(f"privacy.epsilon_popularity is an HPA parameter; {name} does not use it")
+    publisher, publisher_options = _publisher(raw.get("publisher", {}), name)
     if attributes is None and "epsilon_edges" in parts:
         raise ConfigError("privacy.epsilon_edges is set but domain.attributes is not: no edge counts to publish")
 
@@ -203,7 +220,50 @@ def build_config(raw: dict[str, Any]) -> JobConfig:
         d=d,
         seed=seed,
         spark={str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark.items()},
+        publisher=publisher,
+        publisher_options=publisher_options,
     )
+
+
+def _publisher(table: dict[str, Any], algorithm: str) -> tuple[str, dict[str, Any]]:
+    """The publisher's name and options, checked against what that publisher takes."""
+    from dp_spark import publishers  # numpy only; kept here so config stays cheap to import
+
+    fixed = BASELINE_PUBLISHERS.get(algorithm)
+    name = table.get("name", fixed or "laplace")
+    if name not in publishers.PUBLISHERS:
+        raise ConfigError(f"unknown publisher.name {name!r}; expected one of {', '.join(publishers.PUBLISHERS)}")
+    if fixed and name != fixed:
+        raise ConfigError(f"algorithm {algorithm!r} always publishes with {fixed!r}; remove publisher.name")
+    options = {k: v for k, v in table.items() if k != "name"}
+    accepted = set(publishers.PUBLISHERS[name][1]) - {"sampled"}
+    for key, value in options.items():
+        if key not in accepted:
+            takes = ", ".join(sorted(accepted)) or "no options"
+            raise ConfigError(f"publisher.{key} is not an option of {name!r} (it takes: {takes})")
+        options[key] = _publisher_option(key, value)
+    return name, options
+
+
+def _publisher_option(key: str, value: Any) -> Any:
+    if key in ("distinct_cells", "reproduce_paper"):
+        if not isinstance(value, bool):
+            raise ConfigError(f"publisher.{key} must be true or false, got {value!r}")
+        return value
+    if key in ("k", "grid_bits"):
+        return _positive_int(value, f"publisher.{key}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"publisher.{key} must be a number, got {value!r}")
+    if key == "eta":
+        if value <= 0:
+            raise ConfigError(f"publisher.eta must be > 0, got {value!r}")
+        return float(value)
+    fraction = Fraction(str(value)).limit_denominator(10**6)
+    if key == "delta" and not 0 <= fraction <= 1:
+        raise ConfigError(f"publisher.delta must be between 0 and 1, got {value!r}")
+    if key in ("rho", "ranking_share") and not 0 < fraction < 1:
+        raise ConfigError(f"publisher.{key} must be strictly between 0 and 1, got {value!r}")
+    return fraction
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> JobConfig:

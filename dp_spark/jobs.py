@@ -72,7 +72,7 @@ def _tables(release: sampling.CountsRelease, items: ItemDomain, attributes: Attr
 
 
 def _report(cfg, budget, items, attributes, split, diagnostics, tables) -> dict:
-    params = {"l": cfg.l, **({"d": cfg.d} if cfg.algorithm == "hpa" else {})}
+    params = {cfg.bound_name: cfg.l, **({"d": cfg.d} if cfg.algorithm == "hpa" else {})}
     return {
         "dp_spark_version": __version__,
         "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -81,6 +81,8 @@ def _report(cfg, budget, items, attributes, split, diagnostics, tables) -> dict:
             "parameters": params,
             "epsilon_split": {k: float(v) for k, v in split.items()},
             "specification": sampling.SPEC_SECTIONS[cfg.algorithm],
+            "publisher": {"name": cfg.publisher,
+                          **{k: v if isinstance(v, bool) else float(v) for k, v in cfg.publisher_options.items()}},
         },
         **budget.to_json(),
         "noise": {
@@ -113,7 +115,8 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
     split = plan_budget(cfg)
     items = item_domain(cfg.items, spark)
     attributes = attribute_domain(cfg.attributes)
-    progress(f"{cfg.algorithm.upper()} with epsilon {float(cfg.epsilon):g}, l = {cfg.l}; {len(items):,} items"
+    progress(f"{cfg.algorithm.upper()} with epsilon {float(cfg.epsilon):g}, {cfg.bound_name} = {cfg.l}, "
+             f"publisher {cfg.publisher}; {len(items):,} items"
              + (f" x {len(attributes)} attribute values" if attributes else ""))
 
     progress(f"reading and checking {cfg.source.format} source {cfg.source.path or cfg.source.table}")
@@ -124,15 +127,19 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
     budget = Budget(cfg.epsilon)
     rng = RandomSource(cfg.seed)
     common = dict(items=items, attributes=attributes, l=cfg.l, epsilons=split, budget=budget, rng=rng,
-                  seed=cfg.seed, user_counts=validated.user_counts)
+                  seed=cfg.seed, user_counts=validated.user_counts,
+                  publisher=sampling.Publisher(cfg.publisher, dict(cfg.publisher_options)))
     try:
-        if cfg.algorithm == "sra":
+        if cfg.algorithm != "hpa":
             release = sampling.sra(validated.records, **common)
         else:
             release = sampling.hpa(validated.records, d=cfg.d, **common)
     finally:
         validated.release()
 
+    if not budget.private:
+        progress("WARNING: this release reproduces a published flaw and is NOT differentially private; "
+                 "privacy.json says why. Do not publish it.")
     tables = _tables(release, items, attributes)
     report = _report(cfg, budget, items, attributes, split, {**validated.diagnostics, **release.diagnostics}, tables)
     return Computed(tables, report, items)

@@ -106,24 +106,46 @@ def as_scale(value: Fraction | int) -> Fraction:
     return scale
 
 
-def discrete_laplace(rng: RandomSource, scale: Fraction | int, size: int) -> np.ndarray:
-    """``size`` draws of the discrete Laplace with P(Z = z) ∝ exp(-|z|/scale).
+def scale_at_least(value: Fraction | int) -> Fraction:
+    """``value`` itself when :func:`as_scale` accepts it, else the next multiple of
+    2^-20 above it: more noise than asked for, never less."""
+    scale = Fraction(value)
+    if scale > 0 and (scale.numerator >= _MAX_SCALE_PART or scale.denominator >= _MAX_SCALE_PART):
+        steps = -((-scale.numerator * 2**20) // scale.denominator)  # ceil(scale · 2^20)
+        scale = Fraction(steps, 2**20)
+    return as_scale(scale)
 
-    CKS Algorithm 2 with scale t/s: U ~ Uniform{0..t-1} accepted with
+
+def discrete_laplace(rng: RandomSource, scale: Fraction | int, size: int) -> np.ndarray:
+    """``size`` draws of the discrete Laplace with P(Z = z) ∝ exp(-|z|/scale)."""
+    scale = as_scale(scale)
+    return _discrete_laplace(rng, np.full(size, scale.numerator, dtype=np.uint64),
+                             np.full(size, scale.denominator, dtype=np.uint64))
+
+
+def discrete_laplace_each(rng: RandomSource, scales) -> np.ndarray:
+    """One discrete Laplace draw per entry of ``scales`` (exact fractions), each
+    with its own scale: for mechanisms that give cells different budgets."""
+    checked = [as_scale(scale) for scale in scales]
+    return _discrete_laplace(rng, np.array([c.numerator for c in checked], dtype=np.uint64),
+                             np.array([c.denominator for c in checked], dtype=np.uint64))
+
+
+def _discrete_laplace(rng: RandomSource, t: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """CKS Algorithm 2 with scale t/s per entry: U ~ Uniform{0..t-1} accepted with
     probability exp(-U/t); V ~ Geometric(1 - exp(-1)); X = U + tV is then
     geometric with ratio exp(-1/t), Y = ⌊X/s⌋ geometric with ratio exp(-s/t);
     a random sign, rejecting "-0", makes it two-sided.
     """
-    scale = as_scale(scale)
-    t, s = np.uint64(scale.numerator), np.uint64(scale.denominator)
-    out = np.empty(size, dtype=np.int64)
-    pending = np.arange(size)
+    out = np.empty(t.size, dtype=np.int64)
+    pending = np.arange(t.size)
     while pending.size:
         n = pending.size
-        u = rng.below(np.full(n, t))
-        keep_u = bernoulli_exp_minus(rng, u, np.full(n, t))
+        tp, sp = t[pending], s[pending]
+        u = rng.below(tp)
+        keep_u = bernoulli_exp_minus(rng, u, tp)
         v = _geometric_exp_minus_one(rng, n)
-        y = ((u + t * v) // s).astype(np.int64)
+        y = ((u + tp * v) // sp).astype(np.int64)
         negative = rng.below(np.full(n, 2, dtype=np.uint64)) == 1
         accepted = keep_u & ~(negative & (y == 0))
         out[pending[accepted]] = np.where(negative, -y, y)[accepted]

@@ -49,7 +49,10 @@ class LedgerEntry:
     """One noisy release: what was published, with which mechanism and budget.
 
     ``sensitivity`` is the L1 sensitivity of the released vector under the
-    privacy unit; ``noise_scale`` is sensitivity / epsilon.
+    privacy unit; ``noise_scale`` is sensitivity / epsilon (the smallest scale
+    when cells get different scales). ``not_private`` names why a step that
+    reproduces a flawed paper is NOT differentially private (empty otherwise);
+    its ``epsilon`` is then only what the paper claims.
     """
 
     step: str
@@ -58,6 +61,7 @@ class LedgerEntry:
     sensitivity: Fraction
     noise_scale: Fraction
     cells: int
+    not_private: str = ""
 
     def to_json(self) -> dict:
         return {
@@ -69,6 +73,7 @@ class LedgerEntry:
             "sensitivity_l1": float(self.sensitivity),
             "noise_scale": float(self.noise_scale),
             "cells": self.cells,
+            **({"NOT_PRIVATE": self.not_private} if self.not_private else {}),
         }
 
 
@@ -107,10 +112,18 @@ class Budget:
             )
         self.entries.append(entry)
 
+    @property
+    def private(self) -> bool:
+        return not any(e.not_private for e in self.entries)
+
     def to_json(self) -> dict:
+        guarantee = "pure epsilon-differential privacy (delta = 0), sequential composition"
+        if not self.private:
+            guarantee = ("NONE: this release reproduces a published algorithm that is not differentially "
+                         "private (see the ledger's NOT_PRIVATE entries); do not publish it")
         return {
             "privacy_unit": PRIVACY_UNIT,
-            "guarantee": "pure epsilon-differential privacy (delta = 0), sequential composition",
+            "guarantee": guarantee,
             "epsilon_total": float(self.total),
             "epsilon_spent": float(self.spent),
             "epsilon_spent_exact": str(self.spent),

@@ -77,3 +77,37 @@ def test_split_over_the_total_is_refused():
 def test_hpa_parameters_are_refused_for_sra():
     with pytest.raises(ConfigError, match="HPA parameter"):
         build_config(base(d=3))
+
+
+@pytest.mark.parametrize(
+    "algorithm, publisher, message",
+    [
+        ({}, {"name": "gauss"}, "unknown publisher.name 'gauss'"),
+        ({}, {"name": "fourier", "rho": 0.5}, r"publisher.rho is not an option of 'fourier' \(it takes: distinct_cells, grid_bits, k\)"),
+        ({}, {"name": "dpa_ahp", "delta": 1.5}, "publisher.delta must be between 0 and 1"),
+        ({}, {"name": "ahp", "rho": 1}, "publisher.rho must be strictly between 0 and 1"),
+        ({}, {"name": "fourier", "k": 0}, "publisher.k must be an integer >= 1"),
+        ({}, {"name": "dpa_ahp", "reproduce_paper": "yes"}, "publisher.reproduce_paper must be true or false"),
+        ({"name": "lpa"}, {}, "algorithm.l is not used by lpa; its per-user bound is algorithm.m"),
+        ({"name": "gs", "l": None, "m": 5}, {"name": "ahp"}, "algorithm 'gs' always publishes with 'grouping'"),
+        ({"d": 3}, {}, "algorithm.d is an HPA parameter; sra does not use it"),
+    ],
+)
+def test_bad_publisher_settings_are_refused(algorithm, publisher, message):
+    raw = base(**algorithm)
+    if raw["algorithm"].get("l", 0) is None:
+        del raw["algorithm"]["l"]
+    raw["publisher"] = publisher
+    with pytest.raises(ConfigError, match=message):
+        build_config(raw)
+
+
+def test_baselines_take_their_bound_as_m_and_their_publisher():
+    raw = base(name="dft", m=25)
+    del raw["algorithm"]["l"]
+    raw["publisher"] = {"k": 7}
+    cfg = build_config(raw)
+    assert (cfg.l, cfg.bound_name, cfg.publisher, cfg.publisher_options) == (25, "m", "fourier", {"k": 7})
+    assert plan_budget(cfg) == {"epsilon_items": 0.5, "epsilon_edges": 0.5}
+    sra = build_config({**base(), "publisher": {"name": "dpa_ahp", "delta": 0.075}})
+    assert sra.publisher_options["delta"] == pytest.approx(0.075) and sra.bound_name == "l"

@@ -5,6 +5,10 @@ DP claims (user level, pure ε-DP; ALGORITHMS.md §3.1 and §3.2):
 * SRA is (ε_items + ε_edges)-DP. Each user keeps at most l records chosen by a
   per-user uniform sample, so item counts and edge counts each have L1
   sensitivity l; each vector gets discrete Laplace noise of scale l/ε_part.
+* The baselines of paper 000 (§3.3–3.5, [FIX] public bound M): LPA, DFT and GS
+  keep a uniform sample of at most m records per user, so again L1 sensitivity
+  m, and publish with discrete Laplace, FPA or GS (dp_spark.publishers).
+  Any job may name another publisher; each publisher's claim is in its module.
 * HPA is (ε_popularity + ε_items + ε_edges)-DP. Popularity counts come from at
   most d records per user (sensitivity d, scale d/ε_popularity). Given those
   noisy counts, a DP output, keeping each user's l most popular records is a
@@ -25,15 +29,16 @@ from dp_spark import aggregates, bounding
 from dp_spark.domain import AttributeDomain, ItemDomain
 from dp_spark.mechanisms import RandomSource
 from dp_spark.privacy import Budget
-from dp_spark.publishers import laplace
+from dp_spark import publishers
 
-SPEC_SECTIONS = {"sra": "ALGORITHMS.md §3.1", "hpa": "ALGORITHMS.md §3.2"}
+SPEC_SECTIONS = {"sra": "ALGORITHMS.md §3.1", "hpa": "ALGORITHMS.md §3.2", "lpa": "ALGORITHMS.md §3.3",
+                 "dft": "ALGORITHMS.md §3.4", "gs": "ALGORITHMS.md §3.5"}
 
 
 def default_split(algorithm: str, epsilon: Fraction, with_edges: bool) -> dict[str, Fraction]:
     """The papers' budget split (000 §6): SRA ε/2 + ε/2; HPA ε/10 + 0.45ε + 0.45ε.
     Without edges the edge share goes to the item counts."""
-    if algorithm == "sra":
+    if algorithm != "hpa":
         return {"epsilon_items": epsilon / 2, "epsilon_edges": epsilon / 2} if with_edges else {"epsilon_items": epsilon}
     popularity = epsilon / 10
     if with_edges:
@@ -48,6 +53,20 @@ class CountsRelease:
     diagnostics: dict = field(default_factory=dict)  # NOT private
 
 
+@dataclass(frozen=True)
+class Publisher:
+    """Which publisher turns the bounded counts into the release, with its options."""
+
+    name: str = "laplace"
+    options: dict = field(default_factory=dict)
+
+
+def _one_record_per_user(bounded: DataFrame, items, attributes, seed: int | None) -> np.ndarray:
+    """Edge counts of one record drawn at random from each user's bounded records (GS's ordering sample)."""
+    one_each = bounding.sample_per_user(bounded, 1, salt=bounding.new_salt(seed, "one_record_per_user"))
+    return aggregates.edge_counts(one_each, items, attributes)
+
+
 def _publish_counts(
     bounded: DataFrame,
     items: ItemDomain,
@@ -56,18 +75,27 @@ def _publish_counts(
     epsilons: dict[str, Fraction],
     budget: Budget,
     rng: RandomSource,
+    publisher: Publisher,
+    seed: int | None,
 ) -> CountsRelease:
     true_edges = aggregates.edge_counts(bounded, items, attributes)
-    released = laplace.publish(aggregates.item_counts(true_edges), l, epsilons["epsilon_items"], rng, "item_counts")
-    for entry in released.entries:
-        budget.spend(entry)
+    sampled_edges = None
+    if publisher.name in publishers.NEEDS_ONE_RECORD_PER_USER:
+        sampled_edges = _one_record_per_user(bounded, items, attributes, seed)
+
+    def release(counts, sampled, epsilon, step):
+        extra = {"sampled": sampled} if sampled is not None else {}
+        published = publishers.publish(publisher.name, counts, l, epsilon, rng, step, **publisher.options, **extra)
+        for entry in published.entries:
+            budget.spend(entry)
+        return published.values
+
+    item_sample = aggregates.item_counts(sampled_edges) if sampled_edges is not None else None
+    noisy_items = release(aggregates.item_counts(true_edges), item_sample, epsilons["epsilon_items"], "item_counts")
     noisy_edges = None
     if attributes:
-        edges = laplace.publish(true_edges, l, epsilons["epsilon_edges"], rng, "edge_counts")
-        for entry in edges.entries:
-            budget.spend(entry)
-        noisy_edges = edges.values
-    return CountsRelease(released.values, noisy_edges, {"rows_after_bounding": int(true_edges.sum())})
+        noisy_edges = release(true_edges, sampled_edges, epsilons["epsilon_edges"], "edge_counts")
+    return CountsRelease(noisy_items, noisy_edges, {"rows_after_bounding": int(true_edges.sum())})
 
 
 def sra(
@@ -80,11 +108,13 @@ def sra(
     rng: RandomSource,
     seed: int | None = None,
     user_counts: DataFrame | None = None,
+    publisher: Publisher = Publisher(),
 ) -> CountsRelease:
     """Simple Random Algorithm: a uniform sample of ≤ l records per user, then noisy counts.
-    ``user_counts`` (rows per user of ``records``) saves a pass when known."""
+    ``user_counts`` (rows per user of ``records``) saves a pass when known. The
+    baselines LPA, DFT and GS are this with l = M and their publisher."""
     sample = bounding.sample_per_user(records, l, seed=seed, counts=user_counts)
-    return _publish_counts(sample, items, attributes, l, epsilons, budget, rng)
+    return _publish_counts(sample, items, attributes, l, epsilons, budget, rng, publisher, seed)
 
 
 def hpa(
@@ -98,6 +128,7 @@ def hpa(
     rng: RandomSource,
     seed: int | None = None,
     user_counts: DataFrame | None = None,
+    publisher: Publisher = Publisher(),
 ) -> CountsRelease:
     """Hand-Picked Algorithm: noisy popularity from ≤ d records per user, then each
     user's l records of highest noisy popularity (ties at random), then noisy counts.
@@ -110,7 +141,7 @@ def hpa(
         records.select("user_id", "item_id", "record_id"), d, seed=seed, counts=user_counts
     )
     popularity_true = aggregates.item_counts(aggregates.edge_counts(popularity_sample, items, None))
-    popularity = laplace.publish(popularity_true, d, epsilons["epsilon_popularity"], rng, "popularity")
+    popularity = publishers.publish("laplace", popularity_true, d, epsilons["epsilon_popularity"], rng, "popularity")
     for entry in popularity.entries:
         budget.spend(entry)
 
@@ -125,6 +156,6 @@ def hpa(
     chosen = bounding.top_per_user(
         scored, l, "_score", seed=seed, counts=user_counts, cutoffs=cutoffs
     ).drop("_score")
-    release = _publish_counts(chosen, items, attributes, l, epsilons, budget, rng)
+    release = _publish_counts(chosen, items, attributes, l, epsilons, budget, rng, publisher, seed)
     release.diagnostics["rows_in_popularity_sample"] = int(popularity_true.sum())
     return release

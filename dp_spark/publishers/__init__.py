@@ -2,5 +2,42 @@
 
 A publisher takes a count vector over a public domain, the L1 sensitivity one
 user can cause after bounding, epsilon and a random source, and returns the
-published vector with the ledger entries that pay for it.
+published vector with the ledger entries that pay for it. :func:`publish`
+picks one by name, as a job's config does (``publisher = "ahp"``).
 """
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from dp_spark.mechanisms import RandomSource
+from dp_spark.publishers import ahp, alpa, dpa_ahp, fourier, grouping, laplace
+from dp_spark.publishers.laplace import Published
+
+# name -> (function, the options it accepts)
+PUBLISHERS = {
+    "laplace": (laplace.publish, ()),
+    "alpa": (alpa.publish, ()),
+    "fourier": (fourier.publish, ("k", "distinct_cells", "grid_bits")),
+    "grouping": (grouping.publish, ("sampled",)),
+    "ahp": (ahp.publish, ("rho", "eta")),
+    "dpa_ahp": (dpa_ahp.publish, ("delta", "ranking_share", "rho", "eta", "reproduce_paper")),
+    "sdpa_ahp": (dpa_ahp.publish, ("ranking_share", "rho", "eta", "reproduce_paper")),
+}
+NEEDS_ONE_RECORD_PER_USER = frozenset({"grouping"})
+
+
+def publish(name: str, counts: np.ndarray, sensitivity: int, epsilon: Fraction, rng: RandomSource, step: str,
+            **options) -> Published:
+    """Run the publisher ``name``; options it does not take are an error, not ignored."""
+    if name not in PUBLISHERS:
+        raise ValueError(f"unknown publisher {name!r}; expected one of {', '.join(PUBLISHERS)}")
+    function, accepted = PUBLISHERS[name]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise ValueError(f"publisher {name!r} takes no option {', '.join(unknown)}")
+    if name == "sdpa_ahp":
+        options["delta"] = Fraction(1)
+    return function(counts, sensitivity, epsilon, rng, step, **options)

@@ -20,19 +20,27 @@ from dp_spark.privacy import LedgerEntry
 
 @dataclass(frozen=True)
 class Published:
-    values: np.ndarray
+    values: np.ndarray  # same shape as the counts; integers (LPA) or floats (averages)
     entries: tuple[LedgerEntry, ...]
+
+
+def check_counts(counts, sensitivity: int) -> np.ndarray:
+    """The counts as an integer array; refuses a non-integer array, an empty one, or Δ < 1."""
+    if isinstance(sensitivity, bool) or not isinstance(sensitivity, (int, np.integer)) or sensitivity < 1:
+        raise ValueError(f"sensitivity must be a positive integer, got {sensitivity!r}")
+    counts = np.asarray(counts)
+    if not np.issubdtype(counts.dtype, np.integer):
+        raise TypeError("publishers need integer counts")
+    if counts.size == 0:
+        raise ValueError("cannot publish an empty count vector")
+    return counts
 
 
 def publish(
     counts: np.ndarray, sensitivity: int, epsilon: Fraction, rng: RandomSource, step: str
 ) -> Published:
     """Noisy copy of an integer count array (any shape) with scale sensitivity/ε."""
-    if sensitivity < 1:
-        raise ValueError(f"sensitivity must be a positive integer, got {sensitivity}")
-    counts = np.asarray(counts)
-    if not np.issubdtype(counts.dtype, np.integer):
-        raise TypeError("discrete Laplace needs integer counts")
+    counts = check_counts(counts, sensitivity)
     scale = as_scale(Fraction(sensitivity) / Fraction(epsilon))
     noise = discrete_laplace(rng, scale, counts.size).reshape(counts.shape)
     entry = LedgerEntry(

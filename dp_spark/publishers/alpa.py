@@ -1,0 +1,27 @@
+"""ALPA: one noisy average for every cell (paper 001's baseline, ALGORITHMS.md §4).
+
+DP claim: the total Σ c is an integer with L1 sensitivity Δ (one user moves
+the vector by at most Δ in L1, so the sum by at most Δ); discrete Laplace of
+scale Δ/ε on it is ε-DP (§1.4), and dividing by the public cell count is
+post-processing. Every cell gets the same value (Σ c + noise)/cells.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from dp_spark.mechanisms import RandomSource, as_scale, discrete_laplace
+from dp_spark.privacy import LedgerEntry
+from dp_spark.publishers.laplace import Published, check_counts
+
+
+def publish(counts: np.ndarray, sensitivity: int, epsilon: Fraction, rng: RandomSource, step: str) -> Published:
+    counts = check_counts(counts, sensitivity)
+    scale = as_scale(Fraction(sensitivity) / Fraction(epsilon))
+    total = int(counts.sum()) + int(discrete_laplace(rng, scale, 1)[0])
+    values = np.full(counts.shape, total / counts.size, dtype=float)
+    entry = LedgerEntry(step=f"{step} (total)", mechanism="discrete Laplace on the sum, then averaged",
+                        epsilon=Fraction(epsilon), sensitivity=Fraction(sensitivity), noise_scale=scale, cells=1)
+    return Published(values, (entry,))
