@@ -1,4 +1,4 @@
-"""``dp-spark run | generate | bench``: the command line.
+"""``dp-spark run | generate | bench | evaluate``: the command line.
 
 Errors a user can fix (bad config, bad data, a refused budget) print one line
 ``dp-spark: error: ...`` and exit with status 2; nothing is written.
@@ -27,6 +27,16 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument("--rows", type=int, required=True, help="number of ratings (100480507 = full Netflix)")
     generate.add_argument("--out", required=True, help="output Parquet file")
     generate.add_argument("--seed", type=int, default=0)
+
+    evaluate = commands.add_parser("evaluate", help="error of each method against the true counts (NOT private)")
+    evaluate.add_argument("config", help="job config giving the data, domains, epsilon and l")
+    evaluate.add_argument("--runs", type=int, default=20, help="runs per method, each with fresh noise (default 20)")
+    evaluate.add_argument("--methods", help="comma-separated: sra, hpa, lpa, dft, gs (default: the config's)")
+    evaluate.add_argument("--m", type=int, help="public per-user bound M for lpa, dft and gs")
+    evaluate.add_argument("--out", default="evaluation", help="directory for evaluation.json and evaluation.md")
+    evaluate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                          help="override a config key (repeatable)")
+    evaluate.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
 
     bench = commands.add_parser("bench", help="time jobs against the non-private floor (docs/performance.md)")
     bench.add_argument("--rows", required=True, help="comma-separated table sizes, e.g. 1000000,10000000")
@@ -57,7 +67,8 @@ def _print_summary(result) -> None:
     print("\nTop-10 items by noisy count:")
     for rank, row in enumerate(top.itertuples(index=False), 1):
         title = result.items.titles.get(int(row.item_id), "")
-        print(f"  {rank:>2}. item {row.item_id:<7} {row.noisy_count:>9,}  {title}")
+        count = f"{row.noisy_count:>11,.1f}" if isinstance(row.noisy_count, float) else f"{row.noisy_count:>9,}"
+        print(f"  {rank:>2}. item {row.item_id:<7} {count}  {title}")
 
 
 def _run(args) -> int:
@@ -113,7 +124,29 @@ def _bench(args) -> int:
     return 0
 
 
-COMMANDS = {"run": _run, "generate": _generate, "bench": _bench}
+def _evaluate(args) -> int:
+    from dp_spark import evaluate
+    from dp_spark.config import load_config
+    from dp_spark.spark import get_session
+
+    cfg = load_config(args.config, args.overrides)
+    methods = [m.strip() for m in (args.methods or cfg.algorithm).split(",") if m.strip()]
+    if args.m is not None and args.m < 1:
+        raise DpSparkError(f"--m must be >= 1, got {args.m}")
+    for method in methods:
+        evaluate.method_config(cfg, method, args.m)  # refuse a bad method before Spark starts
+    spark = get_session(args.master, cfg.spark)
+    records = evaluate.evaluate(cfg, spark, methods, args.runs, args.m, _to_stderr)
+    meta = {"config": args.config, "runs": args.runs, "epsilon": float(cfg.epsilon), "l": cfg.l,
+            "m": args.m, "publisher": cfg.publisher, "seed": cfg.seed}
+    evaluate.write(records, args.out, meta)
+    print(evaluate.NOT_PRIVATE)
+    print(evaluate.markdown(records))
+    print(f"\nwrote {args.out}/evaluation.json and {args.out}/evaluation.md")
+    return 0
+
+
+COMMANDS = {"run": _run, "generate": _generate, "bench": _bench, "evaluate": _evaluate}
 
 
 def main(argv: list[str] | None = None) -> int:

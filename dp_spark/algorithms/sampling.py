@@ -67,35 +67,44 @@ def _one_record_per_user(bounded: DataFrame, items, attributes, seed: int | None
     return aggregates.edge_counts(one_each, items, attributes)
 
 
-def _publish_counts(
-    bounded: DataFrame,
-    items: ItemDomain,
-    attributes: AttributeDomain | None,
-    l: int,
-    epsilons: dict[str, Fraction],
-    budget: Budget,
-    rng: RandomSource,
-    publisher: Publisher,
-    seed: int | None,
-) -> CountsRelease:
-    true_edges = aggregates.edge_counts(bounded, items, attributes)
-    sampled_edges = None
-    if publisher.name in publishers.NEEDS_ONE_RECORD_PER_USER:
-        sampled_edges = _one_record_per_user(bounded, items, attributes, seed)
+@dataclass(frozen=True)
+class BoundedCounts:
+    """True counts of the bounded records (NOT private until published)."""
 
-    def release(counts, sampled, epsilon, step):
+    edges: np.ndarray  # [item, attribute]; one column without attributes
+    sampled_edges: np.ndarray | None  # one random record per user, for publishers that need it
+    with_edges: bool
+
+
+def bounded_counts(bounded: DataFrame, items: ItemDomain, attributes: AttributeDomain | None,
+                   publisher: Publisher, seed: int | None) -> BoundedCounts:
+    """Aggregate the bounded records: the only Spark work between bounding and noise."""
+    edges = aggregates.edge_counts(bounded, items, attributes)
+    sampled = None
+    if publisher.name in publishers.NEEDS_ONE_RECORD_PER_USER:
+        sampled = _one_record_per_user(bounded, items, attributes, seed)
+    return BoundedCounts(edges, sampled, attributes is not None)
+
+
+def publish_counts(counts: BoundedCounts, l: int, epsilons: dict[str, Fraction], budget: Budget,
+                   rng: RandomSource, publisher: Publisher) -> CountsRelease:
+    """Item counts (row sums of the edges) and edge counts through the publisher; pure numpy.
+    Both have L1 sensitivity l; each pays its own part of ε into ``budget``."""
+
+    def release(true, sampled, epsilon, step):
         extra = {"sampled": sampled} if sampled is not None else {}
-        published = publishers.publish(publisher.name, counts, l, epsilon, rng, step, **publisher.options, **extra)
+        published = publishers.publish(publisher.name, true, l, epsilon, rng, step, **publisher.options, **extra)
         for entry in published.entries:
             budget.spend(entry)
         return published.values
 
-    item_sample = aggregates.item_counts(sampled_edges) if sampled_edges is not None else None
-    noisy_items = release(aggregates.item_counts(true_edges), item_sample, epsilons["epsilon_items"], "item_counts")
+    sampled = counts.sampled_edges
+    item_sample = aggregates.item_counts(sampled) if sampled is not None else None
+    noisy_items = release(aggregates.item_counts(counts.edges), item_sample, epsilons["epsilon_items"], "item_counts")
     noisy_edges = None
-    if attributes:
-        noisy_edges = release(true_edges, sampled_edges, epsilons["epsilon_edges"], "edge_counts")
-    return CountsRelease(noisy_items, noisy_edges, {"rows_after_bounding": int(true_edges.sum())})
+    if counts.with_edges:
+        noisy_edges = release(counts.edges, sampled, epsilons["epsilon_edges"], "edge_counts")
+    return CountsRelease(noisy_items, noisy_edges, {"rows_after_bounding": int(counts.edges.sum())})
 
 
 def sra(
@@ -114,7 +123,8 @@ def sra(
     ``user_counts`` (rows per user of ``records``) saves a pass when known. The
     baselines LPA, DFT and GS are this with l = M and their publisher."""
     sample = bounding.sample_per_user(records, l, seed=seed, counts=user_counts)
-    return _publish_counts(sample, items, attributes, l, epsilons, budget, rng, publisher, seed)
+    counts = bounded_counts(sample, items, attributes, publisher, seed)
+    return publish_counts(counts, l, epsilons, budget, rng, publisher)
 
 
 def hpa(
@@ -156,6 +166,7 @@ def hpa(
     chosen = bounding.top_per_user(
         scored, l, "_score", seed=seed, counts=user_counts, cutoffs=cutoffs
     ).drop("_score")
-    release = _publish_counts(chosen, items, attributes, l, epsilons, budget, rng, publisher, seed)
+    release = publish_counts(bounded_counts(chosen, items, attributes, publisher, seed), l, epsilons, budget, rng,
+                             publisher)
     release.diagnostics["rows_in_popularity_sample"] = int(popularity_true.sum())
     return release

@@ -1,0 +1,154 @@
+"""``dp-spark evaluate``: the error of each method against the true counts, over repeated runs.
+
+NOT PRIVATE. The true counts are computed from the raw records without noise,
+so every number this module writes is for comparing methods, never for
+publication; the output says so.
+
+Each method bounds the records once and then draws fresh noise in every run,
+except HPA, whose selection depends on its noisy popularity and is therefore
+redone in every run. With a fixed seed the bounding is the same across runs
+and only the noise varies; the spread reported is the noise's, not the
+sample's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from dp_spark import aggregates, bounding, io, metrics
+from dp_spark.algorithms import sampling
+from dp_spark.config import BASELINE_PUBLISHERS, JobConfig
+from dp_spark.domain import attribute_domain, item_domain
+from dp_spark.errors import ConfigError
+from dp_spark.jobs import plan_budget
+from dp_spark.mechanisms import RandomSource
+from dp_spark.privacy import Budget
+
+METHODS = ("sra", "hpa", "lpa", "dft", "gs")
+NOT_PRIVATE = ("NOT PRIVATE: errors against true counts computed from the raw records without noise; "
+               "for comparing methods only")
+TOP_K = 10
+
+
+def method_config(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
+    """The job config of one method: baselines bound users to the public m and use their publisher."""
+    if method not in METHODS:
+        raise ConfigError(f"unknown method {method!r}; expected some of {', '.join(METHODS)}")
+    if method in BASELINE_PUBLISHERS:
+        if m is None:
+            raise ConfigError(f"method {method!r} needs the public per-user bound: pass --m")
+        publisher = BASELINE_PUBLISHERS[method]
+        options = cfg.publisher_options if cfg.publisher == publisher else {}
+        return dataclasses.replace(cfg, algorithm=method, l=m, publisher=publisher, publisher_options=options,
+                                   epsilon_parts={})
+    return dataclasses.replace(cfg, algorithm=method)
+
+
+def item_metrics(true: np.ndarray, released: np.ndarray) -> dict[str, float]:
+    return {
+        "mse": metrics.mse(true, released),
+        "kl": metrics.kl_000(true, released),
+        f"top{TOP_K}": metrics.top_k_precision(true, released, TOP_K),
+        "mae": metrics.mae(true, released),
+        "mre": metrics.mre(true, released),
+        f"ndcg{TOP_K}": metrics.ndcg(true, released, TOP_K),
+    }
+
+
+def edge_metrics(true: np.ndarray, released: np.ndarray) -> dict[str, float]:
+    return {
+        "mse": metrics.mse(true, released),
+        "kl": metrics.kl_000(true, released),
+        f"top{TOP_K}": metrics.edge_top_k_precision(true, released, TOP_K),
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class Truth:
+    """True counts of the in-domain raw records: NOT private."""
+
+    items: np.ndarray
+    edges: np.ndarray
+
+
+def _run_method(cfg, records, user_counts, items, attributes, truth: Truth, runs, progress):
+    """Yield (query, metric, value) for every run of one method."""
+    split = plan_budget(cfg)
+    publisher = sampling.Publisher(cfg.publisher, dict(cfg.publisher_options))
+    fixed = None
+    if cfg.algorithm != "hpa":
+        sample = bounding.sample_per_user(records, cfg.l, seed=cfg.seed, counts=user_counts)
+        fixed = sampling.bounded_counts(sample, items, attributes, publisher, cfg.seed)
+    for run in range(runs):
+        progress(f"{cfg.algorithm}: run {run + 1}/{runs}")
+        rng = RandomSource(None if cfg.seed is None else cfg.seed + run)
+        budget = Budget(cfg.epsilon)
+        if fixed is None:
+            release = sampling.hpa(records, items, attributes, cfg.l, cfg.d, split, budget, rng,
+                                   seed=cfg.seed, user_counts=user_counts, publisher=publisher)
+        else:
+            release = sampling.publish_counts(fixed, cfg.l, split, budget, rng, publisher)
+        yield "bounded", "rows", float(release.diagnostics["rows_after_bounding"])
+        for metric, value in item_metrics(truth.items, release.item_counts).items():
+            yield "items", metric, value
+        if attributes:
+            for metric, value in edge_metrics(truth.edges, release.edge_counts).items():
+                yield "edges", metric, value
+
+
+def evaluate(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None, progress) -> list[dict]:
+    """Records {method, dataset, query, metric, mean, std, runs} for every method and metric."""
+    if runs < 1:
+        raise ConfigError(f"--runs must be >= 1, got {runs}")
+    configs = [method_config(cfg, method, m) for method in methods]  # all checked before Spark works
+    items = item_domain(cfg.items, spark)
+    attributes = attribute_domain(cfg.attributes)
+    progress(f"reading {cfg.source.path or cfg.source.table}; true counts are computed WITHOUT noise")
+    validated = io.validate_records(io.read_records(spark, cfg.source, attributes is not None), items, attributes)
+    dataset = Path(cfg.source.path or cfg.source.table).name
+    records = []
+    try:
+        edges = aggregates.edge_counts(validated.records, items, attributes)
+        truth = Truth(aggregates.item_counts(edges).astype(float), edges.astype(float))
+        for method_cfg in configs:
+            values = defaultdict(list)
+            for query, metric, value in _run_method(method_cfg, validated.records, validated.user_counts, items,
+                                                    attributes, truth, runs, progress):
+                values[(query, metric)].append(value)
+            for (query, metric), series in values.items():
+                records.append({
+                    "method": method_cfg.algorithm, "dataset": dataset, "query": query, "metric": metric,
+                    "mean": statistics.fmean(series), "std": statistics.pstdev(series), "runs": len(series),
+                })
+    finally:
+        validated.release()
+    return records
+
+
+def markdown(records: list[dict]) -> str:
+    """One row per (query, metric), one column per method: mean ± std."""
+    methods = list(dict.fromkeys(r["method"] for r in records))
+    rows = list(dict.fromkeys((r["query"], r["metric"]) for r in records))
+    cell = {(r["method"], r["query"], r["metric"]): r for r in records}
+    lines = ["| query | metric | " + " | ".join(methods) + " |", "|---|---|" + "---:|" * len(methods)]
+    for query, metric in rows:
+        shown = []
+        for method in methods:
+            r = cell.get((method, query, metric))
+            shown.append("" if r is None else f"{r['mean']:.4g} ± {r['std']:.2g}")
+        lines.append(f"| {query} | {metric} | " + " | ".join(shown) + " |")
+    return "\n".join(lines)
+
+
+def write(records: list[dict], out: str, meta: dict) -> None:
+    directory = Path(out)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "evaluation.json").write_text(json.dumps(records, indent=2) + "\n")
+    (directory / "evaluation.md").write_text(f"{NOT_PRIVATE}\n\n" + "\n".join(f"- {k}: {v}" for k, v in meta.items())
+                                             + "\n\n" + markdown(records) + "\n")

@@ -1,0 +1,81 @@
+"""dp-spark evaluate on MovieLens 100K: every method, every metric, and the numbers checked."""
+
+import json
+
+import numpy as np
+import pytest
+
+from dp_spark import aggregates, bounding, evaluate, io, metrics
+from dp_spark.cli import main
+from dp_spark.config import load_config
+from dp_spark.domain import attribute_domain, item_domain
+from dp_spark.errors import ConfigError
+from tests.conftest import ROOT, shared_data
+
+
+def ml100k_args(*extra):
+    return ["--set", "source.format=movielens-100k", "--set", f"source.path={shared_data('ml-100k')}",
+            "--set", "domain.items={ range = [1, 1682] }", "--set", "seed=4", *extra]
+
+
+def test_evaluate_writes_every_method_and_metric(spark, tmp_path, capsys):
+    out = tmp_path / "eval"
+    args = ["evaluate", str(ROOT / "conf/movielens_sra.toml"), "--runs", "2", "--methods", "sra,hpa,lpa,dft,gs",
+            "--m", "100", "--out", str(out), *ml100k_args("--set", "algorithm.l=20")]
+    assert main(args) == 0
+    records = json.loads((out / "evaluation.json").read_text())
+    keys = {(r["method"], r["query"], r["metric"]) for r in records}
+    for method in ("sra", "hpa", "lpa", "dft", "gs"):
+        for metric in ("mse", "kl", "top10", "mae", "mre", "ndcg10"):
+            assert (method, "items", metric) in keys
+        for metric in ("mse", "kl", "top10"):
+            assert (method, "edges", metric) in keys
+    assert all(r["runs"] == 2 and r["dataset"] == "ml-100k" and r["std"] >= 0 for r in records)
+    assert all(0 <= r["mean"] <= 1 for r in records if r["metric"] in ("top10", "ndcg10"))
+    rows = {r["method"]: r["mean"] for r in records if r["query"] == "bounded"}
+    assert rows["sra"] == rows["hpa"] == 943 * 20  # every ML-100K user has >= 20 ratings
+    assert rows["lpa"] == rows["gs"] > 943 * 20  # m = 100 keeps more
+    printed = capsys.readouterr().out
+    assert printed.startswith("NOT PRIVATE") and "| items | mse |" in printed
+    assert "NOT PRIVATE" in (out / "evaluation.md").read_text()
+
+
+def test_with_negligible_noise_the_error_is_the_bounding_bias(spark, tmp_path):
+    """At ε = 10^6 the noise is zero, so SRA's item MSE must equal the MSE of its bounded
+    counts against the truth, computed here independently from the same seeded sample."""
+    cfg = load_config(ROOT / "conf/movielens_sra.toml", ml100k_args("--set", "algorithm.l=20")[1::2]
+                      + ["privacy.epsilon=1000000"])
+    records = evaluate.evaluate(cfg, spark, ["sra"], 2, None, lambda message: None)
+    got = {(r["query"], r["metric"]): r for r in records}
+
+    items, attributes = item_domain(cfg.items, spark), attribute_domain(cfg.attributes)
+    validated = io.validate_records(io.read_records(spark, cfg.source, True), items, attributes)
+    try:
+        truth = aggregates.edge_counts(validated.records, items, attributes)
+        sample = bounding.sample_per_user(validated.records, 20, seed=4, counts=validated.user_counts)
+        bounded = aggregates.edge_counts(sample, items, attributes)
+    finally:
+        validated.release()
+    expected = metrics.mse(truth.sum(axis=1), bounded.sum(axis=1))
+    assert got[("items", "mse")]["mean"] == pytest.approx(expected, rel=1e-9)
+    assert got[("items", "mse")]["std"] == pytest.approx(0, abs=1e-9)
+    assert got[("edges", "mse")]["mean"] == pytest.approx(metrics.mse(truth, bounded), rel=1e-9)
+    assert got[("items", "top10")]["mean"] == metrics.top_k_precision(truth.sum(axis=1), bounded.sum(axis=1), 10)
+
+
+def test_baselines_need_a_public_bound():
+    cfg = load_config(ROOT / "conf/movielens_sra.toml")
+    with pytest.raises(ConfigError, match="needs the public per-user bound: pass --m"):
+        evaluate.method_config(cfg, "lpa", None)
+    with pytest.raises(ConfigError, match="unknown method 'lap'"):
+        evaluate.method_config(cfg, "lap", 5)
+    assert evaluate.method_config(cfg, "dft", 50).publisher == "fourier"
+
+
+def test_markdown_has_one_column_per_method():
+    records = [{"method": m, "dataset": "d", "query": "items", "metric": "mse", "mean": v, "std": 0.0, "runs": 1}
+               for m, v in (("sra", 1.5), ("lpa", 20.0))]
+    table = evaluate.markdown(records)
+    assert table.splitlines()[0] == "| query | metric | sra | lpa |"
+    assert "| items | mse | 1.5 ± 0 | 20 ± 0 |" in table
+    assert np.isfinite([r["mean"] for r in records]).all()
