@@ -14,7 +14,7 @@ PEER_DATA := data/netflix-$(PEER_ROWS).parquet
 PDP_VENV := .venv-pipelinedp
 TMLT_VENV := .venv-tumult
 
-.PHONY: demo test bench bench-peers install check-java clean
+.PHONY: demo test bench bench-peers reproduce-000 install check-java clean
 
 demo: install check-java $(DEMO_DATA)
 	$(BIN)/dp-spark run conf/demo.toml
@@ -25,6 +25,10 @@ test: $(VENV)/.installed-test check-java
 # Numbers, not a test: see docs/performance.md. BENCH_FULL=1 adds the 100M-row table.
 bench: install check-java
 	$(BIN)/dp-spark bench --rows $(BENCH_ROWS) --out bench/results
+
+# Paper 000's comparison on MovieLens 1M and the Netflix-shaped table: docs/reproduction_000.md.
+reproduce-000: $(VENV)/.installed-test check-java
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python scripts/reproduce_000.py
 
 # Our SRA item counts next to Tumult Analytics' and PipelineDP's, each in its own venv
 # (Tumult needs PySpark 3.5 and pandas < 2). PEER_ROWS=N picks the table size.
@@ -54,7 +58,7 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,plot]'
 	@touch $@
 
 $(DEMO_DATA): | $(VENV)/.installed

@@ -19,8 +19,9 @@ sorting the user's rows with a window. Spark runs it as a sort-based
 aggregate, so it is fed as few rows as possible: with each user's row count
 known (one cheap hash aggregation, shared with input validation), a heavy
 user's rows are pre-filtered with keep probability (l + 6(√l + 2))/n, which
-leaves about 40 rows per user at l = 10 and never changes the result (users
-left short are redone exactly).
+leaves about 40 rows per user at l = 10 (for the top-l selection: only rows
+above a score cutoff chosen from the public scores and the user's n). Neither
+pre-filter changes the result: users left short are redone exactly.
 """
 
 from __future__ import annotations

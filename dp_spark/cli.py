@@ -124,6 +124,18 @@ def _bench(args) -> int:
     return 0
 
 
+def _plot(records: list[dict], out: str) -> None:
+    from dp_spark import plots
+
+    if not plots.available():
+        _to_stderr("no plots: install the 'plot' extra (pip install 'dp-spark[plot]') for PNGs")
+        return
+    for query in dict.fromkeys(r["query"] for r in records if r["query"] != "bounded"):
+        for metric in ("mse", "kl", "top10"):
+            if any(r["query"] == query and r["metric"] == metric for r in records):
+                plots.metric_bars(records, query, metric, f"{out}/{query}_{metric}.png", log_scale=metric == "mse")
+
+
 def _evaluate(args) -> int:
     from dp_spark import evaluate
     from dp_spark.config import load_config
@@ -140,6 +152,7 @@ def _evaluate(args) -> int:
     meta = {"config": args.config, "runs": args.runs, "epsilon": float(cfg.epsilon), "l": cfg.l,
             "m": args.m, "publisher": cfg.publisher, "seed": cfg.seed}
     evaluate.write(records, args.out, meta)
+    _plot(records, args.out)
     print(evaluate.NOT_PRIVATE)
     print(evaluate.markdown(records))
     print(f"\nwrote {args.out}/evaluation.json and {args.out}/evaluation.md")

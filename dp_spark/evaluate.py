@@ -20,6 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from pyspark import StorageLevel
 
 from dp_spark import aggregates, bounding, io, metrics
 from dp_spark.algorithms import sampling
@@ -112,13 +113,16 @@ def evaluate(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None
     progress(f"reading {cfg.source.path or cfg.source.table}; true counts are computed WITHOUT noise")
     validated = io.validate_records(io.read_records(spark, cfg.source, attributes is not None), items, attributes)
     dataset = Path(cfg.source.path or cfg.source.table).name
+    # Every method and every HPA run reads the records again: keep them (spilling to disk
+    # when they do not fit) rather than re-reading and re-parsing the source each time.
+    cached = validated.records.persist(StorageLevel.MEMORY_AND_DISK)
     records = []
     try:
-        edges = aggregates.edge_counts(validated.records, items, attributes)
+        edges = aggregates.edge_counts(cached, items, attributes)
         truth = Truth(aggregates.item_counts(edges).astype(float), edges.astype(float))
         for method_cfg in configs:
             values = defaultdict(list)
-            for query, metric, value in _run_method(method_cfg, validated.records, validated.user_counts, items,
+            for query, metric, value in _run_method(method_cfg, cached, validated.user_counts, items,
                                                     attributes, truth, runs, progress):
                 values[(query, metric)].append(value)
             for (query, metric), series in values.items():
@@ -127,6 +131,7 @@ def evaluate(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None
                     "mean": statistics.fmean(series), "std": statistics.pstdev(series), "runs": len(series),
                 })
     finally:
+        cached.unpersist()
         validated.release()
     return records
 

@@ -79,3 +79,14 @@ def test_markdown_has_one_column_per_method():
     assert table.splitlines()[0] == "| query | metric | sra | lpa |"
     assert "| items | mse | 1.5 ± 0 | 20 ± 0 |" in table
     assert np.isfinite([r["mean"] for r in records]).all()
+
+
+def test_metric_bars_draw_a_png(tmp_path):
+    from dp_spark import plots
+
+    records = [{"method": m, "dataset": d, "query": "items", "metric": "mse", "mean": v, "std": v / 10, "runs": 3}
+               for d in ("a", "b") for m, v in (("sra", 10.0), ("lpa", 1000.0))]
+    path = plots.metric_bars(records, "items", "mse", tmp_path / "bars.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+    with pytest.raises(ValueError, match="no records"):
+        plots.metric_bars(records, "edges", "mse", tmp_path / "none.png")
