@@ -34,7 +34,7 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "source.columns": STANDARD_COLUMNS,
     "domain": ("items", "attributes"),
     "privacy": ("epsilon", "epsilon_items", "epsilon_edges", "epsilon_popularity"),
-    "algorithm": ("name", "l", "d", "m"),
+    "algorithm": ("name", "l", "d", "m", "consistent"),
     "publisher": ("name", "k", "distinct_cells", "grid_bits", "rho", "eta", "delta", "ranking_share",
                   "reproduce_paper"),
 }
@@ -67,6 +67,7 @@ class JobConfig:
     spark: dict[str, str] = field(default_factory=dict)
     publisher: str = "laplace"
     publisher_options: dict[str, Any] = field(default_factory=dict)
+    consistent: bool = False  # post-process item and edge counts to agree (dp_spark.consistency)
 
     @property
     def bound_name(self) -> str:
@@ -202,6 +203,11 @@ def build_config(raw: dict[str, Any]) -> JobConfig:
     if name != "hpa" and "epsilon_popularity" in parts:
         raise ConfigError(f"privacy.epsilon_popularity is an HPA parameter; {name} does not use it")
     publisher, publisher_options = _publisher(raw.get("publisher", {}), name)
+    consistent = algorithm.get("consistent", False)
+    if not isinstance(consistent, bool):
+        raise ConfigError(f"algorithm.consistent must be true or false, got {consistent!r}")
+    if consistent and attributes is None:
+        raise ConfigError("algorithm.consistent needs edge counts: set domain.attributes")
     if attributes is None and "epsilon_edges" in parts:
         raise ConfigError("privacy.epsilon_edges is set but domain.attributes is not: no edge counts to publish")
 
@@ -222,6 +228,7 @@ def build_config(raw: dict[str, Any]) -> JobConfig:
         spark={str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark.items()},
         publisher=publisher,
         publisher_options=publisher_options,
+        consistent=consistent,
     )
 
 

@@ -81,6 +81,8 @@ def _report(cfg, budget, items, attributes, split, diagnostics, tables) -> dict:
             "parameters": params,
             "epsilon_split": {k: float(v) for k, v in split.items()},
             "specification": sampling.SPEC_SECTIONS[cfg.algorithm],
+            "post_processing": ("item and edge counts made consistent and non-negative (weighted least "
+                                "squares; no budget)") if cfg.consistent else None,
             "publisher": {"name": cfg.publisher,
                           **{k: v if isinstance(v, bool) else float(v) for k, v in cfg.publisher_options.items()}},
         },
@@ -137,6 +139,8 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
     finally:
         validated.release()
 
+    if cfg.consistent:
+        release = sampling.made_consistent(release, cfg.l, split)
     if not budget.private:
         progress("WARNING: this release reproduces a published flaw and is NOT differentially private; "
                  "privacy.json says why. Do not publish it.")

@@ -91,6 +91,7 @@ def test_hpa_parameters_are_refused_for_sra():
         ({"name": "lpa"}, {}, "algorithm.l is not used by lpa; its per-user bound is algorithm.m"),
         ({"name": "gs", "l": None, "m": 5}, {"name": "ahp"}, "algorithm 'gs' always publishes with 'grouping'"),
         ({"d": 3}, {}, "algorithm.d is an HPA parameter; sra does not use it"),
+        ({"consistent": "yes"}, {}, "algorithm.consistent must be true or false"),
     ],
 )
 def test_bad_publisher_settings_are_refused(algorithm, publisher, message):

@@ -191,3 +191,14 @@ def test_dpa_ahp_as_published_is_labelled_not_private(spark, tmp_path, capsys):
     assert any("NOT_PRIVATE" in e for e in report["ledger"])
     assert report["algorithm"]["publisher"] == {"name": "dpa_ahp", "reproduce_paper": True}
     assert "NOT differentially private" in capsys.readouterr().err
+
+
+def test_consistent_counts_agree_and_are_not_negative(spark, tmp_path):
+    config = ml100k_config(tmp_path, 'name = "sra"\nl = 20\nconsistent = true')
+    assert main(["run", str(config)]) == 0
+    report, items, edges = read_output(tmp_path / "out")
+    check_release(report, items, edges, 1682, datasets.MOVIELENS_ATTRIBUTES, 1.0)
+    per_item = edges.groupby("item_id")["noisy_count"].sum().reindex(items["item_id"]).to_numpy()
+    np.testing.assert_allclose(items["noisy_count"].to_numpy(), per_item, rtol=1e-9, atol=1e-6)
+    assert (edges["noisy_count"] >= 0).all()
+    assert report["algorithm"]["post_processing"].startswith("item and edge counts made consistent")

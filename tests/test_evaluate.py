@@ -30,6 +30,7 @@ def test_evaluate_writes_every_method_and_metric(spark, tmp_path, capsys):
             assert (method, "items", metric) in keys
         for metric in ("mse", "kl", "top10"):
             assert (method, "edges", metric) in keys
+            assert (method, "edges_consistent", metric) in keys and (method, "items_consistent", metric) in keys
     assert all(r["runs"] == 2 and r["dataset"] == "ml-100k" and r["std"] >= 0 for r in records)
     assert all(0 <= r["mean"] <= 1 for r in records if r["metric"] in ("top10", "ndcg10"))
     rows = {r["method"]: r["mean"] for r in records if r["query"] == "bounded"}

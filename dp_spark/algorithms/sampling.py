@@ -25,7 +25,7 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from dp_spark import aggregates, bounding
+from dp_spark import aggregates, bounding, consistency
 from dp_spark.domain import AttributeDomain, ItemDomain
 from dp_spark.mechanisms import RandomSource
 from dp_spark.privacy import Budget
@@ -65,6 +65,16 @@ def _one_record_per_user(bounded: DataFrame, items, attributes, seed: int | None
     """Edge counts of one record drawn at random from each user's bounded records (GS's ordering sample)."""
     one_each = bounding.sample_per_user(bounded, 1, salt=bounding.new_salt(seed, "one_record_per_user"))
     return aggregates.edge_counts(one_each, items, attributes)
+
+
+def made_consistent(release: CountsRelease, l: int, epsilons: dict[str, Fraction]) -> CountsRelease:
+    """The release with items and edges agreeing (post-processing). Each count is weighted by
+    the inverse of 2b², the variance of Laplace noise at its part's scale b = l/ε (which stays
+    positive where the discrete variance underflows, at a huge ε)."""
+    var_item = 2 * float(Fraction(l) / epsilons["epsilon_items"]) ** 2
+    var_edge = 2 * float(Fraction(l) / epsilons["epsilon_edges"]) ** 2
+    items, edges = consistency.consistent_counts(release.item_counts, release.edge_counts, var_item, var_edge)
+    return CountsRelease(items, edges, release.diagnostics)
 
 
 @dataclass(frozen=True)
