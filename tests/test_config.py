@@ -83,7 +83,7 @@ def test_hpa_parameters_are_refused_for_sra():
     "algorithm, publisher, message",
     [
         ({}, {"name": "gauss"}, "unknown publisher.name 'gauss'"),
-        ({}, {"name": "fourier", "rho": 0.5}, r"publisher.rho is not an option of 'fourier' \(it takes: distinct_cells, grid_bits, k\)"),
+        ({}, {"name": "fourier", "rho": 0.5}, r"publisher.rho is not an option of 'fourier' \(it takes: grid_bits, k\)"),
         ({}, {"name": "dpa_ahp", "delta": 1.5}, "publisher.delta must be between 0 and 1"),
         ({}, {"name": "ahp", "rho": 1}, "publisher.rho must be strictly between 0 and 1"),
         ({}, {"name": "fourier", "k": 0}, "publisher.k must be an integer >= 1"),
@@ -92,6 +92,7 @@ def test_hpa_parameters_are_refused_for_sra():
         ({"name": "gs", "l": None, "m": 5}, {"name": "ahp"}, "algorithm 'gs' always publishes with 'grouping'"),
         ({"d": 3}, {}, "algorithm.d is an HPA parameter; sra does not use it"),
         ({"consistent": "yes"}, {}, "algorithm.consistent must be true or false"),
+        ({}, {"name": "fourier", "distinct_cells": True}, "unknown config key 'publisher.distinct_cells'"),
     ],
 )
 def test_bad_publisher_settings_are_refused(algorithm, publisher, message):
