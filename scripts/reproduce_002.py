@@ -122,7 +122,7 @@ def verdicts(records: list[dict]) -> list[str]:
 def table(records: list[dict], dataset: str, metric: str) -> list[str]:
     cell = {(r["method"], r["epsilon"], r["delta"]): f"{r['mean']:.4g} ± {standard_error(r):.2g}" for r in records
             if r["dataset"] == dataset and r["metric"] == metric}
-    lines = [f"| method | δ | " + " | ".join(f"ε = {float(e):g}" for e in EPSILONS) + " |",
+    lines = ["| method | δ | " + " | ".join(f"ε = {float(e):g}" for e in EPSILONS) + " |",
              "|---|---:|" + "---:|" * len(EPSILONS)]
     rows = [("ahp", 0.0)] + [(m, float(d)) for m in ("dpa_ahp", "dpa_ahp_as_published") for d in DELTAS[1:]]
     for method, delta in rows:

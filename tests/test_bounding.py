@@ -95,8 +95,8 @@ def test_score_cutoffs_follow_the_expected_distinct_items():
     weights = scores / scores.sum()
     for min_rows, level in cutoffs:
         above = weights[scores >= level]
-        expected = lambda n: np.sum(1 - (1 - above) ** n)  # noqa: E731
-        assert expected(min_rows) >= need > expected(min_rows - 1)
+        at, below = (np.sum(1 - (1 - above) ** n) for n in (min_rows, min_rows - 1))
+        assert at >= need > below
     # Levels of fewer than `need` items can never be filled, and are left out.
     assert [level for _, level in cutoffs] == [61, 21]
     assert bounding.score_cutoffs([], 5) == []
