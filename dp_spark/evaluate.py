@@ -35,6 +35,7 @@ METHODS = ("sra", "hpa", "lpa", "dft", "gs")
 NOT_PRIVATE = ("NOT PRIVATE: errors against true counts computed from the raw records without noise; "
                "for comparing methods only")
 TOP_K = 10
+TOP_K_CURVE = (1, 5, 20, 50, 100, 200, 500, 1000)  # with TOP_K: paper 000 Figure 9's K axis
 
 
 def method_config(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
@@ -59,6 +60,7 @@ def item_metrics(true: np.ndarray, released: np.ndarray) -> dict[str, float]:
         "mae": metrics.mae(true, released),
         "mre": metrics.mre(true, released),
         f"ndcg{TOP_K}": metrics.ndcg(true, released, TOP_K),
+        **{f"top{k}": metrics.top_k_precision(true, released, k) for k in TOP_K_CURVE if k < true.size},
     }
 
 

@@ -49,3 +49,38 @@ def metric_bars(records: list[dict], query: str, metric: str, path: str | Path, 
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
+
+
+def metric_curves(records: list[dict], query: str, x_label: str, points: dict[str, float], path: str | Path,
+                  log_x: bool = False, log_y: bool = False) -> Path:
+    """One line per method and one panel per dataset: ``points`` maps a metric name to its
+    x value (paper 000 Figure 9: top-K precision against K; Figure 6: MSE against l)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chosen = [r for r in records if r["query"] == query and r["metric"] in points]
+    if not chosen:
+        raise ValueError(f"no records for query {query!r} and metrics {sorted(points)}")
+    datasets = list(dict.fromkeys(r["dataset"] for r in chosen))
+    figure, panels = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.6), squeeze=False)
+    for panel, dataset in zip(panels[0], datasets):
+        for method in dict.fromkeys(r["method"] for r in chosen if r["dataset"] == dataset):
+            line = sorted((points[r["metric"]], r["mean"]) for r in chosen
+                          if r["dataset"] == dataset and r["method"] == method)
+            panel.plot([x for x, _ in line], [y for _, y in line], marker="o", markersize=3, label=method)
+        panel.set_title(dataset, fontsize="medium")
+        panel.set_xlabel(x_label)
+        if log_x:
+            panel.set_xscale("log")
+        if log_y:
+            panel.set_yscale("log")
+    panels[0][0].set_ylabel(query)
+    panels[0][-1].legend(fontsize="small")
+    figure.suptitle("mean over runs (not private)", fontsize="small")
+    figure.tight_layout()
+    path = Path(path)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

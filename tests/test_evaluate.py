@@ -91,3 +91,15 @@ def test_metric_bars_draw_a_png(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     with pytest.raises(ValueError, match="no records"):
         plots.metric_bars(records, "edges", "mse", tmp_path / "none.png")
+
+
+def test_metric_curves_draw_one_line_per_method(tmp_path):
+    from dp_spark import plots
+
+    records = [{"method": m, "dataset": "d", "query": "items", "metric": f"top{k}", "mean": k / 100, "std": 0.0,
+                "runs": 1} for m in ("sra", "hpa") for k in (1, 10, 100)]
+    path = plots.metric_curves(records, "items", "K", {"top1": 1, "top10": 10, "top100": 100}, tmp_path / "c.png",
+                               log_x=True)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="no records"):
+        plots.metric_curves(records, "edges", "K", {"top1": 1}, tmp_path / "none.png")
