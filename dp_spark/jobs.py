@@ -84,7 +84,7 @@ def _report(cfg, budget, items, attributes, split, diagnostics, tables) -> dict:
             "post_processing": ("item and edge counts made consistent and non-negative (weighted least "
                                 "squares; no budget)") if cfg.consistent else None,
             "publisher": {"name": cfg.publisher,
-                          **{k: v if isinstance(v, bool) else float(v) for k, v in cfg.publisher_options.items()}},
+                          **{k: v if isinstance(v, (bool, int)) else float(v) for k, v in cfg.publisher_options.items()}},
         },
         **budget.to_json(),
         "noise": {
