@@ -14,7 +14,7 @@ PEER_DATA := data/netflix-$(PEER_ROWS).parquet
 PDP_VENV := .venv-pipelinedp
 TMLT_VENV := .venv-tumult
 
-.PHONY: demo test bench bench-peers reproduce-000 reproduce-002 install check-java clean
+.PHONY: demo test bench bench-peers reproduce-000 reproduce-001 reproduce-002 install check-java clean
 
 demo: install check-java $(DEMO_DATA)
 	$(BIN)/dp-spark run conf/demo.toml
@@ -29,6 +29,10 @@ bench: install check-java
 # Paper 000's comparison on MovieLens 1M and the Netflix-shaped table: docs/reproduction_000.md.
 reproduce-000: $(VENV)/.installed-test check-java
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python scripts/reproduce_000.py
+
+# Paper 001's DPSense and DPSense-S against LPA, ALPA, FPA, GS: docs/reproduction_001.md.
+reproduce-001: $(VENV)/.installed-test check-java
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python scripts/reproduce_001.py
 
 # Paper 002's AHP against the corrected DPA-AHP: docs/reproduction_002.md.
 reproduce-002: $(VENV)/.installed-test check-java

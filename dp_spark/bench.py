@@ -30,16 +30,25 @@ from dp_spark import __version__, datasets
 from dp_spark.config import build_config
 from dp_spark.errors import ConfigError
 
-JOBS = ("floor", "sra", "hpa")
+JOBS = ("floor", "sra", "hpa", "dpsense", "dpsense_s", "user_histogram")
 L, D = 10, 10  # paper 000 uses l = 10 on Netflix; HPA's popularity sample takes d = 10 too
 
 
 def job_config(job: str, data: str):
-    algorithm = {"name": job, "l": L, **({"d": D} if job == "hpa" else {})}
+    """SRA and HPA release item and edge counts; DPSense column counts; user_histogram the
+    records per user in 1,000 bins."""
+    domain = {"items": {"range": [1, datasets.NETFLIX_ITEMS]}}
+    if job in ("sra", "hpa"):
+        algorithm = {"name": job, "l": L, **({"d": D} if job == "hpa" else {})}
+        domain["attributes"] = list(datasets.WEEKDAYS)
+    elif job == "user_histogram":
+        algorithm = {"name": job, "quantity": "records", "bins": {"range": [1, 1000]}}
+    else:
+        algorithm = {"name": job}
     return build_config({
         "output": "unused-by-bench",
         "source": {"format": "netflix-synthetic", "path": data},
-        "domain": {"items": {"range": [1, datasets.NETFLIX_ITEMS]}, "attributes": list(datasets.WEEKDAYS)},
+        "domain": domain,
         "privacy": {"epsilon": 1.0},
         "algorithm": algorithm,
     })

@@ -31,8 +31,11 @@ def _parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("evaluate", help="error of each method against the true counts (NOT private)")
     evaluate.add_argument("config", help="job config giving the data, domains, epsilon and l")
     evaluate.add_argument("--runs", type=int, default=20, help="runs per method, each with fresh noise (default 20)")
-    evaluate.add_argument("--methods", help="comma-separated: sra, hpa, lpa, dft, gs (default: the config's)")
-    evaluate.add_argument("--m", type=int, help="public per-user bound M for lpa, dft and gs")
+    evaluate.add_argument("--methods", help="comma-separated: sra, hpa, lpa, dft, gs; for a user_histogram config, "
+                          "publishers such as laplace, ahp, dpa_ahp; for a dpsense config, dpsense, "
+                          "dpsense_s, lpa, alpa, fpa, gs (default: the config's)")
+    evaluate.add_argument("--m", type=int,
+                          help="public per-user bound M for lpa, dft and gs (on a dpsense config: the row bound Δ)")
     evaluate.add_argument("--out", default="evaluation", help="directory for evaluation.json and evaluation.md")
     evaluate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                           help="override a config key (repeatable)")
@@ -40,7 +43,8 @@ def _parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser("bench", help="time jobs against the non-private floor (docs/performance.md)")
     bench.add_argument("--rows", required=True, help="comma-separated table sizes, e.g. 1000000,10000000")
-    bench.add_argument("--jobs", default="floor,sra,hpa", help="comma-separated: floor, sra, hpa (default: all)")
+    bench.add_argument("--jobs", default="floor,sra,hpa",
+                       help="comma-separated: floor, sra, hpa, dpsense, dpsense_s, user_histogram (default: floor,sra,hpa)")
     bench.add_argument("--out", required=True, help="directory for bench.json and machine.json")
     bench.add_argument("--repeats", type=int, default=5, help="timed runs per job after a warm-up (default 5)")
     bench.add_argument("--data-dir", default="data", help="where the generated tables are kept (default data/)")
@@ -56,19 +60,35 @@ def _print_summary(result) -> None:
     print(f"  {'privacy.json':<14} the privacy report and ledger")
 
     print(f"\nPrivacy ledger (unit: {report['privacy_unit']}):")
-    print(f"  {'step':<12} {'mechanism':<17} {'epsilon':>8} {'sensitivity':>11} {'noise scale':>11} {'cells':>9}")
+    step_w = max([12] + [len(e["step"]) for e in report["ledger"]])
+    mech_w = max([17] + [len(e["mechanism"]) for e in report["ledger"]])
+    print(f"  {'step':<{step_w}} {'mechanism':<{mech_w}} {'epsilon':>8} {'sensitivity':>11} {'noise scale':>11}"
+          f" {'cells':>9}")
     for e in report["ledger"]:
-        print(f"  {e['step']:<12} {e['mechanism']:<17} {e['epsilon']:>8g} {e['sensitivity_l1']:>11g}"
+        print(f"  {e['step']:<{step_w}} {e['mechanism']:<{mech_w}} {e['epsilon']:>8g} {e['sensitivity_l1']:>11g}"
               f" {e['noise_scale']:>11g} {e['cells']:>9,}")
     print(f"  spent epsilon {report['epsilon_spent']:g} of {report['epsilon_total']:g}"
           f"{'  (FIXED SEED: noise is reproducible, not for publication)' if report['fixed_seed'] else ''}")
 
-    top = result.item_table.sort_values(["noisy_count", "item_id"], ascending=[False, True]).head(10)
+    chosen = report["algorithm"].get("chosen")
+    if chosen:
+        print("  chosen privately: " + ", ".join(f"{k} = {v:g}" for k, v in chosen.items()))
+    if "histogram" in result.tables:
+        _print_histogram(result.tables["histogram"])
+        return
+    top = result.tables["item_counts"].sort_values(["noisy_count", "item_id"], ascending=[False, True]).head(10)
     print("\nTop-10 items by noisy count:")
     for rank, row in enumerate(top.itertuples(index=False), 1):
         title = result.items.titles.get(int(row.item_id), "")
         count = f"{row.noisy_count:>11,.1f}" if isinstance(row.noisy_count, float) else f"{row.noisy_count:>9,}"
         print(f"  {rank:>2}. item {row.item_id:<7} {count}  {title}")
+
+
+def _print_histogram(table, shown: int = 40) -> None:
+    print(f"\nNoisy histogram ({len(table):,} bins{f'; the first {shown} shown' if len(table) > shown else ''}):")
+    for row in table.head(shown).itertuples(index=False):
+        count = f"{row.noisy_count:>11,.1f}" if isinstance(row.noisy_count, float) else f"{row.noisy_count:>9,}"
+        print(f"  {row.bin:>12} {count}")
 
 
 def _run(args) -> int:
@@ -131,26 +151,33 @@ def _plot(records: list[dict], out: str) -> None:
         _to_stderr("no plots: install the 'plot' extra (pip install 'dp-spark[plot]') for PNGs")
         return
     for query in dict.fromkeys(r["query"] for r in records if r["query"] != "bounded"):
-        for metric in ("mse", "kl", "top10"):
+        for metric in ("mse", "kl", "top10", "range_mse", "mae"):
             if any(r["query"] == query and r["metric"] == metric for r in records):
-                plots.metric_bars(records, query, metric, f"{out}/{query}_{metric}.png", log_scale=metric == "mse")
+                plots.metric_bars(records, query, metric, f"{out}/{query}_{metric}.png",
+                                  log_scale=metric in ("mse", "range_mse"))
 
 
 def _evaluate(args) -> int:
     from dp_spark import evaluate
-    from dp_spark.config import load_config
+    from dp_spark.config import COLUMN_ALGORITHMS, load_config
     from dp_spark.spark import get_session
 
     cfg = load_config(args.config, args.overrides)
-    methods = [m.strip() for m in (args.methods or cfg.algorithm).split(",") if m.strip()]
+    default = cfg.publisher if cfg.algorithm == "user_histogram" else cfg.algorithm
+    methods = [m.strip() for m in (args.methods or default).split(",") if m.strip()]
     if args.m is not None and args.m < 1:
         raise DpSparkError(f"--m must be >= 1, got {args.m}")
     for method in methods:
         evaluate.method_config(cfg, method, args.m)  # refuse a bad method before Spark starts
     spark = get_session(args.master, cfg.spark)
     records = evaluate.evaluate(cfg, spark, methods, args.runs, args.m, _to_stderr)
-    meta = {"config": args.config, "runs": args.runs, "epsilon": float(cfg.epsilon), "l": cfg.l,
-            "m": args.m, "publisher": cfg.publisher, "seed": cfg.seed}
+    meta = {"config": args.config, "runs": args.runs, "epsilon": float(cfg.epsilon), "seed": cfg.seed}
+    if cfg.algorithm == "user_histogram":
+        meta.update(quantity=cfg.quantity, bins=len(cfg.bins))
+    elif cfg.algorithm in COLUMN_ALGORITHMS:
+        meta.update(theta_max=cfg.theta_max, limit=cfg.limit, m=args.m)
+    else:
+        meta.update(l=cfg.l, m=args.m, publisher=cfg.publisher)
     evaluate.write(records, args.out, meta)
     _plot(records, args.out)
     print(evaluate.NOT_PRIVATE)

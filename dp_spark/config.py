@@ -21,7 +21,8 @@ from dp_spark.errors import ConfigError
 from dp_spark.privacy import as_epsilon
 
 SOURCE_FORMATS = ("parquet", "csv", "table", "movielens-1m", "movielens-100k", "netflix-synthetic")
-ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
+ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs", "user_histogram", "dpsense", "dpsense_s")
+COLUMN_ALGORITHMS = ("dpsense", "dpsense_s")  # paper 001: rows of distinct items, column counts
 # Paper 000's baselines: a uniform sample of at most m records per user (the public bound M),
 # published with a fixed publisher.
 BASELINE_PUBLISHERS = {"lpa": "laplace", "dft": "fourier", "gs": "grouping"}
@@ -33,11 +34,14 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "source": ("format", "path", "table", "sep", "header", "names", "columns"),
     "source.columns": STANDARD_COLUMNS,
     "domain": ("items", "attributes"),
-    "privacy": ("epsilon", "epsilon_items", "epsilon_edges", "epsilon_popularity"),
-    "algorithm": ("name", "l", "d", "m", "consistent"),
+    "privacy": ("epsilon", "epsilon_items", "epsilon_edges", "epsilon_popularity", "epsilon_theta",
+                "epsilon_counts"),
+    "algorithm": ("name", "l", "d", "m", "consistent", "quantity", "bins", "theta_max", "limit"),
     "publisher": ("name", "k", "grid_bits", "rho", "eta", "delta", "ranking_share", "reproduce_paper"),
 }
-EPSILON_PARTS = ("epsilon_popularity", "epsilon_items", "epsilon_edges")
+EPSILON_PARTS = ("epsilon_popularity", "epsilon_items", "epsilon_edges", "epsilon_theta", "epsilon_counts")
+_OWN_KEYS = {"user_histogram": ("quantity", "bins"), "dpsense": ("theta_max", "limit"),
+             "dpsense_s": ("theta_max", "limit")}
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,10 @@ class JobConfig:
     publisher: str = "laplace"
     publisher_options: dict[str, Any] = field(default_factory=dict)
     consistent: bool = False  # post-process item and edge counts to agree (dp_spark.consistency)
+    quantity: str | None = None  # user_histogram: what is counted per user
+    bins: tuple[int, ...] | None = None  # user_histogram: public bin edges
+    theta_max: int = 256  # dpsense: the largest row limit θ considered
+    limit: str = "normalize"  # dpsense: how long rows are cut to θ ("normalize" or "sample")
 
     @property
     def bound_name(self) -> str:
@@ -191,6 +199,17 @@ def build_config(raw: dict[str, Any]) -> JobConfig:
     name = _require(algorithm, "name", "algorithm")
     if name not in ALGORITHMS:
         raise ConfigError(f"unknown algorithm {name!r}; expected one of {', '.join(ALGORITHMS)}")
+    for key in algorithm:
+        owners = [other for other, keys in _OWN_KEYS.items() if key in keys]
+        if owners and name not in owners:
+            raise ConfigError(f"algorithm.{key} is a {' and '.join(owners)} parameter; {name} does not use it")
+    if name == "user_histogram":
+        return _user_histogram_config(raw, output, seed, source, items, attributes, epsilon, parts)
+    if name in COLUMN_ALGORITHMS:
+        return _column_config(raw, name, output, seed, source, items, attributes, epsilon, parts)
+    for key in ("epsilon_theta", "epsilon_counts"):
+        if key in parts:
+            raise ConfigError(f"privacy.{key} is a DPSense parameter; {name} does not use it")
     bound = "m" if name in BASELINE_PUBLISHERS else "l"
     other = "l" if bound == "m" else "m"
     if other in algorithm:
@@ -210,9 +229,6 @@ def build_config(raw: dict[str, Any]) -> JobConfig:
     if attributes is None and "epsilon_edges" in parts:
         raise ConfigError("privacy.epsilon_edges is set but domain.attributes is not: no edge counts to publish")
 
-    spark = raw.get("spark", {})
-    if not isinstance(spark, dict):
-        raise ConfigError("config section [spark] must be a table of Spark settings")
     return JobConfig(
         output=output,
         source=source,
@@ -224,10 +240,77 @@ def build_config(raw: dict[str, Any]) -> JobConfig:
         l=l,
         d=d,
         seed=seed,
-        spark={str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark.items()},
+        spark=_spark_settings(raw),
         publisher=publisher,
         publisher_options=publisher_options,
         consistent=consistent,
+    )
+
+
+def _spark_settings(raw: dict[str, Any]) -> dict[str, str]:
+    spark = raw.get("spark", {})
+    if not isinstance(spark, dict):
+        raise ConfigError("config section [spark] must be a table of Spark settings")
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark.items()}
+
+
+def _user_histogram_config(raw, output, seed, source, items, attributes, epsilon, parts) -> JobConfig:
+    """A histogram of a per-user quantity: every user adds one to one public bin, so
+    there is no per-user bound to choose and the whole ε goes to the histogram."""
+    from dp_spark.algorithms import histogram  # Spark-free helpers; kept here so config stays cheap
+
+    algorithm = raw["algorithm"]
+    for key in ("l", "m", "d", "consistent"):
+        if key in algorithm:
+            raise ConfigError(f"algorithm.{key} is not used by user_histogram: every user counts once, "
+                              "in one bin")
+    if attributes is not None:
+        raise ConfigError("domain.attributes is not used by user_histogram; remove it")
+    if parts:
+        raise ConfigError(f"privacy.{next(iter(parts))} is not used by user_histogram: the whole "
+                          "privacy.epsilon goes to the histogram")
+    quantity = _require(algorithm, "quantity", "algorithm")
+    if quantity not in histogram.QUANTITIES:
+        raise ConfigError(f"unknown algorithm.quantity {quantity!r}; expected one of "
+                          f"{', '.join(histogram.QUANTITIES)}")
+    try:
+        edges = histogram.bin_edges(_require(algorithm, "bins", "algorithm"))
+    except ValueError as exc:
+        raise ConfigError(f"algorithm.bins: {exc}") from None
+    publisher, publisher_options = _publisher(raw.get("publisher", {}), "user_histogram")
+    return JobConfig(
+        output=output, source=source, items=items, attributes=None, epsilon=epsilon, epsilon_parts={},
+        algorithm="user_histogram", l=histogram.SENSITIVITY, d=1, seed=seed, spark=_spark_settings(raw),
+        publisher=publisher, publisher_options=publisher_options, quantity=quantity,
+        bins=tuple(int(e) for e in edges),
+    )
+
+
+def _column_config(raw, name, output, seed, source, items, attributes, epsilon, parts) -> JobConfig:
+    """DPSense and DPSense-S: a user's row is its set of distinct items; θ is chosen privately,
+    so there is no per-user bound to set, only the largest θ to consider."""
+    from dp_spark.algorithms import dpsense  # kept here so config stays cheap to import
+
+    algorithm = raw["algorithm"]
+    for key in ("l", "m", "d", "consistent"):
+        if key in algorithm:
+            raise ConfigError(f"algorithm.{key} is not used by {name}: it chooses its row limit θ privately "
+                              "(set algorithm.theta_max, the largest θ it may choose)")
+    if attributes is not None:
+        raise ConfigError(f"domain.attributes is not used by {name}: it publishes column (item) counts only")
+    for key in parts:
+        if key not in ("epsilon_theta", "epsilon_counts"):
+            raise ConfigError(f"privacy.{key} is not used by {name}; its parts are epsilon_theta and epsilon_counts")
+    if raw.get("publisher"):
+        raise ConfigError(f"{name} adds its own noise (discrete Laplace at scale θ/ε); remove [publisher]")
+    theta_max = _positive_int(algorithm.get("theta_max", dpsense.DEFAULT_THETA_MAX), "algorithm.theta_max")
+    limit = algorithm.get("limit", "normalize")
+    if limit not in dpsense.LIMITS:
+        raise ConfigError(f"algorithm.limit must be one of {', '.join(dpsense.LIMITS)}, got {limit!r}")
+    return JobConfig(
+        output=output, source=source, items=items, attributes=None, epsilon=epsilon, epsilon_parts=parts,
+        algorithm=name, l=theta_max, d=1, seed=seed, spark=_spark_settings(raw), publisher="laplace",
+        theta_max=theta_max, limit=limit,
     )
 
 

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 from pyspark import StorageLevel
 
-from dp_spark import aggregates, bounding, io, metrics
-from dp_spark.algorithms import sampling
-from dp_spark.config import BASELINE_PUBLISHERS, JobConfig
+from dp_spark import aggregates, bounding, evaluate_columns, io, metrics, publishers
+from dp_spark.algorithms import histogram, sampling
+from dp_spark.config import BASELINE_PUBLISHERS, COLUMN_ALGORITHMS, JobConfig
 from dp_spark.domain import attribute_domain, item_domain
 from dp_spark.errors import ConfigError
 from dp_spark.jobs import plan_budget
@@ -39,7 +39,20 @@ TOP_K_CURVE = (1, 5, 20, 50, 100, 200, 500, 1000)  # with TOP_K: paper 000 Figur
 
 
 def method_config(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
-    """The job config of one method: baselines bound users to the public m and use their publisher."""
+    """The job config of one method: baselines bound users to the public m and use their publisher.
+    For a user_histogram config the methods are the publishers; for a DPSense config,
+    dp_spark.evaluate_columns.METHODS."""
+    if cfg.algorithm in COLUMN_ALGORITHMS:
+        evaluate_columns.check_method(method, m)
+        return dataclasses.replace(cfg, algorithm=method) if method.startswith("dpsense") else cfg
+    if cfg.algorithm == "user_histogram":
+        if method not in publishers.PUBLISHERS:
+            raise ConfigError(f"unknown method {method!r} for a user_histogram config; expected some of "
+                              f"{', '.join(publishers.PUBLISHERS)} (the publishers)")
+        if m is not None:
+            raise ConfigError("--m is not used by a user_histogram config: every user counts once")
+        options = cfg.publisher_options if method == cfg.publisher else {}
+        return dataclasses.replace(cfg, publisher=method, publisher_options=options)
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r}; expected some of {', '.join(METHODS)}")
     if method in BASELINE_PUBLISHERS:
@@ -111,11 +124,70 @@ def _run_method(cfg, records, user_counts, items, attributes, truth: Truth, runs
                 yield "edges_consistent", metric, value
 
 
+def histogram_metrics(true: np.ndarray, released: np.ndarray, queries: np.ndarray) -> dict[str, float]:
+    """Paper 002's measures (KL with its zero rule, range-query MSE) and the cell errors."""
+    return {
+        "mse": metrics.mse(true, released),
+        "kl": metrics.kl_002(true, released),
+        "range_mse": metrics.range_query_mse(true, released, queries),
+        "mae": metrics.mae(true, released),
+    }
+
+
+def _summaries(method: str, dataset: str, values: dict) -> list[dict]:
+    return [{"method": method, "dataset": dataset, "query": query, "metric": metric,
+             "mean": statistics.fmean(series), "std": statistics.pstdev(series), "runs": len(series)}
+            for (query, metric), series in values.items()]
+
+
+def _evaluate_histogram(configs: list[JobConfig], spark, runs: int, progress) -> list[dict]:
+    """Each publisher on the same true histogram of the per-user quantity, fresh noise per run."""
+    cfg = configs[0]
+    items = item_domain(cfg.items, spark)
+    progress(f"reading {cfg.source.path or cfg.source.table}; the true histogram is computed WITHOUT noise")
+    validated = io.validate_records(io.read_records(spark, cfg.source, False), items, None)
+    try:
+        true = histogram.true_histogram(validated.records, cfg.quantity, np.asarray(cfg.bins),
+                                        validated.user_counts)
+    finally:
+        validated.release()
+    queries = metrics.range_queries(true.size, 1000, seed=0)
+    dataset = Path(cfg.source.path or cfg.source.table).name
+    records = []
+    for method_cfg in configs:
+        values = defaultdict(list)
+        for run in range(runs):
+            progress(f"{method_cfg.publisher}: run {run + 1}/{runs}")
+            rng = RandomSource(None if cfg.seed is None else cfg.seed + run)
+            noisy = histogram.publish_histogram(true, cfg.epsilon, Budget(cfg.epsilon), rng, method_cfg.publisher,
+                                                method_cfg.publisher_options)
+            for metric, value in histogram_metrics(true.astype(float), noisy, queries).items():
+                values[("histogram", metric)].append(value)
+        records += _summaries(method_cfg.publisher, dataset, values)
+    return records
+
+
+def _evaluate_columns(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None, progress) -> list[dict]:
+    items = item_domain(cfg.items, spark)
+    progress(f"reading {cfg.source.path or cfg.source.table}; true column counts are computed WITHOUT noise")
+    validated = io.validate_records(io.read_records(spark, cfg.source, False), items, None)
+    dataset = Path(cfg.source.path or cfg.source.table).name
+    try:
+        results = evaluate_columns.evaluate_columns(cfg, validated.records, items, methods, runs, m, progress)
+    finally:
+        validated.release()
+    return [record for method, values in results for record in _summaries(method, dataset, values)]
+
+
 def evaluate(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None, progress) -> list[dict]:
     """Records {method, dataset, query, metric, mean, std, runs} for every method and metric."""
     if runs < 1:
         raise ConfigError(f"--runs must be >= 1, got {runs}")
     configs = [method_config(cfg, method, m) for method in methods]  # all checked before Spark works
+    if cfg.algorithm == "user_histogram":
+        return _evaluate_histogram(configs, spark, runs, progress)
+    if cfg.algorithm in COLUMN_ALGORITHMS:
+        return _evaluate_columns(cfg, spark, methods, runs, m, progress)
     items = item_domain(cfg.items, spark)
     attributes = attribute_domain(cfg.attributes)
     progress(f"reading {cfg.source.path or cfg.source.table}; true counts are computed WITHOUT noise")
@@ -133,11 +205,7 @@ def evaluate(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None
             for query, metric, value in _run_method(method_cfg, cached, validated.user_counts, items,
                                                     attributes, truth, runs, progress):
                 values[(query, metric)].append(value)
-            for (query, metric), series in values.items():
-                records.append({
-                    "method": method_cfg.algorithm, "dataset": dataset, "query": query, "metric": metric,
-                    "mean": statistics.fmean(series), "std": statistics.pstdev(series), "runs": len(series),
-                })
+            records += _summaries(method_cfg.algorithm, dataset, values)
     finally:
         cached.unpersist()
         validated.release()

@@ -14,11 +14,12 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
 import pandas as pd
 
 from dp_spark import __version__, io
-from dp_spark.algorithms import sampling
-from dp_spark.config import JobConfig
+from dp_spark.algorithms import dpsense, histogram, sampling
+from dp_spark.config import COLUMN_ALGORITHMS, JobConfig
 from dp_spark.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain
 from dp_spark.mechanisms import RandomSource
 from dp_spark.privacy import Budget
@@ -43,6 +44,13 @@ class Progress:
 
 def plan_budget(cfg: JobConfig) -> dict[str, Fraction]:
     """The epsilon split this job will spend; refuses one that exceeds the total."""
+    if cfg.algorithm == "user_histogram":
+        return {"epsilon_histogram": cfg.epsilon}
+    if cfg.algorithm in COLUMN_ALGORITHMS:
+        split = dpsense.default_split(cfg.epsilon)
+        split.update(cfg.epsilon_parts)
+        Budget(cfg.epsilon).check_plan(split)
+        return split
     split = sampling.default_split(cfg.algorithm, cfg.epsilon, cfg.attributes is not None)
     split.update({k: v for k, v in cfg.epsilon_parts.items() if k in split})
     Budget(cfg.epsilon).check_plan(split)
@@ -53,7 +61,7 @@ def plan_budget(cfg: JobConfig) -> dict[str, Fraction]:
 class JobResult:
     output: str
     report: dict
-    item_table: pd.DataFrame
+    tables: dict  # name -> pandas DataFrame of noisy outputs
     items: ItemDomain
 
 
@@ -71,24 +79,43 @@ def _tables(release: sampling.CountsRelease, items: ItemDomain, attributes: Attr
     return tables
 
 
+def _histogram_table(cfg: JobConfig, noisy: np.ndarray) -> pd.DataFrame:
+    edges = np.asarray(cfg.bins)
+    lows, highs = histogram.bin_bounds(edges)
+    return pd.DataFrame({"bin": histogram.bin_labels(edges), "low": lows,
+                         "high": pd.array(highs, dtype="Int64"), "noisy_count": noisy})
+
+
+def _parameters(cfg: JobConfig) -> dict:
+    if cfg.algorithm in COLUMN_ALGORITHMS:
+        return {"theta_max": cfg.theta_max, "limit": cfg.limit}
+    if cfg.algorithm == "user_histogram":
+        return {"quantity": cfg.quantity, "bins": histogram.bin_labels(np.asarray(cfg.bins)),
+                "sensitivity_l1": histogram.SENSITIVITY}
+    return {cfg.bound_name: cfg.l, **({"d": cfg.d} if cfg.algorithm == "hpa" else {})}
+
+
 def _report(cfg, budget, items, attributes, split, diagnostics, tables) -> dict:
-    params = {cfg.bound_name: cfg.l, **({"d": cfg.d} if cfg.algorithm == "hpa" else {})}
+    spec = {**sampling.SPEC_SECTIONS, **dpsense.SPEC_SECTIONS, "user_histogram": histogram.SPEC_SECTION}[cfg.algorithm]
     return {
         "dp_spark_version": __version__,
         "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "algorithm": {
             "name": cfg.algorithm,
-            "parameters": params,
+            "parameters": _parameters(cfg),
             "epsilon_split": {k: float(v) for k, v in split.items()},
-            "specification": sampling.SPEC_SECTIONS[cfg.algorithm],
+            "specification": spec,
             "post_processing": ("item and edge counts made consistent and non-negative (weighted least "
                                 "squares; no budget)") if cfg.consistent else None,
-            "publisher": {"name": cfg.publisher,
-                          **{k: v if isinstance(v, (bool, int)) else float(v) for k, v in cfg.publisher_options.items()}},
+            "publisher": None if cfg.algorithm in COLUMN_ALGORITHMS else {
+                "name": cfg.publisher,
+                **{k: v if isinstance(v, (bool, int)) else float(v) for k, v in cfg.publisher_options.items()}},
         },
         **budget.to_json(),
         "noise": {
             "sampler": "exact discrete Laplace (Canonne, Kamath, Steinke 2020)",
+            **({"selection": "exponential mechanism: probabilities in doubles (log-sum-exp), inverse CDF with "
+                             "a 53-bit uniform"} if cfg.algorithm in COLUMN_ALGORITHMS else {}),
             "randomness": "fixed seed: reproducible, not for publication" if cfg.seed is not None else "OS CSPRNG",
         },
         # Only *whether* a seed was fixed: its value would let anyone regenerate the noise.
@@ -98,6 +125,8 @@ def _report(cfg, budget, items, attributes, split, diagnostics, tables) -> dict:
             "items": items.description,
             "item_count": len(items),
             "attributes": list(attributes.values) if attributes else None,
+            **({"bins": f"{len(cfg.bins)} public bins from the config, the last open-ended"}
+               if cfg.bins else {}),
         },
         "outputs": {name: {"rows": len(frame), "columns": list(frame.columns)} for name, frame in tables.items()},
         "diagnostics_not_private": {"note": DIAGNOSTICS_NOTE, **diagnostics},
@@ -111,15 +140,52 @@ class Computed:
     items: ItemDomain
 
 
+def _describe(cfg: JobConfig, items: ItemDomain, attributes: AttributeDomain | None) -> str:
+    if cfg.algorithm == "user_histogram":
+        return (f"histogram of {histogram.QUANTITIES[cfg.quantity]} in {len(cfg.bins)} public bins with "
+                f"epsilon {float(cfg.epsilon):g}, publisher {cfg.publisher}; {len(items):,} items")
+    if cfg.algorithm in COLUMN_ALGORITHMS:
+        return (f"{cfg.algorithm.upper()} with epsilon {float(cfg.epsilon):g}, theta chosen privately from "
+                f"1..{cfg.theta_max}, limit by {cfg.limit}; {len(items):,} columns (items)")
+    return (f"{cfg.algorithm.upper()} with epsilon {float(cfg.epsilon):g}, {cfg.bound_name} = {cfg.l}, "
+            f"publisher {cfg.publisher}; {len(items):,} items"
+            + (f" x {len(attributes)} attribute values" if attributes else ""))
+
+
+def _histogram_release(cfg, validated, items, split, budget, rng) -> tuple[dict, dict]:
+    true = histogram.true_histogram(validated.records, cfg.quantity, np.asarray(cfg.bins), validated.user_counts)
+    noisy = histogram.publish_histogram(true, cfg.epsilon, budget, rng, cfg.publisher, cfg.publisher_options)
+    return {"histogram": _histogram_table(cfg, noisy)}, {}
+
+
+def _column_release(cfg, validated, items, split, budget, rng) -> tuple[dict, dict]:
+    release = dpsense.dpsense(validated.records, items, split, budget, rng, theta_max=cfg.theta_max,
+                              limit=cfg.limit, scaled=cfg.algorithm == "dpsense_s", seed=cfg.seed)
+    table = pd.DataFrame({"item_id": items.ids, "noisy_count": release.counts})
+    # θ* and α* are outputs of the exponential mechanism: private, and needed to read the counts.
+    return {"item_counts": table}, {"chosen": {"theta": release.theta, "alpha": float(release.alpha)}}
+
+
+def _counts_release(cfg, validated, items, split, budget, rng, attributes) -> tuple[dict, dict]:
+    common = dict(items=items, attributes=attributes, l=cfg.l, epsilons=split, budget=budget, rng=rng,
+                  seed=cfg.seed, user_counts=validated.user_counts,
+                  publisher=sampling.Publisher(cfg.publisher, dict(cfg.publisher_options)))
+    if cfg.algorithm != "hpa":
+        release = sampling.sra(validated.records, **common)
+    else:
+        release = sampling.hpa(validated.records, d=cfg.d, **common)
+    if cfg.consistent:
+        release = sampling.made_consistent(release, cfg.l, split)
+    return _tables(release, items, attributes), {"diagnostics": release.diagnostics}
+
+
 def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
     """Read, check, bound, count and add noise; nothing is written."""
     progress = progress or Progress()
     split = plan_budget(cfg)
     items = item_domain(cfg.items, spark)
     attributes = attribute_domain(cfg.attributes)
-    progress(f"{cfg.algorithm.upper()} with epsilon {float(cfg.epsilon):g}, {cfg.bound_name} = {cfg.l}, "
-             f"publisher {cfg.publisher}; {len(items):,} items"
-             + (f" x {len(attributes)} attribute values" if attributes else ""))
+    progress(_describe(cfg, items, attributes))
 
     progress(f"reading and checking {cfg.source.format} source {cfg.source.path or cfg.source.table}")
     raw = io.read_records(spark, cfg.source, want_attr=attributes is not None)
@@ -128,24 +194,22 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
 
     budget = Budget(cfg.epsilon)
     rng = RandomSource(cfg.seed)
-    common = dict(items=items, attributes=attributes, l=cfg.l, epsilons=split, budget=budget, rng=rng,
-                  seed=cfg.seed, user_counts=validated.user_counts,
-                  publisher=sampling.Publisher(cfg.publisher, dict(cfg.publisher_options)))
     try:
-        if cfg.algorithm != "hpa":
-            release = sampling.sra(validated.records, **common)
+        if cfg.algorithm == "user_histogram":
+            tables, extra = _histogram_release(cfg, validated, items, split, budget, rng)
+        elif cfg.algorithm in COLUMN_ALGORITHMS:
+            tables, extra = _column_release(cfg, validated, items, split, budget, rng)
         else:
-            release = sampling.hpa(validated.records, d=cfg.d, **common)
+            tables, extra = _counts_release(cfg, validated, items, split, budget, rng, attributes)
     finally:
         validated.release()
-
-    if cfg.consistent:
-        release = sampling.made_consistent(release, cfg.l, split)
     if not budget.private:
         progress("WARNING: this release reproduces a published flaw and is NOT differentially private; "
                  "privacy.json says why. Do not publish it.")
-    tables = _tables(release, items, attributes)
-    report = _report(cfg, budget, items, attributes, split, {**validated.diagnostics, **release.diagnostics}, tables)
+    diagnostics = {**validated.diagnostics, **extra.get("diagnostics", {})}
+    report = _report(cfg, budget, items, attributes, split, diagnostics, tables)
+    if "chosen" in extra:
+        report["algorithm"]["chosen"] = extra["chosen"]
     return Computed(tables, report, items)
 
 
@@ -156,4 +220,4 @@ def run_job(cfg: JobConfig, spark, progress=None) -> JobResult:
     computed = compute_release(cfg, spark, progress)
     progress(f"writing {cfg.output}")
     io.write_release(spark, cfg.output, computed.tables, computed.report)
-    return JobResult(cfg.output, computed.report, computed.tables["item_counts"], computed.items)
+    return JobResult(cfg.output, computed.report, computed.tables, computed.items)

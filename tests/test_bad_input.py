@@ -82,7 +82,7 @@ def test_misspelled_column_mapping(spark, capsys, tmp_path):
         ("privacy.epsilon=0", "privacy.epsilon must be > 0"),
         ("privacy.epsilon=-2", "privacy.epsilon must be > 0"),
         ("algorithm.l=0", "algorithm.l must be an integer >= 1"),
-        ("algorithm.name=dpsense", "unknown algorithm 'dpsense'"),
+        ("algorithm.name=frapp", "unknown algorithm 'frapp'"),
         ("privacy.epsilom=1", "unknown config key 'privacy.epsilom'"),
         ("privacy.epsilon_items=0.8", "budget split exceeds the total"),
         ("source.path=no/such/file.parquet", "cannot read source 'no/such/file.parquet'"),

@@ -1,5 +1,7 @@
 """Config parsing and validation: everything is refused before any data is read."""
 
+from fractions import Fraction
+
 import pytest
 
 from dp_spark.config import build_config, parse_override
@@ -113,3 +115,97 @@ def test_baselines_take_their_bound_as_m_and_their_publisher():
     assert plan_budget(cfg) == {"epsilon_items": 0.5, "epsilon_edges": 0.5}
     sra = build_config({**base(), "publisher": {"name": "dpa_ahp", "delta": 0.075}})
     assert sra.publisher_options["delta"] == pytest.approx(0.075) and sra.bound_name == "l"
+
+
+def histogram_raw(**algorithm):
+    raw = base()
+    del raw["domain"]["attributes"]
+    raw["algorithm"] = {"name": "user_histogram", "quantity": "records", "bins": [1, 5, 20], **algorithm}
+    return raw
+
+
+def test_user_histogram_spends_everything_on_one_bin_per_user():
+    cfg = build_config({**histogram_raw(), "publisher": {"name": "ahp", "rho": 0.8}})
+    assert (cfg.quantity, cfg.bins, cfg.l, cfg.publisher) == ("records", (1, 5, 20), 1, "ahp")
+    assert plan_budget(cfg) == {"epsilon_histogram": 1}
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"l": 10}, "algorithm.l is not used by user_histogram"),
+        ({"quantity": "ratings"}, "unknown algorithm.quantity 'ratings'"),
+        ({"bins": [0, 5]}, "algorithm.bins: the first bin edge must be 1"),
+        ({"bins": None}, "missing config key 'algorithm.bins'"),
+        ({"attributes": ["a"]}, "domain.attributes is not used by user_histogram"),
+        ({"epsilon_items": 0.5}, "privacy.epsilon_items is not used by user_histogram"),
+    ],
+)
+def test_user_histogram_settings_are_checked(change, message):
+    raw = histogram_raw()
+    if "attributes" in change:
+        raw["domain"]["attributes"] = change["attributes"]
+    elif "epsilon_items" in change:
+        raw["privacy"]["epsilon_items"] = change["epsilon_items"]
+    elif change.get("bins", 0) is None:
+        del raw["algorithm"]["bins"]
+    else:
+        raw["algorithm"].update(change)
+    with pytest.raises(ConfigError, match=message):
+        build_config(raw)
+
+
+def test_histogram_keys_are_refused_for_count_jobs():
+    with pytest.raises(ConfigError, match="algorithm.bins is a user_histogram parameter; sra does not use it"):
+        build_config(base(bins=[1, 2]))
+
+
+def dpsense_raw(**algorithm):
+    raw = base()
+    del raw["domain"]["attributes"]
+    raw["algorithm"] = {"name": "dpsense", **algorithm}
+    return raw
+
+
+def test_dpsense_defaults_and_split():
+    cfg = build_config(dpsense_raw())
+    assert (cfg.theta_max, cfg.limit) == (256, "normalize")
+    assert plan_budget(cfg) == {"epsilon_theta": Fraction(1, 10), "epsilon_counts": Fraction(9, 10)}
+    raw = dpsense_raw(name="dpsense_s", theta_max=32, limit="sample")
+    raw["privacy"].update(epsilon_theta=0.2, epsilon_counts=0.8)
+    cfg = build_config(raw)
+    assert (cfg.algorithm, cfg.theta_max, cfg.limit) == ("dpsense_s", 32, "sample")
+    assert plan_budget(cfg) == {"epsilon_theta": Fraction(1, 5), "epsilon_counts": Fraction(4, 5)}
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"algorithm": {"l": 10}}, "algorithm.l is not used by dpsense"),
+        ({"algorithm": {"theta_max": 0}}, "algorithm.theta_max must be an integer >= 1"),
+        ({"algorithm": {"limit": "clip"}}, "algorithm.limit must be one of normalize, sample"),
+        ({"algorithm": {"bins": [1, 2]}}, "algorithm.bins is a user_histogram parameter; dpsense does not use it"),
+        ({"domain": {"attributes": ["a"]}}, "domain.attributes is not used by dpsense"),
+        ({"privacy": {"epsilon_items": 0.5}}, "privacy.epsilon_items is not used by dpsense"),
+        ({"publisher": {"name": "ahp"}}, "dpsense adds its own noise"),
+    ],
+)
+def test_dpsense_settings_are_checked(change, message):
+    raw = dpsense_raw()
+    for section, values in change.items():
+        raw.setdefault(section, {}).update(values)
+    with pytest.raises(ConfigError, match=message):
+        build_config(raw)
+
+
+def test_dpsense_keys_are_refused_elsewhere():
+    with pytest.raises(ConfigError, match="algorithm.theta_max is a dpsense and dpsense_s parameter; sra"):
+        build_config(base(theta_max=8))
+    raw = base()
+    raw["privacy"]["epsilon_theta"] = 0.1
+    with pytest.raises(ConfigError, match="privacy.epsilon_theta is a DPSense parameter"):
+        build_config(raw)
+    raw = dpsense_raw()
+    raw["privacy"].update(epsilon_theta=0.5, epsilon_counts=0.9)
+    with pytest.raises(BudgetExceeded):
+        plan_budget(build_config(raw))

@@ -1,0 +1,265 @@
+"""DPSense and DPSense-S (Day & Li, ASIACCS 2015): column counts of high-dimensional rows.
+
+A row is one user's set of distinct items; a column count is the number of
+users whose row holds the item. Rows longer than a limit θ are cut down to
+mass θ, by normalisation (each of the row's r ones weighs min(1, θ/r), floored
+to the grid 2^-10) or by sampling θ of its ones, and θ is chosen privately.
+
+DP claims (user level = one row, pure ε-DP; ALGORITHMS.md §4.2, §4.3, [RECON]):
+
+* DPSense is (ε1 + ε2)-DP, ε1 = ε/10 and ε2 = 9ε/10. θ comes from
+  Θ = {1, …, θ_max} by the exponential mechanism with quality
+  q(θ) = −(Σ_t max(min(r_t, θ_max) − θ, 0) + d·θ/ε2). Adding one row moves
+  every q(θ) by a value in [−(θ_max − 1), 0]: sensitivity θ_max − 1, all
+  scores in one direction, so exp(ε1·q/Δq) is ε1-DP (§4.2 (ii)). Given θ,
+  each row adds at most θ to the column counts in L1 (grid weights are
+  floored, so r·w ≤ θ exactly), and discrete Laplace of scale θ/ε2 on the
+  grid is ε2-DP (§4.2 (iii), §1.4).
+* DPSense-S is (ε1 + ε2)-DP: (θ, α) ∈ Θ × {1.00, 1.05, …, 3.00} by the
+  exponential mechanism with quality
+  qS = −(Σ_j |c_j^max − α·c_j^θ| + α·d·θ/ε2), sensitivity α_max·θ_max
+  (§4.3; not monotone, so the factor 2 stays); then the DPSense release at θ
+  times α (post-processing).
+
+The quality functions are computed from three aggregates, never from rows:
+the histogram of row lengths capped at θ_max, and, for DPSense-S, per column
+the number of rows of each length r ≤ θ_max holding it (N_j(r)) and the sum
+of 1/r over the longer rows holding it (S_j) (ALGORITHMS.md §10).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from dp_spark import bounding
+from dp_spark.domain import ItemDomain
+from dp_spark.mechanisms import RandomSource, as_scale, discrete_laplace, exponential_mechanism
+from dp_spark.privacy import Budget, LedgerEntry
+from dp_spark.publishers import laplace
+
+SPEC_SECTIONS = {"dpsense": "ALGORITHMS.md §4.2", "dpsense_s": "ALGORITHMS.md §4.3"}
+LIMITS = ("normalize", "sample")
+DEFAULT_THETA_MAX = 256  # §4.2 [ASSUME]
+ALPHAS = tuple(Fraction(100 + 5 * i, 100) for i in range(41))  # 1.00, 1.05, …, 3.00 (§4.3 [ASSUME])
+GRID_BITS = 10  # weights are multiples of 2^-10 (§1.4)
+
+
+def default_split(epsilon: Fraction) -> dict[str, Fraction]:
+    """ε1 = ε/10 to choose θ, ε2 = 9ε/10 for the counts (§4.2 [ASSUME])."""
+    return {"epsilon_theta": epsilon / 10, "epsilon_counts": epsilon * 9 / 10}
+
+
+# ---------------------------------------------------------------------------
+# Quality functions: pure numpy over the aggregates.
+
+
+def loss(length_hist: np.ndarray, thetas: np.ndarray) -> np.ndarray:
+    """Σ_t max(r̄_t − θ, 0) for every θ; ``length_hist[r]`` = rows of capped length r."""
+    lengths = np.arange(length_hist.size)
+    return (np.maximum(lengths[None, :] - thetas[:, None], 0) * length_hist[None, :]).sum(axis=1)
+
+
+def quality(length_hist: np.ndarray, thetas: np.ndarray, columns: int, epsilon_counts: Fraction) -> np.ndarray:
+    """DPSense's q(θ): minus (the mass removed by limiting + the expected total |noise|)."""
+    return -(loss(length_hist, thetas) + columns * thetas / float(epsilon_counts))
+
+
+def quality_sensitivity(theta_max: int) -> int:
+    return max(theta_max - 1, 1)  # Θ = {1} has constant quality; any positive Δq is then exact
+
+
+def limited_counts_all(by_length: np.ndarray, long_inverse: np.ndarray, thetas: np.ndarray) -> np.ndarray:
+    """c_j^θ = Σ_{r ≤ θ_max} N_j(r)·min(1, θ/r) + θ·S_j for every θ (rows) and column j.
+
+    ``by_length[j, r]`` = N_j(r) for r = 1..θ_max (column 0 unused); ``long_inverse[j]`` = S_j.
+    Unrounded: for the quality only; the release uses grid-floored weights."""
+    lengths = np.arange(by_length.shape[1], dtype=float)
+    lengths[0] = 1.0
+    weights = np.minimum(1.0, thetas[:, None] / lengths[None, :])
+    weights[:, 0] = 0.0
+    return weights @ by_length.T + thetas[:, None] * long_inverse[None, :]
+
+
+def quality_s(by_length: np.ndarray, long_inverse: np.ndarray, thetas: np.ndarray, alphas: np.ndarray,
+              theta_max: int, epsilon_counts: Fraction) -> np.ndarray:
+    """DPSense-S's qS(θ, α), shape (θ, α): minus the estimated L1 error of α·(c^θ + noise)
+    against c^max, the counts at θ_max."""
+    columns = by_length.shape[0]
+    limited = limited_counts_all(by_length, long_inverse, thetas)
+    at_max = limited_counts_all(by_length, long_inverse, np.array([theta_max], dtype=float))[0]
+    out = np.empty((thetas.size, alphas.size))
+    for i, counts in enumerate(limited):
+        bias = np.abs(at_max[:, None] - counts[:, None] * alphas[None, :]).sum(axis=0)
+        out[i] = -(bias + alphas * columns * thetas[i] / float(epsilon_counts))
+    return out
+
+
+def quality_s_sensitivity(theta_max: int, alpha_max: Fraction) -> float:
+    return float(alpha_max) * theta_max
+
+
+# ---------------------------------------------------------------------------
+# Spark: rows, their aggregates, and the limited column counts.
+
+
+@dataclass
+class Rows:
+    """One row per user: its distinct in-domain items (cached; call ``release``)."""
+
+    per_user: DataFrame  # [user_id, _items array<long>, _r]
+
+    @property
+    def ones(self) -> DataFrame:
+        """[user_id, item_id, _r]: one line per one of the matrix."""
+        return self.per_user.select("user_id", F.explode("_items").alias("item_id"), "_r")
+
+    def release(self) -> None:
+        self.per_user.unpersist()
+
+
+def rows_of(records: DataFrame) -> Rows:
+    """Each user's set of distinct items, in one shuffle (duplicates count once)."""
+    per_user = (records.groupBy("user_id").agg(F.collect_set("item_id").alias("_items"))
+                .withColumn("_r", F.size("_items")).persist(StorageLevel.MEMORY_AND_DISK))
+    return Rows(per_user)
+
+
+def length_histogram(rows: Rows, theta_max: int) -> np.ndarray:
+    """Rows by length capped at θ_max: index r = 1..θ_max (0 unused). NOT private."""
+    capped = rows.per_user.select(F.least(F.col("_r"), F.lit(theta_max)).alias("r")).groupBy("r").count().toPandas()
+    hist = np.zeros(theta_max + 1, dtype=np.int64)
+    hist[capped["r"].to_numpy(dtype=np.int64)] = capped["count"].to_numpy(dtype=np.int64)
+    return hist
+
+
+def length_by_column(rows: Rows, items: ItemDomain, theta_max: int) -> tuple[np.ndarray, np.ndarray]:
+    """(N, S): N[j, r] rows of length r ≤ θ_max holding column j, S[j] = Σ 1/r over the longer
+    rows holding it. At most |items|·(θ_max + 1) groups reach the driver. NOT private."""
+    long = F.col("_r") > theta_max
+    grouped = (rows.ones.groupBy("item_id", F.when(long, F.lit(0)).otherwise(F.col("_r")).alias("r"))
+               .agg(F.count(F.lit(1)).alias("n"), F.sum(F.when(long, 1.0 / F.col("_r"))).alias("inv"))
+               .toPandas())
+    position = items.index_of(grouped["item_id"].to_numpy())
+    if (position < 0).any():
+        raise ValueError("records outside the public domain reached aggregation")
+    r = grouped["r"].to_numpy(dtype=np.int64)
+    by_length = np.zeros((len(items), theta_max + 1))
+    short = r > 0
+    np.add.at(by_length, (position[short], r[short]), grouped["n"].to_numpy(dtype=float)[short])
+    long_inverse = np.zeros(len(items))
+    np.add.at(long_inverse, position[~short], grouped["inv"].to_numpy(dtype=float)[~short])
+    return by_length, long_inverse
+
+
+def _column_sums(df: DataFrame, value, items: ItemDomain) -> np.ndarray:
+    sums = df.groupBy("item_id").agg(F.sum(value).alias("s")).toPandas()
+    counts = np.zeros(len(items), dtype=np.int64)
+    position = items.index_of(sums["item_id"].to_numpy())
+    if (position < 0).any():
+        raise ValueError("records outside the public domain reached aggregation")
+    np.add.at(counts, position, sums["s"].to_numpy(dtype=np.int64))
+    return counts
+
+
+def normalized_counts(rows: Rows, items: ItemDomain, theta: int, grid_bits: int = GRID_BITS) -> np.ndarray:
+    """Σ over rows holding j of ⌊min(1, θ/r)·2^k⌋, in grid units (integers): each row adds
+    r·⌊θ·2^k/r⌋ ≤ θ·2^k, so the L1 sensitivity is θ in count units. NOT private."""
+    unit = 1 << grid_bits
+    weight = F.least(F.lit(unit), F.expr(f"{theta * unit} div _r"))
+    return _column_sums(rows.ones, weight, items)
+
+
+def sampled_counts(rows: Rows, items: ItemDomain, theta: int, seed: int | None) -> np.ndarray:
+    """Column counts after keeping θ random ones of every longer row. NOT private."""
+    ones = rows.ones.withColumn("record_id", F.col("item_id"))  # unique within a row: the hash key
+    counts = rows.per_user.select("user_id", F.col("_r").alias("_n"))
+    kept = bounding.sample_per_user(ones, theta, salt=bounding.new_salt(seed, "dpsense_rows"), counts=counts)
+    return _column_sums(kept, F.lit(1), items)
+
+
+def column_counts(rows: Rows, items: ItemDomain) -> np.ndarray:
+    """The true column counts (users per item; NOT private): for evaluation."""
+    return _column_sums(rows.ones, F.lit(1), items)
+
+
+# ---------------------------------------------------------------------------
+# The release.
+
+
+@dataclass(frozen=True)
+class ColumnRelease:
+    counts: np.ndarray  # noisy column counts, one per domain item
+    theta: int  # the privately chosen θ* (a DP output, safe to publish)
+    alpha: Fraction  # DPSense-S's scale (1 for DPSense)
+    diagnostics: dict = field(default_factory=dict)  # NOT private
+
+
+def choose_theta(length_hist, theta_max: int, columns: int, epsilons: dict, budget: Budget,
+                 rng: RandomSource) -> int:
+    thetas = np.arange(1, theta_max + 1)
+    sensitivity = quality_sensitivity(theta_max)
+    scores = quality(length_hist, thetas, columns, epsilons["epsilon_counts"])
+    index = exponential_mechanism(rng, scores, epsilons["epsilon_theta"], sensitivity, monotone=True)
+    budget.spend(LedgerEntry("theta", "exponential mechanism (monotone quality)", epsilons["epsilon_theta"],
+                             Fraction(sensitivity), Fraction(sensitivity) / epsilons["epsilon_theta"], thetas.size))
+    return int(thetas[index])
+
+
+def choose_theta_alpha(by_length, long_inverse, theta_max: int, epsilons: dict, budget: Budget,
+                       rng: RandomSource) -> tuple[int, Fraction]:
+    thetas = np.arange(1, theta_max + 1)
+    alphas = np.array([float(a) for a in ALPHAS])
+    sensitivity = quality_s_sensitivity(theta_max, ALPHAS[-1])
+    scores = quality_s(by_length, long_inverse, thetas.astype(float), alphas, theta_max, epsilons["epsilon_counts"])
+    index = exponential_mechanism(rng, scores.ravel(), epsilons["epsilon_theta"], sensitivity)
+    exact_sensitivity = ALPHAS[-1] * theta_max
+    budget.spend(LedgerEntry("theta_alpha", "exponential mechanism", epsilons["epsilon_theta"], exact_sensitivity,
+                             2 * exact_sensitivity / epsilons["epsilon_theta"], scores.size))
+    return int(thetas[index // alphas.size]), ALPHAS[index % alphas.size]
+
+
+def publish_columns(limited: np.ndarray, theta: int, limit: str, epsilon: Fraction, budget: Budget,
+                    rng: RandomSource, grid_bits: int = GRID_BITS) -> np.ndarray:
+    """Noisy column counts of the θ-limited rows: L1 sensitivity θ, scale θ/ε.
+    Normalised counts are in grid units and get noise on the grid (§1.4)."""
+    if limit == "sample":
+        published = laplace.publish(limited, theta, epsilon, rng, "column_counts")
+        for entry in published.entries:
+            budget.spend(entry)
+        return published.values.astype(float)
+    unit = 1 << grid_bits
+    scale = as_scale(Fraction(theta * unit) / epsilon)
+    budget.spend(LedgerEntry("column_counts", f"discrete Laplace on the grid 2^-{grid_bits}", epsilon,
+                             Fraction(theta), scale / unit, int(limited.size)))
+    return (limited + discrete_laplace(rng, scale, limited.size)) / unit
+
+
+def limited(rows: Rows, items: ItemDomain, theta: int, limit: str, seed: int | None) -> np.ndarray:
+    if limit not in LIMITS:
+        raise ValueError(f"unknown limit {limit!r}; expected one of {', '.join(LIMITS)}")
+    return normalized_counts(rows, items, theta) if limit == "normalize" else sampled_counts(rows, items, theta, seed)
+
+
+def dpsense(records: DataFrame, items: ItemDomain, epsilons: dict, budget: Budget, rng: RandomSource,
+            theta_max: int = DEFAULT_THETA_MAX, limit: str = "normalize", scaled: bool = False,
+            seed: int | None = None) -> ColumnRelease:
+    """DPSense (``scaled=False``) or DPSense-S on validated records [user_id, item_id, …]."""
+    rows = rows_of(records)
+    try:
+        if scaled:
+            by_length, long_inverse = length_by_column(rows, items, theta_max)
+            theta, alpha = choose_theta_alpha(by_length, long_inverse, theta_max, epsilons, budget, rng)
+        else:
+            theta, alpha = choose_theta(length_histogram(rows, theta_max), theta_max, len(items), epsilons,
+                                        budget, rng), Fraction(1)
+        counts = limited(rows, items, theta, limit, seed)
+    finally:
+        rows.release()
+    noisy = publish_columns(counts, theta, limit, epsilons["epsilon_counts"], budget, rng)
+    return ColumnRelease(noisy * float(alpha), theta, alpha)

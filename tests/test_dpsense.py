@@ -1,0 +1,246 @@
+"""DPSense and DPSense-S: quality sensitivities by brute force, the exponential mechanism's
+frequencies, the limited counts against direct computation, and whole jobs on MovieLens 100K."""
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dp_spark.algorithms import dpsense
+from dp_spark.cli import main
+from dp_spark.domain import ItemDomain
+from dp_spark.mechanisms import RandomSource, exponential_mechanism, exponential_probabilities
+from dp_spark.privacy import Budget
+from tests.conftest import shared_data
+
+THETA_MAX = 4
+COLUMNS = 5
+
+
+def tiny_matrices(count=30, seed=0):
+    """Random binary matrices (rows = users' sets of distinct columns), 1 to 7 rows of length 1..5."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        rows = []
+        for _ in range(rng.integers(1, 8)):
+            length = int(rng.integers(1, COLUMNS + 1))
+            rows.append(sorted(rng.choice(COLUMNS, size=length, replace=False).tolist()))
+        yield rows
+
+
+def hist_of(rows, theta_max=THETA_MAX):
+    hist = np.zeros(theta_max + 1, dtype=np.int64)
+    for row in rows:
+        hist[min(len(row), theta_max)] += 1
+    return hist
+
+
+def by_length_of(rows, theta_max=THETA_MAX):
+    by_length, long_inverse = np.zeros((COLUMNS, theta_max + 1)), np.zeros(COLUMNS)
+    for row in rows:
+        for j in row:
+            if len(row) <= theta_max:
+                by_length[j, len(row)] += 1
+            else:
+                long_inverse[j] += 1 / len(row)
+    return by_length, long_inverse
+
+
+def neighbours(rows):
+    """Every dataset with one row removed: the add/remove-one-user relation, both ways round."""
+    for i in range(len(rows)):
+        yield rows[:i] + rows[i + 1:]
+
+
+THETAS = np.arange(1, THETA_MAX + 1)
+EPS2 = Fraction(9, 10)
+
+
+def test_quality_moves_one_way_by_at_most_theta_max_minus_one():
+    """§4.2 (ii): adding a row lowers every q(θ) by a value in [0, θ_max − 1]."""
+    worst = 0.0
+    for rows in tiny_matrices():
+        q = dpsense.quality(hist_of(rows), THETAS, COLUMNS, EPS2)
+        for smaller in neighbours(rows):
+            change = q - dpsense.quality(hist_of(smaller), THETAS, COLUMNS, EPS2)  # D = D' + one row
+            assert np.all(change <= 1e-9) and np.all(change >= -dpsense.quality_sensitivity(THETA_MAX) - 1e-9)
+            worst = max(worst, float(-change.min()))
+    assert worst == pytest.approx(THETA_MAX - 1)  # the bound is reached: a row of length ≥ θ_max at θ = 1
+
+
+def test_quality_s_moves_by_at_most_alpha_max_theta_max():
+    alphas = np.array([float(a) for a in dpsense.ALPHAS])
+    bound = dpsense.quality_s_sensitivity(THETA_MAX, dpsense.ALPHAS[-1])
+    worst = 0.0
+    for rows in tiny_matrices(seed=1):
+        q = dpsense.quality_s(*by_length_of(rows), THETAS.astype(float), alphas, THETA_MAX, EPS2)
+        for smaller in neighbours(rows):
+            other = dpsense.quality_s(*by_length_of(smaller), THETAS.astype(float), alphas, THETA_MAX, EPS2)
+            worst = max(worst, float(np.abs(q - other).max()))
+    assert 0 < worst <= bound + 1e-9
+
+
+def test_limited_counts_equal_the_direct_sum():
+    for rows in tiny_matrices(count=10, seed=2):
+        limited = dpsense.limited_counts_all(*by_length_of(rows), THETAS.astype(float))
+        for i, theta in enumerate(THETAS):
+            direct = np.zeros(COLUMNS)
+            for row in rows:
+                direct[row] += min(1.0, theta / len(row))
+            np.testing.assert_allclose(limited[i], direct, atol=1e-12)
+
+
+def test_exponential_mechanism_frequencies_match_its_probabilities():
+    """20,000 draws at a fixed seed; every candidate's frequency within 4.5 standard errors."""
+    scores = np.array([0.0, -1.0, -2.5, -0.5, -4.0, -10.0])
+    probabilities = exponential_probabilities(scores, 1.0, 1.0)
+    rng = RandomSource(3)
+    draws = np.array([exponential_mechanism(rng, scores, 1.0, 1.0) for _ in range(20_000)])
+    frequencies = np.bincount(draws, minlength=scores.size) / draws.size
+    tolerance = 4.5 * np.sqrt(probabilities * (1 - probabilities) / draws.size) + 1e-4
+    assert np.all(np.abs(frequencies - probabilities) <= tolerance)
+    # The monotone form doubles the exponent: exp(ε·q/Δ) instead of exp(ε·q/(2Δ)).
+    sharp = exponential_probabilities(scores, 1.0, 1.0, monotone=True)
+    assert sharp[0] / sharp[1] == pytest.approx(np.e) and probabilities[0] / probabilities[1] == pytest.approx(np.e**0.5)
+    # Scores in the millions do not overflow.
+    assert exponential_probabilities(np.array([-3e6, -3e6 - 2]), 1.0, 1.0).sum() == pytest.approx(1.0)
+
+
+def rows_frame(spark, rows, duplicate_first=False):
+    pairs = [(u + 1, j + 1) for u, row in enumerate(rows) for j in row]
+    if duplicate_first:
+        pairs.append(pairs[0])  # a repeated (user, item) record: still one 1 in the matrix
+    return spark.createDataFrame(pd.DataFrame(pairs, columns=["user_id", "item_id"]).astype("int64"))
+
+
+ROWS = [[0], [0, 1, 2], [1, 2, 3, 4], [0, 1, 2, 3, 4], [4], [2, 3]]
+ITEMS = ItemDomain(ids=np.arange(1, COLUMNS + 1), description="1..5", id_range=(1, COLUMNS))
+
+
+def test_spark_aggregates_match_the_direct_computation(spark):
+    rows = dpsense.rows_of(rows_frame(spark, ROWS, duplicate_first=True))
+    try:
+        assert dpsense.length_histogram(rows, THETA_MAX).tolist() == hist_of(ROWS).tolist()
+        by_length, long_inverse = dpsense.length_by_column(rows, ITEMS, THETA_MAX)
+        expected = by_length_of(ROWS)
+        np.testing.assert_allclose(by_length, expected[0])
+        np.testing.assert_allclose(long_inverse, expected[1])
+        truth = np.zeros(COLUMNS, dtype=np.int64)
+        for row in ROWS:
+            truth[row] += 1
+        assert dpsense.column_counts(rows, ITEMS).tolist() == truth.tolist()
+    finally:
+        rows.release()
+
+
+@pytest.mark.parametrize("theta", [1, 2, 3, 5])
+def test_limited_rows_keep_their_mass_at_most_theta(spark, theta):
+    """Normalised: every row adds r·⌊θ·2^10/r⌋ ≤ θ·2^10 grid units, which the columns sum to;
+    sampled: every row keeps min(r, θ) of its ones."""
+    unit = 1 << dpsense.GRID_BITS
+    rows = dpsense.rows_of(rows_frame(spark, ROWS))
+    try:
+        normalized = dpsense.normalized_counts(rows, ITEMS, theta)
+        per_row = [len(r) * min(unit, theta * unit // len(r)) for r in ROWS]
+        assert all(mass <= theta * unit for mass in per_row)
+        assert normalized.sum() == sum(per_row)
+        expected = np.zeros(COLUMNS, dtype=np.int64)
+        for row in ROWS:
+            expected[row] += min(unit, theta * unit // len(row))
+        assert normalized.tolist() == expected.tolist()
+        sampled = dpsense.sampled_counts(rows, ITEMS, theta, seed=5)
+        assert sampled.sum() == sum(min(len(r), theta) for r in ROWS)
+        assert np.all(sampled <= dpsense.column_counts(rows, ITEMS))
+    finally:
+        rows.release()
+
+
+def test_publish_columns_pays_both_parts():
+    budget = Budget(1)
+    split = dpsense.default_split(Fraction(1))
+    counts = np.array([5 * 1024, 3 * 1024, 0], dtype=np.int64)
+    noisy = dpsense.publish_columns(counts, 4, "normalize", split["epsilon_counts"], budget, RandomSource(1))
+    assert noisy.shape == (3,) and budget.spent == Fraction(9, 10)
+    (entry,) = budget.entries
+    assert (entry.sensitivity, entry.noise_scale) == (4, Fraction(40, 9))
+
+
+def ml100k_dpsense(tmp_path, name="dpsense", epsilon=1.0, extra=""):
+    config = tmp_path / "dpsense.toml"
+    config.write_text(f"""
+output = "{tmp_path / 'out'}"
+seed = 6
+[source]
+format = "movielens-100k"
+path = "{shared_data('ml-100k')}"
+[domain]
+items = {{ range = [1, 1682] }}
+[privacy]
+epsilon = {epsilon}
+[algorithm]
+name = "{name}"
+theta_max = 64
+{extra}
+""")
+    return config
+
+
+def ml100k_rows():
+    ratings = pd.read_csv(shared_data("ml-100k") / "u.data.gz", sep="\t", names=["user", "item", "rating", "time"])
+    return ratings.drop_duplicates(["user", "item"])
+
+
+def test_dpsense_at_huge_epsilon_picks_theta_max_and_releases_the_normalised_counts(spark, tmp_path):
+    """At ε = 10^6 the quality is all loss, which is least at θ_max, and the noise vanishes:
+    the release must be the grid-floored normalised counts, computed here with pandas."""
+    assert main(["run", str(ml100k_dpsense(tmp_path, epsilon=1e6))]) == 0
+    report = json.loads((tmp_path / "out" / "privacy.json").read_text())
+    assert report["algorithm"]["chosen"] == {"theta": 64, "alpha": 1.0}
+    ratings = ml100k_rows()
+    lengths = ratings.groupby("user")["item"].transform("size")
+    ratings = ratings.assign(w=np.minimum(1024, (64 * 1024) // lengths) / 1024)
+    expected = ratings.groupby("item")["w"].sum().reindex(np.arange(1, 1683), fill_value=0).to_numpy()
+    released = pd.read_parquet(tmp_path / "out" / "item_counts").sort_values("item_id")["noisy_count"].to_numpy()
+    np.testing.assert_allclose(released, expected, atol=1e-9)
+    assert [e["step"] for e in report["ledger"]] == ["theta", "column_counts"]
+    assert report["epsilon_spent"] == report["epsilon_total"]
+
+
+@pytest.mark.parametrize("name, limit", [("dpsense", "sample"), ("dpsense_s", "normalize")])
+def test_dpsense_jobs_on_movielens_100k(spark, tmp_path, name, limit):
+    assert main(["run", str(ml100k_dpsense(tmp_path, name, extra=f'limit = "{limit}"'))]) == 0
+    report = json.loads((tmp_path / "out" / "privacy.json").read_text())
+    released = pd.read_parquet(tmp_path / "out" / "item_counts")
+    assert len(released) == 1682 and report["algorithm"]["specification"] == dpsense.SPEC_SECTIONS[name]
+    chosen = report["algorithm"]["chosen"]
+    assert 1 <= chosen["theta"] <= 64 and 1 <= chosen["alpha"] <= 3
+    assert sum(e["epsilon"] for e in report["ledger"]) == pytest.approx(1.0)
+    # Sampled rows give integer counts plus integer noise; normalised ones are on the grid 2^-10,
+    # and DPSense-S multiplies them by α afterwards.
+    units = released["noisy_count"].to_numpy() / chosen["alpha"] * (1 if limit == "sample" else 1024)
+    np.testing.assert_allclose(units, np.round(units), atol=1e-6)
+    if name == "dpsense":
+        # θ ≤ 64 leaves the most rated movie (Star Wars, 583 users) far ahead of the noise.
+        assert 50 in released.nlargest(10, "noisy_count")["item_id"].tolist()
+
+
+def test_evaluate_on_movielens_100k_compares_dpsense_with_the_baselines(spark, tmp_path):
+    out = tmp_path / "eval"
+    args = ["evaluate", str(ml100k_dpsense(tmp_path)), "--runs", "2", "--m", "64", "--out", str(out),
+            "--methods", "dpsense,dpsense_s,lpa,alpa,fpa,gs"]
+    assert main(args) == 0
+    records = json.loads((out / "evaluation.json").read_text())
+    cells = {(r["method"], r["query"], r["metric"]): r for r in records}
+    for method in ("dpsense", "dpsense_s", "lpa", "alpa", "fpa", "gs"):
+        for metric in ("mae", "mre", "top10", "ndcg10", "top50_mae", "top100_mre"):
+            assert cells[(method, "columns", metric)]["runs"] == 2
+    assert 1 <= cells[("dpsense", "theta", "chosen")]["mean"] <= 64
+    assert 1 <= cells[("oracle", "theta", "best_for_mae")]["mean"] <= 64
+    # The oracle θ minimises the expected MAE over all θ, so no run of DPSense can do much better
+    # (3% allows for the noise of two runs: their standard deviation here is about 0.5%).
+    oracle = cells[("oracle", "columns", "expected_mae")]["mean"]
+    assert cells[("dpsense", "columns", "mae")]["mean"] >= 0.97 * oracle
+    # ALPA gives every column the same value, so its top-10 NDCG is that of an arbitrary order.
+    assert cells[("dpsense", "columns", "ndcg10")]["mean"] > cells[("alpa", "columns", "ndcg10")]["mean"]
