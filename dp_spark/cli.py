@@ -23,8 +23,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
 
     generate = commands.add_parser("generate", help="write a synthetic dataset")
-    generate.add_argument("dataset", choices=["netflix"])
-    generate.add_argument("--rows", type=int, required=True, help="number of ratings (100480507 = full Netflix)")
+    generate.add_argument("dataset", choices=["netflix", "checkins"])
+    generate.add_argument("--rows", type=int, help="netflix: number of ratings (100480507 = full Netflix)")
+    generate.add_argument("--users", type=int,
+                          help="checkins: number of users (paper 004's Sparse: 100000, Dense: 10000000)")
     generate.add_argument("--out", required=True, help="output Parquet file")
     generate.add_argument("--seed", type=int, default=0)
 
@@ -76,6 +78,13 @@ def _print_summary(result) -> None:
     if "histogram" in result.tables:
         _print_histogram(result.tables["histogram"])
         return
+    if "location_entropy" in result.tables:
+        table = result.tables["location_entropy"]
+        published = table["noisy_entropy"].notna()
+        print(f"\n{int(published.sum()):,} of {len(table):,} locations published; top 10 by noisy entropy:")
+        for row in table[published].nlargest(10, "noisy_entropy").itertuples(index=False):
+            print(f"  location {row.location_id:<9} {row.noisy_entropy:8.3f}")
+        return
     top = result.tables["item_counts"].sort_values(["noisy_count", "item_id"], ascending=[False, True]).head(10)
     print("\nTop-10 items by noisy count:")
     for rank, row in enumerate(top.itertuples(index=False), 1):
@@ -109,6 +118,10 @@ def _to_stderr(message: str) -> None:
 
 
 def _generate(args) -> int:
+    if args.dataset == "checkins":
+        return _generate_checkins(args)
+    if args.rows is None or args.rows < 1:
+        raise DpSparkError("generate netflix needs --rows N (N >= 1)")
     from dp_spark.datasets import generate_netflix, netflix_targets
 
     stats = generate_netflix(args.rows, args.out, seed=args.seed, progress=_to_stderr)
@@ -121,6 +134,23 @@ def _generate(args) -> int:
         shown = f"{value:,.1f}" if isinstance(value, float) else f"{value:,}"
         target_text = notes.get(name, f"{target:,}")
         print(f"  {name:<16} {shown:>12} {target_text:>36}")
+    return 0
+
+
+def _generate_checkins(args) -> int:
+    from dp_spark import checkins
+
+    if args.users is None or args.users < 1:
+        raise DpSparkError("generate checkins needs --users N (N >= 1)")
+    stats = checkins.generate(args.users, args.out, seed=args.seed)
+    paper = checkins.PAPER_TABLE_2["dense" if args.users >= 1_000_000 else "sparse"]
+    print(f"wrote {args.out} ({stats['rows']:,} user-location rows)")
+    print(f"  {'statistic':<24} {'realised':>12} {'paper 004 Table 2':>18}")
+    for name in ("users", "locations", "max_locations_per_user", "avg_locations_per_user", "max_visits", "avg_visits",
+                 "avg_users_per_location"):
+        value = stats[name]
+        print(f"  {name:<24} {value:>12,.2f} {paper[name]:>18,}" if isinstance(value, float)
+              else f"  {name:<24} {value:>12,} {paper[name]:>18,}")
     return 0
 
 

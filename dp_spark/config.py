@@ -20,13 +20,14 @@ from typing import Any
 from dp_spark.errors import ConfigError
 from dp_spark.privacy import as_epsilon
 
-SOURCE_FORMATS = ("parquet", "csv", "table", "movielens-1m", "movielens-100k", "netflix-synthetic")
-ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs", "user_histogram", "dpsense", "dpsense_s")
+SOURCE_FORMATS = ("parquet", "csv", "table", "movielens-1m", "movielens-100k", "netflix-synthetic", "checkins",
+                  "checkins-synthetic")
+ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs", "user_histogram", "dpsense", "dpsense_s", "entropy")
 COLUMN_ALGORITHMS = ("dpsense", "dpsense_s")  # paper 001: rows of distinct items, column counts
 # Paper 000's baselines: a uniform sample of at most m records per user (the public bound M),
 # published with a fixed publisher.
 BASELINE_PUBLISHERS = {"lpa": "laplace", "dft": "fourier", "gs": "grouping"}
-STANDARD_COLUMNS = ("user_id", "item_id", "attr")
+STANDARD_COLUMNS = ("user_id", "item_id", "attr", "time", "visits")  # time, visits: check-ins only
 
 # Allowed keys per section; "spark" is free-form (Spark configuration keys).
 _SCHEMA: dict[str, tuple[str, ...]] = {
@@ -35,13 +36,17 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "source.columns": STANDARD_COLUMNS,
     "domain": ("items", "attributes"),
     "privacy": ("epsilon", "epsilon_items", "epsilon_edges", "epsilon_popularity", "epsilon_theta",
-                "epsilon_counts"),
-    "algorithm": ("name", "l", "d", "m", "consistent", "quantity", "bins", "theta_max", "limit"),
+                "epsilon_counts", "epsilon_entropy", "epsilon_visits", "epsilon_users", "delta"),
+    "algorithm": ("name", "l", "d", "m", "consistent", "quantity", "bins", "theta_max", "limit", "variant",
+                  "locations_per_user", "visits_per_location", "k", "xi", "outputs"),
     "publisher": ("name", "k", "grid_bits", "rho", "eta", "delta", "ranking_share", "reproduce_paper"),
 }
-EPSILON_PARTS = ("epsilon_popularity", "epsilon_items", "epsilon_edges", "epsilon_theta", "epsilon_counts")
+EPSILON_PARTS = ("epsilon_popularity", "epsilon_items", "epsilon_edges", "epsilon_theta", "epsilon_counts",
+                 "epsilon_entropy", "epsilon_visits", "epsilon_users")
 _OWN_KEYS = {"user_histogram": ("quantity", "bins"), "dpsense": ("theta_max", "limit"),
-             "dpsense_s": ("theta_max", "limit")}
+             "dpsense_s": ("theta_max", "limit"),
+             "entropy": ("variant", "locations_per_user", "visits_per_location", "k", "xi", "outputs")}
+CHECKIN_FORMATS = ("checkins", "checkins-synthetic")
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,7 @@ class JobConfig:
     bins: tuple[int, ...] | None = None  # user_histogram: public bin edges
     theta_max: int = 256  # dpsense: the largest row limit θ considered
     limit: str = "normalize"  # dpsense: how long rows are cut to θ ("normalize" or "sample")
+    entropy: dict[str, Any] = field(default_factory=dict)  # entropy: variant, M, C, delta, k, xi, outputs
 
     @property
     def bound_name(self) -> str:
@@ -203,13 +209,22 @@ def build_config(raw: dict[str, Any]) -> JobConfig:
         owners = [other for other, keys in _OWN_KEYS.items() if key in keys]
         if owners and name not in owners:
             raise ConfigError(f"algorithm.{key} is a {' and '.join(owners)} parameter; {name} does not use it")
+    if name != "entropy":
+        for key in ("epsilon_entropy", "epsilon_visits", "epsilon_users", "delta"):
+            if key in raw.get("privacy", {}):
+                raise ConfigError(f"privacy.{key} is a location-entropy parameter; {name} does not use it")
+        if source.format in CHECKIN_FORMATS:
+            raise ConfigError(f"source.format {source.format!r} holds check-ins; only algorithm 'entropy' reads it")
     if name == "user_histogram":
         return _user_histogram_config(raw, output, seed, source, items, attributes, epsilon, parts)
     if name in COLUMN_ALGORITHMS:
         return _column_config(raw, name, output, seed, source, items, attributes, epsilon, parts)
+    if name == "entropy":
+        return _entropy_config(raw, output, seed, source, items, attributes, epsilon, parts)
     for key in ("epsilon_theta", "epsilon_counts"):
         if key in parts:
             raise ConfigError(f"privacy.{key} is a DPSense parameter; {name} does not use it")
+
     bound = "m" if name in BASELINE_PUBLISHERS else "l"
     other = "l" if bound == "m" else "m"
     if other in algorithm:
@@ -311,6 +326,48 @@ def _column_config(raw, name, output, seed, source, items, attributes, epsilon, 
         output=output, source=source, items=items, attributes=None, epsilon=epsilon, epsilon_parts=parts,
         algorithm=name, l=theta_max, d=1, seed=seed, spark=_spark_settings(raw), publisher="laplace",
         theta_max=theta_max, limit=limit,
+    )
+
+
+def _entropy_config(raw, output, seed, source, items, attributes, epsilon, parts) -> JobConfig:
+    """Location entropy (paper 004): items are the public locations; M and C are public bounds."""
+    from dp_spark.algorithms import location_entropy  # kept here so config stays cheap to import
+
+    algorithm, privacy = raw["algorithm"], raw.get("privacy", {})
+    for key in ("l", "m", "d", "consistent"):
+        if key in algorithm:
+            raise ConfigError(f"algorithm.{key} is not used by entropy; its bounds are "
+                              "algorithm.locations_per_user (M) and algorithm.visits_per_location (C)")
+    if attributes is not None:
+        raise ConfigError("domain.attributes is not used by entropy; domain.items is the public location set")
+    if raw.get("publisher"):
+        raise ConfigError("entropy adds its own noise; remove [publisher]")
+    variant = algorithm.get("variant", "limit")
+    if variant not in location_entropy.VARIANTS:
+        raise ConfigError(f"algorithm.variant must be one of {', '.join(location_entropy.VARIANTS)}, got {variant!r}")
+    baseline = variant == "baseline"  # Fig. 2's public bounds C_max = 1000, M_max = 100
+    M = _positive_int(algorithm.get("locations_per_user", 100 if baseline else 5), "algorithm.locations_per_user")
+    C = _positive_int(algorithm.get("visits_per_location", 1000 if baseline else 5), "algorithm.visits_per_location")
+    k = _positive_int(algorithm.get("k", 50), "algorithm.k")
+    xi = algorithm.get("xi", 1e-3)
+    if isinstance(xi, bool) or not isinstance(xi, (int, float)) or not xi > 0:
+        raise ConfigError(f"algorithm.xi must be a number > 0, got {xi!r}")
+    delta = privacy.get("delta", 1e-8)
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
+        raise ConfigError(f"privacy.delta must be a number in (0, 1), got {delta!r}")
+    outputs = algorithm.get("outputs", ["entropy"])
+    if (not isinstance(outputs, list) or not outputs or "entropy" not in outputs
+            or any(o not in location_entropy.OUTPUTS for o in outputs) or len(set(outputs)) != len(outputs)):
+        raise ConfigError(f"algorithm.outputs must list 'entropy' and optionally 'visits', 'users' once each, "
+                          f"got {outputs!r}")
+    for key in parts:
+        if key.removeprefix("epsilon_") not in outputs:
+            raise ConfigError(f"privacy.{key} is not an output of this entropy job (outputs: {', '.join(outputs)})")
+    return JobConfig(
+        output=output, source=source, items=items, attributes=None, epsilon=epsilon, epsilon_parts=parts,
+        algorithm="entropy", l=M, d=1, seed=seed, spark=_spark_settings(raw), publisher="laplace",
+        entropy={"variant": variant, "M": M, "C": C, "k": k, "xi": float(xi), "delta": float(delta),
+                 "outputs": tuple(outputs)},
     )
 
 

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from dp_spark import __version__, io
-from dp_spark.algorithms import dpsense, histogram, sampling
+from dp_spark import checkins
+from dp_spark.algorithms import dpsense, histogram, location_entropy, sampling
 from dp_spark.config import COLUMN_ALGORITHMS, JobConfig
 from dp_spark.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain
 from dp_spark.mechanisms import RandomSource
@@ -46,6 +47,11 @@ def plan_budget(cfg: JobConfig) -> dict[str, Fraction]:
     """The epsilon split this job will spend; refuses one that exceeds the total."""
     if cfg.algorithm == "user_histogram":
         return {"epsilon_histogram": cfg.epsilon}
+    if cfg.algorithm == "entropy":
+        split = location_entropy.default_split(cfg.epsilon, cfg.entropy["outputs"])
+        split.update(cfg.epsilon_parts)
+        Budget(cfg.epsilon).check_plan(split)
+        return split
     if cfg.algorithm in COLUMN_ALGORITHMS:
         split = dpsense.default_split(cfg.epsilon)
         split.update(cfg.epsilon_parts)
@@ -87,6 +93,8 @@ def _histogram_table(cfg: JobConfig, noisy: np.ndarray) -> pd.DataFrame:
 
 
 def _parameters(cfg: JobConfig) -> dict:
+    if cfg.algorithm == "entropy":
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.entropy.items()}
     if cfg.algorithm in COLUMN_ALGORITHMS:
         return {"theta_max": cfg.theta_max, "limit": cfg.limit}
     if cfg.algorithm == "user_histogram":
@@ -96,7 +104,8 @@ def _parameters(cfg: JobConfig) -> dict:
 
 
 def _report(cfg, budget, items, attributes, split, diagnostics, tables) -> dict:
-    spec = {**sampling.SPEC_SECTIONS, **dpsense.SPEC_SECTIONS, "user_histogram": histogram.SPEC_SECTION}[cfg.algorithm]
+    spec = {**sampling.SPEC_SECTIONS, **dpsense.SPEC_SECTIONS, "user_histogram": histogram.SPEC_SECTION,
+            "entropy": location_entropy.SPEC_SECTIONS.get(cfg.entropy.get("variant"))}[cfg.algorithm]
     return {
         "dp_spark_version": __version__,
         "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -107,7 +116,7 @@ def _report(cfg, budget, items, attributes, split, diagnostics, tables) -> dict:
             "specification": spec,
             "post_processing": ("item and edge counts made consistent and non-negative (weighted least "
                                 "squares; no budget)") if cfg.consistent else None,
-            "publisher": None if cfg.algorithm in COLUMN_ALGORITHMS else {
+            "publisher": None if cfg.algorithm in (*COLUMN_ALGORITHMS, "entropy") else {
                 "name": cfg.publisher,
                 **{k: v if isinstance(v, (bool, int)) else float(v) for k, v in cfg.publisher_options.items()}},
         },
@@ -141,6 +150,10 @@ class Computed:
 
 
 def _describe(cfg: JobConfig, items: ItemDomain, attributes: AttributeDomain | None) -> str:
+    if cfg.algorithm == "entropy":
+        e = cfg.entropy
+        return (f"location entropy ({e['variant']}) with epsilon {float(cfg.epsilon):g}, M = {e['M']}, C = {e['C']}; "
+                f"{len(items):,} public locations; outputs {', '.join(e['outputs'])}")
     if cfg.algorithm == "user_histogram":
         return (f"histogram of {histogram.QUANTITIES[cfg.quantity]} in {len(cfg.bins)} public bins with "
                 f"epsilon {float(cfg.epsilon):g}, publisher {cfg.publisher}; {len(items):,} items")
@@ -179,6 +192,33 @@ def _counts_release(cfg, validated, items, split, budget, rng, attributes) -> tu
     return _tables(release, items, attributes), {"diagnostics": release.diagnostics}
 
 
+def entropy_table(items: ItemDomain, release: location_entropy.EntropyRelease) -> pd.DataFrame:
+    table = pd.DataFrame({"location_id": items.ids, "noisy_entropy": release.entropy})
+    for name, values in release.extra.items():
+        table[f"noisy_{name}"] = values
+    return table
+
+
+def _entropy_release(cfg: JobConfig, spark, items: ItemDomain, split: dict, progress) -> Computed:
+    e = cfg.entropy
+    records, diagnostics = checkins.validate_checkins(checkins.read_checkins(spark, cfg.source), items)
+    progress(f"{diagnostics['rows_read']:,} check-in rows read; bounding users to M = {e['M']} locations and "
+             f"C = {e['C']} visits")
+    bounds = location_entropy.Bounds(e["M"], e["C"])
+    stats = location_entropy.location_stats(location_entropy.bounded_pairs(records, bounds), items)
+    needs_delta = e["variant"] in ("limit_ss", "limit_cb_dp")
+    budget = Budget(cfg.epsilon, e["delta"] if needs_delta else 0.0)
+    release = location_entropy.publish(stats, e["variant"], bounds, split, budget, RandomSource(cfg.seed),
+                                       delta=e["delta"], k=e["k"], xi=e["xi"])
+    if not budget.private:
+        progress("WARNING: Limit-CB is only crowd-blending private, NOT differentially private; "
+                 "privacy.json says why.")
+    tables = {"location_entropy": entropy_table(items, release)}
+    diagnostics = {**diagnostics, **release.diagnostics,
+                   "locations_with_users_after_bounding": int((stats.users > 0).sum())}
+    return Computed(tables, _report(cfg, budget, items, None, split, diagnostics, tables), items)
+
+
 def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
     """Read, check, bound, count and add noise; nothing is written."""
     progress = progress or Progress()
@@ -188,6 +228,8 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
     progress(_describe(cfg, items, attributes))
 
     progress(f"reading and checking {cfg.source.format} source {cfg.source.path or cfg.source.table}")
+    if cfg.algorithm == "entropy":
+        return _entropy_release(cfg, spark, items, split, progress)
     raw = io.read_records(spark, cfg.source, want_attr=attributes is not None)
     validated = io.validate_records(raw, items, attributes)
     progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")

@@ -62,6 +62,7 @@ class LedgerEntry:
     noise_scale: Fraction
     cells: int
     not_private: str = ""
+    delta: float = 0.0  # > 0 only for (ε, δ) mechanisms (smooth sensitivity)
 
     def to_json(self) -> dict:
         return {
@@ -69,7 +70,7 @@ class LedgerEntry:
             "mechanism": self.mechanism,
             "epsilon": float(self.epsilon),
             "epsilon_exact": str(self.epsilon),
-            "delta": 0.0,
+            "delta": self.delta,
             "sensitivity_l1": float(self.sensitivity),
             "noise_scale": float(self.noise_scale),
             "cells": self.cells,
@@ -80,9 +81,16 @@ class LedgerEntry:
 class Budget:
     """A total epsilon and the ledger of what has been spent from it."""
 
-    def __init__(self, total: object):
+    def __init__(self, total: object, delta: float = 0.0):
         self.total = as_epsilon(total)
+        if not 0 <= delta < 1:
+            raise ConfigError(f"delta must be in [0, 1), got {delta!r}")
+        self.delta_total = float(delta)
         self.entries: list[LedgerEntry] = []
+
+    @property
+    def delta_spent(self) -> float:
+        return math.fsum(e.delta for e in self.entries)
 
     @property
     def spent(self) -> Fraction:
@@ -110,6 +118,9 @@ class Budget:
                 f"step {entry.step!r} needs epsilon {float(entry.epsilon):g} but only "
                 f"{float(self.remaining):g} of {float(self.total):g} is left"
             )
+        if self.delta_spent + entry.delta > self.delta_total * (1 + 1e-12):
+            raise BudgetExceeded(f"step {entry.step!r} needs delta {entry.delta:g} but the job allows "
+                                 f"{self.delta_total:g} in all")
         self.entries.append(entry)
 
     @property
@@ -118,6 +129,9 @@ class Budget:
 
     def to_json(self) -> dict:
         guarantee = "pure epsilon-differential privacy (delta = 0), sequential composition"
+        if self.delta_spent > 0:
+            guarantee = (f"(epsilon, delta)-differential privacy with delta = {self.delta_spent:g}, "
+                         "sequential composition")
         if not self.private:
             guarantee = ("NONE: this release reproduces a published algorithm that is not differentially "
                          "private (see the ledger's NOT_PRIVATE entries); do not publish it")
@@ -127,5 +141,7 @@ class Budget:
             "epsilon_total": float(self.total),
             "epsilon_spent": float(self.spent),
             "epsilon_spent_exact": str(self.spent),
+            "delta_total": self.delta_total,
+            "delta_spent": self.delta_spent,
             "ledger": [e.to_json() for e in self.entries],
         }

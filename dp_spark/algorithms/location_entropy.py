@@ -1,0 +1,195 @@
+"""Location entropy with user-level privacy (To, Nguyen, Shahabi 2016; ALGORITHMS.md §7).
+
+Input: check-ins [user_id, item_id (the location), time, visits] with locations in
+a public set L. Every variant first bounds each user on its own data (§7.3):
+keep the user's first M distinct locations by its own first-visit time (ties by
+location id) and cap its visits at each at C. Then, per location of L,
+n̄ (users), c̄ (visits) and Σ c̄ ln c̄ give H̄ = ln c̄ − Σ c̄ ln c̄ / c̄ (0 for n̄ ≤ 1).
+
+DP claims (unit: one user with all its check-ins):
+
+* ``limit`` (ε-DP, §7.3): a user touches at most M locations and moves each H̄
+  by at most GS(C). H̄ is rounded to the grid g = 2^-16, which can add g per
+  location, so the L1 sensitivity is M·(GS(C) + g) and the noise is discrete
+  Laplace of that scale over ε on the grid (§1.4).
+* ``baseline`` (ε-DP, §7.2 [FIX]): ``limit`` with the public bounds
+  (C_max, M_max), enforced, never read from the data.
+* ``limit_ss`` ((ε, δ)-DP, §7.4 [FIX]): location l gets noise 2M·(SS(C, n̄_l) + g)/ε,
+  SS the β′-smooth bound with β′ = ε/(2M ln(2M/δ)); each of a user's ≤ M
+  locations is (ε/M, δ/M)-DP. The noise is drawn on the grid like the others;
+  the smooth-sensitivity argument of Nissim, Raskhodnikova and Smith is for
+  continuous Laplace noise, and the grid version is an assumption we state
+  rather than a proven claim.
+* ``limit_cb`` (§7.5): locations with n̄ ≥ k get noise M·GS_k/ε, the others are
+  suppressed. Whether a location is published depends on its exact user count,
+  so this is only (k, ε)-crowd-blending private, NOT differentially private;
+  the ledger and the report say so.
+* ``limit_cb_dp`` ((ε_s + ε_e, δ)-DP, §7.5 [FIX]): user counts n̄_l with
+  discrete Laplace M/ε_s (L1 sensitivity M) choose the published set
+  {l : ñ_l ≥ k}; those get ``limit_ss`` values with (ε_e, δ).
+* Optional ``visits`` (Σ c̄, sensitivity M·C) and ``users`` (n̄, sensitivity M),
+  each with discrete Laplace and its own share of ε.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from dp_spark.algorithms import entropy_sensitivity as sens
+from dp_spark.domain import ItemDomain
+from dp_spark.mechanisms import RandomSource, as_scale, discrete_laplace, discrete_laplace_each, scale_at_least
+from dp_spark.privacy import Budget, LedgerEntry
+
+VARIANTS = ("baseline", "limit", "limit_ss", "limit_cb", "limit_cb_dp")
+SPEC_SECTIONS = {"baseline": "ALGORITHMS.md §7.2", "limit": "ALGORITHMS.md §7.3", "limit_ss": "ALGORITHMS.md §7.4",
+                 "limit_cb": "ALGORITHMS.md §7.5 (crowd-blending, not DP)",
+                 "limit_cb_dp": "ALGORITHMS.md §7.5 (Limit-CB-DP)"}
+OUTPUTS = ("entropy", "visits", "users")
+GRID_BITS = 16
+SELECTION_SHARE = Fraction(1, 10)  # Limit-CB-DP: ε_s = ε/10 of the entropy's share (§7.5 [ASSUME])
+CROWD_BLENDING = ("Limit-CB publishes a location only when its exact user count reaches k: (k, epsilon)-"
+                  "crowd-blending private, NOT differentially private (ALGORITHMS.md §7.5)")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    M: int  # locations kept per user
+    C: int  # visits kept per user and location
+
+
+@dataclass(frozen=True)
+class LocationStats:
+    """Per public location, after bounding (NOT private)."""
+
+    users: np.ndarray  # n̄
+    visits: np.ndarray  # c̄
+    entropy: np.ndarray  # H̄
+
+
+def bounded_pairs(checkins: DataFrame, bounds: Bounds) -> DataFrame:
+    """[user_id, item_id, c]: each user's first M locations by its own first visit (ties by
+    location id; no time counts as latest), visits capped at C. A per-user transform (§7.3 (a))."""
+    pairs = checkins.groupBy("user_id", "item_id").agg(F.sum("visits").alias("c"), F.min("time").alias("first"))
+    order = Window.partitionBy("user_id").orderBy(F.col("first").asc_nulls_last(), F.col("item_id"))
+    ranked = pairs.withColumn("_rank", F.row_number().over(order))
+    return ranked.where(F.col("_rank") <= bounds.M).select(
+        "user_id", "item_id", F.least(F.col("c"), F.lit(bounds.C)).alias("c"))
+
+
+def location_stats(pairs: DataFrame, locations: ItemDomain) -> LocationStats:
+    """n̄, c̄ and H̄ for every public location (zeros where nobody is left)."""
+    rows = pairs.groupBy("item_id").agg(
+        F.count(F.lit(1)).alias("n"), F.sum("c").alias("total"), F.sum(F.col("c") * F.log("c")).alias("s")
+    ).toPandas()
+    position = locations.index_of(rows["item_id"].to_numpy())
+    if (position < 0).any():
+        raise ValueError("check-ins outside the public location set reached aggregation")
+    users = np.zeros(len(locations), dtype=np.int64)
+    visits = np.zeros(len(locations), dtype=np.int64)
+    s = np.zeros(len(locations))
+    users[position] = rows["n"].to_numpy(dtype=np.int64)
+    visits[position] = rows["total"].to_numpy(dtype=np.int64)
+    s[position] = rows["s"].to_numpy(dtype=float)
+    return LocationStats(users, visits, entropy_of(users, visits, s))
+
+
+def entropy_of(users: np.ndarray, visits: np.ndarray, sum_c_log_c: np.ndarray) -> np.ndarray:
+    out = np.zeros(users.size)
+    many = users >= 2
+    out[many] = np.log(visits[many]) - sum_c_log_c[many] / visits[many]
+    return np.maximum(out, 0.0)  # rounding can leave −1e-16 where all users are equal
+
+
+# ---------------------------------------------------------------------------
+# Releases: pure numpy on the driver.
+
+
+def _units(value: float, grid_bits: int = GRID_BITS) -> int:
+    """⌈value / g⌉: a public sensitivity in grid units, rounded up."""
+    return math.ceil(value * (1 << grid_bits))
+
+
+def _on_grid(values: np.ndarray, grid_bits: int = GRID_BITS) -> np.ndarray:
+    return np.round(values * (1 << grid_bits)).astype(np.int64)
+
+
+def laplace_entropy(stats: LocationStats, sensitivity_per_location: float, M: int, epsilon: Fraction,
+                    budget: Budget, rng: RandomSource, step: str, mechanism: str, not_private: str = ""
+                    ) -> np.ndarray:
+    """H̄ + discrete Laplace of scale M·(S + g)/ε on the grid: ε-DP for a per-location bound S."""
+    unit = 1 << GRID_BITS
+    sensitivity_units = M * (_units(sensitivity_per_location) + 1)
+    scale = as_scale(Fraction(sensitivity_units) / epsilon)
+    budget.spend(LedgerEntry(step, mechanism, epsilon, Fraction(sensitivity_units, unit), scale / unit,
+                             int(stats.entropy.size), not_private=not_private))
+    return (_on_grid(stats.entropy) + discrete_laplace(rng, scale, stats.entropy.size)) / unit
+
+
+def smooth_entropy(entropy: np.ndarray, users: np.ndarray, bounds: Bounds, epsilon: Fraction, delta: float,
+                   budget: Budget, rng: RandomSource, xi: float, step: str) -> np.ndarray:
+    """Limit-SS noise: location l gets scale 2M·(SS(C, n̄_l) + g)/ε on the grid (§7.4)."""
+    unit = 1 << GRID_BITS
+    table = sens.smooth_sensitivity_table(bounds.C, bounds.M, float(epsilon), delta, int(max(users.max(initial=1), 1)),
+                                          xi)
+    smooth_units = np.array([_units(v) + 1 for v in table])[users]
+    scales = [scale_at_least(Fraction(2 * bounds.M * int(s)) / epsilon) for s in smooth_units]
+    budget.spend(LedgerEntry(step, f"discrete Laplace, smooth sensitivity (beta' = "
+                             f"{sens.smoothing(float(epsilon), delta, bounds.M):.4g})", epsilon,
+                             Fraction(int(smooth_units.max()), unit), min(scales) / unit, int(users.size),
+                             delta=delta))
+    return (_on_grid(entropy) + discrete_laplace_each(rng, scales)) / unit
+
+
+@dataclass(frozen=True)
+class EntropyRelease:
+    entropy: np.ndarray  # float, NaN where suppressed
+    extra: dict = field(default_factory=dict)  # name -> noisy vector (visits, users)
+    diagnostics: dict = field(default_factory=dict)  # NOT private
+
+
+def publish(stats: LocationStats, variant: str, bounds: Bounds, epsilons: dict, budget: Budget, rng: RandomSource,
+            delta: float = 1e-8, k: int = 50, xi: float = 1e-3) -> EntropyRelease:
+    """The variant's entropy release and any visit or user counts, every step paid into ``budget``."""
+    eps = epsilons["epsilon_entropy"]
+    if variant in ("limit", "baseline"):
+        noisy = laplace_entropy(stats, sens.global_sensitivity(bounds.C), bounds.M, eps, budget, rng, "entropy",
+                                f"discrete Laplace on the grid 2^-{GRID_BITS}")
+    elif variant == "limit_ss":
+        noisy = smooth_entropy(stats.entropy, stats.users, bounds, eps, delta, budget, rng, xi, "entropy")
+    elif variant == "limit_cb":
+        noisy = laplace_entropy(stats, sens.crowd_sensitivity(bounds.C, k), bounds.M, eps, budget, rng, "entropy",
+                                f"discrete Laplace on the grid 2^-{GRID_BITS}, k = {k} crowd",
+                                not_private=CROWD_BLENDING)
+        noisy = np.where(stats.users >= k, noisy, np.nan)
+    elif variant == "limit_cb_dp":
+        eps_select = eps * SELECTION_SHARE
+        scale = as_scale(Fraction(bounds.M) / eps_select)
+        budget.spend(LedgerEntry("entropy (selection by noisy users)", "discrete Laplace", eps_select,
+                                 Fraction(bounds.M), scale, int(stats.users.size)))
+        chosen = stats.users + discrete_laplace(rng, scale, stats.users.size) >= k
+        noisy = smooth_entropy(stats.entropy, stats.users, bounds, eps - eps_select, delta, budget, rng, xi,
+                               "entropy")
+        noisy = np.where(chosen, noisy, np.nan)
+    else:
+        raise ValueError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
+    extra = {}
+    for name, true, sensitivity in (("visits", stats.visits, bounds.M * bounds.C), ("users", stats.users, bounds.M)):
+        key = f"epsilon_{name}"
+        if key in epsilons:
+            scale = as_scale(Fraction(sensitivity) / epsilons[key])
+            budget.spend(LedgerEntry(name, "discrete Laplace", epsilons[key], Fraction(sensitivity), scale,
+                                     int(true.size)))
+            extra[name] = true + discrete_laplace(rng, scale, true.size)
+    published = int(np.isfinite(noisy).sum())
+    return EntropyRelease(noisy, extra, {"locations_published": published})
+
+
+def default_split(epsilon: Fraction, outputs: tuple[str, ...]) -> dict[str, Fraction]:
+    """ε shared equally by the requested outputs (entropy, visits, users)."""
+    return {f"epsilon_{name}": epsilon / len(outputs) for name in outputs}

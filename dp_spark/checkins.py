@@ -1,0 +1,152 @@
+"""Check-in data for location entropy: reading, checking, and paper 004's synthetic sets.
+
+A check-in table has our columns ``user_id``, ``item_id`` (the location), ``time``
+(optional; a number or a timestamp; only its order is used) and ``visits``
+(optional, default 1: how many visits the row stands for, so pre-aggregated
+data such as the synthetic sets can be read without expanding it).
+
+Sources: ``checkins`` reads text files of user, location[, time[, lat, lon]]
+lines, tab- or comma-separated (the first line decides); ``parquet``, ``csv`` and
+``table`` use ``source.columns``; ``checkins-synthetic`` reads the table
+:func:`generate` writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from dp_spark import io
+from dp_spark.config import SourceSpec
+from dp_spark.domain import ItemDomain
+from dp_spark.errors import DataError
+
+CHECKIN_FIELDS = ("user_id", "item_id", "time", "lat", "lon")
+PAPER_TABLE_2 = {  # paper 004 Table 2 (ALGORITHMS.md §9.5)
+    "sparse": {"users": 100_000, "locations": 10_000, "max_locations_per_user": 100, "avg_locations_per_user": 19.28,
+               "max_visits": 20_813, "avg_visits": 2_578.0, "avg_users_per_location": 192.9, "avg_entropy": 3.19},
+    "dense": {"users": 10_000_000, "locations": 10_000, "max_locations_per_user": 100,
+              "avg_locations_per_user": 19.28, "max_visits": 24_035, "avg_visits": 2_575.8,
+              "avg_users_per_location": 19_278, "avg_entropy": 7.79},
+}
+
+
+def _text_checkins(spark: SparkSession, path: str) -> DataFrame:
+    files = sorted(Path(path).glob("*")) if Path(path).is_dir() else [Path(path)]
+    if not files or not files[0].exists():
+        raise DataError(f"check-in file {path!r} not found")
+    with open(files[0], encoding="utf-8", errors="replace") as handle:
+        first = handle.readline()
+    sep = "\t" if "\t" in first else ","
+    raw = spark.read.option("sep", sep).option("header", False).csv(path)
+    if len(raw.columns) < 2:
+        raise DataError(f"{path!r}: expected at least user and location per line, separated by tabs or commas")
+    names = CHECKIN_FIELDS[: len(raw.columns)] + tuple(f"_extra{i}" for i in range(len(raw.columns) - 5))
+    return raw.toDF(*names)
+
+
+def read_checkins(spark: SparkSession, source: SourceSpec) -> DataFrame:
+    """[user_id, item_id, time (double or null), visits (long)], ids not yet checked."""
+    if source.format == "checkins":
+        df = _text_checkins(spark, source.path)
+    elif source.format == "checkins-synthetic":
+        df = spark.read.parquet(source.path).withColumnRenamed("location_id", "item_id") \
+            .withColumnRenamed("first_time", "time")
+    else:
+        df = io._read_raw(spark, source)
+        df = df.select(*[F.col(f"`{theirs}`").alias(ours) for ours, theirs in
+                         {c: source.columns.get(c, c) for c in ("user_id", "item_id", "time", "visits")}.items()
+                         if theirs in df.columns])
+    for needed in ("user_id", "item_id"):
+        if needed not in df.columns:
+            raise DataError(f"the check-in source has no {needed} column (columns: {', '.join(df.columns)})")
+    time = F.col("time") if "time" in df.columns else F.lit(None)
+    # Numbers keep their order; timestamps become seconds; anything else is no time at all.
+    as_time = F.coalesce(time.try_cast("double"), F.unix_timestamp(time.cast("string").try_cast("timestamp"))
+                         .cast("double")) if "time" in df.columns else F.lit(None).cast("double")
+    visits = F.col("visits") if "visits" in df.columns else F.lit(1)
+    return df.select("user_id", "item_id", as_time.alias("time"), visits.alias("visits"))
+
+
+def validate_checkins(df: DataFrame, locations: ItemDomain) -> tuple[DataFrame, dict]:
+    """Ids cast to long (null or non-integer ids are an error), visits checked (a positive
+    integer), rows outside the public location set dropped and counted (NOT private)."""
+    _bad, user = io._integer_problems(df, "user_id")
+    _bad, item = io._integer_problems(df, "item_id")
+    visits = F.col("visits").try_cast("long")
+    inside = F.coalesce(item.between(*locations.id_range) if locations.id_range else item.isin(locations.ids.tolist()),
+                        F.lit(False))
+    stats = df.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(user.isNull().cast("long")).alias("bad_users"),
+        F.sum(item.isNull().cast("long")).alias("bad_items"),
+        F.sum((visits.isNull() | (visits < 1)).cast("long")).alias("bad_visits"),
+        F.sum((~inside).cast("long")).alias("outside"),
+    ).first()
+    if not stats["rows"]:
+        raise DataError("the check-in source has no records")
+    for column, count in (("user_id", stats["bad_users"]), ("item_id", stats["bad_items"])):
+        if count:
+            raise DataError(f"column {column} has {count} null or non-integer values (of {stats['rows']} rows)")
+    if stats["bad_visits"]:
+        raise DataError(f"column visits has {stats['bad_visits']} values that are not positive integers")
+    records = df.select(user.alias("user_id"), item.alias("item_id"), "time", visits.alias("visits")).where(inside)
+    return records, {"rows_read": stats["rows"], "rows_outside_location_set": stats["outside"] - stats["bad_items"]}
+
+
+# ---------------------------------------------------------------------------
+# Paper 004's synthetic data (ALGORITHMS.md §7.6: the paper gives only the popularity laws).
+
+
+def _harmonic_weights(n: int) -> np.ndarray:
+    w = 1.0 / np.arange(1, n + 1)
+    return w / w.sum()
+
+
+def generate(users: int, out: str, locations: int = 10_000, max_locations: int = 100, max_visits: int = 25_000,
+             seed: int = 0, chunk: int = 200_000) -> dict:
+    """Write a Sparse/Dense-style table (user_id, location_id, visits, first_time) as Parquet.
+
+    Per user: its number of distinct locations k with P(k) ∝ 1/k on 1..max_locations (mean
+    100/H_100 = 19.27, Table 2's 19.28); k distinct locations drawn with P(x) ∝ 1/x over the
+    location ids; visits to each with P(v) ∝ 1/v on 1..max_visits (mean ≈ 2,340 at 25,000;
+    Table 2 has about 2,578); a first-visit time uniform in [0, 1). Users y = 1..users; the
+    paper's "users ∝ 1/y" is read as user y's place in this order, which no statistic here sees.
+    """
+    rng = np.random.default_rng(seed)
+    p_count = _harmonic_weights(max_locations)
+    p_location = _harmonic_weights(locations)
+    p_visits = _harmonic_weights(max_visits)
+    path = Path(out)
+    path.mkdir(parents=True, exist_ok=True)
+    for old in path.glob("part-*.parquet"):
+        old.unlink()
+    totals = {"rows": 0, "max_locations_per_user": 0, "max_visits": 0, "visits": 0}
+    for part, start in enumerate(range(0, users, chunk)):
+        ids = np.arange(start + 1, min(start + chunk, users) + 1)
+        counts = rng.choice(max_locations, size=ids.size, p=p_count) + 1
+        rows_user = np.repeat(ids, counts)
+        # Distinct locations per user: draw with replacement and redraw duplicates, which keeps
+        # P(x) ∝ 1/x among a user's remaining choices (sequential sampling without replacement).
+        chosen = rng.choice(locations, size=rows_user.size, p=p_location) + 1
+        frame = pd.DataFrame({"user_id": rows_user, "location_id": chosen})
+        duplicated = frame.duplicated(["user_id", "location_id"]).to_numpy()
+        while duplicated.any():
+            frame.loc[duplicated, "location_id"] = rng.choice(locations, size=int(duplicated.sum()), p=p_location) + 1
+            duplicated = frame.duplicated(["user_id", "location_id"]).to_numpy()
+        frame["visits"] = rng.choice(max_visits, size=len(frame), p=p_visits) + 1
+        frame["first_time"] = rng.random(len(frame))
+        frame.to_parquet(path / f"part-{part:05d}.parquet", index=False)
+        totals["rows"] += len(frame)
+        totals["max_locations_per_user"] = max(totals["max_locations_per_user"], int(counts.max()))
+        totals["max_visits"] = max(totals["max_visits"], int(frame["visits"].max()))
+        totals["visits"] += int(frame["visits"].sum())
+    return {"users": users, "locations": locations, "rows": totals["rows"],
+            "max_locations_per_user": totals["max_locations_per_user"],
+            "avg_locations_per_user": totals["rows"] / users, "max_visits": totals["max_visits"],
+            "avg_visits": totals["visits"] / totals["rows"], "avg_users_per_location": totals["rows"] / locations,
+            "expected_avg_visits": float(max_visits / np.sum(1.0 / np.arange(1, max_visits + 1)))}

@@ -1,0 +1,209 @@
+"""Location entropy: sensitivities against brute force, the smooth-sensitivity table against a
+direct maximisation, bounding, and whole jobs on generated check-ins."""
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dp_spark import checkins
+from dp_spark.algorithms import entropy_sensitivity as sens
+from dp_spark.algorithms import location_entropy as le
+from dp_spark.cli import main
+from dp_spark.config import build_config
+from dp_spark.domain import ItemDomain
+from dp_spark.errors import ConfigError
+
+
+def true_local_sensitivity(C: int, n: int) -> float:
+    """max over locations with n users (visits 1..C each) and over their neighbours (one user
+    removed, or one added with 1..C visits) of |ΔH|: exhaustive."""
+    worst = 0.0
+    for counts in itertools.combinations_with_replacement(range(1, C + 1), n):
+        h = sens.entropy(counts)
+        for i in range(n):
+            worst = max(worst, abs(h - sens.entropy(counts[:i] + counts[i + 1:])))
+        for added in range(1, C + 1):
+            worst = max(worst, abs(h - sens.entropy(counts + (added,))))
+    return worst
+
+
+@pytest.mark.parametrize("C", [1, 2, 3, 5])
+def test_local_and_global_sensitivity_bound_the_brute_force(C):
+    truths = {n: true_local_sensitivity(C, n) for n in range(1, 7)}
+    for n, truth in truths.items():
+        assert sens.local_sensitivity(C, n) >= truth - 1e-12, (C, n)
+    # Up to C = 5 the global sensitivity is ln 2, reached when a second user joins a lone one.
+    assert sens.global_sensitivity(C) == pytest.approx(max(truths.values()))
+
+
+def test_the_c1_correction_is_needed():
+    """With one visit each, removing one of two users moves H by ln 2; the paper's ln((n+1)/n)
+    gives ln 1.5 (ALGORITHMS.md §7.1)."""
+    assert true_local_sensitivity(1, 2) == pytest.approx(math.log(2))
+    assert sens.local_sensitivity(1, 2) == pytest.approx(math.log(2))
+    assert sens.local_sensitivity(1, 2) > math.log(1.5)
+
+
+def test_values_listed_in_the_spec():
+    """ALGORITHMS.md §9.5 and §7.1."""
+    expected = [0.693, 0.693, 0.521, 0.376, 0.294, 0.242, 0.205, 0.178, 0.158, 0.141]
+    assert [round(sens.local_sensitivity(5, n), 3) for n in range(1, 11)] == expected
+    assert sens.local_sensitivity(5, 50) == pytest.approx(0.0519, abs=5e-5)
+    for c, value in ((20, 0.8985), (50, 1.548), (1000, 3.975)):
+        assert sens.global_sensitivity(c) == pytest.approx(value, abs=5e-4)
+    assert sens.smoothing(5, 1e-8, 5) == pytest.approx(0.0241, abs=5e-5)
+
+
+def uncapped_local(C, m):
+    """The §7.1 formula without the cap at GS (what the spec's worked SS example uses)."""
+    if m <= 1:
+        return math.log(2)
+    log_c = math.log(C)
+    h_star = math.log(m - 1) - log_c / (C - 1) + math.log(log_c / (C - 1)) + 1
+    return max(math.log((m - 1) / (m - 1 + C)) + C * log_c / (m - 1 + C),
+               math.log(m / (m + C)) + C * log_c / (m + C), math.log1p(math.exp(-h_star)))
+
+
+def test_smooth_sensitivity_table_equals_a_direct_maximisation():
+    beta = sens.smoothing(5, 1e-8, 5)
+    table = sens.smooth_sensitivity_table(5, 5, 5.0, 1e-8, 120)
+    for n in (1, 2, 3, 10, 20, 50, 120):
+        direct = max(math.exp(-beta * abs(m - n)) * sens.local_sensitivity(5, m) for m in range(1, 3000))
+        assert table[n] == pytest.approx(max(direct, 1e-3), rel=1e-12)
+    assert table[0] == table[1]
+    # With the cap the spec prescribes, SS(5, 20) = e^(−18β′)·ln 2 = 0.449; the spec's worked example
+    # (0.558) is the same maximisation over the uncapped formula, which peaks at 0.862 for m = 2.
+    assert table[20] == pytest.approx(0.449, abs=5e-4)
+    uncapped = max(math.exp(-beta * abs(m - 20)) * uncapped_local(5, m) for m in range(1, 3000))
+    assert uncapped == pytest.approx(0.558, abs=5e-4)
+
+
+def test_crowd_sensitivity_is_the_largest_local_bound_from_k_on():
+    for C, k in ((5, 10), (5, 50), (20, 25)):
+        assert sens.crowd_sensitivity(C, k) == pytest.approx(max(sens.local_sensitivity(C, n)
+                                                                 for n in range(k, 5000)))
+
+
+LOCATIONS = ItemDomain(ids=np.arange(1, 7), description="1..6", id_range=(1, 6))
+
+
+def checkin_frame(spark, rows):
+    frame = pd.DataFrame(rows, columns=["user_id", "item_id", "time", "visits"])
+    return spark.createDataFrame(frame.astype({"user_id": "int64", "item_id": "int64", "time": "float64",
+                                               "visits": "int64"}))
+
+
+def test_bounding_keeps_the_first_m_locations_by_own_time_and_caps_visits(spark):
+    rows = [  # user 1: five locations, first visits at times 5, 1, 3, 3, (none)
+        (1, 1, 5.0, 2), (1, 2, 1.0, 9), (1, 2, 0.5, 1), (1, 3, 3.0, 1), (1, 4, 3.0, 4), (1, 5, None, 1),
+        (2, 6, 2.0, 30), (2, 1, 1.0, 1),
+    ]
+    pairs = le.bounded_pairs(checkin_frame(spark, rows), le.Bounds(M=3, C=4)).toPandas()
+    kept = {(r.user_id, r.item_id): r.c for r in pairs.itertuples()}
+    # User 1: location 2 (t = 0.5), then 3 and 4 tie at t = 3 (by id); 1 and 5 are dropped.
+    assert kept == {(1, 2): 4, (1, 3): 1, (1, 4): 4, (2, 1): 1, (2, 6): 4}
+    assert pairs.groupby("user_id").size().max() <= 3 and pairs["c"].max() <= 4
+
+
+def test_every_public_location_gets_a_value(spark):
+    rows = [(1, 1, 1.0, 1), (2, 1, 1.0, 3), (3, 2, 1.0, 2)]
+    stats = le.location_stats(le.bounded_pairs(checkin_frame(spark, rows), le.Bounds(5, 5)), LOCATIONS)
+    assert stats.users.tolist() == [2, 1, 0, 0, 0, 0]
+    assert stats.entropy[0] == pytest.approx(sens.entropy([1, 3])) and stats.entropy[1:].tolist() == [0.0] * 5
+
+
+def generated(tmp_path, users=3000):
+    path = tmp_path / "checkins"
+    stats = checkins.generate(users, str(path), locations=200, max_visits=50, seed=2)
+    return path, stats
+
+
+def entropy_args(path, out, variant, *extra):
+    return ["run", "conf/sparse_entropy.toml", "--set", f"source.path={path}", "--set", f"output={out}",
+            "--set", "domain.items={ range = [1, 200] }", "--set", f"algorithm.variant={variant}",
+            "--set", "seed=3", *extra]
+
+
+def test_generator_shape(tmp_path):
+    _path, stats = generated(tmp_path)
+    assert stats["max_locations_per_user"] <= 100 and stats["max_visits"] <= 50
+    # P(k) ∝ 1/k on 1..100 has mean 100/H_100 = 19.27: within 5% at 3,000 users.
+    assert stats["avg_locations_per_user"] == pytest.approx(100 / sum(1 / k for k in range(1, 101)), rel=0.05)
+
+
+@pytest.mark.parametrize("variant", le.VARIANTS)
+def test_entropy_jobs_publish_every_location_with_a_labelled_report(spark, tmp_path, variant):
+    path, _stats = generated(tmp_path)
+    out = tmp_path / "out"
+    assert main(entropy_args(path, out, variant, "--set", 'algorithm.outputs=["entropy", "users"]',
+                             "--set", "algorithm.k=20")) == 0
+    table = pd.read_parquet(out / "location_entropy")
+    report = json.loads((out / "privacy.json").read_text())
+    assert sorted(table["location_id"]) == list(range(1, 201))
+    assert report["epsilon_spent"] == pytest.approx(5.0)
+    steps = [e["step"] for e in report["ledger"]]
+    assert steps[-1] == "users" and "entropy" in steps
+    if variant == "limit_cb":
+        assert report["guarantee"].startswith("NONE") and "crowd-blending" in json.dumps(report["ledger"])
+        assert table["noisy_entropy"].isna().any()
+    elif variant in ("limit_ss", "limit_cb_dp"):
+        assert report["guarantee"].startswith("(epsilon, delta)") and report["delta_spent"] == 1e-8
+    else:
+        assert report["guarantee"].startswith("pure epsilon") and table["noisy_entropy"].notna().all()
+
+
+def test_limit_at_huge_epsilon_releases_the_bounded_entropy(spark, tmp_path):
+    """At ε = 10^7 the noise rounds away: the release is H̄ of the bounded data on the grid 2^-16,
+    recomputed here with pandas from the generated table."""
+    path, _stats = generated(tmp_path, users=500)
+    out = tmp_path / "out"
+    assert main(entropy_args(path, out, "limit", "--set", "privacy.epsilon=10000000")) == 0
+    released = pd.read_parquet(out / "location_entropy").set_index("location_id")["noisy_entropy"]
+    raw = pd.read_parquet(path)
+    raw = raw.sort_values(["user_id", "first_time", "location_id"])
+    kept = raw.groupby("user_id").head(5).assign(c=lambda f: f["visits"].clip(upper=5))
+    expected = kept.groupby("location_id")["c"].apply(lambda c: sens.entropy(c.to_numpy()))
+    expected = expected.reindex(range(1, 201), fill_value=0.0)
+    np.testing.assert_allclose(released.reindex(range(1, 201)).to_numpy(), expected.to_numpy(), atol=2**-16)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"variant": "limit-ss"}, "algorithm.variant must be one of"),
+        ({"locations_per_user": 0}, "algorithm.locations_per_user must be an integer >= 1"),
+        ({"outputs": ["visits"]}, "algorithm.outputs must list 'entropy'"),
+        ({"l": 5}, "algorithm.l is not used by entropy"),
+    ],
+)
+def test_entropy_settings_are_checked(change, message):
+    raw = {"output": "o", "source": {"format": "checkins", "path": "x.tsv"}, "domain": {"items": {"range": [1, 9]}},
+           "privacy": {"epsilon": 1}, "algorithm": {"name": "entropy", **change}}
+    with pytest.raises(ConfigError, match=message):
+        build_config(raw)
+
+
+def test_checkin_sources_and_entropy_keys_stay_with_entropy():
+    base = {"output": "o", "domain": {"items": {"range": [1, 9]}}, "privacy": {"epsilon": 1}}
+    with pytest.raises(ConfigError, match="only algorithm 'entropy' reads it"):
+        build_config({**base, "source": {"format": "checkins", "path": "x"}, "algorithm": {"name": "sra", "l": 2}})
+    with pytest.raises(ConfigError, match="privacy.delta is a location-entropy parameter"):
+        build_config({**base, "source": {"format": "parquet", "path": "x"}, "privacy": {"epsilon": 1, "delta": 1e-6},
+                      "algorithm": {"name": "sra", "l": 2}})
+
+
+def test_text_checkins_are_read_with_their_times(spark, tmp_path):
+    """Gowalla-style lines: user, location, time; tab-separated; ISO times keep their order."""
+    path = tmp_path / "checkins.txt"
+    path.write_text("1\t3\t2010-10-19T23:55:27Z\n1\t2\t2010-10-18T22:17:43Z\n2\t3\t2010-10-17T23:42:03Z\n")
+    records, diagnostics = checkins.validate_checkins(
+        checkins.read_checkins(spark, build_config({
+            "output": "o", "source": {"format": "checkins", "path": str(path)}, "domain": {"items": {"range": [1, 9]}},
+            "privacy": {"epsilon": 1}, "algorithm": {"name": "entropy"}}).source), LOCATIONS)
+    rows = records.orderBy("time").toPandas()
+    assert rows[["user_id", "item_id"]].values.tolist() == [[2, 3], [1, 2], [1, 3]]
+    assert diagnostics == {"rows_read": 3, "rows_outside_location_set": 0}
