@@ -13,6 +13,7 @@ lines, tab- or comma-separated (the first line decides); ``parquet``, ``csv`` an
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -145,8 +146,15 @@ def generate(users: int, out: str, locations: int = 10_000, max_locations: int =
         totals["max_locations_per_user"] = max(totals["max_locations_per_user"], int(counts.max()))
         totals["max_visits"] = max(totals["max_visits"], int(frame["visits"].max()))
         totals["visits"] += int(frame["visits"].sum())
-    return {"users": users, "locations": locations, "rows": totals["rows"],
+    stats = {"users": users, "locations": locations, "rows": totals["rows"],
             "max_locations_per_user": totals["max_locations_per_user"],
             "avg_locations_per_user": totals["rows"] / users, "max_visits": totals["max_visits"],
             "avg_visits": totals["visits"] / totals["rows"], "avg_users_per_location": totals["rows"] / locations,
             "expected_avg_visits": float(max_visits / np.sum(1.0 / np.arange(1, max_visits + 1)))}
+    (path / "_stats.json").write_text(json.dumps(stats, indent=1) + "\n")
+    return stats
+
+
+def generated_stats(path: str | Path) -> dict:
+    """The statistics :func:`generate` recorded beside its table."""
+    return json.loads((Path(path) / "_stats.json").read_text())

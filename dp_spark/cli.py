@@ -35,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--runs", type=int, default=20, help="runs per method, each with fresh noise (default 20)")
     evaluate.add_argument("--methods", help="comma-separated: sra, hpa, lpa, dft, gs; for a user_histogram config, "
                           "publishers such as laplace, ahp, dpa_ahp; for a dpsense config, dpsense, "
-                          "dpsense_s, lpa, alpa, fpa, gs (default: the config's)")
+                          "dpsense_s, lpa, alpa, fpa, gs; for an entropy config, baseline, limit, "
+                          "limit_ss, limit_cb, limit_cb_dp (default: the config's)")
     evaluate.add_argument("--m", type=int,
                           help="public per-user bound M for lpa, dft and gs (on a dpsense config: the row bound Δ)")
     evaluate.add_argument("--out", default="evaluation", help="directory for evaluation.json and evaluation.md")
@@ -181,10 +182,10 @@ def _plot(records: list[dict], out: str) -> None:
         _to_stderr("no plots: install the 'plot' extra (pip install 'dp-spark[plot]') for PNGs")
         return
     for query in dict.fromkeys(r["query"] for r in records if r["query"] != "bounded"):
-        for metric in ("mse", "kl", "top10", "range_mse", "mae"):
+        for metric in ("mse", "kl", "top10", "range_mse", "mae", "mse_throwaway", "published_ratio"):
             if any(r["query"] == query and r["metric"] == metric for r in records):
                 plots.metric_bars(records, query, metric, f"{out}/{query}_{metric}.png",
-                                  log_scale=metric in ("mse", "range_mse"))
+                                  log_scale=metric in ("mse", "range_mse", "mse_throwaway"))
 
 
 def _evaluate(args) -> int:
@@ -193,7 +194,7 @@ def _evaluate(args) -> int:
     from dp_spark.spark import get_session
 
     cfg = load_config(args.config, args.overrides)
-    default = cfg.publisher if cfg.algorithm == "user_histogram" else cfg.algorithm
+    default = {"user_histogram": cfg.publisher, "entropy": cfg.entropy.get("variant")}.get(cfg.algorithm, cfg.algorithm)
     methods = [m.strip() for m in (args.methods or default).split(",") if m.strip()]
     if args.m is not None and args.m < 1:
         raise DpSparkError(f"--m must be >= 1, got {args.m}")
@@ -206,6 +207,8 @@ def _evaluate(args) -> int:
         meta.update(quantity=cfg.quantity, bins=len(cfg.bins))
     elif cfg.algorithm in COLUMN_ALGORITHMS:
         meta.update(theta_max=cfg.theta_max, limit=cfg.limit, m=args.m)
+    elif cfg.algorithm == "entropy":
+        meta.update({key: cfg.entropy[key] for key in ("M", "C", "k", "delta")})
     else:
         meta.update(l=cfg.l, m=args.m, publisher=cfg.publisher)
     evaluate.write(records, args.out, meta)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from pyspark import StorageLevel
 
-from dp_spark import aggregates, bounding, evaluate_columns, io, metrics, publishers
+from dp_spark import aggregates, bounding, checkins, evaluate_columns, evaluate_entropy, io, metrics, publishers
 from dp_spark.algorithms import histogram, sampling
 from dp_spark.config import BASELINE_PUBLISHERS, COLUMN_ALGORITHMS, JobConfig
 from dp_spark.domain import attribute_domain, item_domain
@@ -42,6 +42,10 @@ def method_config(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
     """The job config of one method: baselines bound users to the public m and use their publisher.
     For a user_histogram config the methods are the publishers; for a DPSense config,
     dp_spark.evaluate_columns.METHODS."""
+    if cfg.algorithm == "entropy":
+        if m is not None:
+            raise ConfigError("--m is not used by an entropy config: set algorithm.locations_per_user")
+        return evaluate_entropy.method_config(cfg, method)
     if cfg.algorithm in COLUMN_ALGORITHMS:
         evaluate_columns.check_method(method, m)
         return dataclasses.replace(cfg, algorithm=method) if method.startswith("dpsense") else cfg
@@ -179,6 +183,21 @@ def _evaluate_columns(cfg: JobConfig, spark, methods: list[str], runs: int, m: i
     return [record for method, values in results for record in _summaries(method, dataset, values)]
 
 
+def _evaluate_entropy(configs: list[JobConfig], spark, runs: int, progress) -> list[dict]:
+    cfg = configs[0]
+    locations = item_domain(cfg.items, spark)
+    progress(f"reading {cfg.source.path or cfg.source.table}; the actual entropy is computed WITHOUT noise")
+    records, _diagnostics = checkins.validate_checkins(checkins.read_checkins(spark, cfg.source), locations)
+    records = evaluate_entropy.cached(records)
+    dataset = Path(cfg.source.path or cfg.source.table).name
+    try:
+        actual = evaluate_entropy.actual_stats(records, locations)
+        results = evaluate_entropy.run_variants(configs, records, locations, actual, runs, progress)
+    finally:
+        records.unpersist()
+    return [record for method, values in results for record in _summaries(method, dataset, values)]
+
+
 def evaluate(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None, progress) -> list[dict]:
     """Records {method, dataset, query, metric, mean, std, runs} for every method and metric."""
     if runs < 1:
@@ -188,6 +207,8 @@ def evaluate(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None
         return _evaluate_histogram(configs, spark, runs, progress)
     if cfg.algorithm in COLUMN_ALGORITHMS:
         return _evaluate_columns(cfg, spark, methods, runs, m, progress)
+    if cfg.algorithm == "entropy":
+        return _evaluate_entropy(configs, spark, runs, progress)
     items = item_domain(cfg.items, spark)
     attributes = attribute_domain(cfg.attributes)
     progress(f"reading {cfg.source.path or cfg.source.table}; true counts are computed WITHOUT noise")

@@ -207,3 +207,23 @@ def test_text_checkins_are_read_with_their_times(spark, tmp_path):
     rows = records.orderBy("time").toPandas()
     assert rows[["user_id", "item_id"]].values.tolist() == [[2, 3], [1, 2], [1, 3]]
     assert diagnostics == {"rows_read": 3, "rows_outside_location_set": 0}
+
+
+def test_evaluate_compares_the_variants(spark, tmp_path):
+    path, _stats = generated(tmp_path)
+    out = tmp_path / "eval"
+    args = ["evaluate", "conf/sparse_entropy.toml", "--runs", "2", "--out", str(out), "--methods",
+            ",".join(le.VARIANTS), "--set", f"source.path={path}", "--set", "domain.items={ range = [1, 200] }",
+            "--set", "algorithm.k=20", "--set", "seed=1"]
+    assert main(args) == 0
+    records = json.loads((out / "evaluation.json").read_text())
+    cells = {(r["method"], r["metric"]): r["mean"] for r in records if r["query"] == "entropy"}
+    for method in le.VARIANTS:
+        for metric in ("kl", "mse", "mse_throwaway", "published_ratio"):
+            assert (method, metric) in cells
+        assert 0 <= cells[(method, "published_ratio")] <= 1
+    # Baseline's public bounds (M = 100, C = 1000) give 100·GS(1000)/(5·ln 2) ≈ 115 times Limit's noise
+    # scale, so its MSE is larger by far more than the bias Limit's tighter bounds add.
+    assert cells[("baseline", "mse")] > 100 * cells[("limit", "mse")]
+    # Variants that publish every location have the same MSE both ways.
+    assert cells[("limit", "mse_throwaway")] == pytest.approx(cells[("limit", "mse")])
