@@ -14,7 +14,7 @@ PEER_DATA := data/netflix-$(PEER_ROWS).parquet
 PDP_VENV := .venv-pipelinedp
 TMLT_VENV := .venv-tumult
 
-.PHONY: demo test bench bench-peers reproduce-000 reproduce-001 reproduce-002 reproduce-004 install check-java clean
+.PHONY: demo test bench bench-peers reproduce-000 reproduce-001 reproduce-002 reproduce-003 reproduce-004 install check-java clean
 
 demo: install check-java $(DEMO_DATA)
 	$(BIN)/dp-spark run conf/demo.toml
@@ -37,6 +37,10 @@ reproduce-001: $(VENV)/.installed-test check-java
 # Paper 002's AHP against the corrected DPA-AHP: docs/reproduction_002.md.
 reproduce-002: $(VENV)/.installed-test check-java
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python scripts/reproduce_002.py
+
+# Paper 003's FRAPP schemes on UCI Adult (CENSUS): docs/reproduction_003.md.
+reproduce-003: $(VENV)/.installed-test check-java
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python scripts/reproduce_003.py
 
 # Paper 004's location-entropy experiments on generated Sparse and scaled Dense data: docs/reproduction_004.md.
 reproduce-004: $(VENV)/.installed-test check-java

@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--methods", help="comma-separated: sra, hpa, lpa, dft, gs; for a user_histogram config, "
                           "publishers such as laplace, ahp, dpa_ahp; for a dpsense config, dpsense, "
                           "dpsense_s, lpa, alpa, fpa, gs; for an entropy config, baseline, limit, "
-                          "limit_ss, limit_cb, limit_cb_dp (default: the config's)")
+                          "limit_ss, limit_cb, limit_cb_dp; for a frapp config, exact, det_gd, ran_gd, mask, "
+                          "cut_paste (default: the config's)")
     evaluate.add_argument("--m", type=int,
                           help="public per-user bound M for lpa, dft and gs (on a dpsense config: the row bound Δ)")
     evaluate.add_argument("--out", default="evaluation", help="directory for evaluation.json and evaluation.md")
@@ -78,6 +79,14 @@ def _print_summary(result) -> None:
         print("  chosen privately: " + ", ".join(f"{k} = {v:g}" for k, v in chosen.items()))
     if "histogram" in result.tables:
         _print_histogram(result.tables["histogram"])
+        return
+    if "frequent_itemsets" in result.tables:
+        table = result.tables["frequent_itemsets"]
+        lengths = result.report["algorithm"]["frequent_itemsets_per_length"]
+        print(f"\n{len(table):,} frequent itemsets (by length: "
+              + ", ".join(f"{k}: {v}" for k, v in lengths.items()) + "); the longest, by support:")
+        for row in table.sort_values(["length", "support"], ascending=False).head(10).itertuples(index=False):
+            print(f"  {row.support:7.4f}  {row.itemset}")
         return
     if "location_entropy" in result.tables:
         table = result.tables["location_entropy"]
@@ -181,6 +190,11 @@ def _plot(records: list[dict], out: str) -> None:
     if not plots.available():
         _to_stderr("no plots: install the 'plot' extra (pip install 'dp-spark[plot]') for PNGs")
         return
+    if any(r["query"].startswith("len") for r in records):  # frapp: metrics against itemset length
+        plots.per_length(records, ["support_error", "sigma_minus", "sigma_plus"], f"{out}/frapp_errors.png")
+        plots.per_length(records, ["frequent_itemsets", "condition_number"], f"{out}/frapp_itemsets.png",
+                         log_metrics=("condition_number",))
+        return
     for query in dict.fromkeys(r["query"] for r in records if r["query"] != "bounded"):
         for metric in ("mse", "kl", "top10", "range_mse", "mae", "mse_throwaway", "published_ratio"):
             if any(r["query"] == query and r["metric"] == metric for r in records):
@@ -194,7 +208,8 @@ def _evaluate(args) -> int:
     from dp_spark.spark import get_session
 
     cfg = load_config(args.config, args.overrides)
-    default = {"user_histogram": cfg.publisher, "entropy": cfg.entropy.get("variant")}.get(cfg.algorithm, cfg.algorithm)
+    default = {"user_histogram": cfg.publisher, "entropy": cfg.entropy.get("variant"),
+               "frapp": f"exact,{cfg.frapp['scheme'].name}" if cfg.frapp else None}.get(cfg.algorithm, cfg.algorithm)
     methods = [m.strip() for m in (args.methods or default).split(",") if m.strip()]
     if args.m is not None and args.m < 1:
         raise DpSparkError(f"--m must be >= 1, got {args.m}")
@@ -209,6 +224,8 @@ def _evaluate(args) -> int:
         meta.update(theta_max=cfg.theta_max, limit=cfg.limit, m=args.m)
     elif cfg.algorithm == "entropy":
         meta.update({key: cfg.entropy[key] for key in ("M", "C", "k", "delta")})
+    elif cfg.algorithm == "frapp":
+        meta.update(cfg.frapp["scheme"].parameters(), sup_min=cfg.frapp["sup_min"])
     else:
         meta.update(l=cfg.l, m=args.m, publisher=cfg.publisher)
     evaluate.write(records, args.out, meta)

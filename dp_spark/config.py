@@ -21,8 +21,8 @@ from dp_spark.errors import ConfigError
 from dp_spark.privacy import as_epsilon
 
 SOURCE_FORMATS = ("parquet", "csv", "table", "movielens-1m", "movielens-100k", "netflix-synthetic", "checkins",
-                  "checkins-synthetic")
-ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs", "user_histogram", "dpsense", "dpsense_s", "entropy")
+                  "checkins-synthetic", "adult")
+ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs", "user_histogram", "dpsense", "dpsense_s", "entropy", "frapp")
 COLUMN_ALGORITHMS = ("dpsense", "dpsense_s")  # paper 001: rows of distinct items, column counts
 # Paper 000's baselines: a uniform sample of at most m records per user (the public bound M),
 # published with a fixed publisher.
@@ -34,18 +34,20 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "": ("output", "seed", "source", "domain", "privacy", "algorithm", "publisher", "spark"),
     "source": ("format", "path", "table", "sep", "header", "names", "columns"),
     "source.columns": STANDARD_COLUMNS,
-    "domain": ("items", "attributes"),
-    "privacy": ("epsilon", "epsilon_items", "epsilon_edges", "epsilon_popularity", "epsilon_theta",
+    "domain": ("items", "attributes", "records"),
+    "privacy": ("epsilon", "gamma", "epsilon_items", "epsilon_edges", "epsilon_popularity", "epsilon_theta",
                 "epsilon_counts", "epsilon_entropy", "epsilon_visits", "epsilon_users", "delta"),
     "algorithm": ("name", "l", "d", "m", "consistent", "quantity", "bins", "theta_max", "limit", "variant",
-                  "locations_per_user", "visits_per_location", "k", "xi", "outputs"),
+                  "locations_per_user", "visits_per_location", "k", "xi", "outputs", "scheme", "sup_min",
+                  "records_per_user", "cp_k", "cp_rho"),
     "publisher": ("name", "k", "grid_bits", "rho", "eta", "delta", "ranking_share", "reproduce_paper"),
 }
 EPSILON_PARTS = ("epsilon_popularity", "epsilon_items", "epsilon_edges", "epsilon_theta", "epsilon_counts",
                  "epsilon_entropy", "epsilon_visits", "epsilon_users")
 _OWN_KEYS = {"user_histogram": ("quantity", "bins"), "dpsense": ("theta_max", "limit"),
              "dpsense_s": ("theta_max", "limit"),
-             "entropy": ("variant", "locations_per_user", "visits_per_location", "k", "xi", "outputs")}
+             "entropy": ("variant", "locations_per_user", "visits_per_location", "k", "xi", "outputs"),
+             "frapp": ("scheme", "sup_min", "records_per_user", "cp_k", "cp_rho")}
 CHECKIN_FORMATS = ("checkins", "checkins-synthetic")
 
 
@@ -81,6 +83,7 @@ class JobConfig:
     theta_max: int = 256  # dpsense: the largest row limit θ considered
     limit: str = "normalize"  # dpsense: how long rows are cut to θ ("normalize" or "sample")
     entropy: dict[str, Any] = field(default_factory=dict)  # entropy: variant, M, C, delta, k, xi, outputs
+    frapp: dict[str, Any] = field(default_factory=dict)  # frapp: specs, scheme, gamma, sup_min, ...
 
     @property
     def bound_name(self) -> str:
@@ -190,6 +193,12 @@ def build_config(raw: dict[str, Any]) -> JobConfig:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
     source = _source(raw)
+    if raw.get("algorithm", {}).get("name") == "frapp":
+        return _frapp_config(raw, output, seed, source)
+    if source.format == "adult":
+        raise ConfigError("source.format 'adult' holds whole census records; only algorithm 'frapp' reads it")
+    if "records" in raw.get("domain", {}) or "gamma" in raw.get("privacy", {}):
+        raise ConfigError("domain.records and privacy.gamma are FRAPP settings; set algorithm.name = 'frapp'")
 
     domain = raw.get("domain", {})
     items = _require(domain, "items", "domain")
@@ -368,6 +377,120 @@ def _entropy_config(raw, output, seed, source, items, attributes, epsilon, parts
         algorithm="entropy", l=M, d=1, seed=seed, spark=_spark_settings(raw), publisher="laplace",
         entropy={"variant": variant, "M": M, "C": C, "k": k, "xi": float(xi), "delta": float(delta),
                  "outputs": tuple(outputs)},
+    )
+
+
+def _attribute_spec(entry: Any, index: int):
+    from dp_spark.algorithms.frapp_mining import AttributeSpec
+
+    where = f"domain.records[{index}]"
+    if not isinstance(entry, dict) or not isinstance(entry.get("column"), str):
+        raise ConfigError(f"{where} must be a table with a 'column' and either 'edges' or 'values'")
+    unknown = set(entry) - {"column", "edges", "right_closed", "values", "other"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} (keys: column, edges, right_closed, values, "
+                          "other)")
+    edges, values = entry.get("edges"), entry.get("values")
+    if (edges is None) == (values is None):
+        raise ConfigError(f"{where} ({entry['column']}): give exactly one of 'edges' (numeric buckets) and "
+                          "'values' (categories)")
+    if edges is not None:
+        if (not isinstance(edges, list) or not edges
+                or any(isinstance(e, bool) or not isinstance(e, (int, float)) for e in edges)
+                or any(a >= b for a, b in zip(edges, edges[1:]))):
+            raise ConfigError(f"{where} ({entry['column']}): edges must be a non-empty increasing list of numbers")
+        if "other" in entry:
+            raise ConfigError(f"{where} ({entry['column']}): 'other' is for categories; numeric buckets cover "
+                              "every number")
+        right_closed = entry.get("right_closed", False)
+        if not isinstance(right_closed, bool):
+            raise ConfigError(f"{where}: right_closed must be true or false")
+        return AttributeSpec(entry["column"], edges=tuple(float(e) for e in edges), right_closed=right_closed)
+    if "right_closed" in entry:
+        raise ConfigError(f"{where} ({entry['column']}): right_closed is for numeric edges")
+    if (not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values)
+            or len(set(values)) != len(values)):
+        raise ConfigError(f"{where} ({entry['column']}): values must be a non-empty list of distinct strings")
+    other = entry.get("other")
+    if other is not None and (not isinstance(other, str) or other in values):
+        raise ConfigError(f"{where} ({entry['column']}): other must be a string that is not one of the values")
+    return AttributeSpec(entry["column"], values=tuple(values), other=other)
+
+
+def _frapp_config(raw, output, seed, source) -> JobConfig:
+    """FRAPP (paper 003): every record is perturbed on its own (local DP); the privacy level is
+    γ (the worst ratio of output probabilities) or ε = ln γ per record."""
+    from dp_spark.algorithms import frapp
+    from dp_spark.algorithms.frapp_mining import Scheme, check_bit_capacity
+
+    algorithm, privacy, domain = raw["algorithm"], raw.get("privacy", {}), raw.get("domain", {})
+    if source.format not in ("adult", "parquet", "csv", "table"):
+        raise ConfigError(f"frapp reads whole records: source.format must be adult, parquet, csv or table, "
+                          f"got {source.format!r}")
+    for key in algorithm:
+        if key not in ("name", *_OWN_KEYS["frapp"]):
+            raise ConfigError(f"algorithm.{key} is not used by frapp (it takes: {', '.join(_OWN_KEYS['frapp'])})")
+    for key in domain:
+        if key != "records":
+            raise ConfigError(f"domain.{key} is not used by frapp; its public domain is domain.records")
+    for key in privacy:
+        if key not in ("epsilon", "gamma"):
+            raise ConfigError(f"privacy.{key} is not used by frapp: it has one step, set privacy.epsilon or "
+                              "privacy.gamma")
+    if raw.get("publisher"):
+        raise ConfigError("frapp perturbs records itself; remove [publisher]")
+    records = _require(domain, "records", "domain")
+    if not isinstance(records, list) or not records:
+        raise ConfigError("domain.records must list the attributes, e.g. [{ column = 'sex', values = ['F', 'M'] }]")
+    specs = tuple(_attribute_spec(entry, i) for i, entry in enumerate(records))
+    if len({s.column for s in specs}) != len(specs):
+        raise ConfigError("domain.records lists a column twice")
+    try:
+        check_bit_capacity([s.attribute() for s in specs])
+    except ValueError as exc:
+        raise ConfigError(f"domain.records: {exc}") from None
+    if ("epsilon" in privacy) == ("gamma" in privacy):
+        raise ConfigError("frapp needs exactly one of privacy.epsilon and privacy.gamma (gamma = e^epsilon)")
+    if "gamma" in privacy:
+        gamma = as_epsilon(privacy["gamma"], "privacy.gamma")
+        if gamma <= 1:
+            raise ConfigError(f"privacy.gamma must be > 1, got {privacy['gamma']!r}")
+    else:
+        gamma = frapp.gamma_below(as_epsilon(privacy["epsilon"], "privacy.epsilon"))
+        if gamma <= 1:
+            raise ConfigError(f"privacy.epsilon {privacy['epsilon']!r} is too small for FRAPP")
+    scheme = algorithm.get("scheme", "det_gd")
+    if scheme not in frapp.SCHEMES:
+        raise ConfigError(f"algorithm.scheme must be one of {', '.join(frapp.SCHEMES)}, got {scheme!r}")
+    for key in ("cp_k", "cp_rho"):
+        if key in algorithm and scheme != "cut_paste":
+            raise ConfigError(f"algorithm.{key} is a Cut-and-Paste parameter; scheme {scheme} does not use it")
+    sup_min = algorithm.get("sup_min", 0.02)
+    if isinstance(sup_min, bool) or not isinstance(sup_min, (int, float)) or not 0 < sup_min < 1:
+        raise ConfigError(f"algorithm.sup_min must be a number strictly between 0 and 1, got {sup_min!r}")
+    per_user = _positive_int(algorithm.get("records_per_user", 1), "algorithm.records_per_user")
+    cp_k = _positive_int(algorithm.get("cp_k", frapp.PAPER_CP_K), "algorithm.cp_k")
+    rho = algorithm.get("cp_rho")
+    if rho is not None:
+        if isinstance(rho, bool) or not isinstance(rho, (int, float)) or not 0 < rho < 1:
+            raise ConfigError(f"algorithm.cp_rho must be strictly between 0 and 1, got {rho!r}")
+        rho = Fraction(str(rho))
+    sizes = [len(s.attribute().labels) for s in specs]
+    try:
+        fixed = Scheme.of(scheme, gamma, sizes, cp_k, rho)
+    except ValueError as exc:
+        raise ConfigError(f"algorithm: {exc}") from None
+    if fixed.ratio > float(gamma) * (1 + 1e-12):
+        raise ConfigError(f"algorithm.cp_rho = {float(rho):g} with K = {cp_k} allows a probability ratio of "
+                          f"{fixed.ratio:.4g} > gamma {float(gamma):.4g}; raise cp_rho or leave it out")
+    per_record = frapp.epsilon_of(fixed.ratio)
+    if "epsilon" in privacy:  # ratio ≤ γ ≤ e^ε holds exactly; the rounded-up log may not show it
+        per_record = min(per_record, as_epsilon(privacy["epsilon"], "privacy.epsilon"))
+    return JobConfig(
+        output=output, source=source, items={}, attributes=None, epsilon=per_record * per_user, epsilon_parts={},
+        algorithm="frapp", l=per_user, d=1, seed=seed, spark=_spark_settings(raw), publisher="laplace",
+        frapp={"specs": specs, "scheme": fixed, "sup_min": float(sup_min), "records_per_user": per_user,
+               "epsilon_per_record": per_record},
     )
 
 

@@ -103,6 +103,36 @@ def load_netflix_synthetic(spark, path: str):
     return df.select("user_id", "item_id", df["weekday"].alias("attr"), "record_id")
 
 
+ADULT_COLUMNS = ("age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
+                 "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country",
+                 "income")
+ADULT_INTEGERS = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
+
+
+def load_adult(spark, path: str):
+    """UCI Adult: adult.data and adult.test (plain or .gz) together, one row per person, the 15
+    named columns with integers cast, text trimmed, the test file's trailing '.' on income
+    dropped and '?' kept as a value. Lines starting with '|' (the test file's first) are skipped."""
+    from pyspark.sql import functions as F
+
+    directory = Path(path)
+    files = [str(_first_existing(directory, (f"adult.{part}", f"adult.{part}.gz"), "UCI Adult"))
+             for part in ("data", "test")]
+    lines = spark.read.text(files).where((F.length(F.trim("value")) > 0) & ~F.col("value").startswith("|"))
+    fields = F.split(F.col("value"), ",")
+    columns = []
+    for i, name in enumerate(ADULT_COLUMNS):
+        value = F.trim(fields[i])
+        if name in ADULT_INTEGERS:
+            value = value.cast("long")
+        elif name == "income":
+            value = F.regexp_replace(value, r"\.$", "")
+        columns.append(value.alias(name))
+    return lines.select(*columns)
+
+
+RAW_LOADERS = {"adult": load_adult}  # whole tables with their own columns, for FRAPP
+
 LOADERS = {
     "movielens-1m": load_movielens_1m,
     "movielens-100k": load_movielens_100k,

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 from pyspark import StorageLevel
 
-from dp_spark import aggregates, bounding, checkins, evaluate_columns, evaluate_entropy, io, metrics, publishers
+from dp_spark import (aggregates, bounding, checkins, evaluate_columns, evaluate_entropy, evaluate_frapp, io, metrics,
+                      publishers)
 from dp_spark.algorithms import histogram, sampling
 from dp_spark.config import BASELINE_PUBLISHERS, COLUMN_ALGORITHMS, JobConfig
 from dp_spark.domain import attribute_domain, item_domain
@@ -46,6 +47,11 @@ def method_config(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
         if m is not None:
             raise ConfigError("--m is not used by an entropy config: set algorithm.locations_per_user")
         return evaluate_entropy.method_config(cfg, method)
+    if cfg.algorithm == "frapp":
+        if m is not None:
+            raise ConfigError("--m is not used by a frapp config")
+        evaluate_frapp.check_method(method)
+        return cfg
     if cfg.algorithm in COLUMN_ALGORITHMS:
         evaluate_columns.check_method(method, m)
         return dataclasses.replace(cfg, algorithm=method) if method.startswith("dpsense") else cfg
@@ -209,6 +215,10 @@ def evaluate(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None
         return _evaluate_columns(cfg, spark, methods, runs, m, progress)
     if cfg.algorithm == "entropy":
         return _evaluate_entropy(configs, spark, runs, progress)
+    if cfg.algorithm == "frapp":
+        dataset = Path(cfg.source.path or cfg.source.table).name
+        results = evaluate_frapp.run_methods(cfg, spark, methods, runs, progress)
+        return [record for method, values in results for record in _summaries(method, dataset, values)]
     items = item_domain(cfg.items, spark)
     attributes = attribute_domain(cfg.attributes)
     progress(f"reading {cfg.source.path or cfg.source.table}; true counts are computed WITHOUT noise")

@@ -215,7 +215,7 @@ def check_output_location(spark: SparkSession, output: str) -> None:
 
 
 def write_release(spark: SparkSession, output: str, tables: dict, report: dict) -> None:
-    """Write Parquet tables (pandas DataFrames) and privacy.json, all or nothing.
+    """Write Parquet tables (pandas or Spark DataFrames) and privacy.json, all or nothing.
 
     Everything goes to a hidden sibling directory first, which then replaces
     ``output`` by a rename: a failed run leaves the previous output untouched.
@@ -226,7 +226,10 @@ def write_release(spark: SparkSession, output: str, tables: dict, report: dict) 
     staging = jvm_path(parent, f".{target.getName()}.tmp-{uuid.uuid4().hex}")
     try:
         for name, frame in tables.items():
-            spark.createDataFrame(frame).coalesce(1).write.parquet(staging.toString() + "/" + name)
+            if isinstance(frame, DataFrame):  # large: written by the executors, as many files as partitions
+                frame.write.parquet(staging.toString() + "/" + name)
+            else:
+                spark.createDataFrame(frame).coalesce(1).write.parquet(staging.toString() + "/" + name)
         stream = fs.create(jvm_path(staging, REPORT_FILE), True)
         try:
             stream.write(bytearray(json.dumps(report, indent=2, sort_keys=False).encode("utf-8")))

@@ -47,6 +47,8 @@ def plan_budget(cfg: JobConfig) -> dict[str, Fraction]:
     """The epsilon split this job will spend; refuses one that exceeds the total."""
     if cfg.algorithm == "user_histogram":
         return {"epsilon_histogram": cfg.epsilon}
+    if cfg.algorithm == "frapp":
+        return {"epsilon_records": cfg.epsilon}
     if cfg.algorithm == "entropy":
         split = location_entropy.default_split(cfg.epsilon, cfg.entropy["outputs"])
         split.update(cfg.epsilon_parts)
@@ -68,7 +70,7 @@ class JobResult:
     output: str
     report: dict
     tables: dict  # name -> pandas DataFrame of noisy outputs
-    items: ItemDomain
+    items: ItemDomain | None  # None for FRAPP, whose domain is the attributes' product
 
 
 def _tables(release: sampling.CountsRelease, items: ItemDomain, attributes: AttributeDomain | None) -> dict:
@@ -258,6 +260,10 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
 def run_job(cfg: JobConfig, spark, progress=None) -> JobResult:
     """The whole job; the output location is checked before any record is read."""
     progress = progress or Progress()
+    if cfg.algorithm == "frapp":
+        from dp_spark import frapp_job
+
+        return frapp_job.run(cfg, spark, progress)
     io.check_output_location(spark, cfg.output)
     computed = compute_release(cfg, spark, progress)
     progress(f"writing {cfg.output}")

@@ -84,3 +84,31 @@ def metric_curves(records: list[dict], query: str, x_label: str, points: dict[st
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
+
+
+def per_length(records: list[dict], metrics: list[str], path: str | Path, log_metrics=("support_error",
+               "condition_number")) -> Path:
+    """One panel per metric, one line per method, the itemset length (queries len1, len2, …) on
+    the x axis (paper 003 Figures 1 and 4)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, panels = plt.subplots(1, len(metrics), figsize=(4.0 * len(metrics), 3.6), squeeze=False)
+    for panel, metric in zip(panels[0], metrics):
+        chosen = [r for r in records if r["metric"] == metric and r["query"].startswith("len")]
+        for method in dict.fromkeys(r["method"] for r in chosen):
+            line = sorted((int(r["query"][3:]), r["mean"]) for r in chosen if r["method"] == method)
+            panel.plot([x for x, _ in line], [y for _, y in line], marker="o", markersize=3, label=method)
+        panel.set_xlabel("itemset length")
+        panel.set_title(metric, fontsize="medium")
+        if metric in log_metrics:
+            panel.set_yscale("log")
+    panels[0][-1].legend(fontsize="small")
+    figure.suptitle("mean over runs (not private)", fontsize="small")
+    figure.tight_layout()
+    path = Path(path)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 from dp_spark.errors import DpSparkError
@@ -65,6 +66,10 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None, a
         # 200 shuffle partitions (Spark's default) cost more in task overhead than they
         # save on a laptop; a few per core keep both cores busy (docs/performance.md).
         defaults["spark.sql.shuffle.partitions"] = str(4 * cores)
+        # Local Python workers (FRAPP's perturbation runs in them) need this interpreter's
+        # packages, not whatever "python3" is first on the PATH.
+        if not submitted.contains("spark.pyspark.python"):
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings = {k: v for k, v in defaults.items() if not submitted.contains(k)}
     for key, value in {**settings, **(conf or {})}.items():
         builder = builder.config(key, value)

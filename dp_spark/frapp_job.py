@@ -1,0 +1,144 @@
+"""The FRAPP job (paper 003, ALGORITHMS.md §6): code → perturb → write → mine → publish.
+
+The perturbed records are drawn once, written to a scratch directory beside the output and
+read back for mining, so the itemsets are mined from exactly the records that are published
+(re-running a perturbation draws new randomness). Budget is spent before anything is drawn.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from fractions import Fraction
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from dp_spark import __version__, bounding, datasets, io
+from dp_spark.algorithms import frapp
+from dp_spark.algorithms import frapp_mining as fm
+from dp_spark.config import JobConfig
+from dp_spark.errors import DataError
+from dp_spark.privacy import Budget, LedgerEntry
+
+LOCAL_GUARANTEE = ("pure epsilon-local differential privacy: every record is perturbed on its own, and any two "
+                   "records give any output with probabilities within a factor e^epsilon_per_record of each other; "
+                   "a user with several records composes sequentially")
+
+
+def read_source(spark, cfg: JobConfig) -> DataFrame:
+    if cfg.source.format in datasets.RAW_LOADERS:
+        return datasets.RAW_LOADERS[cfg.source.format](spark, cfg.source.path)
+    return io._read_raw(spark, cfg.source)
+
+
+def user_column(cfg: JobConfig, df: DataFrame) -> str | None:
+    """The source's user id column, if it has one: without it every row is one user."""
+    name = cfg.source.columns.get("user_id", "user_id")
+    if name in df.columns:
+        return name
+    if "user_id" in cfg.source.columns:
+        raise DataError(f"source column {name!r} (for user_id) not found; the source has: {', '.join(df.columns)}")
+    return None
+
+
+def bounded_records(df: DataFrame, cfg: JobConfig) -> tuple[DataFrame, dict]:
+    """At most records_per_user rows per user (a uniform sample), when users are known."""
+    per_user = cfg.frapp["records_per_user"]
+    user = user_column(cfg, df)
+    if user is None:
+        return df, {"users": "not given: every row is taken as one user"}
+    if df.where(F.col(f"`{user}`").isNull()).limit(1).count():
+        raise DataError(f"user id column {user!r} has missing values")
+    keyed = io.with_record_id(df).withColumnRenamed(user, "_user")
+    kept = bounding.sample_per_user(keyed, per_user, cfg.seed, user_col="_user")
+    return kept.drop("record_id").withColumnRenamed("_user", user), {"users": f"column {user!r}"}
+
+
+def _ledger_entry(cfg: JobConfig, scheme: fm.Scheme) -> LedgerEntry:
+    per_user = cfg.frapp["records_per_user"]
+    return LedgerEntry(
+        step="perturb records",
+        mechanism=f"FRAPP {scheme.name} (local)" + (f" x {per_user} records" if per_user > 1 else ""),
+        epsilon=cfg.epsilon,
+        sensitivity=Fraction(per_user),
+        noise_scale=Fraction(0),
+        cells=frapp.record_space(list(scheme.sizes)),
+    )
+
+
+def _report(cfg: JobConfig, budget: Budget, attributes, scheme: fm.Scheme, outputs: dict, diagnostics: dict,
+            lengths: dict) -> dict:
+    privacy = budget.to_json()
+    privacy["guarantee"] = LOCAL_GUARANTEE
+    return {
+        "dp_spark_version": __version__,
+        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "algorithm": {
+            "name": "frapp",
+            "parameters": {**scheme.parameters(), "sup_min": cfg.frapp["sup_min"],
+                           "records_per_user": cfg.frapp["records_per_user"],
+                           "epsilon_per_record": float(cfg.frapp["epsilon_per_record"])},
+            "specification": frapp.SPEC_SECTIONS[scheme.name],
+            "post_processing": "frequent itemsets mined from the perturbed records (Apriori with support "
+                               "reconstruction; no budget)",
+            "frequent_itemsets_per_length": lengths,
+            **({"note": "RAN-GD's random matrix adds no privacy: the guarantee is exactly DET-GD's "
+                        "(ALGORITHMS.md §6.3)"} if scheme.name == "ran_gd" else {}),
+        },
+        **privacy,
+        "noise": {"sampler": "exact integer draws per record (keep/flip/insert probabilities are fractions)"
+                  + ("; RAN-GD's r in doubles" if scheme.name == "ran_gd" else ""),
+                  "randomness": "fixed seed: reproducible, not for publication" if cfg.seed is not None
+                  else "OS CSPRNG, one source per partition"},
+        "fixed_seed": cfg.seed is not None,
+        "source": {"format": cfg.source.format, "location": cfg.source.path or cfg.source.table},
+        "domain": {"records": {a.name: list(a.labels) for a in attributes},
+                   "record_space": frapp.record_space(list(scheme.sizes))},
+        # The number of perturbed records is public: it is the row count of the released table.
+        "outputs": outputs,
+        "diagnostics_not_private": {"note": "NOT PRIVATE: from the raw records, for the operator's checks only",
+                                    **diagnostics},
+    }
+
+
+def run(cfg: JobConfig, spark, progress):
+    """The whole job; returns a JobResult (tables: the frequent itemsets as pandas)."""
+    from dp_spark.jobs import JobResult
+
+    specs = list(cfg.frapp["specs"])
+    scheme: fm.Scheme = cfg.frapp["scheme"]
+    attributes = [s.attribute() for s in specs]
+    progress(f"FRAPP {scheme.name}: gamma {float(scheme.gamma):g} (worst ratio {scheme.ratio:.4g}), epsilon "
+             f"{float(cfg.frapp['epsilon_per_record']):.4g} per record; {len(attributes)} attributes, record "
+             f"space {frapp.record_space(list(scheme.sizes)):,}")
+    io.check_output_location(spark, cfg.output)
+    progress(f"reading {cfg.source.format} source {cfg.source.path or cfg.source.table}")
+    raw = read_source(spark, cfg)
+    records, diagnostics = bounded_records(raw, cfg)
+    table = fm.coded(records, specs)
+
+    budget = Budget(cfg.epsilon)
+    budget.spend(_ledger_entry(cfg, scheme))  # before any randomness is drawn
+    _fs, target = io._filesystem(spark, cfg.output)
+    scratch = target.getParent().toString() + f"/.{target.getName()}.perturbed-{uuid.uuid4().hex}"
+    try:
+        progress("perturbing the records")
+        fm.perturb(table, scheme, cfg.seed).write.parquet(scratch)
+        perturbed = spark.read.parquet(scratch)
+        rows = perturbed.count()
+        progress(f"{rows:,} perturbed records; mining frequent itemsets at support {cfg.frapp['sup_min']:g}")
+        found = fm.mine(perturbed, list(scheme.sizes), scheme, cfg.frapp["sup_min"], progress)
+        itemsets = fm.itemsets_table(found, attributes)
+        lengths = {str(k): int(v) for k, v in itemsets["length"].value_counts().sort_index().items()}
+        published = fm.labelled(perturbed, attributes, scheme.name in frapp.BIT_SCHEMES)
+        outputs = {"perturbed_records": {"rows": rows, "columns": published.columns},
+                   "frequent_itemsets": {"rows": len(itemsets), "columns": list(itemsets.columns)}}
+        report = _report(cfg, budget, attributes, scheme, outputs, diagnostics, lengths)
+        progress(f"writing {cfg.output}")
+        io.write_release(spark, cfg.output, {"perturbed_records": published, "frequent_itemsets": itemsets}, report)
+    finally:
+        scratch_fs, scratch_path = io._filesystem(spark, scratch)
+        if scratch_fs.exists(scratch_path):
+            scratch_fs.delete(scratch_path, True)
+    return JobResult(cfg.output, report, {"frequent_itemsets": itemsets}, None)
