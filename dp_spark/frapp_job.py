@@ -90,7 +90,7 @@ def _report(cfg: JobConfig, budget: Budget, attributes, scheme: fm.Scheme, outpu
         "noise": {"sampler": "exact integer draws per record (keep/flip/insert probabilities are fractions)"
                   + ("; RAN-GD's r in doubles" if scheme.name == "ran_gd" else ""),
                   "randomness": "fixed seed: reproducible, not for publication" if cfg.seed is not None
-                  else "OS CSPRNG, one source per partition"},
+                  else "OS CSPRNG, one source per Arrow batch"},
         "fixed_seed": cfg.seed is not None,
         "source": {"format": cfg.source.format, "location": cfg.source.path or cfg.source.table},
         "domain": {"records": {a.name: list(a.labels) for a in attributes},

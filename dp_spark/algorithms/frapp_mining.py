@@ -128,8 +128,8 @@ def coded(df: DataFrame, specs: list[AttributeSpec]) -> DataFrame:
 
 
 def perturb(table: DataFrame, scheme: Scheme, seed: int | None = None) -> DataFrame:
-    """The perturbed table, drawn on the executors: one random source per partition, from the
-    OS CSPRNG (or, with a seed, from the seed and the partition's first row id, for tests).
+    """The perturbed table, drawn on the executors: one random source per Arrow batch, from the
+    OS CSPRNG (or, with a seed, from the seed and the batch's first row id, for tests).
     Not deterministic without a seed: persist or write it before reading it twice."""
     columns = code_columns(len(scheme.sizes))
     sizes = list(scheme.sizes)
