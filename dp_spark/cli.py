@@ -1,7 +1,8 @@
 """``dp-spark run | generate | bench | evaluate``: the command line.
 
 Errors a user can fix (bad config, bad data, a refused budget) print one line
-``dp-spark: error: ...`` and exit with status 2; nothing is written.
+``dp-spark: error: ...`` and exit with status 2; nothing is written. ``dp-spark audit`` exits
+with 4 when an audited lower bound exceeds the claimed ε.
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                           help="override a config key (repeatable)")
     evaluate.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
+
+    audit = commands.add_parser("audit", help="empirical lower bound on a mechanism's epsilon (exit 4 if above "
+                                "its claim)")
+    audit.add_argument("name", nargs="?", help="what to audit (see --list), or 'all'")
+    audit.add_argument("--list", action="store_true", help="list what can be audited")
+    audit.add_argument("--trials", type=int, help="releases per side (default: the target's)")
+    audit.add_argument("--seed", type=int, default=0, help="seed of the audit's own randomness (default 0)")
+    audit.add_argument("--json", help="also write the results to this JSON file")
 
     bench = commands.add_parser("bench", help="time jobs against the non-private floor (docs/performance.md)")
     bench.add_argument("--rows", required=True, help="comma-separated table sizes, e.g. 1000000,10000000")
@@ -236,7 +245,50 @@ def _evaluate(args) -> int:
     return 0
 
 
-COMMANDS = {"run": _run, "generate": _generate, "bench": _bench, "evaluate": _evaluate}
+def _audit(args) -> int:
+    import json
+
+    from dp_spark import audit
+    from dp_spark.audit_targets import TARGETS
+
+    if args.list or not args.name:
+        for target in TARGETS.values():
+            print(f"{target.name:<30} claims eps {target.claim_epsilon:.4g}, delta {target.claim_delta:g}: {target.what}")
+        return 0
+    names = list(TARGETS) if args.name == "all" else [args.name]
+    for name in names:
+        if name not in TARGETS:
+            raise DpSparkError(f"nothing called {name!r} to audit; 'dp-spark audit --list' shows the names")
+    if args.trials is not None and args.trials < 20:
+        raise DpSparkError(f"--trials must be at least 20, got {args.trials}")
+    spark = None
+    results = []
+    for name in names:
+        target = TARGETS[name]
+        if target.needs_spark and spark is None:
+            from dp_spark.spark import get_session
+
+            spark = get_session(None, {"spark.ui.showConsoleProgress": "false"})
+        _to_stderr(f"auditing {name}: {target.what}")
+        result = audit.run(target, args.trials, args.seed, spark)
+        results.append(result)
+        verdict = "VIOLATION: the lower bound exceeds the claim" if result.flagged else "consistent with the claim"
+        if result.negative_control:
+            verdict += " (negative control: it should be flagged)"
+        print(f"{name}: claimed epsilon {result.claim_epsilon:.4g} (delta {result.claim_delta:g}); audited lower "
+              f"bound {result.lower_bound:.4g} at {result.confidence:.0%} confidence, {result.trials:,} releases "
+              f"per side; {verdict}\n  event: {result.event}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump([r.to_json() for r in results], out, indent=2)
+    if args.name != "all":
+        return 4 if results[0].flagged else 0
+    # 'all' includes the negative controls, which must be flagged: 4 when a mechanism is flagged or a
+    # control is not.
+    return 4 if any(r.flagged != r.negative_control for r in results) else 0
+
+
+COMMANDS = {"run": _run, "generate": _generate, "bench": _bench, "evaluate": _evaluate, "audit": _audit}
 
 
 def main(argv: list[str] | None = None) -> int:

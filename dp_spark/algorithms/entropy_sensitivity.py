@@ -72,11 +72,12 @@ def smoothing(epsilon: float, delta: float, M: int) -> float:
 
 @lru_cache(maxsize=64)
 def smooth_sensitivity_table(C: int, M: int, epsilon: float, delta: float, n_max: int,
-                             xi: float = 1e-3) -> np.ndarray:
+                             xi: float = 1e-3, beta: float | None = None) -> np.ndarray:
     """SS(C, n) for n = 0..n_max (n = 0 uses SS(C, 1)): max over m ≥ 1 of e^(−β′|m − n|)·LS*(C, m),
     floored at ξ. Exact: two linear passes over m = 1..N_cap, where N_cap is past both n_max
-    and m0, beyond which LS* only falls (§7.4). Cached per parameter set."""
-    beta = smoothing(epsilon, delta, M)
+    and m0, beyond which LS* only falls (§7.4). Cached per parameter set.
+    ``beta`` overrides β′ only to audit the paper's flawed β."""
+    beta = smoothing(epsilon, delta, M) if beta is None else beta
     n_cap = max(n_max, math.ceil(decreasing_from(C))) + 1
     upper = np.array([local_sensitivity(C, m) for m in range(1, n_cap + 1)])
     decay = math.exp(-beta)

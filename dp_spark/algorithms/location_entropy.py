@@ -132,11 +132,12 @@ def laplace_entropy(stats: LocationStats, sensitivity_per_location: float, M: in
 
 
 def smooth_entropy(entropy: np.ndarray, users: np.ndarray, bounds: Bounds, epsilon: Fraction, delta: float,
-                   budget: Budget, rng: RandomSource, xi: float, step: str) -> np.ndarray:
-    """Limit-SS noise: location l gets scale 2M·(SS(C, n̄_l) + g)/ε on the grid (§7.4)."""
+                   budget: Budget, rng: RandomSource, xi: float, step: str, beta: float | None = None) -> np.ndarray:
+    """Limit-SS noise: location l gets scale 2M·(SS(C, n̄_l) + g)/ε on the grid (§7.4). ``beta``
+    replaces β′ only for the audit's negative control (the paper's β, which is not private)."""
     unit = 1 << GRID_BITS
     table = sens.smooth_sensitivity_table(bounds.C, bounds.M, float(epsilon), delta, int(max(users.max(initial=1), 1)),
-                                          xi)
+                                          xi, beta)
     smooth_units = np.array([_units(v) + 1 for v in table])[users]
     scales = [scale_at_least(Fraction(2 * bounds.M * int(s)) / epsilon) for s in smooth_units]
     budget.spend(LedgerEntry(step, f"discrete Laplace, smooth sensitivity (beta' = "

@@ -58,10 +58,23 @@ def publish(
 ) -> Published:
     """DPA-AHP over the counts (any shape; bins in public order); floats, same shape."""
     counts = check_counts(counts, sensitivity)
+    flat = counts.reshape(-1)
+    noisy, bin_budget, epsilon2, entries = first_pass(flat, sensitivity, epsilon, rng, step, delta=delta,
+                                                      ranking_share=ranking_share, rho=rho,
+                                                      reproduce_paper=reproduce_paper)
+    phase1 = ahp.threshold(noisy, np.array([1 / float(b) for b in bin_budget]), sensitivity, eta, flat.size)
+    second = ahp.smooth(flat, phase1, sensitivity, epsilon2, rng, step)
+    return Published(second.values.reshape(counts.shape), (*entries, *second.entries))
+
+
+def first_pass(flat: np.ndarray, sensitivity: int, epsilon: Fraction, rng: RandomSource, step: str, *,
+               delta: Fraction = Fraction(1, 20), ranking_share: Fraction = RANKING_SHARE, rho: Fraction = ahp.RHO,
+               reproduce_paper: bool = False) -> tuple[np.ndarray, list[Fraction], Fraction, list[LedgerEntry]]:
+    """The ranking and the per-bin first pass: (noisy counts, budget per bin, ε2 left for the second
+    pass, ledger entries). Separate so that the audit can test its claim on its own."""
     delta = Fraction(delta).limit_denominator(10**6)
     if not 0 <= delta <= 1:
         raise ValueError(f"delta must be between 0 and 1, got {float(delta)}")
-    flat = counts.reshape(-1)
     n = flat.size
     v = weights(n, delta)
     entries = []
@@ -91,7 +104,6 @@ def publish(
         bin_budget[cell] = budgets[rank]
     scales = [scale_at_least(Fraction(sensitivity) / b) for b in bin_budget]
     noisy = (flat + discrete_laplace_each(rng, scales)).astype(float)
-    phase1 = ahp.threshold(noisy, np.array([1 / float(b) for b in bin_budget]), sensitivity, eta, n)
     largest = max(budgets)
     entries.append(LedgerEntry(
         step=f"{step} (first pass, per-bin budgets)", mechanism="discrete Laplace per bin, scale by rank",
@@ -99,5 +111,4 @@ def publish(
         not_private=(f"{NOT_PRIVATE}; its largest per-bin epsilon is {float(largest):.6g}"
                      if reproduce_paper else ""),
     ))
-    second = ahp.smooth(flat, phase1, sensitivity, epsilon2, rng, step)
-    return Published(second.values.reshape(counts.shape), (*entries, *second.entries))
+    return noisy, bin_budget, epsilon2, entries
