@@ -73,7 +73,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e .
 	@touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,plot]'
 	@touch $@
 

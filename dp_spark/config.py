@@ -294,7 +294,7 @@ def _user_histogram_config(raw, output, seed, source, items, attributes, epsilon
         raise ConfigError(f"privacy.{next(iter(parts))} is not used by user_histogram: the whole "
                           "privacy.epsilon goes to the histogram")
     quantity = _require(algorithm, "quantity", "algorithm")
-    if quantity not in histogram.QUANTITIES:
+    if not isinstance(quantity, str) or quantity not in histogram.QUANTITIES:
         raise ConfigError(f"unknown algorithm.quantity {quantity!r}; expected one of "
                           f"{', '.join(histogram.QUANTITIES)}")
     try:
@@ -500,7 +500,7 @@ def _publisher(table: dict[str, Any], algorithm: str) -> tuple[str, dict[str, An
 
     fixed = BASELINE_PUBLISHERS.get(algorithm)
     name = table.get("name", fixed or "laplace")
-    if name not in publishers.PUBLISHERS:
+    if not isinstance(name, str) or name not in publishers.PUBLISHERS:
         raise ConfigError(f"unknown publisher.name {name!r}; expected one of {', '.join(publishers.PUBLISHERS)}")
     if fixed and name != fixed:
         raise ConfigError(f"algorithm {algorithm!r} always publishes with {fixed!r}; remove publisher.name")
