@@ -1,16 +1,27 @@
-"""``dp-spark run | generate | bench | evaluate``: the command line.
+"""``dp-spark run | generate | bench | evaluate | audit``: the command line.
 
-Errors a user can fix (bad config, bad data, a refused budget) print one line
-``dp-spark: error: ...`` and exit with status 2; nothing is written. ``dp-spark audit`` exits
-with 4 when an audited lower bound exceeds the claimed ε.
+Exit status, for people and schedulers alike:
+
+- 0: done (for ``run`` also when the run date's release already existed and nothing was done);
+- 2: bad config or bad input data; one line ``dp-spark: error: ...``, nothing written (a run that
+  a budget store had already charged stays charged: docs/scheduled_runs.md);
+- 3: budget refused (a split over the job's epsilon, or a run over the dataset's cap in the budget
+  store); one line ``dp-spark: budget refused: ...``, nothing written;
+- 1: anything else went wrong at run time (Spark, the file system, a bug): the traceback, then
+  one line ``dp-spark: runtime error: ...``; the previous release is intact;
+- 4: ``dp-spark audit`` found a lower bound above the claimed ε.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 
 from dp_spark.errors import DpSparkError
+from dp_spark.privacy import BudgetExceeded
+
+EXIT_OK, EXIT_RUNTIME, EXIT_INPUT, EXIT_BUDGET, EXIT_AUDIT = 0, 1, 2, 3, 4
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,6 +33,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a config key, e.g. --set privacy.epsilon=0.5 (repeatable)")
     run.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
+    run.add_argument("--run-date", metavar="YYYY-MM-DD",
+                     help="write the release to OUTPUT/run_date=YYYY-MM-DD/ (same as the config key run_date); "
+                          "re-running a date that has a release does nothing")
+    run.add_argument("--force", action="store_true",
+                     help="with a run date whose release exists: draw new noise and replace it, spending the "
+                          "budget again")
+    run.add_argument("--log-format", choices=["text", "json"], default="text",
+                     help="progress on stderr as text, or as one JSON object per line for schedulers")
 
     generate = commands.add_parser("generate", help="write a synthetic dataset")
     generate.add_argument("dataset", choices=["netflix", "checkins"])
@@ -120,16 +139,57 @@ def _print_histogram(table, shown: int = 40) -> None:
 
 
 def _run(args) -> int:
-    from dp_spark.config import load_config
-    from dp_spark.jobs import Progress, plan_budget, run_job
+    from dp_spark.progress import Progress
+
+    progress = Progress(log_format=args.log_format)
+    progress.context(config=args.config)
+    try:
+        result = _run_job(args, progress)
+    except BaseException as exc:
+        status, code = _status(exc)
+        progress.end(status, code, error=_one_line(exc))
+        raise
+    progress.end(result.status, EXIT_OK, output=result.output,
+                 epsilon_spent=0 if result.status == "unchanged" else result.report.get("epsilon_spent"))
+    if result.status == "unchanged":
+        print(f"The release for run date {result.report.get('run', {}).get('run_date')} already exists: "
+              f"{result.output}/ (nothing done, no budget spent; --force replaces it)")
+    else:
+        _print_summary(result)
+    return EXIT_OK
+
+
+def _run_job(args, progress):
+    from dataclasses import replace
+
+    from dp_spark.config import load_config, run_date
+    from dp_spark.jobs import plan_budget, run_job
     from dp_spark.spark import get_session
 
-    cfg = load_config(args.config, args.overrides)
-    plan_budget(cfg)  # fail on a bad split before starting Spark
-    spark = get_session(args.master, cfg.spark)
-    result = run_job(cfg, spark, Progress())
-    _print_summary(result)
-    return 0
+    with progress.stage("config"):
+        cfg = load_config(args.config, args.overrides)
+        if args.run_date is not None:
+            cfg = replace(cfg, run_date=run_date(args.run_date))
+        if args.force and cfg.run_date is None:
+            raise DpSparkError("--force only applies to a run with a run date (--run-date or run_date)")
+        plan_budget(cfg)  # fail on a bad split before starting Spark
+    progress.context(job=cfg.algorithm, run_date=cfg.run_date)
+    with progress.stage("spark"):
+        spark = get_session(args.master, cfg.spark)
+    return run_job(cfg, spark, progress, force=args.force)
+
+
+def _status(exc: BaseException) -> tuple[str, int]:
+    if isinstance(exc, BudgetExceeded):
+        return "refused", EXIT_BUDGET
+    if isinstance(exc, DpSparkError):
+        return "bad_input", EXIT_INPUT
+    return "error", EXIT_RUNTIME
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _to_stderr(message: str) -> None:
@@ -282,10 +342,10 @@ def _audit(args) -> int:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump([r.to_json() for r in results], out, indent=2)
     if args.name != "all":
-        return 4 if results[0].flagged else 0
+        return EXIT_AUDIT if results[0].flagged else EXIT_OK
     # 'all' includes the negative controls, which must be flagged: 4 when a mechanism is flagged or a
     # control is not.
-    return 4 if any(r.flagged != r.negative_control for r in results) else 0
+    return EXIT_AUDIT if any(r.flagged != r.negative_control for r in results) else EXIT_OK
 
 
 COMMANDS = {"run": _run, "generate": _generate, "bench": _bench, "evaluate": _evaluate, "audit": _audit}
@@ -295,9 +355,16 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
+    except BudgetExceeded as exc:
+        print(f"dp-spark: budget refused: {exc}", file=sys.stderr)
+        return EXIT_BUDGET
     except DpSparkError as exc:
         print(f"dp-spark: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_INPUT
+    except Exception as exc:  # noqa: BLE001 - a scheduler needs a status, the operator the traceback
+        traceback.print_exc()
+        print(f"dp-spark: runtime error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_RUNTIME
 
 
 if __name__ == "__main__":

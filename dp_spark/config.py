@@ -10,6 +10,9 @@ Relative paths are taken relative to the directory the job is started from.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import datetime as dt
 import difflib
 import tomllib
 from dataclasses import dataclass, field
@@ -17,6 +20,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from dp_spark.budget_store import StoreSpec
 from dp_spark.errors import ConfigError
 from dp_spark.privacy import as_epsilon
 
@@ -31,7 +35,9 @@ STANDARD_COLUMNS = ("user_id", "item_id", "attr", "time", "visits")  # time, vis
 
 # Allowed keys per section; "spark" is free-form (Spark configuration keys).
 _SCHEMA: dict[str, tuple[str, ...]] = {
-    "": ("output", "seed", "source", "domain", "privacy", "algorithm", "publisher", "spark"),
+    "": ("output", "seed", "run_date", "source", "domain", "privacy", "algorithm", "publisher", "budget_store",
+         "spark"),
+    "budget_store": ("path", "dataset", "epsilon_cap", "delta_cap"),
     "source": ("format", "path", "table", "sep", "header", "names", "columns"),
     "source.columns": STANDARD_COLUMNS,
     "domain": ("items", "attributes", "records"),
@@ -84,6 +90,8 @@ class JobConfig:
     limit: str = "normalize"  # dpsense: how long rows are cut to θ ("normalize" or "sample")
     entropy: dict[str, Any] = field(default_factory=dict)  # entropy: variant, M, C, delta, k, xi, outputs
     frapp: dict[str, Any] = field(default_factory=dict)  # frapp: specs, scheme, gamma, sup_min, ...
+    run_date: str | None = None  # YYYY-MM-DD: the release goes to output/run_date=.../ (scheduled runs)
+    budget_store: StoreSpec | None = None  # the dataset's budget across runs (dp_spark.budget_store)
 
     @property
     def bound_name(self) -> str:
@@ -130,7 +138,7 @@ def _check_keys(raw: dict[str, Any]) -> None:
                 raise ConfigError(f"unknown config key {dotted!r}{hint}")
 
     check("", raw)
-    for section in ("source", "domain", "privacy", "algorithm", "publisher"):
+    for section in ("source", "domain", "privacy", "algorithm", "publisher", "budget_store"):
         value = raw.get(section, {})
         if not isinstance(value, dict):
             raise ConfigError(f"config section [{section}] must be a table")
@@ -186,6 +194,41 @@ def _source(raw: dict[str, Any]) -> SourceSpec:
 def build_config(raw: dict[str, Any]) -> JobConfig:
     """Validate a parsed config (after overrides) into a JobConfig."""
     _check_keys(raw)
+    cfg = _job_config(raw)
+    return dataclasses.replace(cfg, run_date=run_date(raw.get("run_date")), budget_store=_budget_store(raw))
+
+
+def run_date(value: Any) -> str | None:
+    """A run date as YYYY-MM-DD (TOML reads an unquoted 2026-11-22 as a date), or None."""
+    if value is None:
+        return None
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return dt.date.fromisoformat(value.strip()).isoformat()
+    raise ConfigError(f"run_date must be a date such as 2026-11-22, got {value!r}")
+
+
+def _budget_store(raw: dict[str, Any]) -> StoreSpec | None:
+    table = raw.get("budget_store")
+    if table is None:
+        return None
+    path = _require(table, "path", "budget_store")
+    dataset = _require(table, "dataset", "budget_store")
+    for key, value in (("path", path), ("dataset", dataset)):
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"budget_store.{key} must be a non-empty string, got {value!r}")
+    if "://" in path and not path.startswith("file://"):
+        raise ConfigError(f"budget_store.path must be a local file (it is locked and renamed), got {path!r}")
+    cap = as_epsilon(_require(table, "epsilon_cap", "budget_store"), "budget_store.epsilon_cap")
+    delta_cap = table.get("delta_cap", 0.0)
+    if isinstance(delta_cap, bool) or not isinstance(delta_cap, (int, float)) or not 0 <= delta_cap < 1:
+        raise ConfigError(f"budget_store.delta_cap must be a number in [0, 1), got {delta_cap!r}")
+    return StoreSpec(path.removeprefix("file://"), dataset, cap, float(delta_cap))
+
+
+def _job_config(raw: dict[str, Any]) -> JobConfig:
     output = raw.get("output")
     if not isinstance(output, str) or not output:
         raise ConfigError("missing config key 'output' (the output directory)")

@@ -102,9 +102,10 @@ def _report(cfg: JobConfig, budget: Budget, attributes, scheme: fm.Scheme, outpu
     }
 
 
-def run(cfg: JobConfig, spark, progress):
-    """The whole job; returns a JobResult (tables: the frequent itemsets as pandas)."""
-    from dp_spark.jobs import JobResult
+def run(cfg: JobConfig, spark, progress, output: str, run: dict):
+    """Read, perturb, mine and write to ``output`` (checked by the caller); returns a JobResult
+    (tables: the frequent itemsets as pandas). ``run`` goes into the report as it is."""
+    from dp_spark.jobs import JobResult, _stage
 
     specs = list(cfg.frapp["specs"])
     scheme: fm.Scheme = cfg.frapp["scheme"]
@@ -112,33 +113,35 @@ def run(cfg: JobConfig, spark, progress):
     progress(f"FRAPP {scheme.name}: gamma {float(scheme.gamma):g} (worst ratio {scheme.ratio:.4g}), epsilon "
              f"{float(cfg.frapp['epsilon_per_record']):.4g} per record; {len(attributes)} attributes, record "
              f"space {frapp.record_space(list(scheme.sizes)):,}")
-    io.check_output_location(spark, cfg.output)
     progress(f"reading {cfg.source.format} source {cfg.source.path or cfg.source.table}")
-    raw = read_source(spark, cfg)
-    records, diagnostics = bounded_records(raw, cfg)
-    table = fm.coded(records, specs)
+    with _stage(progress, "read"):
+        raw = read_source(spark, cfg)
+        records, diagnostics = bounded_records(raw, cfg)
+        table = fm.coded(records, specs)
 
     budget = Budget(cfg.epsilon)
     budget.spend(_ledger_entry(cfg, scheme))  # before any randomness is drawn
-    _fs, target = io._filesystem(spark, cfg.output)
+    _fs, target = io._filesystem(spark, output)
     scratch = target.getParent().toString() + f"/.{target.getName()}.perturbed-{uuid.uuid4().hex}"
     try:
-        progress("perturbing the records")
-        fm.perturb(table, scheme, cfg.seed).write.parquet(scratch)
-        perturbed = spark.read.parquet(scratch)
-        rows = perturbed.count()
-        progress(f"{rows:,} perturbed records; mining frequent itemsets at support {cfg.frapp['sup_min']:g}")
-        found = fm.mine(perturbed, list(scheme.sizes), scheme, cfg.frapp["sup_min"], progress)
-        itemsets = fm.itemsets_table(found, attributes)
-        lengths = {str(k): int(v) for k, v in itemsets["length"].value_counts().sort_index().items()}
-        published = fm.labelled(perturbed, attributes, scheme.name in frapp.BIT_SCHEMES)
-        outputs = {"perturbed_records": {"rows": rows, "columns": published.columns},
-                   "frequent_itemsets": {"rows": len(itemsets), "columns": list(itemsets.columns)}}
-        report = _report(cfg, budget, attributes, scheme, outputs, diagnostics, lengths)
-        progress(f"writing {cfg.output}")
-        io.write_release(spark, cfg.output, {"perturbed_records": published, "frequent_itemsets": itemsets}, report)
+        with _stage(progress, "release"):
+            progress("perturbing the records")
+            fm.perturb(table, scheme, cfg.seed).write.parquet(scratch)
+            perturbed = spark.read.parquet(scratch)
+            rows = perturbed.count()
+            progress(f"{rows:,} perturbed records; mining frequent itemsets at support {cfg.frapp['sup_min']:g}")
+            found = fm.mine(perturbed, list(scheme.sizes), scheme, cfg.frapp["sup_min"], progress)
+            itemsets = fm.itemsets_table(found, attributes)
+            lengths = {str(k): int(v) for k, v in itemsets["length"].value_counts().sort_index().items()}
+            published = fm.labelled(perturbed, attributes, scheme.name in frapp.BIT_SCHEMES)
+            outputs = {"perturbed_records": {"rows": rows, "columns": published.columns},
+                       "frequent_itemsets": {"rows": len(itemsets), "columns": list(itemsets.columns)}}
+            report = {**_report(cfg, budget, attributes, scheme, outputs, diagnostics, lengths), "run": run}
+        with _stage(progress, "write"):
+            progress(f"writing {output}")
+            io.write_release(spark, output, {"perturbed_records": published, "frequent_itemsets": itemsets}, report)
     finally:
         scratch_fs, scratch_path = io._filesystem(spark, scratch)
         if scratch_fs.exists(scratch_path):
             scratch_fs.delete(scratch_path, True)
-    return JobResult(cfg.output, report, {"frequent_itemsets": itemsets}, None)
+    return JobResult(output, report, {"frequent_itemsets": itemsets}, None)

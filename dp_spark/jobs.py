@@ -8,39 +8,26 @@ has been paid for in the ledger.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-import sys
-import time
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 import pandas as pd
 
-from dp_spark import __version__, io
-from dp_spark import checkins
+from dp_spark import __version__, budget_store, checkins, io
 from dp_spark.algorithms import dpsense, histogram, location_entropy, sampling
 from dp_spark.config import COLUMN_ALGORITHMS, JobConfig
 from dp_spark.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain
 from dp_spark.mechanisms import RandomSource
 from dp_spark.privacy import Budget
+from dp_spark.progress import Progress
 
 DIAGNOSTICS_NOTE = (
     "NOT PRIVATE: computed from the raw records without noise, for the operator's "
     "checks only; remove this section before publishing the report"
 )
-
-
-class Progress:
-    """Timed step messages on stderr, so long jobs show where they are."""
-
-    def __init__(self, stream=None):
-        self.stream = stream  # None: whatever sys.stderr is at the time of the message
-        self.started = time.monotonic()
-
-    def __call__(self, message: str) -> None:
-        stream = self.stream or sys.stderr
-        print(f"[dp-spark {time.monotonic() - self.started:6.1f}s] {message}", file=stream, flush=True)
 
 
 def plan_budget(cfg: JobConfig) -> dict[str, Fraction]:
@@ -71,6 +58,12 @@ class JobResult:
     report: dict
     tables: dict  # name -> pandas DataFrame of noisy outputs
     items: ItemDomain | None  # None for FRAPP, whose domain is the attributes' product
+    status: str = "released"  # "unchanged": the run date's release already existed; nothing was spent
+
+
+def _stage(progress, name: str):
+    """``progress.stage(name)``, or nothing for a plain message callable (bench, peers)."""
+    return progress.stage(name) if hasattr(progress, "stage") else contextlib.nullcontext()
 
 
 def _tables(release: sampling.CountsRelease, items: ItemDomain, attributes: AttributeDomain | None) -> dict:
@@ -203,15 +196,16 @@ def entropy_table(items: ItemDomain, release: location_entropy.EntropyRelease) -
 
 def _entropy_release(cfg: JobConfig, spark, items: ItemDomain, split: dict, progress) -> Computed:
     e = cfg.entropy
-    records, diagnostics = checkins.validate_checkins(checkins.read_checkins(spark, cfg.source), items)
+    with _stage(progress, "read"):
+        records, diagnostics = checkins.validate_checkins(checkins.read_checkins(spark, cfg.source), items)
     progress(f"{diagnostics['rows_read']:,} check-in rows read; bounding users to M = {e['M']} locations and "
              f"C = {e['C']} visits")
-    bounds = location_entropy.Bounds(e["M"], e["C"])
-    stats = location_entropy.location_stats(location_entropy.bounded_pairs(records, bounds), items)
-    needs_delta = e["variant"] in ("limit_ss", "limit_cb_dp")
-    budget = Budget(cfg.epsilon, e["delta"] if needs_delta else 0.0)
-    release = location_entropy.publish(stats, e["variant"], bounds, split, budget, RandomSource(cfg.seed),
-                                       delta=e["delta"], k=e["k"], xi=e["xi"])
+    with _stage(progress, "release"):
+        bounds = location_entropy.Bounds(e["M"], e["C"])
+        stats = location_entropy.location_stats(location_entropy.bounded_pairs(records, bounds), items)
+        budget = Budget(cfg.epsilon, claimed_delta(cfg))
+        release = location_entropy.publish(stats, e["variant"], bounds, split, budget, RandomSource(cfg.seed),
+                                           delta=e["delta"], k=e["k"], xi=e["xi"])
     if not budget.private:
         progress("WARNING: Limit-CB is only crowd-blending private, NOT differentially private; "
                  "privacy.json says why.")
@@ -232,19 +226,21 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
     progress(f"reading and checking {cfg.source.format} source {cfg.source.path or cfg.source.table}")
     if cfg.algorithm == "entropy":
         return _entropy_release(cfg, spark, items, split, progress)
-    raw = io.read_records(spark, cfg.source, want_attr=attributes is not None)
-    validated = io.validate_records(raw, items, attributes)
+    with _stage(progress, "read"):
+        raw = io.read_records(spark, cfg.source, want_attr=attributes is not None)
+        validated = io.validate_records(raw, items, attributes)
     progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
 
     budget = Budget(cfg.epsilon)
     rng = RandomSource(cfg.seed)
     try:
-        if cfg.algorithm == "user_histogram":
-            tables, extra = _histogram_release(cfg, validated, items, split, budget, rng)
-        elif cfg.algorithm in COLUMN_ALGORITHMS:
-            tables, extra = _column_release(cfg, validated, items, split, budget, rng)
-        else:
-            tables, extra = _counts_release(cfg, validated, items, split, budget, rng, attributes)
+        with _stage(progress, "release"):
+            if cfg.algorithm == "user_histogram":
+                tables, extra = _histogram_release(cfg, validated, items, split, budget, rng)
+            elif cfg.algorithm in COLUMN_ALGORITHMS:
+                tables, extra = _column_release(cfg, validated, items, split, budget, rng)
+            else:
+                tables, extra = _counts_release(cfg, validated, items, split, budget, rng, attributes)
     finally:
         validated.release()
     if not budget.private:
@@ -257,15 +253,74 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
     return Computed(tables, report, items)
 
 
-def run_job(cfg: JobConfig, spark, progress=None) -> JobResult:
-    """The whole job; the output location is checked before any record is read."""
-    progress = progress or Progress()
+def claimed_delta(cfg: JobConfig) -> float:
+    """The δ a job may spend: only the (ε, δ) location-entropy variants have one."""
+    if cfg.algorithm == "entropy" and cfg.entropy["variant"] in ("limit_ss", "limit_cb_dp"):
+        return cfg.entropy["delta"]
+    return 0.0
+
+
+def release_location(cfg: JobConfig) -> str:
+    """Where the release goes: ``output``, or its partition ``output/run_date=YYYY-MM-DD``."""
+    if cfg.run_date is None:
+        return cfg.output
+    return f"{cfg.output.rstrip('/')}/run_date={cfg.run_date}"
+
+
+def _release(cfg: JobConfig, spark, progress, target: str, run: dict) -> JobResult:
     if cfg.algorithm == "frapp":
         from dp_spark import frapp_job
 
-        return frapp_job.run(cfg, spark, progress)
-    io.check_output_location(spark, cfg.output)
+        return frapp_job.run(cfg, spark, progress, target, run)
     computed = compute_release(cfg, spark, progress)
-    progress(f"writing {cfg.output}")
-    io.write_release(spark, cfg.output, computed.tables, computed.report)
-    return JobResult(cfg.output, computed.report, computed.tables, computed.items)
+    report = {**computed.report, "run": run}
+    with _stage(progress, "write"):
+        progress(f"writing {target}")
+        io.write_release(spark, target, computed.tables, report)
+    return JobResult(target, report, computed.tables, computed.items)
+
+
+def run_job(cfg: JobConfig, spark, progress=None, force: bool = False) -> JobResult:
+    """The whole job: plan, charge the budget store, read, release, write, record.
+
+    The output location and the budget store are checked before any record is read. With a run
+    date, a release that already exists is left alone (status "unchanged", nothing spent) unless
+    ``force``, which draws fresh noise, replaces it, and is charged like any other run.
+    """
+    progress = progress or Progress()
+    target = release_location(cfg)
+    with _stage(progress, "plan"):
+        plan_budget(cfg)
+        if cfg.run_date is not None:
+            io.check_partitioned_output(spark, cfg.output, "run_date")
+        io.check_output_location(spark, target)
+        replacing = cfg.run_date is not None and io.release_exists(spark, target)
+        if replacing and not force:
+            progress(f"the release for run date {cfg.run_date} already exists at {target}: nothing to do and no "
+                     "budget spent (--force draws new noise and spends the budget again)")
+            return JobResult(target, io.read_report(spark, target), {}, None, status="unchanged")
+        if replacing:
+            progress(f"--force: replacing the release for run date {cfg.run_date} at {target}; this run spends "
+                     f"epsilon {float(cfg.epsilon):g} again")
+    run = {"run_date": cfg.run_date, "forced": replacing}
+    store = cfg.budget_store
+    if store is not None:
+        with _stage(progress, "charge"):
+            charged = budget_store.charge(store, cfg.epsilon, claimed_delta(cfg),
+                                          {"algorithm": cfg.algorithm, "output": target, "run_date": cfg.run_date,
+                                           "forced": replacing})
+        progress(f"charged epsilon {float(cfg.epsilon):g} to dataset {store.dataset!r}: "
+                 f"{charged['epsilon_charged_total']:g} of its cap {charged['epsilon_cap']:g} is now used")
+        run["budget_store"] = charged
+    try:
+        result = _release(cfg, spark, progress, target, run)
+    except BaseException as exc:  # the charge stays: noise may have been drawn
+        if store is not None:
+            budget_store.finish(store, run["budget_store"]["run_id"], "failed",
+                                error=f"{type(exc).__name__}: {str(exc).strip()[:300]}")
+        raise
+    if store is not None:
+        with _stage(progress, "record"):
+            budget_store.finish(store, run["budget_store"]["run_id"], "released", release=target,
+                                epsilon_spent=result.report["epsilon_spent"], ledger=result.report["ledger"])
+    return result

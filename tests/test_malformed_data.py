@@ -1,0 +1,138 @@
+"""Property-based tests (hypothesis) over small malformed inputs: nulls, ids of the wrong type,
+huge or unicode ids, duplicated rows, empty files among the Parquet parts. Every case must end
+in a one-line error naming the problem (exit 2) or in a release that is exactly right: never a
+traceback, never a silent wrong answer.
+
+"Exactly right" is checkable because the job runs with l above any user's row count (nothing is
+sampled away) and ε = 10^6, where the discrete Laplace noise has scale 10^-4 and is 0 with
+probability 1 - 2e^-10000: the release must equal the counts this file computes in plain
+Python from the documented rules (README "What you get"; io.validate_records).
+"""
+
+import itertools
+import json
+import math
+import re
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dp_spark.cli import main
+
+ITEMS = range(1, 11)
+ATTRS = ("a", "b")
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+
+int_ids = st.one_of(st.integers(-3, 14), st.sampled_from([LONG_MIN, LONG_MAX, 2**40]))
+float_ids = st.one_of(st.integers(-3, 14).map(float),
+                      st.sampled_from([1.5, -0.0, 1e30, float("inf"), float("-inf"), float("nan"), 2.0**63,
+                                       -(2.0**63), 2.0**62]))
+text_ids = st.one_of(st.integers(-3, 14).map(str), st.integers(1, 10).map(lambda i: f" {i} "),
+                     st.sampled_from(["", "x", "7.0", "1e3", "+3", "٣", "７", "é", "9223372036854775808",
+                                      "-9223372036854775808", "0x10", "3 4"]))
+ID_KINDS = {"int64": (int_ids, pa.int64()), "float64": (float_ids, pa.float64()), "string": (text_ids, pa.string())}
+attrs = st.one_of(st.sampled_from(ATTRS), st.sampled_from(["c", "A", "ä", "", " a"]))
+
+
+def spark_long(value, kind: str):
+    """What validation turns an id into: an int, or None for an unusable value (mirrors Spark's casts)."""
+    if value is None:
+        return None
+    if kind == "int64":
+        return value
+    if kind == "float64":
+        if math.isnan(value) or math.isinf(value) or value != math.floor(value):
+            return None
+        whole = int(value)
+        return whole if LONG_MIN <= whole <= LONG_MAX else None
+    text = value.strip(" ")
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        return None
+    number = int(text)
+    return number if LONG_MIN <= number <= LONG_MAX else None
+
+
+@st.composite
+def record_tables(draw):
+    kinds = {column: draw(st.sampled_from(sorted(ID_KINDS))) for column in ("user_id", "item_id")}
+    row = st.tuples(*(st.one_of(st.none(), ID_KINDS[kinds[c]][0]) if draw(st.booleans())
+                      else ID_KINDS[kinds[c]][0] for c in ("user_id", "item_id")),
+                    st.one_of(st.none(), attrs))
+    rows = draw(st.lists(row, max_size=12))
+    if rows and draw(st.booleans()):
+        rows += rows[: draw(st.integers(1, len(rows)))]  # duplicated rows count as records
+    cuts = sorted(draw(st.lists(st.integers(0, len(rows)), min_size=1, max_size=3)))
+    return kinds, rows, cuts
+
+
+def write_parts(directory, kinds, rows, cuts) -> None:
+    """Several Parquet files, some of them possibly empty, with one schema."""
+    schema = pa.schema([("user_id", ID_KINDS[kinds["user_id"]][1]), ("item_id", ID_KINDS[kinds["item_id"]][1]),
+                        ("attr", pa.string())])
+    directory.mkdir()
+    bounds = [0, *cuts, len(rows)]
+    for part, (start, stop) in enumerate(itertools.pairwise(bounds)):
+        chunk = rows[start:stop]
+        columns = [list(column) for column in zip(*chunk, strict=True)] if chunk else [[], [], []]
+        table = pa.Table.from_arrays([pa.array(c, type=f.type, from_pandas=False)
+                                      for c, f in zip(columns, schema, strict=True)], schema=schema)
+        pq.write_table(table, directory / f"part-{part}.parquet")
+
+
+def expected_outcome(kinds, rows) -> tuple[str, object]:
+    """("error", message) or ("release", (item counts, edge counts, diagnostics))."""
+    n = len(rows)
+    if n == 0:
+        return "error", "the source has no records"
+    for index, column in enumerate(("user_id", "item_id")):
+        nulls = sum(r[index] is None for r in rows)
+        if nulls:
+            return "error", f"column {column} has {nulls} null values (of {n} rows)"
+        bad = sum(spark_long(r[index], kinds[column]) is None for r in rows)
+        if bad:
+            return "error", f"column {column} has {bad} non-integer values"
+    items = [spark_long(r[1], kinds["item_id"]) for r in rows]
+    inside = [(item, r[2]) for item, r in zip(items, rows, strict=True) if item in ITEMS and r[2] in ATTRS]
+    item_counts = {i: sum(item == i for item, _ in inside) for i in ITEMS}
+    edge_counts = {(i, a): sum(pair == (i, a) for pair in inside) for i in ITEMS for a in ATTRS}
+    outside_items = sum(item not in ITEMS for item in items)
+    diagnostics = {"rows_read": n, "rows_outside_item_domain": outside_items,
+                   "rows_outside_attribute_domain": n - outside_items - len(inside)}
+    return "release", (item_counts, edge_counts, diagnostics)
+
+
+def config(directory, source) -> str:
+    path = directory / "job.toml"
+    path.write_text("\n".join([
+        f'output = "{directory / "out"}"', "seed = 3", "[source]", 'format = "parquet"', f'path = "{source}"',
+        "[domain]", "items = { range = [1, 10] }", 'attributes = ["a", "b"]',
+        "[privacy]", "epsilon = 1000000", "[algorithm]", 'name = "sra"', "l = 100"]) + "\n")
+    return str(path)
+
+
+@settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=record_tables())
+def test_malformed_records_end_in_a_clear_error_or_an_exact_release(spark, tmp_path_factory, capsys, case):
+    kinds, rows, cuts = case
+    directory = tmp_path_factory.mktemp("case")
+    write_parts(directory / "records", kinds, rows, cuts)
+    capsys.readouterr()
+    code = main(["run", config(directory, directory / "records")])
+    err = capsys.readouterr().err.strip().splitlines()
+    kind, expected = expected_outcome(kinds, rows)
+    if kind == "error":
+        assert code == 2, (kinds, rows, err[-3:])
+        assert err[-1].startswith("dp-spark: error: ") and expected in err[-1], (err[-1], expected)
+        assert not (directory / "out").exists()
+        return
+    assert code == 0, (kinds, rows, err[-5:])
+    item_counts, edge_counts, diagnostics = expected
+    released = pd.read_parquet(directory / "out" / "item_counts")
+    assert dict(zip(released.item_id, released.noisy_count, strict=True)) == item_counts
+    edges = pd.read_parquet(directory / "out" / "edge_counts")
+    assert dict(zip(zip(edges.item_id, edges.attr, strict=True), edges.noisy_count, strict=True)) == edge_counts
+    report = json.loads((directory / "out" / "privacy.json").read_text())
+    assert {k: report["diagnostics_not_private"][k] for k in diagnostics} == diagnostics
