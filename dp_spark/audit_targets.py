@@ -152,7 +152,7 @@ ENTROPY_CLAIM = (float(ENTROPY_EPSILON) / ENTROPY_BOUNDS.M, ENTROPY_DELTA / ENTR
 
 
 # ---------------------------------------------------------------------------
-# Whole-job families on Spark: SRA, HPA, DPSense.
+# Whole-job families on Spark: SRA, HPA, DPSense, DPSense-S, user_histogram.
 
 JOB_L = 3
 JOB_ITEMS = 5
@@ -240,6 +240,48 @@ def _dpsense(side, trials, seed, spark):
     return np.array(out)
 
 
+def _dpsense_s(side, trials, seed, spark):
+    """DPSense-S: (θ, α) by one exponential mechanism, then the counts at θ scaled by α. D′ adds a
+    full row. The statistic is item 1's count read back from the output (released value / α) in
+    units of θ, its noise scale: on 11 users the choice of (θ, α) is close to uniform and carries
+    little signal, while mixing it into the statistic hid the counts' signal from the event search."""
+    from dp_spark.algorithms import dpsense
+
+    records = _records(spark, side, 0)
+    if side:
+        records = records.unionByName(spark.createDataFrame(
+            pd.DataFrame({"user_id": 99, "item_id": np.arange(1, JOB_ITEMS + 1), "record_id": 0})))
+    items = _items()
+    rows = dpsense.rows_of(records)
+    by_length, long_inverse = dpsense.length_by_column(rows, items, DPSENSE_THETA_MAX)
+    limited = {t: dpsense.normalized_counts(rows, items, t) for t in range(1, DPSENSE_THETA_MAX + 1)}
+    rows.release()
+    split = dpsense.default_split(EPSILON)
+    rng = RandomSource(seed)
+    out = []
+    for _ in range(trials):
+        budget = Budget(EPSILON)
+        theta, alpha = dpsense.choose_theta_alpha(by_length, long_inverse, DPSENSE_THETA_MAX, split, budget, rng)
+        counts = dpsense.publish_columns(limited[theta], theta, "normalize", split["epsilon_counts"], budget, rng)
+        released = counts[0] * float(alpha)
+        out.append(released / float(alpha) / theta)
+    return np.array(out)
+
+
+HISTOGRAM_EDGES = np.array([1, 2, 3, 4, 6])
+
+
+def _user_histogram(side, trials, seed, spark):
+    """Users per bin of their record count; D′ adds a user with 3 records (bin [3, 4))."""
+    from dp_spark.algorithms import histogram
+
+    counts = histogram.true_histogram(_records(spark, side, 3), "records", HISTOGRAM_EDGES)
+    rng = RandomSource(seed)
+    bin_of_new_user = int(histogram.bin_of(np.array([3]), HISTOGRAM_EDGES)[0])
+    return np.array([histogram.publish_histogram(counts, EPSILON, Budget(EPSILON), rng)[bin_of_new_user]
+                     for _ in range(trials)])
+
+
 # ---------------------------------------------------------------------------
 
 TARGETS = {t.name: t for t in [
@@ -267,6 +309,10 @@ TARGETS = {t.name: t for t in [
            needs_spark=True),
     Target("dpsense", 1.0, 0.0, f"DPSense θ and column counts, θ_max = {DPSENSE_THETA_MAX}: D' adds a full row",
            _dpsense, needs_spark=True),
+    Target("dpsense_s", 1.0, 0.0, f"DPSense-S (θ, α) and scaled column counts, θ_max = {DPSENSE_THETA_MAX}: D' "
+           "adds a full row", _dpsense_s, needs_spark=True),
+    Target("user_histogram", 1.0, 0.0, "user_histogram of records per user, 5 bins: D' adds a user with 3 records",
+           _user_histogram, needs_spark=True),
     *[Target(f"entropy_{variant}", *ENTROPY_CLAIM,
              f"location entropy {variant}, one location: 3 users against 4 (M = 20, C = 5, eps = 5, "
              "delta = 1e-3; per-location share)", _entropy(variant), trials=200_000)
