@@ -215,9 +215,9 @@ def _hpa(side, trials, seed, spark):
 DPSENSE_THETA_MAX = 4
 
 
-def _dpsense(side, trials, seed, spark):
-    """θ by the exponential mechanism, then the counts at θ: the statistic is θ·1000 plus the
-    noisy count of item 1, so both outputs enter the event. D′ adds a row of every item."""
+def _dpsense_inputs(spark, side: int, scaled: bool):
+    """The Spark part of DPSense(-S) once per side: what the selection scores, and the limited
+    column counts at every θ. D′ adds user 99 with a row of every item."""
     from dp_spark.algorithms import dpsense
 
     records = _records(spark, side, 0)
@@ -226,9 +226,19 @@ def _dpsense(side, trials, seed, spark):
             pd.DataFrame({"user_id": 99, "item_id": np.arange(1, JOB_ITEMS + 1), "record_id": 0})))
     items = _items()
     rows = dpsense.rows_of(records)
-    hist = dpsense.length_histogram(rows, DPSENSE_THETA_MAX)
+    scored = (dpsense.length_by_column(rows, items, DPSENSE_THETA_MAX) if scaled
+              else dpsense.length_histogram(rows, DPSENSE_THETA_MAX))
     limited = {t: dpsense.normalized_counts(rows, items, t) for t in range(1, DPSENSE_THETA_MAX + 1)}
     rows.release()
+    return scored, limited
+
+
+def _dpsense(side, trials, seed, spark):
+    """θ by the exponential mechanism, then the counts at θ: the statistic is θ·1000 plus the
+    noisy count of item 1, so both outputs enter the event. D′ adds a row of every item."""
+    from dp_spark.algorithms import dpsense
+
+    hist, limited = _dpsense_inputs(spark, side, scaled=False)
     split = dpsense.default_split(EPSILON)
     rng = RandomSource(seed)
     out = []
@@ -247,24 +257,15 @@ def _dpsense_s(side, trials, seed, spark):
     little signal, while mixing it into the statistic hid the counts' signal from the event search."""
     from dp_spark.algorithms import dpsense
 
-    records = _records(spark, side, 0)
-    if side:
-        records = records.unionByName(spark.createDataFrame(
-            pd.DataFrame({"user_id": 99, "item_id": np.arange(1, JOB_ITEMS + 1), "record_id": 0})))
-    items = _items()
-    rows = dpsense.rows_of(records)
-    by_length, long_inverse = dpsense.length_by_column(rows, items, DPSENSE_THETA_MAX)
-    limited = {t: dpsense.normalized_counts(rows, items, t) for t in range(1, DPSENSE_THETA_MAX + 1)}
-    rows.release()
+    (by_length, long_inverse), limited = _dpsense_inputs(spark, side, scaled=True)
     split = dpsense.default_split(EPSILON)
     rng = RandomSource(seed)
     out = []
     for _ in range(trials):
         budget = Budget(EPSILON)
-        theta, alpha = dpsense.choose_theta_alpha(by_length, long_inverse, DPSENSE_THETA_MAX, split, budget, rng)
+        theta, _alpha = dpsense.choose_theta_alpha(by_length, long_inverse, DPSENSE_THETA_MAX, split, budget, rng)
         counts = dpsense.publish_columns(limited[theta], theta, "normalize", split["epsilon_counts"], budget, rng)
-        released = counts[0] * float(alpha)
-        out.append(released / float(alpha) / theta)
+        out.append(counts[0] / theta)  # the released count is counts[0] * α; α is released too
     return np.array(out)
 
 
