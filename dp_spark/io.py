@@ -215,9 +215,9 @@ def _recover(fs, target) -> None:
     previous = _siblings(fs, target, "previous")
     if previous and not fs.exists(target):
         fs.rename(previous[0], target)  # killed between moving the old release aside and moving the new one in
-    for leftover in _siblings(fs, target, "previous") + _siblings(fs, target, "tmp") + _siblings(fs, target,
-                                                                                                "perturbed"):
-        fs.delete(leftover, True)
+    for kind in ("previous", "tmp", "perturbed"):
+        for leftover in _siblings(fs, target, kind):
+            fs.delete(leftover, True)
 
 
 def check_output_location(spark: SparkSession, output: str) -> None:
