@@ -84,8 +84,7 @@ def run_variants(configs: list[JobConfig], records: DataFrame, locations, actual
         values = defaultdict(list)
         for run in range(runs):
             rng = RandomSource(None if cfg.seed is None else cfg.seed + run)
-            needs_delta = e["variant"] in ("limit_ss", "limit_cb_dp")
-            budget = Budget(cfg.epsilon, e["delta"] if needs_delta else 0.0)
+            budget = Budget(cfg.epsilon, e["delta"] if e["variant"] in le.DELTA_VARIANTS else 0.0)
             release = le.publish(bounded, e["variant"], bounds, split, budget, rng, e["delta"], e["k"], e["xi"])
             for metric, value in entropy_metrics(actual, bounded, release.entropy, e["variant"], e["k"]).items():
                 values[("entropy", metric)].append(value)

@@ -102,9 +102,9 @@ def _report(cfg: JobConfig, budget: Budget, attributes, scheme: fm.Scheme, outpu
     }
 
 
-def run(cfg: JobConfig, spark, progress, output: str, run: dict):
+def run(cfg: JobConfig, spark, progress, output: str, run_info: dict):
     """Read, perturb, mine and write to ``output`` (checked by the caller); returns a JobResult
-    (tables: the frequent itemsets as pandas). ``run`` goes into the report as it is."""
+    (tables: the frequent itemsets as pandas). ``run_info`` is the report's ``run`` section."""
     from dp_spark.jobs import JobResult, _stage
 
     specs = list(cfg.frapp["specs"])
@@ -136,7 +136,7 @@ def run(cfg: JobConfig, spark, progress, output: str, run: dict):
             published = fm.labelled(perturbed, attributes, scheme.name in frapp.BIT_SCHEMES)
             outputs = {"perturbed_records": {"rows": rows, "columns": published.columns},
                        "frequent_itemsets": {"rows": len(itemsets), "columns": list(itemsets.columns)}}
-            report = {**_report(cfg, budget, attributes, scheme, outputs, diagnostics, lengths), "run": run}
+            report = {**_report(cfg, budget, attributes, scheme, outputs, diagnostics, lengths), "run": run_info}
         with _stage(progress, "write"):
             progress(f"writing {output}")
             io.write_release(spark, output, {"perturbed_records": published, "frequent_itemsets": itemsets}, report)

@@ -255,7 +255,7 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
 
 def claimed_delta(cfg: JobConfig) -> float:
     """The δ a job may spend: only the (ε, δ) location-entropy variants have one."""
-    if cfg.algorithm == "entropy" and cfg.entropy["variant"] in ("limit_ss", "limit_cb_dp"):
+    if cfg.algorithm == "entropy" and cfg.entropy["variant"] in location_entropy.DELTA_VARIANTS:
         return cfg.entropy["delta"]
     return 0.0
 

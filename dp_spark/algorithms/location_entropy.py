@@ -47,6 +47,7 @@ from dp_spark.mechanisms import RandomSource, as_scale, discrete_laplace, discre
 from dp_spark.privacy import Budget, LedgerEntry
 
 VARIANTS = ("baseline", "limit", "limit_ss", "limit_cb", "limit_cb_dp")
+DELTA_VARIANTS = ("limit_ss", "limit_cb_dp")  # (ε, δ)-DP; the others spend no δ
 SPEC_SECTIONS = {"baseline": "ALGORITHMS.md §7.2", "limit": "ALGORITHMS.md §7.3", "limit_ss": "ALGORITHMS.md §7.4",
                  "limit_cb": "ALGORITHMS.md §7.5 (crowd-blending, not DP)",
                  "limit_cb_dp": "ALGORITHMS.md §7.5 (Limit-CB-DP)"}
@@ -140,8 +141,8 @@ def smooth_entropy(entropy: np.ndarray, users: np.ndarray, bounds: Bounds, epsil
                                           xi, beta)
     smooth_units = np.array([_units(v) + 1 for v in table])[users]
     scales = [scale_at_least(Fraction(2 * bounds.M * int(s)) / epsilon) for s in smooth_units]
-    budget.spend(LedgerEntry(step, f"discrete Laplace, smooth sensitivity (beta' = "
-                             f"{sens.smoothing(float(epsilon), delta, bounds.M):.4g})", epsilon,
+    used_beta = sens.smoothing(float(epsilon), delta, bounds.M) if beta is None else beta
+    budget.spend(LedgerEntry(step, f"discrete Laplace, smooth sensitivity (beta' = {used_beta:.4g})", epsilon,
                              Fraction(int(smooth_units.max()), unit), min(scales) / unit, int(users.size),
                              delta=delta))
     return (_on_grid(entropy) + discrete_laplace_each(rng, scales)) / unit
