@@ -109,7 +109,7 @@ def _run_method(cfg, records, user_counts, items, attributes, truth: Truth, runs
     publisher = sampling.Publisher(cfg.publisher, dict(cfg.publisher_options))
     fixed = None
     if cfg.algorithm != "hpa":
-        sample = bounding.sample_per_user(records, cfg.l, seed=cfg.seed, counts=user_counts)
+        sample = bounding.sample_selection(records, cfg.l, seed=cfg.seed, counts=user_counts)
         fixed = sampling.bounded_counts(sample, items, attributes, publisher, cfg.seed)
     for run in range(runs):
         progress(f"{cfg.algorithm}: run {run + 1}/{runs}")

@@ -63,6 +63,25 @@ def test_prefilter_never_changes_the_result(spark, oversample):
     assert_df_equality(got, brute, ignore_row_order=True)
 
 
+def item_histogram(rows, size=600):
+    """Rows per item_id as an array: sums to the number of rows, as Selection.counted requires."""
+    found = rows.groupBy("item_id").count().toPandas()
+    counts = np.zeros(size, dtype=np.int64)
+    np.add.at(counts, found["item_id"].to_numpy(), found["count"].to_numpy())
+    return counts
+
+
+@pytest.mark.parametrize("oversample", [6.0, 0.0, -1.5])
+def test_counted_equals_the_count_of_the_exact_rows(spark, oversample):
+    """The fast path counts the candidates' selection and checks its total; with
+    oversample 0 or -1.5 users fall short, and only the fallback gets it right."""
+    df = records(spark, {u: 10 + 7 * u for u in range(60)})
+    selection = bounding.sample_selection(df, 8, salt=12345, oversample=oversample)
+    exact = item_histogram(selection.rows())
+    assert exact.sum() == sum(min(8, 10 + 7 * u) for u in range(60))
+    assert np.array_equal(selection.counted(item_histogram), exact)
+
+
 def test_top_per_user_keeps_highest_scores_and_breaks_ties_at_random(spark):
     # Every user: 2 rows of score 5, 8 rows of score 1; keep 3 -> both 5s plus one random 1.
     users = 1600
@@ -121,6 +140,8 @@ def test_cutoffs_never_change_top_per_user(spark):
     assert len(cutoffs) >= 3 and min(sizes.values()) < cutoffs[-1][0] <= max(sizes.values())
     assert all(sizes[u] >= cutoffs[-1][0] for u in range(80, 90))
     plain = bounding.top_per_user(df, l, "score", salt=99)
-    filtered = bounding.top_per_user(df, l, "score", salt=99, cutoffs=cutoffs)
-    assert_df_equality(filtered, plain, ignore_row_order=True)
+    filtered = bounding.top_selection(df, l, "score", salt=99, cutoffs=cutoffs)
+    assert_df_equality(filtered.rows(), plain, ignore_row_order=True)
+    # The niche users are short of their cutoff, so the fast count must notice and redo.
+    assert np.array_equal(filtered.counted(lambda rows: item_histogram(rows, 300)), item_histogram(plain, 300))
     assert plain.count() == sum(min(l, n) for n in sizes.values())

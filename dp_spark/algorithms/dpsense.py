@@ -179,8 +179,8 @@ def sampled_counts(rows: Rows, items: ItemDomain, theta: int, seed: int | None) 
     """Column counts after keeping θ random ones of every longer row. NOT private."""
     ones = rows.ones.withColumn("record_id", F.col("item_id"))  # unique within a row: the hash key
     counts = rows.per_user.select("user_id", F.col("_r").alias("_n"))
-    kept = bounding.sample_per_user(ones, theta, salt=bounding.new_salt(seed, "dpsense_rows"), counts=counts)
-    return _column_sums(kept, F.lit(1), items)
+    kept = bounding.sample_selection(ones, theta, salt=bounding.new_salt(seed, "dpsense_rows"), counts=counts)
+    return kept.counted(lambda rows: _column_sums(rows, F.lit(1), items))
 
 
 def column_counts(rows: Rows, items: ItemDomain) -> np.ndarray:

@@ -86,13 +86,13 @@ class BoundedCounts:
     with_edges: bool
 
 
-def bounded_counts(bounded: DataFrame, items: ItemDomain, attributes: AttributeDomain | None,
+def bounded_counts(bounded: bounding.Selection, items: ItemDomain, attributes: AttributeDomain | None,
                    publisher: Publisher, seed: int | None) -> BoundedCounts:
     """Aggregate the bounded records: the only Spark work between bounding and noise."""
-    edges = aggregates.edge_counts(bounded, items, attributes)
+    edges = bounded.counted(lambda rows: aggregates.edge_counts(rows, items, attributes))
     sampled = None
     if publisher.name in publishers.NEEDS_ONE_RECORD_PER_USER:
-        sampled = _one_record_per_user(bounded, items, attributes, seed)
+        sampled = _one_record_per_user(bounded.rows(), items, attributes, seed)
     return BoundedCounts(edges, sampled, attributes is not None)
 
 
@@ -132,7 +132,7 @@ def sra(
     """Simple Random Algorithm: a uniform sample of ≤ l records per user, then noisy counts.
     ``user_counts`` (rows per user of ``records``) saves a pass when known. The
     baselines LPA, DFT and GS are this with l = M and their publisher."""
-    sample = bounding.sample_per_user(records, l, seed=seed, counts=user_counts)
+    sample = bounding.sample_selection(records, l, seed=seed, counts=user_counts)
     counts = bounded_counts(sample, items, attributes, publisher, seed)
     return publish_counts(counts, l, epsilons, budget, rng, publisher)
 
@@ -157,10 +157,11 @@ def hpa(
     p̃_i, and stays in exact integers; if every ñ_i ≤ 0 all scores tie and the
     choice is uniform, as with p̃_i = 1/m.
     """
-    popularity_sample = bounding.sample_per_user(
+    popularity_sample = bounding.sample_selection(
         records.select("user_id", "item_id", "record_id"), d, seed=seed, counts=user_counts
     )
-    popularity_true = aggregates.item_counts(aggregates.edge_counts(popularity_sample, items, None))
+    popularity_true = aggregates.item_counts(
+        popularity_sample.counted(lambda rows: aggregates.edge_counts(rows, items, None)))
     popularity = publishers.publish("laplace", popularity_true, d, epsilons["epsilon_popularity"], rng, "popularity")
     for entry in popularity.entries:
         budget.spend(entry)
@@ -173,9 +174,7 @@ def hpa(
     scored = records.join(F.broadcast(scores), "item_id")
     # The cutoffs only decide which rows the selection looks at, never its result.
     cutoffs = bounding.score_cutoffs(item_scores, l)
-    chosen = bounding.top_per_user(
-        scored, l, "_score", seed=seed, counts=user_counts, cutoffs=cutoffs
-    ).drop("_score")
+    chosen = bounding.top_selection(scored, l, "_score", seed=seed, counts=user_counts, cutoffs=cutoffs)
     release = publish_counts(bounded_counts(chosen, items, attributes, publisher, seed), l, epsilons, budget, rng,
                              publisher)
     release.diagnostics["rows_in_popularity_sample"] = int(popularity_true.sum())
