@@ -176,7 +176,7 @@ def _sra(side, trials, seed, spark):
     from dp_spark import bounding
     from dp_spark.algorithms import sampling
 
-    bounded = bounding.sample_per_user(_records(spark, side, 3 * JOB_L), JOB_L, seed=7)
+    bounded = bounding.sample_selection(_records(spark, side, 3 * JOB_L), JOB_L, seed=7)
     counts = sampling.bounded_counts(bounded, _items(), None, sampling.Publisher(), 7)
     split = sampling.default_split("sra", EPSILON, False)
     rng = RandomSource(seed)
@@ -198,7 +198,7 @@ def _hpa(side, trials, seed, spark):
                                                                None))
     scores = spark.createDataFrame([(int(i), int(s)) for i, s in zip(items.ids, [3, 1, 2, 0, 1])],
                                    "item_id long, _score long")
-    chosen = bounding.top_per_user(records.join(scores, "item_id"), JOB_L, "_score", seed=7).drop("_score")
+    chosen = bounding.top_selection(records.join(scores, "item_id"), JOB_L, "_score", seed=7)
     counts = sampling.bounded_counts(chosen, items, None, sampling.Publisher(), 7)
     split = sampling.default_split("hpa", EPSILON, False)
     rng = RandomSource(seed)
