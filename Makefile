@@ -10,6 +10,9 @@ BENCH_ROWS := $(BENCH_ROWS),100480507
 endif
 
 PEER_ROWS ?= 10000000
+PEER_REPEATS ?= 5
+# PipelineDP takes minutes a run at 10M rows.
+PDP_REPEATS ?= 1
 PEER_DATA := data/netflix-$(PEER_ROWS).parquet
 PDP_VENV := .venv-pipelinedp
 TMLT_VENV := .venv-tumult
@@ -50,9 +53,8 @@ reproduce-004: $(VENV)/.installed-test check-java
 # (Tumult needs PySpark 3.5 and pandas < 2). PEER_ROWS=N picks the table size.
 bench-peers: install check-java $(TMLT_VENV)/.installed $(PDP_VENV)/.installed
 	@[ -f $(PEER_DATA) ] || $(BIN)/dp-spark generate netflix --rows $(PEER_ROWS) --out $(PEER_DATA)
-	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python bench/peers.py --tool dp-spark --data $(PEER_DATA)
-	PYSPARK_PYTHON=$(abspath $(TMLT_VENV)/bin/python) $(TMLT_VENV)/bin/python bench/peers.py --tool tumult --data $(PEER_DATA)
-	PYSPARK_PYTHON=$(abspath $(PDP_VENV)/bin/python) $(PDP_VENV)/bin/python bench/peers.py --tool pipelinedp --data $(PEER_DATA)
+	$(BIN)/python bench/peers.py --pair tumult --peer-python $(TMLT_VENV)/bin/python --data $(PEER_DATA) --repeats $(PEER_REPEATS)
+	$(BIN)/python bench/peers.py --pair pipelinedp --peer-python $(PDP_VENV)/bin/python --data $(PEER_DATA) --repeats $(PDP_REPEATS) --warmups 1
 	$(BIN)/python bench/peers.py --table bench/results/peers
 
 $(PDP_VENV)/.installed:

@@ -1,9 +1,7 @@
 """The SRA item-count release next to the closest equivalent in a peer library.
 
-    python bench/peers.py --tool dp-spark   --data T.parquet --out DIR   (our venv)
-    python bench/peers.py --tool pipelinedp --data T.parquet --out DIR   (a venv with pipeline-dp)
-    python bench/peers.py --tool tumult     --data T.parquet --out DIR   (a venv with tmlt.analytics)
-    python bench/peers.py --table DIR                                    (Markdown from DIR/*.json)
+    python bench/peers.py --pair tumult --peer-python .venv-tumult/bin/python --data T.parquet --out DIR
+    python bench/peers.py --table DIR                  (Markdown from DIR/*.json)
 
 Each tool releases one noisy count per public item (17,770 Netflix ids) with
 pure ε-DP, ε = 1, each user contributing at most l = 10 records:
@@ -11,17 +9,26 @@ dp-spark SRA (item counts only); Tumult Analytics with privacy unit user_id
 (AddRowsWithID), MaxRowsPerID(l) and a count grouped by the public item keys
 under a pure-DP budget; PipelineDP on its Spark RDD backend with
 max_partitions_contributed = l, max_contributions_per_partition = 1, public
-partitions = the item domain, Laplace noise. Time is wall time of the release
-after one warm-up, median of --repeats runs, local[2]. Accuracy (top-10
-precision, MSE) is against the true counts, computed here without noise:
-NOT PRIVATE, for the benchmark only.
+partitions = the item domain, Laplace noise.
+
+The tools need different PySpark versions, so each runs in its own process
+(``--serve``: a local[2] session, the warm-ups, then one timed release per
+line ``run`` on stdin). ``--pair`` starts dp-spark and one peer that way and
+has them take turns, alternating who goes first, so that a slow minute on a
+shared machine hits both: the speed-up is a ratio of medians from one run.
+Accuracy (top-10 precision, MSE) is against the true counts, computed here
+without noise: NOT PRIVATE, for the benchmark only.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -91,7 +98,8 @@ def release_tumult(spark, data: str) -> np.ndarray:
 TOOLS = {"dp-spark": release_dp_spark, "pipelinedp": release_pipelinedp, "tumult": release_tumult}
 
 
-def measure(tool: str, data: str, repeats: int) -> dict:
+def serve(tool: str, data: str, warmups: int) -> None:
+    """Answer each ``run`` line on stdin with one timed release, as a ``RESULT {json}`` line."""
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName(f"peers-{tool}")
@@ -100,50 +108,120 @@ def measure(tool: str, data: str, repeats: int) -> dict:
     spark.sparkContext.setLogLevel("ERROR")
     truth = true_counts(spark, data)
     release = TOOLS[tool]
-    release(spark, data)  # warm-up
-    seconds, mse, top10 = [], [], []
-    for _ in range(repeats):
+    for _ in range(warmups):
+        release(spark, data)
+    print("READY", flush=True)
+    for line in sys.stdin:
+        if line.strip() != "run":
+            break
         started = time.perf_counter()
         noisy = release(spark, data)
-        seconds.append(round(time.perf_counter() - started, 2))
-        mse.append(float(np.mean((noisy - truth) ** 2)))
+        seconds = round(time.perf_counter() - started, 2)
         top_noisy, top_true = np.argsort(-noisy, kind="stable")[:10], np.argsort(-truth, kind="stable")[:10]
-        top10.append(len(set(top_noisy) & set(top_true)) / 10)
-    rows = int(truth.sum())
+        result = {"seconds": seconds, "mse": float(np.mean((noisy - truth) ** 2)),
+                  "top10": len(set(top_noisy) & set(top_true)) / 10, "rows": int(truth.sum())}
+        print("RESULT " + json.dumps(result), flush=True)
     spark.stop()
-    return {"tool": tool, "rows": rows, "median_s": statistics.median(seconds), "runs_s": seconds,
-            "top10_precision": statistics.mean(top10), "item_mse": statistics.mean(mse), "repeats": repeats}
+
+
+class Server:
+    """A ``--serve`` process of one tool under its own interpreter."""
+
+    def __init__(self, tool: str, python: str, data: str, warmups: int):
+        self.tool = tool
+        self.log = tempfile.TemporaryFile(mode="w+")
+        env = {**os.environ, "PYSPARK_PYTHON": python}
+        command = [python, __file__, "--serve", "--tool", tool, "--data", data, "--warmups", str(warmups)]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                        text=True, env=env)
+
+    def _line(self, prefix: str) -> str:
+        for line in self.process.stdout:
+            if line.startswith(prefix):
+                return line[len(prefix):]
+        self.log.seek(0)
+        raise RuntimeError(f"{self.tool} stopped before {prefix.strip()}:\n{self.log.read()[-3000:]}")
+
+    def ready(self) -> None:
+        self._line("READY")
+
+    def run(self) -> dict:
+        self.process.stdin.write("run\n")
+        self.process.stdin.flush()
+        return json.loads(self._line("RESULT "))
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+        self.log.close()
+
+
+def summary(results: list[dict]) -> dict:
+    seconds = [r["seconds"] for r in results]
+    return {"median_s": statistics.median(seconds), "runs_s": seconds,
+            "top10_precision": round(statistics.mean(r["top10"] for r in results), 3),
+            "item_mse": statistics.mean(r["mse"] for r in results)}
+
+
+def pair(peer: str, peer_python: str, data: str, repeats: int, warmups: int) -> dict:
+    """dp-spark and ``peer`` taking turns on the same table; both warm up first (at the same time)."""
+    servers = [Server("dp-spark", sys.executable, data, warmups), Server(peer, peer_python, data, warmups)]
+    try:
+        for server in servers:
+            server.ready()
+        results: dict[str, list[dict]] = {"dp-spark": [], peer: []}
+        for round_ in range(repeats):
+            for server in servers if round_ % 2 == 0 else servers[::-1]:
+                result = server.run()
+                results[server.tool].append(result)
+                print(f"  run {round_ + 1}/{repeats} {server.tool}: {result['seconds']:.2f} s", file=sys.stderr)
+    finally:
+        for server in servers:
+            server.close()
+    ours, theirs = summary(results["dp-spark"]), summary(results[peer])
+    return {"tool": peer, "rows": results[peer][0]["rows"], **theirs, "dp_spark": ours,
+            "speedup": round(theirs["median_s"] / ours["median_s"], 2), "repeats": repeats, "warmups": warmups}
 
 
 def table(directory: Path) -> str:
     records = [json.loads(p.read_text()) for p in sorted(directory.glob("peer-*.json"))]
-    ours = {r["rows"]: r["median_s"] for r in records if r["tool"] == "dp-spark"}
-    lines = ["| tool | rows | median s | dp-spark s / tool s | top-10 precision | item MSE |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = [("| peer | rows | peer s | dp-spark s (same run) | dp-spark faster by "
+              "| top-10 precision (peer / dp-spark) | item MSE (peer / dp-spark) |"),
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for r in records:
-        ratio = f"{ours[r['rows']] / r['median_s']:.3f}" if r["rows"] in ours else "n/a"
-        lines.append(f"| {r['tool']} | {r['rows']:,} | {r['median_s']:.1f} | {ratio} | "
-                     f"{r['top10_precision']:.2f} | {r['item_mse']:,.0f} |")
+        ours = r["dp_spark"]
+        lines.append(f"| {r['tool']} | {r['rows']:,} | {r['median_s']:.1f} | {ours['median_s']:.2f} | {r['median_s'] / ours['median_s']:.1f}× "
+                     f"| {r['top10_precision']:.2f} / {ours['top10_precision']:.2f} "
+                     f"| {r['item_mse']:,.0f} / {ours['item_mse']:,.0f} |")
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tool", choices=sorted(TOOLS))
+    parser.add_argument("--pair", choices=sorted(set(TOOLS) - {"dp-spark"}), help="the peer to run against dp-spark")
+    parser.add_argument("--peer-python", help="the interpreter of the peer's virtual environment")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tool", choices=sorted(TOOLS), help=argparse.SUPPRESS)
     parser.add_argument("--data")
     parser.add_argument("--out", default="bench/results/peers")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--warmups", type=int, default=2)
     parser.add_argument("--table", help="print the Markdown table of the results in this directory")
     args = parser.parse_args()
     if args.table:
         print(table(Path(args.table)))
         return
-    if not (args.tool and args.data):
-        parser.error("--tool and --data are required unless --table is given")
-    record = measure(args.tool, args.data, args.repeats)
+    if args.serve:
+        serve(args.tool, args.data, args.warmups)
+        return
+    if not (args.pair and args.peer_python and args.data):
+        parser.error("--pair, --peer-python and --data are required unless --table is given")
+    if args.repeats < 1 or args.warmups < 0:
+        parser.error("--repeats must be >= 1 and --warmups >= 0")
+    record = pair(args.pair, args.peer_python, args.data, args.repeats, args.warmups)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"peer-{args.tool}-{record['rows']}.json").write_text(json.dumps(record, indent=2) + "\n")
+    (out / f"peer-{args.pair}-{record['rows']}.json").write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record))
 
 

@@ -1,9 +1,11 @@
 """``dp-spark bench``: wall time of each job against the non-private floor.
 
 Everything a ratio compares is measured in one Spark session, with the runs
-of the jobs interleaved (floor, sra, hpa, floor, sra, ...) after one warm-up
-each, so a slow minute on a shared machine hits every job alike. A job's time
-is the product path without the write: read, check, bound, count, add noise.
+of the jobs interleaved (floor, sra, hpa, floor, sra, ...) after untimed
+warm-up rounds (two by default: after one, the JVM was still getting
+faster), so a slow minute on a shared machine hits every job alike. A job's
+time is the product path without the write: read, check, bound, count, add
+noise.
 The floor is the same Parquet's item x attribute counts with a plain
 ``groupBy().count()`` collected to the driver; item counts are its row sums.
 
@@ -119,7 +121,7 @@ def _timed(spark, run) -> tuple[float, int | None]:
     return seconds, sum(b for stage, b in after.items() if stage not in before)
 
 
-def bench_scale(spark, data: str, rows: int, jobs: list[str], repeats: int, progress) -> list[dict]:
+def bench_scale(spark, data: str, rows: int, jobs: list[str], repeats: int, progress, warmups: int = 2) -> list[dict]:
     """Records {job, rows, median_s, floor_median_s, ratio, ...} for one table."""
     from dp_spark.jobs import compute_release
 
@@ -140,6 +142,10 @@ def bench_scale(spark, data: str, rows: int, jobs: list[str], repeats: int, prog
         runners[job]()
         runs[job].python_peak_mb = _peak_mb(os.getpid())
         runs[job].jvm_peak_mb = _peak_mb(jvm) if jvm else None
+    for round_ in range(2, warmups + 1):
+        for job in order:
+            progress(f"  warm-up {round_}/{warmups} {job}")
+            runners[job]()
     for repeat in range(repeats):
         for job in order:
             seconds, shuffled = _timed(spark, runners[job])
@@ -164,6 +170,7 @@ def bench_scale(spark, data: str, rows: int, jobs: list[str], repeats: int, prog
             "jvm_peak_rss_mb": r.jvm_peak_mb,
             "shuffle_bytes": int(statistics.median(shuffles)) if shuffles else None,
             "runs_s": r.seconds,
+            "warmups": warmups,
         })
     return records
 
@@ -203,7 +210,7 @@ def ensure_table(rows: int, data_dir: str, progress) -> str:
 
 
 def run(rows_list: list[int], jobs: list[str], out: str, repeats: int, data_dir: str, master: str,
-        progress) -> list[dict]:
+        progress, warmups: int = 2) -> list[dict]:
     """Benchmark every scale, one fresh Spark session each; write ``out``/bench.json."""
     from dp_spark.spark import get_session
 
@@ -212,6 +219,8 @@ def run(rows_list: list[int], jobs: list[str], out: str, repeats: int, data_dir:
         raise ConfigError(f"unknown bench job(s) {', '.join(unknown)}; known: {', '.join(JOBS)}")
     if repeats < 1:
         raise ConfigError(f"--repeats must be >= 1, got {repeats}")
+    if warmups < 1:
+        raise ConfigError(f"--warmups must be >= 1 (the first one measures peak memory), got {warmups}")
     records = []
     Path(out).mkdir(parents=True, exist_ok=True)
     for rows in rows_list:
@@ -219,7 +228,7 @@ def run(rows_list: list[int], jobs: list[str], out: str, repeats: int, data_dir:
         progress(f"benchmarking {', '.join(jobs)} at {rows:,} rows on {master}")
         spark = get_session(master, {"spark.ui.showConsoleProgress": "false"}, app_name=f"dp-spark-bench-{rows}")
         try:
-            records += bench_scale(spark, data, rows, jobs, repeats, progress)
+            records += bench_scale(spark, data, rows, jobs, repeats, progress, warmups)
         finally:
             spark.stop()
         (Path(out) / "bench.json").write_text(json.dumps(records, indent=2) + "\n")

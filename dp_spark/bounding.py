@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -82,6 +83,11 @@ def _rows_of(selected: DataFrame, user_col: str, columns: list[str]) -> DataFram
     return exploded.select(*[F.col(user_col) if c == user_col else F.col(f"_row.`{c}`").alias(c) for c in columns])
 
 
+def capped_total(users_by_n: pd.Series, l: int) -> int:
+    """Σ over users of min(n, l), from the number of users (values) with each row count n (index)."""
+    return int((np.minimum(users_by_n.index.to_numpy(dtype=np.int64), l) * users_by_n.to_numpy(dtype=np.int64)).sum())
+
+
 @dataclass(frozen=True)
 class Selection:
     """Each user's ``l`` rows of smallest ``order``, planned but not computed.
@@ -89,8 +95,10 @@ class Selection:
     ``candidates`` is a subset of ``keyed`` chosen so that a user with at
     least min(n, l) candidates has every row it must keep among them (the
     pre-filters below); ``counts`` gives each user's n, or is None when the
-    candidates are all rows. ``short_users_likely`` says whether some user
-    falls short in a typical run, which decides how :meth:`counted` checks.
+    candidates are all rows. ``users_by_n`` (users per row count, as from
+    validation) saves :meth:`counted` a job. ``short_users_likely`` says
+    whether some user falls short in a typical run, which decides how
+    :meth:`counted` checks.
     """
 
     keyed: DataFrame
@@ -101,6 +109,7 @@ class Selection:
     user_col: str
     columns: list[str]
     short_users_likely: bool = False
+    users_by_n: pd.Series | None = None
 
     def _from(self, df: DataFrame, *extra) -> DataFrame:
         return _smallest_per_user(df, self.l, self.order, self.user_col, self.columns, *extra)
@@ -136,7 +145,10 @@ class Selection:
         result = count(_rows_of(self._from(self.candidates), self.user_col, self.columns))
         if self.counts is None:
             return result
-        expected = self.counts.agg(F.sum(F.least(F.col("_n"), F.lit(self.l)))).first()[0] or 0
+        if self.users_by_n is not None:
+            expected = capped_total(self.users_by_n, self.l)
+        else:
+            expected = self.counts.agg(F.sum(F.least(F.col("_n"), F.lit(self.l)))).first()[0] or 0
         if int(result.sum()) == expected:
             return result
         return count(self.rows())
@@ -155,6 +167,7 @@ def sample_selection(
     *,
     salt: int | None = None,
     counts: DataFrame | None = None,
+    users_by_n: pd.Series | None = None,
     oversample: float = 6.0,
 ) -> Selection:
     """At most ``l`` rows per user, a uniform sample without replacement.
@@ -166,10 +179,13 @@ def sample_selection(
     left with fewer than l candidates (probability below 10^-8 per user at the
     default) is redone from all of its rows, so the pre-filter never changes
     the result; ``oversample`` only trades rows aggregated against how often
-    that happens.
+    that happens. ``users_by_n`` (users per row count of ``counts``) lets a
+    count of the sample skip a job (:meth:`Selection.counted`).
     """
     if l < 1:
         raise ValueError(f"l must be >= 1, got {l}")
+    if users_by_n is not None and counts is None:
+        raise ValueError("users_by_n describes counts, which must be given with it")
     salt = new_salt(seed, "sample_per_user") if salt is None else salt
     counts = user_counts(df, user_col) if counts is None else counts
     columns = df.columns
@@ -178,7 +194,7 @@ def sample_selection(
     # include every row smaller than any candidate: the pre-filter is exact.
     keep_below = F.lit((l + oversample * (math.sqrt(l) + 2)) * 2.0**63) / F.col("_n")
     candidates = keyed.where((F.col("_n") <= l) | (F.col("_position") < keep_below))
-    return Selection(keyed, candidates, counts, l, F.col("_position"), user_col, columns)
+    return Selection(keyed, candidates, counts, l, F.col("_position"), user_col, columns, users_by_n=users_by_n)
 
 
 def score_thresholds(scores, l: int) -> list[int]:

@@ -78,7 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--jobs", default="floor,sra,hpa",
                        help="comma-separated: floor, sra, hpa, dpsense, dpsense_s, user_histogram (default: floor,sra,hpa)")
     bench.add_argument("--out", required=True, help="directory for bench.json and machine.json")
-    bench.add_argument("--repeats", type=int, default=5, help="timed runs per job after a warm-up (default 5)")
+    bench.add_argument("--repeats", type=int, default=5, help="timed runs per job after the warm-ups (default 5)")
+    bench.add_argument("--warmups", type=int, default=2, help="untimed rounds of every job first (default 2)")
     bench.add_argument("--data-dir", default="data", help="where the generated tables are kept (default data/)")
     bench.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     return parser
@@ -247,7 +248,8 @@ def _bench(args) -> int:
     from dp_spark import bench
 
     jobs = [job.strip() for job in args.jobs.split(",") if job.strip()]
-    records = bench.run(_rows_list(args.rows), jobs, args.out, args.repeats, args.data_dir, args.master, _to_stderr)
+    records = bench.run(_rows_list(args.rows), jobs, args.out, args.repeats, args.data_dir, args.master, _to_stderr,
+                        args.warmups)
     print(bench.markdown(records))
     print(f"\nwrote {args.out}/bench.json and {args.out}/machine.json")
     return 0

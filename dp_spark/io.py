@@ -16,6 +16,8 @@ import json
 import uuid
 from dataclasses import dataclass
 
+import pandas as pd
+
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -108,6 +110,7 @@ class ValidatedRecords:
     diagnostics: dict  # NOT private: raw counts for the operator
     user_counts: DataFrame  # [user_id, _n]: in-domain rows per user (cached; see release)
     cached: DataFrame  # the persisted per-user table behind user_counts
+    users_by_n: pd.Series  # number of users (values) with n in-domain rows (index); NOT private
 
     def release(self) -> None:
         """Drop the cached per-user table once the job no longer needs it."""
@@ -132,7 +135,8 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     """Check ids, cast them, and drop rows outside the public domain.
 
     One pass: a per-user aggregation that counts each user's in-domain rows
-    (which bounding reuses), summed on a small cached table. Null or
+    (which bounding reuses), then summed per row count on that small cached
+    table (bounding reuses the users per row count too). Null or
     non-integer ids are an error; ids outside the domain are dropped and
     counted in the NOT-private diagnostics.
 
@@ -160,11 +164,15 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         .coalesce(df.sparkSession.sparkContext.defaultParallelism)
         .persist()
     )
-    stats = per_user.agg(
-        F.sum("rows").alias("rows"), F.sum("_n").alias("_n"), F.sum("out_items").alias("out_items"),
-        F.sum(F.when(F.col("user_id").isNull(), F.col("rows"))).alias("bad_users"),
+    # Grouped by row count rather than summed to one row, at no extra cost: the same job then
+    # also gives each n's number of users, from which bounding checks its counts (Σ min(n, l)).
+    groups = per_user.groupBy("_n", F.col("user_id").isNull().alias("null_user")).agg(
+        F.count(F.lit(1)).alias("users"), F.sum("rows").alias("rows"), F.sum("out_items").alias("out_items"),
         (F.sum("bad_items") if item_can_be_bad else F.lit(0)).alias("bad_items"),
-    ).first().asDict()
+    ).toPandas()
+    stats = {"rows": int(groups["rows"].sum()), "_n": int((groups["_n"] * groups["users"]).sum()),
+             "out_items": int(groups["out_items"].sum()), "bad_items": int(groups["bad_items"].sum()),
+             "bad_users": int(groups.loc[groups["null_user"], "rows"].sum())}
     if not stats["rows"]:
         per_user.unpersist()
         raise DataError("the source has no records")
@@ -186,7 +194,8 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         "rows_outside_attribute_domain": stats["rows"] - stats["_n"] - stats["out_items"],
     }
     counts = per_user.where(F.col("_n") > 0).select("user_id", "_n")
-    return ValidatedRecords(records, diagnostics, counts, per_user)
+    users_by_n = groups[groups["_n"] > 0].groupby("_n")["users"].sum()
+    return ValidatedRecords(records, diagnostics, counts, per_user, users_by_n)
 
 
 # ---------------------------------------------------------------------------

@@ -176,7 +176,7 @@ def _column_release(cfg, validated, items, split, budget, rng) -> tuple[dict, di
 
 def _counts_release(cfg, validated, items, split, budget, rng, attributes) -> tuple[dict, dict]:
     common = dict(items=items, attributes=attributes, l=cfg.l, epsilons=split, budget=budget, rng=rng,
-                  seed=cfg.seed, user_counts=validated.user_counts,
+                  seed=cfg.seed, user_counts=validated.user_counts, users_by_n=validated.users_by_n,
                   publisher=sampling.Publisher(cfg.publisher, dict(cfg.publisher_options)))
     if cfg.algorithm != "hpa":
         release = sampling.sra(validated.records, **common)

@@ -1,6 +1,9 @@
 """Per-user bounding: uniform, bounded, exact, and the same on every run with a seed."""
 
+from collections import Counter
+
 import numpy as np
+import pandas as pd
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import Window
@@ -71,15 +74,34 @@ def item_histogram(rows, size=600):
     return counts
 
 
+@pytest.mark.parametrize("known_users_by_n", [False, True])
 @pytest.mark.parametrize("oversample", [6.0, 0.0, -1.5])
-def test_counted_equals_the_count_of_the_exact_rows(spark, oversample):
-    """The fast path counts the candidates' selection and checks its total; with
-    oversample 0 or -1.5 users fall short, and only the fallback gets it right."""
-    df = records(spark, {u: 10 + 7 * u for u in range(60)})
-    selection = bounding.sample_selection(df, 8, salt=12345, oversample=oversample)
+def test_counted_equals_the_count_of_the_exact_rows(spark, oversample, known_users_by_n):
+    """The fast path counts the candidates' selection and checks its total (from a job, or
+    from the users per row count); with oversample 0 or -1.5 users fall short, and only the
+    fallback gets it right."""
+    rows_per_user = {u: 10 + 7 * u for u in range(60)}
+    df = records(spark, rows_per_user)
+    options = {}
+    if known_users_by_n:
+        options = {"counts": bounding.user_counts(df), "users_by_n": pd.Series(Counter(rows_per_user.values()))}
+    selection = bounding.sample_selection(df, 8, salt=12345, oversample=oversample, **options)
     exact = item_histogram(selection.rows())
-    assert exact.sum() == sum(min(8, 10 + 7 * u) for u in range(60))
+    assert exact.sum() == sum(min(8, n) for n in rows_per_user.values())
     assert np.array_equal(selection.counted(item_histogram), exact)
+
+
+def test_capped_total_is_the_sum_over_users_of_min_n_l():
+    rows_per_user = np.random.default_rng(5).integers(1, 50, size=300)
+    users_by_n = pd.Series(Counter(rows_per_user.tolist()))
+    for l in (1, 7, 49, 60):
+        assert bounding.capped_total(users_by_n, l) == int(np.minimum(rows_per_user, l).sum())
+
+
+def test_users_by_n_needs_the_counts_it_describes(spark):
+    df = records(spark, {1: 3})
+    with pytest.raises(ValueError, match="users_by_n"):
+        bounding.sample_selection(df, 2, seed=1, users_by_n=pd.Series({3: 1}))
 
 
 def test_top_per_user_keeps_highest_scores_and_breaks_ties_at_random(spark):

@@ -18,6 +18,8 @@ def test_user_counts_count_in_domain_rows_and_match_a_recount(spark):
         expected = bounding.user_counts(validated.records)
         assert_df_equality(validated.user_counts, expected, ignore_row_order=True, ignore_nullable=True)
         assert validated.user_counts.where(F.col("user_id") == 99).count() == 0
+        recount = expected.groupBy("_n").count().toPandas()
+        assert validated.users_by_n.to_dict() == dict(zip(recount["_n"], recount["count"]))
         assert validated.diagnostics["rows_outside_item_domain"] == 1
         assert validated.diagnostics["rows_outside_attribute_domain"] == sum(1 for r in rows if r[2] != "a")
         # Passing the counts changes nothing in the sample.

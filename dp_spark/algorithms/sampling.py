@@ -129,11 +129,13 @@ def sra(
     seed: int | None = None,
     user_counts: DataFrame | None = None,
     publisher: Publisher = Publisher(),
+    users_by_n: pd.Series | None = None,
 ) -> CountsRelease:
     """Simple Random Algorithm: a uniform sample of ≤ l records per user, then noisy counts.
-    ``user_counts`` (rows per user of ``records``) saves a pass when known. The
-    baselines LPA, DFT and GS are this with l = M and their publisher."""
-    sample = bounding.sample_selection(records, l, seed=seed, counts=user_counts)
+    ``user_counts`` (rows per user of ``records``) saves a pass when known, and
+    ``users_by_n`` (users per row count) a job. The baselines LPA, DFT and GS
+    are this with l = M and their publisher."""
+    sample = bounding.sample_selection(records, l, seed=seed, counts=user_counts, users_by_n=users_by_n)
     counts = bounded_counts(sample, items, attributes, publisher, seed)
     return publish_counts(counts, l, epsilons, budget, rng, publisher)
 
@@ -150,6 +152,7 @@ def hpa(
     seed: int | None = None,
     user_counts: DataFrame | None = None,
     publisher: Publisher = Publisher(),
+    users_by_n: pd.Series | None = None,
 ) -> CountsRelease:
     """Hand-Picked Algorithm: noisy popularity from ≤ d records per user, then each
     user's l records of highest noisy popularity (ties at random), then noisy counts.
@@ -159,7 +162,7 @@ def hpa(
     choice is uniform, as with p̃_i = 1/m.
     """
     popularity_sample = bounding.sample_selection(
-        records.select("user_id", "item_id", "record_id"), d, seed=seed, counts=user_counts
+        records.select("user_id", "item_id", "record_id"), d, seed=seed, counts=user_counts, users_by_n=users_by_n
     )
     popularity_true = aggregates.item_counts(
         popularity_sample.counted(lambda rows: aggregates.edge_counts(rows, items, None)))
