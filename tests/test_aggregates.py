@@ -18,6 +18,29 @@ def test_counts_are_zero_filled_over_the_domain(spark):
     assert np.array_equal(aggregates.item_counts(edges), [2, 0, 1, 0, 1])
 
 
+@pytest.mark.parametrize("ids", [[-7, 0, 12], [-(2**62), 5, 2**62]], ids=["packed", "too-large-to-pack"])
+def test_cell_keys_give_the_same_counts_as_a_group_by(spark, ids):
+    """Counting by the packed (item, attribute) key equals counting by the pair, for
+    negative ids and for ids too large to pack (the struct fallback)."""
+    items = ItemDomain(ids=np.array(ids, dtype=np.int64), description="t")
+    attrs = attribute_domain(["x", "y", "z"])
+    rng = np.random.default_rng(3)
+    rows = [(int(rng.choice(ids)), str(rng.choice(list("xyz")))) for _ in range(200)]
+    df = spark.createDataFrame(rows, "item_id long, attr string")
+    expected = np.zeros((3, 3), dtype=np.int64)
+    for item, attr in rows:
+        expected[ids.index(item), "xyz".index(attr)] += 1
+    assert np.array_equal(aggregates.edge_counts(df, items, attrs), expected)
+    assert aggregates._packable(items, 3) == (ids[-1] < 2**60)
+
+
+def test_an_attribute_outside_the_domain_is_an_error_not_a_wrong_cell(spark):
+    items = item_domain({"range": [1, 5]})
+    df = spark.createDataFrame([(2, "a"), (2, "c")], "item_id long, attr string")
+    with pytest.raises(ValueError, match="outside the public domain"):
+        aggregates.edge_counts(df, items, attribute_domain(["a", "b"]))
+
+
 def test_domain_lookups():
     items = ItemDomain(ids=np.array([3, 7, 9]), description="t")
     assert items.index_of(np.array([7, 3, 8, 10, 1])).tolist() == [1, 0, -1, -1, -1]

@@ -67,10 +67,14 @@ def test_prefilter_never_changes_the_result(spark, oversample):
 
 
 def item_histogram(rows, size=600):
-    """Rows per item_id as an array: sums to the number of rows, as Selection.counted requires."""
-    found = rows.groupBy("item_id").count().toPandas()
+    """Rows per item_id as an array."""
+    return tally_histogram(rows.groupBy(F.col("item_id").alias("_key")).count().toPandas(), size)
+
+
+def tally_histogram(tally, size=600):
+    """A tally by item_id (Selection.counted) as an array."""
     counts = np.zeros(size, dtype=np.int64)
-    np.add.at(counts, found["item_id"].to_numpy(), found["count"].to_numpy())
+    np.add.at(counts, tally["_key"].to_numpy(), tally["count"].to_numpy())
     return counts
 
 
@@ -88,7 +92,7 @@ def test_counted_equals_the_count_of_the_exact_rows(spark, oversample, known_use
     selection = bounding.sample_selection(df, 8, salt=12345, oversample=oversample, **options)
     exact = item_histogram(selection.rows())
     assert exact.sum() == sum(min(8, n) for n in rows_per_user.values())
-    assert np.array_equal(selection.counted(item_histogram), exact)
+    assert np.array_equal(tally_histogram(selection.counted(F.col("item_id"))), exact)
 
 
 def test_capped_total_is_the_sum_over_users_of_min_n_l():
@@ -165,5 +169,5 @@ def test_cutoffs_never_change_top_per_user(spark):
     filtered = bounding.top_selection(df, l, "score", salt=99, cutoffs=cutoffs)
     assert_df_equality(filtered.rows(), plain, ignore_row_order=True)
     # The niche users are short of their cutoff, so the fast count must notice and redo.
-    assert np.array_equal(filtered.counted(lambda rows: item_histogram(rows, 300)), item_histogram(plain, 300))
+    assert np.array_equal(tally_histogram(filtered.counted(F.col("item_id")), 300), item_histogram(plain, 300))
     assert plain.count() == sum(min(l, n) for n in sizes.values())

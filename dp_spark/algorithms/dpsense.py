@@ -37,7 +37,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from dp_spark import bounding
+from dp_spark import aggregates, bounding
 from dp_spark.domain import ItemDomain
 from dp_spark.mechanisms import RandomSource, as_scale, discrete_laplace, exponential_mechanism
 from dp_spark.privacy import Budget, LedgerEntry
@@ -180,7 +180,7 @@ def sampled_counts(rows: Rows, items: ItemDomain, theta: int, seed: int | None) 
     ones = rows.ones.withColumn("record_id", F.col("item_id"))  # unique within a row: the hash key
     counts = rows.per_user.select("user_id", F.col("_r").alias("_n"))
     kept = bounding.sample_selection(ones, theta, salt=bounding.new_salt(seed, "dpsense_rows"), counts=counts)
-    return kept.counted(lambda rows: _column_sums(rows, F.lit(1), items))
+    return aggregates.item_counts(aggregates.selected_edge_counts(kept, items, None))
 
 
 def column_counts(rows: Rows, items: ItemDomain) -> np.ndarray:

@@ -90,7 +90,7 @@ class BoundedCounts:
 def bounded_counts(bounded: bounding.Selection, items: ItemDomain, attributes: AttributeDomain | None,
                    publisher: Publisher, seed: int | None) -> BoundedCounts:
     """Aggregate the bounded records: the only Spark work between bounding and noise."""
-    edges = bounded.counted(lambda rows: aggregates.edge_counts(rows, items, attributes))
+    edges = aggregates.selected_edge_counts(bounded, items, attributes)
     sampled = None
     if publisher.name in publishers.NEEDS_ONE_RECORD_PER_USER:
         sampled = _one_record_per_user(bounded.rows(), items, attributes, seed)
@@ -164,8 +164,7 @@ def hpa(
     popularity_sample = bounding.sample_selection(
         records.select("user_id", "item_id", "record_id"), d, seed=seed, counts=user_counts, users_by_n=users_by_n
     )
-    popularity_true = aggregates.item_counts(
-        popularity_sample.counted(lambda rows: aggregates.edge_counts(rows, items, None)))
+    popularity_true = aggregates.item_counts(aggregates.selected_edge_counts(popularity_sample, items, None))
     popularity = publishers.publish("laplace", popularity_true, d, epsilons["epsilon_popularity"], rng, "popularity")
     for entry in popularity.entries:
         budget.spend(entry)
