@@ -49,7 +49,7 @@ def edges_from_tally(tally: pd.DataFrame, items: ItemDomain, attributes: Attribu
     keys = tally["_key"]
     if keys.isna().any():
         raise ValueError("records outside the public domain reached aggregation")
-    if len(keys) and isinstance(keys.iloc[0], dict):
+    if keys.dtype == object:  # the struct fallback: a dict per key with Arrow, a Row without
         item_ids = np.array([k["item"] for k in keys], dtype=np.int64)
         attr_pos = np.array([k["attr"] for k in keys], dtype=np.int64)
     else:

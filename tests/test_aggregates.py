@@ -34,6 +34,20 @@ def test_cell_keys_give_the_same_counts_as_a_group_by(spark, ids):
     assert aggregates._packable(items, 3) == (ids[-1] < 2**60)
 
 
+def test_struct_keys_are_decoded_without_arrow_too(spark):
+    """Without Arrow a struct key comes back as a Row, not a dict; both must decode."""
+    items = ItemDomain(ids=np.array([-(2**62), 5, 2**62], dtype=np.int64), description="t")
+    df = spark.createDataFrame([(2**62, "y"), (5, "x"), (5, "x")], "item_id long, attr string")
+    key = "spark.sql.execution.arrow.pyspark.enabled"
+    before = spark.conf.get(key)
+    try:
+        spark.conf.set(key, "false")
+        edges = aggregates.edge_counts(df, items, attribute_domain(["x", "y", "z"]))
+    finally:
+        spark.conf.set(key, before)
+    assert edges.tolist() == [[0, 0, 0], [2, 0, 0], [0, 1, 0]]
+
+
 def test_an_attribute_outside_the_domain_is_an_error_not_a_wrong_cell(spark):
     items = item_domain({"range": [1, 5]})
     df = spark.createDataFrame([(2, "a"), (2, "c")], "item_id long, attr string")
