@@ -34,6 +34,27 @@ def test_cell_keys_give_the_same_counts_as_a_group_by(spark, ids):
     assert aggregates._packable(items, 3) == (ids[-1] < 2**60)
 
 
+@pytest.mark.parametrize("outside", [False, True])
+def test_a_large_attribute_domain_gives_the_same_counts(spark, outside):
+    """Above 16 attribute values the key is a struct looked up on the driver; the counts
+    equal a plain tally, and a value outside the domain is still an error."""
+    items = item_domain({"range": [1, 4]})
+    attrs = attribute_domain({"range": [0, 99]})
+    rng = np.random.default_rng(5)
+    rows = [(int(rng.integers(1, 5)), str(int(rng.integers(0, 100)))) for _ in range(300)]
+    if outside:
+        rows.append((2, "100"))
+    df = spark.createDataFrame(rows, "item_id long, attr string")
+    if outside:
+        with pytest.raises(ValueError, match="outside the public domain"):
+            aggregates.edge_counts(df, items, attrs)
+        return
+    expected = np.zeros((4, 100), dtype=np.int64)
+    for item, attr in rows:
+        expected[item - 1, int(attr)] += 1
+    assert np.array_equal(aggregates.edge_counts(df, items, attrs), expected)
+
+
 def test_struct_keys_are_decoded_without_arrow_too(spark):
     """Without Arrow a struct key comes back as a Row, not a dict; both must decode."""
     items = ItemDomain(ids=np.array([-(2**62), 5, 2**62], dtype=np.int64), description="t")
