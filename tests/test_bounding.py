@@ -171,3 +171,27 @@ def test_cutoffs_never_change_top_per_user(spark):
     # The niche users are short of their cutoff, so the fast count must notice and redo.
     assert np.array_equal(tally_histogram(filtered.counted(F.col("item_id")), 300), item_histogram(plain, 300))
     assert plain.count() == sum(min(l, n) for n in sizes.values())
+
+
+def test_the_exact_count_keeps_large_ids_and_keys_whole(spark):
+    """The one-job exact count (HPA's selection) lists short users by id and tallies long
+    keys; ids 0 and 2^62 + 1 and keys above 2^53 must come back exactly, not as doubles. User 0
+    rates only unscored items, so it has no candidate at all; user 2^62 + 1 has two of them."""
+    big = 2**62 + 1
+    item_scores = {i: (100 - i if i < 20 else 0) for i in range(60)}
+    rows_of = {0: list(range(40, 60)), big: [0, 1] + list(range(30, 58)), 7: list(range(0, 40))}
+    rows = [(u, i, k, item_scores[i]) for u, items in rows_of.items() for k, i in enumerate(items)]
+    df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
+    l = 4
+    cutoffs = [(10, 98)]  # users with 10 rows or more send only items 0, 1 and 2
+    key = F.col("item_id") + F.lit(2**60)
+    filtered = bounding.top_selection(df, l, "score", salt=3, cutoffs=cutoffs)
+    plain = bounding.top_per_user(df, l, "score", salt=3)
+    assert filtered.candidates.where(F.col("user_id") == 0).count() == 0
+    tally = filtered.counted(key)
+    assert tally["_key"].dtype == np.int64
+    got = Counter()
+    for k, c in zip(tally["_key"], tally["count"]):
+        got[int(k)] += int(c)
+    expected = Counter(int(r["item_id"]) + 2**60 for r in plain.collect())
+    assert got == expected and sum(got.values()) == 3 * l
