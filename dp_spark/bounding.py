@@ -181,8 +181,9 @@ class Selection:
         any: a user with fewer than min(n, l) picks, or none, is short. The same aggregation
         tallies the complete users' keys and lists the short users, who are then redone from
         all of their rows (a second scan, only when there are any). On the synthetic Netflix
-        table at 10M rows this took 3.1 s where checkpointing the selection and searching it
-        for short users took 3.8 s (docs/performance.md).
+        table at 10M rows HPA's selection and count took 3.1 s this way, and 3.8 s with the
+        selection checkpointed and searched for short users (two sessions with a 2.4 s floor;
+        docs/performance.md, fourth round).
         """
         user = self.user_col
         if self.counts is None:
