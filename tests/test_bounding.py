@@ -173,6 +173,25 @@ def test_cutoffs_never_change_top_per_user(spark):
     assert plain.count() == sum(min(l, n) for n in sizes.values())
 
 
+def test_the_packed_order_picks_the_rows_the_struct_order_picks(spark):
+    """With max_score the order is one long, (max_score - score) above the position's top bits;
+    on scores with many ties it must keep exactly the rows that (-score, position) keeps."""
+    rng = np.random.default_rng(8)
+    rows = [(u, i, u * 1000 + i, int(rng.integers(0, 4))) for u in range(300) for i in range(int(rng.integers(1, 40)))]
+    df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
+    for max_score in (3, 5, 2**20 - 1):
+        packed = bounding.top_per_user(df, 6, "score", salt=11, max_score=max_score)
+        assert_df_equality(packed, bounding.top_per_user(df, 6, "score", salt=11), ignore_row_order=True)
+
+
+def test_a_score_outside_max_score_stops_the_selection(spark):
+    df = spark.createDataFrame([(1, 1, 1, 2), (1, 2, 2, 9)], "user_id long, item_id long, record_id long, score long")
+    with pytest.raises(Exception, match=r"a score outside \[0, 5\]"):
+        bounding.top_per_user(df, 1, "score", salt=1, max_score=5).collect()
+    with pytest.raises(ValueError, match="max_score"):
+        bounding.top_selection(df, 1, "score", salt=1, max_score=-1)
+
+
 def test_the_exact_count_keeps_large_ids_and_keys_whole(spark):
     """The one-job exact count (HPA's selection) lists short users by id and tallies long
     keys; ids 0 and 2^62 + 1 and keys above 2^53 must come back exactly, not as doubles. User 0
