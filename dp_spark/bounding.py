@@ -64,8 +64,14 @@ def _key_columns(df: DataFrame, user_col: str) -> list[str]:
 
 def _position(df: DataFrame, user_col: str, salt: int) -> Column:
     """The row's random position: a 63-bit non-negative integer from the keyed hash.
-    Distinct rows of a user tie with probability about n²/2^64."""
-    key = F.xxhash64(F.lit(salt), *[F.col(c) for c in _key_columns(df, user_col)])
+    Distinct rows of a user tie with probability about n²/2^64.
+
+    The salt goes in as 8 bytes, not as a long: Spark writes a long literal into the code it
+    generates, so each fresh salt would compile the stage, and warm up the compiled code, anew;
+    bytes are passed by reference, and the stage compiled for one run serves the next (runs at
+    10M rows in one session: HPA 6.67 → 6.07 s, SRA 4.13 → 3.89 s; docs/performance.md, fifth
+    round)."""
+    key = F.xxhash64(F.lit(salt.to_bytes(8, "big")), *[F.col(c) for c in _key_columns(df, user_col)])
     return F.shiftrightunsigned(key, 1)
 
 
@@ -323,7 +329,7 @@ def _best_first(score: Column, position: Column, max_score: int | None) -> Colum
     (−score, position). Otherwise (every score in [0, max_score], b bits) it is one long:
     max_score − score in the top b of 63 bits, the position's top 63 − b bits below. Spark's
     sort aggregate compares a long much faster than a struct (HPA's selection at 10M rows:
-    1.9 s against 2.4 s; docs/performance.md, fifth round). The price: two of a user's rows of
+    1.86 s against 2.37 s; docs/performance.md, fifth round). The price: two of a user's rows of
     equal score whose positions agree in their top 63 − b bits (probability below n²/2^(64−b)
     for a user with n rows; below 2·10^-4 per run on the full Netflix-shaped table, b = 15) tie,
     and Spark keeps either. That changes which of a user's rows are kept, never how many, so the

@@ -31,6 +31,28 @@ def test_each_position_is_picked_with_frequency_l_over_n(spark):
     assert chi2_statistic(picks, np.full(n, users * l / n)) < chi2_critical(n - 1)
 
 
+def _generated_code(df) -> str:
+    """The Java source Spark generates for ``df``, without the plan it prints around it."""
+    jvm = df.sparkSession.sparkContext._jvm
+    text = jvm.PythonSQLUtils.explainString(df._jdf.queryExecution(), "codegen")
+    return "\n".join(line for line in text.splitlines() if line.startswith("/* "))
+
+
+def test_a_fresh_salt_reuses_the_generated_code(spark):
+    """The salt reaches Spark's generated code by reference, not written into it, so a run with a
+    new salt reuses the code compiled for the last one (docs/performance.md, fifth round)."""
+    df = records(spark, {1: 5, 2: 9})
+    # Adaptive execution plans its stages only when it runs them; without it explain shows the code.
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        first, second = (_generated_code(bounding.sample_selection(df, 3, salt=salt).candidates)
+                         for salt in (1, 2**62 + 7))
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", adaptive)
+    assert "XXH64" in first and first == second
+
+
 def test_light_users_keep_everything_and_nobody_exceeds_l(spark):
     sizes = {1: 1, 2: 3, 3: 4, 4: 5, 5: 50, 6: 400}
     df = records(spark, sizes)

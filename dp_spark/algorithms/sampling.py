@@ -181,8 +181,10 @@ def hpa(
     # The cutoffs only decide which rows the selection looks at, never its result.
     cutoffs = [(min_rows, int(np.searchsorted(distinct_scores, score)))
                for min_rows, score in bounding.score_cutoffs(item_scores, l)]
+    # The bound is the domain's size, not the number of distinct scores: it is written into the
+    # code Spark generates, which a value that changes from run to run would compile anew.
     chosen = bounding.top_selection(scored, l, "_score_rank", seed=seed, counts=user_counts, cutoffs=cutoffs,
-                                    max_score=len(distinct_scores) - 1)
+                                    max_score=len(item_ranks) - 1)
     release = publish_counts(bounded_counts(chosen, items, attributes, publisher, seed), l, epsilons, budget, rng,
                              publisher)
     release.diagnostics["rows_in_popularity_sample"] = int(popularity_true.sum())
