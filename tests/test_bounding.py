@@ -10,6 +10,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from dp_spark import bounding
+from tests.codegen import generated_code
 from tests.stats import chi2_critical, chi2_statistic
 
 
@@ -31,25 +32,11 @@ def test_each_position_is_picked_with_frequency_l_over_n(spark):
     assert chi2_statistic(picks, np.full(n, users * l / n)) < chi2_critical(n - 1)
 
 
-def _generated_code(df) -> str:
-    """The Java source Spark generates for ``df``, without the plan it prints around it."""
-    jvm = df.sparkSession.sparkContext._jvm
-    text = jvm.PythonSQLUtils.explainString(df._jdf.queryExecution(), "codegen")
-    return "\n".join(line for line in text.splitlines() if line.startswith("/* "))
-
-
 def test_a_fresh_salt_reuses_the_generated_code(spark):
     """The salt reaches Spark's generated code by reference, not written into it, so a run with a
     new salt reuses the code compiled for the last one (docs/performance.md, fifth round)."""
     df = records(spark, {1: 5, 2: 9})
-    # Adaptive execution plans its stages only when it runs them; without it explain shows the code.
-    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
-    spark.conf.set("spark.sql.adaptive.enabled", "false")
-    try:
-        first, second = (_generated_code(bounding.sample_selection(df, 3, salt=salt).candidates)
-                         for salt in (1, 2**62 + 7))
-    finally:
-        spark.conf.set("spark.sql.adaptive.enabled", adaptive)
+    first, second = (generated_code(bounding.sample_selection(df, 3, salt=salt).candidates) for salt in (1, 2**62 + 7))
     assert "XXH64" in first and first == second
 
 
@@ -166,6 +153,7 @@ def test_score_cutoffs_follow_the_expected_distinct_items():
         assert at >= need > below
     # Levels of fewer than `need` items can never be filled, and are left out.
     assert [level for _, level in cutoffs] == [61, 21]
+    assert cutoffs[0][0] > cutoffs[1][0]  # fewer rows reach the lower level
     assert bounding.score_cutoffs([], 5) == []
 
 
@@ -193,6 +181,36 @@ def test_cutoffs_never_change_top_per_user(spark):
     # The niche users are short of their cutoff, so the fast count must notice and redo.
     assert np.array_equal(tally_histogram(filtered.counted(F.col("item_id")), 300), item_histogram(plain, 300))
     assert plain.count() == sum(min(l, n) for n in sizes.values())
+
+
+def test_each_user_gets_the_first_cutoff_its_row_count_reaches(spark):
+    cutoffs = [(100, 50), (40, 30), (10, 20)]
+    l = 5
+    ns = spark.createDataFrame([(n,) for n in range(1, 151)], "_n long")
+    got = dict(ns.select("_n", bounding._min_score(F.col("_n"), l, cutoffs).alias("s")).collect())
+
+    def first_reached(n):
+        if n <= l:
+            return None
+        return next((score for min_rows, score in cutoffs if n >= min_rows), None)
+
+    assert got == {n: first_reached(n) for n in range(1, 151)}
+    assert got[9] is None and got[10] == 20 and got[39] == 20 and got[40] == 30 and got[100] == 50
+    # The lookup relies on the row counts falling as the scores do; other cutoffs are refused.
+    df = records(spark, {1: 3})
+    with pytest.raises(ValueError, match="strictly decreasing"):
+        bounding.top_selection(df.withColumn("score", F.lit(1)), 2, "score", salt=1, cutoffs=[(10, 5), (40, 3)])
+
+
+def test_new_cutoffs_reuse_the_generated_code(spark):
+    """Each run's cutoffs reach Spark's generated code by reference (docs/performance.md, sixth
+    round): selections with different cutoffs, even a different number of them, share their code."""
+    df = spark.createDataFrame([(u, i, u * 100 + i, i % 7) for u in range(5) for i in range(20)],
+                               "user_id long, item_id long, record_id long, score long")
+    codes = [generated_code(bounding.top_selection(df, 3, "score", salt=5, cutoffs=cutoffs).candidates)
+             for cutoffs in ([(12, 6), (8, 4)], [(15, 5), (9, 3), (4, 1)])]
+    # Three stages: the row counts, the per-user cutoffs and the candidates' scan.
+    assert "GeneratedIteratorForCodegenStage3" in codes[0] and codes[0] == codes[1]
 
 
 def test_the_packed_order_picks_the_rows_the_struct_order_picks(spark):
