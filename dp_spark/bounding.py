@@ -351,9 +351,9 @@ def _min_score(n: Column, l: int, cutoffs: list[tuple[int, int]]) -> Column:
 
     The cutoffs go in as array literals, which Spark's generated code reads by reference: written
     out as a ``CASE``, each run's cutoffs compiled a new class, warmed up by the JIT anew (HPA at
-    10M rows in one session: 7.07 → 6.54 s; docs/performance.md, sixth round). The minimum row
-    counts rise as the scores fall, so the cutoff is the one with the largest minimum at or below
-    n, found as n's place among the minimums; doubled, they never tie with 2n + 1."""
+    10M rows in one session: 7.07 → 6.54 s; docs/performance.md, sixth round). A lower score
+    needs fewer rows, so the first cutoff reached is the one with the largest minimum at or below
+    n, found as n's place among the sorted minimums; doubled, they never tie with 2n + 1."""
     rising = list(reversed(cutoffs))
     doubled_min_rows = F.lit([2 * int(min_rows) for min_rows, _ in rising]).cast("array<bigint>")
     scores = F.lit([int(score) for _, score in rising]).cast("array<bigint>")
