@@ -111,7 +111,8 @@ class Selection:
     ``candidates`` is a subset of ``keyed`` chosen so that a user with at
     least min(n, l) candidates has every row it must keep among them (the
     pre-filters below); ``counts`` gives each user's n, or is None when the
-    candidates are all rows. ``users_by_n`` (users per row count, as from
+    candidates are all rows; when it is given, every row of ``keyed`` carries
+    its user's n as ``_n``. ``users_by_n`` (users per row count, as from
     validation) saves :meth:`counted` a job. ``short_users_likely`` says
     whether some user falls short in a typical run, which decides how
     :meth:`counted` checks.
@@ -170,53 +171,67 @@ class Selection:
         if self.short_users_likely:
             return self._counted_exactly(key)
         result = _tally(_values_of(self._pick(self.candidates, key), self.user_col))
-        if self.counts is None:
-            return result
-        if self.users_by_n is not None:
-            expected = capped_total(self.users_by_n, self.l)
-        else:
-            expected = self.counts.agg(F.sum(F.least(F.col("_n"), F.lit(self.l)))).first()[0] or 0
-        if int(result["count"].sum()) == expected:
+        if self.counts is None or int(result["count"].sum()) == self._capped_total():
             return result
         return self._counted_exactly(key)
+
+    def _capped_total(self) -> int:
+        """Σ min(n, l) over the users of ``counts``: what a count of the selection must add up to."""
+        if self.users_by_n is not None:
+            return capped_total(self.users_by_n, self.l)
+        return self.counts.agg(F.sum(F.least(F.col("_n"), F.lit(self.l)))).first()[0] or 0
 
     def _counted_exactly(self, key: Column) -> pd.DataFrame:
         """:meth:`counted`, exact on any data, in one job unless some user is short.
 
-        Every user's row count is joined with its selection from the candidates, if it has
-        any: a user with fewer than min(n, l) picks, or none, is short. The same aggregation
-        tallies the complete users' keys and lists the short users, who are then redone from
-        all of their rows (a second scan, only when there are any). On the synthetic Netflix
-        table at 10M rows HPA's selection and count took 3.1 s this way, and 3.8 s with the
-        selection checkpointed and searched for short users (two sessions with a 2.4 s floor;
-        docs/performance.md, fourth round).
+        The candidates carry their user's n, so the per-user selection gives each user's n as
+        well: a user with fewer than min(n, l) picks is short. The same aggregation tallies the
+        complete users' keys and lists the short users, who are then redone from all of their
+        rows (a second scan, only when there are any). A user with no candidate at all does not
+        appear in the selection; the tally notices, since the complete users' keys and the short
+        users' min(n, l) then add up to less than Σ min(n, l), and only then is each user's row
+        count joined with its selection to find it (a scan more). On MovieLens 1M no HPA run at
+        l = 5 to 50 had such a user. Without the join in every run, HPA at 10M rows took 0.14 to
+        0.22 s less in paired runs (docs/performance.md, seventh round).
         """
         user = self.user_col
         if self.counts is None:
             return _tally(_values_of(self._pick(self.keyed, key), user))
-        picked = self.counts.join(self._pick(self.candidates, key), user, "left")
+        result, short = self._complete_tally_and_short_users(self._pick(self.candidates, key, F.max("_n").alias("_n")))
+        if int(result["count"].sum()) + int(short["_capped"].sum()) != self._capped_total():
+            with_every_user = self.counts.join(self._pick(self.candidates, key), user, "left")
+            result, short = self._complete_tally_and_short_users(with_every_user)
+        if short.empty:
+            return result
+        spark = self.keyed.sparkSession
+        user_type = self.counts.schema[user].dataType
+        short_users = spark.createDataFrame(short[[user]], schema=T.StructType([T.StructField(user, user_type)]))
+        redone = self._pick(self.keyed.join(F.broadcast(short_users), user, "left_semi"), key)
+        return pd.concat([result, _tally(_values_of(redone, user))], ignore_index=True)
+
+    def _complete_tally_and_short_users(self, picked: DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """From DataFrame[user, _n, _picked] (``_picked`` null for a user with no candidate): the
+        complete users' tally, DataFrame[_key, count], and the short users with their min(n, l),
+        DataFrame[user, _capped]. One job."""
+        user = self.user_col
         complete = F.coalesce(F.size("_picked") >= F.least(F.col("_n"), F.lit(self.l)), F.lit(False))
-        user_field = picked.schema[user]
+        user_type = picked.schema[user].dataType
         no_value = F.array(F.lit(None).cast(picked.schema["_picked"].dataType.elementType))
         rows = picked.select(
             (~complete).alias("_short"),
-            # A constant for complete users keeps them in one group; never null, so an integer
-            # id column stays integer on the driver.
-            F.when(complete, F.lit(0).cast(user_field.dataType)).otherwise(F.col(user)).alias("_user"),
+            # Constants for complete users keep them in one group; never null, so an integer id
+            # column stays integer on the driver.
+            F.when(complete, F.lit(0).cast(user_type)).otherwise(F.col(user)).alias("_user"),
+            F.when(complete, F.lit(0)).otherwise(F.least(F.col("_n"), F.lit(self.l))).alias("_capped"),
             F.explode(F.when(complete, F.col("_picked")).otherwise(no_value)).alias("_value"),
         )
         # Through Arrow and split before pandas: the short users' null key would turn a pandas
         # column of long keys into doubles.
-        tally = rows.groupBy(F.col("_value").alias("_key"), "_short", "_user").count().toArrow()
+        tally = rows.groupBy(F.col("_value").alias("_key"), "_short", "_user", "_capped").count().toArrow()
         is_short = tally.column("_short")
         result = tally.filter(pc.invert(is_short)).select(["_key", "count"]).to_pandas()
-        short = tally.filter(is_short).select(["_user"]).rename_columns([user]).to_pandas()
-        if short.empty:
-            return result
-        spark = self.keyed.sparkSession
-        short_users = spark.createDataFrame(short, schema=T.StructType([T.StructField(user, user_field.dataType)]))
-        redone = self._pick(self.keyed.join(F.broadcast(short_users), user, "left_semi"), key)
-        return pd.concat([result, _tally(_values_of(redone, user))], ignore_index=True)
+        short = tally.filter(is_short).select(["_user", "_capped"]).rename_columns([user, "_capped"]).to_pandas()
+        return result, short
 
 
 def sample_per_user(df: DataFrame, l: int, seed: int | None = None, user_col: str = "user_id", **options) -> DataFrame:
@@ -345,6 +360,17 @@ def _best_first(score: Column, position: Column, max_score: int | None) -> Colum
     return F.when(in_range, packed).otherwise(F.raise_error(F.lit(f"a score outside [0, {max_score}]")))
 
 
+def long_array(values) -> Column:
+    """An array<bigint> literal, sent to Spark as one comma-separated string that the optimizer
+    folds into the array once (``F.lit`` of a list makes a call to the JVM per element: 25 ms
+    against 14 ms for HPA's two cutoff arrays). A constant array, unlike a ``CASE``, reaches the
+    generated code by reference, so the code compiled for one run's values serves the next."""
+    values = [int(v) for v in values]
+    if not values:
+        return F.array().cast("array<bigint>")
+    return F.split(F.lit(",".join(map(str, values))), ",").cast("array<bigint>")
+
+
 def _min_score(n: Column, l: int, cutoffs: list[tuple[int, int]]) -> Column:
     """The score of the first cutoff a user with ``n`` rows reaches; null (keep every row) when
     n ≤ l or when it reaches none.
@@ -355,8 +381,8 @@ def _min_score(n: Column, l: int, cutoffs: list[tuple[int, int]]) -> Column:
     needs fewer rows, so the first cutoff reached is the one with the largest minimum at or below
     n, found as n's place among the sorted minimums; doubled, they never tie with 2n + 1."""
     rising = list(reversed(cutoffs))
-    doubled_min_rows = F.lit([2 * int(min_rows) for min_rows, _ in rising]).cast("array<bigint>")
-    scores = F.lit([int(score) for _, score in rising]).cast("array<bigint>")
+    doubled_min_rows = long_array([2 * int(min_rows) for min_rows, _ in rising])
+    scores = long_array([int(score) for _, score in rising])
     probe = 2 * n.cast("long") + 1
     reached = F.array_position(F.sort_array(F.concat(doubled_min_rows, F.array(probe))), probe) - 1
     return F.when((n <= l) | (reached == 0), None).otherwise(F.element_at(scores, reached.cast("int")))
@@ -379,6 +405,7 @@ def top_selection(
     counts: DataFrame | None = None,
     cutoffs: list[tuple[int, int]] | None = None,
     max_score: int | None = None,
+    users_by_n: pd.Series | None = None,
 ) -> Selection:
     """Each user's ``l`` rows with the highest ``score_col`` (a non-null
     integer); ties broken uniformly at random (by the row's random position).
@@ -396,9 +423,12 @@ def top_selection(
 
     ``max_score``, when every score lies in [0, max_score], makes the order one long
     (:func:`_best_first`); a score outside that range stops the job with an error.
+    ``users_by_n`` (users per row count of ``counts``) saves a count of the selection a job.
     """
     if l < 1:
         raise ValueError(f"l must be >= 1, got {l}")
+    if users_by_n is not None and counts is None:
+        raise ValueError("users_by_n describes counts, which must be given with it")
     salt = new_salt(seed, "top_per_user") if salt is None else salt
     columns = df.columns
     # The position is part of the order expression rather than a column of ``keyed``, so that
@@ -416,4 +446,5 @@ def top_selection(
     # Real users stray from the crowd's tastes: on MovieLens 1M some user fell short of its
     # cutoff in every HPA run (l = 5 to 50), so a count of this selection looks for short users
     # as it counts, and redoes only them.
-    return Selection(keyed, candidates, counts, l, order, user_col, columns, short_users_likely=True)
+    return Selection(keyed, candidates, counts, l, order, user_col, columns, short_users_likely=True,
+                     users_by_n=users_by_n)

@@ -254,3 +254,36 @@ def test_the_exact_count_keeps_large_ids_and_keys_whole(spark):
         got[int(k)] += int(c)
     expected = Counter(int(r["item_id"]) + 2**60 for r in plain.collect())
     assert got == expected and sum(got.values()) == 3 * l
+
+
+@pytest.mark.parametrize("known_users_by_n", [False, True])
+@pytest.mark.parametrize("with_user_without_candidates", [False, True])
+def test_the_exact_count_joins_the_row_counts_only_for_a_user_without_candidates(
+        spark, monkeypatch, known_users_by_n, with_user_without_candidates):
+    """HPA's count finds the users short of their cutoff in the selection itself. A user with no
+    candidate at all is not in it; the totals give it away, and only then is every user's row
+    count joined in and tallied again. Either way the count is exact."""
+    item_scores = {i: (100 - i if i < 20 else 0) for i in range(60)}
+    rows_of = {5: [0, 1] + list(range(30, 58)), 7: list(range(0, 40)), 9: list(range(3))}
+    if with_user_without_candidates:
+        rows_of[0] = list(range(40, 60))
+    rows = [(u, i, k, item_scores[i]) for u, items in rows_of.items() for k, i in enumerate(items)]
+    df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
+    options = {"counts": bounding.user_counts(df)}
+    if known_users_by_n:
+        options["users_by_n"] = pd.Series(Counter(len(items) for items in rows_of.values()))
+    tallies = []
+    tally_and_short = bounding.Selection._complete_tally_and_short_users
+
+    def spy(self, picked):
+        tallies.append(picked)
+        return tally_and_short(self, picked)
+
+    monkeypatch.setattr(bounding.Selection, "_complete_tally_and_short_users", spy)
+    l = 4
+    filtered = bounding.top_selection(df, l, "score", salt=3, cutoffs=[(10, 98)], **options)
+    tally = filtered.counted(F.col("item_id"))
+    assert len(tallies) == (2 if with_user_without_candidates else 1)
+    plain = bounding.top_per_user(df, l, "score", salt=3)
+    assert np.array_equal(tally_histogram(tally, 60), item_histogram(plain, 60))
+    assert int(tally["count"].sum()) == sum(min(l, len(items)) for items in rows_of.values())

@@ -155,7 +155,7 @@ def with_item_values(records: DataFrame, items: ItemDomain, values: np.ndarray, 
     """
     values = np.asarray(values, dtype=np.int64)
     if items.id_range and len(items) <= LITERAL_LOOKUP_MAX_ITEMS:
-        table = F.split(F.lit(",".join(map(str, values.tolist()))), ",").cast("array<bigint>")
+        table = bounding.long_array(values.tolist())
         position = (F.col("item_id") - F.lit(items.id_range[0]) + 1).cast("int")
         return records.withColumn(name, F.element_at(table, position))
     # Through Arrow: a list of 17,770 Python tuples took a few tenths of a second to ship.
@@ -204,7 +204,7 @@ def hpa(
     # The bound is the domain's size, not the number of distinct scores: it is written into the
     # code Spark generates, which a value that changes from run to run would compile anew.
     chosen = bounding.top_selection(scored, l, "_score_rank", seed=seed, counts=user_counts, cutoffs=cutoffs,
-                                    max_score=len(item_ranks) - 1)
+                                    max_score=len(item_ranks) - 1, users_by_n=users_by_n)
     release = publish_counts(bounded_counts(chosen, items, attributes, publisher, seed), l, epsilons, budget, rng,
                              publisher)
     release.diagnostics["rows_in_popularity_sample"] = int(popularity_true.sum())
