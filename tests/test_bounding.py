@@ -287,3 +287,11 @@ def test_the_exact_count_joins_the_row_counts_only_for_a_user_without_candidates
     plain = bounding.top_per_user(df, l, "score", salt=3)
     assert np.array_equal(tally_histogram(tally, 60), item_histogram(plain, 60))
     assert int(tally["count"].sum()) == sum(min(l, len(items)) for items in rows_of.values())
+
+
+def test_a_long_array_literal_keeps_every_value_exactly(spark):
+    """The array goes to Spark as text: extreme longs must come back whole, and no values as an
+    empty array (not as one null)."""
+    values = [-(2**63), -7, 0, 2**53 + 1, 2**63 - 1]
+    row = spark.range(1).select(bounding.long_array(values).alias("a"), bounding.long_array([]).alias("e")).first()
+    assert row["a"] == values and row["e"] == []
