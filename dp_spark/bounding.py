@@ -86,7 +86,7 @@ def _picked(df: DataFrame, l: int, order: Column, user_col: str, value: Column, 
     The value and the order are computed in a projection first: Spark evaluates a sort
     aggregate's inputs without generated code, row by row, which for HPA's selection at 10M rows
     cost more CPU time than the aggregation itself."""
-    prepared = df.withColumn("_value_in", value).withColumn("_order_in", order)
+    prepared = df.withColumns({"_value_in": value, "_order_in": order})
     return prepared.groupBy(user_col).agg(F.min_by("_value_in", "_order_in", l).alias("_picked"), *extra)
 
 

@@ -16,6 +16,9 @@ DEFAULT_SPARK_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
     "spark.ui.showConsoleProgress": "true",
+    # PySpark otherwise sends each Column operation's Python call site to the JVM (for error
+    # messages): ten JVM calls instead of one, 2,027 instead of 837 in one HPA run.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 

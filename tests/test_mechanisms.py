@@ -60,6 +60,51 @@ def test_below_is_uniform_and_in_range():
     assert np.all(rng.below(np.full(1000, big)) < big)
 
 
+def _below_one_batch_at_a_time(rng, bounds):
+    """The rejection loop without a fast path: every pending entry takes a new word per round."""
+    reject_under = (np.iinfo(np.uint64).max - bounds + np.uint64(1)) % bounds
+    out = np.empty(bounds.size, dtype=np.uint64)
+    pending = np.arange(bounds.size)
+    while pending.size:
+        w = rng.words(pending.size)
+        ok = w >= reject_under[pending]
+        out[pending[ok]] = w[ok] % bounds[pending[ok]]
+        pending = pending[~ok]
+    return out
+
+
+@pytest.mark.parametrize("big_share", [0.0, 0.5])
+def test_below_uses_the_words_of_the_plain_rejection_loop(big_share):
+    # A bound just above 2^63 rejects almost half of all words, so the second case takes the slow path;
+    # either way a seed must give the same draws as before (the docs' seeded results depend on it).
+    picks = np.random.default_rng(4).random(5_000) < big_share
+    bounds = np.where(picks, np.uint64((1 << 63) + 12345), np.uint64(1000))
+    fast = RandomSource(seed=21).below(bounds)
+    plain = _below_one_batch_at_a_time(RandomSource(seed=21), bounds)
+    assert np.array_equal(fast, plain)
+
+
+def test_os_words_are_fresh_across_refills_of_the_pool():
+    rng = RandomSource()
+    sizes = [3, 70_000, 65_536, 1, 90_000]
+    chunks = [rng.words(n) for n in sizes]
+    assert [c.size for c in chunks] == sizes
+    words = np.concatenate(chunks)
+    assert np.unique(words).size == words.size  # a repeat would mean a word served twice
+    ones = np.unpackbits(words.view(np.uint8)).mean()
+    bits = words.size * 64
+    assert abs(ones - 0.5) < 5 * np.sqrt(0.25 / bits)
+
+
+def test_a_copied_source_does_not_reuse_its_pool():
+    import pickle
+
+    rng = RandomSource()
+    rng.words(10)  # fills the pool
+    copy = pickle.loads(pickle.dumps(rng))
+    assert not np.array_equal(rng.words(1000), copy.words(1000))
+
+
 def test_seeded_streams_repeat_and_os_streams_do_not():
     a = discrete_laplace(RandomSource(seed=1), Fraction(10), 50)
     b = discrete_laplace(RandomSource(seed=1), Fraction(10), 50)

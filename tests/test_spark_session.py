@@ -14,3 +14,11 @@ from dp_spark.spark import local_cores
 )
 def test_local_cores(master, cores):
     assert local_cores(master) == cores
+
+
+def test_sessions_do_not_send_python_call_sites_with_each_column(spark):
+    # PySpark's per-Column call-site tracking costs about ten JVM calls per operation.
+    from pyspark.errors.utils import is_debugging_enabled
+
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert not is_debugging_enabled()
