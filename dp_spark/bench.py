@@ -11,12 +11,16 @@ The floor is the same Parquet's item x attribute counts with a plain
 
 Peak resident memory is read from ``/proc`` (VmHWM, reset before each job
 through ``clear_refs``) for the Python driver and for the JVM, which in local
-mode is the Spark driver and the executors at once. Shuffle bytes come from
-the Spark UI's REST API on the loopback address, when the UI is on.
+mode is the Spark driver and the executors at once. Shuffle bytes, and the
+Spark jobs of each job's median run (when each started, how long it took),
+come from the Spark UI's REST API on the loopback address, when the UI is on:
+the time of a run outside its Spark jobs is the driver's (building and
+planning queries, collecting results, drawing noise).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import platform
@@ -32,16 +36,21 @@ from dp_spark import __version__, datasets
 from dp_spark.config import build_config
 from dp_spark.errors import ConfigError
 
-JOBS = ("floor", "sra", "hpa", "dpsense", "dpsense_s", "user_histogram")
-L, D = 10, 10  # paper 000 uses l = 10 on Netflix; HPA's popularity sample takes d = 10 too
+JOBS = ("floor", "sra", "hpa", "hpa_d10", "dpsense", "dpsense_s", "user_histogram")
+DEFAULT_JOBS = ("floor", "sra", "hpa", "hpa_d10")
+# Paper 000's Netflix setting: l = 10, and d = min |T_k|, which is 1 on Netflix (its Table 4),
+# the default d as well. hpa_d10 draws HPA's popularity sample from 10 records per user, as the
+# benchmarks before the ninth round did (docs/performance.md).
+L = 10
+D = {"hpa": 1, "hpa_d10": 10}
 
 
 def job_config(job: str, data: str):
     """SRA and HPA release item and edge counts; DPSense column counts; user_histogram the
     records per user in 1,000 bins."""
     domain = {"items": {"range": [1, datasets.NETFLIX_ITEMS]}}
-    if job in ("sra", "hpa"):
-        algorithm = {"name": job, "l": L, **({"d": D} if job == "hpa" else {})}
+    if job in ("sra", *D):
+        algorithm = {"name": "sra", "l": L} if job == "sra" else {"name": "hpa", "l": L, "d": D[job]}
         domain["attributes"] = list(datasets.WEEKDAYS)
     elif job == "user_histogram":
         algorithm = {"name": job, "quantity": "records", "bins": {"range": [1, 1000]}}
@@ -88,37 +97,83 @@ def _jvm_pid(spark) -> int | None:
     return getattr(proc, "pid", None)
 
 
-def _stages(spark) -> dict[int, int] | None:
-    """Shuffle bytes written, by stage id, from the UI's REST API."""
+def _ui(spark, what: str) -> list[dict] | None:
+    """This application's ``what`` (stages, jobs) from the UI's REST API; None without the UI."""
     url = spark.sparkContext.uiWebUrl
     if not url:
         return None
     app = spark.sparkContext.applicationId
     try:
-        with urllib.request.urlopen(f"{url}/api/v1/applications/{app}/stages", timeout=10) as response:
-            stages = json.load(response)
+        with urllib.request.urlopen(f"{url}/api/v1/applications/{app}/{what}", timeout=10) as response:
+            return json.load(response)
     except OSError:
         return None
-    return {s["stageId"]: s.get("shuffleWriteBytes", 0) for s in stages}
+
+
+def _stages(spark) -> dict[int, int] | None:
+    """Shuffle bytes written, by stage id."""
+    stages = _ui(spark, "stages")
+    return None if stages is None else {s["stageId"]: s.get("shuffleWriteBytes", 0) for s in stages}
+
+
+def _ui_time(stamp: str) -> float:
+    """Seconds since the epoch from the REST API's ``2026-11-24T07:01:02.345GMT``."""
+    parsed = dt.datetime.strptime(stamp.removesuffix("GMT"), "%Y-%m-%dT%H:%M:%S.%f")
+    return parsed.replace(tzinfo=dt.timezone.utc).timestamp()
+
+
+def job_timeline(jobs: list[dict], started: float, seen: set[int]) -> list[dict]:
+    """The Spark jobs of ``jobs`` (REST API records) not in ``seen``, in order of submission:
+    {start_s, seconds, tasks}, start_s counted from ``started`` (seconds since the epoch)."""
+    timeline = []
+    for job in sorted((j for j in jobs if j["jobId"] not in seen and "completionTime" in j),
+                      key=lambda j: (j["submissionTime"], j["jobId"])):
+        start = _ui_time(job["submissionTime"])
+        timeline.append({"start_s": round(start - started, 3),
+                         "seconds": round(_ui_time(job["completionTime"]) - start, 3),
+                         "tasks": job["numTasks"]})
+    return timeline
+
+
+def time_in_jobs(timeline: list[dict]) -> float:
+    """Wall time during which at least one of the jobs ran (overlaps counted once)."""
+    total, reached = 0.0, float("-inf")
+    for job in sorted(timeline, key=lambda j: j["start_s"]):
+        start, end = job["start_s"], job["start_s"] + job["seconds"]
+        total += max(0.0, end - max(start, reached))
+        reached = max(reached, end)
+    return round(total, 3)
 
 
 @dataclass
 class Runs:
     seconds: list[float]
     shuffle_bytes: list[int | None]
+    timelines: list[list[dict] | None]
     python_peak_mb: float | None = None
     jvm_peak_mb: float | None = None
 
 
-def _timed(spark, run) -> tuple[float, int | None]:
-    before = _stages(spark)
+def _timed(spark, run) -> tuple[float, int | None, list[dict] | None]:
+    """The run's wall time, its shuffle bytes and its Spark jobs (:func:`job_timeline`)."""
+    stages_before, jobs_before = _stages(spark), _ui(spark, "jobs")
+    started_at = time.time()
     started = time.perf_counter()
     run()
     seconds = time.perf_counter() - started
-    after = _stages(spark)
-    if before is None or after is None:
-        return seconds, None
-    return seconds, sum(b for stage, b in after.items() if stage not in before)
+    stages_after, jobs_after = _stages(spark), _ui(spark, "jobs")
+    shuffled = timeline = None
+    if stages_before is not None and stages_after is not None:
+        shuffled = sum(b for stage, b in stages_after.items() if stage not in stages_before)
+    if jobs_before is not None and jobs_after is not None:
+        timeline = job_timeline(jobs_after, started_at, {j["jobId"] for j in jobs_before})
+    return seconds, shuffled, timeline
+
+
+def _median_run(runs: Runs) -> int:
+    """Index of the run whose time is the median (the lower middle one for an even count)."""
+    ranked = sorted(range(len(runs.seconds)), key=lambda i: runs.seconds[i])
+    return ranked[(len(ranked) - 1) // 2]
 
 
 def bench_scale(spark, data: str, rows: int, jobs: list[str], repeats: int, progress, warmups: int = 2) -> list[dict]:
@@ -132,7 +187,7 @@ def bench_scale(spark, data: str, rows: int, jobs: list[str], repeats: int, prog
             cfg = job_config(job, data)
             runners[job] = lambda cfg=cfg: compute_release(cfg, spark, quiet)
     order = ["floor"] + [j for j in jobs if j != "floor"]
-    runs = {job: Runs([], []) for job in order}
+    runs = {job: Runs([], [], []) for job in order}
     jvm = _jvm_pid(spark)
     for job in order:  # warm-up, and the peak memory of one run of each job
         progress(f"  warm-up {job}")
@@ -148,9 +203,10 @@ def bench_scale(spark, data: str, rows: int, jobs: list[str], repeats: int, prog
             runners[job]()
     for repeat in range(repeats):
         for job in order:
-            seconds, shuffled = _timed(spark, runners[job])
+            seconds, shuffled, timeline = _timed(spark, runners[job])
             runs[job].seconds.append(round(seconds, 3))
             runs[job].shuffle_bytes.append(shuffled)
+            runs[job].timelines.append(timeline)
             progress(f"  run {repeat + 1}/{repeats} {job}: {seconds:.2f} s")
     floor_median = statistics.median(runs["floor"].seconds)
     records = []
@@ -158,6 +214,8 @@ def bench_scale(spark, data: str, rows: int, jobs: list[str], repeats: int, prog
         r = runs[job]
         median = statistics.median(r.seconds)
         shuffles = [s for s in r.shuffle_bytes if s is not None]
+        middle = _median_run(r)
+        timeline = r.timelines[middle]
         records.append({
             "job": job,
             "rows": rows,
@@ -171,6 +229,11 @@ def bench_scale(spark, data: str, rows: int, jobs: list[str], repeats: int, prog
             "shuffle_bytes": int(statistics.median(shuffles)) if shuffles else None,
             "runs_s": r.seconds,
             "warmups": warmups,
+            # Where the median run's time went: inside Spark jobs, or between them (building
+            # and planning queries on the driver, collecting, noise).
+            "median_run_s": r.seconds[middle],
+            "median_run_in_spark_jobs_s": time_in_jobs(timeline) if timeline is not None else None,
+            "median_run_spark_jobs": timeline,
         })
     return records
 
@@ -190,14 +253,17 @@ def machine() -> dict:
 
 def markdown(records: list[dict]) -> str:
     lines = [
-        "| job | rows | median s | floor s | ratio | rows/s | driver peak RSS MB (Python + JVM) | shuffle MB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| job | rows | median s | floor s | ratio | rows/s | driver peak RSS MB (Python + JVM) | shuffle MB "
+        "| median run: s in Spark jobs |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in records:
         shuffle = f"{r['shuffle_bytes'] / 2**20:.1f}" if r["shuffle_bytes"] is not None else "n/a"
         rss = f"{r['driver_peak_rss_mb']:,.0f}" if r["driver_peak_rss_mb"] else "n/a"
+        in_jobs = r.get("median_run_in_spark_jobs_s")
+        in_jobs = f"{in_jobs:.2f} of {r['median_run_s']:.2f}" if in_jobs is not None else "n/a"
         lines.append(f"| {r['job']} | {r['rows']:,} | {r['median_s']:.2f} | {r['floor_median_s']:.2f} | "
-                     f"{r['ratio']:.2f} | {r['rows_per_s']:,} | {rss} | {shuffle} |")
+                     f"{r['ratio']:.2f} | {r['rows_per_s']:,} | {rss} | {shuffle} | {in_jobs} |")
     return "\n".join(lines)
 
 

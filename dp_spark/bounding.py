@@ -71,8 +71,13 @@ def _position(df: DataFrame, user_col: str, salt: int) -> Column:
     bytes are passed by reference, and the stage compiled for one run serves the next (runs at
     10M rows in one session: HPA 6.67 → 6.07 s, SRA 4.13 → 3.89 s; docs/performance.md, fifth
     round)."""
-    key = F.xxhash64(F.lit(salt.to_bytes(8, "big")), *[F.col(c) for c in _key_columns(df, user_col)])
-    return F.shiftrightunsigned(key, 1)
+    return keyed_position([F.col(c) for c in _key_columns(df, user_col)], salt)
+
+
+def keyed_position(key: list[Column], salt: int) -> Column:
+    """:func:`_position` of the row whose key columns (user first, then what tells its rows
+    apart) are ``key``."""
+    return F.shiftrightunsigned(F.xxhash64(F.lit(salt.to_bytes(8, "big")), *key), 1)
 
 
 def user_counts(df: DataFrame, user_col: str = "user_id") -> DataFrame:

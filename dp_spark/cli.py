@@ -18,6 +18,7 @@ import argparse
 import sys
 import traceback
 
+from dp_spark.bench import DEFAULT_JOBS as DEFAULT_BENCH_JOBS, JOBS as BENCH_JOBS
 from dp_spark.errors import DpSparkError
 from dp_spark.privacy import BudgetExceeded
 
@@ -75,8 +76,8 @@ def _parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser("bench", help="time jobs against the non-private floor (docs/performance.md)")
     bench.add_argument("--rows", required=True, help="comma-separated table sizes, e.g. 1000000,10000000")
-    bench.add_argument("--jobs", default="floor,sra,hpa",
-                       help="comma-separated: floor, sra, hpa, dpsense, dpsense_s, user_histogram (default: floor,sra,hpa)")
+    bench.add_argument("--jobs", default=",".join(DEFAULT_BENCH_JOBS),
+                       help=f"comma-separated: {', '.join(BENCH_JOBS)} (default: {','.join(DEFAULT_BENCH_JOBS)})")
     bench.add_argument("--out", required=True, help="directory for bench.json and machine.json")
     bench.add_argument("--repeats", type=int, default=5, help="timed runs per job after the warm-ups (default 5)")
     bench.add_argument("--warmups", type=int, default=2, help="untimed rounds of every job first (default 2)")

@@ -22,7 +22,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from dp_spark import datasets
+from dp_spark import bounding, datasets
 from dp_spark.config import SourceSpec
 from dp_spark.domain import AttributeDomain, ItemDomain
 from dp_spark.errors import ConfigError, DataError
@@ -111,6 +111,9 @@ class ValidatedRecords:
     user_counts: DataFrame  # [user_id, _n]: in-domain rows per user (cached; see release)
     cached: DataFrame  # the persisted per-user table behind user_counts
     users_by_n: pd.Series  # number of users (values) with n in-domain rows (index); NOT private
+    # [user_id, _sampled_item]: one in-domain record per user, drawn uniformly (validate_records'
+    # one_per_user_salt); None when not asked for. NOT private.
+    one_per_user: DataFrame | None = None
 
     def release(self) -> None:
         """Drop the cached per-user table once the job no longer needs it."""
@@ -131,7 +134,8 @@ def _id_problem(df: DataFrame, column: str, rows: int) -> str | None:
     return None
 
 
-def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDomain | None) -> ValidatedRecords:
+def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDomain | None,
+                     one_per_user_salt: int | None = None) -> ValidatedRecords:
     """Check ids, cast them, and drop rows outside the public domain.
 
     One pass: a per-user aggregation that counts each user's in-domain rows
@@ -145,6 +149,12 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     user group, an unusable item id is counted only when the column can hold
     one, and rows outside the attribute domain are what is left over. Which
     problem it was is worked out only on the error path.
+
+    With ``one_per_user_salt`` the same aggregation also keeps each user's
+    in-domain record of smallest random position under that salt, as
+    ``one_per_user``: exactly the record ``bounding.sample_selection(records,
+    1, salt=one_per_user_salt)`` keeps, a uniform sample of one record per user
+    (HPA's popularity sample with d = 1), without a pass of its own.
     """
     _bad, user = _integer_problems(df, "user_id")
     _bad, item = _integer_problems(df, "item_id")
@@ -156,10 +166,21 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     sums = {"_n": in_items & in_attrs, "out_items": ~in_items}
     if item_can_be_bad:
         sums["bad_items"] = item.isNull()
+    sample_inputs, sample = [], []
+    if one_per_user_salt is not None:
+        if "record_id" not in df.columns:
+            raise ValueError("a sample in validation needs the record_id column (io.read_records adds it)")
+        # The key that bounding hashes for the validated records: the user id as a long, the record id.
+        position = bounding.keyed_position([user, F.col("record_id")], one_per_user_salt)
+        in_domain = in_items & in_attrs
+        sample_inputs = [F.when(in_domain, item).alias("_sample_item"), F.when(in_domain, position).alias("_sample_at")]
+        # min_by passes over rows whose order is null: a user's rows outside the domain are never drawn.
+        sample = [F.min_by("_sample_item", "_sample_at").alias("_sampled_item")]
     per_user = (
-        df.select(user.alias("user_id"), *[flag.alias(name) for name, flag in sums.items()])
+        df.select(user.alias("user_id"), *[flag.alias(name) for name, flag in sums.items()], *sample_inputs)
         .groupBy("user_id")
-        .agg(F.count(F.lit(1)).alias("rows"), *[F.sum(F.col(name).cast("long")).alias(name) for name in sums])
+        .agg(F.count(F.lit(1)).alias("rows"), *[F.sum(F.col(name).cast("long")).alias(name) for name in sums],
+             *sample)
         # Few partitions: the table is small and is broadcast several times.
         .coalesce(df.sparkSession.sparkContext.defaultParallelism)
         .persist()
@@ -199,7 +220,8 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     }
     counts = per_user.where(F.col("_n") > 0).select("user_id", "_n")
     users_by_n = groups[groups["_n"] > 0].groupby("_n")["users"].sum()
-    return ValidatedRecords(records, diagnostics, counts, per_user, users_by_n)
+    one_per_user = per_user.where(F.col("_n") > 0).select("user_id", "_sampled_item") if sample else None
+    return ValidatedRecords(records, diagnostics, counts, per_user, users_by_n, one_per_user)
 
 
 # ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from dp_spark import __version__, budget_store, checkins, io
+from dp_spark import __version__, bounding, budget_store, checkins, io
 from dp_spark.algorithms import dpsense, histogram, location_entropy, sampling
 from dp_spark.config import COLUMN_ALGORITHMS, JobConfig
 from dp_spark.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain
@@ -181,7 +181,7 @@ def _counts_release(cfg, validated, items, split, budget, rng, attributes) -> tu
     if cfg.algorithm != "hpa":
         release = sampling.sra(validated.records, **common)
     else:
-        release = sampling.hpa(validated.records, d=cfg.d, **common)
+        release = sampling.hpa(validated.records, d=cfg.d, one_per_user=validated.one_per_user, **common)
     if cfg.consistent:
         release = sampling.made_consistent(release, cfg.l, split)
     return _tables(release, items, attributes), {"diagnostics": release.diagnostics}
@@ -215,6 +215,15 @@ def _entropy_release(cfg: JobConfig, spark, items: ItemDomain, split: dict, prog
     return Computed(tables, _report(cfg, budget, items, None, split, diagnostics, tables), items)
 
 
+def _popularity_salt(cfg: JobConfig) -> int | None:
+    """For HPA with d = 1, the salt of its popularity sample, which validation then draws in its
+    own pass (the salt ``bounding.sample_selection`` would take, so a seeded run keeps the same
+    records as without this); None for every other job."""
+    if cfg.algorithm == "hpa" and cfg.d == 1:
+        return bounding.new_salt(cfg.seed, "sample_per_user")
+    return None
+
+
 def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
     """Read, check, bound, count and add noise; nothing is written."""
     progress = progress or Progress()
@@ -228,7 +237,7 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
         return _entropy_release(cfg, spark, items, split, progress)
     with _stage(progress, "read"):
         raw = io.read_records(spark, cfg.source, want_attr=attributes is not None)
-        validated = io.validate_records(raw, items, attributes)
+        validated = io.validate_records(raw, items, attributes, one_per_user_salt=_popularity_salt(cfg))
     progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
 
     budget = Budget(cfg.epsilon)

@@ -1,9 +1,15 @@
 """dp-spark bench: the records it writes, from a tiny generated table."""
 
+import json
+import subprocess
+import sys
+from datetime import datetime, timezone
+
 import pytest
 
 from dp_spark import bench, datasets
 from dp_spark.errors import ConfigError
+from tests.conftest import ROOT
 
 
 def test_bench_scale_times_every_job_after_the_warmups(spark, tmp_path):
@@ -20,8 +26,68 @@ def test_bench_scale_times_every_job_after_the_warmups(spark, tmp_path):
         assert record["floor_median_s"] == floor["median_s"]
     # Both medians are rounded to milliseconds in the record, the ratio is not.
     assert sra["ratio"] == pytest.approx(sra["median_s"] / floor["median_s"], rel=0.01)
+    # The suite's session has no UI, so no jobs can be listed; the median run is still named.
+    for record in records:
+        assert record["median_run_spark_jobs"] is None and record["median_run_in_spark_jobs_s"] is None
+        assert record["median_run_s"] == sorted(record["runs_s"])[0]
 
 
 def test_bench_refuses_no_warmup(tmp_path):
     with pytest.raises(ConfigError, match="--warmups"):
         bench.run([1000], ["floor"], str(tmp_path), 1, str(tmp_path), "local[2]", print, warmups=0)
+
+
+def _stamp(seconds: float) -> str:
+    """A time as the UI's REST API writes it."""
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "GMT"
+
+
+def test_the_timeline_lists_the_new_finished_jobs_from_the_start_of_the_run():
+    started = 1_790_000_000.0
+    jobs = [
+        {"jobId": 7, "submissionTime": _stamp(started + 1.5), "completionTime": _stamp(started + 1.75), "numTasks": 4},
+        {"jobId": 3, "submissionTime": _stamp(started - 9), "completionTime": _stamp(started - 8), "numTasks": 1},
+        {"jobId": 6, "submissionTime": _stamp(started + 0.125), "completionTime": _stamp(started + 1.0), "numTasks": 2},
+        {"jobId": 8, "submissionTime": _stamp(started + 2.0), "numTasks": 2},  # still running
+    ]
+    assert bench.job_timeline(jobs, started, seen={3}) == [
+        {"start_s": 0.125, "seconds": 0.875, "tasks": 2},
+        {"start_s": 1.5, "seconds": 0.25, "tasks": 4},
+    ]
+
+
+def test_time_in_jobs_counts_overlapping_jobs_once():
+    timeline = [{"start_s": 0.0, "seconds": 1.0}, {"start_s": 0.5, "seconds": 1.0},
+                {"start_s": 0.6, "seconds": 0.2}, {"start_s": 3.0, "seconds": 0.5}]
+    assert bench.time_in_jobs(timeline) == pytest.approx(2.0)
+    assert bench.time_in_jobs([]) == 0
+
+
+@pytest.mark.slow
+def test_the_bench_command_records_the_spark_jobs_of_the_median_run(tmp_path):
+    # A session of its own, with the UI on (the suite's has none): the REST API as it really answers.
+    command = [sys.executable, "-m", "dp_spark.cli", "bench", "--rows", "3000", "--jobs", "floor,sra",
+               "--repeats", "3", "--warmups", "1", "--data-dir", str(tmp_path), "--out", str(tmp_path / "out")]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = json.loads((tmp_path / "out" / "bench.json").read_text())
+    assert [r["job"] for r in records] == ["floor", "sra"]
+    for record in records:
+        jobs = record["median_run_spark_jobs"]
+        assert jobs, record
+        run = record["median_run_s"]
+        assert run == sorted(record["runs_s"])[1]
+        # Both clocks are the machine's; the API keeps milliseconds.
+        for job in jobs:
+            assert -0.01 <= job["start_s"] and job["start_s"] + job["seconds"] <= run + 0.01 and job["tasks"] >= 1
+        assert 0 < record["median_run_in_spark_jobs_s"] <= run + 0.01
+    # SRA's validation and bounding each run a scan and the aggregations after it.
+    assert len(records[1]["median_run_spark_jobs"]) > len(records[0]["median_run_spark_jobs"])
+    assert "s in Spark jobs" in done.stdout
+
+
+def test_the_hpa_jobs_run_paper_000s_netflix_setting_and_d_10():
+    paper, d10 = bench.job_config("hpa", "data.parquet"), bench.job_config("hpa_d10", "data.parquet")
+    assert (paper.algorithm, paper.l, paper.d) == ("hpa", 10, 1)
+    assert (d10.algorithm, d10.l, d10.d) == ("hpa", 10, 10)
+    assert paper.attributes == d10.attributes == list(datasets.WEEKDAYS)

@@ -1,11 +1,13 @@
 """HPA's lookup of each row's item score: the array literal and the join agree, and the array's
-values reach Spark's generated code by reference."""
+values reach Spark's generated code by reference. HPA with its popularity sample drawn in
+validation releases what it releases without."""
 
 import numpy as np
 from chispa import assert_df_equality
 
+from dp_spark import bounding
 from dp_spark.algorithms import sampling
-from dp_spark.domain import ItemDomain
+from dp_spark.domain import AttributeDomain, ItemDomain
 from tests.codegen import generated_code
 
 
@@ -39,3 +41,38 @@ def test_new_values_reuse_the_generated_code(spark):
     first, second = (generated_code(sampling.with_item_values(df, as_range, values, "_value"))
                      for values in (np.arange(50), np.arange(50)[::-1] * 3 + 7))
     assert "/* literal */).getLong(" in first and first == second
+
+
+def test_hpa_with_the_validation_sample_releases_what_it_releases_without(spark, tmp_path):
+    # d = 1: the popularity sample drawn in validation's pass, under the salt the sampler takes
+    # from the seed, is the sampler's own, so a seeded release is the same to the last count.
+    from fractions import Fraction
+
+    from dp_spark import datasets, io
+    from dp_spark.mechanisms import RandomSource
+    from dp_spark.privacy import Budget
+
+    data = str(tmp_path / "netflix.parquet")
+    datasets.generate_netflix(20_000, data, progress=lambda _message: None)
+    items = ItemDomain(ids=np.arange(1, datasets.NETFLIX_ITEMS + 1), description="range",
+                       id_range=(1, datasets.NETFLIX_ITEMS))
+    attributes = AttributeDomain(tuple(datasets.WEEKDAYS))
+    raw = datasets.LOADERS["netflix-synthetic"](spark, data)
+    seed = 9
+    validated = io.validate_records(raw, items, attributes,
+                                    one_per_user_salt=bounding.new_salt(seed, "sample_per_user"))
+    split = sampling.default_split("hpa", Fraction(1), True)
+    try:
+        releases = []
+        for one_per_user in (validated.one_per_user, None):
+            release = sampling.hpa(validated.records, items, attributes, 10, 1, split, Budget(Fraction(1)),
+                                   RandomSource(seed), seed=seed, user_counts=validated.user_counts,
+                                   users_by_n=validated.users_by_n, one_per_user=one_per_user)
+            releases.append(release)
+    finally:
+        validated.release()
+    with_sample, without = releases
+    assert with_sample.diagnostics == without.diagnostics
+    assert with_sample.diagnostics["rows_in_popularity_sample"] == validated.users_by_n.sum()
+    np.testing.assert_array_equal(with_sample.item_counts, without.item_counts)
+    np.testing.assert_array_equal(with_sample.edge_counts, without.edge_counts)

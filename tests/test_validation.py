@@ -30,3 +30,42 @@ def test_user_counts_count_in_domain_rows_and_match_a_recount(spark):
     finally:
         validated.release()
     assert not validated.cached.is_cached
+
+
+def test_the_one_record_sample_of_validation_is_the_samplers_sample_of_one(spark):
+    # String user ids (cast in validation), and rows outside the item and the attribute domain.
+    rows = [(f" {u}", i, "a" if (u + i) % 4 else "zz", u * 100 + i) for u in range(1, 60) for i in range(u % 9 + 1)]
+    rows += [("99", 5000, "a", 99_000), ("98", 3, "zz", 98_000)]  # users with no in-domain row
+    df = spark.createDataFrame(rows, "user_id string, item_id long, attr string, record_id long")
+    items = ItemDomain(ids=np.arange(0, 8), description="0..7", id_range=(0, 7))
+    for salt in (11, 2**62 + 5):
+        validated = io.validate_records(df, items, AttributeDomain(("a",)), one_per_user_salt=salt)
+        try:
+            sampled = validated.one_per_user.withColumnRenamed("_sampled_item", "item_id")
+            expected = bounding.sample_selection(validated.records, 1, salt=salt).rows().select("user_id", "item_id")
+            assert_df_equality(sampled, expected, ignore_row_order=True, ignore_nullable=True)
+            got = sampled.toPandas()
+            assert len(got) == validated.user_counts.count() and not {98, 99} & set(got["user_id"])
+            assert got["item_id"].between(0, 7).all()
+        finally:
+            validated.release()
+    assert io.validate_records(df, items, None).one_per_user is None
+
+
+def test_validation_draws_each_users_record_uniformly(spark):
+    # 800 users with the same 4 in-domain rows and 2 outside the domain, under one fixed salt:
+    # each in-domain item is drawn about 200 times (chi-square with 3 degrees of freedom below
+    # its 0.999 quantile), an item outside the domain never.
+    rows = [(str(u), item, attr, 10 * u + k)
+            for u in range(800) for k, (item, attr) in enumerate([(0, "a"), (1, "a"), (2, "a"), (3, "a"),
+                                                                  (50, "a"), (4, "zz")])]
+    df = spark.createDataFrame(rows, "user_id string, item_id long, attr string, record_id long")
+    items = ItemDomain(ids=np.arange(0, 8), description="0..7", id_range=(0, 7))
+    validated = io.validate_records(df, items, AttributeDomain(("a",)), one_per_user_salt=12345)
+    try:
+        drawn = validated.one_per_user.groupBy("_sampled_item").count().toPandas()
+    finally:
+        validated.release()
+    counts = drawn.set_index("_sampled_item")["count"]
+    assert set(counts.index) == {0, 1, 2, 3} and counts.sum() == 800
+    assert float(((counts - 200) ** 2 / 200).sum()) < 16.27

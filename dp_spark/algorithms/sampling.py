@@ -177,6 +177,7 @@ def hpa(
     user_counts: DataFrame | None = None,
     publisher: Publisher = Publisher(),
     users_by_n: pd.Series | None = None,
+    one_per_user: DataFrame | None = None,
 ) -> CountsRelease:
     """Hand-Picked Algorithm: noisy popularity from ≤ d records per user, then each
     user's l records of highest noisy popularity (ties at random), then noisy counts.
@@ -184,11 +185,21 @@ def hpa(
     Ordering by max(ñ_i, 0) is the same as ordering by the paper's normalised
     p̃_i, and stays in exact integers; if every ñ_i ≤ 0 all scores tie and the
     choice is uniform, as with p̃_i = 1/m.
+
+    ``one_per_user`` (DataFrame[user_id, _sampled_item], one record drawn uniformly per user
+    of ``records``: ``io.validate_records``' sample) is the popularity sample when d = 1, and
+    saves the pass that would draw it. It is the same per-user uniform sample of one record, so
+    the popularity counts keep L1 sensitivity d = 1 and the proof of ALGORITHMS.md §3.2 holds
+    as it is.
     """
-    popularity_sample = bounding.sample_selection(
-        records.select("user_id", "item_id", "record_id"), d, seed=seed, counts=user_counts, users_by_n=users_by_n
-    )
-    popularity_true = aggregates.item_counts(aggregates.selected_edge_counts(popularity_sample, items, None))
+    if d == 1 and one_per_user is not None:
+        tally = one_per_user.groupBy(F.col("_sampled_item").alias("_key")).count().toPandas()
+        popularity_true = aggregates.item_counts(aggregates.edges_from_tally(tally, items, None))
+    else:
+        popularity_sample = bounding.sample_selection(
+            records.select("user_id", "item_id", "record_id"), d, seed=seed, counts=user_counts, users_by_n=users_by_n
+        )
+        popularity_true = aggregates.item_counts(aggregates.selected_edge_counts(popularity_sample, items, None))
     popularity = publishers.publish("laplace", popularity_true, d, epsilons["epsilon_popularity"], rng, "popularity")
     for entry in popularity.entries:
         budget.spend(entry)
