@@ -2,12 +2,16 @@
 values reach Spark's generated code by reference. HPA with its popularity sample drawn in
 validation releases what it releases without."""
 
+from fractions import Fraction
+
 import numpy as np
 from chispa import assert_df_equality
 
-from dp_spark import bounding
+from dp_spark import bounding, datasets, io
 from dp_spark.algorithms import sampling
 from dp_spark.domain import AttributeDomain, ItemDomain
+from dp_spark.mechanisms import RandomSource
+from dp_spark.privacy import Budget
 from tests.codegen import generated_code
 
 
@@ -46,12 +50,6 @@ def test_new_values_reuse_the_generated_code(spark):
 def test_hpa_with_the_validation_sample_releases_what_it_releases_without(spark, tmp_path):
     # d = 1: the popularity sample drawn in validation's pass, under the salt the sampler takes
     # from the seed, is the sampler's own, so a seeded release is the same to the last count.
-    from fractions import Fraction
-
-    from dp_spark import datasets, io
-    from dp_spark.mechanisms import RandomSource
-    from dp_spark.privacy import Budget
-
     data = str(tmp_path / "netflix.parquet")
     datasets.generate_netflix(20_000, data, progress=lambda _message: None)
     items = ItemDomain(ids=np.arange(1, datasets.NETFLIX_ITEMS + 1), description="range",

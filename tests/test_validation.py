@@ -49,7 +49,9 @@ def test_the_one_record_sample_of_validation_is_the_samplers_sample_of_one(spark
             assert got["item_id"].between(0, 7).all()
         finally:
             validated.release()
-    assert io.validate_records(df, items, None).one_per_user is None
+    without_sample = io.validate_records(df, items, None)
+    without_sample.release()
+    assert without_sample.one_per_user is None
 
 
 def test_validation_draws_each_users_record_uniformly(spark):
