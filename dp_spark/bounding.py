@@ -52,6 +52,12 @@ def new_salt(seed: int | None, purpose: str) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
+def sample_salt(seed: int | None) -> int:
+    """The salt :func:`sample_selection` draws its sample under when none is given; a sample
+    drawn elsewhere under it (``io.validate_records``' one record per user) picks the same rows."""
+    return new_salt(seed, "sample_per_user")
+
+
 def _key_columns(df: DataFrame, user_col: str) -> list[str]:
     """Hash inputs that tell rows apart: the scan-time record id when present
     (the cheap choice: no other column has to be read), else every column.
@@ -271,7 +277,7 @@ def sample_selection(
         raise ValueError(f"l must be >= 1, got {l}")
     if users_by_n is not None and counts is None:
         raise ValueError("users_by_n describes counts, which must be given with it")
-    salt = new_salt(seed, "sample_per_user") if salt is None else salt
+    salt = sample_salt(seed) if salt is None else salt
     counts = user_counts(df, user_col) if counts is None else counts
     columns = df.columns
     keyed = df.withColumn("_position", _position(df, user_col, salt)).join(F.broadcast(counts), user_col)

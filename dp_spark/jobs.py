@@ -217,10 +217,10 @@ def _entropy_release(cfg: JobConfig, spark, items: ItemDomain, split: dict, prog
 
 def _popularity_salt(cfg: JobConfig) -> int | None:
     """For HPA with d = 1, the salt of its popularity sample, which validation then draws in its
-    own pass (the salt ``bounding.sample_selection`` would take, so a seeded run keeps the same
-    records as without this); None for every other job."""
+    own pass (the sampler's salt, so a seeded run keeps the same records as without this); None
+    for every other job."""
     if cfg.algorithm == "hpa" and cfg.d == 1:
-        return bounding.new_salt(cfg.seed, "sample_per_user")
+        return bounding.sample_salt(cfg.seed)
     return None
 
 

@@ -58,7 +58,7 @@ def test_hpa_with_the_validation_sample_releases_what_it_releases_without(spark,
     raw = datasets.LOADERS["netflix-synthetic"](spark, data)
     seed = 9
     validated = io.validate_records(raw, items, attributes,
-                                    one_per_user_salt=bounding.new_salt(seed, "sample_per_user"))
+                                    one_per_user_salt=bounding.sample_salt(seed))
     split = sampling.default_split("hpa", Fraction(1), True)
     try:
         releases = []

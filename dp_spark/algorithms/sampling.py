@@ -193,8 +193,8 @@ def hpa(
     as it is.
     """
     if d == 1 and one_per_user is not None:
-        tally = one_per_user.groupBy(F.col("_sampled_item").alias("_key")).count().toPandas()
-        popularity_true = aggregates.item_counts(aggregates.edges_from_tally(tally, items, None))
+        sampled = one_per_user.select(F.col("_sampled_item").alias("item_id"))
+        popularity_true = aggregates.item_counts(aggregates.edge_counts(sampled, items, None))
     else:
         popularity_sample = bounding.sample_selection(
             records.select("user_id", "item_id", "record_id"), d, seed=seed, counts=user_counts, users_by_n=users_by_n
