@@ -227,3 +227,108 @@ def test_evaluate_compares_the_variants(spark, tmp_path):
     assert cells[("baseline", "mse")] > 100 * cells[("limit", "mse")]
     # Variants that publish every location have the same MSE both ways.
     assert cells[("limit", "mse_throwaway")] == pytest.approx(cells[("limit", "mse")])
+
+
+# ---------------------------------------------------------------------------
+# Limit-SS: the scale actually used is β′-smooth and reaches the report only through config values
+# (issue 27, findings 1 and 2).
+
+from fractions import Fraction  # noqa: E402
+
+from dp_spark import hockey_stick  # noqa: E402
+from dp_spark.mechanisms import RandomSource, as_scale, scale_at_least  # noqa: E402
+from dp_spark.privacy import Budget  # noqa: E402
+
+SS_BOUNDS = le.Bounds(M=5, C=5)
+SS_DELTA = 1e-8
+N_UP_TO = 100_000
+
+
+def _old_rounded_scales(epsilon: Fraction, n_max: int) -> np.ndarray:
+    """NEGATIVE CONTROL: the scale as main built it before issue 27, 2M·(⌈SS/g⌉ + 1)/ε grid units."""
+    table = sens.smooth_sensitivity_table(SS_BOUNDS.C, SS_BOUNDS.M, float(epsilon), SS_DELTA, n_max, 1e-3)
+    units = [math.ceil(v * 2**16) + 1 for v in table]
+    return np.array([float(scale_at_least(Fraction(2 * SS_BOUNDS.M * u) / epsilon)) for u in units])
+
+
+def _worst_neighbour_delta(scales: np.ndarray, epsilon: Fraction) -> float:
+    """Exact δ per location for n against n + 1 users, n = 0..N_UP_TO, at the per-location share
+    ε/M: the shift is the rounded entropy's largest move, ⌊LS*/g⌋ + 1 grid steps (round half to
+    even can add a whole step). Pairs with one scale are skipped: a shift s ≤ S(n) against scale
+    2M·S(n)/ε moves the log-probabilities by at most ε/(2M), so their δ is exactly 0."""
+    ls = np.array([sens.local_sensitivity(SS_BOUNDS.C, max(n, 1)) for n in range(N_UP_TO + 2)])
+    shift = np.floor(np.maximum(ls[:-1], ls[1:]) * 2**16).astype(np.int64) + 1
+    differ = scales[:-1] != scales[1:]
+    return hockey_stick.worst_delta(scales[:-1][differ], scales[1:][differ], shift[differ],
+                                    float(epsilon) / SS_BOUNDS.M)
+
+
+@pytest.mark.parametrize("epsilon", [Fraction(1, 10), Fraction(1, 2), Fraction(1)])
+def test_limit_ss_exact_delta_per_location_is_within_the_claim(epsilon):
+    users = np.arange(N_UP_TO + 2)
+    scales = np.array([float(b) for b in le.smooth_scale_units(users, SS_BOUNDS.C, SS_BOUNDS.M, epsilon, SS_DELTA,
+                                                               1e-3)])
+    assert _worst_neighbour_delta(scales, epsilon) <= SS_DELTA / SS_BOUNDS.M
+
+
+def test_the_old_rounded_scale_breaks_the_claim_at_small_epsilon():
+    """The same exact check flags the old construction (issue 27: 1.5e-3 at ε = 0.1, against 2e-9)."""
+    epsilon = Fraction(1, 10)
+    assert _worst_neighbour_delta(_old_rounded_scales(epsilon, N_UP_TO + 1), epsilon) > 1e-4
+
+
+@pytest.mark.parametrize("epsilon", [Fraction(1, 10), Fraction(5)])
+def test_limit_ss_scales_are_smooth_and_cover_the_rounded_sensitivity(epsilon):
+    users = np.arange(20_001)
+    scales = le.smooth_scale_units(users, SS_BOUNDS.C, SS_BOUNDS.M, epsilon, SS_DELTA, 1e-3)
+    beta = sens.smoothing(float(epsilon), SS_DELTA, SS_BOUNDS.M)
+    ratios = np.array([float(a / b) for a, b in zip(scales[:-1], scales[1:])])
+    assert ratios.max() <= math.exp(beta) and ratios.min() >= math.exp(-beta)
+    # Sliding: the largest move of the rounded entropy in grid steps, ⌊LS*/g⌋ + 1, is at most ε/(2M)
+    # of the scale, at every n.
+    for n in (0, 1, 2, 3, 50, 13_542, 20_000):
+        move = math.floor(sens.local_sensitivity(SS_BOUNDS.C, max(n, 1)) * 2**16) + 1
+        assert Fraction(move) / scales[n] <= epsilon / (2 * SS_BOUNDS.M)
+    assert all(as_scale(b) == b for b in scales[::997])  # the exact sampler takes them as they are
+
+
+@pytest.mark.parametrize("value", [Fraction(1, 3), Fraction(67 * 10**6, 7), Fraction(2**39 - 1, 2**20), Fraction(5)])
+def test_round_up_relative_never_rounds_down_and_stays_close(value):
+    rounded = le.round_up_relative(value)
+    assert value <= rounded <= value * (1 + Fraction(1, 2**37))
+    assert as_scale(rounded) == rounded
+
+
+def test_hockey_stick_closed_form_matches_the_term_by_term_sum():
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        b1 = rng.uniform(0.5, 30)
+        b2 = b1 * rng.uniform(0.8, 1.25)
+        shift, epsilon = int(rng.integers(-20, 21)), rng.uniform(0, 1.5)
+        closed = float(hockey_stick.discrete_laplace_delta(b1, b2, shift, epsilon))
+        assert closed == pytest.approx(hockey_stick.brute_force_delta(b1, b2, shift, epsilon), rel=1e-9, abs=1e-14)
+
+
+def _one_location(users_at_location_one: int) -> le.LocationStats:
+    """Three public locations; location 1 has the given number of users with 2 visits each."""
+    users = np.array([users_at_location_one, 4, 0])
+    visits = users * 2
+    c_log_c = users * 2 * math.log(2)
+    return le.LocationStats(users, visits, le.entropy_of(users, visits, c_log_c))
+
+
+@pytest.mark.parametrize("variant", ["limit_ss", "limit_cb_dp"])
+def test_the_ledger_is_the_same_on_neighbouring_inputs(variant):
+    """Issue 27's reproduction: 30 against 31 users at location 1 (ε = 5, M = C = 5). The old ledger
+    carried min(scales) and max(smooth units), 0.70547 against 0.68866."""
+    ledgers = []
+    for users in (30, 31):
+        budget = Budget(5, 1e-8)
+        le.publish(_one_location(users), variant, SS_BOUNDS, {"epsilon_entropy": Fraction(5)}, budget,
+                   RandomSource(1), delta=1e-8, k=3)
+        ledgers.append(budget.to_json()["ledger"])
+    assert ledgers[0] == ledgers[1]
+    entry = ledgers[0][-1]
+    floor = le.smooth_scale_floor(5, Fraction(entry["epsilon_exact"]), 1e-3)
+    assert entry["noise_scale"] == pytest.approx(float(floor), rel=1e-12)
+    assert "xi" in entry["mechanism"] and "beta'" in entry["mechanism"]

@@ -14,12 +14,16 @@ DP claims (unit: one user with all its check-ins):
   Laplace of that scale over ε on the grid (§1.4).
 * ``baseline`` (ε-DP, §7.2 [FIX]): ``limit`` with the public bounds
   (C_max, M_max), enforced, never read from the data.
-* ``limit_ss`` ((ε, δ)-DP, §7.4 [FIX]): location l gets noise 2M·(SS(C, n̄_l) + g)/ε,
-  SS the β′-smooth bound with β′ = ε/(2M ln(2M/δ)); each of a user's ≤ M
-  locations is (ε/M, δ/M)-DP. The noise is drawn on the grid like the others;
-  the smooth-sensitivity argument of Nissim, Raskhodnikova and Smith is for
-  continuous Laplace noise, and the grid version is an assumption we state
-  rather than a proven claim.
+* ``limit_ss`` ((ε, δ)-DP, §7.4 [FIX]): location l gets discrete Laplace noise of scale
+  b(n̄_l) = 2M·S(n̄_l)/ε grid units, S(n) = (SS(n)/g + 1)·(1 + 2^-30), SS the ξ-floored
+  smooth bound for β = β′ − slack, β′ = ε/(2M ln(2M/δ)), and b rounded up to an exact
+  fraction (relative error ≤ 2^-37, which the slack covers). S is a β′-smooth upper bound
+  on how far one user moves the rounded H̄ in grid units, so each of a user's ≤ M
+  locations is (ε/M, δ/M)-DP (Nissim, Raskhodnikova, Smith); the argument for the grid
+  and the rounding is in docs/location_entropy.md, and
+  :func:`dp_spark.hockey_stick.discrete_laplace_delta` checks it exactly. The realised
+  scales depend on n̄ and never reach the report: the ledger carries the formula and the
+  scale at the ξ floor.
 * ``limit_cb`` (§7.5): locations with n̄ ≥ k get noise M·GS_k/ε, the others are
   suppressed. Whether a location is published depends on its exact user count,
   so this is only (k, ε)-crowd-blending private, NOT differentially private;
@@ -43,7 +47,7 @@ from pyspark.sql import functions as F
 
 from dp_spark.algorithms import entropy_sensitivity as sens
 from dp_spark.domain import ItemDomain
-from dp_spark.mechanisms import RandomSource, as_scale, discrete_laplace, discrete_laplace_each, scale_at_least
+from dp_spark.mechanisms import RandomSource, as_scale, discrete_laplace, discrete_laplace_each
 from dp_spark.privacy import Budget, LedgerEntry
 
 VARIANTS = ("baseline", "limit", "limit_ss", "limit_cb", "limit_cb_dp")
@@ -132,18 +136,75 @@ def laplace_entropy(stats: LocationStats, sensitivity_per_location: float, M: in
     return (_on_grid(stats.entropy) + discrete_laplace(rng, scale, stats.entropy.size)) / unit
 
 
+# Limit-SS's scale must itself be β′-smooth (§7.4 [FIX, turn 2]). Two things move it away from the
+# ideal 2M·S(n)/ε: the scale is rounded up to an exact fraction the sampler takes (relative error
+# ≤ 2^(1 − SCALE_BITS)), and the table is computed in doubles (a few ulps per step). The table is
+# therefore built for β′ minus SMOOTHNESS_SLACK, which covers both with orders of magnitude to spare,
+# and S is padded by TABLE_PAD so that it stays above the true LS* despite rounding in its logarithms.
+SCALE_BITS = 38
+SMOOTHNESS_SLACK = math.log1p(2.0 ** (1 - SCALE_BITS)) + 2.0 ** -40
+TABLE_PAD = 1 + 2.0 ** -30
+
+
+def round_up_relative(value: Fraction, bits: int = SCALE_BITS) -> Fraction:
+    """The smallest multiple of 2^(e − bits) at or above ``value``, where 2^(e−1) ≤ value < 2^e:
+    never below ``value``, above it by a factor of at most 1 + 2^(1 − bits), and with a numerator
+    and denominator the exact sampler accepts."""
+    if value <= 0:
+        raise ValueError(f"a noise scale must be positive, got {value}")
+    e = value.numerator.bit_length() - value.denominator.bit_length()
+    while Fraction(2) ** (e - 1) > value:
+        e -= 1
+    while Fraction(2) ** e <= value:
+        e += 1
+    quantum = Fraction(2) ** (e - bits)
+    return -(-value // quantum) * quantum
+
+
+def smooth_scale_units(users: np.ndarray, C: int, M: int, epsilon: Fraction, delta: float, xi: float,
+                       beta: float | None = None) -> list[Fraction]:
+    """Limit-SS's noise scale in grid units for each user count in ``users``: b(n) = 2M·S(n)/ε
+    rounded up, S(n) = (SS(n)/g + 1)·TABLE_PAD (n = 0 takes SS(1)).
+
+    SS(n)/g + 1 bounds how far one user moves the rounded H̄ (≤ LS*(n)/g plus one step of
+    rounding), and adding a constant keeps β-smoothness: SS(n) ≤ e^β·SS(n ± 1) gives the same for
+    SS/g + 1. ``beta`` replaces β′ only for the audit's negative control (the paper's β)."""
+    users = np.asarray(users, dtype=np.int64)
+    target = sens.smoothing(float(epsilon), delta, M) if beta is None else beta
+    if target <= SMOOTHNESS_SLACK:
+        raise ValueError(f"beta' = {target:g} is too small for Limit-SS's rounding slack {SMOOTHNESS_SLACK:g}")
+    table = sens.smooth_sensitivity_table(C, M, float(epsilon), delta, int(max(users.max(initial=1), 1)), xi,
+                                          target - SMOOTHNESS_SLACK)
+    unit = 1 << GRID_BITS
+    distinct, position = np.unique(users, return_inverse=True)
+    scales = [round_up_relative(Fraction(2 * M) * Fraction((float(table[n]) * unit + 1) * TABLE_PAD) / epsilon)
+              for n in distinct]
+    return [scales[i] for i in position.reshape(-1)]
+
+
+def smooth_scale_floor(M: int, epsilon: Fraction, xi: float) -> Fraction:
+    """The least Limit-SS scale any location can get, in value units: the one at the ξ floor. A
+    function of the config only, so the ledger may carry it."""
+    unit = 1 << GRID_BITS
+    return round_up_relative(Fraction(2 * M) * Fraction((xi * unit + 1) * TABLE_PAD) / epsilon) / unit
+
+
 def smooth_entropy(entropy: np.ndarray, users: np.ndarray, bounds: Bounds, epsilon: Fraction, delta: float,
                    budget: Budget, rng: RandomSource, xi: float, step: str, beta: float | None = None) -> np.ndarray:
-    """Limit-SS noise: location l gets scale 2M·(SS(C, n̄_l) + g)/ε on the grid (§7.4). ``beta``
-    replaces β′ only for the audit's negative control (the paper's β, which is not private)."""
+    """Limit-SS noise: location l gets scale b(n̄_l) = 2M·S(n̄_l)/ε on the grid (§7.4, module docstring).
+
+    The scales depend on n̄, so the ledger records only what the config fixes: the formula, β′, δ,
+    ξ, and the scale and sensitivity at the ξ floor (the least noise a location can get). A realised
+    min or max over locations would reveal the largest user count. ``beta`` replaces β′ only for the
+    audit's negative control."""
     unit = 1 << GRID_BITS
-    table = sens.smooth_sensitivity_table(bounds.C, bounds.M, float(epsilon), delta, int(max(users.max(initial=1), 1)),
-                                          xi, beta)
-    smooth_units = np.array([_units(v) + 1 for v in table])[users]
-    scales = [scale_at_least(Fraction(2 * bounds.M * int(s)) / epsilon) for s in smooth_units]
+    scales = smooth_scale_units(users, bounds.C, bounds.M, epsilon, delta, xi, beta)
     used_beta = sens.smoothing(float(epsilon), delta, bounds.M) if beta is None else beta
-    budget.spend(LedgerEntry(step, f"discrete Laplace, smooth sensitivity (beta' = {used_beta:.4g})", epsilon,
-                             Fraction(int(smooth_units.max()), unit), min(scales) / unit, int(users.size),
+    floor_scale = smooth_scale_floor(bounds.M, epsilon, xi)
+    mechanism = (f"discrete Laplace on the grid 2^-{GRID_BITS}, smooth sensitivity: location l gets scale "
+                 f"about 2M(SS(C, n_l) + g)/epsilon, beta' = {used_beta:.6g}, floor xi = {xi:g}; sensitivity_l1 and "
+                 "noise_scale are those at the xi floor, the least any location gets")
+    budget.spend(LedgerEntry(step, mechanism, epsilon, floor_scale * epsilon / 2, floor_scale, int(users.size),
                              delta=delta))
     return (_on_grid(entropy) + discrete_laplace_each(rng, scales)) / unit
 
