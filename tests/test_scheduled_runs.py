@@ -92,14 +92,15 @@ def test_a_run_over_the_cap_is_refused_before_reading_data(spark, tmp_path, caps
 def test_a_config_cannot_raise_the_stores_cap(spark, tmp_path, capsys):
     """The first run creates the store with cap 1; a later config (or --set) saying 100 is refused."""
     assert main(["run", str(job(tmp_path, cap=1)), "--run-date", "2026-11-20"]) == 0
-    (tmp_path / "records.parquet").unlink()  # status 3 below means: refused before reading
+    source = tmp_path / "records.parquet"
+    source.unlink()  # status 3 below means: refused before reading
     capsys.readouterr()
-    assert main(["run", str(job(tmp_path, cap=100)), "--run-date", "2026-11-21"]) == 3
+    assert main(["run", str(job(tmp_path, cap=100, source=source)), "--run-date", "2026-11-21"]) == 3
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("dp-spark: budget refused: the config's budget_store.epsilon_cap 100 is above the cap "
                           f"stored in {tmp_path / 'budget.json'} for dataset 'toy' (epsilon 1)")
     assert f"dp-spark budget set-cap --path {tmp_path / 'budget.json'} --dataset toy --epsilon-cap 100" in err
-    config = job(tmp_path, cap=1)
+    config = job(tmp_path, cap=1, source=source)
     assert main(["run", str(config), "--run-date", "2026-11-21", "--set", "budget_store.epsilon_cap=100"]) == 3
     assert "epsilon_cap 100 is above the cap stored" in capsys.readouterr().err
     assert len(store_runs(tmp_path)) == 1 and not (tmp_path / "out" / "run_date=2026-11-21").exists()
