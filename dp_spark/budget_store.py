@@ -195,11 +195,14 @@ def set_cap(path: str, dataset: str, epsilon_cap: Fraction, delta_cap: float | N
     if not isinstance(reason, str) or not reason.strip():
         raise ConfigError("a cap change needs a reason (--reason \"...\"): it is kept in the store's log")
     where = Path(path)
+    missing = ConfigError(f"no budget store at {path!r}; create one with dp-spark budget create --path {path} "
+                          f"--dataset {dataset} --epsilon-cap X")
+    if not where.exists():
+        raise missing  # before locking: a mistyped path leaves no directory or lock file behind
     with _locked(where):
         state = _load(where, dataset)
         if state is None:
-            raise ConfigError(f"no budget store at {path!r}; create one with dp-spark budget create --path {path} "
-                              f"--dataset {dataset} --epsilon-cap X")
+            raise missing
         old = caps(state, path) if state["format"] == FORMAT else None
         new = (epsilon_cap, (old[1] if old else 0.0) if delta_cap is None else delta_cap)
         spent_epsilon, spent_delta = totals(state)
@@ -302,8 +305,10 @@ def summary(path: str, dataset: str | None = None) -> dict:
     ε values are exact fraction strings (with a float beside them); a legacy store has no caps.
     """
     where = Path(path)
-    with _locked(where):
-        state = _load(where, dataset)
+    state = None
+    if where.exists():  # before locking: a mistyped path leaves no directory or lock file behind
+        with _locked(where):
+            state = _load(where, dataset)
     if state is None:
         raise ConfigError(f"no budget store at {path!r}")
     spent_epsilon, spent_delta = totals(state)

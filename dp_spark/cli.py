@@ -1,4 +1,4 @@
-"""``dp-spark run | generate | bench | evaluate | audit``: the command line.
+"""``dp-spark run | generate | bench | evaluate | audit | budget``: the command line.
 
 Exit status, for people and schedulers alike:
 
