@@ -4,6 +4,12 @@ Sequential composition (ALGORITHMS.md §1.5) holds across runs as well as within
 run reads the same users, so the dataset's total loss is the sum of what all runs spent. The
 store keeps that sum honest:
 
+- The cap (ε and δ) lives in the store. It is fixed when the store is created (by
+  ``dp-spark budget create``, or by the first run that uses a new store, with its config's caps)
+  and changes only through ``dp-spark budget set-cap``, an operator action logged in the store
+  with its time, old and new caps, reason and user. A run never changes it: a run whose config
+  names a higher cap is refused; a lower one is a stricter limit for that run only. A cap that
+  each run's config could restate would be no cap at all.
 - A run is charged its whole budget (the job's ``privacy.epsilon`` and δ) **before** it reads
   data or draws noise. A run that then crashes, fails or is killed stays charged: whether noise
   was drawn cannot be known afterwards, so the store assumes it was (conservative).
@@ -12,6 +18,10 @@ store keeps that sum honest:
 - Every change rewrites the whole file through a temporary file and an atomic rename, under an
   exclusive lock on a sidecar ``.lock`` file: a reader or a killed writer sees the old file or
   the new one, never half of one. The store is a local (or POSIX-shared) file.
+
+Stores written before the cap was stored (format 1) hold no cap: runs against them are refused
+until an operator adopts one with ``dp-spark budget set-cap`` (never the next config's cap,
+which is what the old format trusted).
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
+import getpass
 import json
 import math
 import os
@@ -28,25 +39,50 @@ from fractions import Fraction
 from pathlib import Path
 
 from dp_spark.errors import ConfigError
-from dp_spark.privacy import BudgetExceeded
+from dp_spark.privacy import BudgetExceeded, as_epsilon
 
-FORMAT = "dp-spark budget store 1"
+FORMAT = "dp-spark budget store 2"  # the caps are stored in the file
+LEGACY_FORMAT = "dp-spark budget store 1"  # no stored cap: each run applied its own config's
 
 
 class BudgetRefused(BudgetExceeded):
-    """The run would take the dataset's cumulative spend past its cap."""
+    """The run would take the dataset's cumulative spend past its cap, or asks for a higher cap."""
 
 
 @dataclass(frozen=True)
 class StoreSpec:
+    """A run's view of the store. ``epsilon_cap``/``delta_cap`` are the config's caps: they create
+    a new store, and on an existing store they may only be at or below the stored caps (None: use
+    the stored ones)."""
+
     path: str
     dataset: str
-    epsilon_cap: Fraction
-    delta_cap: float = 0.0
+    epsilon_cap: Fraction | None = None
+    delta_cap: float | None = None
 
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _user() -> str | None:
+    """Who is acting, as the environment names them (LOGNAME, USER, ... or the password entry)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
+
+
+def number(value: Fraction) -> str:
+    """An exact ε for people: 2.5, or 1/3 (~0.333333) when a short decimal would round it."""
+    text = f"{float(value):.12g}"
+    return text if Fraction(text) == value else f"{value} (~{float(value):.6g})"
+
+
+def check_delta_cap(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ConfigError(f"{name} must be a number in [0, 1), got {value!r}")
+    return float(value)
 
 
 @contextlib.contextmanager
@@ -60,18 +96,26 @@ def _locked(path: Path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _load(path: Path, dataset: str) -> dict:
+def _load(path: Path, dataset: str | None) -> dict | None:
+    """The store's state, or None when there is no store at ``path``."""
     if not path.exists():
-        return {"format": FORMAT, "dataset": dataset, "runs": []}
+        return None
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"budget store {str(path)!r} cannot be read: {exc}") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT or not isinstance(state.get("runs"), list):
+    if (not isinstance(state, dict) or state.get("format") not in (FORMAT, LEGACY_FORMAT)
+            or not isinstance(state.get("runs"), list)):
         raise ConfigError(f"budget store {str(path)!r} is not a dp-spark budget store")
-    if state.get("dataset") != dataset:
+    if dataset is not None and state.get("dataset") != dataset:
         raise ConfigError(f"budget store {str(path)!r} belongs to dataset {state.get('dataset')!r}, "
                           f"not {dataset!r}")
+    if state["format"] == FORMAT:
+        try:
+            as_epsilon(state.get("epsilon_cap"), "epsilon_cap")
+            check_delta_cap(state.get("delta_cap"), "delta_cap")
+        except ConfigError as exc:
+            raise ConfigError(f"budget store {str(path)!r} has a damaged cap: {exc}") from None
     return state
 
 
@@ -89,44 +133,156 @@ def _save(path: Path, state: dict) -> None:
         os.close(directory)
 
 
+def _set_cap_command(path: str, dataset: str, epsilon_cap: object = "X") -> str:
+    return (f"dp-spark budget set-cap --path {path} --dataset {dataset} --epsilon-cap {epsilon_cap} "
+            "--reason \"...\"")
+
+
+def caps(state: dict, path: str = "") -> tuple[Fraction, float]:
+    """The stored (ε, δ) caps; a legacy store has none and is refused until one is adopted."""
+    if state["format"] != FORMAT:
+        checked = sorted({run.get("epsilon_cap") for run in state["runs"]} - {None})
+        seen = f" (its runs were checked against their own configs' caps: {', '.join(f'{c:g}' for c in checked)})"
+        raise ConfigError(
+            f"budget store {path!r} was written by an older dp-spark and stores no cap{seen if checked else ''}; "
+            f"a run no longer takes the cap from its config. Adopt one first: "
+            f"{_set_cap_command(path, state['dataset'])}")
+    return Fraction(state["epsilon_cap"]), float(state["delta_cap"])
+
+
 def totals(state: dict) -> tuple[Fraction, float]:
     """(ε, δ) charged so far: every run counts, whatever its status."""
     epsilon = sum((Fraction(run["epsilon_exact"]) for run in state["runs"]), Fraction(0))
     return epsilon, math.fsum(run["delta"] for run in state["runs"])
 
 
-def read(spec: StoreSpec) -> dict:
+def _cap_entry(action: str, old: tuple | None, new: tuple[Fraction, float], reason: str) -> dict:
+    return {"utc": _now(), "action": action, "user": _user(), "reason": reason,
+            "epsilon_cap_before": None if old is None else str(old[0]), "epsilon_cap": str(new[0]),
+            "delta_cap_before": None if old is None else old[1], "delta_cap": new[1]}
+
+
+def _new_state(dataset: str, epsilon_cap: Fraction, delta_cap: float, reason: str) -> dict:
+    return {"format": FORMAT, "dataset": dataset, "epsilon_cap": str(epsilon_cap), "delta_cap": delta_cap,
+            "cap_log": [_cap_entry("create", None, (epsilon_cap, delta_cap), reason)], "runs": []}
+
+
+def read(spec: StoreSpec) -> dict | None:
+    """The store's state (None when it does not exist yet)."""
     path = Path(spec.path)
     with _locked(path):
         return _load(path, spec.dataset)
 
 
+def create(path: str, dataset: str, epsilon_cap: Fraction, delta_cap: float = 0.0,
+           reason: str = "dp-spark budget create") -> dict:
+    """A new, empty store with its caps; refuses to replace an existing one."""
+    where = Path(path)
+    with _locked(where):
+        if where.exists():
+            raise ConfigError(f"a budget store already exists at {path!r}; its cap changes only with "
+                              f"{_set_cap_command(path, dataset)}")
+        state = _new_state(dataset, epsilon_cap, delta_cap, reason)
+        _save(where, state)
+    return state
+
+
+def set_cap(path: str, dataset: str, epsilon_cap: Fraction, delta_cap: float | None, reason: str) -> dict:
+    """The operator's change of the caps, logged in the store; never below what is already spent.
+
+    ``delta_cap`` None keeps the stored δ cap (0 when a legacy store adopts its first cap).
+    """
+    if not isinstance(reason, str) or not reason.strip():
+        raise ConfigError("a cap change needs a reason (--reason \"...\"): it is kept in the store's log")
+    where = Path(path)
+    missing = ConfigError(f"no budget store at {path!r}; create one with dp-spark budget create --path {path} "
+                          f"--dataset {dataset} --epsilon-cap X")
+    if not where.exists():
+        raise missing  # before locking: a mistyped path leaves no directory or lock file behind
+    with _locked(where):
+        state = _load(where, dataset)
+        if state is None:
+            raise missing
+        old = caps(state, path) if state["format"] == FORMAT else None
+        new = (epsilon_cap, (old[1] if old else 0.0) if delta_cap is None else delta_cap)
+        spent_epsilon, spent_delta = totals(state)
+        if new[0] < spent_epsilon or new[1] < spent_delta:
+            raise ConfigError(
+                f"dataset {dataset!r} has already spent epsilon {number(spent_epsilon)} and delta {spent_delta:g}; "
+                f"a cap of epsilon {number(new[0])}, delta {new[1]:g} would be below it (spent budget cannot be "
+                "taken back)")
+        action = "set-cap" if old else "adopt cap (store written by an older dp-spark, which stored none)"
+        state = {"format": FORMAT, "dataset": state["dataset"], "epsilon_cap": str(new[0]), "delta_cap": new[1],
+                 "cap_log": [*state.get("cap_log", []), _cap_entry(action, old, new, reason.strip())],
+                 "runs": state["runs"]}
+        _save(where, state)
+    return state
+
+
+def _limits(state: dict, spec: StoreSpec) -> tuple[Fraction, float]:
+    """The caps this run is checked against: the stored ones, or the config's where it is lower.
+
+    A config cap above the stored one is refused: raising a cap is the operator's logged action.
+    """
+    stored_epsilon, stored_delta = caps(state, spec.path)
+    if spec.epsilon_cap is not None and spec.epsilon_cap > stored_epsilon:
+        raise BudgetRefused(
+            f"the config's budget_store.epsilon_cap {number(spec.epsilon_cap)} is above the cap stored in "
+            f"{spec.path} for dataset {spec.dataset!r} (epsilon {number(stored_epsilon)}); a run never raises the "
+            f"cap. An operator raises it with {_set_cap_command(spec.path, spec.dataset, spec.epsilon_cap)}; or "
+            f"set the config's epsilon_cap to {number(stored_epsilon)} or less, or leave it out")
+    if spec.delta_cap is not None and spec.delta_cap > stored_delta:
+        raise BudgetRefused(
+            f"the config's budget_store.delta_cap {spec.delta_cap:g} is above the cap stored in {spec.path} for "
+            f"dataset {spec.dataset!r} (delta {stored_delta:g}); a run never raises the cap. An operator raises it "
+            f"with {_set_cap_command(spec.path, spec.dataset, stored_epsilon)} --delta-cap {spec.delta_cap:g}; or "
+            f"set the config's delta_cap to {stored_delta:g} or less, or leave it out")
+    return (stored_epsilon if spec.epsilon_cap is None else spec.epsilon_cap,
+            stored_delta if spec.delta_cap is None else spec.delta_cap)
+
+
 def charge(spec: StoreSpec, epsilon: Fraction, delta: float, run: dict) -> dict:
     """Charge a run before it reads data; raises BudgetRefused over the cap.
 
-    Returns the run's id and the dataset's totals including this charge (for the privacy report).
+    A store that does not exist is created with the config's caps (a config without
+    ``epsilon_cap`` cannot create one). Returns the run's id and the dataset's totals including
+    this charge (for the privacy report).
     """
     path = Path(spec.path)
     with _locked(path):
         state = _load(path, spec.dataset)
+        if state is None:
+            if spec.epsilon_cap is None:
+                raise ConfigError(
+                    f"no budget store at {spec.path!r}: create it with dp-spark budget create --path {spec.path} "
+                    f"--dataset {spec.dataset} --epsilon-cap X, or give budget_store.epsilon_cap in the config "
+                    "(the first run then creates it with that cap)")
+            state = _new_state(spec.dataset, spec.epsilon_cap, spec.delta_cap or 0.0,
+                               "created by the first run that used the store, with its config's caps")
+        stored_epsilon, stored_delta = caps(state, spec.path)
+        epsilon_limit, delta_limit = _limits(state, spec)
         spent_epsilon, spent_delta = totals(state)
-        if spent_epsilon + epsilon > spec.epsilon_cap:
+        stricter = " (this run's config sets a lower limit than the store's cap)"
+        if spent_epsilon + epsilon > epsilon_limit:
             raise BudgetRefused(
-                f"dataset {spec.dataset!r} has spent epsilon {float(spent_epsilon):g} of its cap "
-                f"{float(spec.epsilon_cap):g} ({len(state['runs'])} runs in {spec.path}); this run needs "
-                f"{float(epsilon):g} more")
-        if spent_delta + delta > spec.delta_cap * (1 + 1e-12):
+                f"dataset {spec.dataset!r} has spent epsilon {number(spent_epsilon)} of its cap "
+                f"{number(epsilon_limit)}{stricter if epsilon_limit < stored_epsilon else ''} "
+                f"({len(state['runs'])} runs in {spec.path}); this run needs {number(epsilon)} more")
+        if spent_delta + delta > delta_limit * (1 + 1e-12):
             raise BudgetRefused(
-                f"dataset {spec.dataset!r} has spent delta {spent_delta:g} of its cap {spec.delta_cap:g}; "
-                f"this run needs {delta:g} more (set budget_store.delta_cap)")
+                f"dataset {spec.dataset!r} has spent delta {spent_delta:g} of its cap {delta_limit:g}"
+                f"{stricter if delta_limit < stored_delta else ''}; this run needs {delta:g} more "
+                f"(an operator raises the stored cap with dp-spark budget set-cap ... --delta-cap Y)")
         run_id = uuid.uuid4().hex
         state["runs"].append({"run_id": run_id, **run, "epsilon": float(epsilon), "epsilon_exact": str(epsilon),
-                              "delta": delta, "epsilon_cap": float(spec.epsilon_cap), "status": "charged",
-                              "charged_utc": _now()})
+                              "delta": delta, "epsilon_cap": float(epsilon_limit),
+                              "epsilon_cap_exact": str(epsilon_limit), "delta_cap": delta_limit,
+                              "status": "charged", "charged_utc": _now()})
         _save(path, state)
     return {"path": spec.path, "dataset": spec.dataset, "run_id": run_id, "runs": len(state["runs"]),
-            "epsilon_cap": float(spec.epsilon_cap), "epsilon_charged_total": float(spent_epsilon + epsilon),
-            "delta_cap": spec.delta_cap, "delta_charged_total": spent_delta + delta}
+            "epsilon_cap": float(epsilon_limit), "epsilon_cap_stored": float(stored_epsilon),
+            "epsilon_charged_total": float(spent_epsilon + epsilon),
+            "delta_cap": delta_limit, "delta_charged_total": spent_delta + delta}
 
 
 def finish(spec: StoreSpec, run_id: str, status: str, **details) -> None:
@@ -134,10 +290,64 @@ def finish(spec: StoreSpec, run_id: str, status: str, **details) -> None:
     path = Path(spec.path)
     with _locked(path):
         state = _load(path, spec.dataset)
-        for run in state["runs"]:
+        for run in state["runs"] if state else []:
             if run["run_id"] == run_id:
                 run.update(status=status, finished_utc=_now(), **details)
                 break
         else:
             raise ConfigError(f"run {run_id} is not in the budget store {spec.path!r}")
         _save(path, state)
+
+
+def summary(path: str, dataset: str | None = None) -> dict:
+    """What ``dp-spark budget show --json`` prints: caps, spent, remaining, the runs, the cap log.
+
+    ε values are exact fraction strings (with a float beside them); a legacy store has no caps.
+    """
+    where = Path(path)
+    state = None
+    if where.exists():  # before locking: a mistyped path leaves no directory or lock file behind
+        with _locked(where):
+            state = _load(where, dataset)
+    if state is None:
+        raise ConfigError(f"no budget store at {path!r}")
+    spent_epsilon, spent_delta = totals(state)
+    legacy = state["format"] != FORMAT
+    cap_epsilon, cap_delta = (None, None) if legacy else caps(state, path)
+    epsilon = {"cap": None if legacy else str(cap_epsilon), "spent": str(spent_epsilon),
+               "remaining": None if legacy else str(cap_epsilon - spent_epsilon)}
+    return {"path": path, "dataset": state["dataset"], "format": state["format"], "legacy_no_cap": legacy,
+            "epsilon": epsilon | {f"{key}_float": None if value is None else float(Fraction(value))
+                                  for key, value in epsilon.items()},
+            "delta": {"cap": cap_delta, "spent": spent_delta,
+                      "remaining": None if legacy else max(cap_delta - spent_delta, 0.0)},
+            "runs": state["runs"], "cap_log": state.get("cap_log", [])}
+
+
+def summary_text(info: dict) -> str:
+    """``dp-spark budget show`` for people."""
+    eps, delta = info["epsilon"], info["delta"]
+    lines = [f"budget store {info['path']} (dataset {info['dataset']!r})"]
+    if info["legacy_no_cap"]:
+        lines.append(f"  NO CAP STORED (written by an older dp-spark): runs are refused until an operator adopts "
+                     f"one with {_set_cap_command(info['path'], info['dataset'])}")
+        lines.append(f"  epsilon: spent {number(Fraction(eps['spent']))}")
+        lines.append(f"  delta:   spent {delta['spent']:g}")
+    else:
+        lines.append(f"  epsilon: cap {number(Fraction(eps['cap']))}, spent {number(Fraction(eps['spent']))}, "
+                     f"remaining {number(Fraction(eps['remaining']))}")
+        lines.append(f"  delta:   cap {delta['cap']:g}, spent {delta['spent']:g}, remaining {delta['remaining']:g}")
+    lines.append(f"\nruns ({len(info['runs'])}; every charge counts, whatever its status):")
+    for run in info["runs"]:
+        lines.append(f"  {run.get('charged_utc', '?'):<25} {run.get('status', '?'):<9} "
+                     f"epsilon {number(Fraction(run['epsilon_exact'])):<10} delta {run['delta']:<8g} "
+                     f"{run.get('algorithm') or '-':<14} run_date {run.get('run_date') or '-':<10} "
+                     f"run {run['run_id'][:8]}{' (forced)' if run.get('forced') else ''}")
+    lines.append(f"\ncap changes ({len(info['cap_log'])}):")
+    for change in info["cap_log"]:
+        before = ("none" if change["epsilon_cap_before"] is None else
+                  f"epsilon {number(Fraction(change['epsilon_cap_before']))}, delta {change['delta_cap_before']:g}")
+        lines.append(f"  {change['utc']:<25} {change['action']}: {before} -> epsilon "
+                     f"{number(Fraction(change['epsilon_cap']))}, delta {change['delta_cap']:g} "
+                     f"by {change.get('user') or 'unknown user'}: {change['reason']}")
+    return "\n".join(lines)

@@ -221,11 +221,14 @@ def _budget_store(raw: dict[str, Any]) -> StoreSpec | None:
             raise ConfigError(f"budget_store.{key} must be a non-empty string, got {value!r}")
     if "://" in path and not path.startswith("file://"):
         raise ConfigError(f"budget_store.path must be a local file (it is locked and renamed), got {path!r}")
-    cap = as_epsilon(_require(table, "epsilon_cap", "budget_store"), "budget_store.epsilon_cap")
-    delta_cap = table.get("delta_cap", 0.0)
-    if isinstance(delta_cap, bool) or not isinstance(delta_cap, (int, float)) or not 0 <= delta_cap < 1:
+    # The caps create a new store; on an existing one they may only be lower (a stricter limit for
+    # this run) or left out: the stored cap rules (dp_spark.budget_store).
+    cap = as_epsilon(table["epsilon_cap"], "budget_store.epsilon_cap") if "epsilon_cap" in table else None
+    delta_cap = table.get("delta_cap")
+    if delta_cap is not None and (isinstance(delta_cap, bool) or not isinstance(delta_cap, (int, float))
+                                  or not 0 <= delta_cap < 1):
         raise ConfigError(f"budget_store.delta_cap must be a number in [0, 1), got {delta_cap!r}")
-    return StoreSpec(path.removeprefix("file://"), dataset, cap, float(delta_cap))
+    return StoreSpec(path.removeprefix("file://"), dataset, cap, None if delta_cap is None else float(delta_cap))
 
 
 def _job_config(raw: dict[str, Any]) -> JobConfig:

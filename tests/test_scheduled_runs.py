@@ -24,7 +24,8 @@ def job(tmp_path: Path, cap=2.5, source=None, store=True) -> Path:
              "[domain]", "items = { range = [1, 10] }", 'attributes = ["a", "b"]',
              "[privacy]", "epsilon = 1", "[algorithm]", 'name = "sra"', "l = 2"]
     if store:
-        lines += ["[budget_store]", f'path = "{tmp_path / "budget.json"}"', 'dataset = "toy"', f"epsilon_cap = {cap}"]
+        lines += ["[budget_store]", f'path = "{tmp_path / "budget.json"}"', 'dataset = "toy"']
+        lines += [f"epsilon_cap = {cap}"] if cap is not None else []
     path = tmp_path / "job.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -86,6 +87,51 @@ def test_a_run_over_the_cap_is_refused_before_reading_data(spark, tmp_path, caps
     assert err[-1].startswith("dp-spark: budget refused: dataset 'toy' has spent epsilon 1 of its cap 1.5")
     assert not (tmp_path / "out" / "run_date=2026-11-21").exists()
     assert len(store_runs(tmp_path)) == 1
+
+
+def test_a_config_cannot_raise_the_stores_cap(spark, tmp_path, capsys):
+    """The first run creates the store with cap 1; a later config (or --set) saying 100 is refused."""
+    assert main(["run", str(job(tmp_path, cap=1)), "--run-date", "2026-11-20"]) == 0
+    source = tmp_path / "records.parquet"
+    source.unlink()  # status 3 below means: refused before reading
+    capsys.readouterr()
+    assert main(["run", str(job(tmp_path, cap=100, source=source)), "--run-date", "2026-11-21"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("dp-spark: budget refused: the config's budget_store.epsilon_cap 100 is above the cap "
+                          f"stored in {tmp_path / 'budget.json'} for dataset 'toy' (epsilon 1)")
+    assert f"dp-spark budget set-cap --path {tmp_path / 'budget.json'} --dataset toy --epsilon-cap 100" in err
+    config = job(tmp_path, cap=1, source=source)
+    assert main(["run", str(config), "--run-date", "2026-11-21", "--set", "budget_store.epsilon_cap=100"]) == 3
+    assert "epsilon_cap 100 is above the cap stored" in capsys.readouterr().err
+    assert len(store_runs(tmp_path)) == 1 and not (tmp_path / "out" / "run_date=2026-11-21").exists()
+    assert json.loads((tmp_path / "budget.json").read_text())["epsilon_cap"] == "1"
+
+
+def test_set_cap_is_logged_then_runs_may_use_it_and_show_prints_the_numbers(spark, tmp_path, capsys,
+                                                                               monkeypatch):
+    store = str(tmp_path / "budget.json")
+    assert main(["budget", "create", "--path", store, "--dataset", "toy", "--epsilon-cap", "1"]) == 0
+    assert main(["run", str(job(tmp_path, cap=None)), "--run-date", "2026-11-20"]) == 0  # the stored cap applies
+    capsys.readouterr()
+    assert main(["run", str(job(tmp_path, cap=2.5)), "--run-date", "2026-11-21"]) == 3
+    monkeypatch.setenv("LOGNAME", "operator-ann")
+    assert main(["budget", "set-cap", "--path", store, "--dataset", "toy", "--epsilon-cap", "2.5",
+                 "--reason", "two more weeks approved"]) == 0
+    assert main(["run", str(job(tmp_path, cap=2.5)), "--run-date", "2026-11-21"]) == 0
+    capsys.readouterr()
+    assert main(["budget", "set-cap", "--path", store, "--dataset", "toy", "--epsilon-cap", "1.5",
+                 "--reason", "tighten"]) == 2  # below the 2 already spent
+    assert "already spent epsilon 2 and delta 0; a cap of epsilon 1.5" in capsys.readouterr().err
+
+    assert main(["budget", "show", "--path", store]) == 0
+    shown = capsys.readouterr().out
+    assert "epsilon: cap 2.5, spent 2, remaining 0.5" in shown and "runs (2;" in shown
+    assert "set-cap: epsilon 1, delta 0 -> epsilon 2.5, delta 0 by operator-ann: two more weeks approved" in shown
+    assert main(["budget", "show", "--path", store, "--dataset", "toy", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert (info["epsilon"]["cap"], info["epsilon"]["spent"], info["epsilon"]["remaining"]) == ("5/2", "2", "1/2")
+    assert [r["run_date"] for r in info["runs"]] == ["2026-11-20", "2026-11-21"]
+    assert [c["action"] for c in info["cap_log"]] == ["create", "set-cap"]
 
 
 def test_a_split_over_the_job_epsilon_exits_3(spark, tmp_path, capsys):
