@@ -107,18 +107,16 @@ RAN_GD_GAMMAS = [Fraction(11, 10), Fraction(3, 2), frapp.gamma_below(Fraction(1)
 
 
 def paper_clipped_mean_keep(gamma: Fraction, n_c: int) -> Fraction:
-    """The mean keep probability of the old RAN-GD sampler, exactly: r uniform on [−γx/2, γx/2] and
-    the keep probability (γ−1)x + r·n_C/(n_C−1), clipped to [0, 1] by the comparison u < p(r).
-    p(r) is linear in r, so the mean of max(0, min(1, p)) is an integral of a piecewise-linear function."""
+    """The mean keep probability of the old RAN-GD sampler, exactly. r was uniform on
+    [−γx/2, γx/2], so the keep probability p = (γ−1)x + r·n_C/(n_C−1) was uniform on [low, high],
+    and the comparison u < p clipped it to [0, 1]: the mean is ∫ clip(p) dp / (high − low)."""
     x = frapp.gamma_x(gamma, n_c)
-    low, high = (gamma - 1) * x - gamma * x / 2 * Fraction(n_c, n_c - 1), (gamma - 1) * x + gamma * x / 2 * Fraction(n_c, n_c - 1)
-
-    def integral(a, b):  # ∫ of the clipped p over the p-interval [a, b] ⊂ [low, high], in units of p
-        a, b = max(a, low), min(b, high)
-        return (b * b - a * a) / 2 if b > a else Fraction(0)
-
-    clipped = integral(Fraction(0), Fraction(1)) + max(high - max(low, Fraction(1)), Fraction(0))
-    return clipped / (high - low)
+    centre, half_width = (gamma - 1) * x, gamma * x / 2 * Fraction(n_c, n_c - 1)
+    low, high = centre - half_width, centre + half_width
+    a, b = max(low, Fraction(0)), min(high, Fraction(1))
+    between = (b * b - a * a) / 2 if b > a else Fraction(0)  # ∫ p dp where 0 ≤ p ≤ 1
+    above = max(high - max(low, Fraction(1)), Fraction(0))  # ∫ 1 dp where p > 1
+    return (between + above) / (high - low)
 
 
 @pytest.mark.parametrize("n_c", [4, 2000])
@@ -140,9 +138,10 @@ def test_the_paper_clipped_sampler_fails_the_ratio_check():
     ratio = frapp.gd_worst_ratio([paper_clipped_mean_keep(gamma, n_c)], n_c)
     assert ratio > gamma
     assert math.log(ratio) == pytest.approx(0.176, abs=5e-4)
-    # Where nothing clips the old formula's mean is (γ−1)x, and the same check passes it.
+    at_1_5 = frapp.gd_worst_ratio([paper_clipped_mean_keep(Fraction(3, 2), n_c)], n_c)
+    assert math.log(at_1_5) == pytest.approx(0.419, abs=5e-4)  # against ln 1.5 = 0.405
+    # Where nothing clips, the old formula's mean is (γ−1)x, and the same check passes it.
     assert frapp.gd_worst_ratio([paper_clipped_mean_keep(Fraction(19), n_c)], n_c) == 19
-    assert math.log(frapp.gd_worst_ratio([paper_clipped_mean_keep(Fraction(3, 2), n_c)], n_c)) == pytest.approx(0.419, abs=5e-4)
 
 
 def test_ran_gd_alpha_is_the_papers_unless_it_would_clip():
@@ -443,6 +442,16 @@ def test_config_errors(tmp_path, change, message):
     raw.update(change)
     with pytest.raises(ConfigError, match=message):
         build_config(raw)
+
+
+def test_ran_gd_at_gamma_1_5_charges_ln_1_5_and_reports_the_alpha_used(tmp_path):
+    raw = adult_config(tmp_path, scheme="ran_gd")
+    raw["privacy"] = {"gamma": 1.5}
+    cfg = build_config(raw)
+    assert float(cfg.epsilon) == pytest.approx(math.log(1.5), abs=2e-9)
+    parameters = cfg.frapp["scheme"].parameters()
+    assert parameters["worst_ratio"] == 1.5 and parameters["record_space"] == 2000
+    assert parameters["alpha"] == float(frapp.ran_gd_alpha(Fraction(3, 2), 2000)) < parameters["alpha_paper"]
 
 
 def test_epsilon_gives_the_largest_gamma_below_it(tmp_path):
