@@ -388,7 +388,7 @@ def people_config(tmp_path, users=True, **extra) -> str:
     return str(tmp_path / "job.toml")
 
 
-@pytest.mark.parametrize("scheme", ["det_gd", "mask"])
+@pytest.mark.parametrize("scheme", ["det_gd", "ran_gd", "mask"])
 def test_job_publishes_the_records_it_mined(spark, tmp_path, scheme):
     """The itemsets are mined from exactly the published perturbed records: recomputing the
     1-itemset supports from perturbed_records/ gives the released numbers."""
