@@ -88,7 +88,7 @@ def _report(cfg: JobConfig, budget: Budget, attributes, scheme: fm.Scheme, outpu
         },
         **privacy,
         "noise": {"sampler": "exact integer draws per record (keep/flip/insert probabilities are fractions)"
-                  + ("; RAN-GD's r in doubles" if scheme.name == "ran_gd" else ""),
+                  + (f"; RAN-GD's r uniform on {frapp.RAN_GD_POINTS} fixed points" if scheme.name == "ran_gd" else ""),
                   "randomness": "fixed seed: reproducible, not for publication" if cfg.seed is not None
                   else "OS CSPRNG, one source per Arrow batch"},
         "fixed_seed": cfg.seed is not None,

@@ -90,14 +90,110 @@ def assert_matches(observed: np.ndarray, probabilities: list) -> None:
 # Samplers.
 
 
-@pytest.mark.parametrize("randomized", [False, True])
-def test_gamma_diagonal_sampler_frequencies_match_the_matrix(randomized):
-    """RAN-GD is checked against DET-GD's matrix: its random r averages out (§6.3)."""
-    gamma = Fraction(3)
+@pytest.mark.parametrize("randomized, gamma", [(False, Fraction(3)), (True, Fraction(3)),
+                                               (True, Fraction(11, 10)), (True, Fraction(19))])
+def test_gamma_diagonal_sampler_frequencies_match_the_matrix(randomized, gamma):
+    """RAN-GD is checked against DET-GD's matrix: its random r averages out (§6.3). With n_C = 6,
+    γ = 1.1 (below 2(n_C−1)/(n_C−2) = 2.5) and γ = 19 (above 2(n_C−1) = 10) are where the paper's
+    α = γx/2 would clip the keep probability."""
     for i, u in enumerate(RECORDS[:3]):
         rng = RandomSource(10 + i)
         counts = sampled_frequencies(lambda c, rng=rng: frapp.perturb_gd(c, SIZES, gamma, rng, randomized), u, RECORDS)
         assert_matches(counts, [gd_distribution(u, gamma)[v] for v in RECORDS])
+
+
+# The paper's γ = 19, γ ≈ e (ε = 1), and γ = 1.1 and 1.5 where its α would clip; n_C = 2000 is CENSUS.
+RAN_GD_GAMMAS = [Fraction(11, 10), Fraction(3, 2), frapp.gamma_below(Fraction(1)), Fraction(19)]
+
+
+def paper_clipped_mean_keep(gamma: Fraction, n_c: int) -> Fraction:
+    """The mean keep probability of the old RAN-GD sampler, exactly. r was uniform on
+    [−γx/2, γx/2], so the keep probability p = (γ−1)x + r·n_C/(n_C−1) was uniform on [low, high],
+    and the comparison u < p clipped it to [0, 1]: the mean is ∫ clip(p) dp / (high − low)."""
+    x = frapp.gamma_x(gamma, n_c)
+    centre, half_width = (gamma - 1) * x, gamma * x / 2 * Fraction(n_c, n_c - 1)
+    low, high = centre - half_width, centre + half_width
+    a, b = max(low, Fraction(0)), min(high, Fraction(1))
+    between = (b * b - a * a) / 2 if b > a else Fraction(0)  # ∫ p dp where 0 ≤ p ≤ 1
+    above = max(high - max(low, Fraction(1)), Fraction(0))  # ∫ 1 dp where p > 1
+    return (between + above) / (high - low)
+
+
+@pytest.mark.parametrize("n_c", [4, 2000])
+@pytest.mark.parametrize("gamma", RAN_GD_GAMMAS)
+def test_ran_gd_worst_ratio_is_gamma_exactly(gamma, n_c):
+    """Every keep probability RAN-GD draws from is a fraction in [0, 1] and their mean is exactly
+    (γ−1)x, so the worst ratio, from exact fractions, is γ (issue 27, finding 3)."""
+    keep = frapp.ran_gd_keep_probabilities(gamma, n_c)
+    assert len(keep) == frapp.RAN_GD_POINTS and all(0 < k < 1 for k in keep)
+    assert sum(keep, Fraction(0)) / len(keep) == (gamma - 1) * frapp.gamma_x(gamma, n_c)
+    assert frapp.gd_worst_ratio(keep, n_c) == gamma
+    assert fm.Scheme.of("ran_gd", gamma, [n_c]).ratio == pytest.approx(float(gamma), rel=1e-15)
+
+
+def test_the_paper_clipped_sampler_fails_the_ratio_check():
+    """The check above rejects the old sampler: at γ = 1.1 on CENSUS (n_C = 2000) clipping lifts
+    the mean keep probability, and the true ε is 0.176, not ln 1.1 = 0.095."""
+    gamma, n_c = Fraction(11, 10), 2000
+    ratio = frapp.gd_worst_ratio([paper_clipped_mean_keep(gamma, n_c)], n_c)
+    assert ratio > gamma
+    assert math.log(ratio) == pytest.approx(0.176, abs=5e-4)
+    at_1_5 = frapp.gd_worst_ratio([paper_clipped_mean_keep(Fraction(3, 2), n_c)], n_c)
+    assert math.log(at_1_5) == pytest.approx(0.419, abs=5e-4)  # against ln 1.5 = 0.405
+    # Where nothing clips, the old formula's mean is (γ−1)x, and the same check passes it.
+    assert frapp.gd_worst_ratio([paper_clipped_mean_keep(Fraction(19), n_c)], n_c) == 19
+
+
+def test_ran_gd_alpha_is_the_papers_unless_it_would_clip():
+    x = frapp.gamma_x(Fraction(19), 2000)
+    assert frapp.ran_gd_alpha(Fraction(19), 2000) == 19 * x / 2  # CENSUS at γ = 19: the paper's setting
+    for n_c in (4, 2000):
+        edge = Fraction(2 * (n_c - 1), n_c - 2)  # below this γ, γx/2 would push the keep probability below 0
+        for gamma in (edge, 2 * (n_c - 1)):  # at both edges the paper's α just fits
+            assert frapp.ran_gd_alpha(gamma, n_c) == gamma * frapp.gamma_x(gamma, n_c) / 2
+        for gamma in (edge - Fraction(1, 100), Fraction(2 * n_c)):  # beyond them α is smaller
+            paper = gamma * frapp.gamma_x(gamma, n_c) / 2
+            assert 0 < frapp.ran_gd_alpha(gamma, n_c) < paper
+            assert min(frapp.ran_gd_keep_probabilities(gamma, n_c)) > 0
+            assert max(frapp.ran_gd_keep_probabilities(gamma, n_c)) < 1
+
+
+def test_ran_gd_keep_rate_at_gamma_1_1_is_gamma_minus_one_times_x():
+    """The real sampler's keep decisions, seeded, on CENSUS's n_C = 2000 at γ = 1.1: the keep rate
+    is (γ−1)x = 5.0e-5. 4·10^6 records: E[kept] = 200 (sd 14.1), allowed ±4.5 sd. The old sampler's
+    clipped mean keep probability, 9.6e-5, gives 384 kept (13 sd too many)."""
+    gamma, n_c, n = Fraction(11, 10), 2000, 4_000_000
+    kept = int(frapp.gd_keep(RandomSource(27), n, gamma, n_c, randomized=True).sum())
+    p = float((gamma - 1) * frapp.gamma_x(gamma, n_c))
+    assert abs(kept - n * p) < 4.5 * math.sqrt(n * p * (1 - p)), kept
+    assert n * float(paper_clipped_mean_keep(gamma, n_c)) - n * p > 9 * math.sqrt(n * p)  # the test can tell
+
+
+def test_exact_bernoulli_of_a_table_reads_on_after_a_tie():
+    """The comparison with a probability's binary expansion, forced through its tie branch."""
+
+    class Words:
+        def __init__(self, words):
+            self.words_left = list(words)
+
+        def words(self, n):
+            taken, self.words_left = self.words_left[:n], self.words_left[n:]
+            return np.array(taken, dtype=np.uint64)
+
+    third = Fraction(1, 3)  # binary 0.0101…: every 64-bit word is 0x5555…5555
+    digit = 0x5555_5555_5555_5555
+    index = np.zeros(4, dtype=np.int64)
+    # First words: below, above, tie, tie; then the third record ties again and falls below, the
+    # fourth lands above.
+    rng = Words([digit - 1, digit + 1, digit, digit, digit, digit - 1, digit + 1])
+    assert frapp.bernoulli_of_table(rng, (third,), index).tolist() == [True, False, True, False]
+    assert rng.words_left == []
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        frapp.bernoulli_of_table(Words([0]), (Fraction(1),), np.zeros(1, dtype=np.int64))
+    # Seeded, with a denominator above 2^64 that RandomSource.below could not take.
+    big = Fraction(2**70 // 3, 2**70)
+    drawn = frapp.bernoulli_of_table(RandomSource(3), (big,), np.zeros(200_000, dtype=np.int64))
+    assert abs(drawn.mean() - 1 / 3) < 4.5 * math.sqrt(2 / 9 / 200_000)
 
 
 def test_mask_sampler_frequencies_match_the_matrix():
@@ -292,7 +388,7 @@ def people_config(tmp_path, users=True, **extra) -> str:
     return str(tmp_path / "job.toml")
 
 
-@pytest.mark.parametrize("scheme", ["det_gd", "mask"])
+@pytest.mark.parametrize("scheme", ["det_gd", "ran_gd", "mask"])
 def test_job_publishes_the_records_it_mined(spark, tmp_path, scheme):
     """The itemsets are mined from exactly the published perturbed records: recomputing the
     1-itemset supports from perturbed_records/ gives the released numbers."""
@@ -346,6 +442,16 @@ def test_config_errors(tmp_path, change, message):
     raw.update(change)
     with pytest.raises(ConfigError, match=message):
         build_config(raw)
+
+
+def test_ran_gd_at_gamma_1_5_charges_ln_1_5_and_reports_the_alpha_used(tmp_path):
+    raw = adult_config(tmp_path, scheme="ran_gd")
+    raw["privacy"] = {"gamma": 1.5}
+    cfg = build_config(raw)
+    assert float(cfg.epsilon) == pytest.approx(math.log(1.5), abs=2e-9)
+    parameters = cfg.frapp["scheme"].parameters()
+    assert parameters["worst_ratio"] == 1.5 and parameters["record_space"] == 2000
+    assert parameters["alpha"] == float(frapp.ran_gd_alpha(Fraction(3, 2), 2000)) < parameters["alpha_paper"]
 
 
 def test_epsilon_gives_the_largest_gamma_below_it(tmp_path):

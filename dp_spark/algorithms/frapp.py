@@ -9,9 +9,12 @@ S^1..S^M, n_C = Π|S^j| possible records. Schemes, all ε-local DP with the ε b
   record, x = 1/(γ + n_C − 1). Then P(v = u) = γx and P(v = w) = x for w ≠ u: every ratio
   A_vu1/A_vu2 is at most γ, which is ε = ln γ local DP (§6 "DP reading", §6.1). The keep
   draw compares exact uniform integers, so the probabilities are exact for rational γ.
-* ``ran_gd``: det_gd with a fresh r ~ U[−α, α] per record (α = γx/2) added to the keep
-  probability. r is never revealed and averages out, so the law of the output given the
-  input is det_gd's: the guarantee is ln γ too, not better (§6.3 [FIX]).
+* ``ran_gd``: det_gd with a fresh r per record added to the keep probability (scaled by
+  n_C/(n_C − 1)); r is one of K = 1024 equally likely points spread evenly over [−α, α], α the
+  paper's γx/2 unless that would push the keep probability outside [0, 1] (then α is smaller:
+  :func:`ran_gd_alpha`). Every keep probability is an exact fraction and their mean is exactly
+  (γ − 1)x; r is never revealed, so the law of the output given the input is det_gd's: the
+  guarantee is ln γ for every γ > 1, not better (§6.3 [FIX], docs/frapp.md).
 * ``mask``: every record becomes Σ|S^j| one-hot bits; each bit is kept with probability p
   and flipped otherwise, p = γ^(1/2M)/(1 + γ^(1/2M)) rounded down to the grid 2^-32, so the
   ratio (p/(1 − p))^(2M) stays ≤ γ (§6.4).
@@ -25,6 +28,7 @@ cut_paste by solving the (k+1)-system of partial supports (§6.5).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -38,6 +42,7 @@ SCHEMES = ("det_gd", "ran_gd", "mask", "cut_paste")
 BIT_SCHEMES = ("mask", "cut_paste")  # perturbed records are bit sets, not value indices
 GRID = 1 << 32
 PAPER_CP_K = 3
+RAN_GD_POINTS = 1024  # K: RAN-GD's r takes K equally likely values, a public constant
 SPEC_SECTIONS = {"det_gd": "ALGORITHMS.md §6.1-6.2", "ran_gd": "ALGORITHMS.md §6.3",
                  "mask": "ALGORITHMS.md §6.4", "cut_paste": "ALGORITHMS.md §6.5"}
 
@@ -63,6 +68,51 @@ def gamma_x(gamma: Fraction, n_c: int) -> Fraction:
 def gamma_below(epsilon: Fraction) -> Fraction:
     """The largest γ on the grid 2^-32 with ln γ ≤ ε (one grid step of slack for exp's rounding)."""
     return Fraction(math.floor(math.exp(float(epsilon)) * GRID) - 1, GRID)
+
+
+def ran_gd_alpha(gamma: Fraction, n_c: int) -> Fraction:
+    """The half-width α of RAN-GD's r: the paper's γx/2, unless some r in [−α, α] would then give a
+    keep probability (γ − 1)x + r·n_C/(n_C − 1) outside [0, 1]. A sampler would have to clip such a
+    probability, which raises the mean keep probability above (γ − 1)x and the worst ratio above γ.
+    The lower end stays ≥ 0 while α·n_C/(n_C − 1) ≤ (γ − 1)x, which γx/2 breaks for
+    γ < 2(n_C − 1)/(n_C − 2); the upper end stays ≤ 1 while α·n_C/(n_C − 1) ≤ 1 − (γ − 1)x = n_C·x,
+    which γx/2 breaks for γ > 2(n_C − 1). α is the smallest of the three (0 when n_C = 1: a single
+    possible record leaves nothing to randomise)."""
+    if n_c < 2:
+        return Fraction(0)
+    x = gamma_x(gamma, n_c)
+    return min(gamma * x / 2, (gamma - 1) * x * (n_c - 1) / n_c, x * (n_c - 1))
+
+
+@functools.lru_cache(maxsize=32)
+def ran_gd_keep_probabilities(gamma: Fraction, n_c: int) -> tuple[Fraction, ...]:
+    """RAN-GD's K equally likely keep probabilities (γ − 1)x + r_i·n_C/(n_C − 1), with
+    r_i = α·(2i + 1 − K)/K, i = 0..K−1: the midpoints of K equal cells of [−α, α]. They are
+    symmetric around 0, so the mean is exactly (γ − 1)x, and all lie strictly inside (0, 1)."""
+    keep = (gamma - 1) * gamma_x(gamma, n_c)
+    if n_c < 2:
+        return (keep,) * RAN_GD_POINTS
+    shift = ran_gd_alpha(gamma, n_c) * Fraction(n_c, n_c - 1)
+    return tuple(keep + shift * Fraction(2 * i + 1 - RAN_GD_POINTS, RAN_GD_POINTS) for i in range(RAN_GD_POINTS))
+
+
+def gd_worst_ratio(keep_probabilities, n_c: int) -> Fraction:
+    """The exact worst ratio P(v | u1)/P(v | u2) over outputs v and records u1 ≠ u2 of a
+    γ-diagonal scheme that keeps each record with a probability drawn uniformly (afresh per
+    record, never revealed) from ``keep_probabilities``, and otherwise outputs a uniform record.
+
+    Only the mean k̄ of the keep probability matters: P(v = u | u) = k̄ + (1 − k̄)/n_C and
+    P(v | u) = (1 − k̄)/n_C for v ≠ u, so the worst ratio is 1 + n_C·k̄/(1 − k̄) (γ when
+    k̄ = (γ − 1)x). The entries must be the probabilities the sampler really uses, already clipped."""
+    keep_probabilities = [Fraction(k) for k in keep_probabilities]
+    if not keep_probabilities or any(not 0 <= k <= 1 for k in keep_probabilities):
+        raise ValueError("keep probabilities must be a non-empty list of numbers in [0, 1]")
+    if n_c < 2:
+        return Fraction(1)  # one possible record: no two records to tell apart
+    mean = sum(keep_probabilities, Fraction(0)) / len(keep_probabilities)
+    if mean == 1:
+        raise ValueError("a record kept with probability 1 has no finite ratio")
+    return 1 + n_c * mean / (1 - mean)
 
 
 def epsilon_of(ratio: Fraction | float) -> Fraction:
@@ -122,6 +172,30 @@ def _bernoulli(rng: RandomSource, n: int, probability: Fraction) -> np.ndarray:
     return rng.below(np.full(n, probability.denominator, dtype=np.uint64)) < np.uint64(probability.numerator)
 
 
+def bernoulli_of_table(rng: RandomSource, probabilities, index: np.ndarray) -> np.ndarray:
+    """Exact Bernoulli(probabilities[index[j]]) for each j, whatever the denominators (they may
+    exceed 2^64): a uniform U in [0, 1), read 64 bits at a time, is compared with the binary
+    expansion of the probability; U < p is settled at the first 64-bit word where the two differ.
+    A tie (chance 2^-64 per word) reads the next word. Every probability must be < 1."""
+    firsts = [math.floor(p * 2**64) for p in probabilities]
+    if max(firsts) >= 2**64 or min(firsts) < 0:
+        raise ValueError("probabilities must lie in [0, 1)")
+    target = np.array(firsts, dtype=np.uint64)[index]
+    word = rng.words(index.size)
+    out = word < target
+    for j in np.flatnonzero(word == target):
+        rest = probabilities[index[j]] * 2**64 - firsts[index[j]]  # the expansion still unread, in [0, 1)
+        while True:
+            rest *= 2**64
+            digit = math.floor(rest)
+            rest -= digit
+            drawn = int(rng.words(1)[0])
+            if drawn != digit:
+                out[j] = drawn < digit
+                break
+    return out
+
+
 def _uniform_records(rng: RandomSource, n: int, sizes: list[int]) -> np.ndarray:
     return np.column_stack([rng.below(np.full(n, s, dtype=np.uint64)).astype(np.int64) for s in sizes])
 
@@ -129,20 +203,19 @@ def _uniform_records(rng: RandomSource, n: int, sizes: list[int]) -> np.ndarray:
 def perturb_gd(codes: np.ndarray, sizes: list[int], gamma: Fraction, rng: RandomSource,
                randomized: bool = False) -> np.ndarray:
     """codes [records, M] → perturbed codes (DET-GD, or RAN-GD with ``randomized``)."""
-    n_c = record_space(sizes)
-    x = gamma_x(gamma, n_c)
-    keep_probability = (gamma - 1) * x
     n = codes.shape[0]
-    if not randomized:
-        keep = _bernoulli(rng, n, keep_probability)
-    else:
-        # Keep with (γ−1)x + r·n_C/(n_C−1), r uniform on [−α, α], α = γx/2. Doubles suffice: RAN-GD
-        # reproduces the paper's accuracy and claims exactly det_gd's guarantee (§6.3).
-        alpha = float(gamma * x / 2)
-        r = ((rng.words(n) >> np.uint64(11)).astype(float) / 2.0**53 * 2 - 1) * alpha
-        u = (rng.words(n) >> np.uint64(11)).astype(float) / 2.0**53
-        keep = u < float(keep_probability) + r * n_c / (n_c - 1)
+    keep = gd_keep(rng, n, gamma, record_space(sizes), randomized)
     return np.where(keep[:, None], codes, _uniform_records(rng, n, sizes))
+
+
+def gd_keep(rng: RandomSource, n: int, gamma: Fraction, n_c: int, randomized: bool = False) -> np.ndarray:
+    """Which of n records DET-GD (or RAN-GD) keeps; the others become uniform records."""
+    if not randomized:
+        return _bernoulli(rng, n, (gamma - 1) * gamma_x(gamma, n_c))
+    # One of RAN-GD's K exact keep probabilities per record, uniformly: their mean is exactly
+    # (γ−1)x, so the output's law given the input is det_gd's (§6.3, docs/frapp.md).
+    point = rng.below(np.full(n, RAN_GD_POINTS, dtype=np.uint64)).astype(np.int64)
+    return bernoulli_of_table(rng, ran_gd_keep_probabilities(gamma, n_c), point)
 
 
 def perturb_mask(codes: np.ndarray, sizes: list[int], p: Fraction, rng: RandomSource) -> np.ndarray:

@@ -74,6 +74,9 @@ class Scheme:
             return float(frapp.mask_ratio(self.p, len(self.sizes)))
         if self.name == "cut_paste":
             return frapp.cp_ratio(float(self.rho), self.cp_k, len(self.sizes))
+        if self.name == "ran_gd":  # computed from the keep probabilities the sampler draws from
+            n_c = frapp.record_space(list(self.sizes))
+            return float(frapp.gd_worst_ratio(frapp.ran_gd_keep_probabilities(self.gamma, n_c), n_c))
         return float(self.gamma)
 
     def parameters(self) -> dict:
@@ -82,8 +85,9 @@ class Scheme:
         if self.name in ("det_gd", "ran_gd"):
             x = frapp.gamma_x(self.gamma, frapp.record_space(list(self.sizes)))
             out["keep_probability"] = float((self.gamma - 1) * x)
-        if self.name == "ran_gd":
-            out["alpha"] = float(self.gamma * x / 2)
+        if self.name == "ran_gd":  # α is below the paper's γx/2 where that would clip (frapp.ran_gd_alpha)
+            out.update(alpha=float(frapp.ran_gd_alpha(self.gamma, frapp.record_space(list(self.sizes)))),
+                       alpha_paper=float(self.gamma * x / 2), r_points=frapp.RAN_GD_POINTS)
         if self.name == "mask":
             out["p"] = float(self.p)
         if self.name == "cut_paste":
