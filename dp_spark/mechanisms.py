@@ -258,11 +258,14 @@ def exponential_exponents(scores, epsilon: Fraction | float, sensitivity: Fracti
     Scores may be ints, doubles or Fractions; each is taken at its exact value, so
     nothing here rounds (ε and Δq likewise: a float's exact value, a Fraction as is).
     """
-    if isinstance(scores, np.ndarray):
-        if scores.ndim != 1:
-            raise ValueError("scores must be a vector")
-        scores = scores.tolist()  # Python ints and floats, converted exactly below
-    ratios = [_exact_ratio(s) for s in scores]
+    if isinstance(scores, np.ndarray) and scores.ndim != 1:
+        raise ValueError("scores must be a vector")
+    if isinstance(scores, np.ndarray) and scores.dtype.kind == "f":  # the common case, kept fast
+        if not np.all(np.isfinite(scores)):
+            raise ValueError("scores must be finite")
+        ratios = [value.as_integer_ratio() for value in scores.tolist()]  # exact: a double is m·2^e
+    else:
+        ratios = [_exact_ratio(s) for s in (scores.tolist() if isinstance(scores, np.ndarray) else scores)]
     if not ratios:
         raise ValueError("scores must be a non-empty vector of finite numbers")
     epsilon, sensitivity = Fraction(*_exact_ratio(epsilon)), Fraction(*_exact_ratio(sensitivity))

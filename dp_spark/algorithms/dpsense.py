@@ -66,8 +66,14 @@ def loss(length_hist: np.ndarray, thetas: np.ndarray) -> np.ndarray:
 
 
 def quality(length_hist: np.ndarray, thetas: np.ndarray, columns: int, epsilon_counts: Fraction) -> np.ndarray:
-    """DPSense's q(θ): minus (the mass removed by limiting + the expected total |noise|)."""
-    return -(loss(length_hist, thetas) + columns * thetas / float(epsilon_counts))
+    """DPSense's q(θ): minus (the mass removed by limiting + the expected total |noise|).
+
+    Exact, as Fractions (an object array): the loss is an integer and d·θ/ε2 a rational.
+    In doubles, rounding L + d·θ/ε2 near a power of two can move a score by Δq plus an
+    ulp, more than the sensitivity the mechanism is given."""
+    noise_per_theta = Fraction(columns) / Fraction(epsilon_counts)
+    return np.array([-(int(lost) + int(theta) * noise_per_theta)
+                     for lost, theta in zip(loss(length_hist, thetas), thetas)], dtype=object)
 
 
 def quality_sensitivity(theta_max: int) -> int:
