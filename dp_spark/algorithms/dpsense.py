@@ -21,6 +21,10 @@ DP claims (user level = one row, pure ε-DP; ALGORITHMS.md §4.2, §4.3, [RECON]
   (§4.3; not monotone, so the factor 2 stays); then the DPSense release at θ
   times α (post-processing).
 
+The exponential mechanism is sampled exactly (mechanisms.exponential_mechanism).
+DPSense's quality is exact (Fractions); DPSense-S's is computed in doubles, and
+its rounding error is not accounted for (docs/dpsense.md).
+
 The quality functions are computed from three aggregates, never from rows:
 the histogram of row lengths capped at θ_max, and, for DPSense-S, per column
 the number of rows of each length r ≤ θ_max holding it (N_j(r)) and the sum
