@@ -118,8 +118,8 @@ def _report(cfg, budget, items, attributes, split, diagnostics, tables) -> dict:
         **budget.to_json(),
         "noise": {
             "sampler": "exact discrete Laplace (Canonne, Kamath, Steinke 2020)",
-            **({"selection": "exponential mechanism: probabilities in doubles (log-sum-exp), inverse CDF with "
-                             "a 53-bit uniform"} if cfg.algorithm in COLUMN_ALGORITHMS else {}),
+            **({"selection": "exponential mechanism, sampled exactly: exact rational exponents, uniform proposals "
+                             "kept by an exact Bernoulli(exp(-x))"} if cfg.algorithm in COLUMN_ALGORITHMS else {}),
             "randomness": "fixed seed: reproducible, not for publication" if cfg.seed is not None else "OS CSPRNG",
         },
         # Only *whether* a seed was fixed: its value would let anyone regenerate the noise.

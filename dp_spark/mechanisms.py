@@ -14,10 +14,18 @@ the privacy report says when that happened.
 The samplers are vectorised: every loop below runs over *rounds* of rejection,
 each round handling all pending samples at once, so 160,000 draws take about a
 tenth of a second.
+
+The exponential mechanism is sampled exactly too (ALGORITHMS.md §1.4 asks for
+exact arithmetic, or else a stated δ). Every score is read as the exact
+rational it is (a double is m·2^e), the exponents x_i = c·(q* − q_i) are exact
+rationals, and a uniformly proposed candidate is kept with an exact
+Bernoulli(exp(−x_i)): the kept candidate has P(i) ∝ exp(c·q_i) with no
+rounding anywhere, so the mechanism's pure ε-DP holds as proven, with δ = 0.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from fractions import Fraction
 
@@ -28,6 +36,8 @@ _U64_MAX = np.iinfo(np.uint64).max
 # uint64, so keep both parts well inside 63 bits.
 _MAX_SCALE_PART = 1 << 40
 _POOL_WORDS = 1 << 16
+# Candidates the exponential mechanism proposes per round of rejection (see exponential_mechanism).
+_PROPOSALS_PER_ROUND = 1024
 
 
 class RandomSource:
@@ -88,6 +98,24 @@ class RandomSource:
             out[done] = w[ok] % bounds[done]
             pending = pending[~ok]
         return out
+
+    def below_int(self, bound: int) -> int:
+        """One uniform integer in [0, bound) for a Python int ``bound`` ≥ 1 of any size.
+
+        Exact: the low ``b`` bits of ⌈b/64⌉ words, b = bit length of bound − 1, are a
+        uniform integer in [0, 2^b); values ≥ bound are rejected (each try is kept
+        with probability above 1/2).
+        """
+        if not isinstance(bound, (int, np.integer)) or isinstance(bound, bool) or bound < 1:
+            raise ValueError(f"bound must be a positive integer, got {bound!r}")
+        bits = (int(bound) - 1).bit_length()
+        if bits == 0:
+            return 0
+        mask, count = (1 << bits) - 1, -(-bits // 64)
+        while True:
+            value = int.from_bytes(self.words(count).astype("<u8").tobytes(), "little") & mask
+            if value < bound:
+                return value
 
 
 def bernoulli_exp_minus(rng: RandomSource, num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -195,7 +223,8 @@ def exponential_probabilities(scores, epsilon: Fraction | float, sensitivity: fl
 
     ``monotone``: when a neighbouring dataset moves every score in the same
     direction, exp(ε·q_i/Δq) is already ε-DP (McSherry and Talwar 2007), which
-    sharpens the choice. Computed as log-sum-exp, so scores in the millions are fine.
+    sharpens the choice. In doubles, as log-sum-exp (scores in the millions are
+    fine): for tests and error bars; :func:`exponential_mechanism` samples it exactly.
     """
     scores = np.asarray(scores, dtype=float)
     if scores.ndim != 1 or scores.size == 0 or not np.all(np.isfinite(scores)):
@@ -207,16 +236,112 @@ def exponential_probabilities(scores, epsilon: Fraction | float, sensitivity: fl
     return weights / weights.sum()
 
 
-def exponential_mechanism(rng: RandomSource, scores, epsilon: Fraction | float, sensitivity: float,
-                          monotone: bool = False) -> int:
-    """The index of one candidate drawn from :func:`exponential_probabilities`.
+def _exact_ratio(value) -> tuple[int, int]:
+    """(numerator, denominator > 0) of a finite int, float or Fraction, with no rounding."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"a score must be a number, got {value!r}")
+    if isinstance(value, (int, np.integer)):
+        return int(value), 1
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value):
+            raise ValueError(f"scores must be finite, got {value}")
+        return float(value).as_integer_ratio()  # a double is m·2^e: this ratio is its exact value
+    exact = Fraction(value)
+    return exact.numerator, exact.denominator
 
-    Inverse-CDF sampling with a 53-bit uniform from ``rng`` (the OS CSPRNG in a
-    release). The probabilities are doubles: ALGORITHMS.md §1.4 accepts this
-    (log-sum-exp, a CSPRNG) for the exponential mechanism; the error is at the
-    level of 2^-53 per candidate.
+
+def exponential_exponents(scores, epsilon: Fraction | float, sensitivity: Fraction | float,
+                          monotone: bool = False) -> tuple[list[int], int]:
+    """The exact exponents x_i = c·(q* − q_i) ≥ 0, c = ε/(2Δq) (ε/Δq when ``monotone``),
+    as integer numerators over one common denominator: P(i) ∝ exp(−x_i).
+
+    Scores may be ints, doubles or Fractions; each is taken at its exact value, so
+    nothing here rounds (ε and Δq likewise: a float's exact value, a Fraction as is).
     """
-    cumulative = np.cumsum(exponential_probabilities(scores, epsilon, sensitivity, monotone))
-    uniform = float(int(rng.words(1)[0]) >> 11) / 2.0**53
-    index = int(np.searchsorted(cumulative, uniform * cumulative[-1], side="right"))
-    return min(index, cumulative.size - 1)
+    if isinstance(scores, np.ndarray) and scores.ndim != 1:
+        raise ValueError("scores must be a vector")
+    if isinstance(scores, np.ndarray) and scores.dtype.kind == "f":  # the common case, kept fast
+        if not np.all(np.isfinite(scores)):
+            raise ValueError("scores must be finite")
+        ratios = [value.as_integer_ratio() for value in scores.tolist()]  # exact: a double is m·2^e
+    else:
+        ratios = [_exact_ratio(s) for s in (scores.tolist() if isinstance(scores, np.ndarray) else scores)]
+    if not ratios:
+        raise ValueError("scores must be a non-empty vector of finite numbers")
+    epsilon, sensitivity = Fraction(*_exact_ratio(epsilon)), Fraction(*_exact_ratio(sensitivity))
+    if epsilon <= 0:
+        raise ValueError(f"epsilon must be positive, got {epsilon}")
+    if sensitivity <= 0:
+        raise ValueError(f"the quality sensitivity must be positive, got {sensitivity}")
+    common = math.lcm(*(den for _, den in ratios))
+    scaled = [num * (common // den) for num, den in ratios]  # q_i = scaled_i / common
+    best = max(scaled)
+    c = epsilon / sensitivity / (1 if monotone else 2)
+    return [c.numerator * (best - s) for s in scaled], c.denominator * common
+
+
+def _survive_whole_parts(rng: RandomSource, wholes: np.ndarray) -> np.ndarray:
+    """Per entry, True with probability exp(−wholes[i]) exactly: wholes[i] (a Python int
+    of any size) draws of Bernoulli(exp(−1)), stopping at the first failure."""
+    alive = np.ones(wholes.size, dtype=bool)
+    pending = np.flatnonzero(wholes > 0)
+    rounds = 0
+    while pending.size:
+        ones = np.ones(pending.size, dtype=np.uint64)
+        failed = ~bernoulli_exp_minus(rng, ones, ones)
+        alive[pending[failed]] = False
+        rounds += 1
+        pending = pending[~failed]
+        pending = pending[(wholes[pending] > rounds).astype(bool)]
+    return alive
+
+
+def _bernoulli_exp_minus_ratio(rng: RandomSource, num: int, den: int) -> bool:
+    """Exact Bernoulli(exp(−num/den)) for Python ints 0 ≤ num ≤ den of any size
+    (CKS Algorithm 1, as :func:`bernoulli_exp_minus`, one draw)."""
+    first_failure = 1
+    while rng.below_int(den * first_failure) < num:
+        first_failure += 1
+    return first_failure % 2 == 1
+
+
+def bernoulli_exp_minus_fraction(rng: RandomSource, x: Fraction) -> bool:
+    """Exact Bernoulli(exp(−x)) for any rational x ≥ 0:
+    exp(−x) = exp(−1)^⌊x⌋ · exp(−(x − ⌊x⌋)), each factor an exact Bernoulli."""
+    x = Fraction(x)
+    if x < 0:
+        raise ValueError(f"x must be non-negative, got {x}")
+    whole, rest = divmod(x.numerator, x.denominator)
+    survived = 0
+    while survived < whole:  # one draw at a time: a single Bernoulli gains nothing from numpy
+        if not _bernoulli_exp_minus_ratio(rng, 1, 1):
+            return False
+        survived += 1
+    return _bernoulli_exp_minus_ratio(rng, rest, x.denominator)
+
+
+def exponential_mechanism(rng: RandomSource, scores, epsilon: Fraction | float, sensitivity: Fraction | float,
+                          monotone: bool = False) -> int:
+    """The index of one candidate drawn exactly from P(i) ∝ exp(c·q_i), c = ε/(2Δq)
+    (ε/Δq when ``monotone``): the distribution :func:`exponential_probabilities` computes.
+
+    Rejection sampling: propose i uniformly, keep it with probability
+    exp(−c·(q* − q_i)) = exp(−x_i) ∈ (0, 1], else propose again. A try keeps i with
+    probability exp(−x_i)/n, so the kept index has P(i) ∝ exp(−x_i) ∝ exp(c·q_i);
+    the best candidate is kept with probability 1, so the expected number of tries is
+    at most n. x_i is an exact rational (:func:`exponential_exponents`) and each keep
+    is an exact Bernoulli, so no rounding touches the distribution.
+
+    Tries run in rounds of up to ``_PROPOSALS_PER_ROUND``: the whole part ⌊x_i⌋ of
+    every try in a round is settled at once (vectorised), and the survivors, in
+    order, take their fractional part one by one; the first kept try is returned,
+    exactly as if the tries had run one after another.
+    """
+    numerators, denominator = exponential_exponents(scores, epsilon, sensitivity, monotone)
+    wholes = np.array([num // denominator for num in numerators], dtype=object)
+    bounds = np.full(min(len(numerators), _PROPOSALS_PER_ROUND), len(numerators), dtype=np.uint64)
+    while True:
+        proposals = rng.below(bounds).astype(np.int64)
+        for i in proposals[_survive_whole_parts(rng, wholes[proposals])]:
+            if _bernoulli_exp_minus_ratio(rng, numerators[i] - wholes[i] * denominator, denominator):
+                return int(i)

@@ -59,15 +59,32 @@ EPS2 = Fraction(9, 10)
 
 
 def test_quality_moves_one_way_by_at_most_theta_max_minus_one():
-    """§4.2 (ii): adding a row lowers every q(θ) by a value in [0, θ_max − 1]."""
-    worst = 0.0
+    """§4.2 (ii): adding a row lowers every q(θ) by a value in [0, θ_max − 1], exactly."""
+    worst = 0
     for rows in tiny_matrices():
         q = dpsense.quality(hist_of(rows), THETAS, COLUMNS, EPS2)
         for smaller in neighbours(rows):
             change = q - dpsense.quality(hist_of(smaller), THETAS, COLUMNS, EPS2)  # D = D' + one row
-            assert np.all(change <= 1e-9) and np.all(change >= -dpsense.quality_sensitivity(THETA_MAX) - 1e-9)
-            worst = max(worst, float(-change.min()))
-    assert worst == pytest.approx(THETA_MAX - 1)  # the bound is reached: a row of length ≥ θ_max at θ = 1
+            assert np.all(change <= 0) and np.all(change >= -dpsense.quality_sensitivity(THETA_MAX))
+            worst = max(worst, -change.min())
+    assert worst == THETA_MAX - 1  # the bound is reached: a row of length ≥ θ_max at θ = 1
+
+
+def test_quality_is_exact_so_rounding_cannot_exceed_its_sensitivity():
+    """In doubles, q(θ) = −(L + d·θ/ε2) is rounded: here L + d/ε2 sits just under 2^27, and one
+    added row of length θ_max moved the double q(1) by 255 + 1.9e-9 > Δq = 255. Exact
+    Fractions move it by 255 (found by a search over ε2, d and L; the old float quality fails)."""
+    theta_max, columns, epsilon_counts = 256, 3767, Fraction(3, 289)
+    hist = np.zeros(theta_max + 1, dtype=np.int64)
+    hist[2] = 16_414_191  # rows of length 2: each loses one unit at θ = 1, so L = 16,414,191
+    bigger = hist.copy()
+    bigger[theta_max] += 1
+    thetas = np.arange(1, theta_max + 1)
+    change = dpsense.quality(hist, thetas, columns, epsilon_counts) - dpsense.quality(bigger, thetas, columns,
+                                                                                       epsilon_counts)
+    assert Fraction(change[0]) == dpsense.quality_sensitivity(theta_max)
+    assert all(Fraction(c) <= dpsense.quality_sensitivity(theta_max) for c in change)
+    assert Fraction(dpsense.quality(hist, thetas, columns, epsilon_counts)[0]) == -(16_414_191 + columns / epsilon_counts)
 
 
 def test_quality_s_moves_by_at_most_alpha_max_theta_max():

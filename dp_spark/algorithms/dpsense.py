@@ -21,6 +21,10 @@ DP claims (user level = one row, pure ε-DP; ALGORITHMS.md §4.2, §4.3, [RECON]
   (§4.3; not monotone, so the factor 2 stays); then the DPSense release at θ
   times α (post-processing).
 
+The exponential mechanism is sampled exactly (mechanisms.exponential_mechanism).
+DPSense's quality is exact (Fractions); DPSense-S's is computed in doubles, and
+its rounding error is not accounted for (docs/dpsense.md).
+
 The quality functions are computed from three aggregates, never from rows:
 the histogram of row lengths capped at θ_max, and, for DPSense-S, per column
 the number of rows of each length r ≤ θ_max holding it (N_j(r)) and the sum
@@ -66,8 +70,14 @@ def loss(length_hist: np.ndarray, thetas: np.ndarray) -> np.ndarray:
 
 
 def quality(length_hist: np.ndarray, thetas: np.ndarray, columns: int, epsilon_counts: Fraction) -> np.ndarray:
-    """DPSense's q(θ): minus (the mass removed by limiting + the expected total |noise|)."""
-    return -(loss(length_hist, thetas) + columns * thetas / float(epsilon_counts))
+    """DPSense's q(θ): minus (the mass removed by limiting + the expected total |noise|).
+
+    Exact, as Fractions (an object array): the loss is an integer and d·θ/ε2 a rational.
+    In doubles, rounding L + d·θ/ε2 near a power of two can move a score by Δq plus an
+    ulp, more than the sensitivity the mechanism is given."""
+    noise_per_theta = Fraction(columns) / Fraction(epsilon_counts)
+    return np.array([-(int(lost) + int(theta) * noise_per_theta)
+                     for lost, theta in zip(loss(length_hist, thetas), thetas)], dtype=object)
 
 
 def quality_sensitivity(theta_max: int) -> int:
