@@ -102,7 +102,8 @@ def _print_summary(result) -> None:
         print(f"  {e['step']:<{step_w}} {e['mechanism']:<{mech_w}} {e['epsilon']:>8g} {e['sensitivity_l1']:>11g}"
               f" {e['noise_scale']:>11g} {e['cells']:>9,}")
     print(f"  spent epsilon {report['epsilon_spent']:g} of {report['epsilon_total']:g}"
-          f"{'  (FIXED SEED: noise is reproducible, not for publication)' if report['fixed_seed'] else ''}")
+          f"{'  (FIXED SEED: for testing only, NOT private)' if report['fixed_seed'] else ''}")
+    print(f"  guarantee: {report['guarantee']}")
 
     chosen = report["algorithm"].get("chosen")
     if chosen:
