@@ -94,7 +94,9 @@ def _print_summary(result) -> None:
         print(f"  {name + '/':<14} {info['rows']:>9,} rows  ({', '.join(info['columns'])})")
     print(f"  {'privacy.json':<14} the privacy report and ledger")
 
-    print(f"\nPrivacy ledger (unit: {report['privacy_unit']}):")
+    unit = report["privacy_unit"].split(":", 1)[0]  # the full sentence is in privacy.json
+    print(f"\nPrivacy ledger (unit: {unit}; {report['neighbouring_relation']} neighbours, "
+          f"{report['privacy_model']} model):")
     step_w = max([12] + [len(e["step"]) for e in report["ledger"]])
     mech_w = max([17] + [len(e["mechanism"]) for e in report["ledger"]])
     print(f"  {'step':<{step_w}} {'mechanism':<{mech_w}} {'epsilon':>8} {'sensitivity':>11} {'noise scale':>11}"
@@ -103,7 +105,8 @@ def _print_summary(result) -> None:
         print(f"  {e['step']:<{step_w}} {e['mechanism']:<{mech_w}} {e['epsilon']:>8g} {e['sensitivity_l1']:>11g}"
               f" {e['noise_scale']:>11g} {e['cells']:>9,}")
     print(f"  spent epsilon {report['epsilon_spent']:g} of {report['epsilon_total']:g}"
-          f"{'  (FIXED SEED: noise is reproducible, not for publication)' if report['fixed_seed'] else ''}")
+          f"{'  (FIXED SEED: for testing only, NOT private)' if report['fixed_seed'] else ''}")
+    print(f"  guarantee: {report['guarantee']}")
 
     chosen = report["algorithm"].get("chosen")
     if chosen:

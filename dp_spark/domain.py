@@ -6,14 +6,22 @@ Spark table of ids, or a named catalogue (MovieLens ``movies.dat``). None of
 these is ever derived from the private records. Records whose item or
 attribute lies outside the domain are dropped before bounding (a per-record,
 data-independent filter, so it does not affect the guarantee).
+
+A table of ids is the one domain dp-spark cannot vouch for: taking the distinct
+values of a table that holds the private records would publish which items
+occur in them. The job's own source table is refused (by name as the catalog
+resolves it, and by the files both read); any other table is public only
+because the operator asserts so, and the report and the console say that.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
@@ -29,6 +37,8 @@ class ItemDomain:
     ids: np.ndarray
     description: str
     id_range: tuple[int, int] | None = None  # set when the domain is exactly [lo, hi]
+    # A sentence when the domain is public only by the operator's word (a table); "" otherwise.
+    public_by_assertion: str = ""
     titles: dict[int, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __len__(self) -> int:
@@ -110,8 +120,9 @@ def read_movielens_catalogue(path: str) -> tuple[np.ndarray, dict[int, str]]:
     return np.array(sorted(titles), dtype=np.int64), titles
 
 
-def item_domain(spec: dict[str, Any], spark: Any = None) -> ItemDomain:
-    """Build the item domain from ``[domain] items = {...}``."""
+def item_domain(spec: dict[str, Any], spark: Any = None, source: Any = None) -> ItemDomain:
+    """Build the item domain from ``[domain] items = {...}``; ``source`` (the job's SourceSpec)
+    is what a table of ids must not be."""
     kinds = [k for k in ("range", "file", "table", "catalogue") if k in spec]
     if len(kinds) != 1:
         raise ConfigError("domain.items needs exactly one of range, file, table or catalogue")
@@ -128,15 +139,85 @@ def item_domain(spec: dict[str, Any], spark: Any = None) -> ItemDomain:
             raise ConfigError(f"domain.items.catalogue must be one of {CATALOGUES} with a path")
         ids, titles = read_movielens_catalogue(spec["path"])
         return _from_ids(ids, f"MovieLens catalogue {spec['path']}", titles)
-    # A table of ids is public metadata by assumption; the operator vouches for that.
     if spark is None:
         raise ConfigError("domain.items.table needs a Spark session")
-    column = spec.get("column", "item_id")
+    return _table_domain(spark, spec["table"], spec.get("column", "item_id"), source)
+
+
+def _table_identity(spark: Any, name: str) -> tuple[str, ...]:
+    """A table name as the catalog resolves it, lower-cased: "Ratings", "default.ratings" and
+    "spark_catalog.default.ratings" are one table, and a temporary view is told apart from a
+    table of the same name. A name the catalog does not know is qualified with the current
+    catalog and database."""
     try:
-        rows = spark.table(spec["table"]).select(column).distinct().toPandas()
+        table = spark.catalog.getTable(name)
+    except Exception:  # AnalysisException: not found; reading it will say so
+        parts = [part.strip("`").lower() for part in name.split(".")]
+        current = [spark.catalog.currentCatalog().lower(), spark.catalog.currentDatabase().lower()]
+        return tuple(current[: max(0, 3 - len(parts))] + parts)
+    if table.isTemporary:
+        return ("<temporary view>", *(n.lower() for n in table.namespace or ()), table.name.lower())
+    return (str(table.catalog).lower(), *(n.lower() for n in table.namespace or ()), table.name.lower())
+
+
+def _location(uri: str) -> tuple[str, str, str]:
+    """A file URI as (scheme, authority, path): "file:/a" and "file:///a" are one file."""
+    parts = urlsplit(uri)
+    return parts.scheme.lower(), parts.netloc.lower(), unquote(parts.path).rstrip("/")
+
+
+def _reads_source(spark: Any, table: Any, source: Any) -> bool:
+    """Whether a domain table reads any file of the source: the source table's files, or a file
+    under the source's path (a view over it, a table at the same location)."""
+    try:
+        files = {_location(f) for f in table.inputFiles()}
+    except Exception:  # not every relation can list its files; the name check still applies
+        return False
+    if not files:
+        return False
+    if source.format == "table":
+        try:
+            return bool(files & {_location(f) for f in spark.table(source.table).inputFiles()})
+        except Exception:  # a missing source: reading it later will say so
+            return False
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(source.path)
+    scheme, authority, prefix = _location(
+        path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).makeQualified(path).toString())
+    return any(s == scheme and a == authority and (p == prefix or p.startswith(prefix + "/")) for s, a, p in files)
+
+
+def refuse_source_table(spec: dict[str, Any], spark: Any, source: Any) -> None:
+    """Raise ConfigError when ``domain.items.table`` is the job's source, by name (as the catalog
+    resolves it) or by the files it reads; nothing is read. Other domains pass."""
+    if "table" not in spec or spark is None or source is None:
+        return
+    name, column = spec["table"], spec.get("column", "item_id")
+    if source.format == "table" and _table_identity(spark, name) == _table_identity(spark, source.table):
+        where = "is the job's source"
+    else:
+        try:
+            table = spark.table(name)
+        except Exception:  # a missing table: reading the domain will say so
+            return
+        if not _reads_source(spark, table, source):
+            return
+        where = "reads the job's source files"
+    raise ConfigError(f"domain.items.table {name!r} {where}: its distinct {column} values would publish which "
+                      "items the private records hold; give a public catalogue of ids instead")
+
+
+def _table_domain(spark: Any, name: str, column: str, source: Any = None) -> ItemDomain:
+    """The distinct ids of a table: refused when it is the job's source, asserted public otherwise."""
+    refuse_source_table({"table": name, "column": column}, spark, source)
+    try:
+        rows = spark.table(name).select(column).distinct().toPandas()
     except Exception as exc:  # AnalysisException: missing table or column
-        raise ConfigError(f"cannot read item domain table {spec['table']!r} column {column!r}: {exc}") from None
-    return _from_ids(rows[column].to_numpy(), f"table {spec['table']}.{column}")
+        raise ConfigError(f"cannot read item domain table {name!r} column {column!r}: {exc}") from None
+    domain = _from_ids(rows[column].to_numpy(), f"table {name}.{column}")
+    assertion = (f"the item ids are the distinct values of table {name} column {column}, which the operator "
+                 "asserts is public and not derived from the private records; dp-spark cannot check that")
+    return dataclasses.replace(domain, public_by_assertion=assertion)
 
 
 def attribute_domain(spec: Any) -> AttributeDomain | None:

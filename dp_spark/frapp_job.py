@@ -19,11 +19,37 @@ from dp_spark.algorithms import frapp
 from dp_spark.algorithms import frapp_mining as fm
 from dp_spark.config import JobConfig
 from dp_spark.errors import DataError
-from dp_spark.privacy import Budget, LedgerEntry
+from dp_spark.privacy import Budget, LedgerEntry, PrivacyUnit
 
-LOCAL_GUARANTEE = ("pure epsilon-local differential privacy: every record is perturbed on its own, and any two "
-                   "records give any output with probabilities within a factor e^epsilon_per_record of each other; "
-                   "a user with several records composes sequentially")
+# FRAPP's guarantee is local and bounded (ALGORITHMS.md §1.1 rule 4, §6): a record's values may be
+# replaced, but the number of records is published exactly.
+RECORD_NEIGHBOURS = ("replacing the values of one record by any other values: every record is perturbed on its "
+                     "own, and any two records give any output with probabilities within a factor "
+                     "e^epsilon_per_record of each other")
+N_PUBLIC = ("N, the number of records: the row count of perturbed_records, published exactly. Adding or removing "
+            "a record or a user changes it, so the guarantee hides the values of records, not whether someone "
+            "is in the data")
+
+
+def privacy_unit(records_per_user: int, users_known: bool) -> PrivacyUnit:
+    """What FRAPP protects: one record's values (replacement, local), and with L records per user
+    all of a user's L records together at L times the per-record epsilon."""
+    if not users_known:
+        return PrivacyUnit("record (the source has no user column, so every row is taken as one user: a person "
+                           "with several rows is protected per row only)", RECORD_NEIGHBOURS, "replacement",
+                           "local", (N_PUBLIC,))
+    if records_per_user == 1:
+        return PrivacyUnit("user, through one record (each user keeps one record, a uniform sample of its own)",
+                           RECORD_NEIGHBOURS, "replacement", "local", (N_PUBLIC,))
+    per_user = records_per_user
+    return PrivacyUnit(
+        f"user, through at most {per_user} records (a uniform sample of the user's own)",
+        f"replacing the values of all of one user's kept records (at most {per_user}) by any other values: each "
+        f"record is perturbed on its own within a factor e^epsilon_per_record, so the user's records together "
+        f"stay within e^({per_user} x epsilon_per_record) = e^epsilon (sequential composition); one record alone "
+        f"is protected at epsilon_per_record",
+        "replacement", "local",
+        (N_PUBLIC, f"how many records each user keeps (at most {per_user}): the relation holds it fixed"))
 
 
 def read_source(spark, cfg: JobConfig) -> DataFrame:
@@ -69,8 +95,6 @@ def _ledger_entry(cfg: JobConfig, scheme: fm.Scheme) -> LedgerEntry:
 
 def _report(cfg: JobConfig, budget: Budget, attributes, scheme: fm.Scheme, outputs: dict, diagnostics: dict,
             lengths: dict) -> dict:
-    privacy = budget.to_json()
-    privacy["guarantee"] = LOCAL_GUARANTEE
     return {
         "dp_spark_version": __version__,
         "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -86,12 +110,11 @@ def _report(cfg: JobConfig, budget: Budget, attributes, scheme: fm.Scheme, outpu
             **({"note": "RAN-GD's random matrix adds no privacy: the guarantee is exactly DET-GD's "
                         "(ALGORITHMS.md §6.3)"} if scheme.name == "ran_gd" else {}),
         },
-        **privacy,
+        **budget.to_json(),
         "noise": {"sampler": "exact integer draws per record (keep/flip/insert probabilities are fractions)"
                   + (f"; RAN-GD's r uniform on {frapp.RAN_GD_POINTS} fixed points" if scheme.name == "ran_gd" else ""),
                   "randomness": "fixed seed: reproducible, not for publication" if cfg.seed is not None
                   else "OS CSPRNG, one source per Arrow batch"},
-        "fixed_seed": cfg.seed is not None,
         "source": {"format": cfg.source.format, "location": cfg.source.path or cfg.source.table},
         "domain": {"records": {a.name: list(a.labels) for a in attributes},
                    "record_space": frapp.record_space(list(scheme.sizes))},
@@ -116,10 +139,11 @@ def run(cfg: JobConfig, spark, progress, output: str, run_info: dict):
     progress(f"reading {cfg.source.format} source {cfg.source.path or cfg.source.table}")
     with _stage(progress, "read"):
         raw = read_source(spark, cfg)
+        unit = privacy_unit(cfg.frapp["records_per_user"], user_column(cfg, raw) is not None)
         records, diagnostics = bounded_records(raw, cfg)
         table = fm.coded(records, specs)
 
-    budget = Budget(cfg.epsilon)
+    budget = Budget(cfg.epsilon, unit=unit, fixed_seed=cfg.seed is not None)
     budget.spend(_ledger_entry(cfg, scheme))  # before any randomness is drawn
     _fs, target = io._filesystem(spark, output)
     scratch = target.getParent().toString() + f"/.{target.getName()}.perturbed-{uuid.uuid4().hex}"

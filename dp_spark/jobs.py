@@ -19,7 +19,7 @@ import pandas as pd
 from dp_spark import __version__, bounding, budget_store, checkins, io
 from dp_spark.algorithms import dpsense, histogram, location_entropy, sampling
 from dp_spark.config import COLUMN_ALGORITHMS, JobConfig
-from dp_spark.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain
+from dp_spark.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain, refuse_source_table
 from dp_spark.mechanisms import RandomSource
 from dp_spark.privacy import Budget
 from dp_spark.progress import Progress
@@ -122,11 +122,10 @@ def _report(cfg, budget, items, attributes, split, diagnostics, tables) -> dict:
                              "kept by an exact Bernoulli(exp(-x))"} if cfg.algorithm in COLUMN_ALGORITHMS else {}),
             "randomness": "fixed seed: reproducible, not for publication" if cfg.seed is not None else "OS CSPRNG",
         },
-        # Only *whether* a seed was fixed: its value would let anyone regenerate the noise.
-        "fixed_seed": cfg.seed is not None,
         "source": {"format": cfg.source.format, "location": cfg.source.path or cfg.source.table},
         "domain": {
             "items": items.description,
+            **({"items_public_by_assertion": items.public_by_assertion} if items.public_by_assertion else {}),
             "item_count": len(items),
             "attributes": list(attributes.values) if attributes else None,
             **({"bins": f"{len(cfg.bins)} public bins from the config, the last open-ended"}
@@ -203,7 +202,7 @@ def _entropy_release(cfg: JobConfig, spark, items: ItemDomain, split: dict, prog
     with _stage(progress, "release"):
         bounds = location_entropy.Bounds(e["M"], e["C"])
         stats = location_entropy.location_stats(location_entropy.bounded_pairs(records, bounds), items)
-        budget = Budget(cfg.epsilon, claimed_delta(cfg))
+        budget = Budget(cfg.epsilon, claimed_delta(cfg), fixed_seed=cfg.seed is not None)
         release = location_entropy.publish(stats, e["variant"], bounds, split, budget, RandomSource(cfg.seed),
                                            delta=e["delta"], k=e["k"], xi=e["xi"])
     if not budget.private:
@@ -228,9 +227,11 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
     """Read, check, bound, count and add noise; nothing is written."""
     progress = progress or Progress()
     split = plan_budget(cfg)
-    items = item_domain(cfg.items, spark)
+    items = item_domain(cfg.items, spark, cfg.source)
     attributes = attribute_domain(cfg.attributes)
     progress(_describe(cfg, items, attributes))
+    if items.public_by_assertion:
+        progress(f"WARNING: {items.public_by_assertion}")
 
     progress(f"reading and checking {cfg.source.format} source {cfg.source.path or cfg.source.table}")
     if cfg.algorithm == "entropy":
@@ -240,7 +241,7 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
         validated = io.validate_records(raw, items, attributes, one_per_user_salt=_popularity_salt(cfg))
     progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
 
-    budget = Budget(cfg.epsilon)
+    budget = Budget(cfg.epsilon, fixed_seed=cfg.seed is not None)
     rng = RandomSource(cfg.seed)
     try:
         with _stage(progress, "release"):
@@ -298,8 +299,12 @@ def run_job(cfg: JobConfig, spark, progress=None, force: bool = False) -> JobRes
     """
     progress = progress or Progress()
     target = release_location(cfg)
+    if cfg.seed is not None:
+        progress("WARNING: fixed seed: this release is for testing only and NOT private (whoever learns the "
+                 "seed can regenerate the noise)")
     with _stage(progress, "plan"):
         plan_budget(cfg)
+        refuse_source_table(cfg.items, spark, cfg.source)  # before the budget store is charged
         if cfg.run_date is not None:
             io.check_partitioned_output(spark, cfg.output, "run_date")
         io.check_output_location(spark, target)

@@ -6,8 +6,15 @@ fails before anything is written. Epsilons are exact fractions: a split such
 as 0.1 + 0.45 + 0.45 adds up to exactly 1, never to 1.0000000000000002.
 
 Composition is sequential (every step reads the same users), which is what
-all algorithms in this package need; the guarantee is pure ε-DP (δ = 0) with
-one user as the unit.
+all algorithms in this package need. The guarantee is pure ε-DP (δ = 0), or
+(ε, δ)-DP when a step spends δ, for a :class:`PrivacyUnit`: by default one user
+added or removed with all of that user's records (ALGORITHMS.md §1.1). A job
+whose unit differs (FRAPP: one record replaced, locally) passes its own.
+
+A release drawn with a fixed seed has no guarantee at all, whatever its
+mechanism: whoever learns the seed regenerates the noise and subtracts it.
+The ledger still describes the mechanism; the report's ``guarantee`` and
+``private`` say that this release is for testing only.
 """
 
 from __future__ import annotations
@@ -18,7 +25,50 @@ from fractions import Fraction
 
 from dp_spark.errors import ConfigError, DpSparkError
 
-PRIVACY_UNIT = "user: adding or removing one user together with all of that user's records"
+MODELS = ("central", "local")
+
+
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """Whom a release protects, and against which change of the input.
+
+    ``name`` is what is protected (a user, a record); ``neighbours`` is the neighbouring
+    relation in words; ``model`` is "central" (noise added to aggregates) or "local" (each
+    record randomised on its own); ``not_hidden`` lists what the release shows exactly, outside
+    the guarantee (for a replacement relation, at least the record count).
+    """
+
+    name: str
+    neighbours: str
+    relation: str  # "add/remove" (unbounded) or "replacement" (bounded)
+    model: str = "central"
+    not_hidden: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if not self.name or not self.neighbours:
+            raise ValueError("a privacy unit needs a name and a neighbouring relation")
+        if self.relation not in ("add/remove", "replacement"):
+            raise ValueError(f"relation must be 'add/remove' or 'replacement', got {self.relation!r}")
+        if self.model not in MODELS:
+            raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
+
+    def to_json(self) -> dict:
+        return {
+            "privacy_unit": f"{self.name}: {self.neighbours}",
+            "neighbouring_relation": self.relation,
+            "privacy_model": self.model,
+            "not_hidden": list(self.not_hidden),
+        }
+
+
+USER_UNIT = PrivacyUnit(
+    name="user",
+    neighbours="adding or removing one user together with all of that user's records",
+    relation="add/remove",
+)
+
+SEEDED_GUARANTEE = ("NONE: this release was drawn with a fixed seed; it is for testing only and NOT private "
+                    "(whoever learns the seed can regenerate the noise and remove it)")
 
 
 class BudgetExceeded(DpSparkError):
@@ -79,13 +129,20 @@ class LedgerEntry:
 
 
 class Budget:
-    """A total epsilon and the ledger of what has been spent from it."""
+    """A total epsilon and the ledger of what has been spent from it, for one privacy unit.
 
-    def __init__(self, total: object, delta: float = 0.0):
+    ``fixed_seed``: the noise comes from a fixed seed, so the release has no guarantee (the
+    ledger is unchanged: it describes the mechanism).
+    """
+
+    def __init__(self, total: object, delta: float = 0.0, unit: PrivacyUnit = USER_UNIT,
+                 fixed_seed: bool = False):
         self.total = as_epsilon(total)
         if not 0 <= delta < 1:
             raise ConfigError(f"delta must be in [0, 1), got {delta!r}")
         self.delta_total = float(delta)
+        self.unit = unit
+        self.fixed_seed = bool(fixed_seed)
         self.entries: list[LedgerEntry] = []
 
     @property
@@ -125,19 +182,33 @@ class Budget:
 
     @property
     def private(self) -> bool:
+        """Whether every mechanism in the ledger is differentially private (the seed aside)."""
         return not any(e.not_private for e in self.entries)
 
-    def to_json(self) -> dict:
-        guarantee = "pure epsilon-differential privacy (delta = 0), sequential composition"
-        if self.delta_spent > 0:
-            guarantee = (f"(epsilon, delta)-differential privacy with delta = {self.delta_spent:g}, "
-                         "sequential composition")
+    def mechanism_guarantee(self) -> str:
+        """What the ledger's mechanisms guarantee when their noise is fresh."""
         if not self.private:
-            guarantee = ("NONE: this release reproduces a published algorithm that is not differentially "
-                         "private (see the ledger's NOT_PRIVATE entries); do not publish it")
+            return ("NONE: this release reproduces a published algorithm that is not differentially "
+                    "private (see the ledger's NOT_PRIVATE entries); do not publish it")
+        kind = "local differential privacy" if self.unit.model == "local" else "differential privacy"
+        if self.delta_spent > 0:
+            return f"(epsilon, delta)-{kind} with delta = {self.delta_spent:g}, sequential composition"
+        return f"pure epsilon-{kind} (delta = 0), sequential composition"
+
+    def guarantee(self) -> str:
+        """What this release guarantees: nothing when its noise came from a fixed seed."""
+        if self.fixed_seed and self.private:
+            return f"{SEEDED_GUARANTEE}; with fresh randomness the mechanisms give {self.mechanism_guarantee()}"
+        return self.mechanism_guarantee()
+
+    def to_json(self) -> dict:
         return {
-            "privacy_unit": PRIVACY_UNIT,
-            "guarantee": guarantee,
+            **self.unit.to_json(),
+            "guarantee": self.guarantee(),
+            # False when the guarantee is NONE: a flawed mechanism, or a fixed seed.
+            "private": self.private and not self.fixed_seed,
+            # Only *whether* a seed was fixed: its value would let anyone regenerate the noise.
+            "fixed_seed": self.fixed_seed,
             "epsilon_total": float(self.total),
             "epsilon_spent": float(self.spent),
             "epsilon_spent_exact": str(self.spent),
