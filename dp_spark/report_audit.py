@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from dp_spark.privacy import PRIVACY_UNIT
+
 # ---------------------------------------------------------------------------
 # What may differ between the reports of D and D′, and why.
 
@@ -74,15 +76,20 @@ STEP_NORMALISERS: tuple[tuple[str, str], ...] = (
 )
 
 # FRAPP's local guarantee is for one record under replacement, with the record count N public
-# (ALGORITHMS.md §1.1, issue 27 finding 4): removing a user changes N, visibly and by design.
+# (ALGORITHMS.md §1.1, issue 27 finding 4): removing a user changes N, visibly and by design. The
+# allowance holds only while the report says so, i.e. does not claim the add/remove-one-user unit,
+# under which a published N would be a leak.
 FRAPP_ALLOWED = (Allowed("outputs.perturbed_records.rows", "FRAPP publishes every perturbed record: the count "
-                         "N is public under its local, replacement guarantee"),)
+                         "N is public under its local guarantee (one record, replacement neighbours)"),)
 
 
 def allowed_for(report: dict) -> tuple[Allowed, ...]:
     """The allow-list for a report of this job family."""
-    name = report.get("algorithm", {}).get("name") if isinstance(report.get("algorithm"), dict) else None
-    return ALLOWED + (FRAPP_ALLOWED if name == "frapp" else ())
+    algorithm = report.get("algorithm")
+    name = algorithm.get("name") if isinstance(algorithm, dict) else None
+    if name == "frapp" and report.get("privacy_unit") != PRIVACY_UNIT:
+        return ALLOWED + FRAPP_ALLOWED
+    return ALLOWED
 
 
 # ---------------------------------------------------------------------------
