@@ -70,7 +70,8 @@ def read_checkins(spark: SparkSession, source: SourceSpec) -> DataFrame:
     as_time = F.coalesce(time.try_cast("double"), F.unix_timestamp(time.cast("string").try_cast("timestamp"))
                          .cast("double")) if "time" in df.columns else F.lit(None).cast("double")
     visits = F.col("visits") if "visits" in df.columns else F.lit(1)
-    return df.select("user_id", "item_id", as_time.alias("time"), visits.alias("visits"))
+    return io.without_dropped_user(df.select("user_id", "item_id", as_time.alias("time"), visits.alias("visits")),
+                                   source)
 
 
 def validate_checkins(df: DataFrame, locations: ItemDomain) -> tuple[DataFrame, dict]:

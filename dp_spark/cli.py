@@ -10,6 +10,7 @@ Exit status, for people and schedulers alike:
 - 1: anything else went wrong at run time (Spark, the file system, a bug): the traceback, then
   one line ``dp-spark: runtime error: ...``; the previous release is intact;
 - 4: ``dp-spark audit`` found a lower bound above the claimed ε.
+- 4 also: ``dp-spark audit-report`` found privacy.json differing on neighbouring inputs.
 """
 
 from __future__ import annotations
@@ -84,6 +85,19 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--data-dir", default="data", help="where the generated tables are kept (default data/)")
     bench.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     _budget_parser(commands)
+
+    audit_report = commands.add_parser(
+        "audit-report", help="run a job on its source and on the source without one user, and compare the two "
+        "privacy.json files (exit 4 if they differ outside the noisy values; a test, NOT private)")
+    audit_report.add_argument("config", help="job config, e.g. conf/demo.toml")
+    audit_report.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                              help="override a config key (repeatable)")
+    audit_report.add_argument("--remove-user", type=int, metavar="ID",
+                              help="the user left out of D' (default: the user with the most records)")
+    audit_report.add_argument("--seed", type=int, default=0, help="the seed of both runs (default 0)")
+    audit_report.add_argument("--out", help="keep both releases here (D/ and D_prime/); default: a temporary "
+                              "local directory, removed afterwards")
+    audit_report.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
     return parser
 
 
@@ -260,6 +274,50 @@ def _bench(args) -> int:
     return 0
 
 
+def _audit_report(args) -> int:
+    import shutil
+    import tempfile
+
+    from dp_spark import report_audit
+    from dp_spark.config import load_config
+    from dp_spark.jobs import plan_budget
+    from dp_spark.progress import Progress
+    from dp_spark.spark import get_session
+
+    cfg = load_config(args.config, args.overrides)
+    plan_budget(cfg)  # fail on a bad split before starting Spark
+    spark = get_session(args.master, cfg.spark)
+    workdir = args.out or tempfile.mkdtemp(prefix="dp-spark-audit-report-")
+    try:
+        user = args.remove_user
+        if user is None:
+            user, rows = report_audit.heaviest_user(cfg, spark)
+            _to_stderr(f"D' leaves out user {user}, who has the most rows ({rows:,}); chosen from the raw data, "
+                       "as this test may")
+        reports = report_audit.neighbour_reports(cfg, spark, workdir, user, args.seed, Progress())
+    finally:
+        if args.out is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    found = reports.compare()
+    print(f"Report audit of {args.config}: D = the configured source, D' = D without user {user}; both runs with "
+          f"seed {args.seed}, no budget store (NOT private: for testing)")
+    allowed = [d for d in found if d.allowed_because]
+    leaks = [d for d in found if not d.allowed_because]
+    if allowed:
+        print(f"\nAllowed to differ ({len(allowed)}):")
+        for d in allowed:
+            print(f"  {d}\n      because {d.allowed_because}")
+    if all(d.path == "created_utc" for d in found):
+        print(f"\nWARNING: D and D' gave the same report, diagnostics and all: is user {user} in the source?")
+    if leaks:
+        print(f"\nDIFFERENT outside the allow-list ({len(leaks)}): privacy.json depends on the data")
+        for d in leaks:
+            print(f"  {d}")
+        return EXIT_AUDIT
+    print("\nprivacy.json is the same on D and D' outside the allow-list (docs/report_audit.md)")
+    return EXIT_OK
+
+
 def _plot(records: list[dict], out: str) -> None:
     from dp_spark import plots
 
@@ -397,7 +455,7 @@ def _budget(args) -> int:
 
 
 COMMANDS = {"run": _run, "generate": _generate, "bench": _bench, "evaluate": _evaluate, "audit": _audit,
-            "budget": _budget}
+            "budget": _budget, "audit-report": _audit_report}
 
 
 def main(argv: list[str] | None = None) -> int:

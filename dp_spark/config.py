@@ -66,6 +66,9 @@ class SourceSpec:
     header: bool = True
     names: tuple[str, ...] | None = None
     columns: dict[str, str] = field(default_factory=dict)
+    # Set only by `dp-spark audit-report` (a NOT private test): the source minus this user, the
+    # neighbouring input D′ (io.without_dropped_user). No config key sets it.
+    drop_user: int | None = None
 
 
 @dataclass(frozen=True)

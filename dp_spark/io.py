@@ -65,7 +65,8 @@ def read_records(spark: SparkSession, source: SourceSpec, want_attr: bool) -> Da
     if source.format in datasets.LOADERS:
         if source.columns:
             raise ConfigError(f"source.columns is not used with the named loader {source.format!r}")
-        return datasets.LOADERS[source.format](spark, source.path).select(*wanted, "record_id")
+        return without_dropped_user(datasets.LOADERS[source.format](spark, source.path).select(*wanted, "record_id"),
+                                    source)
     df = with_record_id(_read_raw(spark, source))
     selected = []
     for ours in wanted:
@@ -74,7 +75,18 @@ def read_records(spark: SparkSession, source: SourceSpec, want_attr: bool) -> Da
             available = ", ".join(c for c in df.columns if c != "record_id")
             raise DataError(f"source column {theirs!r} (for {ours}) not found; the source has columns: {available}")
         selected.append(F.col(f"`{theirs}`").alias(ours))
-    return df.select(*selected, "record_id")
+    return without_dropped_user(df.select(*selected, "record_id"), source)
+
+
+def without_dropped_user(df: DataFrame, source: SourceSpec, column: str = "user_id") -> DataFrame:
+    """``df`` without the rows of ``source.drop_user``; ``df`` itself when that is None (always, for
+    a release). Applied after ``with_record_id``, so every other row keeps its record id and hence
+    its sampling key: the job sees exactly D minus one user. Rows whose user id is not an integer
+    are kept, for validation to report."""
+    if source.drop_user is None:
+        return df
+    _bad, user = _integer_problems(df, column)
+    return df.where(F.coalesce(user != F.lit(source.drop_user), F.lit(True)))
 
 
 _INTEGER_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)

@@ -1,0 +1,277 @@
+"""Report audit: privacy.json must not depend on the data (docs/report_audit.md).
+
+A job run on an input D and on its neighbour D′ (one user removed) must write the same
+privacy.json, except for
+
+- fields that are not derived from the data at all (the wall clock), and
+- fields that are outputs of a DP mechanism, or post-processing of one, and
+- the ``diagnostics_not_private`` section, which says it is NOT private and must be removed
+  before the report is published.
+
+Everything else — every ledger entry's epsilon, sensitivity and noise scale, the guarantee, the
+domain, the output shapes — must be a function of the config and the public domains only, or
+the report itself leaks the data (issue 27, finding 1: a ledger noise scale that told 30 users
+from 31). :func:`differences` compares two reports and names every other field that differs.
+
+This half of the module is pure (dicts in, strings out). :func:`neighbour_reports` below runs
+a job on D and D′ with Spark.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+
+# ---------------------------------------------------------------------------
+# What may differ between the reports of D and D′, and why.
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """Fields that may differ: ``pattern`` is a path such as ``ledger[*].cells`` (``*`` stands for
+    any one key or index; a pattern also covers everything below it). With ``step``, only ledger
+    entries whose step (on both sides, after :data:`STEP_NORMALISERS`) matches that regex."""
+
+    pattern: str
+    reason: str
+    step: str | None = None
+
+
+ALLOWED: tuple[Allowed, ...] = (
+    Allowed("created_utc", "the wall clock when the report was written: not derived from the data"),
+    Allowed("diagnostics_not_private", "declared NOT private (raw counts for the operator's checks); the "
+            "report says to remove the section before publishing it"),
+    # DPSense and DPSense-S: θ* (and α*) are drawn by the exponential mechanism, whose epsilon_theta is
+    # in the ledger; the reader needs them to use the counts.
+    Allowed("algorithm.chosen", "θ*/α* are outputs of DPSense's exponential mechanism (ledger step theta or "
+            "theta_alpha)"),
+    # The column counts are released with sensitivity θ* and scale θ*/epsilon_counts: functions of the
+    # DP output θ* above, hence post-processing of it (sequential composition).
+    Allowed("ledger[*].sensitivity_l1", "DPSense's column-count sensitivity is θ*, a DP output",
+            step=r"column_counts"),
+    Allowed("ledger[*].noise_scale", "DPSense's column-count scale is θ*/epsilon_counts, θ* a DP output",
+            step=r"column_counts"),
+    # AHP (and DPA-AHP / SDPA-AHP, which end in AHP's second phase) clusters the bins by their noisy
+    # first-pass values: the number of clusters is post-processing of that release.
+    Allowed("ledger[*].cells", "AHP's number of clusters comes from its noisy first pass (a DP output)",
+            step=r".*\(cluster sums, N clusters\)"),
+    # GS picks its group width from the noisy ordering sample (its first ledger step).
+    Allowed("ledger[*].cells", "GS's number of groups follows from its width, chosen from the noisy ordering "
+            "sample (a DP output)", step=r".*\(group sums, width W\)"),
+    # FRAPP: the itemsets are mined from the perturbed records, which are the local-DP release itself.
+    Allowed("algorithm.frequent_itemsets_per_length", "FRAPP's itemsets are mined from the perturbed records "
+            "(post-processing of the local-DP release)"),
+    Allowed("outputs.frequent_itemsets.rows", "FRAPP's itemsets are mined from the perturbed records "
+            "(post-processing of the local-DP release)"),
+)
+
+# The step names of ledger entries that carry a number chosen from a DP output (the cluster count,
+# the group width) are compared with that number replaced by a letter; the number itself is allowed
+# above through ``cells``.
+STEP_NORMALISERS: tuple[tuple[str, str], ...] = (
+    (r"\(cluster sums, \d+ clusters\)", "(cluster sums, N clusters)"),
+    (r"\(group sums, width \d+\)", "(group sums, width W)"),
+)
+
+# FRAPP's local guarantee is for one record under replacement, with the record count N public
+# (ALGORITHMS.md §1.1, issue 27 finding 4): removing a user changes N, visibly and by design. The
+# allowance holds only while the report says so, i.e. does not claim the add/remove-one-user unit,
+# under which a published N would be a leak.
+FRAPP_ALLOWED = (Allowed("outputs.perturbed_records.rows", "FRAPP publishes every perturbed record: the count "
+                         "N is public under its local guarantee (one record, replacement neighbours)"),)
+
+
+def allowed_for(report: dict) -> tuple[Allowed, ...]:
+    """The allow-list for a report of this job family."""
+    algorithm = report.get("algorithm")
+    name = algorithm.get("name") if isinstance(algorithm, dict) else None
+    # N is outside a local replacement guarantee, and the report says so (not_hidden); under the
+    # add/remove-one-user relation of the central families it would be a leak.
+    if name == "frapp" and report.get("neighbouring_relation") == "replacement":
+        return ALLOWED + FRAPP_ALLOWED
+    return ALLOWED
+
+
+# ---------------------------------------------------------------------------
+# Comparing two reports.
+
+
+def _path(parts: tuple) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(the report)"
+
+
+def _pattern_parts(pattern: str) -> tuple:
+    parts = []
+    for key, index in re.findall(r"([^.\[\]]+)|\[([^\]]+)\]", pattern):
+        parts.append(key if key else ("*" if index == "*" else int(index)))
+    return tuple(parts)
+
+
+def _covers(pattern: tuple, parts: tuple) -> bool:
+    return len(parts) >= len(pattern) and all(p == "*" or p == q for p, q in zip(pattern, parts))
+
+
+def normalised_step(step: object) -> object:
+    if not isinstance(step, str):
+        return step
+    for regex, replacement in STEP_NORMALISERS:
+        step = re.sub(regex, replacement, step)
+    return step
+
+
+def _allowance(parts: tuple, a: dict, b: dict, allowed: tuple[Allowed, ...]) -> Allowed | None:
+    """The rule that lets the field at ``parts`` differ, or None."""
+    for rule in allowed:
+        if not _covers(_pattern_parts(rule.pattern), parts):
+            continue
+        if rule.step is None:
+            return rule
+        # A ledger rule: the entry's step must match on both sides.
+        if parts[0] == "ledger" and len(parts) > 1 and isinstance(parts[1], int):
+            steps = [_entry_step(r, parts[1]) for r in (a, b)]
+            if all(isinstance(s, str) and re.fullmatch(rule.step, s) for s in steps):
+                return rule
+    return None
+
+
+def _entry_step(report: dict, index: int) -> object:
+    ledger = report.get("ledger")
+    if isinstance(ledger, list) and index < len(ledger) and isinstance(ledger[index], dict):
+        return normalised_step(ledger[index].get("step"))
+    return None
+
+
+def _show(value: object) -> str:
+    return "missing" if value is _MISSING else repr(value)
+
+
+_MISSING = object()
+
+
+def _walk(x: object, y: object, parts: tuple, out: list[tuple[tuple, str]]) -> None:
+    if isinstance(x, dict) and isinstance(y, dict):
+        for key in list(x) + [k for k in y if k not in x]:
+            _walk(x.get(key, _MISSING), y.get(key, _MISSING), parts + (key,), out)
+        return
+    if isinstance(x, list) and isinstance(y, list):
+        if len(x) != len(y):
+            out.append((parts, f"{len(x)} entries vs {len(y)} entries"))
+        for index, (u, v) in enumerate(zip(x, y)):
+            _walk(u, v, parts + (index,), out)
+        return
+    if parts and parts[-1] == "step" and "ledger" in parts:
+        x, y = normalised_step(x), normalised_step(y)
+    # bool is an int in Python: True == 1 must still count as a difference of type.
+    if x != y or type(x) is not type(y):
+        out.append((parts, f"{_show(x)} vs {_show(y)}"))
+
+
+@dataclass(frozen=True)
+class Difference:
+    path: str  # e.g. ledger[2].noise_scale
+    values: str  # e.g. 0.70547 vs 0.68866
+    allowed_because: str | None = None  # the allow-list's reason, or None: a leak
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.values}"
+
+
+def compare(a: dict, b: dict, allowed: tuple[Allowed, ...] | None = None) -> list[Difference]:
+    """Every field where two privacy.json dicts differ, each with the allow-list's reason when
+    the allow-list (by default the one for ``a``'s job family) lets it differ."""
+    allowed = allowed_for(a) if allowed is None else allowed
+    found: list[tuple[tuple, str]] = []
+    _walk(a, b, (), found)
+    out = []
+    for parts, values in found:
+        rule = _allowance(parts, a, b, allowed)
+        out.append(Difference(_path(parts), values, rule.reason if rule else None))
+    return out
+
+
+def differences(a: dict, b: dict, allowed: tuple[Allowed, ...] | None = None) -> list[str]:
+    """The differences outside the allow-list, as ``path: value in a vs value in b``, e.g.
+    ``ledger[2].noise_scale: 0.70547 vs 0.68866``. Empty when the reports agree."""
+    return [str(d) for d in compare(a, b, allowed) if d.allowed_because is None]
+
+
+# ---------------------------------------------------------------------------
+# Running a job on D and D′ (Spark). A NOT private test: the operator's tool reads the raw data to
+# pick the user, both runs use a fixed seed, and neither charges the configured budget store.
+
+
+def audit_config(cfg, output: str, seed: int, drop_user: int | None = None):
+    """``cfg`` for one side of the audit: its own output, a fixed seed, no run date, no budget
+    store, and the source without ``drop_user`` (D′) or whole (D)."""
+    return replace(cfg, output=output, seed=seed, run_date=None, budget_store=None,
+                   source=replace(cfg.source, drop_user=drop_user))
+
+
+def _loaded_source(cfg, spark):
+    """The source as the job loads it, and the name of its user id column."""
+    from dp_spark import checkins, frapp_job, io
+    from dp_spark.errors import ConfigError
+
+    if cfg.algorithm == "entropy":
+        return checkins.read_checkins(spark, cfg.source), "user_id"
+    if cfg.algorithm == "frapp":
+        df = frapp_job.read_source(spark, cfg)
+        user = frapp_job.user_column(cfg, df)
+        if user is None:
+            raise ConfigError("the FRAPP source has no user id column (source.columns.user_id): every row is its "
+                              "own user, and a row cannot be named to remove it")
+        return df, user
+    return io.read_records(spark, cfg.source, want_attr=False), "user_id"
+
+
+def heaviest_user(cfg, spark) -> tuple[int, int]:
+    """(user id, its number of rows) of the user with the most rows in the source; the smallest
+    id among ties. Reads the raw data: NOT private, for this test only."""
+    from pyspark.sql import functions as F
+
+    from dp_spark import io
+    from dp_spark.errors import DataError
+
+    df, column = _loaded_source(replace(cfg, source=replace(cfg.source, drop_user=None)), spark)
+    _bad, user = io._integer_problems(df, column)
+    top = (df.select(user.alias("user")).where(F.col("user").isNotNull()).groupBy("user").count()
+           .orderBy(F.desc("count"), "user").first())
+    if top is None:
+        raise DataError("the source has no user with an integer id")
+    return int(top["user"]), int(top["count"])
+
+
+@dataclass(frozen=True)
+class NeighbourReports:
+    user: int  # the user removed from D to make D′
+    on_d: dict  # privacy.json of the run on D
+    on_d_prime: dict  # privacy.json of the run on D′
+
+    def compare(self) -> list[Difference]:
+        return compare(self.on_d, self.on_d_prime)
+
+    def differences(self) -> list[str]:
+        return differences(self.on_d, self.on_d_prime)
+
+
+def neighbour_reports(cfg, spark, workdir: str, user: int | None = None, seed: int = 0,
+                      progress=None) -> NeighbourReports:
+    """Run the job on D (the configured source) into ``workdir/D`` and on D′ (D without ``user``,
+    by default the heaviest) into ``workdir/D_prime``, each with ``seed``; return the two
+    privacy.json files as written."""
+    from dp_spark import io
+    from dp_spark.jobs import run_job
+
+    if user is None:
+        user, _rows = heaviest_user(cfg, spark)
+    base = workdir.rstrip("/")
+    reports = []
+    for name, dropped in (("D", None), ("D_prime", user)):
+        side = audit_config(cfg, f"{base}/{name}", seed, dropped)
+        result = run_job(side, spark, progress)
+        reports.append(io.read_report(spark, result.output))
+    return NeighbourReports(user, *reports)

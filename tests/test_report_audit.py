@@ -1,0 +1,269 @@
+"""Report audit (docs/report_audit.md): every job family writes the same privacy.json on an input D
+and on D minus one user, outside the allow-list of noisy values, the wall clock and the NOT
+private diagnostics."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dp_spark import jobs, report_audit
+from dp_spark.cli import main
+from dp_spark.config import load_config
+
+HEAVY = 99  # the user removed to make D′: the heaviest, and at the busiest location
+
+
+# ---------------------------------------------------------------------------
+# The pure comparison.
+
+
+def report(**changes) -> dict:
+    base = {
+        "created_utc": "2025-01-01T00:00:00+00:00",
+        "algorithm": {"name": "sra", "parameters": {"l": 5}},
+        "ledger": [{"step": "item_counts", "epsilon": 0.5, "sensitivity_l1": 5.0, "noise_scale": 10.0, "cells": 20},
+                   {"step": "entropy", "epsilon": 0.5, "sensitivity_l1": 0.01, "noise_scale": 0.70547, "cells": 6}],
+        "outputs": {"item_counts": {"rows": 20, "columns": ["item_id", "noisy_count"]}},
+        "diagnostics_not_private": {"note": "NOT PRIVATE", "rows_read": 120},
+    }
+    for path, value in changes.items():
+        node = base
+        *parents, last = path.split("__")
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+    return base
+
+
+def test_equal_reports_have_no_differences():
+    assert report_audit.differences(report(), report()) == []
+
+
+def test_a_changed_nested_value_is_reported_with_its_path():
+    found = report_audit.differences(report(), report(ledger__1__noise_scale=0.68866))
+    assert found == ["ledger[1].noise_scale: 0.70547 vs 0.68866"]
+
+
+def test_missing_keys_list_lengths_and_types_are_differences():
+    changed = report(outputs={"item_counts": {"rows": 20, "columns": ["item_id"]}, "extra": {"rows": 1}})
+    found = report_audit.differences(report(), changed)
+    assert "outputs.item_counts.columns: 2 entries vs 1 entries" in found
+    assert "outputs.extra: missing vs {'rows': 1}" in found
+    assert report_audit.differences(report(ledger__0__cells=1), report(ledger__0__cells=True)) == [
+        "ledger[0].cells: 1 vs True"]
+
+
+def test_allowed_fields_are_not_reported():
+    other = report(created_utc="2025-06-01T12:00:00+00:00",
+                   diagnostics_not_private={"note": "NOT PRIVATE", "rows_read": 119, "new": 1})
+    assert report_audit.differences(report(), other) == []
+    reasons = {d.path: d.allowed_because for d in report_audit.compare(report(), other)}
+    assert set(reasons) == {"created_utc", "diagnostics_not_private.rows_read", "diagnostics_not_private.new"}
+    assert all(reasons.values())
+
+
+def test_a_ledger_allowance_holds_only_for_its_step():
+    """θ* is a DP output, so DPSense's column_counts scale may follow it; the same field of any
+    other step may not differ."""
+    a = report(ledger__0__step="column_counts")
+    b = report(ledger__0__step="column_counts", ledger__0__noise_scale=12.0, ledger__1__noise_scale=0.7)
+    assert report_audit.differences(a, b) == ["ledger[1].noise_scale: 0.70547 vs 0.7"]
+
+
+def test_a_cluster_count_chosen_from_noisy_values_may_differ_but_not_the_step_around_it():
+    a = report(ledger__0__step="histogram (cluster sums, 4 clusters)", ledger__0__cells=4)
+    b = report(ledger__0__step="histogram (cluster sums, 3 clusters)", ledger__0__cells=3)
+    assert report_audit.differences(a, b) == []
+    c = report(ledger__0__step="items (cluster sums, 3 clusters)", ledger__0__cells=3)
+    assert report_audit.differences(a, c) == [
+        "ledger[0].step: 'histogram (cluster sums, N clusters)' vs 'items (cluster sums, N clusters)'"]
+
+
+def test_frapp_record_count_is_allowed_only_for_frapp():
+    a = report(outputs={"perturbed_records": {"rows": 800}})
+    b = report(outputs={"perturbed_records": {"rows": 797}})
+    assert report_audit.differences(a, b) == ["outputs.perturbed_records.rows: 800 vs 797"]
+    a["algorithm"]["name"] = b["algorithm"]["name"] = "frapp"
+    a["neighbouring_relation"] = b["neighbouring_relation"] = "replacement"
+    assert report_audit.differences(a, b) == []
+    # Not while the report claims the add/remove-one-user relation, under which N is not public.
+    a["neighbouring_relation"] = b["neighbouring_relation"] = "add/remove"
+    assert report_audit.differences(a, b) == ["outputs.perturbed_records.rows: 800 vs 797"]
+
+
+# ---------------------------------------------------------------------------
+# Tiny inputs in which the removed user matters.
+
+
+def write_ratings(path) -> str:
+    """40 users with 1 to 7 ratings of items 1..20 and the heaviest user (HEAVY) with 40: well past
+    every per-user bound below, and the user that sets the longest row for DPSense."""
+    rng = np.random.default_rng(7)
+    users = [u for u in range(1, 41) for _ in range(u % 7 + 1)] + [HEAVY] * 40
+    items = rng.integers(1, 21, len(users))
+    items[-20:] = np.arange(1, 21)  # HEAVY rates every item: DPSense rows of distinct items
+    frame = pd.DataFrame({"user_id": users, "item_id": items, "attr": rng.choice(["a", "b"], len(users))})
+    frame.to_csv(path, index=False)
+    return str(path)
+
+
+def write_checkins(path) -> str:
+    """Finding 1's shape: 31 users at location 1 (30 without HEAVY), fewer elsewhere; HEAVY has
+    exactly M = 5 locations with C = 5 visits each, so bounding keeps all of them."""
+    rows = [(u, 1, 1 + u % 4) for u in range(1, 31)]
+    rows += [(u, 2 + u % 5, 1 + u % 3) for u in range(1, 31)]
+    rows += [(HEAVY, loc, 5) for loc in range(1, 6)]
+    pd.DataFrame(rows, columns=["user_id", "item_id", "visits"]).to_csv(path, index=False)
+    return str(path)
+
+
+def write_people(path) -> str:
+    """FRAPP records: 60 people with 1 to 3 records, HEAVY with 4."""
+    rng = np.random.default_rng(3)
+    people = [p for p in range(1, 61) for _ in range(p % 3 + 1)] + [HEAVY] * 4
+    frame = pd.DataFrame({"person": people, "age": rng.integers(18, 90, len(people)),
+                          "sex": rng.choice(["F", "M"], len(people))})
+    frame.to_csv(path, index=False)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("inputs")
+    return {"ratings": write_ratings(folder / "ratings.csv"), "checkins": write_checkins(folder / "checkins.csv"),
+            "people": write_people(folder / "people.csv")}
+
+
+def ratings_config(path: str, algorithm: str, extra: str = "", attributes: bool = True) -> str:
+    return f"""
+[source]
+format = "csv"
+path = "{path}"
+[domain]
+items = {{ range = [1, 20] }}
+{'attributes = ["a", "b"]' if attributes else ''}
+[privacy]
+epsilon = 1.0
+[algorithm]
+name = "{algorithm}"
+{extra}
+"""
+
+
+def entropy_config(path: str, variant: str) -> str:
+    return f"""
+[source]
+format = "csv"
+path = "{path}"
+[domain]
+items = {{ range = [1, 6] }}
+[privacy]
+epsilon = 5.0
+{'delta = 1e-8' if variant in ('limit_ss', 'limit_cb_dp') else ''}
+[algorithm]
+name = "entropy"
+variant = "{variant}"
+locations_per_user = 5
+visits_per_location = 5
+{'k = 20' if variant.startswith('limit_cb') else ''}
+outputs = ["entropy", "visits", "users"]
+"""
+
+
+def frapp_config(path: str, scheme: str) -> str:
+    return f"""
+[source]
+format = "csv"
+path = "{path}"
+columns = {{ user_id = "person" }}
+[domain]
+records = [{{ column = "age", edges = [40, 65] }}, {{ column = "sex", values = ["F", "M"] }}]
+[privacy]
+gamma = 9
+[algorithm]
+name = "frapp"
+scheme = "{scheme}"
+records_per_user = 2
+sup_min = 0.05
+"""
+
+
+JOBS = {
+    "sra": ("ratings", lambda p: ratings_config(p, "sra", "l = 5")),
+    "sra_ahp": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\n[publisher]\nname = \"ahp\"")),
+    "hpa": ("ratings", lambda p: ratings_config(p, "hpa", "l = 5\nd = 2")),
+    "lpa": ("ratings", lambda p: ratings_config(p, "lpa", "m = 8")),
+    "dft": ("ratings", lambda p: ratings_config(p, "dft", "m = 8", attributes=False)),
+    "gs": ("ratings", lambda p: ratings_config(p, "gs", "m = 8", attributes=False)),
+    "user_histogram": ("ratings", lambda p: ratings_config(
+        p, "user_histogram", 'quantity = "records"\nbins = [1, 2, 4, 8, 16, 32]', attributes=False)),
+    "user_histogram_ahp": ("ratings", lambda p: ratings_config(
+        p, "user_histogram", 'quantity = "records"\nbins = [1, 2, 4, 8, 16, 32]\n[publisher]\nname = "ahp"',
+        attributes=False)),
+    "user_histogram_dpa_ahp": ("ratings", lambda p: ratings_config(
+        p, "user_histogram", 'quantity = "records"\nbins = [1, 2, 4, 8, 16, 32]\n[publisher]\nname = "dpa_ahp"',
+        attributes=False)),
+    "dpsense": ("ratings", lambda p: ratings_config(p, "dpsense", "theta_max = 32", attributes=False)),
+    "dpsense_sample": ("ratings", lambda p: ratings_config(p, "dpsense", 'theta_max = 32\nlimit = "sample"',
+                                                           attributes=False)),
+    "dpsense_s": ("ratings", lambda p: ratings_config(p, "dpsense_s", "theta_max = 32", attributes=False)),
+    **{f"entropy_{v}": ("checkins", lambda p, v=v: entropy_config(p, v))
+       for v in ("baseline", "limit", "limit_ss", "limit_cb", "limit_cb_dp")},
+    **{f"frapp_{s}": ("people", lambda p, s=s: frapp_config(p, s)) for s in ("det_gd", "ran_gd", "mask", "cut_paste")},
+}
+
+
+def write_config(tmp_path, text: str) -> str:
+    path = tmp_path / "job.toml"
+    path.write_text(f'output = "{tmp_path / "unused"}"\n' + text)
+    return str(path)
+
+
+@pytest.mark.parametrize("job", list(JOBS))
+def test_report_is_the_same_without_the_heaviest_user(spark, tmp_path, inputs, job):
+    data, config = JOBS[job]
+    cfg = load_config(write_config(tmp_path, config(inputs[data])))
+    reports = report_audit.neighbour_reports(cfg, spark, str(tmp_path / "audit"), user=HEAVY, seed=5)
+    allowed = [f"{d} ({d.allowed_because})" for d in reports.compare() if d.allowed_because]
+    print("allowed differences:", *allowed, sep="\n  ")
+    assert any(d.path != "created_utc" for d in reports.compare())  # D′ is not D
+    assert reports.differences() == []
+
+
+# ---------------------------------------------------------------------------
+# The command.
+
+
+def test_command_removes_the_heaviest_user_and_passes_a_clean_job(spark, tmp_path, inputs, capsys):
+    config = write_config(tmp_path, JOBS["sra"][1](inputs["ratings"]))
+    assert main(["audit-report", config, "--seed", "3"]) == 0
+    captured = capsys.readouterr()
+    assert f"D' leaves out user {HEAVY}, who has the most rows (40)" in captured.err
+    assert "diagnostics_not_private.rows_read: 200 vs 160" in captured.out  # listed as allowed
+    assert "privacy.json is the same on D and D' outside the allow-list" in captured.out
+
+
+def test_command_fails_and_names_a_data_dependent_field(spark, tmp_path, inputs, capsys, monkeypatch):
+    """A leak like finding 1, planted: the report copies the raw row count out of the diagnostics."""
+    honest = jobs._report
+
+    def leaky(*args, **kwargs):
+        built = honest(*args, **kwargs)
+        built["domain"]["rows"] = built["diagnostics_not_private"]["rows_read"]
+        return built
+
+    monkeypatch.setattr(jobs, "_report", leaky)
+    out = tmp_path / "kept"
+    config = write_config(tmp_path, JOBS["sra"][1](inputs["ratings"]))
+    assert main(["audit-report", config, "--remove-user", str(HEAVY), "--out", str(out)]) == 4
+    captured = capsys.readouterr().out
+    assert "DIFFERENT outside the allow-list (1)" in captured and "domain.rows: 200 vs 160" in captured
+    kept = [json.loads((out / side / "privacy.json").read_text()) for side in ("D", "D_prime")]
+    assert [r["domain"]["rows"] for r in kept] == [200, 160] and all(r["fixed_seed"] for r in kept)
