@@ -37,7 +37,7 @@ def hist_of(rows, theta_max=THETA_MAX):
     return hist
 
 
-UNIT = 1 << dpsense.GRID_BITS
+UNIT = 1 << dpsense.QUALITY_GRID_BITS
 
 
 def by_length_of(rows, theta_max=THETA_MAX, columns=COLUMNS):
@@ -168,10 +168,11 @@ def test_quality_s_falls_back_to_python_ints_beyond_int64():
     """Counts so large that Σ_j |20·c^max_j − m·c^θ_j| could pass 2^63 are summed in Python ints:
     the scores equal the int64 ones scaled up, with no wrap-around."""
     by_length, long_units = by_length_of([[0], [0, 1, 2], [1, 2, 3, 4, 0]])
-    huge = 1 << 50  # every row repeated 2^50 times: the bound is far above 2^63
-    assert dpsense.quality_s_bound(by_length * huge, long_units * huge, THETA_MAX, dpsense.ALPHAS) >= 2**63
+    huge = 1 << 50  # every row repeated 2^50 times (object arrays: these counts pass int64 too)
+    big_by_length, big_long_units = by_length.astype(object) * huge, long_units.astype(object) * huge
+    assert dpsense.quality_s_bound(big_by_length, big_long_units, THETA_MAX, dpsense.ALPHAS) >= 2**63
     small = dpsense.quality_s(by_length, long_units, THETAS, dpsense.ALPHAS, THETA_MAX, EPS2)
-    large = dpsense.quality_s(by_length * huge, long_units * huge, THETAS, dpsense.ALPHAS, THETA_MAX, EPS2 / huge)
+    large = dpsense.quality_s(big_by_length, big_long_units, THETAS, dpsense.ALPHAS, THETA_MAX, EPS2 / huge)
     assert all(b == huge * a for a, b in zip(small.ravel(), large.ravel()))
 
 
@@ -221,7 +222,7 @@ def test_spark_aggregates_match_the_direct_computation(spark):
         expected = by_length_of(ROWS)
         assert by_length.dtype == long_units.dtype == np.int64
         assert by_length.tolist() == expected[0].tolist()
-        assert long_units.tolist() == expected[1].tolist() == [204, 204, 204, 204, 204]  # ⌊1024/5⌋, exactly
+        assert long_units.tolist() == expected[1].tolist() == [209_715] * 5  # ⌊2^20/5⌋, exactly
         truth = np.zeros(COLUMNS, dtype=np.int64)
         for row in ROWS:
             truth[row] += 1

@@ -56,6 +56,7 @@ LIMITS = ("normalize", "sample")
 DEFAULT_THETA_MAX = 256  # §4.2 [ASSUME]
 ALPHAS = tuple(Fraction(100 + 5 * i, 100) for i in range(41))  # 1.00, 1.05, …, 3.00 (§4.3 [ASSUME])
 GRID_BITS = 10  # weights are multiples of 2^-10 (§1.4)
+QUALITY_GRID_BITS = 20  # DPSense-S's quality weighs rows in 2^-20: ⌊2^20/r⌋ resolves long rows (docs/dpsense.md)
 
 
 def default_split(epsilon: Fraction) -> dict[str, Fraction]:
@@ -88,7 +89,7 @@ def quality_sensitivity(theta_max: int) -> int:
     return max(theta_max - 1, 1)  # Θ = {1} has constant quality; any positive Δq is then exact
 
 
-def quality_counts(by_length: np.ndarray, long_units: np.ndarray, thetas, grid_bits: int = GRID_BITS,
+def quality_counts(by_length: np.ndarray, long_units: np.ndarray, thetas, grid_bits: int = QUALITY_GRID_BITS,
                    dtype=np.int64) -> np.ndarray:
     """DPSense-S's c_j^θ in grid units 2^-k (integers, shape (θ, d)), for every θ and column j:
     Σ_{r ≤ θ_max} N_j(r)·⌊min(1, θ/r)·2^k⌋ + θ·S'_j.
@@ -109,11 +110,11 @@ def quality_counts(by_length: np.ndarray, long_units: np.ndarray, thetas, grid_b
 
 def limited_counts_all(by_length: np.ndarray, long_units: np.ndarray, thetas) -> np.ndarray:
     """c_j^θ of :func:`quality_counts` in count units (floats; for evaluation only)."""
-    return quality_counts(by_length, long_units, thetas) / float(1 << GRID_BITS)
+    return quality_counts(by_length, long_units, thetas) / float(1 << QUALITY_GRID_BITS)
 
 
 def quality_s_bound(by_length: np.ndarray, long_units: np.ndarray, theta_max: int, alphas,
-                    grid_bits: int = GRID_BITS) -> int:
+                    grid_bits: int = QUALITY_GRID_BITS) -> int:
     """An upper bound on every integer :func:`quality_s` forms, with α = m/s: s·c^max_j,
     m·c^θ_j and Σ_j |s·c^max_j − m·c^θ_j| are all ≤ (s + m_max)·Σ_j c^max_j, as
     0 ≤ c^θ_j ≤ c^max_j. A row adds at most θ_max·2^k to Σ_j c^max_j, so for n rows and
@@ -132,7 +133,7 @@ def _alpha_multiples(alphas) -> tuple[int, list[int]]:
 
 
 def quality_s(by_length: np.ndarray, long_units: np.ndarray, thetas, alphas, theta_max: int,
-              epsilon_counts: Fraction, grid_bits: int = GRID_BITS) -> np.ndarray:
+              epsilon_counts: Fraction, grid_bits: int = QUALITY_GRID_BITS) -> np.ndarray:
     """DPSense-S's qS(θ, α), shape (θ, α), exact (Fractions, count units): minus the estimated
     L1 error of α·(c^θ + noise) against c^max, the counts at θ_max (:func:`quality_counts`).
 
@@ -198,7 +199,7 @@ def length_histogram(rows: Rows, theta_max: int) -> np.ndarray:
 
 
 def length_by_column(rows: Rows, items: ItemDomain, theta_max: int,
-                     grid_bits: int = GRID_BITS) -> tuple[np.ndarray, np.ndarray]:
+                     grid_bits: int = QUALITY_GRID_BITS) -> tuple[np.ndarray, np.ndarray]:
     """(N, S'), both int64: N[j, r] rows of length r ≤ θ_max holding column j, and
     S'[j] = Σ ⌊2^k/r⌋ over the longer rows holding it, in grid units. Spark sums S' as a
     long (integer division, no doubles), so it is exact and does not depend on the order
