@@ -20,9 +20,10 @@ DP claims (user level = one row, pure ε-DP; ALGORITHMS.md §4.2, §4.3, [RECON]
   qS = −(Σ_j |c_j^max − α·c_j^θ| + α·d·θ/ε2), sensitivity α_max·θ_max
   (§4.3; not monotone, so the factor 2 stays); then the DPSense release at θ
   times α (post-processing). [FIX] for exactness: c^θ and c^max are built from
-  grid-floored weights, so qS is an exact rational (docs/dpsense.md): a row of
-  length r ≤ θ_max weighs ⌊min(1, θ/r)·2^k⌋ in c^θ and 2^k in c^max, a longer
-  row θ·⌊2^k/r⌋ and θ_max·⌊2^k/r⌋ (grid units). The bound α_max·θ_max still holds.
+  weights floored to the grid 2^-k, k = QUALITY_GRID_BITS = 20, so qS is an
+  exact rational (docs/dpsense.md): in grid units, a row of length r ≤ θ_max
+  weighs ⌊min(1, θ/r)·2^k⌋ in c^θ and 2^k in c^max, a longer row θ·⌊2^k/r⌋ and
+  θ_max·⌊2^k/r⌋. A row then moves qS by at most max(θ_max, α·θ) ≤ α_max·θ_max.
 
 The exponential mechanism is sampled exactly (mechanisms.exponential_mechanism),
 and both qualities are exact (Fractions), so the claims hold with δ = 0.
@@ -30,7 +31,7 @@ and both qualities are exact (Fractions), so the claims hold with δ = 0.
 The quality functions are computed from three aggregates, never from rows:
 the histogram of row lengths capped at θ_max, and, for DPSense-S, per column
 the number of rows of each length r ≤ θ_max holding it (N_j(r)) and the sum
-of ⌊2^k/r⌋ over the longer rows holding it (S'_j, an integer summed as a long
+of ⌊2^20/r⌋ over the longer rows holding it (S'_j, an integer summed as a long
 in Spark) (ALGORITHMS.md §10).
 """
 
@@ -95,9 +96,9 @@ def quality_counts(by_length: np.ndarray, long_units: np.ndarray, thetas, grid_b
     Σ_{r ≤ θ_max} N_j(r)·⌊min(1, θ/r)·2^k⌋ + θ·S'_j.
 
     ``by_length[j, r]`` = N_j(r) for r = 1..θ_max (column 0 unused); ``long_units[j]`` =
-    S'_j = Σ ⌊2^k/r⌋ over the rows longer than θ_max holding j. Short rows weigh what the
-    release gives them; a long row weighs θ·⌊2^k/r⌋ ≤ ⌊θ·2^k/r⌋, so that one integer per
-    column serves every θ. int64 is exact while :func:`quality_s_bound` < 2^63 (every term
+    S'_j = Σ ⌊2^k/r⌋ over the rows longer than θ_max holding j. Short rows weigh as in the
+    release, on a finer grid; a long row weighs θ·⌊2^k/r⌋ ≤ ⌊θ·2^k/r⌋, so that one integer
+    per column serves every θ. int64 is exact while :func:`quality_s_bound` < 2^63 (every term
     and partial sum is non-negative and at most that); ``dtype=object`` computes in Python ints."""
     unit = 1 << grid_bits
     thetas = np.array([int(t) for t in thetas], dtype=dtype)
@@ -119,7 +120,7 @@ def quality_s_bound(by_length: np.ndarray, long_units: np.ndarray, theta_max: in
     m·c^θ_j and Σ_j |s·c^max_j − m·c^θ_j| are all ≤ (s + m_max)·Σ_j c^max_j, as
     0 ≤ c^θ_j ≤ c^max_j. A row adds at most θ_max·2^k to Σ_j c^max_j, so for n rows and
     ALPHAS (s = 20, m_max = 60) the bound is at most 80·n·θ_max·2^k: below 2^63 while
-    n·θ_max < 1.1·10^14 at k = 10."""
+    n·θ_max < 1.1·10^11 at k = 20 (e.g. 4·10^8 users at θ_max = 256)."""
     scale, multiples = _alpha_multiples(alphas)
     total_max = (1 << grid_bits) * int(by_length.sum()) + theta_max * int(long_units.sum())
     return (scale + max(multiples)) * total_max
