@@ -37,15 +37,19 @@ def hist_of(rows, theta_max=THETA_MAX):
     return hist
 
 
-def by_length_of(rows, theta_max=THETA_MAX):
-    by_length, long_inverse = np.zeros((COLUMNS, theta_max + 1)), np.zeros(COLUMNS)
+UNIT = 1 << dpsense.QUALITY_GRID_BITS
+
+
+def by_length_of(rows, theta_max=THETA_MAX, columns=COLUMNS):
+    """N[j, r] and S'[j] = Σ ⌊2^k/r⌋ over the rows longer than θ_max, directly from the rows."""
+    by_length, long_units = np.zeros((columns, theta_max + 1), dtype=np.int64), np.zeros(columns, dtype=np.int64)
     for row in rows:
         for j in row:
             if len(row) <= theta_max:
                 by_length[j, len(row)] += 1
             else:
-                long_inverse[j] += 1 / len(row)
-    return by_length, long_inverse
+                long_units[j] += UNIT // len(row)
+    return by_length, long_units
 
 
 def neighbours(rows):
@@ -87,26 +91,103 @@ def test_quality_is_exact_so_rounding_cannot_exceed_its_sensitivity():
     assert Fraction(dpsense.quality(hist, thetas, columns, epsilon_counts)[0]) == -(16_414_191 + columns / epsilon_counts)
 
 
+def brute_force_quality_s(rows, theta, alpha, theta_max, columns, epsilon_counts):
+    """qS(θ, α) in Fractions straight from the rows, with the grid-floored weights of docs/dpsense.md:
+    a row of length r ≤ θ_max weighs 1 in c^max and ⌊min(1, θ/r)·2^k⌋/2^k in c^θ; a longer row
+    weighs θ_max·⌊2^k/r⌋/2^k and θ·⌊2^k/r⌋/2^k."""
+    at_max, at_theta = [Fraction(0)] * columns, [Fraction(0)] * columns
+    for row in rows:
+        r = len(row)
+        if r <= theta_max:
+            weight_max, weight = Fraction(1), Fraction(min(UNIT, theta * UNIT // r), UNIT)
+        else:
+            weight_max, weight = Fraction(theta_max * (UNIT // r), UNIT), Fraction(theta * (UNIT // r), UNIT)
+        for j in row:
+            at_max[j] += weight_max
+            at_theta[j] += weight
+    bias = sum(abs(m - alpha * c) for m, c in zip(at_max, at_theta))
+    return -(bias + alpha * columns * theta / Fraction(epsilon_counts))
+
+
+@pytest.mark.parametrize("theta_max", [2, THETA_MAX])
+def test_quality_s_is_exact_and_equals_a_brute_force_computation(theta_max):
+    """Every score is a Fraction equal to qS computed row by row (rows of length 3..5 are long
+    at θ_max = 2, rows of length 5 at θ_max = 4)."""
+    thetas = np.arange(1, theta_max + 1)
+    for rows in tiny_matrices(count=6, seed=4):
+        q = dpsense.quality_s(*by_length_of(rows, theta_max), thetas, dpsense.ALPHAS, theta_max, EPS2)
+        assert q.shape == (theta_max, len(dpsense.ALPHAS))
+        for i, theta in enumerate(thetas):
+            for k, alpha in enumerate(dpsense.ALPHAS):
+                assert type(q[i, k]) is Fraction
+                assert q[i, k] == brute_force_quality_s(rows, int(theta), alpha, theta_max, COLUMNS, EPS2)
+
+
+WIDE = 10  # columns: room for an added row of every length 1..θ_max + 5
+
+
 def test_quality_s_moves_by_at_most_alpha_max_theta_max():
-    alphas = np.array([float(a) for a in dpsense.ALPHAS])
+    """§4.3 with grid-floored weights: adding one row, of every length 1..θ_max + 5, to random
+    small matrices moves every candidate's qS by at most α_max·θ_max, checked exactly."""
+    rng = np.random.default_rng(7)
     bound = dpsense.quality_s_sensitivity(THETA_MAX, dpsense.ALPHAS[-1])
-    worst = 0.0
-    for rows in tiny_matrices(seed=1):
-        q = dpsense.quality_s(*by_length_of(rows), THETAS.astype(float), alphas, THETA_MAX, EPS2)
-        for smaller in neighbours(rows):
-            other = dpsense.quality_s(*by_length_of(smaller), THETAS.astype(float), alphas, THETA_MAX, EPS2)
-            worst = max(worst, float(np.abs(q - other).max()))
-    assert 0 < worst <= bound + 1e-9
+    assert bound == 3 * THETA_MAX
+    worst = Fraction(0)
+    for _ in range(12):
+        rows = [sorted(rng.choice(WIDE, size=int(rng.integers(1, WIDE)), replace=False).tolist())
+                for _ in range(rng.integers(0, 6))]
+        q = dpsense.quality_s(*by_length_of(rows, columns=WIDE), THETAS, dpsense.ALPHAS, THETA_MAX, EPS2)
+        for length in range(1, THETA_MAX + 6):
+            added = rows + [sorted(rng.choice(WIDE, size=length, replace=False).tolist())]
+            other = dpsense.quality_s(*by_length_of(added, columns=WIDE), THETAS, dpsense.ALPHAS, THETA_MAX, EPS2)
+            moves = [abs(a - b) for a, b in zip(q.ravel(), other.ravel())]
+            assert all(type(m) is Fraction and m <= bound for m in moves)
+            worst = max(worst, *moves)
+    # The largest move is 2·θ_max (α = 3, θ = θ_max: each column moves by |1 − 3·1|): a row's weight
+    # in c^θ is at most its weight in c^max, so |a − α·b| ≤ a·max(1, α − 1) and the spec's α_max·θ_max
+    # is safe but not reached.
+    assert worst == 2 * THETA_MAX
+
+
+def test_quality_s_cannot_exceed_its_sensitivity_through_rounding():
+    """In doubles a score is rounded to its ulp, so its move between neighbours can exceed ΔqS
+    once the ulp is comparable to ΔqS: at ε2 = 10^-15, θ = 4 and α = 3, α·d·θ/ε2 = 6·10^16 (ulp 8),
+    and adding the last row below moved the old double score by 16 > ΔqS = 12. Exact, it moves by 8.
+    (Only short rows, so the aggregates mean the same to the old and the new code; the case was
+    found by a search over random small matrices against the old code.)"""
+    epsilon_counts = Fraction(1, 10**15)
+    alphas = np.array(dpsense.ALPHAS, dtype=object)
+    bound = 3 * THETA_MAX
+    rows = [[1, 2, 3, 4], [4], [1, 2, 4], [1, 2, 4], [1, 3], [0, 1, 4], [1, 3], [0, 1, 3, 4]]
+    q = dpsense.quality_s(*by_length_of(rows), THETAS, alphas, THETA_MAX, epsilon_counts)
+    other = dpsense.quality_s(*by_length_of(rows + [[0, 2, 3, 4]]), THETAS, alphas, THETA_MAX, epsilon_counts)
+    moves = [abs(Fraction(a) - Fraction(b)) for a, b in zip(q.ravel(), other.ravel())]
+    assert max(moves) <= bound
+    assert moves[-1] == 8  # θ = 4, α = 3: the exact move
+    assert Fraction(q[-1, -1]) == brute_force_quality_s(rows, 4, Fraction(3), THETA_MAX, COLUMNS, epsilon_counts)
+
+
+def test_quality_s_falls_back_to_python_ints_beyond_int64():
+    """Counts so large that Σ_j |20·c^max_j − m·c^θ_j| could pass 2^63 are summed in Python ints:
+    the scores equal the int64 ones scaled up, with no wrap-around."""
+    by_length, long_units = by_length_of([[0], [0, 1, 2], [1, 2, 3, 4, 0]])
+    huge = 1 << 50  # every row repeated 2^50 times (object arrays: these counts pass int64 too)
+    big_by_length, big_long_units = by_length.astype(object) * huge, long_units.astype(object) * huge
+    assert dpsense.quality_s_bound(big_by_length, big_long_units, THETA_MAX, dpsense.ALPHAS) >= 2**63
+    small = dpsense.quality_s(by_length, long_units, THETAS, dpsense.ALPHAS, THETA_MAX, EPS2)
+    large = dpsense.quality_s(big_by_length, big_long_units, THETAS, dpsense.ALPHAS, THETA_MAX, EPS2 / huge)
+    assert all(b == huge * a for a, b in zip(small.ravel(), large.ravel()))
 
 
 def test_limited_counts_equal_the_direct_sum():
     for rows in tiny_matrices(count=10, seed=2):
-        limited = dpsense.limited_counts_all(*by_length_of(rows), THETAS.astype(float))
+        limited = dpsense.limited_counts_all(*by_length_of(rows), THETAS)
         for i, theta in enumerate(THETAS):
             direct = np.zeros(COLUMNS)
             for row in rows:
-                direct[row] += min(1.0, theta / len(row))
-            np.testing.assert_allclose(limited[i], direct, atol=1e-12)
+                r = len(row)
+                direct[row] += (min(UNIT, theta * UNIT // r) if r <= THETA_MAX else theta * (UNIT // r)) / UNIT
+            np.testing.assert_array_equal(limited[i], direct)
 
 
 def test_exponential_mechanism_frequencies_match_its_probabilities():
@@ -140,10 +221,11 @@ def test_spark_aggregates_match_the_direct_computation(spark):
     rows = dpsense.rows_of(rows_frame(spark, ROWS, duplicate_first=True))
     try:
         assert dpsense.length_histogram(rows, THETA_MAX).tolist() == hist_of(ROWS).tolist()
-        by_length, long_inverse = dpsense.length_by_column(rows, ITEMS, THETA_MAX)
+        by_length, long_units = dpsense.length_by_column(rows, ITEMS, THETA_MAX)
         expected = by_length_of(ROWS)
-        np.testing.assert_allclose(by_length, expected[0])
-        np.testing.assert_allclose(long_inverse, expected[1])
+        assert by_length.dtype == long_units.dtype == np.int64
+        assert by_length.tolist() == expected[0].tolist()
+        assert long_units.tolist() == expected[1].tolist() == [209_715] * 5  # ⌊2^20/5⌋, exactly
         truth = np.zeros(COLUMNS, dtype=np.int64)
         for row in ROWS:
             truth[row] += 1

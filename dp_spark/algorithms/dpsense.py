@@ -19,20 +19,25 @@ DP claims (user level = one row, pure ε-DP; ALGORITHMS.md §4.2, §4.3, [RECON]
   exponential mechanism with quality
   qS = −(Σ_j |c_j^max − α·c_j^θ| + α·d·θ/ε2), sensitivity α_max·θ_max
   (§4.3; not monotone, so the factor 2 stays); then the DPSense release at θ
-  times α (post-processing).
+  times α (post-processing). [FIX] for exactness: c^θ and c^max are built from
+  weights floored to the grid 2^-k, k = QUALITY_GRID_BITS = 20, so qS is an
+  exact rational (docs/dpsense.md): in grid units, a row of length r ≤ θ_max
+  weighs ⌊min(1, θ/r)·2^k⌋ in c^θ and 2^k in c^max, a longer row θ·⌊2^k/r⌋ and
+  θ_max·⌊2^k/r⌋. A row then moves qS by at most max(θ_max, α·θ) ≤ α_max·θ_max.
 
-The exponential mechanism is sampled exactly (mechanisms.exponential_mechanism).
-DPSense's quality is exact (Fractions); DPSense-S's is computed in doubles, and
-its rounding error is not accounted for (docs/dpsense.md).
+The exponential mechanism is sampled exactly (mechanisms.exponential_mechanism),
+and both qualities are exact (Fractions), so the claims hold with δ = 0.
 
 The quality functions are computed from three aggregates, never from rows:
 the histogram of row lengths capped at θ_max, and, for DPSense-S, per column
 the number of rows of each length r ≤ θ_max holding it (N_j(r)) and the sum
-of 1/r over the longer rows holding it (S_j) (ALGORITHMS.md §10).
+of ⌊2^20/r⌋ over the longer rows holding it (S'_j, an integer summed as a long
+in Spark) (ALGORITHMS.md §10).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -52,6 +57,7 @@ LIMITS = ("normalize", "sample")
 DEFAULT_THETA_MAX = 256  # §4.2 [ASSUME]
 ALPHAS = tuple(Fraction(100 + 5 * i, 100) for i in range(41))  # 1.00, 1.05, …, 3.00 (§4.3 [ASSUME])
 GRID_BITS = 10  # weights are multiples of 2^-10 (§1.4)
+QUALITY_GRID_BITS = 20  # DPSense-S's quality weighs rows in 2^-20: ⌊2^20/r⌋ resolves long rows (docs/dpsense.md)
 
 
 def default_split(epsilon: Fraction) -> dict[str, Fraction]:
@@ -84,34 +90,79 @@ def quality_sensitivity(theta_max: int) -> int:
     return max(theta_max - 1, 1)  # Θ = {1} has constant quality; any positive Δq is then exact
 
 
-def limited_counts_all(by_length: np.ndarray, long_inverse: np.ndarray, thetas: np.ndarray) -> np.ndarray:
-    """c_j^θ = Σ_{r ≤ θ_max} N_j(r)·min(1, θ/r) + θ·S_j for every θ (rows) and column j.
+def quality_counts(by_length: np.ndarray, long_units: np.ndarray, thetas, grid_bits: int = QUALITY_GRID_BITS,
+                   dtype=np.int64) -> np.ndarray:
+    """DPSense-S's c_j^θ in grid units 2^-k (integers, shape (θ, d)), for every θ and column j:
+    Σ_{r ≤ θ_max} N_j(r)·⌊min(1, θ/r)·2^k⌋ + θ·S'_j.
 
-    ``by_length[j, r]`` = N_j(r) for r = 1..θ_max (column 0 unused); ``long_inverse[j]`` = S_j.
-    Unrounded: for the quality only; the release uses grid-floored weights."""
-    lengths = np.arange(by_length.shape[1], dtype=float)
-    lengths[0] = 1.0
-    weights = np.minimum(1.0, thetas[:, None] / lengths[None, :])
-    weights[:, 0] = 0.0
-    return weights @ by_length.T + thetas[:, None] * long_inverse[None, :]
+    ``by_length[j, r]`` = N_j(r) for r = 1..θ_max (column 0 unused); ``long_units[j]`` =
+    S'_j = Σ ⌊2^k/r⌋ over the rows longer than θ_max holding j. Short rows weigh as in the
+    release, on a finer grid; a long row weighs θ·⌊2^k/r⌋ ≤ ⌊θ·2^k/r⌋, so that one integer
+    per column serves every θ. int64 is exact while :func:`quality_s_bound` < 2^63 (every term
+    and partial sum is non-negative and at most that); ``dtype=object`` computes in Python ints."""
+    unit = 1 << grid_bits
+    thetas = np.array([int(t) for t in thetas], dtype=dtype)
+    lengths = np.arange(by_length.shape[1]).astype(dtype)
+    lengths[0] = 1
+    weights = np.minimum(unit, (thetas[:, None] * unit) // lengths[None, :])
+    weights[:, 0] = 0
+    return weights @ by_length.astype(dtype).T + thetas[:, None] * long_units.astype(dtype)[None, :]
 
 
-def quality_s(by_length: np.ndarray, long_inverse: np.ndarray, thetas: np.ndarray, alphas: np.ndarray,
-              theta_max: int, epsilon_counts: Fraction) -> np.ndarray:
-    """DPSense-S's qS(θ, α), shape (θ, α): minus the estimated L1 error of α·(c^θ + noise)
-    against c^max, the counts at θ_max."""
-    columns = by_length.shape[0]
-    limited = limited_counts_all(by_length, long_inverse, thetas)
-    at_max = limited_counts_all(by_length, long_inverse, np.array([theta_max], dtype=float))[0]
-    out = np.empty((thetas.size, alphas.size))
-    for i, counts in enumerate(limited):
-        bias = np.abs(at_max[:, None] - counts[:, None] * alphas[None, :]).sum(axis=0)
-        out[i] = -(bias + alphas * columns * thetas[i] / float(epsilon_counts))
+def limited_counts_all(by_length: np.ndarray, long_units: np.ndarray, thetas) -> np.ndarray:
+    """c_j^θ of :func:`quality_counts` in count units (floats; for evaluation only)."""
+    return quality_counts(by_length, long_units, thetas) / float(1 << QUALITY_GRID_BITS)
+
+
+def quality_s_bound(by_length: np.ndarray, long_units: np.ndarray, theta_max: int, alphas,
+                    grid_bits: int = QUALITY_GRID_BITS) -> int:
+    """An upper bound on every integer :func:`quality_s` forms, with α = m/s: s·c^max_j,
+    m·c^θ_j and Σ_j |s·c^max_j − m·c^θ_j| are all ≤ (s + m_max)·Σ_j c^max_j, as
+    0 ≤ c^θ_j ≤ c^max_j. A row adds at most θ_max·2^k to Σ_j c^max_j, so for n rows and
+    ALPHAS (s = 20, m_max = 60) the bound is at most 80·n·θ_max·2^k: below 2^63 while
+    n·θ_max < 1.1·10^11 at k = 20 (e.g. 4·10^8 users at θ_max = 256)."""
+    scale, multiples = _alpha_multiples(alphas)
+    total_max = (1 << grid_bits) * int(by_length.sum()) + theta_max * int(long_units.sum())
+    return (scale + max(multiples)) * total_max
+
+
+def _alpha_multiples(alphas) -> tuple[int, list[int]]:
+    """(s, [m]) with every α = m/s exactly: s = 20 and m = 20..60 for ALPHAS."""
+    alphas = [Fraction(a) for a in alphas]
+    scale = math.lcm(*(a.denominator for a in alphas))
+    return scale, [int(a * scale) for a in alphas]
+
+
+def quality_s(by_length: np.ndarray, long_units: np.ndarray, thetas, alphas, theta_max: int,
+              epsilon_counts: Fraction, grid_bits: int = QUALITY_GRID_BITS) -> np.ndarray:
+    """DPSense-S's qS(θ, α), shape (θ, α), exact (Fractions, count units): minus the estimated
+    L1 error of α·(c^θ + noise) against c^max, the counts at θ_max (:func:`quality_counts`).
+
+    With α = m/s and ε2 = p/q, every score is one fraction of integers:
+    qS = −(p·Σ_j |s·c^max_j − m·c^θ_j| + q·m·θ·d·2^k) / (p·s·2^k), the c's in grid units.
+    The Σ_j runs in int64 when :func:`quality_s_bound` is below 2^63, else in Python ints."""
+    unit = 1 << grid_bits
+    scale, multiples = _alpha_multiples(alphas)
+    fits = quality_s_bound(by_length, long_units, theta_max, alphas, grid_bits) < 2**63
+    dtype = np.int64 if fits else object
+    thetas = [int(t) for t in thetas]
+    at_theta = quality_counts(by_length, long_units, thetas, grid_bits, dtype)
+    at_max = quality_counts(by_length, long_units, [theta_max], grid_bits, dtype)[0] * scale
+    m = np.array(multiples, dtype=dtype)
+    epsilon_counts = Fraction(epsilon_counts)
+    p, q = epsilon_counts.numerator, epsilon_counts.denominator
+    noise = q * by_length.shape[0] * unit  # q·d·2^k: the noise term's numerator, times m·θ
+    denominator = p * scale * unit
+    out = np.empty((len(thetas), len(multiples)), dtype=object)
+    for i, theta in enumerate(thetas):
+        bias = np.abs(at_max[None, :] - m[:, None] * at_theta[i][None, :]).sum(axis=1)
+        for k, multiple in enumerate(multiples):
+            out[i, k] = Fraction(-(p * int(bias[k]) + noise * multiple * theta), denominator)
     return out
 
 
-def quality_s_sensitivity(theta_max: int, alpha_max: Fraction) -> float:
-    return float(alpha_max) * theta_max
+def quality_s_sensitivity(theta_max: int, alpha_max: Fraction) -> Fraction:
+    return Fraction(alpha_max) * theta_max
 
 
 # ---------------------------------------------------------------------------
@@ -148,23 +199,27 @@ def length_histogram(rows: Rows, theta_max: int) -> np.ndarray:
     return hist
 
 
-def length_by_column(rows: Rows, items: ItemDomain, theta_max: int) -> tuple[np.ndarray, np.ndarray]:
-    """(N, S): N[j, r] rows of length r ≤ θ_max holding column j, S[j] = Σ 1/r over the longer
-    rows holding it. At most |items|·(θ_max + 1) groups reach the driver. NOT private."""
+def length_by_column(rows: Rows, items: ItemDomain, theta_max: int,
+                     grid_bits: int = QUALITY_GRID_BITS) -> tuple[np.ndarray, np.ndarray]:
+    """(N, S'), both int64: N[j, r] rows of length r ≤ θ_max holding column j, and
+    S'[j] = Σ ⌊2^k/r⌋ over the longer rows holding it, in grid units. Spark sums S' as a
+    long (integer division, no doubles), so it is exact and does not depend on the order
+    of the sum. At most |items|·(θ_max + 1) groups reach the driver. NOT private."""
     long = F.col("_r") > theta_max
+    units = F.when(long, F.expr(f"{1 << grid_bits} div _r")).otherwise(F.lit(0)).cast("long")
     grouped = (rows.ones.groupBy("item_id", F.when(long, F.lit(0)).otherwise(F.col("_r")).alias("r"))
-               .agg(F.count(F.lit(1)).alias("n"), F.sum(F.when(long, 1.0 / F.col("_r"))).alias("inv"))
+               .agg(F.count(F.lit(1)).alias("n"), F.sum(units).alias("units"))
                .toPandas())
     position = items.index_of(grouped["item_id"].to_numpy())
     if (position < 0).any():
         raise ValueError("records outside the public domain reached aggregation")
     r = grouped["r"].to_numpy(dtype=np.int64)
-    by_length = np.zeros((len(items), theta_max + 1))
+    by_length = np.zeros((len(items), theta_max + 1), dtype=np.int64)
     short = r > 0
-    np.add.at(by_length, (position[short], r[short]), grouped["n"].to_numpy(dtype=float)[short])
-    long_inverse = np.zeros(len(items))
-    np.add.at(long_inverse, position[~short], grouped["inv"].to_numpy(dtype=float)[~short])
-    return by_length, long_inverse
+    np.add.at(by_length, (position[short], r[short]), grouped["n"].to_numpy(dtype=np.int64)[short])
+    long_units = np.zeros(len(items), dtype=np.int64)
+    np.add.at(long_units, position[~short], grouped["units"].to_numpy(dtype=np.int64)[~short])
+    return by_length, long_units
 
 
 def _column_sums(df: DataFrame, value, items: ItemDomain) -> np.ndarray:
@@ -221,17 +276,17 @@ def choose_theta(length_hist, theta_max: int, columns: int, epsilons: dict, budg
     return int(thetas[index])
 
 
-def choose_theta_alpha(by_length, long_inverse, theta_max: int, epsilons: dict, budget: Budget,
+def choose_theta_alpha(by_length, long_units, theta_max: int, epsilons: dict, budget: Budget,
                        rng: RandomSource) -> tuple[int, Fraction]:
+    """(θ, α) by the exponential mechanism over exact scores; ``by_length`` and ``long_units``
+    as :func:`length_by_column` returns them."""
     thetas = np.arange(1, theta_max + 1)
-    alphas = np.array([float(a) for a in ALPHAS])
     sensitivity = quality_s_sensitivity(theta_max, ALPHAS[-1])
-    scores = quality_s(by_length, long_inverse, thetas.astype(float), alphas, theta_max, epsilons["epsilon_counts"])
+    scores = quality_s(by_length, long_units, thetas, ALPHAS, theta_max, epsilons["epsilon_counts"])
     index = exponential_mechanism(rng, scores.ravel(), epsilons["epsilon_theta"], sensitivity)
-    exact_sensitivity = ALPHAS[-1] * theta_max
-    budget.spend(LedgerEntry("theta_alpha", "exponential mechanism", epsilons["epsilon_theta"], exact_sensitivity,
-                             2 * exact_sensitivity / epsilons["epsilon_theta"], scores.size))
-    return int(thetas[index // alphas.size]), ALPHAS[index % alphas.size]
+    budget.spend(LedgerEntry("theta_alpha", "exponential mechanism", epsilons["epsilon_theta"], sensitivity,
+                             2 * sensitivity / epsilons["epsilon_theta"], scores.size))
+    return int(thetas[index // len(ALPHAS)]), ALPHAS[index % len(ALPHAS)]
 
 
 def publish_columns(limited: np.ndarray, theta: int, limit: str, epsilon: Fraction, budget: Budget,
