@@ -5,7 +5,7 @@ inputs chosen as the worst cases of their sensitivity analyses, and the negative
 mechanism's grid (``dp-spark audit NAME --grid``): ε ∈ {0.1, 1, 5} for every family, γ ∈ {1.1, 1.5,
 e, 19} for FRAPP, and the boundary inputs where a mechanism is weakest (Limit-SS with many users
 near the ξ floor of smooth sensitivity, publishers on all-empty bins where thresholding and
-clipping start, RAN-GD on a CENSUS-sized record space). Grid points are named
+clipping start). Grid points are named
 ``family[key=value,...]``. Each sampler calls the same functions the jobs call; the samplers are
 in :mod:`.primitives`, :mod:`.entropy`, :mod:`.frapp` and :mod:`.jobs`, and the negative
 controls built from old, broken code paths in :mod:`.old_code`.
@@ -54,7 +54,6 @@ SPARK_JOBS = {
 }
 ENTROPY_VARIANTS = ("baseline", "limit", "limit_ss", "limit_cb_dp")
 BOUNDARY_TRIALS = 3_000_000  # enough to flag the old rounded scale there (lower bound ~0.057 > 0.02)
-LARGE_RAN_GD_TRIALS = 10_000_000  # P(own record) ~ 6e-4 on n_C = 2000: ~3,000 held-out hits per side
 
 
 # ---------------------------------------------------------------------------
@@ -155,7 +154,8 @@ def _half_noise(side, trials, seed, _spark):
 def negative_controls() -> list[Target]:
     small, boundary = ent.SMALL, ent.BOUNDARY
     paper_beta = float(ENTROPY_EPSILON) / (2 * math.log(2 / small.delta))
-    old_limit = (old_code.old_ran_gd_epsilon(GAMMAS[0], 2000), math.log(float(GAMMAS[0])))
+    n_c = math.prod(fr.SMALL_SIZES)
+    old_limit = (old_code.old_ran_gd_epsilon(GAMMAS[0], n_c), math.log(float(GAMMAS[0])))
     return [
         Target("negative_control_half_noise", 1.0, 0.0, "NEGATIVE CONTROL: discrete Laplace with half the noise",
                _half_noise, negative_control=True, trials=200_000),
@@ -175,11 +175,11 @@ def negative_controls() -> list[Target]:
                old_code.old_smooth_entropy_sampler(boundary.visits, boundary.bounds.C, boundary.bounds.M,
                                                    Fraction(1, 10), boundary.delta, ent.XI, fold=True),
                negative_control=True, trials=BOUNDARY_TRIALS),
-        Target("old_ran_gd_clipping", fr.claim(fr.scheme("det_gd", GAMMAS[0], fr.LARGE_SIZES)), 0.0,
-               f"NEGATIVE CONTROL: the old RAN-GD sampler (keep probability clipped at 0) at gamma = 1.1 on 40 x 50 "
-               f"values (n_C = 2000): true eps {old_limit[0]:.3f} against ln gamma = {old_limit[1]:.3f}",
-               old_code.old_ran_gd_sampler(list(fr.LARGE_SIZES), GAMMAS[0], fr.RECORDS),
-               negative_control=True, trials=LARGE_RAN_GD_TRIALS),
+        Target("old_ran_gd_clipping", fr.claim(fr.scheme("det_gd", GAMMAS[0], fr.SMALL_SIZES)), 0.0,
+               f"NEGATIVE CONTROL: the old RAN-GD sampler (keep probability clipped at 0) at gamma = 1.1 on 2 x 2 "
+               f"values: true eps {old_limit[0]:.3f} against ln gamma = {old_limit[1]:.3f}",
+               old_code.old_ran_gd_sampler(list(fr.SMALL_SIZES), GAMMAS[0], fr.RECORDS),
+               negative_control=True, trials=100_000),
         Target("old_entropy_ledger_scale", float(ENTROPY_EPSILON), ent.LEDGER_DELTA,
                "NEGATIVE CONTROL: the old Limit-SS ledger's noise_scale (min of the per-location scales), eps = 5, "
                "M = C = 5: 30 users against 31 at one location",
@@ -212,10 +212,7 @@ def _families() -> dict[str, Family]:
           for v in ("limit_ss", "limit_cb_dp")],
         *[Family(f"frapp_{s}", tuple(frapp_target(point_name(f"frapp_{s}", gamma=g), s, g) for g in GAMMAS))
           for s in ("det_gd", "mask", "cut_paste")],
-        Family("frapp_ran_gd", (
-            *[frapp_target(point_name("frapp_ran_gd", gamma=g), "ran_gd", g) for g in GAMMAS],
-            frapp_target(point_name("frapp_ran_gd", gamma=GAMMAS[0], n_C=2000), "ran_gd", GAMMAS[0], fr.LARGE_SIZES,
-                         trials=LARGE_RAN_GD_TRIALS))),
+        Family("frapp_ran_gd", tuple(frapp_target(point_name("frapp_ran_gd", gamma=g), "ran_gd", g) for g in GAMMAS)),
         _eps_family("frapp_records_per_user", frapp_user_target),
         *[Family(c.name, (c,)) for c in negative_controls()],
     ]

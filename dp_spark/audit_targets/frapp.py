@@ -13,11 +13,9 @@ import numpy as np
 
 from dp_spark.algorithms import frapp
 from dp_spark.algorithms.frapp_mining import Scheme
-from dp_spark.audit_targets.old_code import match_code
 from dp_spark.mechanisms import RandomSource
 
 SMALL_SIZES = (2, 2)
-LARGE_SIZES = (40, 50)  # n_C = 2000, the CENSUS-sized record space of the issue's reproduction
 RECORDS = (np.array([0, 0]), np.array([1, 1]))  # D's record against D′'s (they differ in every attribute)
 CP_K = 1  # Cut-and-Paste's K: K = 3 needs γ ≥ 4 on two attributes
 
@@ -42,19 +40,11 @@ def perturb(built: Scheme, codes: np.ndarray, rng: RandomSource) -> np.ndarray:
 
 
 def record_sampler(built: Scheme):
-    """One perturbed record per trial. On 2 × 2 values the statistic is the whole output (bit sets
-    for MASK and C&P: a ⋅ 64 + b); on a large space it is whether the output is D's record, D′'s
-    or another (GD schemes only: their output is a record)."""
-    large = np.prod(built.sizes) > 16
-
+    """One perturbed record per trial, on 2 × 2 values: the statistic is the whole output (for MASK
+    and C&P, per attribute the bit set: a·64 + b)."""
     def sample(side, trials, seed, _spark):
-        rng = RandomSource(seed)
-        parts = []
-        for start in range(0, trials, 1 << 20):
-            size = min(1 << 20, trials - start)
-            out = perturb(built, np.tile(RECORDS[side], (size, 1)), rng)
-            parts.append(match_code(out, RECORDS) if large else (out[:, 0] * 64 + out[:, 1]).astype(float))
-        return np.concatenate(parts)
+        out = perturb(built, np.tile(RECORDS[side], (trials, 1)), RandomSource(seed))
+        return (out[:, 0] * 64 + out[:, 1]).astype(float)
     return sample
 
 

@@ -11,7 +11,9 @@ of this code is used by a job.
   β′ = ε/(2M ln(2M/δ)), the ``limit_ss_paper_beta`` control.
 * :func:`old_ran_gd_sampler`: RAN-GD as it was, keep probability (γ−1)x + r·n_C/(n_C−1) with
   r ~ U[−γx/2, γx/2], in doubles. For γ < 2 it goes negative and acts as 0, which raises the mean
-  keep probability: at γ = 1.1 and n_C = 2000 the true ε is 0.176 against ln γ = 0.095.
+  keep probability: at γ = 1.1 the true ε is 0.176 on n_C = 2000 and 0.219 on n_C = 4, against
+  ln γ = 0.095. The control runs on n_C = 4: the excess is there for every n_C, and on 2000
+  records the events have probability ~6e-4, which would need ~50M releases per side to flag.
 * :func:`old_ledger_sampler`: the ledger's noise scale as Limit-SS wrote it, min over locations of
   the realised scales: it falls as the largest user count grows, and is published unnoised.
 """
@@ -113,8 +115,8 @@ def old_perturb_ran_gd(codes: np.ndarray, sizes: list[int], gamma: Fraction, rng
 
 
 def match_code(out: np.ndarray, records: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """0 where a perturbed record equals D's record, 1 where it equals D′'s, 2 otherwise: on a
-    large record space the only outputs whose odds differ between the two sides."""
+    """0 where a perturbed record equals D's record, 1 where it equals D′'s, 2 otherwise: for the
+    gamma-diagonal schemes every other record is equally likely on both sides."""
     is_d = (out == records[0]).all(axis=1)
     is_d2 = (out == records[1]).all(axis=1)
     return np.where(is_d, 0, np.where(is_d2, 1, 2)).astype(float)
