@@ -14,8 +14,10 @@ P(M(D) ∈ E) ≤ e^ε·P(M(D′) ∈ E) + δ. An audit draws ``trials`` release
 Because the event is fixed before the second half is looked at, ε_lb is a lower bound on the
 true ε with confidence ≥ 1 − α (95% by default). An audit *flags* a mechanism when ε_lb
 exceeds its claim. The negative controls (a mechanism with half the noise, DPA-AHP as
-published, Limit-SS with the paper's β) must be flagged: an audit that cannot fail proves
-nothing. The targets and their neighbouring pairs are in :mod:`dp_spark.audit_targets`.
+published, Limit-SS with the paper's β, and the old code paths of issue 27: Limit-SS's rounded
+scale, RAN-GD's clipping, the Limit-SS ledger) must be flagged: an audit that cannot fail proves
+nothing. A :class:`Family` is one mechanism's parameter grid, a target per point. The targets,
+grids and neighbouring pairs are in :mod:`dp_spark.audit_targets`.
 """
 
 from __future__ import annotations
