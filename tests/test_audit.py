@@ -78,7 +78,7 @@ CONTROL_TRIALS = {
     "negative_control_half_noise": None,  # 200,000: ~1.97 [1]
     "dpa_ahp_as_published": 2000,  # ~3 [0.85]
     "limit_ss_paper_beta": None,  # 200,000: ~1.5 [0.25]
-    "old_limit_ss_rounded_scale": None,  # 3,000,000: 0.048-0.050 [0.02]
+    "old_limit_ss_rounded_scale": 3_000_000,  # 0.048-0.050 [0.02] (the CLI's default is 6M, for Bonferroni)
     "old_ran_gd_clipping": None,  # 100,000: 0.19-0.20 [0.095]
     "old_entropy_ledger_scale": None,  # 20,000: 7.9 [5]; deterministic and different on D and D'
 }
@@ -204,6 +204,7 @@ def test_cli_grid(tmp_path, capsys):
     rows = json.loads(out.read_text())
     assert [r["name"] for r in rows] == [t.name for t in FAMILIES["frapp_cut_paste"].points]
     assert sum("refused" in r for r in rows) == 2 and not any(r["flagged"] for r in rows)
+    assert all(r["confidence"] == pytest.approx(1 - 0.05 / 4) for r in rows)  # Bonferroni over the 4 points
     assert main(["audit", "discrete_laplace[eps=5]", "--trials", "50000"]) == 0
     # A grid holding a negative control passes when the control is flagged.
     assert main(["audit", "negative_control_half_noise", "--grid", "--trials", "50000"]) == 0
