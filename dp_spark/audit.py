@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from statistics import NormalDist
 from typing import Callable
 
 import numpy as np
@@ -188,19 +189,20 @@ def _wilson(k: np.ndarray, n: int, z: float, upper: bool) -> np.ndarray:
 
 
 def _best_event(ranking: tuple[np.ndarray, np.ndarray], a: np.ndarray, b: np.ndarray, n: int,
-                delta: float) -> tuple[np.ndarray, float]:
+                delta: float, z: float = 1.96) -> tuple[np.ndarray, float]:
     """Bins (a boolean mask) whose union maximises an estimated bound on the first half, for D
     over D′: a prefix of the bins ordered by estimated likelihood ratio, or a threshold on the
     output (bins are numbered in output order; ratios of sparse bins are noisy, thresholds are
     not). The ratios come from ``ranking`` (other releases than the scored counts ``a``, ``b``),
     so noise in sparse bins does not pick the event. Only the choice of event depends on this
-    estimate, never the reported bound."""
+    estimate, never the reported bound. ``z`` is the normal quantile of the final bound's level:
+    a stricter level (a Bonferroni share) favours events with more hits."""
     best_score, best_mask = -np.inf, np.zeros(a.size, dtype=bool)
     ascending = np.arange(a.size)
     ratio = (ranking[0] + 0.5) / (ranking[1] + 0.5)
     for order in (np.argsort(-ratio, kind="stable"), ascending, ascending[::-1]):
-        numerator = _wilson(np.cumsum(a[order]), n, 1.96, upper=False) - delta
-        denominator = _wilson(np.cumsum(b[order]), n, 1.96, upper=True)
+        numerator = _wilson(np.cumsum(a[order]), n, z, upper=False) - delta
+        denominator = _wilson(np.cumsum(b[order]), n, z, upper=True)
         with np.errstate(divide="ignore", invalid="ignore"):
             score = np.where((numerator > 0) & (denominator > 0), np.log(numerator / denominator), -1.0)
         size = int(np.argmax(score)) + 1
@@ -230,7 +232,7 @@ def audit_samples(d: np.ndarray, d2: np.ndarray, delta: float = 0.0, alpha: floa
     choices = []
     for name, flip in (("D over D'", False), ("D' over D", True)):
         r, s = (rank[::-1], score[::-1]) if flip else (rank, score)
-        mask, estimate = _best_event(r, s[0], s[1], quarter, delta)
+        mask, estimate = _best_event(r, s[0], s[1], quarter, delta, NormalDist().inv_cdf(1 - alpha / 2))
         choices.append((estimate, name, mask))
     _score, direction, mask = max(choices, key=lambda c: c[0])
     hits = []

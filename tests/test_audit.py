@@ -78,7 +78,7 @@ CONTROL_TRIALS = {
     "negative_control_half_noise": None,  # 200,000: ~1.97 [1]
     "dpa_ahp_as_published": 2000,  # ~3 [0.85]
     "limit_ss_paper_beta": None,  # 200,000: ~1.5 [0.25]
-    "old_limit_ss_rounded_scale": 3_000_000,  # 0.048-0.050 [0.02] (the CLI's default is 6M, for Bonferroni)
+    "old_limit_ss_rounded_scale": None,  # 12,000,000: 0.052-0.068 [0.02]; at 3M it ranged from 0 to 0.053
     "old_ran_gd_clipping": None,  # 100,000: 0.19-0.20 [0.095]
     "old_entropy_ledger_scale": None,  # 20,000: 7.9 [5]; deterministic and different on D and D'
 }

@@ -63,13 +63,18 @@ def stats(visits: np.ndarray, copies: int) -> location_entropy.LocationStats:
     return location_entropy.LocationStats(users, total, location_entropy.entropy_of(users, total, c_log_c))
 
 
+CHUNK = 1_000_000  # locations per release: a release with millions of copies holds a scale object each
+
+
 def entropy_sampler(variant: str, epsilon: Fraction, pair: LocationPair):
     """The noisy entropy (−10 where Limit-CB-DP suppresses the location: its own outcome)."""
     def sample(side, trials, seed, _spark):
-        budget = Budget(epsilon, pair.delta)
-        noisy = location_entropy.publish(stats(pair.visits[side], trials), variant, pair.bounds,
-                                         {"epsilon_entropy": epsilon}, budget, RandomSource(seed), delta=pair.delta, k=K,
-                                         xi=XI).entropy
+        rng = RandomSource(seed)
+        noisy = np.concatenate([
+            location_entropy.publish(stats(pair.visits[side], min(CHUNK, trials - start)), variant, pair.bounds,
+                                     {"epsilon_entropy": epsilon}, Budget(epsilon, pair.delta), rng, delta=pair.delta,
+                                     k=K, xi=XI).entropy
+            for start in range(0, trials, CHUNK)])
         if pair.fold:
             return np.abs(noisy - entropy_of(pair.visits[0]))
         return np.where(np.isfinite(noisy), noisy, -10.0)
