@@ -104,7 +104,7 @@ def entropy_target(name: str, variant: str, eps: Fraction, pair: ent.LocationPai
                    trials: int = 200_000) -> Target:
     pair = pair or (ent.BASELINE if variant == "baseline" else ent.SMALL)
     users = [v.size for v in pair.visits]
-    return Target(name, *pair.claim(eps),
+    return Target(name, *pair.claim(eps, variant),
                   f"location entropy {variant}, one location: {users[0]} users against {users[1]} (M = "
                   f"{pair.bounds.M}, C = {pair.bounds.C}, eps = {float(eps):g}, delta = {pair.delta:g}; per-location "
                   "share)", ent.entropy_sampler(variant, eps, pair), trials=trials)

@@ -29,8 +29,10 @@ class LocationPair:
     delta: float
     fold: bool = False  # the statistic is |release − H(D)|: both tails at once (post-processing)
 
-    def claim(self, epsilon: Fraction) -> tuple[float, float]:
-        return float(epsilon) / self.bounds.M, self.delta / self.bounds.M
+    def claim(self, epsilon: Fraction, variant: str = "limit_ss") -> tuple[float, float]:
+        """(ε/M, δ/M) per location; δ only for the variants that spend it."""
+        delta = self.delta / self.bounds.M if variant in location_entropy.DELTA_VARIANTS else 0.0
+        return float(epsilon) / self.bounds.M, delta
 
 
 # 3 users against 4, where the paper's smooth sensitivity jumps.
