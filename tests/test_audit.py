@@ -6,12 +6,31 @@ import json
 import numpy as np
 import pytest
 
+from fractions import Fraction
+
 from dp_spark import audit
-from dp_spark.audit_targets import TARGETS
+from dp_spark.audit_targets import EPSILONS, FAMILIES, GAMMAS, GRID_POINTS, TARGETS, old_code
+from dp_spark.audit_targets import entropy as audit_entropy
 from dp_spark.cli import main
 
-NEGATIVE_CONTROLS = ("negative_control_half_noise", "dpa_ahp_as_published", "limit_ss_paper_beta")
-SLOW = {"alpa", "fourier", "grouping", "ahp", "dpa_ahp", "dpa_ahp_first_pass", "sra", "hpa", "dpsense"}
+NEGATIVE_CONTROLS = ("negative_control_half_noise", "dpa_ahp_as_published", "limit_ss_paper_beta",
+                     "old_limit_ss_rounded_scale", "old_ran_gd_clipping", "old_entropy_ledger_scale")
+SLOW = {"alpa", "fourier", "grouping", "ahp", "dpa_ahp", "sdpa_ahp", "dpa_ahp_first_pass", "sra", "hpa", "dpsense",
+        "dpsense_sample", "entropy_limit_ss_ledger", "entropy_limit_cb_dp_ledger"}
+# Flagged until the fixes of issue 27 on other branches are merged: the Limit-SS ledger must stop
+# publishing the realised (data-dependent) noise scale. After the merge they pass (XPASS).
+PENDING_MERGE = {
+    "entropy_limit_ss_ledger": "the Limit-SS ledger still writes min(scales), a data-dependent number",
+    "entropy_limit_cb_dp_ledger": "the Limit-CB-DP ledger still writes min(scales), a data-dependent number",
+    "frapp_ran_gd[gamma=1.1]": "RAN-GD still clips its keep probability at 0 for gamma < 2",
+}
+
+
+def _mark_pending(name):
+    if name in PENDING_MERGE:
+        return pytest.param(name, marks=pytest.mark.xfail(reason=f"pending merge: {PENDING_MERGE[name]}",
+                                                            strict=False))
+    return name
 
 
 def test_clopper_pearson_matches_tables():
@@ -45,7 +64,7 @@ def test_delta_lowers_the_bound():
     assert audit.audit_samples(d, d2, delta=0.05)[0] < audit.audit_samples(d, d2)[0]
 
 
-@pytest.mark.parametrize("name", [n for n, t in TARGETS.items() if not t.negative_control])
+@pytest.mark.parametrize("name", [_mark_pending(n) for n, t in TARGETS.items() if not t.negative_control])
 def test_every_mechanism_is_within_its_claim(name, spark):
     target = TARGETS[name]
     trials = 600 if name in SLOW else None  # the slow ones: fewer releases, a weaker but valid test
@@ -53,16 +72,114 @@ def test_every_mechanism_is_within_its_claim(name, spark):
     assert not result.flagged, (result.lower_bound, result.claim_epsilon, result.event)
 
 
-@pytest.mark.parametrize("name, trials", [("negative_control_half_noise", None), ("dpa_ahp_as_published", 2000),
-                                          ("limit_ss_paper_beta", None)])
-def test_negative_controls_are_caught(name, trials):
-    result = audit.run(TARGETS[name], trials, seed=5)
+# Releases per side for each control, and the bound seen at seeds 1, 3 and 5 when they were set:
+# every one is flagged by a wide margin (claim in brackets).
+CONTROL_TRIALS = {
+    "negative_control_half_noise": None,  # 200,000: ~1.97 [1]
+    "dpa_ahp_as_published": 2000,  # ~3 [0.85]
+    "limit_ss_paper_beta": None,  # 200,000: ~1.5 [0.25]
+    "old_limit_ss_rounded_scale": None,  # 12,000,000: 0.052-0.068 [0.02]; at 3M it ranged from 0 to 0.053
+    "old_ran_gd_clipping": None,  # 100,000: 0.19-0.20 [0.095]
+    "old_entropy_ledger_scale": None,  # 20,000: 7.9 [5]; deterministic and different on D and D'
+}
+
+
+@pytest.mark.parametrize("name", CONTROL_TRIALS)
+def test_negative_controls_are_caught(name):
+    result = audit.run(TARGETS[name], CONTROL_TRIALS[name], seed=5)
     assert result.negative_control
     assert result.flagged, (result.lower_bound, result.claim_epsilon, result.event)
 
 
 def test_every_negative_control_is_registered():
-    assert {n for n, t in TARGETS.items() if t.negative_control} == set(NEGATIVE_CONTROLS)
+    assert {n for n, t in TARGETS.items() if t.negative_control} == set(NEGATIVE_CONTROLS) == set(CONTROL_TRIALS)
+
+
+# ---------------------------------------------------------------------------
+# The old code paths the controls copy reproduce the issue's numbers.
+
+
+def test_old_limit_ss_units_jump_at_the_boundary():
+    """Issue 27: near the xi floor the rounded units go 68 -> 67 between 13,542 and 13,543 users."""
+    table = old_code.old_smooth_table(5, 5, 0.1, 1e-8, 13_543, 1e-3)
+    assert [old_code.old_units(table[n]) for n in (13_542, 13_543)] == [68, 67]
+
+
+def test_old_ledger_scale_is_the_issues_reproduction():
+    """Issue 27: 30 vs 31 users, eps = 5, M = C = 5: noise_scale 0.70547 against 0.68866."""
+    sample = old_code.old_ledger_sampler(audit_entropy.LEDGER_USERS, 5, 5, Fraction(5), 1e-8, 1e-3)
+    assert sample(0, 3, 0, None)[0] == pytest.approx(0.70547, abs=1e-5)
+    assert sample(1, 3, 0, None)[0] == pytest.approx(0.68866, abs=1e-5)
+
+
+def test_old_ran_gd_true_epsilon():
+    """Issue 27: CENSUS (n_C = 2000), gamma = 1.1 gives 0.176; gamma = 1.5 gives 0.419."""
+    assert old_code.old_ran_gd_epsilon(Fraction(11, 10), 2000) == pytest.approx(0.176, abs=1e-3)
+    assert old_code.old_ran_gd_epsilon(Fraction(3, 2), 2000) == pytest.approx(0.419, abs=1e-3)
+    assert old_code.old_ran_gd_epsilon(Fraction(3), 2000) == pytest.approx(1.0986, abs=1e-4)  # no clipping at 3
+
+
+# ---------------------------------------------------------------------------
+# The grids.
+
+
+def test_point_names_and_families():
+    assert audit.point_name("entropy_limit_ss", eps=Fraction(1, 10), n=13542) == "entropy_limit_ss[eps=0.1,n=13542]"
+    target = TARGETS["discrete_laplace"]
+    with pytest.raises(ValueError, match="no grid points"):
+        audit.Family("x", ())
+    with pytest.raises(ValueError, match="repeats"):
+        audit.Family("x", (target, target))
+
+
+def test_every_family_sweeps_the_grid():
+    """eps in {0.1, 1, 5} for every family (gamma in {1.1, 1.5, e, 19} for the FRAPP schemes), and the
+    boundary inputs: Limit-SS with many users at eps = 0.1, the publishers on empty bins."""
+    for name, family in FAMILIES.items():
+        names = {t.name for t in family.points}
+        if family.points[0].negative_control:
+            assert names == {name}
+        elif name in ("frapp_det_gd", "frapp_ran_gd", "frapp_mask", "frapp_cut_paste"):
+            assert names == {audit.point_name(name, gamma=g) for g in GAMMAS}
+        else:
+            assert {audit.point_name(name, eps=e) for e in EPSILONS} <= names or \
+                {audit.point_name(name, eps=e, bins="mixed") for e in EPSILONS} <= names, name
+    assert "entropy_limit_ss[eps=0.1,n=13542]" in GRID_POINTS
+    assert GRID_POINTS["entropy_limit_ss[eps=0.1,n=13542]"].claim_epsilon == pytest.approx(0.02)
+    assert all(f"{p}[eps=1,bins=zero]" in GRID_POINTS for p in ("laplace", "ahp", "dpa_ahp", "sdpa_ahp"))
+    assert set(TARGETS) == set(FAMILIES)
+    assert len(GRID_POINTS) == sum(len(f.points) for f in FAMILIES.values())
+
+
+def test_refused_points_are_reported_not_audited():
+    """Cut-and-Paste with K = 1 refuses gamma < 2 (even rho = 1 gives a ratio of 2)."""
+    target = GRID_POINTS["frapp_cut_paste[gamma=1.1]"]
+    assert "too small" in target.refused
+    result = audit.run(target)
+    assert not result.flagged and result.refused and result.trials == 0
+
+
+@pytest.mark.parametrize("name", [_mark_pending("frapp_ran_gd[gamma=1.1]"), "frapp_det_gd[gamma=1.1]",
+                                  "frapp_mask[gamma=19]", "discrete_laplace[eps=0.1]", "entropy_limit[eps=0.1]",
+                                  "frapp_records_per_user[eps=5]"])
+def test_grid_points_within_their_claim(name):
+    result = audit.run(GRID_POINTS[name], seed=2)
+    assert not result.flagged, (result.lower_bound, result.claim_epsilon, result.event)
+
+
+def test_first_pass_target_measures_the_bin_that_differs():
+    """The old target measured bin 0, equal on D and D': its bound was 0. Bin 1 moves 2 -> 1."""
+    result = audit.run(TARGETS["dpa_ahp_first_pass"], 3000, seed=4)
+    assert 0.1 < result.lower_bound <= result.claim_epsilon, (result.lower_bound, result.event)
+
+
+def test_new_targets_reach_near_their_claim():
+    """Targets tight enough that a broken mechanism would show: visits and users (per-location
+    share eps/3/M), the baseline at GS(C_max), FRAPP with two records per user (2 ln gamma)."""
+    for name, floor in (("entropy_visits", 0.6), ("entropy_users", 0.6), ("entropy_baseline", 0.5),
+                        ("frapp_records_per_user", 0.85)):
+        result = audit.run(TARGETS[name], seed=6)
+        assert floor * result.claim_epsilon < result.lower_bound <= result.claim_epsilon, (name, result.lower_bound)
 
 
 def test_cli_exit_codes(tmp_path, capsys):
@@ -76,3 +193,19 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert "consistent with the claim" in capsys.readouterr().out
     assert main(["audit", "no_such_mechanism"]) == 2
     assert main(["audit", "discrete_laplace", "--trials", "5"]) == 2
+
+
+def test_cli_grid(tmp_path, capsys):
+    assert main(["audit", "--list", "--grid"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in GRID_POINTS)
+    out = tmp_path / "grid.json"
+    assert main(["audit", "frapp_cut_paste", "--grid", "--trials", "20000", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [r["name"] for r in rows] == [t.name for t in FAMILIES["frapp_cut_paste"].points]
+    assert sum("refused" in r for r in rows) == 2 and not any(r["flagged"] for r in rows)
+    assert all(r["confidence"] == pytest.approx(1 - 0.05 / 4) for r in rows)  # Bonferroni over the 4 points
+    assert main(["audit", "discrete_laplace[eps=5]", "--trials", "50000"]) == 0
+    # A grid holding a negative control passes when the control is flagged.
+    assert main(["audit", "negative_control_half_noise", "--grid", "--trials", "50000"]) == 0
+    assert main(["audit", "no_such_family", "--grid"]) == 2

@@ -1,0 +1,254 @@
+"""What ``dp-spark audit`` audits: every publisher and algorithm family, on tiny neighbouring
+inputs chosen as the worst cases of their sensitivity analyses, and the negative controls.
+
+``TARGETS`` holds one point per mechanism (``dp-spark audit NAME``); ``FAMILIES`` holds each
+mechanism's grid (``dp-spark audit NAME --grid``): ε ∈ {0.1, 1, 5} for every family, γ ∈ {1.1, 1.5,
+e, 19} for FRAPP, and the boundary inputs where a mechanism is weakest (Limit-SS with many users
+near the ξ floor of smooth sensitivity, publishers on all-empty bins where thresholding and
+clipping start). Grid points are named
+``family[key=value,...]``. Each sampler calls the same functions the jobs call; the samplers are
+in :mod:`.primitives`, :mod:`.entropy`, :mod:`.frapp` and :mod:`.jobs`, and the negative
+controls built from old, broken code paths in :mod:`.old_code`.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from dp_spark.audit import Family, Target, point_name
+from dp_spark.audit_targets import entropy as ent
+from dp_spark.audit_targets import frapp as fr
+from dp_spark.audit_targets import jobs, old_code
+from dp_spark.audit_targets import primitives as prim
+from dp_spark.errors import ConfigError
+from dp_spark.mechanisms import discrete_laplace, RandomSource
+
+EPSILONS = (Fraction(1, 10), Fraction(1), Fraction(5))
+GAMMAS = (Fraction(11, 10), Fraction(3, 2), Fraction(271828, 100000), Fraction(19))  # 271828/100000: just under e
+DEFAULT_EPSILON = Fraction(1)
+ENTROPY_EPSILON = Fraction(5)  # the single-point entropy targets (the grid adds 0.1 and 1)
+DEFAULT_GAMMA = GAMMAS[2]
+PUBLISHERS = {"laplace": "LPA", "alpa": "ALPA", "fourier": "FPA (k = 2)", "grouping": "GS", "ahp": "AHP",
+              "dpa_ahp": "corrected DPA-AHP", "sdpa_ahp": "corrected SDPA-AHP (DPA-AHP with delta = 1)"}
+PUBLISHER_OPTIONS = {"fourier": {"k": 2}}
+# A release of these takes 2-8 ms (sorting, clustering, per-bin scales in Python): their grid
+# points run 5,000 releases per side, which still flags a publisher whose true ε exceeds its
+# claim by about 0.3 or more, and keeps the full grid near half an hour. `--trials` overrides.
+SLOW_PUBLISHERS = {"fourier", "grouping", "ahp", "dpa_ahp", "sdpa_ahp"}
+SLOW_PUBLISHER_GRID_TRIALS = 5_000
+SPARK_JOBS = {
+    "sra": (jobs.sra_sampler, f"SRA item counts, l = {jobs.JOB_L}: D' adds a user with {3 * jobs.JOB_L} records of "
+            "one item"),
+    "hpa": (jobs.hpa_sampler, f"HPA with its noisy popularity steering each trial's selection, {jobs.HPA_ITEMS} "
+            f"items, l = {jobs.HPA_L}, d = {jobs.HPA_D}: D' adds a user with records of every item"),
+    "dpsense": (jobs.dpsense_sampler, f"DPSense theta and normalised column counts, theta_max = "
+                f"{jobs.DPSENSE_THETA_MAX}: D' adds a full row"),
+    "dpsense_sample": (lambda eps: jobs.dpsense_sampler(eps, limit="sample"),
+                       f"DPSense with limit = 'sample' (theta random ones per row), theta_max = "
+                       f"{jobs.DPSENSE_THETA_MAX}: D' adds a full row"),
+    "dpsense_s": (jobs.dpsense_s_sampler, f"DPSense-S (theta, alpha) and scaled column counts, theta_max = "
+                  f"{jobs.DPSENSE_THETA_MAX}: D' adds a full row"),
+    "user_histogram": (jobs.user_histogram_sampler, "user_histogram of records per user, 5 bins: D' adds a user "
+                       "with 3 records"),
+}
+ENTROPY_VARIANTS = ("baseline", "limit", "limit_ss", "limit_cb_dp")
+# Releases per side at the Limit-SS boundary, for the real code and the control of its old rounded
+# scale alike: the old scale's excess there is small (68/67 units), and at 3M the control's bound
+# ranged from 0 to 0.053 over seeds 1-4. At 12M it gave 0.052-0.068 at α = 5% and 0.032-0.039 at the
+# Bonferroni share of a full grid (claim 0.02), seeds 1-3.
+BOUNDARY_TRIALS = 12_000_000
+
+
+# ---------------------------------------------------------------------------
+# One target per grid point.
+
+
+def discrete_laplace_target(name: str, eps: Fraction) -> Target:
+    return Target(name, float(eps), 0.0, f"discrete Laplace, Delta = 1, eps = {float(eps):g}: count 0 against 1",
+                  prim.discrete_laplace_sampler(eps), trials=200_000)
+
+
+def exponential_target(name: str, eps: Fraction) -> Target:
+    return Target(name, float(eps), 0.0, f"exponential mechanism, 51 candidates, Delta q = 1, eps = {float(eps):g}",
+                  prim.exponential_sampler(eps))
+
+
+def publisher_target(name: str, publisher: str, eps: Fraction, bins: str = "mixed", trials: int = 20_000) -> Target:
+    return Target(name, float(eps), 0.0, f"{PUBLISHERS[publisher]} publisher, eps = {float(eps):g}, 8 {bins} bins, "
+                  "one user added to bin 0",
+                  prim.publisher_sampler(publisher, eps, bins, **PUBLISHER_OPTIONS.get(publisher, {})), trials=trials)
+
+
+def publisher_family(publisher: str) -> Family:
+    """ε on the grid with the mixed bins, and the all-empty bins (the boundary) at ε = 1."""
+    trials = SLOW_PUBLISHER_GRID_TRIALS if publisher in SLOW_PUBLISHERS else 20_000
+    points = [(eps, "mixed") for eps in EPSILONS] + [(DEFAULT_EPSILON, "zero")]
+    return Family(publisher, tuple(publisher_target(point_name(publisher, eps=eps, bins=bins), publisher, eps, bins,
+                                                    trials) for eps, bins in points))
+
+
+def first_pass_target(name: str, eps: Fraction) -> Target:
+    return Target(name, prim.first_pass_claim(eps, False), 0.0,
+                  f"corrected DPA-AHP (delta = 1), eps = {float(eps):g}: ranking pass and first pass, bins [2, 2] "
+                  "against [2, 1], measured on bin 1 (the bin that differs)", prim.first_pass_sampler(eps, False),
+                  trials=10_000)
+
+
+def job_target(name: str, job: str, eps: Fraction) -> Target:
+    sampler, what = SPARK_JOBS[job]
+    return Target(name, float(eps), 0.0, f"{what}; eps = {float(eps):g}", sampler(eps), needs_spark=True)
+
+
+def entropy_target(name: str, variant: str, eps: Fraction, pair: ent.LocationPair | None = None,
+                   trials: int = 200_000) -> Target:
+    pair = pair or (ent.BASELINE if variant == "baseline" else ent.SMALL)
+    users = [v.size for v in pair.visits]
+    return Target(name, *pair.claim(eps, variant),
+                  f"location entropy {variant}, one location: {users[0]} users against {users[1]} (M = "
+                  f"{pair.bounds.M}, C = {pair.bounds.C}, eps = {float(eps):g}, delta = {pair.delta:g}; per-location "
+                  "share)", ent.entropy_sampler(variant, eps, pair), trials=trials)
+
+
+def entropy_output_target(name: str, output: str, eps: Fraction) -> Target:
+    return Target(name, *ent.output_claim(eps),
+                  f"location entropy's {output} output (eps = {float(eps):g} shared by entropy, visits, users), one "
+                  f"location, D' adds a user with C visits (M = {ent.SMALL.bounds.M}, C = {ent.SMALL.bounds.C}; "
+                  "per-location share)", ent.output_sampler(output, eps), trials=200_000)
+
+
+def ledger_target(name: str, variant: str, eps: Fraction) -> Target:
+    return Target(name, float(eps), ent.LEDGER_DELTA,
+                  f"the ledger of location entropy {variant} (every number it publishes), eps = {float(eps):g}, "
+                  f"M = C = 5: {ent.LEDGER_USERS[0][0]} users against {ent.LEDGER_USERS[1][0]} at one location",
+                  ent.ledger_sampler(variant, eps), trials=4_000)
+
+
+def frapp_target(name: str, scheme_name: str, gamma: Fraction, sizes=fr.SMALL_SIZES, trials: int = 100_000) -> Target:
+    what = f"FRAPP {scheme_name}, gamma = {float(gamma):.4g}, on {' x '.join(map(str, sizes))} values: record " \
+           "(0, 0) against (1, 1)"
+    try:
+        built = fr.scheme(scheme_name, gamma, sizes)
+    except (ValueError, ConfigError) as exc:
+        return Target(name, math.log(float(gamma)), 0.0, what, _refused, trials=trials, refused=str(exc))
+    return Target(name, fr.claim(built), 0.0, what, fr.record_sampler(built), trials=trials)
+
+
+def frapp_user_target(name: str, eps: Fraction) -> Target:
+    built = fr.scheme("det_gd", fr.per_record_gamma(eps), fr.SMALL_SIZES)
+    return Target(name, fr.USER_RECORDS * fr.claim(built), 0.0,
+                  f"FRAPP det_gd with records_per_user = {fr.USER_RECORDS}, user-level eps = {float(eps):g} (gamma = "
+                  f"e^(eps/{fr.USER_RECORDS}) per record), 2 x 2 values: a user's records all (0, 0) against all "
+                  "(1, 1)", fr.user_sampler(built), trials=100_000)
+
+
+def _refused(*_args):
+    raise RuntimeError("a refused grid point has no release to sample")
+
+
+# ---------------------------------------------------------------------------
+# Negative controls: each must be flagged.
+
+
+def _half_noise(side, trials, seed, _spark):
+    """NEGATIVE CONTROL: claims ε but adds discrete Laplace of scale Δ/(2ε)."""
+    return side + discrete_laplace(RandomSource(seed), Fraction(1, 2) / DEFAULT_EPSILON, trials)
+
+
+def negative_controls() -> list[Target]:
+    small, boundary = ent.SMALL, ent.BOUNDARY
+    paper_beta = float(ENTROPY_EPSILON) / (2 * math.log(2 / small.delta))
+    n_c = math.prod(fr.SMALL_SIZES)
+    old_limit = (old_code.old_ran_gd_epsilon(GAMMAS[0], n_c), math.log(float(GAMMAS[0])))
+    return [
+        Target("negative_control_half_noise", 1.0, 0.0, "NEGATIVE CONTROL: discrete Laplace with half the noise",
+               _half_noise, negative_control=True, trials=200_000),
+        Target("dpa_ahp_as_published", prim.first_pass_claim(DEFAULT_EPSILON, True), 0.0,
+               "NEGATIVE CONTROL: the thesis' SDPA/DPA-AHP first pass (ranks from true counts), claimed eps1, "
+               "bins [2, 2] against [2, 1], bin 0", prim.first_pass_sampler(DEFAULT_EPSILON, True),
+               negative_control=True, trials=10_000),
+        Target("limit_ss_paper_beta", *small.claim(ENTROPY_EPSILON),
+               "NEGATIVE CONTROL: Limit-SS with the paper's beta = eps/(2 ln(2/delta)), 3 users against 4 (M = 20, "
+               "C = 5, eps = 5)",
+               old_code.old_smooth_entropy_sampler(small.visits, small.bounds.C, small.bounds.M, ENTROPY_EPSILON,
+                                                   small.delta, ent.XI, beta=paper_beta),
+               negative_control=True, trials=200_000),
+        Target("old_limit_ss_rounded_scale", *boundary.claim(Fraction(1, 10)),
+               "NEGATIVE CONTROL: the old Limit-SS scale rounded up to grid units, eps = 0.1, 13,542 users against "
+               "13,543 (M = C = 5, delta = 1e-8): its units jump 68 -> 67; statistic |release - H(D)|",
+               old_code.old_smooth_entropy_sampler(boundary.visits, boundary.bounds.C, boundary.bounds.M,
+                                                   Fraction(1, 10), boundary.delta, ent.XI, fold=True),
+               negative_control=True, trials=BOUNDARY_TRIALS),
+        Target("old_ran_gd_clipping", fr.claim(fr.scheme("det_gd", GAMMAS[0], fr.SMALL_SIZES)), 0.0,
+               f"NEGATIVE CONTROL: the old RAN-GD sampler (keep probability clipped at 0) at gamma = 1.1 on 2 x 2 "
+               f"values: true eps {old_limit[0]:.3f} against ln gamma = {old_limit[1]:.3f}",
+               old_code.old_ran_gd_sampler(list(fr.SMALL_SIZES), GAMMAS[0], fr.RECORDS),
+               negative_control=True, trials=100_000),
+        Target("old_entropy_ledger_scale", float(ENTROPY_EPSILON), ent.LEDGER_DELTA,
+               "NEGATIVE CONTROL: the old Limit-SS ledger's noise_scale (min of the per-location scales), eps = 5, "
+               "M = C = 5: 30 users against 31 at one location",
+               old_code.old_ledger_sampler(ent.LEDGER_USERS, ent.LEDGER_BOUNDS.C, ent.LEDGER_BOUNDS.M,
+                                           ENTROPY_EPSILON, ent.LEDGER_DELTA, ent.XI),
+               negative_control=True, trials=20_000),
+    ]
+
+
+# ---------------------------------------------------------------------------
+# The grids.
+
+
+def _eps_family(family: str, make) -> Family:
+    """``make(name, eps)`` at every ε of the grid."""
+    return Family(family, tuple(make(point_name(family, eps=eps), eps) for eps in EPSILONS))
+
+
+def _families() -> dict[str, Family]:
+    out = [
+        _eps_family("discrete_laplace", discrete_laplace_target),
+        _eps_family("exponential_mechanism", exponential_target),
+        *[publisher_family(p) for p in PUBLISHERS],
+        _eps_family("dpa_ahp_first_pass", first_pass_target),
+        *[_eps_family(job, lambda name, eps, job=job: job_target(name, job, eps)) for job in SPARK_JOBS],
+        *[_eps_family(f"entropy_{v}", lambda name, eps, v=v: entropy_target(name, v, eps)) for v in ENTROPY_VARIANTS],
+        *[_eps_family(f"entropy_{o}", lambda name, eps, o=o: entropy_output_target(name, o, eps))
+          for o in ("visits", "users")],
+        *[_eps_family(f"entropy_{v}_ledger", lambda name, eps, v=v: ledger_target(name, v, eps))
+          for v in ("limit_ss", "limit_cb_dp")],
+        *[Family(f"frapp_{s}", tuple(frapp_target(point_name(f"frapp_{s}", gamma=g), s, g) for g in GAMMAS))
+          for s in ("det_gd", "mask", "cut_paste")],
+        Family("frapp_ran_gd", tuple(frapp_target(point_name("frapp_ran_gd", gamma=g), "ran_gd", g) for g in GAMMAS)),
+        _eps_family("frapp_records_per_user", frapp_user_target),
+        *[Family(c.name, (c,)) for c in negative_controls()],
+    ]
+    families = {f.name: f for f in out}
+    # Limit-SS's boundary point: many users near the xi floor, where a rounded scale breaks smoothness.
+    limit_ss = families["entropy_limit_ss"]
+    boundary = entropy_target(point_name("entropy_limit_ss", eps=0.1, n=ent.BOUNDARY.visits[0].size), "limit_ss",
+                              Fraction(1, 10), ent.BOUNDARY, trials=BOUNDARY_TRIALS)
+    families["entropy_limit_ss"] = Family(limit_ss.name, (*limit_ss.points, boundary))
+    return families
+
+
+FAMILIES = _families()
+
+# One point per family (``dp-spark audit NAME``): ε = 1 (5 for entropy, whose per-location share is
+# ε/M), γ just under e, the publishers' mixed bins; the negative controls as they are.
+
+
+def _default(family: Family) -> Target:
+    if len(family.points) == 1:
+        return family.points[0]
+    # Entropy at ε = 5 (its per-location share is ε/M); the ledgers, whose statistic is
+    # deterministic, at ε = 1, which a few hundred releases can already tell apart.
+    per_location = family.name.startswith("entropy_") and not family.name.endswith("_ledger")
+    eps = ENTROPY_EPSILON if per_location else DEFAULT_EPSILON
+    wanted = (point_name(family.name, eps=eps), point_name(family.name, eps=eps, bins="mixed"),
+              point_name(family.name, gamma=DEFAULT_GAMMA))
+    point = next(t for t in family.points if t.name in wanted)
+    trials = 20_000 if family.name in PUBLISHERS else point.trials  # one point: the publishers' full count
+    return Target(family.name, point.claim_epsilon, point.claim_delta, point.what, point.sample,
+                  point.negative_control, point.needs_spark, trials, point.refused)
+
+
+TARGETS = {name: _default(family) for name, family in FAMILIES.items()}
+GRID_POINTS = {t.name: t for family in FAMILIES.values() for t in family.points}
