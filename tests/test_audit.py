@@ -19,20 +19,6 @@ SLOW = {"alpa", "fourier", "grouping", "ahp", "dpa_ahp", "sdpa_ahp", "dpa_ahp_fi
         "dpsense_sample", "entropy_limit_ss_ledger", "entropy_limit_cb_dp_ledger"}
 # Flagged until the fixes of issue 27 on other branches are merged: the Limit-SS ledger must stop
 # publishing the realised (data-dependent) noise scale. After the merge they pass (XPASS).
-PENDING_MERGE = {
-    "entropy_limit_ss_ledger": "the Limit-SS ledger still writes min(scales), a data-dependent number",
-    "entropy_limit_cb_dp_ledger": "the Limit-CB-DP ledger still writes min(scales), a data-dependent number",
-    "frapp_ran_gd[gamma=1.1]": "RAN-GD still clips its keep probability at 0 for gamma < 2",
-}
-
-
-def _mark_pending(name):
-    if name in PENDING_MERGE:
-        return pytest.param(name, marks=pytest.mark.xfail(reason=f"pending merge: {PENDING_MERGE[name]}",
-                                                            strict=False))
-    return name
-
-
 def test_clopper_pearson_matches_tables():
     # Two-sided 95% interval for 5 of 100 (each side 2.5%): [0.0164, 0.1128].
     assert audit.cp_lower(5, 100, 0.025) == pytest.approx(0.01643, abs=1e-4)
@@ -64,7 +50,7 @@ def test_delta_lowers_the_bound():
     assert audit.audit_samples(d, d2, delta=0.05)[0] < audit.audit_samples(d, d2)[0]
 
 
-@pytest.mark.parametrize("name", [_mark_pending(n) for n, t in TARGETS.items() if not t.negative_control])
+@pytest.mark.parametrize("name", [n for n, t in TARGETS.items() if not t.negative_control])
 def test_every_mechanism_is_within_its_claim(name, spark):
     target = TARGETS[name]
     trials = 600 if name in SLOW else None  # the slow ones: fewer releases, a weaker but valid test
@@ -159,7 +145,7 @@ def test_refused_points_are_reported_not_audited():
     assert not result.flagged and result.refused and result.trials == 0
 
 
-@pytest.mark.parametrize("name", [_mark_pending("frapp_ran_gd[gamma=1.1]"), "frapp_det_gd[gamma=1.1]",
+@pytest.mark.parametrize("name", ["frapp_ran_gd[gamma=1.1]", "frapp_det_gd[gamma=1.1]",
                                   "frapp_mask[gamma=19]", "discrete_laplace[eps=0.1]", "entropy_limit[eps=0.1]",
                                   "frapp_records_per_user[eps=5]"])
 def test_grid_points_within_their_claim(name):
