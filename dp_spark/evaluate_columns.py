@@ -66,7 +66,7 @@ class Aggregates:
     true: np.ndarray
     length_hist: np.ndarray
     by_length: np.ndarray
-    long_inverse: np.ndarray
+    long_units: np.ndarray
 
 
 def _dpsense_runs(cfg: JobConfig, method: str, rows, items, agg: Aggregates, runs: int, progress):
@@ -78,7 +78,7 @@ def _dpsense_runs(cfg: JobConfig, method: str, rows, items, agg: Aggregates, run
         rng = RandomSource(None if cfg.seed is None else cfg.seed + run)
         budget = Budget(cfg.epsilon)
         if method == "dpsense_s":
-            theta, alpha = dpsense.choose_theta_alpha(agg.by_length, agg.long_inverse, cfg.theta_max, split,
+            theta, alpha = dpsense.choose_theta_alpha(agg.by_length, agg.long_units, cfg.theta_max, split,
                                                       budget, rng)
         else:
             theta = dpsense.choose_theta(agg.length_hist, cfg.theta_max, len(items), split, budget, rng)
@@ -109,9 +109,9 @@ def _baseline_runs(cfg: JobConfig, method: str, rows, items, true: np.ndarray, m
 
 
 def aggregates_of(rows, items, theta_max: int) -> Aggregates:
-    by_length, long_inverse = dpsense.length_by_column(rows, items, theta_max)
+    by_length, long_units = dpsense.length_by_column(rows, items, theta_max)
     return Aggregates(dpsense.column_counts(rows, items).astype(float), dpsense.length_histogram(rows, theta_max),
-                      by_length, long_inverse)
+                      by_length, long_units)
 
 
 def run_methods(cfg: JobConfig, rows, items, agg: Aggregates, methods: list[str], runs: int, m: int | None,
@@ -133,7 +133,7 @@ def oracle(cfg: JobConfig, agg: Aggregates) -> tuple[int, float]:
     thetas = np.arange(1, cfg.theta_max + 1, dtype=float)
     split = dpsense.default_split(cfg.epsilon)
     split.update(cfg.epsilon_parts)
-    errors = expected_mae(agg.true, dpsense.limited_counts_all(agg.by_length, agg.long_inverse, thetas), thetas,
+    errors = expected_mae(agg.true, dpsense.limited_counts_all(agg.by_length, agg.long_units, thetas), thetas,
                           split["epsilon_counts"])
     return int(thetas[int(np.argmin(errors))]), float(errors.min())
 

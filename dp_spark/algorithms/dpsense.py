@@ -318,8 +318,8 @@ def dpsense(records: DataFrame, items: ItemDomain, epsilons: dict, budget: Budge
     rows = rows_of(records)
     try:
         if scaled:
-            by_length, long_inverse = length_by_column(rows, items, theta_max)
-            theta, alpha = choose_theta_alpha(by_length, long_inverse, theta_max, epsilons, budget, rng)
+            by_length, long_units = length_by_column(rows, items, theta_max)
+            theta, alpha = choose_theta_alpha(by_length, long_units, theta_max, epsilons, budget, rng)
         else:
             theta, alpha = choose_theta(length_histogram(rows, theta_max), theta_max, len(items), epsilons,
                                         budget, rng), Fraction(1)

@@ -148,13 +148,13 @@ def dpsense_s_sampler(epsilon: Fraction):
     def sample(side, trials, seed, spark):
         from dp_spark.algorithms import dpsense
 
-        (by_length, long_inverse), limited = _dpsense_inputs(spark, side, scaled=True, limit="normalize")
+        (by_length, long_units), limited = _dpsense_inputs(spark, side, scaled=True, limit="normalize")
         split = dpsense.default_split(epsilon)
         rng = RandomSource(seed)
         out = np.empty(trials)
         for t in range(trials):
             budget = Budget(epsilon)
-            theta, _alpha = dpsense.choose_theta_alpha(by_length, long_inverse, DPSENSE_THETA_MAX, split, budget, rng)
+            theta, _alpha = dpsense.choose_theta_alpha(by_length, long_units, DPSENSE_THETA_MAX, split, budget, rng)
             counts = dpsense.publish_columns(limited[theta], theta, "normalize", split["epsilon_counts"], budget, rng)
             out[t] = counts[0] / theta  # the released count is counts[0] * α; α is released too
         return out
