@@ -153,7 +153,7 @@ def _summaries(method: str, dataset: str, values: dict) -> list[dict]:
 def _evaluate_histogram(configs: list[JobConfig], spark, runs: int, progress) -> list[dict]:
     """Each publisher on the same true histogram of the per-user quantity, fresh noise per run."""
     cfg = configs[0]
-    items = item_domain(cfg.items, spark)
+    items = item_domain(cfg.items, spark, cfg.source)
     progress(f"reading {cfg.source.path or cfg.source.table}; the true histogram is computed WITHOUT noise")
     validated = io.validate_records(io.read_records(spark, cfg.source, False), items, None)
     try:
@@ -178,7 +178,7 @@ def _evaluate_histogram(configs: list[JobConfig], spark, runs: int, progress) ->
 
 
 def _evaluate_columns(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None, progress) -> list[dict]:
-    items = item_domain(cfg.items, spark)
+    items = item_domain(cfg.items, spark, cfg.source)
     progress(f"reading {cfg.source.path or cfg.source.table}; true column counts are computed WITHOUT noise")
     validated = io.validate_records(io.read_records(spark, cfg.source, False), items, None)
     dataset = Path(cfg.source.path or cfg.source.table).name
@@ -191,7 +191,7 @@ def _evaluate_columns(cfg: JobConfig, spark, methods: list[str], runs: int, m: i
 
 def _evaluate_entropy(configs: list[JobConfig], spark, runs: int, progress) -> list[dict]:
     cfg = configs[0]
-    locations = item_domain(cfg.items, spark)
+    locations = item_domain(cfg.items, spark, cfg.source)
     progress(f"reading {cfg.source.path or cfg.source.table}; the actual entropy is computed WITHOUT noise")
     records, _diagnostics = checkins.validate_checkins(checkins.read_checkins(spark, cfg.source), locations)
     records = evaluate_entropy.cached(records)
@@ -219,7 +219,7 @@ def evaluate(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None
         dataset = Path(cfg.source.path or cfg.source.table).name
         results = evaluate_frapp.run_methods(cfg, spark, methods, runs, progress)
         return [record for method, values in results for record in _summaries(method, dataset, values)]
-    items = item_domain(cfg.items, spark)
+    items = item_domain(cfg.items, spark, cfg.source)
     attributes = attribute_domain(cfg.attributes)
     progress(f"reading {cfg.source.path or cfg.source.table}; true counts are computed WITHOUT noise")
     validated = io.validate_records(io.read_records(spark, cfg.source, attributes is not None), items, attributes)

@@ -167,3 +167,13 @@ def test_seeded_release_says_testing_and_not_private(spark, tmp_path, ratings_vi
     assert seeded["ledger"] == fresh["ledger"] and seeded["epsilon_spent"] == fresh["epsilon_spent"]
     err = capsys.readouterr().err
     assert err.count("WARNING: fixed seed") == 1
+
+
+def test_evaluate_refuses_the_source_as_a_domain_too(spark, tmp_path, ratings_view):
+    """`dp-spark evaluate` builds the same item domain as a job; the source table is refused there too."""
+    from dp_spark.evaluate import evaluate
+
+    cfg = sra_config(tmp_path, {"format": "table", "table": ratings_view}, {"table": "REPORT_RATINGS",
+                                                                             "column": "item_id"})
+    with pytest.raises(ConfigError, match="is the job's source"):
+        evaluate(cfg, spark, ["sra"], 1, None, lambda _message: None)
