@@ -161,20 +161,20 @@ def round_up_relative(value: Fraction, bits: int = SCALE_BITS) -> Fraction:
     return -(-value // quantum) * quantum
 
 
-def smooth_scale_units(users: np.ndarray, C: int, M: int, epsilon: Fraction, delta: float, xi: float,
-                       beta: float | None = None) -> list[Fraction]:
+def smooth_scale_units(users: np.ndarray, C: int, M: int, epsilon: Fraction, delta: float, xi: float
+                       ) -> list[Fraction]:
     """Limit-SS's noise scale in grid units for each user count in ``users``: b(n) = 2M·S(n)/ε
     rounded up, S(n) = (SS(n)/g + 1)·TABLE_PAD (n = 0 takes SS(1)).
 
     SS(n)/g + 1 bounds how far one user moves the rounded H̄ (≤ LS*(n)/g plus one step of
     rounding), and adding a constant keeps β-smoothness: SS(n) ≤ e^β·SS(n ± 1) gives the same for
-    SS/g + 1. ``beta`` replaces β′ only for the audit's negative control (the paper's β)."""
+    SS/g + 1."""
     users = np.asarray(users, dtype=np.int64)
-    target = sens.smoothing(float(epsilon), delta, M) if beta is None else beta
-    if target <= SMOOTHNESS_SLACK:
-        raise ValueError(f"beta' = {target:g} is too small for Limit-SS's rounding slack {SMOOTHNESS_SLACK:g}")
+    beta_prime = sens.smoothing(float(epsilon), delta, M)
+    if beta_prime <= SMOOTHNESS_SLACK:
+        raise ValueError(f"beta' = {beta_prime:g} is too small for Limit-SS's rounding slack {SMOOTHNESS_SLACK:g}")
     table = sens.smooth_sensitivity_table(C, M, float(epsilon), delta, int(max(users.max(initial=1), 1)), xi,
-                                          target - SMOOTHNESS_SLACK)
+                                          beta_prime - SMOOTHNESS_SLACK)
     unit = 1 << GRID_BITS
     distinct, position = np.unique(users, return_inverse=True)
     scales = [round_up_relative(Fraction(2 * M) * Fraction((float(table[n]) * unit + 1) * TABLE_PAD) / epsilon)
@@ -190,16 +190,15 @@ def smooth_scale_floor(M: int, epsilon: Fraction, xi: float) -> Fraction:
 
 
 def smooth_entropy(entropy: np.ndarray, users: np.ndarray, bounds: Bounds, epsilon: Fraction, delta: float,
-                   budget: Budget, rng: RandomSource, xi: float, step: str, beta: float | None = None) -> np.ndarray:
+                   budget: Budget, rng: RandomSource, xi: float, step: str) -> np.ndarray:
     """Limit-SS noise: location l gets scale b(n̄_l) = 2M·S(n̄_l)/ε on the grid (§7.4, module docstring).
 
     The scales depend on n̄, so the ledger records only what the config fixes: the formula, β′, δ,
     ξ, and the scale and sensitivity at the ξ floor (the least noise a location can get). A realised
-    min or max over locations would reveal the largest user count. ``beta`` replaces β′ only for the
-    audit's negative control."""
+    min or max over locations would reveal the largest user count."""
     unit = 1 << GRID_BITS
-    scales = smooth_scale_units(users, bounds.C, bounds.M, epsilon, delta, xi, beta)
-    used_beta = sens.smoothing(float(epsilon), delta, bounds.M) if beta is None else beta
+    scales = smooth_scale_units(users, bounds.C, bounds.M, epsilon, delta, xi)
+    used_beta = sens.smoothing(float(epsilon), delta, bounds.M)
     floor_scale = smooth_scale_floor(bounds.M, epsilon, xi)
     mechanism = (f"discrete Laplace on the grid 2^-{GRID_BITS}, smooth sensitivity: location l gets scale "
                  f"about 2M(SS(C, n_l) + g)/epsilon, beta' = {used_beta:.6g}, floor xi = {xi:g}; sensitivity_l1 and "

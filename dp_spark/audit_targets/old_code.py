@@ -36,22 +36,6 @@ UNIT = 1 << GRID_BITS
 # Limit-SS as it was: the smooth table, the rounded units and the scale per location.
 
 
-def old_smooth_table(C: int, M: int, epsilon: float, delta: float, n_max: int, xi: float,
-                     beta: float | None = None) -> np.ndarray:
-    """SS(C, n) for n = 0..n_max: max over m of e^(−β|m − n|)·LS*(C, m), floored at ξ (as it was)."""
-    beta = sens.smoothing(epsilon, delta, M) if beta is None else beta
-    n_cap = max(n_max, math.ceil(sens.decreasing_from(C))) + 1
-    upper = np.array([sens.local_sensitivity(C, m) for m in range(1, n_cap + 1)])
-    decay = math.exp(-beta)
-    left, right = upper.copy(), upper.copy()
-    for i in range(1, upper.size):
-        left[i] = max(left[i], decay * left[i - 1])
-    for i in range(upper.size - 2, -1, -1):
-        right[i] = max(right[i], decay * right[i + 1])
-    smooth = np.maximum(np.maximum(left, right), xi)
-    return np.concatenate(([smooth[0]], smooth[:n_max]))
-
-
 def old_units(smooth: float) -> int:
     """The old code's rounding: ⌈SS/g⌉ + 1 grid units."""
     return math.ceil(smooth * UNIT) + 1
@@ -60,7 +44,8 @@ def old_units(smooth: float) -> int:
 def old_scales(users: np.ndarray, C: int, M: int, epsilon: Fraction, delta: float, xi: float,
                beta: float | None = None) -> list[Fraction]:
     """Per location, the old discrete Laplace scale 2M·units/ε in grid units."""
-    table = old_smooth_table(C, M, float(epsilon), delta, int(max(users.max(initial=1), 1)), xi, beta)
+    # The table itself was right and is unchanged (entropy_sensitivity); the rounding below was the flaw.
+    table = sens.smooth_sensitivity_table(C, M, float(epsilon), delta, int(max(users.max(initial=1), 1)), xi, beta)
     return [scale_at_least(Fraction(2 * M * old_units(table[n])) / epsilon) for n in users]
 
 
