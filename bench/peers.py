@@ -46,8 +46,8 @@ def true_counts(spark, data: str) -> np.ndarray:
 
 
 def release_dp_spark(spark, data: str) -> np.ndarray:
-    from dp_spark.config import build_config
-    from dp_spark.jobs import compute_release
+    from dp_spark.jobs.config import build_config
+    from dp_spark.jobs.runner import compute_release
 
     cfg = build_config({
         "output": "unused", "source": {"format": "netflix-synthetic", "path": data},

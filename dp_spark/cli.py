@@ -19,9 +19,9 @@ import argparse
 import sys
 import traceback
 
-from dp_spark.bench import DEFAULT_JOBS as DEFAULT_BENCH_JOBS, JOBS as BENCH_JOBS
+from dp_spark.lab.bench import DEFAULT_JOBS as DEFAULT_BENCH_JOBS, JOBS as BENCH_JOBS
 from dp_spark.errors import DpSparkError
-from dp_spark.privacy import BudgetExceeded
+from dp_spark.core.privacy import BudgetExceeded
 
 EXIT_OK, EXIT_RUNTIME, EXIT_INPUT, EXIT_BUDGET, EXIT_AUDIT = 0, 1, 2, 3, 4
 
@@ -162,7 +162,7 @@ def _print_histogram(table, shown: int = 40) -> None:
 
 
 def _run(args) -> int:
-    from dp_spark.progress import Progress
+    from dp_spark.core.progress import Progress
 
     progress = Progress(log_format=args.log_format)
     progress.context(config=args.config)
@@ -185,9 +185,9 @@ def _run(args) -> int:
 def _run_job(args, progress):
     from dataclasses import replace
 
-    from dp_spark.config import load_config, run_date
-    from dp_spark.jobs import plan_budget, run_job
-    from dp_spark.spark import get_session
+    from dp_spark.jobs.config import load_config, run_date
+    from dp_spark.jobs.runner import plan_budget, run_job
+    from dp_spark.io.session import get_session
 
     with progress.stage("config"):
         cfg = load_config(args.config, args.overrides)
@@ -224,7 +224,7 @@ def _generate(args) -> int:
         return _generate_checkins(args)
     if args.rows is None or args.rows < 1:
         raise DpSparkError("generate netflix needs --rows N (N >= 1)")
-    from dp_spark.datasets import generate_netflix, netflix_targets
+    from dp_spark.io.datasets import generate_netflix, netflix_targets
 
     stats = generate_netflix(args.rows, args.out, seed=args.seed, progress=_to_stderr)
     targets = netflix_targets(args.rows)
@@ -240,7 +240,7 @@ def _generate(args) -> int:
 
 
 def _generate_checkins(args) -> int:
-    from dp_spark import checkins
+    from dp_spark.io import checkins
 
     if args.users is None or args.users < 1:
         raise DpSparkError("generate checkins needs --users N (N >= 1)")
@@ -267,7 +267,7 @@ def _rows_list(text: str) -> list[int]:
 
 
 def _bench(args) -> int:
-    from dp_spark import bench
+    from dp_spark.lab import bench
 
     jobs = [job.strip() for job in args.jobs.split(",") if job.strip()]
     records = bench.run(_rows_list(args.rows), jobs, args.out, args.repeats, args.data_dir, args.master, _to_stderr,
@@ -281,11 +281,11 @@ def _audit_report(args) -> int:
     import shutil
     import tempfile
 
-    from dp_spark import report_audit
-    from dp_spark.config import load_config
-    from dp_spark.jobs import plan_budget
-    from dp_spark.progress import Progress
-    from dp_spark.spark import get_session
+    from dp_spark.lab import report_audit
+    from dp_spark.jobs.config import load_config
+    from dp_spark.jobs.runner import plan_budget
+    from dp_spark.core.progress import Progress
+    from dp_spark.io.session import get_session
 
     cfg = load_config(args.config, args.overrides)
     plan_budget(cfg)  # fail on a bad split before starting Spark
@@ -322,7 +322,7 @@ def _audit_report(args) -> int:
 
 
 def _plot(records: list[dict], out: str) -> None:
-    from dp_spark import plots
+    from dp_spark.lab import plots
 
     if not plots.available():
         _to_stderr("no plots: install the 'plot' extra (pip install 'dp-spark[plot]') for PNGs")
@@ -340,9 +340,9 @@ def _plot(records: list[dict], out: str) -> None:
 
 
 def _evaluate(args) -> int:
-    from dp_spark import evaluate
-    from dp_spark.config import COLUMN_ALGORITHMS, load_config
-    from dp_spark.spark import get_session
+    from dp_spark.lab import evaluate
+    from dp_spark.jobs.config import COLUMN_ALGORITHMS, load_config
+    from dp_spark.io.session import get_session
 
     cfg = load_config(args.config, args.overrides)
     default = {"user_histogram": cfg.publisher, "entropy": cfg.entropy.get("variant"),
@@ -375,7 +375,7 @@ def _evaluate(args) -> int:
 
 def _audit_selection(args) -> list:
     """The targets that ``dp-spark audit`` runs: one point, a family's grid, or all of either."""
-    from dp_spark.audit_targets import FAMILIES, GRID_POINTS, TARGETS
+    from dp_spark.lab.audit_targets import FAMILIES, GRID_POINTS, TARGETS
 
     if args.name == "all":
         return ([t for family in FAMILIES.values() for t in family.points] if args.grid else list(TARGETS.values()))
@@ -394,8 +394,8 @@ def _audit(args) -> int:
     import json
     import time
 
-    from dp_spark import audit
-    from dp_spark.audit_targets import FAMILIES, TARGETS
+    from dp_spark.lab import audit
+    from dp_spark.lab.audit_targets import FAMILIES, TARGETS
 
     if args.list or not args.name:
         listed = [t for family in FAMILIES.values() for t in family.points] if args.grid else TARGETS.values()
@@ -415,7 +415,7 @@ def _audit(args) -> int:
     results = []
     for target in targets:
         if target.needs_spark and spark is None:
-            from dp_spark.spark import get_session
+            from dp_spark.io.session import get_session
 
             spark = get_session(None, {"spark.ui.showConsoleProgress": "false"})
         _to_stderr(f"auditing {target.name}: {target.what}")
@@ -466,8 +466,8 @@ def _budget_parser(commands) -> None:
 def _budget(args) -> int:
     import json
 
-    from dp_spark import budget_store
-    from dp_spark.privacy import as_epsilon
+    from dp_spark.jobs import budget_store
+    from dp_spark.core.privacy import as_epsilon
 
     if args.action == "show":
         info = budget_store.summary(args.path, args.dataset)

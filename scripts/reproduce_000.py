@@ -20,9 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dp_spark import evaluate, plots  # noqa: E402
-from dp_spark.config import load_config  # noqa: E402
-from dp_spark.spark import get_session  # noqa: E402
+from dp_spark.lab import plots  # noqa: E402
+from dp_spark.lab import evaluate
+from dp_spark.jobs.config import load_config  # noqa: E402
+from dp_spark.io.session import get_session  # noqa: E402
 
 METHODS = ["sra", "hpa", "lpa", "dft", "gs"]
 L_VALUES = (5, 10, 20, 30, 50)  # Figure 6's sweep (the paper's Foursquare; here MovieLens 1M)

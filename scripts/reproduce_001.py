@@ -22,12 +22,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dp_spark import evaluate_columns, io  # noqa: E402
+from dp_spark.io import sources, validation  # noqa: E402
+from dp_spark.lab import evaluate_columns
 from dp_spark.algorithms import dpsense  # noqa: E402
-from dp_spark.bench import ensure_table  # noqa: E402
-from dp_spark.config import load_config  # noqa: E402
-from dp_spark.domain import item_domain  # noqa: E402
-from dp_spark.spark import get_session  # noqa: E402
+from dp_spark.lab.bench import ensure_table  # noqa: E402
+from dp_spark.jobs.config import load_config  # noqa: E402
+from dp_spark.core.domain import item_domain  # noqa: E402
+from dp_spark.io.session import get_session  # noqa: E402
 
 EPSILONS = (Fraction(1, 10), Fraction(1, 2), Fraction(1), Fraction(2))
 METHODS = ["dpsense", "dpsense_s", "lpa", "alpa", "fpa", "gs"]
@@ -60,7 +61,7 @@ def summarise(dataset: str, epsilon: Fraction, method: str, values: dict) -> lis
 def run_dataset(spark, name: str, overrides: list[str], bound: int, runs: int, progress) -> list[dict]:
     cfg = load_config(ROOT / "conf" / "movielens_dpsense.toml", ["seed=11", *overrides])
     items = item_domain(cfg.items, spark)
-    validated = io.validate_records(io.read_records(spark, cfg.source, False), items, None)
+    validated = validation.validate_records(sources.read_records(spark, cfg.source, False), items, None)
     rows = dpsense.rows_of(validated.records)
     records = []
     try:

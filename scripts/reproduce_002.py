@@ -31,8 +31,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dp_spark import metrics, publishers  # noqa: E402
-from dp_spark.mechanisms import RandomSource  # noqa: E402
+from dp_spark import publishers  # noqa: E402
+from dp_spark.lab import metrics
+from dp_spark.core.mechanisms import RandomSource  # noqa: E402
 
 EPSILONS = (Fraction(1, 100), Fraction(1, 10), Fraction(1))
 DELTAS = (Fraction(0), Fraction(1, 40), Fraction(1, 20), Fraction(3, 40), Fraction(1, 10), Fraction(3, 20))
@@ -56,22 +57,24 @@ def exponential_histogram(bins: int, mean: float, low: int, high: int, seed: int
 
 def movielens_histogram(l: int) -> np.ndarray:
     """Ratings per movie of MovieLens 100K after a uniform sample of ≤ l ratings per user."""
-    from dp_spark import aggregates, bounding, datasets
-    from dp_spark.domain import ItemDomain
-    from dp_spark.spark import get_session
+    from dp_spark.aggregates import item_edges
+    from dp_spark.bounding import user_records
+    from dp_spark.io import datasets
+    from dp_spark.core.domain import ItemDomain
+    from dp_spark.io.session import get_session
 
     spark = get_session("local[2]", {"spark.ui.showConsoleProgress": "false"})
     records = datasets.load_movielens_100k(spark, str(ROOT.parent / "shared" / "data" / "ml-100k"))
-    kept = bounding.sample_per_user(records.select("user_id", "item_id", "record_id"), l, seed=0)
+    kept = user_records.sample_per_user(records.select("user_id", "item_id", "record_id"), l, seed=0)
     items = ItemDomain(ids=np.arange(1, 1683), description="1..1682", id_range=(1, 1682))
-    return aggregates.item_counts(aggregates.edge_counts(kept, items, None))
+    return item_edges.item_counts(item_edges.edge_counts(kept, items, None))
 
 
 def movielens_user_histogram(bins: int) -> np.ndarray:
     """Users of MovieLens 1M by number of ratings, in bins 1, 2, …, bins − 1 and "bins or more"."""
-    from dp_spark import datasets
+    from dp_spark.io import datasets
     from dp_spark.algorithms import histogram
-    from dp_spark.spark import get_session
+    from dp_spark.io.session import get_session
 
     spark = get_session("local[2]", {"spark.ui.showConsoleProgress": "false"})
     records = datasets.load_movielens_1m(spark, str(ROOT.parent / "shared" / "data" / "ml-1m"))

@@ -23,10 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dp_spark import evaluate_frapp, plots  # noqa: E402
+from dp_spark.lab import plots  # noqa: E402
+from dp_spark.lab import evaluate_frapp
 from dp_spark.algorithms import frapp_mining as fm  # noqa: E402
-from dp_spark.config import load_config  # noqa: E402
-from dp_spark.spark import get_session  # noqa: E402
+from dp_spark.jobs.config import load_config  # noqa: E402
+from dp_spark.io.session import get_session  # noqa: E402
 
 PAPER_TABLE_3 = [19, 102, 203, 165, 64, 10]
 METHODS = ["exact", "det_gd", "ran_gd", "mask", "cut_paste"]

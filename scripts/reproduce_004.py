@@ -23,10 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dp_spark import checkins, evaluate_entropy, plots  # noqa: E402
-from dp_spark.config import load_config  # noqa: E402
-from dp_spark.domain import item_domain  # noqa: E402
-from dp_spark.spark import get_session  # noqa: E402
+from dp_spark.lab import plots  # noqa: E402
+from dp_spark.io import checkins
+from dp_spark.lab import evaluate_entropy
+from dp_spark.jobs.config import load_config  # noqa: E402
+from dp_spark.core.domain import item_domain  # noqa: E402
+from dp_spark.io.session import get_session  # noqa: E402
 
 METRICS = ("kl", "mse", "mse_throwaway", "published_ratio")
 DP_VARIANTS = ["limit", "limit_ss", "limit_cb", "limit_cb_dp"]

@@ -42,7 +42,7 @@ trap 'rm -rf "$package_dir"' EXIT
 (cd "$here" && python3 -c 'import shutil,sys; shutil.make_archive(sys.argv[1], "zip", ".", "dp_spark")' "$package_dir/dp_spark")
 
 # No --properties-file: it would hide the cluster's own spark-defaults.conf. dp-spark's
-# defaults are set in code (dp_spark/spark.py) when the job builds its session.
+# defaults are set in code (dp_spark/io/session.py) when the job builds its session.
 command=("$spark_submit" "${submit_args[@]}"
          --py-files "$package_dir/dp_spark.zip" "$here/jobs/run_job.py" "$conf" "${job_args[@]+"${job_args[@]}"}")
 "${command[@]}"

@@ -20,7 +20,7 @@ def shared_data(name: str) -> Path:
 
 @pytest.fixture(scope="session")
 def spark():
-    from dp_spark.spark import get_session
+    from dp_spark.io.session import get_session
 
     session = get_session(
         "local[2]",

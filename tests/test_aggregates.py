@@ -3,19 +3,20 @@
 import numpy as np
 import pytest
 
-from dp_spark import aggregates, bounding
-from dp_spark.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain
+from dp_spark.aggregates import item_edges
+from dp_spark.bounding import user_records
+from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain
 
 
 def test_counts_are_zero_filled_over_the_domain(spark):
     items = item_domain({"range": [1, 5]})
     attrs = attribute_domain(["a", "b"])
     df = spark.createDataFrame([(1, 1, "a"), (2, 1, "a"), (2, 3, "b"), (3, 5, "b")], "user_id long, item_id long, attr string")
-    edges = aggregates.edge_counts(df, items, attrs)
+    edges = item_edges.edge_counts(df, items, attrs)
     expected = np.zeros((5, 2), dtype=np.int64)
     expected[0, 0], expected[2, 1], expected[4, 1] = 2, 1, 1
     assert np.array_equal(edges, expected)
-    assert np.array_equal(aggregates.item_counts(edges), [2, 0, 1, 0, 1])
+    assert np.array_equal(item_edges.item_counts(edges), [2, 0, 1, 0, 1])
 
 
 @pytest.mark.parametrize("ids", [[-7, 0, 12], [-(2**62), 5, 2**62]], ids=["packed", "too-large-to-pack"])
@@ -30,8 +31,8 @@ def test_cell_keys_give_the_same_counts_as_a_group_by(spark, ids):
     expected = np.zeros((3, 3), dtype=np.int64)
     for item, attr in rows:
         expected[ids.index(item), "xyz".index(attr)] += 1
-    assert np.array_equal(aggregates.edge_counts(df, items, attrs), expected)
-    assert aggregates._packable(items, 3) == (ids[-1] < 2**60)
+    assert np.array_equal(item_edges.edge_counts(df, items, attrs), expected)
+    assert item_edges._packable(items, 3) == (ids[-1] < 2**60)
 
 
 @pytest.mark.parametrize("outside", [False, True])
@@ -47,12 +48,12 @@ def test_a_large_attribute_domain_gives_the_same_counts(spark, outside):
     df = spark.createDataFrame(rows, "item_id long, attr string")
     if outside:
         with pytest.raises(ValueError, match="outside the public domain"):
-            aggregates.edge_counts(df, items, attrs)
+            item_edges.edge_counts(df, items, attrs)
         return
     expected = np.zeros((4, 100), dtype=np.int64)
     for item, attr in rows:
         expected[item - 1, int(attr)] += 1
-    assert np.array_equal(aggregates.edge_counts(df, items, attrs), expected)
+    assert np.array_equal(item_edges.edge_counts(df, items, attrs), expected)
 
 
 def test_struct_keys_are_decoded_without_arrow_too(spark):
@@ -63,7 +64,7 @@ def test_struct_keys_are_decoded_without_arrow_too(spark):
     before = spark.conf.get(key)
     try:
         spark.conf.set(key, "false")
-        edges = aggregates.edge_counts(df, items, attribute_domain(["x", "y", "z"]))
+        edges = item_edges.edge_counts(df, items, attribute_domain(["x", "y", "z"]))
     finally:
         spark.conf.set(key, before)
     assert edges.tolist() == [[0, 0, 0], [2, 0, 0], [0, 1, 0]]
@@ -73,7 +74,7 @@ def test_an_attribute_outside_the_domain_is_an_error_not_a_wrong_cell(spark):
     items = item_domain({"range": [1, 5]})
     df = spark.createDataFrame([(2, "a"), (2, "c")], "item_id long, attr string")
     with pytest.raises(ValueError, match="outside the public domain"):
-        aggregates.edge_counts(df, items, attribute_domain(["a", "b"]))
+        item_edges.edge_counts(df, items, attribute_domain(["a", "b"]))
 
 
 def test_domain_lookups():
@@ -103,8 +104,8 @@ def test_bounded_counts_move_by_at_most_l_when_a_user_is_removed(spark, bound):
 
     def bounded_counts(data):
         df = spark.createDataFrame(data, schema)
-        kept = bounding.sample_per_user(df, l, salt=99) if bound == "sample" else bounding.top_per_user(df, l, "score", salt=99)
-        return aggregates.edge_counts(kept, items, attrs)
+        kept = user_records.sample_per_user(df, l, salt=99) if bound == "sample" else user_records.top_per_user(df, l, "score", salt=99)
+        return item_edges.edge_counts(kept, items, attrs)
 
     full = bounded_counts(rows)
     assert full.sum() == sum(min(n, l) for n in [1, 2, 3, 5, 9, 14])
@@ -112,4 +113,4 @@ def test_bounded_counts_move_by_at_most_l_when_a_user_is_removed(spark, bound):
         diff = full - bounded_counts(smaller)
         assert (diff >= 0).all()  # removing a user only removes that user's kept rows
         assert np.abs(diff).sum() <= l
-        assert np.abs(aggregates.item_counts(diff)).sum() <= l
+        assert np.abs(item_edges.item_counts(diff)).sum() <= l

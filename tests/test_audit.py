@@ -8,10 +8,10 @@ import pytest
 
 from fractions import Fraction
 
-from dp_spark import audit
+from dp_spark.lab import audit
 from dp_spark.algorithms import entropy_sensitivity as sens
-from dp_spark.audit_targets import EPSILONS, FAMILIES, GAMMAS, GRID_POINTS, TARGETS, old_code
-from dp_spark.audit_targets import entropy as audit_entropy
+from dp_spark.lab.audit_targets import EPSILONS, FAMILIES, GAMMAS, GRID_POINTS, TARGETS, old_code
+from dp_spark.lab.audit_targets import entropy as audit_entropy
 from dp_spark.cli import main
 
 NEGATIVE_CONTROLS = ("negative_control_half_noise", "dpa_ahp_as_published", "limit_ss_paper_beta",

@@ -147,7 +147,7 @@ def test_table_source_with_a_file_domain(spark, capsys, tmp_path):
 
 def test_missing_java_says_how_to_install_it(monkeypatch, tmp_path):
     from dp_spark.errors import DpSparkError
-    from dp_spark.spark import check_java
+    from dp_spark.io.session import check_java
 
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))

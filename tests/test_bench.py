@@ -7,7 +7,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from dp_spark import bench, datasets
+from dp_spark.lab import bench
+from dp_spark.io import datasets
 from dp_spark.errors import ConfigError
 from tests.conftest import ROOT
 

@@ -9,7 +9,7 @@ from chispa import assert_df_equality
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from dp_spark import bounding
+from dp_spark.bounding import user_records
 from tests.codegen import generated_code
 from tests.stats import chi2_critical, chi2_statistic
 
@@ -25,7 +25,7 @@ def per_user_positions(sample):
 
 def test_each_position_is_picked_with_frequency_l_over_n(spark):
     users, n, l = 2000, 20, 5
-    sample = per_user_positions(bounding.sample_per_user(records(spark, {u: n for u in range(users)}), l, seed=1))
+    sample = per_user_positions(user_records.sample_per_user(records(spark, {u: n for u in range(users)}), l, seed=1))
     assert (sample.groupby("user_id").size() == l).all()
     picks = np.bincount(sample["item_id"], minlength=n)
     # Each position ~ Binomial(2000, 1/4): expected 500 picks each; chi-square over 20 positions.
@@ -36,14 +36,14 @@ def test_a_fresh_salt_reuses_the_generated_code(spark):
     """The salt reaches Spark's generated code by reference, not written into it, so a run with a
     new salt reuses the code compiled for the last one (docs/performance.md, fifth round)."""
     df = records(spark, {1: 5, 2: 9})
-    first, second = (generated_code(bounding.sample_selection(df, 3, salt=salt).candidates) for salt in (1, 2**62 + 7))
+    first, second = (generated_code(user_records.sample_selection(df, 3, salt=salt).candidates) for salt in (1, 2**62 + 7))
     assert "XXH64" in first and first == second
 
 
 def test_light_users_keep_everything_and_nobody_exceeds_l(spark):
     sizes = {1: 1, 2: 3, 3: 4, 4: 5, 5: 50, 6: 400}
     df = records(spark, sizes)
-    sample = bounding.sample_per_user(df, 4, seed=2)
+    sample = user_records.sample_per_user(df, 4, seed=2)
     light = df.where(F.col("user_id") <= 3)
     assert_df_equality(sample.where(F.col("user_id") <= 3), light, ignore_row_order=True)
     counts = dict(sample.groupBy("user_id").count().collect())
@@ -52,10 +52,10 @@ def test_light_users_keep_everything_and_nobody_exceeds_l(spark):
 
 def test_same_seed_same_sample_whatever_the_partitioning(spark):
     df = records(spark, {u: 30 for u in range(50)})
-    first = bounding.sample_per_user(df, 3, seed=7)
-    again = bounding.sample_per_user(df.repartition(7, "item_id"), 3, seed=7)
+    first = user_records.sample_per_user(df, 3, seed=7)
+    again = user_records.sample_per_user(df.repartition(7, "item_id"), 3, seed=7)
     assert_df_equality(first, again, ignore_row_order=True)
-    other = bounding.sample_per_user(df, 3, seed=8)
+    other = user_records.sample_per_user(df, 3, seed=8)
     assert set(map(tuple, first.collect())) != set(map(tuple, other.collect()))
 
 
@@ -67,8 +67,8 @@ def test_prefilter_never_changes_the_result(spark, oversample):
     (-1.5 keeps under one row per user on average)."""
     df = records(spark, {u: 10 + 7 * u for u in range(60)})
     l, salt = 8, 12345
-    got = bounding.sample_per_user(df, l, salt=salt, oversample=oversample)
-    ranked = df.withColumn("_position", bounding._position(df, "user_id", salt)).withColumn(
+    got = user_records.sample_per_user(df, l, salt=salt, oversample=oversample)
+    ranked = df.withColumn("_position", user_records._position(df, "user_id", salt)).withColumn(
         "_rank", F.row_number().over(Window.partitionBy("user_id").orderBy("_position"))
     )
     brute = ranked.where(F.col("_rank") <= l).select(df.columns)
@@ -97,8 +97,8 @@ def test_counted_equals_the_count_of_the_exact_rows(spark, oversample, known_use
     df = records(spark, rows_per_user)
     options = {}
     if known_users_by_n:
-        options = {"counts": bounding.user_counts(df), "users_by_n": pd.Series(Counter(rows_per_user.values()))}
-    selection = bounding.sample_selection(df, 8, salt=12345, oversample=oversample, **options)
+        options = {"counts": user_records.user_counts(df), "users_by_n": pd.Series(Counter(rows_per_user.values()))}
+    selection = user_records.sample_selection(df, 8, salt=12345, oversample=oversample, **options)
     exact = item_histogram(selection.rows())
     assert exact.sum() == sum(min(8, n) for n in rows_per_user.values())
     assert np.array_equal(tally_histogram(selection.counted(F.col("item_id"))), exact)
@@ -108,13 +108,13 @@ def test_capped_total_is_the_sum_over_users_of_min_n_l():
     rows_per_user = np.random.default_rng(5).integers(1, 50, size=300)
     users_by_n = pd.Series(Counter(rows_per_user.tolist()))
     for l in (1, 7, 49, 60):
-        assert bounding.capped_total(users_by_n, l) == int(np.minimum(rows_per_user, l).sum())
+        assert user_records.capped_total(users_by_n, l) == int(np.minimum(rows_per_user, l).sum())
 
 
 def test_users_by_n_needs_the_counts_it_describes(spark):
     df = records(spark, {1: 3})
     with pytest.raises(ValueError, match="users_by_n"):
-        bounding.sample_selection(df, 2, seed=1, users_by_n=pd.Series({3: 1}))
+        user_records.sample_selection(df, 2, seed=1, users_by_n=pd.Series({3: 1}))
 
 
 def test_top_per_user_keeps_highest_scores_and_breaks_ties_at_random(spark):
@@ -122,7 +122,7 @@ def test_top_per_user_keeps_highest_scores_and_breaks_ties_at_random(spark):
     users = 1600
     rows = [(u, i, u * 100 + i, 5 if i < 2 else 1) for u in range(users) for i in range(10)]
     df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
-    kept = bounding.top_per_user(df, 3, "score", seed=3).toPandas()
+    kept = user_records.top_per_user(df, 3, "score", seed=3).toPandas()
     assert (kept.groupby("user_id").size() == 3).all()
     assert (kept.groupby("user_id")["score"].sum() == 11).all()
     tie_picks = np.bincount(kept.loc[kept.score == 1, "item_id"] - 2, minlength=8)
@@ -131,20 +131,20 @@ def test_top_per_user_keeps_highest_scores_and_breaks_ties_at_random(spark):
 
 def test_l_must_be_positive(spark):
     with pytest.raises(ValueError):
-        bounding.sample_per_user(records(spark, {1: 2}), 0)
+        user_records.sample_per_user(records(spark, {1: 2}), 0)
 
 
 def test_score_thresholds_are_the_scores_at_ranks_l_2l_4l():
     scores = list(range(100, 0, -1))  # rank r has score 101 - r
-    assert bounding.score_thresholds(scores, 5) == [96, 91, 81, 61, 21]
+    assert user_records.score_thresholds(scores, 5) == [96, 91, 81, 61, 21]
     # Ties collapse to one strictly decreasing list; too few scores give none.
-    assert bounding.score_thresholds([7] * 40 + [3] * 40, 5) == [7, 3]
-    assert bounding.score_thresholds([4, 2], 5) == []
+    assert user_records.score_thresholds([7] * 40 + [3] * 40, 5) == [7, 3]
+    assert user_records.score_thresholds([4, 2], 5) == []
 
 
 def test_score_cutoffs_follow_the_expected_distinct_items():
     scores = np.arange(100, 0, -1)  # rank r has score 101 - r
-    cutoffs = bounding.score_cutoffs(scores, 5)
+    cutoffs = user_records.score_cutoffs(scores, 5)
     need = 5 + 6 * (np.sqrt(5) + 2)
     weights = scores / scores.sum()
     for min_rows, level in cutoffs:
@@ -154,7 +154,7 @@ def test_score_cutoffs_follow_the_expected_distinct_items():
     # Levels of fewer than `need` items can never be filled, and are left out.
     assert [level for _, level in cutoffs] == [61, 21]
     assert cutoffs[0][0] > cutoffs[1][0]  # fewer rows reach the lower level
-    assert bounding.score_cutoffs([], 5) == []
+    assert user_records.score_cutoffs([], 5) == []
 
 
 def test_cutoffs_never_change_top_per_user(spark):
@@ -172,11 +172,11 @@ def test_cutoffs_never_change_top_per_user(spark):
         rows += [(u, int(i), u * 1000 + k, int(item_scores[i])) for k, i in enumerate(low_items)]
     df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
     l = 6
-    cutoffs = bounding.score_cutoffs(item_scores, l)
+    cutoffs = user_records.score_cutoffs(item_scores, l)
     assert len(cutoffs) >= 3 and min(sizes.values()) < cutoffs[-1][0] <= max(sizes.values())
     assert all(sizes[u] >= cutoffs[-1][0] for u in range(80, 90))
-    plain = bounding.top_per_user(df, l, "score", salt=99)
-    filtered = bounding.top_selection(df, l, "score", salt=99, cutoffs=cutoffs)
+    plain = user_records.top_per_user(df, l, "score", salt=99)
+    filtered = user_records.top_selection(df, l, "score", salt=99, cutoffs=cutoffs)
     assert_df_equality(filtered.rows(), plain, ignore_row_order=True)
     # The niche users are short of their cutoff, so the fast count must notice and redo.
     assert np.array_equal(tally_histogram(filtered.counted(F.col("item_id")), 300), item_histogram(plain, 300))
@@ -187,7 +187,7 @@ def test_each_user_gets_the_first_cutoff_its_row_count_reaches(spark):
     cutoffs = [(100, 50), (40, 30), (10, 20)]
     l = 5
     ns = spark.createDataFrame([(n,) for n in range(1, 151)], "_n long")
-    got = dict(ns.select("_n", bounding._min_score(F.col("_n"), l, cutoffs).alias("s")).collect())
+    got = dict(ns.select("_n", user_records._min_score(F.col("_n"), l, cutoffs).alias("s")).collect())
 
     def first_reached(n):
         if n <= l:
@@ -199,7 +199,7 @@ def test_each_user_gets_the_first_cutoff_its_row_count_reaches(spark):
     # The lookup relies on the row counts falling as the scores do; other cutoffs are refused.
     df = records(spark, {1: 3})
     with pytest.raises(ValueError, match="strictly decreasing"):
-        bounding.top_selection(df.withColumn("score", F.lit(1)), 2, "score", salt=1, cutoffs=[(10, 5), (40, 3)])
+        user_records.top_selection(df.withColumn("score", F.lit(1)), 2, "score", salt=1, cutoffs=[(10, 5), (40, 3)])
 
 
 def test_new_cutoffs_reuse_the_generated_code(spark):
@@ -207,7 +207,7 @@ def test_new_cutoffs_reuse_the_generated_code(spark):
     round): selections with different cutoffs, even a different number of them, share their code."""
     df = spark.createDataFrame([(u, i, u * 100 + i, i % 7) for u in range(5) for i in range(20)],
                                "user_id long, item_id long, record_id long, score long")
-    codes = [generated_code(bounding.top_selection(df, 3, "score", salt=5, cutoffs=cutoffs).candidates)
+    codes = [generated_code(user_records.top_selection(df, 3, "score", salt=5, cutoffs=cutoffs).candidates)
              for cutoffs in ([(12, 6), (8, 4)], [(15, 5), (9, 3), (4, 1)])]
     # Three stages: the row counts, the per-user cutoffs and the candidates' scan.
     assert "GeneratedIteratorForCodegenStage3" in codes[0] and codes[0] == codes[1]
@@ -220,16 +220,16 @@ def test_the_packed_order_picks_the_rows_the_struct_order_picks(spark):
     rows = [(u, i, u * 1000 + i, int(rng.integers(0, 4))) for u in range(300) for i in range(int(rng.integers(1, 40)))]
     df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
     for max_score in (3, 5, 2**20 - 1):
-        packed = bounding.top_per_user(df, 6, "score", salt=11, max_score=max_score)
-        assert_df_equality(packed, bounding.top_per_user(df, 6, "score", salt=11), ignore_row_order=True)
+        packed = user_records.top_per_user(df, 6, "score", salt=11, max_score=max_score)
+        assert_df_equality(packed, user_records.top_per_user(df, 6, "score", salt=11), ignore_row_order=True)
 
 
 def test_a_score_outside_max_score_stops_the_selection(spark):
     df = spark.createDataFrame([(1, 1, 1, 2), (1, 2, 2, 9)], "user_id long, item_id long, record_id long, score long")
     with pytest.raises(Exception, match=r"a score outside \[0, 5\]"):
-        bounding.top_per_user(df, 1, "score", salt=1, max_score=5).collect()
+        user_records.top_per_user(df, 1, "score", salt=1, max_score=5).collect()
     with pytest.raises(ValueError, match="max_score"):
-        bounding.top_selection(df, 1, "score", salt=1, max_score=-1)
+        user_records.top_selection(df, 1, "score", salt=1, max_score=-1)
 
 
 def test_the_exact_count_keeps_large_ids_and_keys_whole(spark):
@@ -244,8 +244,8 @@ def test_the_exact_count_keeps_large_ids_and_keys_whole(spark):
     l = 4
     cutoffs = [(10, 98)]  # users with 10 rows or more send only items 0, 1 and 2
     key = F.col("item_id") + F.lit(2**60)
-    filtered = bounding.top_selection(df, l, "score", salt=3, cutoffs=cutoffs)
-    plain = bounding.top_per_user(df, l, "score", salt=3)
+    filtered = user_records.top_selection(df, l, "score", salt=3, cutoffs=cutoffs)
+    plain = user_records.top_per_user(df, l, "score", salt=3)
     assert filtered.candidates.where(F.col("user_id") == 0).count() == 0
     tally = filtered.counted(key)
     assert tally["_key"].dtype == np.int64
@@ -269,22 +269,22 @@ def test_the_exact_count_joins_the_row_counts_only_for_a_user_without_candidates
         rows_of[0] = list(range(40, 60))
     rows = [(u, i, k, item_scores[i]) for u, items in rows_of.items() for k, i in enumerate(items)]
     df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
-    options = {"counts": bounding.user_counts(df)}
+    options = {"counts": user_records.user_counts(df)}
     if known_users_by_n:
         options["users_by_n"] = pd.Series(Counter(len(items) for items in rows_of.values()))
     tallies = []
-    tally_and_short = bounding.Selection._complete_tally_and_short_users
+    tally_and_short = user_records.Selection._complete_tally_and_short_users
 
     def spy(self, picked):
         tallies.append(picked)
         return tally_and_short(self, picked)
 
-    monkeypatch.setattr(bounding.Selection, "_complete_tally_and_short_users", spy)
+    monkeypatch.setattr(user_records.Selection, "_complete_tally_and_short_users", spy)
     l = 4
-    filtered = bounding.top_selection(df, l, "score", salt=3, cutoffs=[(10, 98)], **options)
+    filtered = user_records.top_selection(df, l, "score", salt=3, cutoffs=[(10, 98)], **options)
     tally = filtered.counted(F.col("item_id"))
     assert len(tallies) == (2 if with_user_without_candidates else 1)
-    plain = bounding.top_per_user(df, l, "score", salt=3)
+    plain = user_records.top_per_user(df, l, "score", salt=3)
     assert np.array_equal(tally_histogram(tally, 60), item_histogram(plain, 60))
     assert int(tally["count"].sum()) == sum(min(l, len(items)) for items in rows_of.values())
 
@@ -293,5 +293,5 @@ def test_a_long_array_literal_keeps_every_value_exactly(spark):
     """The array goes to Spark as text: extreme longs must come back whole, and no values as an
     empty array (not as one null)."""
     values = [-(2**63), -7, 0, 2**53 + 1, 2**63 - 1]
-    row = spark.range(1).select(bounding.long_array(values).alias("a"), bounding.long_array([]).alias("e")).first()
+    row = spark.range(1).select(user_records.long_array(values).alias("a"), user_records.long_array([]).alias("e")).first()
     assert row["a"] == values and row["e"] == []

@@ -6,8 +6,8 @@ from fractions import Fraction
 
 import pytest
 
-from dp_spark import budget_store
-from dp_spark.budget_store import BudgetRefused, StoreSpec
+from dp_spark.jobs import budget_store
+from dp_spark.jobs.budget_store import BudgetRefused, StoreSpec
 from dp_spark.errors import ConfigError
 
 

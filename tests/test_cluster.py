@@ -7,7 +7,7 @@ import subprocess
 import pandas as pd
 import pytest
 
-from dp_spark import datasets
+from dp_spark.io import datasets
 from tests.conftest import ROOT
 from tests.test_end_to_end import read_output, submit
 

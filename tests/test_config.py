@@ -4,10 +4,10 @@ from fractions import Fraction
 
 import pytest
 
-from dp_spark.config import build_config, parse_override
+from dp_spark.jobs.config import build_config, parse_override
 from dp_spark.errors import ConfigError
-from dp_spark.jobs import plan_budget
-from dp_spark.privacy import BudgetExceeded
+from dp_spark.jobs.runner import plan_budget
+from dp_spark.core.privacy import BudgetExceeded
 
 
 def base(**algorithm):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dp_spark.consistency import consistent_counts
+from dp_spark.publishers.consistency import consistent_counts
 
 
 def objective(x, item, edges, var_item, var_edge):

@@ -10,9 +10,9 @@ import pytest
 
 from dp_spark.algorithms import dpsense
 from dp_spark.cli import main
-from dp_spark.domain import ItemDomain
-from dp_spark.mechanisms import RandomSource, exponential_mechanism, exponential_probabilities
-from dp_spark.privacy import Budget
+from dp_spark.core.domain import ItemDomain
+from dp_spark.core.mechanisms import RandomSource, exponential_mechanism, exponential_probabilities
+from dp_spark.core.privacy import Budget
 from tests.conftest import shared_data
 
 THETA_MAX = 4

@@ -9,11 +9,15 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from dp_spark import aggregates, bounding, datasets, io
+from dp_spark.io import sources
+from dp_spark.io import validation
+from dp_spark.aggregates import item_edges
+from dp_spark.bounding import user_records
+from dp_spark.io import datasets
 from dp_spark.cli import main
-from dp_spark.config import load_config
-from dp_spark.domain import attribute_domain, item_domain
-from dp_spark.mechanisms import discrete_laplace_variance
+from dp_spark.jobs.config import load_config
+from dp_spark.core.domain import attribute_domain, item_domain
+from dp_spark.core.mechanisms import discrete_laplace_variance
 from tests.conftest import ROOT, shared_data
 
 ML1M_MOVIES = 3883  # lines of movies.dat: the public item domain
@@ -72,8 +76,8 @@ def test_movielens_sra_through_spark_submit_noise_matches_the_ledger(spark, tmp_
 
     cfg = load_config(ROOT / "conf/movielens_sra.toml", ["seed=11"])
     domain, attrs = item_domain(cfg.items), attribute_domain(cfg.attributes)
-    records = io.validate_records(io.read_records(spark, cfg.source, True), domain, attrs).records
-    true_edges = aggregates.edge_counts(bounding.sample_per_user(records, 30, seed=11), domain, attrs)
+    records = validation.validate_records(sources.read_records(spark, cfg.source, True), domain, attrs).records
+    true_edges = item_edges.edge_counts(user_records.sample_per_user(records, 30, seed=11), domain, attrs)
     assert true_edges.sum() == report["diagnostics_not_private"]["rows_after_bounding"]
     assert true_edges.sum(axis=1).max() <= 30 * 6040
 

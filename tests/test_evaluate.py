@@ -5,10 +5,15 @@ import json
 import numpy as np
 import pytest
 
-from dp_spark import aggregates, bounding, evaluate, io, metrics
+from dp_spark.io import sources
+from dp_spark.io import validation
+from dp_spark.aggregates import item_edges
+from dp_spark.bounding import user_records
+from dp_spark.lab import evaluate
+from dp_spark.lab import metrics
 from dp_spark.cli import main
-from dp_spark.config import load_config
-from dp_spark.domain import attribute_domain, item_domain
+from dp_spark.jobs.config import load_config
+from dp_spark.core.domain import attribute_domain, item_domain
 from dp_spark.errors import ConfigError
 from tests.conftest import ROOT, shared_data
 
@@ -50,11 +55,11 @@ def test_with_negligible_noise_the_error_is_the_bounding_bias(spark, tmp_path):
     got = {(r["query"], r["metric"]): r for r in records}
 
     items, attributes = item_domain(cfg.items, spark), attribute_domain(cfg.attributes)
-    validated = io.validate_records(io.read_records(spark, cfg.source, True), items, attributes)
+    validated = validation.validate_records(sources.read_records(spark, cfg.source, True), items, attributes)
     try:
-        truth = aggregates.edge_counts(validated.records, items, attributes)
-        sample = bounding.sample_per_user(validated.records, 20, seed=4, counts=validated.user_counts)
-        bounded = aggregates.edge_counts(sample, items, attributes)
+        truth = item_edges.edge_counts(validated.records, items, attributes)
+        sample = user_records.sample_per_user(validated.records, 20, seed=4, counts=validated.user_counts)
+        bounded = item_edges.edge_counts(sample, items, attributes)
     finally:
         validated.release()
     expected = metrics.mse(truth.sum(axis=1), bounded.sum(axis=1))
@@ -83,7 +88,7 @@ def test_markdown_has_one_column_per_method():
 
 
 def test_metric_bars_draw_a_png(tmp_path):
-    from dp_spark import plots
+    from dp_spark.lab import plots
 
     records = [{"method": m, "dataset": d, "query": "items", "metric": "mse", "mean": v, "std": v / 10, "runs": 3}
                for d in ("a", "b") for m, v in (("sra", 10.0), ("lpa", 1000.0))]
@@ -94,7 +99,7 @@ def test_metric_bars_draw_a_png(tmp_path):
 
 
 def test_metric_curves_draw_one_line_per_method(tmp_path):
-    from dp_spark import plots
+    from dp_spark.lab import plots
 
     records = [{"method": m, "dataset": "d", "query": "items", "metric": f"top{k}", "mean": k / 100, "std": 0.0,
                 "runs": 1} for m in ("sra", "hpa") for k in (1, 10, 100)]

@@ -13,9 +13,9 @@ import pytest
 from dp_spark.algorithms import frapp
 from dp_spark.algorithms import frapp_mining as fm
 from dp_spark.cli import main
-from dp_spark.config import build_config
+from dp_spark.jobs.config import build_config
 from dp_spark.errors import ConfigError
-from dp_spark.mechanisms import RandomSource
+from dp_spark.core.mechanisms import RandomSource
 from tests.conftest import ROOT, shared_data
 from tests.stats import chi2_critical, chi2_statistic
 
@@ -352,7 +352,7 @@ def adult_config(tmp_path, **algorithm) -> dict:
 
 
 def test_exact_apriori_reproduces_table_3_census_row(spark, tmp_path):
-    from dp_spark.frapp_job import read_source
+    from dp_spark.jobs.frapp_job import read_source
 
     cfg = build_config(adult_config(tmp_path))
     specs = list(cfg.frapp["specs"])

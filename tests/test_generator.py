@@ -3,7 +3,7 @@
 import numpy as np
 import pyarrow.parquet as pq
 
-from dp_spark import datasets
+from dp_spark.io import datasets
 from tests.stats import chi2_critical, chi2_statistic
 
 

@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_spark import checkins
+from dp_spark.io import checkins
 from dp_spark.algorithms import entropy_sensitivity as sens
 from dp_spark.algorithms import location_entropy as le
 from dp_spark.cli import main
-from dp_spark.config import build_config
-from dp_spark.domain import ItemDomain
+from dp_spark.jobs.config import build_config
+from dp_spark.core.domain import ItemDomain
 from dp_spark.errors import ConfigError
 
 
@@ -235,9 +235,9 @@ def test_evaluate_compares_the_variants(spark, tmp_path):
 
 from fractions import Fraction  # noqa: E402
 
-from dp_spark import hockey_stick  # noqa: E402
-from dp_spark.mechanisms import RandomSource, as_scale, scale_at_least  # noqa: E402
-from dp_spark.privacy import Budget  # noqa: E402
+from dp_spark.core import hockey_stick  # noqa: E402
+from dp_spark.core.mechanisms import RandomSource, as_scale, scale_at_least  # noqa: E402
+from dp_spark.core.privacy import Budget  # noqa: E402
 
 SS_BOUNDS = le.Bounds(M=5, C=5)
 SS_DELTA = 1e-8

@@ -6,8 +6,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dp_spark import mechanisms
-from dp_spark.mechanisms import (
+from dp_spark.core import mechanisms
+from dp_spark.core.mechanisms import (
     RandomSource,
     bernoulli_exp_minus,
     bernoulli_exp_minus_fraction,

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from dp_spark import metrics
+from dp_spark.lab import metrics
 
 
 def test_mse_mae_mre():

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from dp_spark.errors import ConfigError
-from dp_spark.mechanisms import RandomSource, discrete_laplace_variance
-from dp_spark.privacy import Budget, BudgetExceeded, LedgerEntry, as_epsilon
+from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
+from dp_spark.core.privacy import Budget, BudgetExceeded, LedgerEntry, as_epsilon
 from dp_spark.publishers import laplace
 
 

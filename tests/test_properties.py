@@ -7,7 +7,7 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dp_spark.config import JobConfig, build_config
+from dp_spark.jobs.config import JobConfig, build_config
 from dp_spark.errors import ConfigError
 
 BASES = {

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dp_spark import publishers
-from dp_spark.mechanisms import RandomSource, discrete_laplace_variance
+from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
 from dp_spark.publishers import ahp, alpa, dpa_ahp, fourier, grouping
 
 NOISY_MODULES = (alpa, fourier, grouping, ahp, dpa_ahp)

@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_spark import jobs, report_audit
+from dp_spark.jobs import runner
+from dp_spark.lab import report_audit
 from dp_spark.cli import main
-from dp_spark.config import load_config
+from dp_spark.jobs.config import load_config
 
 HEAVY = 99  # the user removed to make D′: the heaviest, and at the busiest location
 
@@ -252,7 +253,7 @@ def test_command_removes_the_heaviest_user_and_passes_a_clean_job(spark, tmp_pat
 
 def test_command_fails_and_names_a_data_dependent_field(spark, tmp_path, inputs, capsys, monkeypatch):
     """A leak like finding 1, planted: the report copies the raw row count out of the diagnostics."""
-    honest = jobs._report
+    honest = runner._report
 
     def leaky(*args, **kwargs):
         built = honest(*args, **kwargs)

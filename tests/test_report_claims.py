@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from dp_spark.cli import main
-from dp_spark.config import build_config
+from dp_spark.jobs.config import build_config
 from dp_spark.errors import ConfigError
-from dp_spark.jobs import run_job
-from dp_spark.privacy import Budget
+from dp_spark.jobs.runner import run_job
+from dp_spark.core.privacy import Budget
 
 # ---------------------------------------------------------------------------
 # FRAPP: local DP on one record, replacement neighbours, the record count published.
@@ -171,7 +171,7 @@ def test_seeded_release_says_testing_and_not_private(spark, tmp_path, ratings_vi
 
 def test_evaluate_refuses_the_source_as_a_domain_too(spark, tmp_path, ratings_view):
     """`dp-spark evaluate` builds the same item domain as a job; the source table is refused there too."""
-    from dp_spark.evaluate import evaluate
+    from dp_spark.lab.evaluate import evaluate
 
     cfg = sra_config(tmp_path, {"format": "table", "table": ratings_view}, {"table": "REPORT_RATINGS",
                                                                              "column": "item_id"})

@@ -7,11 +7,13 @@ from fractions import Fraction
 import numpy as np
 from chispa import assert_df_equality
 
-from dp_spark import bounding, datasets, io
+from dp_spark.io import validation
+from dp_spark.bounding import user_records
+from dp_spark.io import datasets
 from dp_spark.algorithms import sampling
-from dp_spark.domain import AttributeDomain, ItemDomain
-from dp_spark.mechanisms import RandomSource
-from dp_spark.privacy import Budget
+from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.privacy import Budget
 from tests.codegen import generated_code
 
 
@@ -57,8 +59,8 @@ def test_hpa_with_the_validation_sample_releases_what_it_releases_without(spark,
     attributes = AttributeDomain(tuple(datasets.WEEKDAYS))
     raw = datasets.LOADERS["netflix-synthetic"](spark, data)
     seed = 9
-    validated = io.validate_records(raw, items, attributes,
-                                    one_per_user_salt=bounding.sample_salt(seed))
+    validated = validation.validate_records(raw, items, attributes,
+                                    one_per_user_salt=user_records.sample_salt(seed))
     split = sampling.default_split("hpa", Fraction(1), True)
     try:
         releases = []

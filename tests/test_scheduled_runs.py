@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dp_spark import io
+from dp_spark.io import release_store
 from dp_spark.cli import main
 
 RECORDS = pd.DataFrame({"user_id": [1, 1, 2, 3, 3, 3, 4], "item_id": [1, 2, 2, 3, 4, 5, 5],
@@ -210,11 +210,11 @@ def test_run_dates_are_not_mixed_with_other_files(spark, tmp_path, capsys):
 def test_a_write_killed_between_its_renames_is_recovered(spark, tmp_path):
     """The state a SIGKILL between moving the old release aside and moving the new one in leaves."""
     target = tmp_path / "out" / "run_date=2026-11-20"
-    io.write_release(spark, str(target), {"t": RECORDS}, {"release": "old"})
+    release_store.write_release(spark, str(target), {"t": RECORDS}, {"release": "old"})
     aside = tmp_path / "out" / ".run_date=2026-11-20.previous-0123"
     target.rename(aside)
     staging = tmp_path / "out" / ".run_date=2026-11-20.tmp-4567"
     staging.mkdir()
-    io.check_output_location(spark, str(target))
+    release_store.check_output_location(spark, str(target))
     assert json.loads((target / "privacy.json").read_text()) == {"release": "old"}
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["run_date=2026-11-20"]

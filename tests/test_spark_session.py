@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from dp_spark.spark import local_cores
+from dp_spark.io.session import local_cores
 
 
 @pytest.mark.parametrize(

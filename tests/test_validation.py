@@ -4,8 +4,9 @@ import numpy as np
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from dp_spark import bounding, io
-from dp_spark.domain import AttributeDomain, ItemDomain
+from dp_spark.io import validation
+from dp_spark.bounding import user_records
+from dp_spark.core.domain import AttributeDomain, ItemDomain
 
 
 def test_user_counts_count_in_domain_rows_and_match_a_recount(spark):
@@ -13,9 +14,9 @@ def test_user_counts_count_in_domain_rows_and_match_a_recount(spark):
     rows += [(99, 5000, "a", 99_000)]  # this user's only row is outside the item domain
     df = spark.createDataFrame(rows, "user_id long, item_id long, attr string, record_id long")
     items = ItemDomain(ids=np.arange(0, 10), description="0..9", id_range=(0, 9))
-    validated = io.validate_records(df, items, AttributeDomain(("a",)))
+    validated = validation.validate_records(df, items, AttributeDomain(("a",)))
     try:
-        expected = bounding.user_counts(validated.records)
+        expected = user_records.user_counts(validated.records)
         assert_df_equality(validated.user_counts, expected, ignore_row_order=True, ignore_nullable=True)
         assert validated.user_counts.where(F.col("user_id") == 99).count() == 0
         recount = expected.groupBy("_n").count().toPandas()
@@ -23,8 +24,8 @@ def test_user_counts_count_in_domain_rows_and_match_a_recount(spark):
         assert validated.diagnostics["rows_outside_item_domain"] == 1
         assert validated.diagnostics["rows_outside_attribute_domain"] == sum(1 for r in rows if r[2] != "a")
         # Passing the counts changes nothing in the sample.
-        with_counts = bounding.sample_per_user(validated.records, 2, seed=4, counts=validated.user_counts)
-        without = bounding.sample_per_user(validated.records, 2, seed=4)
+        with_counts = user_records.sample_per_user(validated.records, 2, seed=4, counts=validated.user_counts)
+        without = user_records.sample_per_user(validated.records, 2, seed=4)
         assert_df_equality(with_counts, without, ignore_row_order=True)
         assert validated.cached.is_cached
     finally:
@@ -39,17 +40,17 @@ def test_the_one_record_sample_of_validation_is_the_samplers_sample_of_one(spark
     df = spark.createDataFrame(rows, "user_id string, item_id long, attr string, record_id long")
     items = ItemDomain(ids=np.arange(0, 8), description="0..7", id_range=(0, 7))
     for salt in (11, 2**62 + 5):
-        validated = io.validate_records(df, items, AttributeDomain(("a",)), one_per_user_salt=salt)
+        validated = validation.validate_records(df, items, AttributeDomain(("a",)), one_per_user_salt=salt)
         try:
             sampled = validated.one_per_user.withColumnRenamed("_sampled_item", "item_id")
-            expected = bounding.sample_selection(validated.records, 1, salt=salt).rows().select("user_id", "item_id")
+            expected = user_records.sample_selection(validated.records, 1, salt=salt).rows().select("user_id", "item_id")
             assert_df_equality(sampled, expected, ignore_row_order=True, ignore_nullable=True)
             got = sampled.toPandas()
             assert len(got) == validated.user_counts.count() and not {98, 99} & set(got["user_id"])
             assert got["item_id"].between(0, 7).all()
         finally:
             validated.release()
-    without_sample = io.validate_records(df, items, None)
+    without_sample = validation.validate_records(df, items, None)
     without_sample.release()
     assert without_sample.one_per_user is None
 
@@ -63,7 +64,7 @@ def test_validation_draws_each_users_record_uniformly(spark):
                                                                   (50, "a"), (4, "zz")])]
     df = spark.createDataFrame(rows, "user_id string, item_id long, attr string, record_id long")
     items = ItemDomain(ids=np.arange(0, 8), description="0..7", id_range=(0, 7))
-    validated = io.validate_records(df, items, AttributeDomain(("a",)), one_per_user_salt=12345)
+    validated = validation.validate_records(df, items, AttributeDomain(("a",)), one_per_user_salt=12345)
     try:
         drawn = validated.one_per_user.groupBy("_sampled_item").count().toPandas()
     finally:

@@ -46,10 +46,11 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from dp_spark import aggregates, bounding
-from dp_spark.domain import ItemDomain
-from dp_spark.mechanisms import RandomSource, as_scale, discrete_laplace, exponential_mechanism
-from dp_spark.privacy import Budget, LedgerEntry
+from dp_spark.aggregates import item_edges
+from dp_spark.bounding import user_records
+from dp_spark.core.domain import ItemDomain
+from dp_spark.core.mechanisms import RandomSource, as_scale, discrete_laplace, exponential_mechanism
+from dp_spark.core.privacy import Budget, LedgerEntry
 from dp_spark.publishers import laplace
 
 SPEC_SECTIONS = {"dpsense": "ALGORITHMS.md §4.2", "dpsense_s": "ALGORITHMS.md §4.3"}
@@ -244,8 +245,8 @@ def sampled_counts(rows: Rows, items: ItemDomain, theta: int, seed: int | None) 
     """Column counts after keeping θ random ones of every longer row. NOT private."""
     ones = rows.ones.withColumn("record_id", F.col("item_id"))  # unique within a row: the hash key
     counts = rows.per_user.select("user_id", F.col("_r").alias("_n"))
-    kept = bounding.sample_selection(ones, theta, salt=bounding.new_salt(seed, "dpsense_rows"), counts=counts)
-    return aggregates.item_counts(aggregates.selected_edge_counts(kept, items, None))
+    kept = user_records.sample_selection(ones, theta, salt=user_records.new_salt(seed, "dpsense_rows"), counts=counts)
+    return item_edges.item_counts(item_edges.selected_edge_counts(kept, items, None))
 
 
 def column_counts(rows: Rows, items: ItemDomain) -> np.ndarray:

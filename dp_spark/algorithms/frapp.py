@@ -36,7 +36,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.mechanisms import RandomSource
+from dp_spark.core.mechanisms import RandomSource
 
 SCHEMES = ("det_gd", "ran_gd", "mask", "cut_paste")
 BIT_SCHEMES = ("mask", "cut_paste")  # perturbed records are bit sets, not value indices

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from dp_spark.algorithms import frapp
 from dp_spark.errors import DataError
-from dp_spark.mechanisms import RandomSource
+from dp_spark.core.mechanisms import RandomSource
 
 
 @dataclass(frozen=True)

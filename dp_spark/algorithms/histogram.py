@@ -19,8 +19,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from dp_spark import publishers
-from dp_spark.mechanisms import RandomSource
-from dp_spark.privacy import Budget
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.privacy import Budget
 
 QUANTITIES = {
     "records": "records per user",

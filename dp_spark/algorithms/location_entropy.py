@@ -21,7 +21,7 @@ DP claims (unit: one user with all its check-ins):
   on how far one user moves the rounded H̄ in grid units, so each of a user's ≤ M
   locations is (ε/M, δ/M)-DP (Nissim, Raskhodnikova, Smith); the argument for the grid
   and the rounding is in docs/location_entropy.md, and
-  :func:`dp_spark.hockey_stick.discrete_laplace_delta` checks it exactly. The realised
+  :func:`dp_spark.core.hockey_stick.discrete_laplace_delta` checks it exactly. The realised
   scales depend on n̄ and never reach the report: the ledger carries the formula and the
   scale at the ξ floor.
 * ``limit_cb`` (§7.5): locations with n̄ ≥ k get noise M·GS_k/ε, the others are
@@ -46,9 +46,9 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from dp_spark.algorithms import entropy_sensitivity as sens
-from dp_spark.domain import ItemDomain
-from dp_spark.mechanisms import RandomSource, as_scale, discrete_laplace, discrete_laplace_each
-from dp_spark.privacy import Budget, LedgerEntry
+from dp_spark.core.domain import ItemDomain
+from dp_spark.core.mechanisms import RandomSource, as_scale, discrete_laplace, discrete_laplace_each
+from dp_spark.core.privacy import Budget, LedgerEntry
 
 VARIANTS = ("baseline", "limit", "limit_ss", "limit_cb", "limit_cb_dp")
 DELTA_VARIANTS = ("limit_ss", "limit_cb_dp")  # (ε, δ)-DP; the others spend no δ

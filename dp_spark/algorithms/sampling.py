@@ -26,10 +26,12 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from dp_spark import aggregates, bounding, consistency
-from dp_spark.domain import AttributeDomain, ItemDomain
-from dp_spark.mechanisms import RandomSource
-from dp_spark.privacy import Budget
+from dp_spark.aggregates import item_edges
+from dp_spark.bounding import user_records
+from dp_spark.publishers import consistency
+from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.privacy import Budget
 from dp_spark import publishers
 
 SPEC_SECTIONS = {"sra": "ALGORITHMS.md §3.1", "hpa": "ALGORITHMS.md §3.2", "lpa": "ALGORITHMS.md §3.3",
@@ -64,8 +66,8 @@ class Publisher:
 
 def _one_record_per_user(bounded: DataFrame, items, attributes, seed: int | None) -> np.ndarray:
     """Edge counts of one record drawn at random from each user's bounded records (GS's ordering sample)."""
-    one_each = bounding.sample_per_user(bounded, 1, salt=bounding.new_salt(seed, "one_record_per_user"))
-    return aggregates.edge_counts(one_each, items, attributes)
+    one_each = user_records.sample_per_user(bounded, 1, salt=user_records.new_salt(seed, "one_record_per_user"))
+    return item_edges.edge_counts(one_each, items, attributes)
 
 
 def made_consistent(release: CountsRelease, l: int, epsilons: dict[str, Fraction]) -> CountsRelease:
@@ -87,10 +89,10 @@ class BoundedCounts:
     with_edges: bool
 
 
-def bounded_counts(bounded: bounding.Selection, items: ItemDomain, attributes: AttributeDomain | None,
+def bounded_counts(bounded: user_records.Selection, items: ItemDomain, attributes: AttributeDomain | None,
                    publisher: Publisher, seed: int | None) -> BoundedCounts:
     """Aggregate the bounded records: the only Spark work between bounding and noise."""
-    edges = aggregates.selected_edge_counts(bounded, items, attributes)
+    edges = item_edges.selected_edge_counts(bounded, items, attributes)
     sampled = None
     if publisher.name in publishers.NEEDS_ONE_RECORD_PER_USER:
         sampled = _one_record_per_user(bounded.rows(), items, attributes, seed)
@@ -110,8 +112,8 @@ def publish_counts(counts: BoundedCounts, l: int, epsilons: dict[str, Fraction],
         return published.values
 
     sampled = counts.sampled_edges
-    item_sample = aggregates.item_counts(sampled) if sampled is not None else None
-    noisy_items = release(aggregates.item_counts(counts.edges), item_sample, epsilons["epsilon_items"], "item_counts")
+    item_sample = item_edges.item_counts(sampled) if sampled is not None else None
+    noisy_items = release(item_edges.item_counts(counts.edges), item_sample, epsilons["epsilon_items"], "item_counts")
     noisy_edges = None
     if counts.with_edges:
         noisy_edges = release(counts.edges, sampled, epsilons["epsilon_edges"], "edge_counts")
@@ -135,7 +137,7 @@ def sra(
     ``user_counts`` (rows per user of ``records``) saves a pass when known, and
     ``users_by_n`` (users per row count) a job. The baselines LPA, DFT and GS
     are this with l = M and their publisher."""
-    sample = bounding.sample_selection(records, l, seed=seed, counts=user_counts, users_by_n=users_by_n)
+    sample = user_records.sample_selection(records, l, seed=seed, counts=user_counts, users_by_n=users_by_n)
     counts = bounded_counts(sample, items, attributes, publisher, seed)
     return publish_counts(counts, l, epsilons, budget, rng, publisher)
 
@@ -155,7 +157,7 @@ def with_item_values(records: DataFrame, items: ItemDomain, values: np.ndarray, 
     """
     values = np.asarray(values, dtype=np.int64)
     if items.id_range and len(items) <= LITERAL_LOOKUP_MAX_ITEMS:
-        table = bounding.long_array(values.tolist())
+        table = user_records.long_array(values.tolist())
         position = (F.col("item_id") - F.lit(items.id_range[0]) + 1).cast("int")
         return records.withColumn(name, F.element_at(table, position))
     # Through Arrow: a list of 17,770 Python tuples took a few tenths of a second to ship.
@@ -194,12 +196,12 @@ def hpa(
     """
     if d == 1 and one_per_user is not None:
         sampled = one_per_user.select(F.col("_sampled_item").alias("item_id"))
-        popularity_true = aggregates.item_counts(aggregates.edge_counts(sampled, items, None))
+        popularity_true = item_edges.item_counts(item_edges.edge_counts(sampled, items, None))
     else:
-        popularity_sample = bounding.sample_selection(
+        popularity_sample = user_records.sample_selection(
             records.select("user_id", "item_id", "record_id"), d, seed=seed, counts=user_counts, users_by_n=users_by_n
         )
-        popularity_true = aggregates.item_counts(aggregates.selected_edge_counts(popularity_sample, items, None))
+        popularity_true = item_edges.item_counts(item_edges.selected_edge_counts(popularity_sample, items, None))
     popularity = publishers.publish("laplace", popularity_true, d, epsilons["epsilon_popularity"], rng, "popularity")
     for entry in popularity.entries:
         budget.spend(entry)
@@ -211,10 +213,10 @@ def hpa(
     scored = with_item_values(records, items, item_ranks, "_score_rank")
     # The cutoffs only decide which rows the selection looks at, never its result.
     cutoffs = [(min_rows, int(np.searchsorted(distinct_scores, score)))
-               for min_rows, score in bounding.score_cutoffs(item_scores, l)]
+               for min_rows, score in user_records.score_cutoffs(item_scores, l)]
     # The bound is the domain's size, not the number of distinct scores: it is written into the
     # code Spark generates, which a value that changes from run to run would compile anew.
-    chosen = bounding.top_selection(scored, l, "_score_rank", seed=seed, counts=user_counts, cutoffs=cutoffs,
+    chosen = user_records.top_selection(scored, l, "_score_rank", seed=seed, counts=user_counts, cutoffs=cutoffs,
                                     max_score=len(item_ranks) - 1, users_by_n=users_by_n)
     release = publish_counts(bounded_counts(chosen, items, attributes, publisher, seed), l, epsilons, budget, rng,
                              publisher)

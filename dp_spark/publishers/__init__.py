@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.mechanisms import RandomSource
+from dp_spark.core.mechanisms import RandomSource
 from dp_spark.publishers import ahp, alpa, dpa_ahp, fourier, grouping, laplace
 from dp_spark.publishers.laplace import Published
 

@@ -12,8 +12,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.mechanisms import RandomSource, as_scale, discrete_laplace
-from dp_spark.privacy import LedgerEntry
+from dp_spark.core.mechanisms import RandomSource, as_scale, discrete_laplace
+from dp_spark.core.privacy import LedgerEntry
 from dp_spark.publishers.laplace import Published, check_counts
 
 

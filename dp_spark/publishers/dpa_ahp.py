@@ -26,8 +26,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.mechanisms import RandomSource, as_scale, discrete_laplace, discrete_laplace_each, scale_at_least
-from dp_spark.privacy import LedgerEntry
+from dp_spark.core.mechanisms import RandomSource, as_scale, discrete_laplace, discrete_laplace_each, scale_at_least
+from dp_spark.core.privacy import LedgerEntry
 from dp_spark.publishers import ahp
 from dp_spark.publishers.grouping import random_order_by
 from dp_spark.publishers.laplace import Published, check_counts

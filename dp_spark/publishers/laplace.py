@@ -14,8 +14,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.mechanisms import RandomSource, as_scale, discrete_laplace
-from dp_spark.privacy import LedgerEntry
+from dp_spark.core.mechanisms import RandomSource, as_scale, discrete_laplace
+from dp_spark.core.privacy import LedgerEntry
 
 
 @dataclass(frozen=True)

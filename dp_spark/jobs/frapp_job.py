@@ -14,12 +14,14 @@ from fractions import Fraction
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from dp_spark import __version__, bounding, datasets, io
+from dp_spark import __version__
+from dp_spark.bounding import user_records
+from dp_spark.io import datasets, release_store, sources
 from dp_spark.algorithms import frapp
 from dp_spark.algorithms import frapp_mining as fm
-from dp_spark.config import JobConfig
+from dp_spark.jobs.config import JobConfig
 from dp_spark.errors import ConfigError, DataError
-from dp_spark.privacy import Budget, LedgerEntry, PrivacyUnit
+from dp_spark.core.privacy import Budget, LedgerEntry, PrivacyUnit
 
 # FRAPP's guarantee is local and bounded (ALGORITHMS.md §1.1 rule 4, §6): a record's values may be
 # replaced, but the number of records is published exactly.
@@ -56,13 +58,13 @@ def read_source(spark, cfg: JobConfig) -> DataFrame:
     if cfg.source.format in datasets.RAW_LOADERS:
         df = datasets.RAW_LOADERS[cfg.source.format](spark, cfg.source.path)
     else:
-        df = io._read_raw(spark, cfg.source)
+        df = sources._read_raw(spark, cfg.source)
     if cfg.source.drop_user is None:
         return df
     user = user_column(cfg, df)  # dp-spark audit-report's neighbouring input: one user removed
     if user is None:
         raise ConfigError("the source has no user id column (source.columns.user_id): no user can be removed")
-    return io.without_dropped_user(df, cfg.source, user)
+    return sources.without_dropped_user(df, cfg.source, user)
 
 
 def user_column(cfg: JobConfig, df: DataFrame) -> str | None:
@@ -83,8 +85,8 @@ def bounded_records(df: DataFrame, cfg: JobConfig) -> tuple[DataFrame, dict]:
         return df, {"users": "not given: every row is taken as one user"}
     if df.where(F.col(f"`{user}`").isNull()).limit(1).count():
         raise DataError(f"user id column {user!r} has missing values")
-    keyed = io.with_record_id(df).withColumnRenamed(user, "_user")
-    kept = bounding.sample_per_user(keyed, per_user, cfg.seed, user_col="_user")
+    keyed = user_records.with_record_id(df).withColumnRenamed(user, "_user")
+    kept = user_records.sample_per_user(keyed, per_user, cfg.seed, user_col="_user")
     return kept.drop("record_id").withColumnRenamed("_user", user), {"users": f"column {user!r}"}
 
 
@@ -135,7 +137,7 @@ def _report(cfg: JobConfig, budget: Budget, attributes, scheme: fm.Scheme, outpu
 def run(cfg: JobConfig, spark, progress, output: str, run_info: dict):
     """Read, perturb, mine and write to ``output`` (checked by the caller); returns a JobResult
     (tables: the frequent itemsets as pandas). ``run_info`` is the report's ``run`` section."""
-    from dp_spark.jobs import JobResult, _stage
+    from dp_spark.jobs.runner import JobResult, _stage
 
     specs = list(cfg.frapp["specs"])
     scheme: fm.Scheme = cfg.frapp["scheme"]
@@ -152,7 +154,7 @@ def run(cfg: JobConfig, spark, progress, output: str, run_info: dict):
 
     budget = Budget(cfg.epsilon, unit=unit, fixed_seed=cfg.seed is not None)
     budget.spend(_ledger_entry(cfg, scheme))  # before any randomness is drawn
-    _fs, target = io._filesystem(spark, output)
+    _fs, target = release_store._filesystem(spark, output)
     scratch = target.getParent().toString() + f"/.{target.getName()}.perturbed-{uuid.uuid4().hex}"
     try:
         with _stage(progress, "release"):
@@ -170,9 +172,9 @@ def run(cfg: JobConfig, spark, progress, output: str, run_info: dict):
             report = {**_report(cfg, budget, attributes, scheme, outputs, diagnostics, lengths), "run": run_info}
         with _stage(progress, "write"):
             progress(f"writing {output}")
-            io.write_release(spark, output, {"perturbed_records": published, "frequent_itemsets": itemsets}, report)
+            release_store.write_release(spark, output, {"perturbed_records": published, "frequent_itemsets": itemsets}, report)
     finally:
-        scratch_fs, scratch_path = io._filesystem(spark, scratch)
+        scratch_fs, scratch_path = release_store._filesystem(spark, scratch)
         if scratch_fs.exists(scratch_path):
             scratch_fs.delete(scratch_path, True)
     return JobResult(output, report, {"frequent_itemsets": itemsets}, None)

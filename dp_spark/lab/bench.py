@@ -32,8 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dp_spark import __version__, datasets
-from dp_spark.config import build_config
+from dp_spark import __version__
+from dp_spark.io import datasets
+from dp_spark.jobs.config import build_config
 from dp_spark.errors import ConfigError
 
 JOBS = ("floor", "sra", "hpa", "hpa_d10", "dpsense", "dpsense_s", "user_histogram")
@@ -178,7 +179,7 @@ def _median_run(runs: Runs) -> int:
 
 def bench_scale(spark, data: str, rows: int, jobs: list[str], repeats: int, progress, warmups: int = 2) -> list[dict]:
     """Records {job, rows, median_s, floor_median_s, ratio, ...} for one table."""
-    from dp_spark.jobs import compute_release
+    from dp_spark.jobs.runner import compute_release
 
     quiet = lambda _message: None  # noqa: E731
     runners = {"floor": lambda: floor(spark, data)}
@@ -278,7 +279,7 @@ def ensure_table(rows: int, data_dir: str, progress) -> str:
 def run(rows_list: list[int], jobs: list[str], out: str, repeats: int, data_dir: str, master: str,
         progress, warmups: int = 2) -> list[dict]:
     """Benchmark every scale, one fresh Spark session each; write ``out``/bench.json."""
-    from dp_spark.spark import get_session
+    from dp_spark.io.session import get_session
 
     unknown = sorted(set(jobs) - set(JOBS))
     if unknown:

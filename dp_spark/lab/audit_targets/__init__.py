@@ -16,13 +16,13 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dp_spark.audit import Family, Target, point_name
-from dp_spark.audit_targets import entropy as ent
-from dp_spark.audit_targets import frapp as fr
-from dp_spark.audit_targets import jobs, old_code
-from dp_spark.audit_targets import primitives as prim
+from dp_spark.lab.audit import Family, Target, point_name
+from dp_spark.lab.audit_targets import entropy as ent
+from dp_spark.lab.audit_targets import frapp as fr
+from dp_spark.lab.audit_targets import jobs, old_code
+from dp_spark.lab.audit_targets import primitives as prim
 from dp_spark.errors import ConfigError
-from dp_spark.mechanisms import discrete_laplace, RandomSource
+from dp_spark.core.mechanisms import discrete_laplace, RandomSource
 
 EPSILONS = (Fraction(1, 10), Fraction(1), Fraction(5))
 GAMMAS = (Fraction(11, 10), Fraction(3, 2), Fraction(271828, 100000), Fraction(19))  # 271828/100000: just under e

@@ -17,7 +17,7 @@ from collections import defaultdict
 
 from dp_spark.algorithms import frapp
 from dp_spark.algorithms import frapp_mining as fm
-from dp_spark.config import JobConfig
+from dp_spark.jobs.config import JobConfig
 from dp_spark.errors import ConfigError
 
 METHODS = ("exact", *frapp.SCHEMES)
@@ -37,7 +37,7 @@ def scheme_for(cfg: JobConfig, method: str) -> fm.Scheme:
 
 def run_methods(cfg: JobConfig, spark, methods: list[str], runs: int, progress) -> list[tuple[str, dict]]:
     """[(method, {(query, metric): [values over runs]})]."""
-    from dp_spark.frapp_job import bounded_records, read_source
+    from dp_spark.jobs.frapp_job import bounded_records, read_source
 
     for method in methods:
         check_method(method)

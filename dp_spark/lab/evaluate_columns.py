@@ -18,12 +18,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark import metrics, publishers
+from dp_spark import publishers
+from dp_spark.lab import metrics
 from dp_spark.algorithms import dpsense
-from dp_spark.config import JobConfig
+from dp_spark.jobs.config import JobConfig
 from dp_spark.errors import ConfigError
-from dp_spark.mechanisms import RandomSource
-from dp_spark.privacy import Budget
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.privacy import Budget
 
 METHODS = ("dpsense", "dpsense_s", "lpa", "alpa", "fpa", "gs")
 BASELINES = {"lpa": ("laplace", {}), "alpa": ("alpa", {}), "fpa": ("fourier", {"distinct_cells": True}),

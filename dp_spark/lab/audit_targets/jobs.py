@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from dp_spark import publishers
-from dp_spark.mechanisms import RandomSource
-from dp_spark.privacy import Budget
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.privacy import Budget
 
 JOB_L = 3
 JOB_ITEMS = 5
@@ -31,7 +31,7 @@ def records(spark, side: int, heavy_records: int, items: int = JOB_ITEMS, heavy_
 
 
 def item_domain(items: int = JOB_ITEMS):
-    from dp_spark.domain import ItemDomain
+    from dp_spark.core.domain import ItemDomain
 
     return ItemDomain(ids=np.arange(1, items + 1, dtype=np.int64), description="audit")
 
@@ -39,10 +39,10 @@ def item_domain(items: int = JOB_ITEMS):
 def sra_sampler(epsilon: Fraction):
     """Item 1's noisy count; D′ adds a user with 3l records of item 1."""
     def sample(side, trials, seed, spark):
-        from dp_spark import bounding
+        from dp_spark.bounding import user_records
         from dp_spark.algorithms import sampling
 
-        bounded = bounding.sample_selection(records(spark, side, 3 * JOB_L), JOB_L, seed=BOUNDING_SEED)
+        bounded = user_records.sample_selection(records(spark, side, 3 * JOB_L), JOB_L, seed=BOUNDING_SEED)
         counts = sampling.bounded_counts(bounded, item_domain(), None, sampling.Publisher(), BOUNDING_SEED)
         split = sampling.default_split("sra", epsilon, False)
         rng = RandomSource(seed)
@@ -65,13 +65,14 @@ def hpa_sampler(epsilon: Fraction):
     are computed on Spark once per ranking seen and cached. D′ adds a user with records of every
     item; the statistic adds item 1's popularity and count, each in units of its noise scale."""
     def sample(side, trials, seed, spark):
-        from dp_spark import aggregates, bounding
+        from dp_spark.aggregates import item_edges
+        from dp_spark.bounding import user_records
         from dp_spark.algorithms import sampling
 
         data = records(spark, side, 3 * HPA_ITEMS, items=HPA_ITEMS, heavy_items=HPA_ITEMS)
         items = item_domain(HPA_ITEMS)
-        popularity_true = aggregates.item_counts(aggregates.selected_edge_counts(
-            bounding.sample_selection(data, HPA_D, seed=BOUNDING_SEED), items, None))
+        popularity_true = item_edges.item_counts(item_edges.selected_edge_counts(
+            user_records.sample_selection(data, HPA_D, seed=BOUNDING_SEED), items, None))
         split = sampling.default_split("hpa", epsilon, False)
         by_ranking: dict[tuple, object] = {}
 
@@ -79,7 +80,7 @@ def hpa_sampler(epsilon: Fraction):
             key = tuple(int(r) for r in ranks)
             if key not in by_ranking:
                 scored = sampling.with_item_values(data, items, ranks, "_score_rank")
-                chosen = bounding.top_selection(scored, HPA_L, "_score_rank", seed=BOUNDING_SEED,
+                chosen = user_records.top_selection(scored, HPA_L, "_score_rank", seed=BOUNDING_SEED,
                                                 max_score=len(ranks) - 1)
                 by_ranking[key] = sampling.bounded_counts(chosen, items, None, sampling.Publisher(), BOUNDING_SEED)
             return by_ranking[key]

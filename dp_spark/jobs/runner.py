@@ -16,13 +16,19 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from dp_spark import __version__, bounding, budget_store, checkins, io
+from dp_spark.io import release_store
+from dp_spark.io import sources
+from dp_spark.io import validation
+from dp_spark import __version__
+from dp_spark.bounding import user_records
+from dp_spark.jobs import budget_store
+from dp_spark.io import checkins
 from dp_spark.algorithms import dpsense, histogram, location_entropy, sampling
-from dp_spark.config import COLUMN_ALGORITHMS, JobConfig
-from dp_spark.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain, refuse_source_table
-from dp_spark.mechanisms import RandomSource
-from dp_spark.privacy import Budget
-from dp_spark.progress import Progress
+from dp_spark.jobs.config import COLUMN_ALGORITHMS, JobConfig
+from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain, refuse_source_table
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.privacy import Budget
+from dp_spark.core.progress import Progress
 
 DIAGNOSTICS_NOTE = (
     "NOT PRIVATE: computed from the raw records without noise, for the operator's "
@@ -219,7 +225,7 @@ def _popularity_salt(cfg: JobConfig) -> int | None:
     own pass (the sampler's salt, so a seeded run keeps the same records as without this); None
     for every other job."""
     if cfg.algorithm == "hpa" and cfg.d == 1:
-        return bounding.sample_salt(cfg.seed)
+        return user_records.sample_salt(cfg.seed)
     return None
 
 
@@ -237,8 +243,8 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
     if cfg.algorithm == "entropy":
         return _entropy_release(cfg, spark, items, split, progress)
     with _stage(progress, "read"):
-        raw = io.read_records(spark, cfg.source, want_attr=attributes is not None)
-        validated = io.validate_records(raw, items, attributes, one_per_user_salt=_popularity_salt(cfg))
+        raw = sources.read_records(spark, cfg.source, want_attr=attributes is not None)
+        validated = validation.validate_records(raw, items, attributes, one_per_user_salt=_popularity_salt(cfg))
     progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
 
     budget = Budget(cfg.epsilon, fixed_seed=cfg.seed is not None)
@@ -279,14 +285,14 @@ def release_location(cfg: JobConfig) -> str:
 
 def _release(cfg: JobConfig, spark, progress, target: str, run: dict) -> JobResult:
     if cfg.algorithm == "frapp":
-        from dp_spark import frapp_job
+        from dp_spark.jobs import frapp_job
 
         return frapp_job.run(cfg, spark, progress, target, run)
     computed = compute_release(cfg, spark, progress)
     report = {**computed.report, "run": run}
     with _stage(progress, "write"):
         progress(f"writing {target}")
-        io.write_release(spark, target, computed.tables, report)
+        release_store.write_release(spark, target, computed.tables, report)
     return JobResult(target, report, computed.tables, computed.items)
 
 
@@ -306,13 +312,13 @@ def run_job(cfg: JobConfig, spark, progress=None, force: bool = False) -> JobRes
         plan_budget(cfg)
         refuse_source_table(cfg.items, spark, cfg.source)  # before the budget store is charged
         if cfg.run_date is not None:
-            io.check_partitioned_output(spark, cfg.output, "run_date")
-        io.check_output_location(spark, target)
-        replacing = cfg.run_date is not None and io.release_exists(spark, target)
+            release_store.check_partitioned_output(spark, cfg.output, "run_date")
+        release_store.check_output_location(spark, target)
+        replacing = cfg.run_date is not None and release_store.release_exists(spark, target)
         if replacing and not force:
             progress(f"the release for run date {cfg.run_date} already exists at {target}: nothing to do and no "
                      "budget spent (--force draws new noise and spends the budget again)")
-            return JobResult(target, io.read_report(spark, target), {}, None, status="unchanged")
+            return JobResult(target, release_store.read_report(spark, target), {}, None, status="unchanged")
         if replacing:
             progress(f"--force: replacing the release for run date {cfg.run_date} at {target}; this run spends "
                      f"epsilon {float(cfg.epsilon):g} again")

@@ -15,7 +15,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from dp_spark.domain import AttributeDomain, ItemDomain
+from dp_spark.core.domain import AttributeDomain, ItemDomain
 
 
 def _packable(items: ItemDomain, h: int) -> bool:
@@ -33,7 +33,7 @@ def edge_key(items: ItemDomain, attributes: AttributeDomain | None) -> Column:
 
     For a small attribute domain a long, item_id·h + the attribute's position in its domain
     (item_id alone without attributes), so that a per-user selection carries one primitive per
-    row (:meth:`dp_spark.bounding.Selection.counted`). For a large domain, or ids too large to
+    row (:meth:`dp_spark.bounding.user_records.Selection.counted`). For a large domain, or ids too large to
     pack (beyond about 2^63 / h), a struct of (item, attr) whose attribute is looked up on the
     driver: correct, but slower through a selection.
     """
@@ -79,7 +79,7 @@ def edge_counts(df: DataFrame, items: ItemDomain, attributes: AttributeDomain | 
 
 
 def selected_edge_counts(selection, items: ItemDomain, attributes: AttributeDomain | None) -> np.ndarray:
-    """:func:`edge_counts` of a :class:`dp_spark.bounding.Selection`'s rows, which only the
+    """:func:`edge_counts` of a :class:`dp_spark.bounding.user_records.Selection`'s rows, which only the
     cell key goes through."""
     return edges_from_tally(selection.counted(edge_key(items, attributes)), items, attributes)
 

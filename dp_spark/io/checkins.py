@@ -21,9 +21,10 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dp_spark import io
-from dp_spark.config import SourceSpec
-from dp_spark.domain import ItemDomain
+from dp_spark.io import sources
+from dp_spark.io import validation
+from dp_spark.jobs.config import SourceSpec
+from dp_spark.core.domain import ItemDomain
 from dp_spark.errors import DataError
 
 CHECKIN_FIELDS = ("user_id", "item_id", "time", "lat", "lon")
@@ -58,7 +59,7 @@ def read_checkins(spark: SparkSession, source: SourceSpec) -> DataFrame:
         df = spark.read.parquet(source.path).withColumnRenamed("location_id", "item_id") \
             .withColumnRenamed("first_time", "time")
     else:
-        df = io._read_raw(spark, source)
+        df = sources._read_raw(spark, source)
         df = df.select(*[F.col(f"`{theirs}`").alias(ours) for ours, theirs in
                          {c: source.columns.get(c, c) for c in ("user_id", "item_id", "time", "visits")}.items()
                          if theirs in df.columns])
@@ -70,15 +71,15 @@ def read_checkins(spark: SparkSession, source: SourceSpec) -> DataFrame:
     as_time = F.coalesce(time.try_cast("double"), F.unix_timestamp(time.cast("string").try_cast("timestamp"))
                          .cast("double")) if "time" in df.columns else F.lit(None).cast("double")
     visits = F.col("visits") if "visits" in df.columns else F.lit(1)
-    return io.without_dropped_user(df.select("user_id", "item_id", as_time.alias("time"), visits.alias("visits")),
+    return sources.without_dropped_user(df.select("user_id", "item_id", as_time.alias("time"), visits.alias("visits")),
                                    source)
 
 
 def validate_checkins(df: DataFrame, locations: ItemDomain) -> tuple[DataFrame, dict]:
     """Ids cast to long (null or non-integer ids are an error), visits checked (a positive
     integer), rows outside the public location set dropped and counted (NOT private)."""
-    _bad, user = io._integer_problems(df, "user_id")
-    _bad, item = io._integer_problems(df, "item_id")
+    _bad, user = validation._integer_problems(df, "user_id")
+    _bad, item = validation._integer_problems(df, "item_id")
     visits = F.col("visits").try_cast("long")
     inside = F.coalesce(item.between(*locations.id_range) if locations.id_range else item.isin(locations.ids.tolist()),
                         F.lit(False))

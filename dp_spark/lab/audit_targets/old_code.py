@@ -26,7 +26,7 @@ from fractions import Fraction
 import numpy as np
 
 from dp_spark.algorithms import entropy_sensitivity as sens
-from dp_spark.mechanisms import RandomSource, discrete_laplace, scale_at_least
+from dp_spark.core.mechanisms import RandomSource, discrete_laplace, scale_at_least
 
 GRID_BITS = 16
 UNIT = 1 << GRID_BITS

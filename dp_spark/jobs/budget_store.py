@@ -39,7 +39,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from dp_spark.errors import ConfigError
-from dp_spark.privacy import BudgetExceeded, as_epsilon
+from dp_spark.core.privacy import BudgetExceeded, as_epsilon
 
 FORMAT = "dp-spark budget store 2"  # the caps are stored in the file
 LEGACY_FORMAT = "dp-spark budget store 1"  # no stored cap: each run applied its own config's

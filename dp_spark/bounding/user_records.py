@@ -44,6 +44,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 
+def with_record_id(df: DataFrame) -> DataFrame:
+    """Tag each row with its position in the scan (the record id that sampling keys hash); call before any shuffle."""
+    return df.withColumn("record_id", F.monotonically_increasing_id())
+
+
 def new_salt(seed: int | None, purpose: str) -> int:
     """A 63-bit salt: secret and fresh without a seed, derived from it with one."""
     if seed is None:

@@ -15,8 +15,8 @@ from fractions import Fraction
 import numpy as np
 
 from dp_spark.algorithms import location_entropy
-from dp_spark.mechanisms import RandomSource
-from dp_spark.privacy import Budget
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.privacy import Budget
 
 
 @dataclass(frozen=True)

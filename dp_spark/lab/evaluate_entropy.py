@@ -22,12 +22,12 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from dp_spark import metrics
+from dp_spark.lab import metrics
 from dp_spark.algorithms import location_entropy as le
-from dp_spark.config import JobConfig
+from dp_spark.jobs.config import JobConfig
 from dp_spark.errors import ConfigError
-from dp_spark.mechanisms import RandomSource
-from dp_spark.privacy import Budget
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.privacy import Budget
 
 ELIGIBLE_USERS = 20  # K of M9 (paper 004 Fig. 7)
 BASELINE_BOUNDS = le.Bounds(M=100, C=1000)  # Fig. 2's public C_max, M_max

@@ -11,7 +11,7 @@ from fractions import Fraction
 import numpy as np
 
 from dp_spark import publishers
-from dp_spark.mechanisms import RandomSource, discrete_laplace, exponential_mechanism
+from dp_spark.core.mechanisms import RandomSource, discrete_laplace, exponential_mechanism
 from dp_spark.publishers import dpa_ahp
 
 # The publishers' two histograms. D′ adds one user (Δ = 1) to bin 0 of each.

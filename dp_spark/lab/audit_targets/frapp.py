@@ -13,7 +13,7 @@ import numpy as np
 
 from dp_spark.algorithms import frapp
 from dp_spark.algorithms.frapp_mining import Scheme
-from dp_spark.mechanisms import RandomSource
+from dp_spark.core.mechanisms import RandomSource
 
 SMALL_SIZES = (2, 2)
 RECORDS = (np.array([0, 0]), np.array([1, 1]))  # D's record against D′'s (they differ in every attribute)

@@ -213,7 +213,8 @@ def audit_config(cfg, output: str, seed: int, drop_user: int | None = None):
 
 def _loaded_source(cfg, spark):
     """The source as the job loads it, and the name of its user id column."""
-    from dp_spark import checkins, frapp_job, io
+    from dp_spark.io import checkins
+    from dp_spark.jobs import frapp_job
     from dp_spark.errors import ConfigError
 
     if cfg.algorithm == "entropy":
@@ -225,7 +226,7 @@ def _loaded_source(cfg, spark):
             raise ConfigError("the FRAPP source has no user id column (source.columns.user_id): every row is its "
                               "own user, and a row cannot be named to remove it")
         return df, user
-    return io.read_records(spark, cfg.source, want_attr=False), "user_id"
+    return sources.read_records(spark, cfg.source, want_attr=False), "user_id"
 
 
 def heaviest_user(cfg, spark) -> tuple[int, int]:
@@ -233,11 +234,13 @@ def heaviest_user(cfg, spark) -> tuple[int, int]:
     id among ties. Reads the raw data: NOT private, for this test only."""
     from pyspark.sql import functions as F
 
-    from dp_spark import io
+    from dp_spark.io import release_store
+    from dp_spark.io import sources
+    from dp_spark.io import validation
     from dp_spark.errors import DataError
 
     df, column = _loaded_source(replace(cfg, source=replace(cfg.source, drop_user=None)), spark)
-    _bad, user = io._integer_problems(df, column)
+    _bad, user = validation._integer_problems(df, column)
     top = (df.select(user.alias("user")).where(F.col("user").isNotNull()).groupBy("user").count()
            .orderBy(F.desc("count"), "user").first())
     if top is None:
@@ -263,8 +266,10 @@ def neighbour_reports(cfg, spark, workdir: str, user: int | None = None, seed: i
     """Run the job on D (the configured source) into ``workdir/D`` and on D′ (D without ``user``,
     by default the heaviest) into ``workdir/D_prime``, each with ``seed``; return the two
     privacy.json files as written."""
-    from dp_spark import io
-    from dp_spark.jobs import run_job
+    from dp_spark.io import release_store
+    from dp_spark.io import sources
+    from dp_spark.io import validation
+    from dp_spark.jobs.runner import run_job
 
     if user is None:
         user, _rows = heaviest_user(cfg, spark)
@@ -273,5 +278,5 @@ def neighbour_reports(cfg, spark, workdir: str, user: int | None = None, seed: i
     for name, dropped in (("D", None), ("D_prime", user)):
         side = audit_config(cfg, f"{base}/{name}", seed, dropped)
         result = run_job(side, spark, progress)
-        reports.append(io.read_report(spark, result.output))
+        reports.append(release_store.read_report(spark, result.output))
     return NeighbourReports(user, *reports)

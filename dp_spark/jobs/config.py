@@ -20,9 +20,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from dp_spark.budget_store import StoreSpec
+from dp_spark.jobs.budget_store import StoreSpec
 from dp_spark.errors import ConfigError
-from dp_spark.privacy import as_epsilon
+from dp_spark.core.privacy import as_epsilon
 
 SOURCE_FORMATS = ("parquet", "csv", "table", "movielens-1m", "movielens-100k", "netflix-synthetic", "checkins",
                   "checkins-synthetic", "adult")
@@ -86,7 +86,7 @@ class JobConfig:
     spark: dict[str, str] = field(default_factory=dict)
     publisher: str = "laplace"
     publisher_options: dict[str, Any] = field(default_factory=dict)
-    consistent: bool = False  # post-process item and edge counts to agree (dp_spark.consistency)
+    consistent: bool = False  # post-process item and edge counts to agree (dp_spark.publishers.consistency)
     quantity: str | None = None  # user_histogram: what is counted per user
     bins: tuple[int, ...] | None = None  # user_histogram: public bin edges
     theta_max: int = 256  # dpsense: the largest row limit θ considered
@@ -94,7 +94,7 @@ class JobConfig:
     entropy: dict[str, Any] = field(default_factory=dict)  # entropy: variant, M, C, delta, k, xi, outputs
     frapp: dict[str, Any] = field(default_factory=dict)  # frapp: specs, scheme, gamma, sup_min, ...
     run_date: str | None = None  # YYYY-MM-DD: the release goes to output/run_date=.../ (scheduled runs)
-    budget_store: StoreSpec | None = None  # the dataset's budget across runs (dp_spark.budget_store)
+    budget_store: StoreSpec | None = None  # the dataset's budget across runs (dp_spark.jobs.budget_store)
 
     @property
     def bound_name(self) -> str:
@@ -225,7 +225,7 @@ def _budget_store(raw: dict[str, Any]) -> StoreSpec | None:
     if "://" in path and not path.startswith("file://"):
         raise ConfigError(f"budget_store.path must be a local file (it is locked and renamed), got {path!r}")
     # The caps create a new store; on an existing one they may only be lower (a stricter limit for
-    # this run) or left out: the stored cap rules (dp_spark.budget_store).
+    # this run) or left out: the stored cap rules (dp_spark.jobs.budget_store).
     cap = as_epsilon(table["epsilon_cap"], "budget_store.epsilon_cap") if "epsilon_cap" in table else None
     delta_cap = table.get("delta_cap")
     if delta_cap is not None and (isinstance(delta_cap, bool) or not isinstance(delta_cap, (int, float))

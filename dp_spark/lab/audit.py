@@ -17,7 +17,7 @@ exceeds its claim. The negative controls (a mechanism with half the noise, DPA-A
 published, Limit-SS with the paper's β, and the old code paths of issue 27: Limit-SS's rounded
 scale, RAN-GD's clipping, the Limit-SS ledger) must be flagged: an audit that cannot fail proves
 nothing. A :class:`Family` is one mechanism's parameter grid, a target per point. The targets,
-grids and neighbouring pairs are in :mod:`dp_spark.audit_targets`.
+grids and neighbouring pairs are in :mod:`dp_spark.lab.audit_targets`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """PNG plots of evaluation records (optional extra ``dp-spark[plot]``: matplotlib).
 
-Plots are drawn from the long-format records of :mod:`dp_spark.evaluate`, so
+Plots are drawn from the long-format records of :mod:`dp_spark.lab.evaluate`, so
 they show exactly the numbers in ``evaluation.json``. They are built from
 errors against true counts: NOT private, for comparing methods only.
 """

@@ -22,15 +22,23 @@ from pathlib import Path
 import numpy as np
 from pyspark import StorageLevel
 
-from dp_spark import (aggregates, bounding, checkins, evaluate_columns, evaluate_entropy, evaluate_frapp, io, metrics,
-                      publishers)
+from dp_spark.io import sources
+from dp_spark.io import validation
+from dp_spark import publishers
+from dp_spark.aggregates import item_edges
+from dp_spark.bounding import user_records
+from dp_spark.io import checkins
+from dp_spark.lab import evaluate_columns
+from dp_spark.lab import evaluate_entropy
+from dp_spark.lab import evaluate_frapp
+from dp_spark.lab import metrics
 from dp_spark.algorithms import histogram, sampling
-from dp_spark.config import BASELINE_PUBLISHERS, COLUMN_ALGORITHMS, JobConfig
-from dp_spark.domain import attribute_domain, item_domain
+from dp_spark.jobs.config import BASELINE_PUBLISHERS, COLUMN_ALGORITHMS, JobConfig
+from dp_spark.core.domain import attribute_domain, item_domain
 from dp_spark.errors import ConfigError
-from dp_spark.jobs import plan_budget
-from dp_spark.mechanisms import RandomSource
-from dp_spark.privacy import Budget
+from dp_spark.jobs.runner import plan_budget
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.privacy import Budget
 
 METHODS = ("sra", "hpa", "lpa", "dft", "gs")
 NOT_PRIVATE = ("NOT PRIVATE: errors against true counts computed from the raw records without noise; "
@@ -42,7 +50,7 @@ TOP_K_CURVE = (1, 5, 20, 50, 100, 200, 500, 1000)  # with TOP_K: paper 000 Figur
 def method_config(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
     """The job config of one method: baselines bound users to the public m and use their publisher.
     For a user_histogram config the methods are the publishers; for a DPSense config,
-    dp_spark.evaluate_columns.METHODS."""
+    dp_spark.lab.evaluate_columns.METHODS."""
     if cfg.algorithm == "entropy":
         if m is not None:
             raise ConfigError("--m is not used by an entropy config: set algorithm.locations_per_user")
@@ -109,7 +117,7 @@ def _run_method(cfg, records, user_counts, items, attributes, truth: Truth, runs
     publisher = sampling.Publisher(cfg.publisher, dict(cfg.publisher_options))
     fixed = None
     if cfg.algorithm != "hpa":
-        sample = bounding.sample_selection(records, cfg.l, seed=cfg.seed, counts=user_counts)
+        sample = user_records.sample_selection(records, cfg.l, seed=cfg.seed, counts=user_counts)
         fixed = sampling.bounded_counts(sample, items, attributes, publisher, cfg.seed)
     for run in range(runs):
         progress(f"{cfg.algorithm}: run {run + 1}/{runs}")
@@ -155,7 +163,7 @@ def _evaluate_histogram(configs: list[JobConfig], spark, runs: int, progress) ->
     cfg = configs[0]
     items = item_domain(cfg.items, spark, cfg.source)
     progress(f"reading {cfg.source.path or cfg.source.table}; the true histogram is computed WITHOUT noise")
-    validated = io.validate_records(io.read_records(spark, cfg.source, False), items, None)
+    validated = validation.validate_records(sources.read_records(spark, cfg.source, False), items, None)
     try:
         true = histogram.true_histogram(validated.records, cfg.quantity, np.asarray(cfg.bins),
                                         validated.user_counts)
@@ -180,7 +188,7 @@ def _evaluate_histogram(configs: list[JobConfig], spark, runs: int, progress) ->
 def _evaluate_columns(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None, progress) -> list[dict]:
     items = item_domain(cfg.items, spark, cfg.source)
     progress(f"reading {cfg.source.path or cfg.source.table}; true column counts are computed WITHOUT noise")
-    validated = io.validate_records(io.read_records(spark, cfg.source, False), items, None)
+    validated = validation.validate_records(sources.read_records(spark, cfg.source, False), items, None)
     dataset = Path(cfg.source.path or cfg.source.table).name
     try:
         results = evaluate_columns.evaluate_columns(cfg, validated.records, items, methods, runs, m, progress)
@@ -222,15 +230,15 @@ def evaluate(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None
     items = item_domain(cfg.items, spark, cfg.source)
     attributes = attribute_domain(cfg.attributes)
     progress(f"reading {cfg.source.path or cfg.source.table}; true counts are computed WITHOUT noise")
-    validated = io.validate_records(io.read_records(spark, cfg.source, attributes is not None), items, attributes)
+    validated = validation.validate_records(sources.read_records(spark, cfg.source, attributes is not None), items, attributes)
     dataset = Path(cfg.source.path or cfg.source.table).name
     # Every method and every HPA run reads the records again: keep them (spilling to disk
     # when they do not fit) rather than re-reading and re-parsing the source each time.
     cached = validated.records.persist(StorageLevel.MEMORY_AND_DISK)
     records = []
     try:
-        edges = aggregates.edge_counts(cached, items, attributes)
-        truth = Truth(aggregates.item_counts(edges).astype(float), edges.astype(float))
+        edges = item_edges.edge_counts(cached, items, attributes)
+        truth = Truth(item_edges.item_counts(edges).astype(float), edges.astype(float))
         for method_cfg in configs:
             values = defaultdict(list)
             for query, metric, value in _run_method(method_cfg, cached, validated.user_counts, items,

@@ -1,0 +1,73 @@
+"""Reading records: one DataFrame with our standard columns, whatever the source.
+
+``read_records`` returns ``user_id``, ``item_id`` (and ``attr`` when edges are
+wanted) in the source's own types, plus ``record_id``: a row identifier assigned
+right at the file scan (file split + position), so it is the same when Spark
+re-runs a task. Bounding uses it to give every record its own sampling key.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from dp_spark.bounding.user_records import with_record_id
+from dp_spark.errors import ConfigError, DataError
+from dp_spark.io import datasets
+from dp_spark.io.validation import _integer_problems
+from dp_spark.jobs.config import SourceSpec
+
+ID_COLUMNS = ("user_id", "item_id")
+
+
+def _read_raw(spark: SparkSession, source: SourceSpec) -> DataFrame:
+    try:
+        if source.format == "parquet":
+            return spark.read.parquet(source.path)
+        if source.format == "csv":
+            reader = spark.read.option("sep", source.sep).option("header", source.header)
+            df = reader.csv(source.path)
+            if source.names:
+                if len(source.names) != len(df.columns):
+                    raise DataError(
+                        f"source.names lists {len(source.names)} columns but {source.path!r} has {len(df.columns)}"
+                    )
+                df = df.toDF(*source.names)
+            return df
+        return spark.table(source.table)
+    except DataError:
+        raise
+    except Exception as exc:  # AnalysisException and friends: report the first line only
+        where = source.path or source.table
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"cannot read source {where!r}: {first_line}") from None
+
+
+def read_records(spark: SparkSession, source: SourceSpec, want_attr: bool) -> DataFrame:
+    """Records as DataFrame[user_id, item_id, attr?, record_id] (ids not yet validated)."""
+    wanted = ["user_id", "item_id"] + (["attr"] if want_attr else [])
+    if source.format in datasets.LOADERS:
+        if source.columns:
+            raise ConfigError(f"source.columns is not used with the named loader {source.format!r}")
+        return without_dropped_user(datasets.LOADERS[source.format](spark, source.path).select(*wanted, "record_id"),
+                                    source)
+    df = with_record_id(_read_raw(spark, source))
+    selected = []
+    for ours in wanted:
+        theirs = source.columns.get(ours, ours)
+        if theirs not in df.columns:
+            available = ", ".join(c for c in df.columns if c != "record_id")
+            raise DataError(f"source column {theirs!r} (for {ours}) not found; the source has columns: {available}")
+        selected.append(F.col(f"`{theirs}`").alias(ours))
+    return without_dropped_user(df.select(*selected, "record_id"), source)
+
+
+def without_dropped_user(df: DataFrame, source: SourceSpec, column: str = "user_id") -> DataFrame:
+    """``df`` without the rows of ``source.drop_user``; ``df`` itself when that is None (always, for
+    a release). Applied after ``with_record_id``, so every other row keeps its record id and hence
+    its sampling key: the job sees exactly D minus one user. Rows whose user id is not an integer
+    are kept, for validation to report."""
+    if source.drop_user is None:
+        return df
+    _bad, user = _integer_problems(df, column)
+    return df.where(F.coalesce(user != F.lit(source.drop_user), F.lit(True)))

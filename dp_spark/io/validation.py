@@ -1,0 +1,168 @@
+"""Validating records: ids checked and cast, rows outside the public domain dropped.
+
+``validate_records`` checks ids in one aggregate pass and casts them; ids outside
+the public domain are dropped and counted in the NOT-private diagnostics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from dp_spark.bounding import user_records
+from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.errors import DataError
+
+ID_COLUMNS = ("user_id", "item_id")
+
+
+_INTEGER_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+
+
+def _integer_problems(df: DataFrame, column: str) -> tuple[Column, Column]:
+    """(is not a valid integer id, the value as a long) for one id column."""
+    field_type = df.schema[column].dataType
+    c = F.col(column)
+    if isinstance(field_type, _INTEGER_TYPES):
+        return F.lit(False), c.cast("long")
+    if isinstance(field_type, T.StringType):
+        as_long = F.trim(c).try_cast("long")
+        return c.isNotNull() & as_long.isNull(), as_long
+    if isinstance(field_type, (T.FloatType, T.DoubleType, T.DecimalType)):
+        # try_cast truncates 1.5 to 1 and saturates 2^63 to 2^63 - 1 (which equals 2^63 again as a
+        # double), hence the explicit range; floor() would raise an overflow error instead.
+        truncated = c.try_cast("long")
+        in_range = (c >= F.lit(-(2.0**63))) & (c < F.lit(2.0**63))
+        as_long = F.when(in_range & (truncated == c), truncated)
+        return c.isNotNull() & as_long.isNull(), as_long
+    raise DataError(f"column {column} has type {field_type.simpleString()}; expected integer ids")
+
+
+def _in_item_domain(item: Column, items: ItemDomain) -> Column:
+    inside = item.between(*items.id_range) if items.id_range else item.isin(items.ids.tolist())
+    return F.coalesce(inside, F.lit(False))
+
+
+@dataclass(frozen=True)
+class ValidatedRecords:
+    records: DataFrame  # in-domain rows only, ids as long, attr as string
+    diagnostics: dict  # NOT private: raw counts for the operator
+    user_counts: DataFrame  # [user_id, _n]: in-domain rows per user (cached; see release)
+    cached: DataFrame  # the persisted per-user table behind user_counts
+    users_by_n: pd.Series  # number of users (values) with n in-domain rows (index); NOT private
+    # [user_id, _sampled_item]: one in-domain record per user, drawn uniformly (validate_records'
+    # one_per_user_salt); None when not asked for. NOT private.
+    one_per_user: DataFrame | None = None
+
+    def release(self) -> None:
+        """Drop the cached per-user table once the job no longer needs it."""
+        self.cached.unpersist()
+
+
+def _id_problem(df: DataFrame, column: str, rows: int) -> str | None:
+    """Why ``column`` is unusable (null or non-integer values), or None. Error path only."""
+    bad, _typed = _integer_problems(df, column)
+    stats = df.agg(F.sum(F.col(column).isNull().cast("long")).alias("nulls"),
+                   F.sum(bad.cast("long")).alias("bad")).first()
+    if stats["nulls"]:
+        return f"column {column} has {stats['nulls']} null values (of {rows} rows)"
+    if stats["bad"]:
+        example = df.where(bad).select(F.col(column).cast("string")).first()[0]
+        return (f"column {column} has {stats['bad']} non-integer values, e.g. {example!r} (of {rows} rows); ids "
+                "must be whole numbers in the 64-bit range")
+    return None
+
+
+def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDomain | None,
+                     one_per_user_salt: int | None = None) -> ValidatedRecords:
+    """Check ids, cast them, and drop rows outside the public domain.
+
+    One pass: a per-user aggregation that counts each user's in-domain rows
+    (which bounding reuses), then summed per row count on that small cached
+    table (bounding reuses the users per row count too). Null or
+    non-integer ids are an error; ids outside the domain are dropped and
+    counted in the NOT-private diagnostics.
+
+    The pass keeps as few running sums as it can (each costs about a tenth of
+    the scan; docs/performance.md): an unusable user id lands in the null
+    user group, an unusable item id is counted only when the column can hold
+    one, and rows outside the attribute domain are what is left over. Which
+    problem it was is worked out only on the error path.
+
+    With ``one_per_user_salt`` the same aggregation also keeps each user's
+    in-domain record of smallest random position under that salt, as
+    ``one_per_user``: exactly the record ``user_records.sample_selection(records,
+    1, salt=one_per_user_salt)`` keeps, a uniform sample of one record per user
+    (HPA's popularity sample with d = 1), without a pass of its own.
+    """
+    _bad, user = _integer_problems(df, "user_id")
+    _bad, item = _integer_problems(df, "item_id")
+    attr = F.col("attr").cast("string")
+    in_items = _in_item_domain(item, items)
+    in_attrs = F.coalesce(attr.isin(list(attributes.values)), F.lit(False)) if attributes else F.lit(True)
+    item_field = df.schema["item_id"]
+    item_can_be_bad = item_field.nullable or not isinstance(item_field.dataType, _INTEGER_TYPES)
+    sums = {"_n": in_items & in_attrs, "out_items": ~in_items}
+    if item_can_be_bad:
+        sums["bad_items"] = item.isNull()
+    sample_inputs, sample = [], []
+    if one_per_user_salt is not None:
+        if "record_id" not in df.columns:
+            raise ValueError("a sample in validation needs the record_id column (io.read_records adds it)")
+        # The key that bounding hashes for the validated records: the user id as a long, the record id.
+        position = user_records.keyed_position([user, F.col("record_id")], one_per_user_salt)
+        in_domain = in_items & in_attrs
+        sample_inputs = [F.when(in_domain, item).alias("_sample_item"), F.when(in_domain, position).alias("_sample_at")]
+        # min_by passes over rows whose order is null: a user's rows outside the domain are never drawn.
+        sample = [F.min_by("_sample_item", "_sample_at").alias("_sampled_item")]
+    per_user = (
+        df.select(user.alias("user_id"), *[flag.alias(name) for name, flag in sums.items()], *sample_inputs)
+        .groupBy("user_id")
+        .agg(F.count(F.lit(1)).alias("rows"), *[F.sum(F.col(name).cast("long")).alias(name) for name in sums],
+             *sample)
+        # Few partitions: the table is small and is broadcast several times.
+        .coalesce(df.sparkSession.sparkContext.defaultParallelism)
+        .persist()
+    )
+    # Grouped by row count rather than summed to one row, at no extra cost: the same job then
+    # also gives each n's number of users, from which bounding checks its counts (Σ min(n, l)).
+    groups = per_user.groupBy("_n", F.col("user_id").isNull().alias("null_user")).agg(
+        F.count(F.lit(1)).alias("users"), F.sum("rows").alias("rows"), F.sum("out_items").alias("out_items"),
+        (F.sum("bad_items") if item_can_be_bad else F.lit(0)).alias("bad_items"),
+    ).toPandas()
+    stats = {"rows": int(groups["rows"].sum()), "_n": int((groups["_n"] * groups["users"]).sum()),
+             "out_items": int(groups["out_items"].sum()), "bad_items": int(groups["bad_items"].sum()),
+             "bad_users": int(groups.loc[groups["null_user"], "rows"].sum())}
+    if not stats["rows"]:
+        per_user.unpersist()
+        raise DataError("the source has no records")
+    for column in ID_COLUMNS if stats["bad_users"] or stats["bad_items"] else ():
+        problem = _id_problem(df, column, stats["rows"])
+        if problem:
+            per_user.unpersist()
+            raise DataError(problem)
+    records = df.select(
+        user.alias("user_id"),
+        item.alias("item_id"),
+        *([attr.alias("attr")] if attributes else []),
+        "record_id",
+    )
+    # On clean data the filter keeps every row, and leaving it out spares each later pass the
+    # attribute check, and the popularity sample the attribute column (docs/performance.md).
+    if stats["_n"] < stats["rows"]:
+        records = records.where(in_items & in_attrs)
+    diagnostics = {
+        "rows_read": stats["rows"],
+        "rows_outside_item_domain": stats["out_items"],
+        # Rows whose item is in the domain but whose attribute value is not.
+        "rows_outside_attribute_domain": stats["rows"] - stats["_n"] - stats["out_items"],
+    }
+    counts = per_user.where(F.col("_n") > 0).select("user_id", "_n")
+    users_by_n = groups[groups["_n"] > 0].groupby("_n")["users"].sum()
+    one_per_user = per_user.where(F.col("_n") > 0).select("user_id", "_sampled_item") if sample else None
+    return ValidatedRecords(records, diagnostics, counts, per_user, users_by_n, one_per_user)
