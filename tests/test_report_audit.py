@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_spark.jobs import runner
+from dp_spark.families import engine
 from dp_spark.lab import report_audit
 from dp_spark.cli import main
 from dp_spark.jobs.config import load_config
@@ -253,14 +253,14 @@ def test_command_removes_the_heaviest_user_and_passes_a_clean_job(spark, tmp_pat
 
 def test_command_fails_and_names_a_data_dependent_field(spark, tmp_path, inputs, capsys, monkeypatch):
     """A leak like finding 1, planted: the report copies the raw row count out of the diagnostics."""
-    honest = runner._report
+    honest = engine.build_report
 
     def leaky(*args, **kwargs):
         built = honest(*args, **kwargs)
         built["domain"]["rows"] = built["diagnostics_not_private"]["rows_read"]
         return built
 
-    monkeypatch.setattr(jobs, "_report", leaky)
+    monkeypatch.setattr(engine, "build_report", leaky)
     out = tmp_path / "kept"
     config = write_config(tmp_path, JOBS["sra"][1](inputs["ratings"]))
     assert main(["audit-report", config, "--remove-user", str(HEAVY), "--out", str(out)]) == 4

@@ -73,6 +73,11 @@ def _from_ids(ids: Any, description: str, titles: dict[int, str] | None = None) 
     return ItemDomain(ids=arr, description=description, titles=titles or {})
 
 
+def item_domain_of_ids(ids: Any, description: str) -> ItemDomain:
+    """A domain of the given integer ids (sorted, duplicates dropped), e.g. a list passed to the API."""
+    return _from_ids(ids, description)
+
+
 def _int_range(spec: Any, name: str) -> tuple[int, int]:
     if (
         not isinstance(spec, list)

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 
 from dp_spark.io import sources
 from dp_spark.io import validation
-from dp_spark.jobs.config import SourceSpec
+from dp_spark.io.sources import SourceSpec
 from dp_spark.core.domain import ItemDomain
 from dp_spark.errors import DataError
 
@@ -63,6 +63,12 @@ def read_checkins(spark: SparkSession, source: SourceSpec) -> DataFrame:
         df = df.select(*[F.col(f"`{theirs}`").alias(ours) for ours, theirs in
                          {c: source.columns.get(c, c) for c in ("user_id", "item_id", "time", "visits")}.items()
                          if theirs in df.columns])
+    return sources.without_dropped_user(standard_checkins(df), source)
+
+
+def standard_checkins(df: DataFrame) -> DataFrame:
+    """[user_id, item_id, time (double or null), visits] from check-ins with our column names, of
+    which time (a number or a timestamp) and visits (default 1 a row) may be missing."""
     for needed in ("user_id", "item_id"):
         if needed not in df.columns:
             raise DataError(f"the check-in source has no {needed} column (columns: {', '.join(df.columns)})")
@@ -71,8 +77,7 @@ def read_checkins(spark: SparkSession, source: SourceSpec) -> DataFrame:
     as_time = F.coalesce(time.try_cast("double"), F.unix_timestamp(time.cast("string").try_cast("timestamp"))
                          .cast("double")) if "time" in df.columns else F.lit(None).cast("double")
     visits = F.col("visits") if "visits" in df.columns else F.lit(1)
-    return sources.without_dropped_user(df.select("user_id", "item_id", as_time.alias("time"), visits.alias("visits")),
-                                   source)
+    return df.select("user_id", "item_id", as_time.alias("time"), visits.alias("visits"))
 
 
 def validate_checkins(df: DataFrame, locations: ItemDomain) -> tuple[DataFrame, dict]:

@@ -8,6 +8,8 @@ re-runs a task. Bounding uses it to give every record its own sampling key.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -15,9 +17,22 @@ from dp_spark.bounding.user_records import with_record_id
 from dp_spark.errors import ConfigError, DataError
 from dp_spark.io import datasets
 from dp_spark.io.validation import _integer_problems
-from dp_spark.jobs.config import SourceSpec
 
 ID_COLUMNS = ("user_id", "item_id")
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    format: str
+    path: str | None = None
+    table: str | None = None
+    sep: str = ","
+    header: bool = True
+    names: tuple[str, ...] | None = None
+    columns: dict[str, str] = field(default_factory=dict)
+    # Set only by `dp-spark audit-report` (a NOT private test): the source minus this user, the
+    # neighbouring input D′ (io.without_dropped_user). No config key sets it.
+    drop_user: int | None = None
 
 
 def _read_raw(spark: SparkSession, source: SourceSpec) -> DataFrame:

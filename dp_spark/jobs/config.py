@@ -22,7 +22,13 @@ from typing import Any
 
 from dp_spark.jobs.budget_store import StoreSpec
 from dp_spark.errors import ConfigError
+from dp_spark.io.sources import SourceSpec
+from dp_spark.families.counts import CountsParams
+from dp_spark.families.dpsense import DPSenseParams
+from dp_spark.families.location_entropy import EntropyParams
+from dp_spark.families.user_histogram import HistogramParams
 from dp_spark.core.privacy import as_epsilon
+from dp_spark.publishers.options import publisher_choice
 
 SOURCE_FORMATS = ("parquet", "csv", "table", "movielens-1m", "movielens-100k", "netflix-synthetic", "checkins",
                   "checkins-synthetic", "adult")
@@ -58,20 +64,6 @@ CHECKIN_FORMATS = ("checkins", "checkins-synthetic")
 
 
 @dataclass(frozen=True)
-class SourceSpec:
-    format: str
-    path: str | None = None
-    table: str | None = None
-    sep: str = ","
-    header: bool = True
-    names: tuple[str, ...] | None = None
-    columns: dict[str, str] = field(default_factory=dict)
-    # Set only by `dp-spark audit-report` (a NOT private test): the source minus this user, the
-    # neighbouring input D′ (io.without_dropped_user). No config key sets it.
-    drop_user: int | None = None
-
-
-@dataclass(frozen=True)
 class JobConfig:
     output: str
     source: SourceSpec
@@ -95,6 +87,9 @@ class JobConfig:
     frapp: dict[str, Any] = field(default_factory=dict)  # frapp: specs, scheme, gamma, sup_min, ...
     run_date: str | None = None  # YYYY-MM-DD: the release goes to output/run_date=.../ (scheduled runs)
     budget_store: StoreSpec | None = None  # the dataset's budget across runs (dp_spark.jobs.budget_store)
+    # The family's own frozen parameter class (dp_spark.families): what the runner reads. The
+    # flat fields above (l, d, theta_max, entropy, ...) remain for the lab's evaluate and bench.
+    params: Any = None
 
     @property
     def bound_name(self) -> str:
@@ -293,7 +288,7 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
         raise ConfigError(f"algorithm.d is an HPA parameter; {name} does not use it")
     if name != "hpa" and "epsilon_popularity" in parts:
         raise ConfigError(f"privacy.epsilon_popularity is an HPA parameter; {name} does not use it")
-    publisher, publisher_options = _publisher(raw.get("publisher", {}), name)
+    publisher, publisher_options = publisher_choice(raw.get("publisher", {}), name, BASELINE_PUBLISHERS.get(name))
     consistent = algorithm.get("consistent", False)
     if not isinstance(consistent, bool):
         raise ConfigError(f"algorithm.consistent must be true or false, got {consistent!r}")
@@ -317,6 +312,7 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
         publisher=publisher,
         publisher_options=publisher_options,
         consistent=consistent,
+        params=CountsParams(name, l, d, publisher, publisher_options, consistent),
     )
 
 
@@ -350,12 +346,13 @@ def _user_histogram_config(raw, output, seed, source, items, attributes, epsilon
         edges = histogram.bin_edges(_require(algorithm, "bins", "algorithm"))
     except ValueError as exc:
         raise ConfigError(f"algorithm.bins: {exc}") from None
-    publisher, publisher_options = _publisher(raw.get("publisher", {}), "user_histogram")
+    publisher, publisher_options = publisher_choice(raw.get("publisher", {}))
     return JobConfig(
         output=output, source=source, items=items, attributes=None, epsilon=epsilon, epsilon_parts={},
         algorithm="user_histogram", l=histogram.SENSITIVITY, d=1, seed=seed, spark=_spark_settings(raw),
         publisher=publisher, publisher_options=publisher_options, quantity=quantity,
         bins=tuple(int(e) for e in edges),
+        params=HistogramParams(quantity, tuple(int(e) for e in edges), publisher, publisher_options),
     )
 
 
@@ -383,7 +380,7 @@ def _column_config(raw, name, output, seed, source, items, attributes, epsilon, 
     return JobConfig(
         output=output, source=source, items=items, attributes=None, epsilon=epsilon, epsilon_parts=parts,
         algorithm=name, l=theta_max, d=1, seed=seed, spark=_spark_settings(raw), publisher="laplace",
-        theta_max=theta_max, limit=limit,
+        theta_max=theta_max, limit=limit, params=DPSenseParams(name, theta_max, limit),
     )
 
 
@@ -426,6 +423,7 @@ def _entropy_config(raw, output, seed, source, items, attributes, epsilon, parts
         algorithm="entropy", l=M, d=1, seed=seed, spark=_spark_settings(raw), publisher="laplace",
         entropy={"variant": variant, "M": M, "C": C, "k": k, "xi": float(xi), "delta": float(delta),
                  "outputs": tuple(outputs)},
+        params=EntropyParams(variant, M, C, k, float(xi), float(delta), tuple(outputs)),
     )
 
 
@@ -541,49 +539,6 @@ def _frapp_config(raw, output, seed, source) -> JobConfig:
         frapp={"specs": specs, "scheme": fixed, "sup_min": float(sup_min), "records_per_user": per_user,
                "epsilon_per_record": per_record},
     )
-
-
-def _publisher(table: dict[str, Any], algorithm: str) -> tuple[str, dict[str, Any]]:
-    """The publisher's name and options, checked against what that publisher takes."""
-    from dp_spark import publishers  # numpy only; kept here so config stays cheap to import
-
-    fixed = BASELINE_PUBLISHERS.get(algorithm)
-    name = table.get("name", fixed or "laplace")
-    if not isinstance(name, str) or name not in publishers.PUBLISHERS:
-        raise ConfigError(f"unknown publisher.name {name!r}; expected one of {', '.join(publishers.PUBLISHERS)}")
-    if fixed and name != fixed:
-        raise ConfigError(f"algorithm {algorithm!r} always publishes with {fixed!r}; remove publisher.name")
-    options = {k: v for k, v in table.items() if k != "name"}
-    # Not from a config: "sampled" is computed by the job, and "distinct_cells" is only true
-    # for rows of distinct items (DPSense), which a record-count job does not guarantee.
-    accepted = set(publishers.PUBLISHERS[name][1]) - {"sampled", "distinct_cells"}
-    for key, value in options.items():
-        if key not in accepted:
-            takes = ", ".join(sorted(accepted)) or "no options"
-            raise ConfigError(f"publisher.{key} is not an option of {name!r} (it takes: {takes})")
-        options[key] = _publisher_option(key, value)
-    return name, options
-
-
-def _publisher_option(key: str, value: Any) -> Any:
-    if key == "reproduce_paper":
-        if not isinstance(value, bool):
-            raise ConfigError(f"publisher.{key} must be true or false, got {value!r}")
-        return value
-    if key in ("k", "grid_bits"):
-        return _positive_int(value, f"publisher.{key}")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"publisher.{key} must be a number, got {value!r}")
-    if key == "eta":
-        if value <= 0:
-            raise ConfigError(f"publisher.eta must be > 0, got {value!r}")
-        return float(value)
-    fraction = Fraction(str(value)).limit_denominator(10**6)
-    if key == "delta" and not 0 <= fraction <= 1:
-        raise ConfigError(f"publisher.delta must be between 0 and 1, got {value!r}")
-    if key in ("rho", "ranking_share") and not 0 < fraction < 1:
-        raise ConfigError(f"publisher.{key} must be strictly between 0 and 1, got {value!r}")
-    return fraction
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> JobConfig:

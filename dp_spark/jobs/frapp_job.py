@@ -137,7 +137,7 @@ def _report(cfg: JobConfig, budget: Budget, attributes, scheme: fm.Scheme, outpu
 def run(cfg: JobConfig, spark, progress, output: str, run_info: dict):
     """Read, perturb, mine and write to ``output`` (checked by the caller); returns a JobResult
     (tables: the frequent itemsets as pandas). ``run_info`` is the report's ``run`` section."""
-    from dp_spark.jobs.runner import JobResult, _stage
+    from dp_spark.jobs.runner import JobResult, stage as _stage
 
     specs = list(cfg.frapp["specs"])
     scheme: fm.Scheme = cfg.frapp["scheme"]

@@ -1,0 +1,275 @@
+"""The public API: differentially private releases from a DataFrame you already have.
+
+Each function takes a Spark DataFrame, names the column that identifies the privacy unit (one
+user, by default the column ``user_id``) and the columns it counts, takes the public domain and
+the privacy parameters as arguments, and returns a :class:`Release`: the noisy tables (pandas),
+the ledger and the privacy report, and ``write(path)`` with the same all-or-nothing guarantee as
+``dp-spark run``. A :class:`DatasetBudget` shared by several calls caps what they spend together.
+
+A TOML job (``dp-spark run``) is a translation of its config onto the same families and the
+same engine: with the same inputs and seed, a job and an API call release the same tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from dp_spark.bounding.user_records import with_record_id
+from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain, item_domain_of_ids
+from dp_spark.core.privacy import BudgetExceeded, as_epsilon
+from dp_spark.core.progress import Progress
+from dp_spark.errors import ConfigError, DataError
+from dp_spark.families.base import Domains, Family, plan_split
+from dp_spark.families.counts import CountsParams
+from dp_spark.families.dpsense import DPSenseParams
+from dp_spark.families.engine import compute
+from dp_spark.families.location_entropy import EntropyParams
+from dp_spark.families.registry import family_of
+from dp_spark.families.user_histogram import HistogramParams
+from dp_spark.io import checkins, release_store
+
+
+class DatasetBudget:
+    """The privacy budget of one dataset, shared by the releases made from it.
+
+    Every API call given ``budget=`` charges its whole epsilon (and delta) here before it reads a
+    record, and is refused with :class:`BudgetExceeded` when that would pass the cap: the
+    releases of one dataset compose sequentially. (Across processes and scheduled runs, the
+    job's budget store does the same job: docs/scheduled_runs.md.)
+    """
+
+    def __init__(self, epsilon: object, delta: float = 0.0):
+        self.epsilon = as_epsilon(epsilon, "budget epsilon")
+        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 <= delta < 1:
+            raise ConfigError(f"budget delta must be a number in [0, 1), got {delta!r}")
+        self.delta = float(delta)
+        self.charges: list[dict] = []
+
+    @property
+    def spent(self) -> Fraction:
+        return sum((c["epsilon"] for c in self.charges), Fraction(0))
+
+    @property
+    def delta_spent(self) -> float:
+        return sum(c["delta"] for c in self.charges)
+
+    @property
+    def remaining(self) -> Fraction:
+        return self.epsilon - self.spent
+
+    def charge(self, epsilon: Fraction, delta: float, what: str) -> None:
+        if self.spent + epsilon > self.epsilon:
+            raise BudgetExceeded(f"{what} needs epsilon {float(epsilon):g} but only {float(self.remaining):g} of "
+                                 f"the dataset's {float(self.epsilon):g} is left")
+        if self.delta_spent + delta > self.delta * (1 + 1e-12):
+            raise BudgetExceeded(f"{what} needs delta {delta:g} but the dataset's budget allows {self.delta:g} "
+                                 f"in all ({self.delta_spent:g} spent)")
+        self.charges.append({"what": what, "epsilon": epsilon, "delta": delta})
+
+    def __repr__(self) -> str:
+        return (f"DatasetBudget(epsilon={float(self.epsilon):g}, spent={float(self.spent):g}, "
+                f"releases={len(self.charges)})")
+
+
+@dataclass(frozen=True)
+class Release:
+    """The noisy tables of one release (pandas DataFrames by name) and its privacy report."""
+
+    tables: dict[str, pd.DataFrame]
+    report: dict
+    spark: Any = field(default=None, repr=False, compare=False)
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        return self.tables[name]
+
+    @property
+    def ledger(self) -> list[dict]:
+        """Every noisy step: what it released, its mechanism, epsilon, sensitivity and scale."""
+        return self.report["ledger"]
+
+    @property
+    def epsilon_spent(self) -> float:
+        return self.report["epsilon_spent"]
+
+    def to_spark(self, name: str):
+        """One noisy table as a Spark DataFrame (on the session of the input DataFrame)."""
+        return self.spark.createDataFrame(self.tables[name])
+
+    def write(self, path: str) -> str:
+        """Write the tables as Parquet and privacy.json to ``path``, all or nothing; refuses a
+        non-empty directory that is not a dp-spark release. Returns ``path``."""
+        release_store.check_output_location(self.spark, path)
+        release_store.write_release(self.spark, path, self.tables, self.report)
+        return path
+
+
+# ---------------------------------------------------------------------------
+# Arguments into domains and columns.
+
+
+def _items(items: Any, what: str = "items") -> ItemDomain:
+    """A public id domain from a range (step 1), a sequence of integer ids, or a config-style
+    table such as {"range": [1, 17770]} or {"file": "ids.txt"}."""
+    if isinstance(items, ItemDomain):
+        return items
+    if isinstance(items, range):
+        if items.step != 1 or len(items) == 0:
+            raise ConfigError(f"{what} must be a non-empty range with step 1, got {items!r}")
+        return item_domain({"range": [items.start, items.stop - 1]})
+    if isinstance(items, Mapping):
+        return item_domain(dict(items))
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+        raise ConfigError(f"{what} must be a range, a sequence of integer ids or a table such as "
+                          f"{{'range': [1, 100]}}, got {items!r}")
+    ids = np.asarray(list(items))
+    if ids.size and not np.issubdtype(ids.dtype, np.integer):
+        raise ConfigError(f"{what} must hold integer ids, got values of type {ids.dtype}")
+    return item_domain_of_ids(ids, f"{ids.size:,} ids given to the API")
+
+
+def _attributes(values: Any) -> AttributeDomain | None:
+    if values is None:
+        return None
+    if isinstance(values, range):
+        values = list(values)
+    return attribute_domain(list(values) if not isinstance(values, Mapping) else dict(values))
+
+
+def _standard_columns(df, columns: dict[str, str | None]):
+    """``df`` with the named columns renamed to ours (user_id, item_id, ...), others dropped."""
+    selected = []
+    for ours, theirs in columns.items():
+        if theirs is None:
+            continue
+        if theirs not in df.columns:
+            raise DataError(f"column {theirs!r} (for {ours}) not found; the DataFrame has columns: "
+                            f"{', '.join(df.columns)}")
+        selected.append(df[theirs].alias(ours))
+    return df.select(*selected)
+
+
+def _release(family: Family, params: Any, records, domains: Domains, epsilon: object, epsilon_split: dict | None,
+             seed: int | None, budget: DatasetBudget | None, progress) -> Release:
+    epsilon = as_epsilon(epsilon, "epsilon")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
+    overrides = {k: as_epsilon(v, f"epsilon_split[{k!r}]") for k, v in (epsilon_split or {}).items()}
+    split = plan_split(family, params, epsilon, domains, overrides)
+    progress = progress or Progress()
+    if seed is not None:
+        progress("WARNING: fixed seed: this release is for testing only and NOT private")
+    if budget is not None:
+        budget.charge(epsilon, family.delta(params), f"{params.algorithm} release")
+    progress(family.describe(params, epsilon, domains))
+    computed = compute(family, params, records, domains, epsilon, split, seed,
+                       {"format": "dataframe", "location": None}, progress)
+    return Release(computed.tables, computed.report, records.sparkSession)
+
+
+def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: str | None, items: Any,
+                    attributes: Any, epsilon, epsilon_split, seed, budget, progress) -> Release:
+    domains = Domains(_items(items), _attributes(attributes))
+    if (attribute is None) != (domains.attributes is None):
+        raise ConfigError("give both attribute (the column) and attributes (its public values), or neither")
+    records = with_record_id(_standard_columns(df, {"user_id": privacy_unit, "item_id": item, "attr": attribute}))
+    return _release(family_of(params.algorithm), params, records, domains, epsilon, epsilon_split, seed, budget,
+                    progress)
+
+
+# ---------------------------------------------------------------------------
+# One function per algorithm.
+
+
+def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None,
+            attributes=None, epsilon_split=None, publisher=None, publisher_options=None, consistent=False,
+            seed=None, budget=None, progress=None) -> Release:
+    from dp_spark.families.counts import BASELINE_PUBLISHERS
+
+    params = CountsParams(algorithm, l, d, publisher or BASELINE_PUBLISHERS.get(algorithm, "laplace"),
+                          dict(publisher_options or {}), consistent)
+    return _record_release(params, df, privacy_unit, item, attribute, items, attributes, epsilon, epsilon_split,
+                           seed, budget, progress)
+
+
+def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
+        epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
+        progress=None) -> Release:
+    """Item counts (and item x attribute counts) with at most ``l`` records per user, a uniform
+    sample of each user's own (paper 000's SRA). Tables: item_counts, edge_counts."""
+    return _counts("sra", df, items=items, l=l, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
+                   attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
+                   publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
+                   progress=progress)
+
+
+def hpa(df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
+        epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
+        progress=None) -> Release:
+    """Like :func:`sra`, but each user keeps its ``l`` records of highest noisy popularity,
+    measured on ``d`` records per user (paper 000's HPA)."""
+    return _counts("hpa", df, items=items, l=l, d=d, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
+                   attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
+                   publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
+                   progress=progress)
+
+
+def _baseline(algorithm: str):
+    def release(df, *, items, m, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
+                epsilon_split=None, publisher_options=None, seed=None, budget=None, progress=None) -> Release:
+        return _counts(algorithm, df, items=items, l=m, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
+                       attribute=attribute, attributes=attributes, epsilon_split=epsilon_split,
+                       publisher_options=publisher_options, seed=seed, budget=budget, progress=progress)
+
+    release.__name__ = release.__qualname__ = algorithm
+    return release
+
+
+lpa = _baseline("lpa")
+lpa.__doc__ = "Paper 000's LPA: a uniform sample of at most ``m`` records per user, discrete Laplace counts."
+dft = _baseline("dft")
+dft.__doc__ = "Paper 000's DFT: as :func:`lpa`, published with the Fourier perturbation algorithm."
+gs = _baseline("gs")
+gs.__doc__ = "Paper 000's GS: as :func:`lpa`, published by grouping and smoothing."
+
+
+def user_histogram(df, *, items, quantity, bins, epsilon, privacy_unit="user_id", item="item_id",
+                   publisher="laplace", publisher_options=None, seed=None, budget=None, progress=None) -> Release:
+    """How many users have how many records (``quantity="records"``) or distinct items
+    (``"distinct_items"``), in public ``bins`` (increasing edges, the last bin open-ended)."""
+    params = HistogramParams(quantity, bins, publisher, dict(publisher_options or {}))
+    return _record_release(params, df, privacy_unit, item, None, items, None, epsilon, None, seed, budget, progress)
+
+
+def dpsense(df, *, items, epsilon, theta_max=256, limit="normalize", privacy_unit="user_id", item="item_id",
+            epsilon_split=None, seed=None, budget=None, progress=None) -> Release:
+    """Column counts of each user's row of distinct items, the row limit θ chosen privately
+    (paper 001's DPSense). The chosen θ is in ``report["algorithm"]["chosen"]``."""
+    params = DPSenseParams("dpsense", theta_max, limit)
+    return _record_release(params, df, privacy_unit, item, None, items, None, epsilon, epsilon_split, seed, budget,
+                           progress)
+
+
+def dpsense_s(df, *, items, epsilon, theta_max=256, limit="normalize", privacy_unit="user_id", item="item_id",
+              epsilon_split=None, seed=None, budget=None, progress=None) -> Release:
+    """DPSense-S: :func:`dpsense` with a privately chosen scale α as well (paper 001)."""
+    params = DPSenseParams("dpsense_s", theta_max, limit)
+    return _record_release(params, df, privacy_unit, item, None, items, None, epsilon, epsilon_split, seed, budget,
+                           progress)
+
+
+def location_entropy(df, *, locations, epsilon, M=5, C=5, variant="limit", k=50, xi=1e-3, delta=1e-8,
+                     outputs=("entropy",), privacy_unit="user_id", location="location_id", visits=None, time=None,
+                     epsilon_split=None, seed=None, budget=None, progress=None) -> Release:
+    """The entropy of each public location's visits (paper 004), each user bounded to ``M``
+    locations and ``C`` visits at each. Rows are check-ins: one visit each, or ``visits`` of
+    them; ``time`` orders a user's check-ins for the choice of its M locations."""
+    params = EntropyParams(variant, M, C, k, xi, delta, tuple(outputs))
+    domains = Domains(_items(locations, "locations"))
+    records = checkins.standard_checkins(_standard_columns(
+        df, {"user_id": privacy_unit, "item_id": location, "time": time, "visits": visits}))
+    return _release(family_of("entropy"), params, records, domains, epsilon, epsilon_split, seed, budget, progress)

@@ -1,0 +1,99 @@
+"""What every algorithm family is: its parameters, its budget split, its run and its report section.
+
+A family turns validated records into noisy tables along bound -> aggregate -> publish. The job
+runner, the public API and the command line find a family through ``families.registry`` and
+never ask for an algorithm by name; a new family is one module here and one line in the registry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Callable
+
+import pandas as pd
+
+from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.privacy import Budget
+from dp_spark.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Domains:
+    """The public domains of one release: items (locations for location entropy) and, for edge
+    counts, attribute values."""
+
+    items: ItemDomain
+    attributes: AttributeDomain | None = None
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What a family's run reads: the records with our standard column names (not yet
+    validated), the domains, the epsilon split, and where its randomness comes from."""
+
+    records: Any  # pyspark DataFrame
+    domains: Domains
+    split: dict[str, Fraction]
+    budget: Budget
+    rng: RandomSource
+    seed: int | None
+    progress: Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class FamilyOutput:
+    """Noisy tables (pandas, one row per public domain value), the NOT-private diagnostics, and
+    private outputs that the tables need to be read (DPSense's chosen θ and α)."""
+
+    tables: dict[str, pd.DataFrame]
+    diagnostics: dict = field(default_factory=dict)
+    chosen: dict | None = None
+
+
+@dataclass(frozen=True)
+class Family:
+    """One algorithm family.
+
+    ``algorithms`` are the names a config or an API call uses for it (SRA, HPA and the
+    baselines are one family: the counts). ``params_type`` is its frozen, self-validating
+    parameter class; every other field is a function of those parameters.
+    """
+
+    name: str
+    algorithms: tuple[str, ...]
+    params_type: type
+    default_split: Callable[[Any, Fraction, Domains], dict[str, Fraction]]
+    split_keys: Callable[[Any, Domains], tuple[str, ...]]
+    run: Callable[[Any, RunInputs], FamilyOutput]
+    describe: Callable[[Any, Fraction, Domains], str]
+    report_section: Callable[[Any], dict]  # name, parameters, specification, post-processing, publisher
+    delta: Callable[[Any], float] = lambda params: 0.0
+    extra_noise: Callable[[Any], dict] = lambda params: {}
+    extra_domain: Callable[[Any], dict] = lambda params: {}
+    # Said on the console when a release's mechanism is not differentially private.
+    not_private_warning: str = ("WARNING: this release reproduces a published flaw and is NOT differentially "
+                                "private; privacy.json says why. Do not publish it.")
+
+
+def plan_split(family: Family, params: Any, epsilon: Fraction, domains: Domains,
+               overrides: dict[str, Fraction] | None = None) -> dict[str, Fraction]:
+    """The family's default split of ``epsilon`` with the caller's named parts put in; refuses a
+    part the family does not spend and a split over the total (before any record is read)."""
+    split = family.default_split(params, epsilon, domains)
+    known = family.split_keys(params, domains)
+    for key, value in (overrides or {}).items():
+        if key not in known:
+            raise ConfigError(f"privacy.{key} is not a part of this {params.algorithm} release "
+                              f"(its parts: {', '.join(known)})")
+        split[key] = value
+    Budget(epsilon).check_plan(split)
+    return split
+
+
+def positive_int(value: Any, name: str) -> int:
+    """``value`` if it is an integer >= 1; a ConfigError naming the config key otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+    return value

@@ -1,0 +1,128 @@
+"""Item and item x attribute counts: SRA, HPA and paper 000's baselines LPA, DFT and GS.
+
+Bound: each user keeps at most ``l`` records (a uniform sample, or HPA's most popular).
+Aggregate: counts per item and per (item, attribute). Publish: the chosen publisher at L1
+sensitivity ``l``. Claim and argument: docs/sra_hpa.md and docs/privacy.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import pandas as pd
+
+from dp_spark.algorithms import sampling
+from dp_spark.bounding import user_records
+from dp_spark.errors import ConfigError
+from dp_spark.families.base import Domains, Family, FamilyOutput, RunInputs, positive_int
+from dp_spark.io.validation import validate_records
+from dp_spark.publishers.options import publisher_choice
+
+ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
+# Paper 000's baselines: a uniform sample of at most m records per user, always published
+# with the same publisher.
+BASELINE_PUBLISHERS = {"lpa": "laplace", "dft": "fourier", "gs": "grouping"}
+
+
+@dataclass(frozen=True)
+class CountsParams:
+    """``l``: records kept per user (a config's ``algorithm.m`` for the baselines); ``d``: HPA's
+    records per user in its popularity sample; ``consistent``: make items and edges agree."""
+
+    algorithm: str = "sra"
+    l: int = 10
+    d: int = 1
+    publisher: str = "laplace"
+    publisher_options: dict[str, Any] = field(default_factory=dict)
+    consistent: bool = False
+
+    def __post_init__(self):
+        if self.algorithm not in ALGORITHMS:
+            raise ConfigError(f"unknown counts algorithm {self.algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
+        positive_int(self.l, f"algorithm.{self.bound_name}")
+        positive_int(self.d, "algorithm.d")
+        if self.algorithm != "hpa" and self.d != 1:
+            raise ConfigError(f"algorithm.d is an HPA parameter; {self.algorithm} does not use it")
+        if not isinstance(self.consistent, bool):
+            raise ConfigError(f"algorithm.consistent must be true or false, got {self.consistent!r}")
+        name, options = publisher_choice({"name": self.publisher, **self.publisher_options}, self.algorithm,
+                                         BASELINE_PUBLISHERS.get(self.algorithm))
+        object.__setattr__(self, "publisher_options", options)
+
+    @property
+    def bound_name(self) -> str:
+        """What a config calls the per-user bound: m for the baselines, l otherwise."""
+        return "m" if self.algorithm in BASELINE_PUBLISHERS else "l"
+
+
+def _split(params: CountsParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
+    return sampling.default_split(params.algorithm, epsilon, domains.attributes is not None)
+
+
+def _split_keys(params: CountsParams, domains: Domains) -> tuple[str, ...]:
+    return tuple(_split(params, Fraction(1), domains))
+
+
+def _popularity_salt(params: CountsParams, seed: int | None) -> int | None:
+    """For HPA with d = 1, the salt of its popularity sample, which validation then draws in its
+    own pass (the sampler's salt, so a seeded run keeps the same records as without this)."""
+    return user_records.sample_salt(seed) if params.algorithm == "hpa" and params.d == 1 else None
+
+
+def tables_of(release: sampling.CountsRelease, domains: Domains) -> dict[str, pd.DataFrame]:
+    items, attributes = domains.items, domains.attributes
+    tables = {"item_counts": pd.DataFrame({"item_id": items.ids, "noisy_count": release.item_counts})}
+    if attributes:
+        h = len(attributes)
+        tables["edge_counts"] = pd.DataFrame({
+            "item_id": items.ids.repeat(h),
+            "attr": list(attributes.values) * len(items),
+            "noisy_count": release.edge_counts.reshape(-1),
+        })
+    return tables
+
+
+def run(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
+    if params.consistent and inputs.domains.attributes is None:
+        raise ConfigError("algorithm.consistent needs edge counts: set domain.attributes")
+    items, attributes = inputs.domains.items, inputs.domains.attributes
+    validated = validate_records(inputs.records, items, attributes,
+                                 one_per_user_salt=_popularity_salt(params, inputs.seed))
+    inputs.progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
+    try:
+        common = dict(items=items, attributes=attributes, l=params.l, epsilons=inputs.split, budget=inputs.budget,
+                      rng=inputs.rng, seed=inputs.seed, user_counts=validated.user_counts,
+                      users_by_n=validated.users_by_n,
+                      publisher=sampling.Publisher(params.publisher, dict(params.publisher_options)))
+        if params.algorithm != "hpa":
+            release = sampling.sra(validated.records, **common)
+        else:
+            release = sampling.hpa(validated.records, d=params.d, one_per_user=validated.one_per_user, **common)
+    finally:
+        validated.release()
+    if params.consistent:
+        release = sampling.made_consistent(release, params.l, inputs.split)
+    return FamilyOutput(tables_of(release, inputs.domains), {**validated.diagnostics, **release.diagnostics})
+
+
+def _describe(params: CountsParams, epsilon: Fraction, domains: Domains) -> str:
+    return (f"{params.algorithm.upper()} with epsilon {float(epsilon):g}, {params.bound_name} = {params.l}, "
+            f"publisher {params.publisher}; {len(domains.items):,} items"
+            + (f" x {len(domains.attributes)} attribute values" if domains.attributes else ""))
+
+
+def _report_section(params: CountsParams) -> dict:
+    return {
+        "parameters": {params.bound_name: params.l, **({"d": params.d} if params.algorithm == "hpa" else {})},
+        "specification": sampling.SPEC_SECTIONS[params.algorithm],
+        "post_processing": ("item and edge counts made consistent and non-negative (weighted least squares; no "
+                            "budget)") if params.consistent else None,
+        "publisher": {"name": params.publisher, **{k: v if isinstance(v, (bool, int)) else float(v)
+                                                   for k, v in params.publisher_options.items()}},
+    }
+
+
+FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, default_split=_split,
+                split_keys=_split_keys, run=run, describe=_describe, report_section=_report_section)

@@ -1,0 +1,75 @@
+"""Column counts of rows of distinct items with the row limit θ chosen privately: DPSense and
+DPSense-S (paper 001).
+
+Bound: each user's row of distinct items is cut to θ (normalised or sampled), θ (and DPSense-S's
+scale α) chosen by the exponential mechanism. Aggregate: column sums. Publish: discrete Laplace
+at scale θ/ε. Claim and argument: docs/dpsense.md and docs/privacy.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import pandas as pd
+
+from dp_spark.algorithms import dpsense
+from dp_spark.errors import ConfigError
+from dp_spark.families.base import Domains, Family, FamilyOutput, RunInputs, positive_int
+from dp_spark.io.validation import validate_records
+
+ALGORITHMS = ("dpsense", "dpsense_s")
+
+
+@dataclass(frozen=True)
+class DPSenseParams:
+    """``theta_max``: the largest row limit θ the mechanism may choose; ``limit``: how a long row
+    is cut to θ ("normalize": every item weighs θ/r; "sample": θ of its items at random)."""
+
+    algorithm: str = "dpsense"
+    theta_max: int = dpsense.DEFAULT_THETA_MAX
+    limit: str = "normalize"
+
+    def __post_init__(self):
+        if self.algorithm not in ALGORITHMS:
+            raise ConfigError(f"unknown algorithm {self.algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
+        positive_int(self.theta_max, "algorithm.theta_max")
+        if self.limit not in dpsense.LIMITS:
+            raise ConfigError(f"algorithm.limit must be one of {', '.join(dpsense.LIMITS)}, got {self.limit!r}")
+
+    @property
+    def scaled(self) -> bool:
+        return self.algorithm == "dpsense_s"
+
+
+def run(params: DPSenseParams, inputs: RunInputs) -> FamilyOutput:
+    validated = validate_records(inputs.records, inputs.domains.items, None)
+    inputs.progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
+    try:
+        release = dpsense.dpsense(validated.records, inputs.domains.items, inputs.split, inputs.budget, inputs.rng,
+                                  theta_max=params.theta_max, limit=params.limit, scaled=params.scaled,
+                                  seed=inputs.seed)
+    finally:
+        validated.release()
+    table = pd.DataFrame({"item_id": inputs.domains.items.ids, "noisy_count": release.counts})
+    # θ* and α* are outputs of the exponential mechanism: private, and needed to read the counts.
+    return FamilyOutput({"item_counts": table}, dict(validated.diagnostics),
+                        chosen={"theta": release.theta, "alpha": float(release.alpha)})
+
+
+def _describe(params: DPSenseParams, epsilon: Fraction, domains: Domains) -> str:
+    return (f"{params.algorithm.upper()} with epsilon {float(epsilon):g}, theta chosen privately from "
+            f"1..{params.theta_max}, limit by {params.limit}; {len(domains.items):,} columns (items)")
+
+
+FAMILY = Family(
+    name="dpsense", algorithms=ALGORITHMS, params_type=DPSenseParams,
+    default_split=lambda params, epsilon, domains: dpsense.default_split(epsilon),
+    split_keys=lambda params, domains: ("epsilon_theta", "epsilon_counts"),
+    run=run, describe=_describe,
+    report_section=lambda params: {"parameters": {"theta_max": params.theta_max, "limit": params.limit},
+                                   "specification": dpsense.SPEC_SECTIONS[params.algorithm],
+                                   "post_processing": None, "publisher": None},
+    extra_noise=lambda params: {"selection": "exponential mechanism, sampled exactly: exact rational exponents, "
+                                             "uniform proposals kept by an exact Bernoulli(exp(-x))"},
+)

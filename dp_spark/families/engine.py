@@ -1,0 +1,87 @@
+"""One release of one family: budget, run, report. Shared by the job runner and the public API,
+so a job and an API call with the same inputs release the same tables and the same report.
+
+Order matters for "bad input gets a clear error": the caller plans the split (``plan_split``)
+and builds the domains before any record is read; the noise is paid for in the ledger as it is
+drawn, and a step that would overspend is refused before it draws.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Callable
+
+import pandas as pd
+
+from dp_spark import __version__
+from dp_spark.core.domain import ItemDomain
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.privacy import Budget
+from dp_spark.families.base import Domains, Family, FamilyOutput, RunInputs
+
+DIAGNOSTICS_NOTE = (
+    "NOT PRIVATE: computed from the raw records without noise, for the operator's "
+    "checks only; remove this section before publishing the report"
+)
+
+
+@dataclass(frozen=True)
+class Computed:
+    tables: dict  # name -> pandas DataFrame of noisy outputs
+    report: dict
+    items: ItemDomain
+
+
+def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fraction, split: dict[str, Fraction],
+            seed: int | None, source: dict, progress: Callable[[str], None]) -> Computed:
+    """Run ``family`` on ``records`` (our standard columns, not yet validated) and build the
+    report. ``source`` is the report's description of where the records came from."""
+    budget = Budget(epsilon, family.delta(params), fixed_seed=seed is not None)
+    inputs = RunInputs(records, domains, split, budget, RandomSource(seed), seed, progress)
+    output = family.run(params, inputs)
+    if not budget.private:
+        progress(family.not_private_warning)
+    report = build_report(family, params, budget, domains, split, output, seed, source)
+    return Computed(output.tables, report, domains.items)
+
+
+def build_report(family: Family, params: Any, budget: Budget, domains: Domains, split: dict[str, Fraction],
+                 output: FamilyOutput, seed: int | None, source: dict) -> dict:
+    """privacy.json: everything outside ``diagnostics_not_private`` depends only on the
+    parameters, the public domains and the noisy outputs."""
+    section = family.report_section(params)
+    items, attributes = domains.items, domains.attributes
+    tables: dict[str, pd.DataFrame] = output.tables
+    algorithm = {
+        "name": params.algorithm,
+        "parameters": section["parameters"],
+        "epsilon_split": {k: float(v) for k, v in split.items()},
+        "specification": section["specification"],
+        "post_processing": section["post_processing"],
+        "publisher": section["publisher"],
+    }
+    if output.chosen is not None:
+        algorithm["chosen"] = output.chosen
+    return {
+        "dp_spark_version": __version__,
+        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "algorithm": algorithm,
+        **budget.to_json(),
+        "noise": {
+            "sampler": "exact discrete Laplace (Canonne, Kamath, Steinke 2020)",
+            **family.extra_noise(params),
+            "randomness": "fixed seed: reproducible, not for publication" if seed is not None else "OS CSPRNG",
+        },
+        "source": source,
+        "domain": {
+            "items": items.description,
+            **({"items_public_by_assertion": items.public_by_assertion} if items.public_by_assertion else {}),
+            "item_count": len(items),
+            "attributes": list(attributes.values) if attributes else None,
+            **family.extra_domain(params),
+        },
+        "outputs": {name: {"rows": len(frame), "columns": list(frame.columns)} for name, frame in tables.items()},
+        "diagnostics_not_private": {"note": DIAGNOSTICS_NOTE, **output.diagnostics},
+    }

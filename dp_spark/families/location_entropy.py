@@ -1,0 +1,102 @@
+"""The entropy of the visits at each public location (paper 004), with optional visit and user
+counts.
+
+Bound: each user keeps at most M locations and at most C visits at each. Aggregate: per
+location, users, visits and Σ c·ln c. Publish: the variant's noise (global, smooth or
+crowd-blending sensitivity). Claim and argument: docs/location_entropy.md and docs/privacy.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import pandas as pd
+
+from dp_spark.algorithms import location_entropy as le
+from dp_spark.errors import ConfigError
+from dp_spark.families.base import Domains, Family, FamilyOutput, RunInputs, positive_int
+from dp_spark.io.checkins import validate_checkins
+
+
+@dataclass(frozen=True)
+class EntropyParams:
+    """``M`` (config: locations_per_user) and ``C`` (visits_per_location) are the public bounds;
+    ``k`` is the crowd of the Limit-CB variants, ``xi`` the smoothness floor and ``delta`` the δ
+    of Limit-SS and Limit-CB-DP; ``outputs`` lists "entropy" and optionally "visits", "users"."""
+
+    variant: str = "limit"
+    M: int = 5
+    C: int = 5
+    k: int = 50
+    xi: float = 1e-3
+    delta: float = 1e-8
+    outputs: tuple[str, ...] = ("entropy",)
+    algorithm: str = "entropy"
+
+    def __post_init__(self):
+        if self.variant not in le.VARIANTS:
+            raise ConfigError(f"algorithm.variant must be one of {', '.join(le.VARIANTS)}, got {self.variant!r}")
+        positive_int(self.M, "algorithm.locations_per_user")
+        positive_int(self.C, "algorithm.visits_per_location")
+        positive_int(self.k, "algorithm.k")
+        if isinstance(self.xi, bool) or not isinstance(self.xi, (int, float)) or not self.xi > 0:
+            raise ConfigError(f"algorithm.xi must be a number > 0, got {self.xi!r}")
+        if isinstance(self.delta, bool) or not isinstance(self.delta, (int, float)) or not 0 < self.delta < 1:
+            raise ConfigError(f"privacy.delta must be a number in (0, 1), got {self.delta!r}")
+        outputs = self.outputs
+        if (not isinstance(outputs, (list, tuple)) or not outputs or "entropy" not in outputs
+                or any(o not in le.OUTPUTS for o in outputs) or len(set(outputs)) != len(outputs)):
+            raise ConfigError(f"algorithm.outputs must list 'entropy' and optionally 'visits', 'users' once each, "
+                              f"got {outputs!r}")
+        object.__setattr__(self, "outputs", tuple(outputs))
+        object.__setattr__(self, "xi", float(self.xi))
+        object.__setattr__(self, "delta", float(self.delta))
+
+    @property
+    def spends_delta(self) -> bool:
+        return self.variant in le.DELTA_VARIANTS
+
+
+def entropy_table(items, release: le.EntropyRelease) -> pd.DataFrame:
+    table = pd.DataFrame({"location_id": items.ids, "noisy_entropy": release.entropy})
+    for name, values in release.extra.items():
+        table[f"noisy_{name}"] = values
+    return table
+
+
+def run(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
+    items = inputs.domains.items
+    records, diagnostics = validate_checkins(inputs.records, items)
+    inputs.progress(f"{diagnostics['rows_read']:,} check-in rows read; bounding users to M = {params.M} locations "
+                    f"and C = {params.C} visits")
+    bounds = le.Bounds(params.M, params.C)
+    stats = le.location_stats(le.bounded_pairs(records, bounds), items)
+    release = le.publish(stats, params.variant, bounds, inputs.split, inputs.budget, inputs.rng,
+                         delta=params.delta, k=params.k, xi=params.xi)
+    diagnostics = {**diagnostics, **release.diagnostics,
+                   "locations_with_users_after_bounding": int((stats.users > 0).sum())}
+    return FamilyOutput({"location_entropy": entropy_table(items, release)}, diagnostics)
+
+
+def _describe(params: EntropyParams, epsilon: Fraction, domains: Domains) -> str:
+    return (f"location entropy ({params.variant}) with epsilon {float(epsilon):g}, M = {params.M}, C = {params.C}; "
+            f"{len(domains.items):,} public locations; outputs {', '.join(params.outputs)}")
+
+
+def _report_section(params: EntropyParams) -> dict:
+    parameters = {"variant": params.variant, "M": params.M, "C": params.C, "k": params.k, "xi": params.xi,
+                  "delta": params.delta, "outputs": list(params.outputs)}
+    return {"parameters": parameters, "specification": le.SPEC_SECTIONS.get(params.variant),
+            "post_processing": None, "publisher": None}
+
+
+FAMILY = Family(
+    name="location_entropy", algorithms=("entropy",), params_type=EntropyParams,
+    default_split=lambda params, epsilon, domains: le.default_split(epsilon, params.outputs),
+    split_keys=lambda params, domains: tuple(f"epsilon_{name}" for name in params.outputs),
+    run=run, describe=_describe, report_section=_report_section,
+    delta=lambda params: params.delta if params.spends_delta else 0.0,
+    not_private_warning=("WARNING: Limit-CB is only crowd-blending private, NOT differentially private; "
+                         "privacy.json says why."),
+)
