@@ -153,7 +153,8 @@ def test_every_algorithm_has_its_claim_beside_its_modules(name):
             check_docstring_points_to(module, doc, claim)
 
 
-@pytest.mark.parametrize("module, name", sorted(MECHANISMS, key=lambda key: key[1]), ids=lambda x: getattr(x, "__name__", x))
+@pytest.mark.parametrize("module, name", sorted(MECHANISMS, key=lambda key: key[1]),
+                         ids=lambda x: getattr(x, "__name__", x))
 def test_every_primitive_states_its_guarantee_and_assumptions(module, name):
     assert hasattr(module, name), f"{module.__name__} has no {name}: update MECHANISMS and docs/mechanisms.md"
     doc = MECHANISMS[(module, name)]
