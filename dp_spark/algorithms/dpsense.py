@@ -33,6 +33,8 @@ the histogram of row lengths capped at θ_max, and, for DPSense-S, per column
 the number of rows of each length r ≤ θ_max holding it (N_j(r)) and the sum
 of ⌊2^20/r⌋ over the longer rows holding it (S'_j, an integer summed as a long
 in Spark) (ALGORITHMS.md §10).
+
+Claim: docs/dpsense.md, "Privacy claim: dpsense", "Privacy claim: dpsense_s".
 """
 
 from __future__ import annotations

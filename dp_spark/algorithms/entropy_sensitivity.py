@@ -10,6 +10,9 @@ ln(n/(n − 1)), not ln((n + 1)/n) (removing a user counts too); the local bound
 is capped by the global one (LS* = min(LS, GS)); Limit-SS smooths with
 β′ = ε/(2M·ln(2M/δ)), because each of the M locations a user touches gets
 (ε/M, δ/M); ξ is only a floor.
+
+Claim: docs/location_entropy.md, "Privacy claim: limit, baseline", "Privacy claim: limit_ss",
+"Privacy claim: limit_cb_dp", "Privacy claim: limit_cb".
 """
 
 from __future__ import annotations

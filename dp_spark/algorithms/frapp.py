@@ -23,7 +23,7 @@ S^1..S^M, n_C = Π|S^j| possible records. Schemes, all ε-local DP with the ε b
   γ_CP = Σ_j P[j]·ρ^−j / P[0]; ρ is the smallest grid value (2^-32) with γ_CP ≤ γ unless given.
 
 Reconstruction: det_gd/ran_gd in closed form (§6.2); mask by per-record weights (§6.4);
-cut_paste by solving the (k+1)-system of partial supports (§6.5).
+cut_paste by solving the (k+1)-system of partial supports (§6.5). Claim: docs/frapp.md, "Privacy claim: frapp".
 """
 
 from __future__ import annotations

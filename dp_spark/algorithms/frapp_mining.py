@@ -4,6 +4,8 @@ level with one pass per itemset length (ALGORITHMS.md §6.6). The math is in
 
 A coded table has one long column ``_a{j}`` per attribute: the value index for raw and
 det_gd/ran_gd records, the bit set of present values for mask and cut_paste records.
+
+Claim: docs/frapp.md, "Privacy claim: frapp".
 """
 
 from __future__ import annotations

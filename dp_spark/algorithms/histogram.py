@@ -8,6 +8,8 @@ sensitivity 1 (ALGORITHMS.md §1.1, rules 1 and 2). The bins are public: they
 come from the config, never from the data (§1.2). The publisher's own claim
 covers the rest; with Δ = 1 it is the record-level analysis of paper 002
 (§5.1, §5.2 corrected) applied to users (§5.3).
+
+Claim: docs/user_histogram.md, "Privacy claim: user_histogram".
 """
 
 from __future__ import annotations

@@ -33,6 +33,9 @@ DP claims (unit: one user with all its check-ins):
   {l : ñ_l ≥ k}; those get ``limit_ss`` values with (ε_e, δ).
 * Optional ``visits`` (Σ c̄, sensitivity M·C) and ``users`` (n̄, sensitivity M),
   each with discrete Laplace and its own share of ε.
+
+Claim: docs/location_entropy.md, "Privacy claim: limit, baseline", "Privacy claim: limit_ss",
+"Privacy claim: limit_cb_dp", "Privacy claim: limit_cb".
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ DP claims (user level, pure ε-DP; ALGORITHMS.md §3.1 and §3.2):
   noisy counts, a DP output, keeping each user's l most popular records is a
   per-user transform, so the final counts again have sensitivity l (adaptive
   sequential composition). d is public (§3.2 [FIX]: never min |T_k|).
+
+Claim: docs/sra_hpa.md, "Privacy claim: sra", "Privacy claim: hpa", "Privacy claim: lpa, dft, gs".
 """
 
 from __future__ import annotations

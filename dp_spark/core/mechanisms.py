@@ -21,6 +21,10 @@ rational it is (a double is m·2^e), the exponents x_i = c·(q* − q_i) are exa
 rationals, and a uniformly proposed candidate is kept with an exact
 Bernoulli(exp(−x_i)): the kept candidate has P(i) ∝ exp(c·q_i) with no
 rounding anywhere, so the mechanism's pure ε-DP holds as proven, with δ = 0.
+
+Claim: docs/mechanisms.md, "Privacy claim: RandomSource", "Privacy claim: bernoulli_exp_minus,
+bernoulli_exp_minus_fraction", "Privacy claim: discrete_laplace, discrete_laplace_each", "Privacy
+claim: exponential_mechanism".
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ A release drawn with a fixed seed has no guarantee at all, whatever its
 mechanism: whoever learns the seed regenerates the noise and subtracts it.
 The ledger still describes the mechanism; the report's ``guarantee`` and
 ``private`` say that this release is for testing only.
+
+Claim: docs/mechanisms.md, "Privacy claim: Budget".
 """
 
 from __future__ import annotations

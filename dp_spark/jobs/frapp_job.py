@@ -3,6 +3,8 @@
 The perturbed records are drawn once, written to a scratch directory beside the output and
 read back for mining, so the itemsets are mined from exactly the records that are published
 (re-running a perturbation draws new randomness). Budget is spent before anything is drawn.
+
+Claim: docs/frapp.md, "Privacy claim: frapp".
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ A publisher takes a count vector over a public domain, the L1 sensitivity one
 user can cause after bounding, epsilon and a random source, and returns the
 published vector with the ledger entries that pay for it. :func:`publish`
 picks one by name, as a job's config does (``publisher = "ahp"``).
+
+Claims: docs/publishers.md, one "Privacy claim: <name>" section per publisher.
 """
 
 from __future__ import annotations

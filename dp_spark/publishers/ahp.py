@@ -8,6 +8,8 @@ DP claim, ε = ε1 + ε2 with ε1 = ρε:
 * phase 2 adds discrete Laplace of scale Δ/ε2 to the true sum of each cluster.
   Clusters are disjoint, so the vector of sums has L1 sensitivity Δ: ε2-DP.
 Each bin gets its cluster's noisy sum over the cluster size.
+
+Claim: docs/publishers.md, "Privacy claim: ahp".
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ DP claim: the total Σ c is an integer with L1 sensitivity Δ (one user moves
 the vector by at most Δ in L1, so the sum by at most Δ); discrete Laplace of
 scale Δ/ε on it is ε-DP (§1.4), and dividing by the public cell count is
 post-processing. Every cell gets the same value (Σ c + noise)/cells.
+
+Claim: docs/publishers.md, "Privacy claim: alpa".
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ and the items Σ_a x_ia: the weighted least-squares estimate under the
 constraints, each noisy count weighted by the inverse of its noise variance.
 Being a function of the released counts only, it is post-processing and keeps
 the release's guarantee (ALGORITHMS.md §1.5).
+
+Claim: docs/publishers.md, "Privacy claim: consistency".
 """
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ SDPA-AHP is δ = 1.
 counts and ε_i = n·f(i)·ε1, f(i) = v(i)/Σ v. It is NOT differentially private
 (§5.2: the ranks leak the data, and the largest ε_i exceeds ε1); the ledger
 and the report say so.
+
+Claim: docs/publishers.md, "Privacy claim: dpa_ahp, sdpa_ahp".
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ Inverting with ``irfft`` is post-processing.
 Δ2: a user with at most Δ units in the vector moves it by at most Δ in L2
 (all units on one cell), or by √Δ when each unit sits in a different cell
 (``distinct_cells``: one user's distinct items, paper 001's rows).
+
+Claim: docs/publishers.md, "Privacy claim: fourier".
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ DP claim, ε = εa + εb (half each):
 * the groups are disjoint, so the vector of group sums of the real counts has
   L1 sensitivity Δ; discrete Laplace of scale Δ/εb on each sum is εb-DP.
 Each cell gets its group's noisy sum divided by the group size.
+
+Claim: docs/publishers.md, "Privacy claim: grouping".
 """
 
 from __future__ import annotations

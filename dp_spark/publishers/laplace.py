@@ -5,6 +5,8 @@ DP claim: for an integer vector whose L1 sensitivity under the privacy unit is
 ε-DP (ALGORITHMS.md §1.4 and §3.3; the discrete Laplace mechanism of Canonne,
 Kamath and Steinke 2020, Theorem 7). The domain must be public and complete:
 cells with a true count of zero get noise too (§1.2).
+
+Claim: docs/publishers.md, "Privacy claim: laplace".
 """
 
 from __future__ import annotations
