@@ -10,13 +10,12 @@ The pipeline is bound -> aggregate -> publish; every epsilon is spent through th
 docs/api.md shows every function; docs/architecture.md the layout of the package.
 """
 
-__version__ = "0.1.0"
-
-from dp_spark.api import (  # noqa: E402  (the version first: modules below read it)
+from dp_spark.api import (
     DatasetBudget, Release, dft, dpsense, dpsense_s, gs, hpa, location_entropy, lpa, sra, user_histogram,
 )
-from dp_spark.core.privacy import BudgetExceeded  # noqa: E402
-from dp_spark.errors import ConfigError, DataError, DpSparkError  # noqa: E402
+from dp_spark.core.privacy import BudgetExceeded
+from dp_spark.errors import ConfigError, DataError, DpSparkError
+from dp_spark.version import __version__
 
-__all__ = ["BudgetExceeded", "ConfigError", "DataError", "DatasetBudget", "DpSparkError", "Release", "dft",
+__all__ = ["__version__", "BudgetExceeded", "ConfigError", "DataError", "DatasetBudget", "DpSparkError", "Release", "dft",
            "dpsense", "dpsense_s", "gs", "hpa", "location_entropy", "lpa", "sra", "user_histogram"]

@@ -70,3 +70,8 @@ class Progress:
         """The last line of a run (JSON mode only: text mode has said it all already)."""
         if self.json:
             self._emit("end", status=status, exit_code=exit_code, **fields)
+
+
+def stage(progress, name: str):
+    """``progress.stage(name)``, or nothing for a plain message callable (bench, peers)."""
+    return progress.stage(name) if hasattr(progress, "stage") else contextlib.nullcontext()

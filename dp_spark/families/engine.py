@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from dp_spark import __version__
+from dp_spark.version import __version__
 from dp_spark.core.domain import ItemDomain
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget

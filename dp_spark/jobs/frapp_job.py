@@ -16,7 +16,7 @@ from fractions import Fraction
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from dp_spark import __version__
+from dp_spark.version import __version__
 from dp_spark.bounding import user_records
 from dp_spark.io import datasets, release_store, sources
 from dp_spark.algorithms import frapp
@@ -24,6 +24,7 @@ from dp_spark.algorithms import frapp_mining as fm
 from dp_spark.jobs.config import JobConfig
 from dp_spark.errors import ConfigError, DataError
 from dp_spark.core.privacy import Budget, LedgerEntry, PrivacyUnit
+from dp_spark.core.progress import stage
 
 # FRAPP's guarantee is local and bounded (ALGORITHMS.md §1.1 rule 4, §6): a record's values may be
 # replaced, but the number of records is published exactly.
@@ -137,10 +138,8 @@ def _report(cfg: JobConfig, budget: Budget, attributes, scheme: fm.Scheme, outpu
 
 
 def run(cfg: JobConfig, spark, progress, output: str, run_info: dict):
-    """Read, perturb, mine and write to ``output`` (checked by the caller); returns a JobResult
-    (tables: the frequent itemsets as pandas). ``run_info`` is the report's ``run`` section."""
-    from dp_spark.jobs.runner import JobResult, stage as _stage
-
+    """Read, perturb, mine and write to ``output`` (checked by the caller); returns the report and
+    the tables (the frequent itemsets as pandas). ``run_info`` is the report's ``run`` section."""
     specs = list(cfg.frapp["specs"])
     scheme: fm.Scheme = cfg.frapp["scheme"]
     attributes = [s.attribute() for s in specs]
@@ -148,7 +147,7 @@ def run(cfg: JobConfig, spark, progress, output: str, run_info: dict):
              f"{float(cfg.frapp['epsilon_per_record']):.4g} per record; {len(attributes)} attributes, record "
              f"space {frapp.record_space(list(scheme.sizes)):,}")
     progress(f"reading {cfg.source.format} source {cfg.source.path or cfg.source.table}")
-    with _stage(progress, "read"):
+    with stage(progress, "read"):
         raw = read_source(spark, cfg)
         unit = privacy_unit(cfg.frapp["records_per_user"], user_column(cfg, raw) is not None)
         records, diagnostics = bounded_records(raw, cfg)
@@ -159,7 +158,7 @@ def run(cfg: JobConfig, spark, progress, output: str, run_info: dict):
     _fs, target = release_store._filesystem(spark, output)
     scratch = target.getParent().toString() + f"/.{target.getName()}.perturbed-{uuid.uuid4().hex}"
     try:
-        with _stage(progress, "release"):
+        with stage(progress, "release"):
             progress("perturbing the records")
             fm.perturb(table, scheme, cfg.seed).write.parquet(scratch)
             perturbed = spark.read.parquet(scratch)
@@ -172,11 +171,11 @@ def run(cfg: JobConfig, spark, progress, output: str, run_info: dict):
             outputs = {"perturbed_records": {"rows": rows, "columns": published.columns},
                        "frequent_itemsets": {"rows": len(itemsets), "columns": list(itemsets.columns)}}
             report = {**_report(cfg, budget, attributes, scheme, outputs, diagnostics, lengths), "run": run_info}
-        with _stage(progress, "write"):
+        with stage(progress, "write"):
             progress(f"writing {output}")
             release_store.write_release(spark, output, {"perturbed_records": published, "frequent_itemsets": itemsets}, report)
     finally:
         scratch_fs, scratch_path = release_store._filesystem(spark, scratch)
         if scratch_fs.exists(scratch_path):
             scratch_fs.delete(scratch_path, True)
-    return JobResult(output, report, {"frequent_itemsets": itemsets}, None)
+    return report, {"frequent_itemsets": itemsets}

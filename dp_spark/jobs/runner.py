@@ -8,18 +8,17 @@ has been paid for in the ledger.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from fractions import Fraction
 
 from dp_spark.core.domain import ItemDomain, attribute_domain, item_domain, refuse_source_table
-from dp_spark.core.progress import Progress
+from dp_spark.core.progress import Progress, stage
 from dp_spark.families import location_entropy
 from dp_spark.families.base import Domains, plan_split
 from dp_spark.families.engine import Computed, compute
 from dp_spark.families.registry import family_of
 from dp_spark.io import checkins, release_store, sources
-from dp_spark.jobs import budget_store
+from dp_spark.jobs import budget_store, frapp_job
 from dp_spark.jobs.config import JobConfig
 
 
@@ -47,11 +46,6 @@ class JobResult:
     tables: dict  # name -> pandas DataFrame of noisy outputs
     items: ItemDomain | None  # None for FRAPP, whose domain is the attributes' product
     status: str = "released"  # "unchanged": the run date's release already existed; nothing was spent
-
-
-def stage(progress, name: str):
-    """``progress.stage(name)``, or nothing for a plain message callable (bench, peers)."""
-    return progress.stage(name) if hasattr(progress, "stage") else contextlib.nullcontext()
 
 
 def read_source(cfg: JobConfig, spark, domains: Domains):
@@ -96,9 +90,8 @@ def release_location(cfg: JobConfig) -> str:
 
 def _release(cfg: JobConfig, spark, progress, target: str, run: dict) -> JobResult:
     if cfg.algorithm == "frapp":
-        from dp_spark.jobs import frapp_job
-
-        return frapp_job.run(cfg, spark, progress, target, run)
+        report, tables = frapp_job.run(cfg, spark, progress, target, run)
+        return JobResult(target, report, tables, None)
     computed = compute_release(cfg, spark, progress)
     report = {**computed.report, "run": run}
     with stage(progress, "write"):

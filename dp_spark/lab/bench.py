@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dp_spark import __version__
+from dp_spark.version import __version__
 from dp_spark.io import datasets
 from dp_spark.jobs.config import build_config
 from dp_spark.errors import ConfigError
