@@ -13,7 +13,6 @@ bench/results/reproduction_003/evaluation.json. NOT private: errors against the 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import statistics
 import sys
@@ -76,7 +75,7 @@ def main() -> int:
         records += summaries(method, values)
     sizes = list(paper.frapp["scheme"].sizes)
     tight_scheme = fm.Scheme.of("cut_paste", paper.frapp["scheme"].gamma, sizes)
-    tight = dataclasses.replace(paper, frapp={**paper.frapp, "scheme": tight_scheme})
+    tight = paper.with_params(scheme=tight_scheme)
     for _method, values in evaluate_frapp.run_methods(tight, spark, ["cut_paste"], args.runs, progress):
         records += summaries("cut_paste_tight", values)
     spark.stop()

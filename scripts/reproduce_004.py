@@ -52,7 +52,7 @@ def dataset_path(name: str, users: int, progress) -> tuple[Path, dict | None]:
 def with_parameter(cfg, parameter: str, value):
     if parameter == "epsilon":
         return dataclasses.replace(cfg, epsilon=Fraction(str(value)))
-    return dataclasses.replace(cfg, entropy={**cfg.entropy, parameter: value})
+    return cfg.with_params(**{parameter: value})
 
 
 def run_dataset(spark, name: str, path: Path, runs: int, progress) -> list[dict]:

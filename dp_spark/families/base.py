@@ -53,6 +53,21 @@ class FamilyOutput:
 
 
 @dataclass(frozen=True)
+class ConfigTables:
+    """The parts of a job config a family reads, after the checks every job shares: its
+    algorithm name, the [algorithm], [privacy], [domain] and [publisher] tables, the named
+    epsilon parts (privacy.epsilon_*) and the attribute domain's spec (None without edges)."""
+
+    name: str
+    algorithm: dict[str, Any]
+    privacy: dict[str, Any]
+    domain: dict[str, Any]
+    publisher: dict[str, Any]
+    parts: dict[str, Fraction]
+    attributes: Any = None
+
+
+@dataclass(frozen=True)
 class Family:
     """One algorithm family.
 
@@ -69,6 +84,8 @@ class Family:
     run: Callable[[Any, RunInputs], FamilyOutput]
     describe: Callable[[Any, Fraction, Domains], str]
     report_section: Callable[[Any], dict]  # name, parameters, specification, post-processing, publisher
+    from_config: Callable[[ConfigTables], Any]  # the parameter class from a job config's tables
+    config_keys: tuple[str, ...] = ()  # algorithm.* keys that only this family takes
     delta: Callable[[Any], float] = lambda params: 0.0
     extra_noise: Callable[[Any], dict] = lambda params: {}
     extra_domain: Callable[[Any], dict] = lambda params: {}
@@ -97,3 +114,17 @@ def positive_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
     return value
+
+
+def require(table: dict[str, Any], key: str, section: str) -> Any:
+    """``table[key]``; a ConfigError naming the missing config key otherwise."""
+    if key not in table:
+        raise ConfigError(f"missing config key '{section}.{key}'")
+    return table[key]
+
+
+def refuse_keys(table: dict[str, Any], keys: tuple[str, ...], message) -> None:
+    """A ConfigError ``message(key)`` for the first of ``keys`` present in ``table``."""
+    for key in keys:
+        if key in table:
+            raise ConfigError(message(key))

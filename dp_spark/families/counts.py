@@ -16,7 +16,7 @@ import pandas as pd
 from dp_spark.algorithms import sampling
 from dp_spark.bounding import user_records
 from dp_spark.errors import ConfigError
-from dp_spark.families.base import Domains, Family, FamilyOutput, RunInputs, positive_int
+from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int, require
 from dp_spark.io.validation import validate_records
 from dp_spark.publishers.options import publisher_choice
 
@@ -124,5 +124,32 @@ def _report_section(params: CountsParams) -> dict:
     }
 
 
+def from_config(c: ConfigTables) -> CountsParams:
+    name, algorithm, parts = c.name, c.algorithm, c.parts
+    for key in ("epsilon_theta", "epsilon_counts"):
+        if key in parts:
+            raise ConfigError(f"privacy.{key} is a DPSense parameter; {name} does not use it")
+    bound = "m" if name in BASELINE_PUBLISHERS else "l"
+    other = "l" if bound == "m" else "m"
+    if other in algorithm:
+        raise ConfigError(f"algorithm.{other} is not used by {name}; its per-user bound is algorithm.{bound}")
+    l = positive_int(require(algorithm, bound, "algorithm"), f"algorithm.{bound}")
+    d = positive_int(algorithm.get("d", 1), "algorithm.d")
+    if name != "hpa" and "d" in algorithm:
+        raise ConfigError(f"algorithm.d is an HPA parameter; {name} does not use it")
+    if name != "hpa" and "epsilon_popularity" in parts:
+        raise ConfigError(f"privacy.epsilon_popularity is an HPA parameter; {name} does not use it")
+    publisher, options = publisher_choice(c.publisher, name, BASELINE_PUBLISHERS.get(name))
+    consistent = algorithm.get("consistent", False)
+    if not isinstance(consistent, bool):
+        raise ConfigError(f"algorithm.consistent must be true or false, got {consistent!r}")
+    if consistent and c.attributes is None:
+        raise ConfigError("algorithm.consistent needs edge counts: set domain.attributes")
+    if c.attributes is None and "epsilon_edges" in parts:
+        raise ConfigError("privacy.epsilon_edges is set but domain.attributes is not: no edge counts to publish")
+    return CountsParams(name, l, d, publisher, options, consistent)
+
+
 FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, default_split=_split,
-                split_keys=_split_keys, run=run, describe=_describe, report_section=_report_section)
+                split_keys=_split_keys, run=run, describe=_describe, report_section=_report_section,
+                from_config=from_config)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from dp_spark.algorithms import dpsense
 from dp_spark.errors import ConfigError
-from dp_spark.families.base import Domains, Family, FamilyOutput, RunInputs, positive_int
+from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int
 from dp_spark.io.validation import validate_records
 
 ALGORITHMS = ("dpsense", "dpsense_s")
@@ -62,11 +62,30 @@ def _describe(params: DPSenseParams, epsilon: Fraction, domains: Domains) -> str
             f"1..{params.theta_max}, limit by {params.limit}; {len(domains.items):,} columns (items)")
 
 
+def from_config(c: ConfigTables) -> DPSenseParams:
+    """A user's row is its set of distinct items; θ is chosen privately, so there is no
+    per-user bound to set, only the largest θ to consider."""
+    name = c.name
+    for key in ("l", "m", "d", "consistent"):
+        if key in c.algorithm:
+            raise ConfigError(f"algorithm.{key} is not used by {name}: it chooses its row limit θ privately "
+                              "(set algorithm.theta_max, the largest θ it may choose)")
+    if c.attributes is not None:
+        raise ConfigError(f"domain.attributes is not used by {name}: it publishes column (item) counts only")
+    for key in c.parts:
+        if key not in ("epsilon_theta", "epsilon_counts"):
+            raise ConfigError(f"privacy.{key} is not used by {name}; its parts are epsilon_theta and epsilon_counts")
+    if c.publisher:
+        raise ConfigError(f"{name} adds its own noise (discrete Laplace at scale θ/ε); remove [publisher]")
+    theta_max = positive_int(c.algorithm.get("theta_max", dpsense.DEFAULT_THETA_MAX), "algorithm.theta_max")
+    return DPSenseParams(name, theta_max, c.algorithm.get("limit", "normalize"))
+
+
 FAMILY = Family(
     name="dpsense", algorithms=ALGORITHMS, params_type=DPSenseParams,
     default_split=lambda params, epsilon, domains: dpsense.default_split(epsilon),
     split_keys=lambda params, domains: ("epsilon_theta", "epsilon_counts"),
-    run=run, describe=_describe,
+    run=run, describe=_describe, from_config=from_config, config_keys=("theta_max", "limit"),
     report_section=lambda params: {"parameters": {"theta_max": params.theta_max, "limit": params.limit},
                                    "specification": dpsense.SPEC_SECTIONS[params.algorithm],
                                    "post_processing": None, "publisher": None},

@@ -15,7 +15,7 @@ import pandas as pd
 
 from dp_spark.algorithms import location_entropy as le
 from dp_spark.errors import ConfigError
-from dp_spark.families.base import Domains, Family, FamilyOutput, RunInputs, positive_int
+from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int
 from dp_spark.io.checkins import validate_checkins
 
 
@@ -91,11 +91,40 @@ def _report_section(params: EntropyParams) -> dict:
             "post_processing": None, "publisher": None}
 
 
+def from_config(c: ConfigTables) -> EntropyParams:
+    """Items are the public locations; M and C are public bounds. The baseline variant's
+    defaults are Fig. 2's public bounds C_max = 1000, M_max = 100."""
+    algorithm = c.algorithm
+    for key in ("l", "m", "d", "consistent"):
+        if key in algorithm:
+            raise ConfigError(f"algorithm.{key} is not used by entropy; its bounds are "
+                              "algorithm.locations_per_user (M) and algorithm.visits_per_location (C)")
+    if c.attributes is not None:
+        raise ConfigError("domain.attributes is not used by entropy; domain.items is the public location set")
+    if c.publisher:
+        raise ConfigError("entropy adds its own noise; remove [publisher]")
+    variant = algorithm.get("variant", "limit")
+    baseline = variant == "baseline"
+    params = EntropyParams(
+        variant=variant,
+        M=algorithm.get("locations_per_user", 100 if baseline else 5),
+        C=algorithm.get("visits_per_location", 1000 if baseline else 5),
+        k=algorithm.get("k", 50), xi=algorithm.get("xi", 1e-3), delta=c.privacy.get("delta", 1e-8),
+        outputs=algorithm.get("outputs", ["entropy"]),
+    )
+    for key in c.parts:
+        if key.removeprefix("epsilon_") not in params.outputs:
+            raise ConfigError(f"privacy.{key} is not an output of this entropy job (outputs: "
+                              f"{', '.join(params.outputs)})")
+    return params
+
+
 FAMILY = Family(
     name="location_entropy", algorithms=("entropy",), params_type=EntropyParams,
     default_split=lambda params, epsilon, domains: le.default_split(epsilon, params.outputs),
     split_keys=lambda params, domains: tuple(f"epsilon_{name}" for name in params.outputs),
-    run=run, describe=_describe, report_section=_report_section,
+    run=run, describe=_describe, report_section=_report_section, from_config=from_config,
+    config_keys=("variant", "locations_per_user", "visits_per_location", "k", "xi", "outputs"),
     delta=lambda params: params.delta if params.spends_delta else 0.0,
     not_private_warning=("WARNING: Limit-CB is only crowd-blending private, NOT differentially private; "
                          "privacy.json says why."),

@@ -16,7 +16,7 @@ import pandas as pd
 
 from dp_spark.algorithms import histogram
 from dp_spark.errors import ConfigError
-from dp_spark.families.base import Domains, Family, FamilyOutput, RunInputs
+from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require
 from dp_spark.io.validation import validate_records
 from dp_spark.publishers.options import publisher_choice
 
@@ -85,8 +85,26 @@ def _report_section(params: HistogramParams) -> dict:
     }
 
 
+def from_config(c: ConfigTables) -> HistogramParams:
+    """Every user adds one to one public bin, so there is no per-user bound to choose and the
+    whole ε goes to the histogram."""
+    for key in ("l", "m", "d", "consistent"):
+        if key in c.algorithm:
+            raise ConfigError(f"algorithm.{key} is not used by user_histogram: every user counts once, in one bin")
+    if c.attributes is not None:
+        raise ConfigError("domain.attributes is not used by user_histogram; remove it")
+    if c.parts:
+        raise ConfigError(f"privacy.{next(iter(c.parts))} is not used by user_histogram: the whole "
+                          "privacy.epsilon goes to the histogram")
+    quantity = require(c.algorithm, "quantity", "algorithm")
+    bins = require(c.algorithm, "bins", "algorithm")
+    publisher, options = publisher_choice(c.publisher)
+    return HistogramParams(quantity, bins, publisher, options)
+
+
 FAMILY = Family(name="user_histogram", algorithms=("user_histogram",), params_type=HistogramParams,
                 default_split=_split, split_keys=lambda params, domains: ("epsilon_histogram",), run=run,
-                describe=_describe, report_section=_report_section,
+                describe=_describe, report_section=_report_section, from_config=from_config,
+                config_keys=("quantity", "bins"),
                 extra_domain=lambda params: {"bins": f"{len(params.bins)} public bins from the config, the last "
                                                      "open-ended"})

@@ -23,20 +23,18 @@ from typing import Any
 from dp_spark.jobs.budget_store import StoreSpec
 from dp_spark.errors import ConfigError
 from dp_spark.io.sources import SourceSpec
-from dp_spark.families.counts import CountsParams
-from dp_spark.families.dpsense import DPSenseParams
+from dp_spark.families.base import ConfigTables, positive_int, require
+from dp_spark.families.frapp import FRAPP_KEYS, FrappParams, frapp_params
 from dp_spark.families.location_entropy import EntropyParams
-from dp_spark.families.user_histogram import HistogramParams
+from dp_spark.families.counts import BASELINE_PUBLISHERS  # noqa: F401  (the lab reads it here)
+from dp_spark.families.dpsense import ALGORITHMS as DPSENSE_ALGORITHMS
+from dp_spark.families.registry import BY_ALGORITHM, family_of
 from dp_spark.core.privacy import as_epsilon
-from dp_spark.publishers.options import publisher_choice
 
 SOURCE_FORMATS = ("parquet", "csv", "table", "movielens-1m", "movielens-100k", "netflix-synthetic", "checkins",
                   "checkins-synthetic", "adult")
-ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs", "user_histogram", "dpsense", "dpsense_s", "entropy", "frapp")
-COLUMN_ALGORITHMS = ("dpsense", "dpsense_s")  # paper 001: rows of distinct items, column counts
-# Paper 000's baselines: a uniform sample of at most m records per user (the public bound M),
-# published with a fixed publisher.
-BASELINE_PUBLISHERS = {"lpa": "laplace", "dft": "fourier", "gs": "grouping"}
+ALGORITHMS = (*BY_ALGORITHM, "frapp")  # every algorithm.name a config may give
+COLUMN_ALGORITHMS = DPSENSE_ALGORITHMS  # paper 001: rows of distinct items, column counts (for the lab)
 STANDARD_COLUMNS = ("user_id", "item_id", "attr", "time", "visits")  # time, visits: check-ins only
 
 # Allowed keys per section; "spark" is free-form (Spark configuration keys).
@@ -56,10 +54,6 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
 }
 EPSILON_PARTS = ("epsilon_popularity", "epsilon_items", "epsilon_edges", "epsilon_theta", "epsilon_counts",
                  "epsilon_entropy", "epsilon_visits", "epsilon_users")
-_OWN_KEYS = {"user_histogram": ("quantity", "bins"), "dpsense": ("theta_max", "limit"),
-             "dpsense_s": ("theta_max", "limit"),
-             "entropy": ("variant", "locations_per_user", "visits_per_location", "k", "xi", "outputs"),
-             "frapp": ("scheme", "sup_min", "records_per_user", "cp_k", "cp_rho")}
 CHECKIN_FORMATS = ("checkins", "checkins-synthetic")
 
 
@@ -72,29 +66,79 @@ class JobConfig:
     epsilon: Fraction
     epsilon_parts: dict[str, Fraction]  # explicit overrides of the default split
     algorithm: str
-    l: int
-    d: int
+    params: Any  # the family's frozen parameter class (dp_spark.families): what the runner reads
     seed: int | None = None
     spark: dict[str, str] = field(default_factory=dict)
-    publisher: str = "laplace"
-    publisher_options: dict[str, Any] = field(default_factory=dict)
-    consistent: bool = False  # post-process item and edge counts to agree (dp_spark.publishers.consistency)
-    quantity: str | None = None  # user_histogram: what is counted per user
-    bins: tuple[int, ...] | None = None  # user_histogram: public bin edges
-    theta_max: int = 256  # dpsense: the largest row limit θ considered
-    limit: str = "normalize"  # dpsense: how long rows are cut to θ ("normalize" or "sample")
-    entropy: dict[str, Any] = field(default_factory=dict)  # entropy: variant, M, C, delta, k, xi, outputs
-    frapp: dict[str, Any] = field(default_factory=dict)  # frapp: specs, scheme, gamma, sup_min, ...
     run_date: str | None = None  # YYYY-MM-DD: the release goes to output/run_date=.../ (scheduled runs)
     budget_store: StoreSpec | None = None  # the dataset's budget across runs (dp_spark.jobs.budget_store)
-    # The family's own frozen parameter class (dp_spark.families): what the runner reads. The
-    # flat fields above (l, d, theta_max, entropy, ...) remain for the lab's evaluate and bench.
-    params: Any = None
+
+    def with_params(self, **changes) -> JobConfig:
+        """This config with some parameters changed (checked again by the parameter class)."""
+        params = dataclasses.replace(self.params, **changes)
+        return dataclasses.replace(self, params=params, algorithm=params.algorithm)
+
+    # Read-only views of the parameters under the config's flat names, for the lab (evaluate,
+    # bench) and the command line's summaries; the product path reads ``params``.
+
+    @property
+    def l(self) -> int:
+        """The per-user bound in the config's sense: l or m, θ_max, M, or records per user."""
+        for name in ("l", "theta_max", "M", "records_per_user"):
+            if hasattr(self.params, name):
+                return getattr(self.params, name)
+        return 1  # the user histogram: one bin per user
+
+    @property
+    def d(self) -> int:
+        return getattr(self.params, "d", 1)
 
     @property
     def bound_name(self) -> str:
         """What the config calls the per-user record bound: m for the baselines, l otherwise."""
-        return "m" if self.algorithm in BASELINE_PUBLISHERS else "l"
+        return getattr(self.params, "bound_name", "l")
+
+    @property
+    def publisher(self) -> str:
+        return getattr(self.params, "publisher", "laplace")
+
+    @property
+    def publisher_options(self) -> dict[str, Any]:
+        return getattr(self.params, "publisher_options", {})
+
+    @property
+    def consistent(self) -> bool:
+        return getattr(self.params, "consistent", False)
+
+    @property
+    def quantity(self) -> str | None:
+        return getattr(self.params, "quantity", None)
+
+    @property
+    def bins(self) -> tuple[int, ...] | None:
+        return getattr(self.params, "bins", None)
+
+    @property
+    def theta_max(self) -> int:
+        return getattr(self.params, "theta_max", 256)
+
+    @property
+    def limit(self) -> str:
+        return getattr(self.params, "limit", "normalize")
+
+    @property
+    def entropy(self) -> dict[str, Any]:
+        """Location entropy's parameters as a dict (variant, M, C, k, xi, delta, outputs)."""
+        if not isinstance(self.params, EntropyParams):
+            return {}
+        return {k: getattr(self.params, k) for k in ("variant", "M", "C", "k", "xi", "delta", "outputs")}
+
+    @property
+    def frapp(self) -> dict[str, Any]:
+        """FRAPP's parameters as a dict (specs, scheme, sup_min, records_per_user, epsilon_per_record)."""
+        if not isinstance(self.params, FrappParams):
+            return {}
+        return {k: getattr(self.params, k) for k in ("specs", "scheme", "sup_min", "records_per_user",
+                                                      "epsilon_per_record")}
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -147,23 +191,11 @@ def _check_keys(raw: dict[str, Any]) -> None:
     check("source.columns", columns)
 
 
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-    return value
-
-
-def _require(table: dict[str, Any], key: str, section: str) -> Any:
-    if key not in table:
-        raise ConfigError(f"missing config key '{section}.{key}'")
-    return table[key]
-
-
 def _source(raw: dict[str, Any]) -> SourceSpec:
     table = raw.get("source")
     if not table:
         raise ConfigError("missing config section [source]")
-    fmt = _require(table, "format", "source")
+    fmt = require(table, "format", "source")
     if fmt not in SOURCE_FORMATS:
         raise ConfigError(f"unknown source.format {fmt!r}; expected one of {', '.join(SOURCE_FORMATS)}")
     if fmt == "table":
@@ -212,8 +244,8 @@ def _budget_store(raw: dict[str, Any]) -> StoreSpec | None:
     table = raw.get("budget_store")
     if table is None:
         return None
-    path = _require(table, "path", "budget_store")
-    dataset = _require(table, "dataset", "budget_store")
+    path = require(table, "path", "budget_store")
+    dataset = require(table, "dataset", "budget_store")
     for key, value in (("path", path), ("dataset", dataset)):
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"budget_store.{key} must be a non-empty string, got {value!r}")
@@ -238,28 +270,32 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
     source = _source(raw)
     if raw.get("algorithm", {}).get("name") == "frapp":
-        return _frapp_config(raw, output, seed, source)
+        params = frapp_params(raw.get("algorithm", {}), raw.get("privacy", {}), raw.get("domain", {}),
+                              raw.get("publisher", {}), source.format)
+        return JobConfig(output=output, source=source, items={}, attributes=None,
+                         epsilon=params.epsilon_per_record * params.records_per_user, epsilon_parts={},
+                         algorithm="frapp", params=params, seed=seed, spark=_spark_settings(raw))
     if source.format == "adult":
         raise ConfigError("source.format 'adult' holds whole census records; only algorithm 'frapp' reads it")
     if "records" in raw.get("domain", {}) or "gamma" in raw.get("privacy", {}):
         raise ConfigError("domain.records and privacy.gamma are FRAPP settings; set algorithm.name = 'frapp'")
 
     domain = raw.get("domain", {})
-    items = _require(domain, "items", "domain")
+    items = require(domain, "items", "domain")
     if not isinstance(items, dict):
         raise ConfigError("domain.items must be a table such as { range = [1, 17770] }")
     attributes = domain.get("attributes")
 
     privacy = raw.get("privacy", {})
-    epsilon = as_epsilon(_require(privacy, "epsilon", "privacy"), "privacy.epsilon")
+    epsilon = as_epsilon(require(privacy, "epsilon", "privacy"), "privacy.epsilon")
     parts = {k: as_epsilon(privacy[k], f"privacy.{k}") for k in EPSILON_PARTS if k in privacy}
 
     algorithm = raw.get("algorithm", {})
-    name = _require(algorithm, "name", "algorithm")
+    name = require(algorithm, "name", "algorithm")
     if name not in ALGORITHMS:
         raise ConfigError(f"unknown algorithm {name!r}; expected one of {', '.join(ALGORITHMS)}")
     for key in algorithm:
-        owners = [other for other, keys in _OWN_KEYS.items() if key in keys]
+        owners = [other for other in ALGORITHMS if key in _own_keys(other)]
         if owners and name not in owners:
             raise ConfigError(f"algorithm.{key} is a {' and '.join(owners)} parameter; {name} does not use it")
     if name != "entropy":
@@ -268,52 +304,15 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
                 raise ConfigError(f"privacy.{key} is a location-entropy parameter; {name} does not use it")
         if source.format in CHECKIN_FORMATS:
             raise ConfigError(f"source.format {source.format!r} holds check-ins; only algorithm 'entropy' reads it")
-    if name == "user_histogram":
-        return _user_histogram_config(raw, output, seed, source, items, attributes, epsilon, parts)
-    if name in COLUMN_ALGORITHMS:
-        return _column_config(raw, name, output, seed, source, items, attributes, epsilon, parts)
-    if name == "entropy":
-        return _entropy_config(raw, output, seed, source, items, attributes, epsilon, parts)
-    for key in ("epsilon_theta", "epsilon_counts"):
-        if key in parts:
-            raise ConfigError(f"privacy.{key} is a DPSense parameter; {name} does not use it")
+    tables = ConfigTables(name, algorithm, privacy, domain, raw.get("publisher", {}), parts, attributes)
+    return JobConfig(output=output, source=source, items=items, attributes=attributes, epsilon=epsilon,
+                     epsilon_parts=parts, algorithm=name, params=family_of(name).from_config(tables), seed=seed,
+                     spark=_spark_settings(raw))
 
-    bound = "m" if name in BASELINE_PUBLISHERS else "l"
-    other = "l" if bound == "m" else "m"
-    if other in algorithm:
-        raise ConfigError(f"algorithm.{other} is not used by {name}; its per-user bound is algorithm.{bound}")
-    l = _positive_int(_require(algorithm, bound, "algorithm"), f"algorithm.{bound}")
-    d = _positive_int(algorithm.get("d", 1), "algorithm.d")
-    if name != "hpa" and "d" in algorithm:
-        raise ConfigError(f"algorithm.d is an HPA parameter; {name} does not use it")
-    if name != "hpa" and "epsilon_popularity" in parts:
-        raise ConfigError(f"privacy.epsilon_popularity is an HPA parameter; {name} does not use it")
-    publisher, publisher_options = publisher_choice(raw.get("publisher", {}), name, BASELINE_PUBLISHERS.get(name))
-    consistent = algorithm.get("consistent", False)
-    if not isinstance(consistent, bool):
-        raise ConfigError(f"algorithm.consistent must be true or false, got {consistent!r}")
-    if consistent and attributes is None:
-        raise ConfigError("algorithm.consistent needs edge counts: set domain.attributes")
-    if attributes is None and "epsilon_edges" in parts:
-        raise ConfigError("privacy.epsilon_edges is set but domain.attributes is not: no edge counts to publish")
 
-    return JobConfig(
-        output=output,
-        source=source,
-        items=items,
-        attributes=attributes,
-        epsilon=epsilon,
-        epsilon_parts=parts,
-        algorithm=name,
-        l=l,
-        d=d,
-        seed=seed,
-        spark=_spark_settings(raw),
-        publisher=publisher,
-        publisher_options=publisher_options,
-        consistent=consistent,
-        params=CountsParams(name, l, d, publisher, publisher_options, consistent),
-    )
+def _own_keys(algorithm: str) -> tuple[str, ...]:
+    """The algorithm.* keys that only ``algorithm``'s family takes."""
+    return FRAPP_KEYS if algorithm == "frapp" else family_of(algorithm).config_keys
 
 
 def _spark_settings(raw: dict[str, Any]) -> dict[str, str]:
@@ -321,224 +320,6 @@ def _spark_settings(raw: dict[str, Any]) -> dict[str, str]:
     if not isinstance(spark, dict):
         raise ConfigError("config section [spark] must be a table of Spark settings")
     return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark.items()}
-
-
-def _user_histogram_config(raw, output, seed, source, items, attributes, epsilon, parts) -> JobConfig:
-    """A histogram of a per-user quantity: every user adds one to one public bin, so
-    there is no per-user bound to choose and the whole ε goes to the histogram."""
-    from dp_spark.algorithms import histogram  # Spark-free helpers; kept here so config stays cheap
-
-    algorithm = raw["algorithm"]
-    for key in ("l", "m", "d", "consistent"):
-        if key in algorithm:
-            raise ConfigError(f"algorithm.{key} is not used by user_histogram: every user counts once, "
-                              "in one bin")
-    if attributes is not None:
-        raise ConfigError("domain.attributes is not used by user_histogram; remove it")
-    if parts:
-        raise ConfigError(f"privacy.{next(iter(parts))} is not used by user_histogram: the whole "
-                          "privacy.epsilon goes to the histogram")
-    quantity = _require(algorithm, "quantity", "algorithm")
-    if not isinstance(quantity, str) or quantity not in histogram.QUANTITIES:
-        raise ConfigError(f"unknown algorithm.quantity {quantity!r}; expected one of "
-                          f"{', '.join(histogram.QUANTITIES)}")
-    try:
-        edges = histogram.bin_edges(_require(algorithm, "bins", "algorithm"))
-    except ValueError as exc:
-        raise ConfigError(f"algorithm.bins: {exc}") from None
-    publisher, publisher_options = publisher_choice(raw.get("publisher", {}))
-    return JobConfig(
-        output=output, source=source, items=items, attributes=None, epsilon=epsilon, epsilon_parts={},
-        algorithm="user_histogram", l=histogram.SENSITIVITY, d=1, seed=seed, spark=_spark_settings(raw),
-        publisher=publisher, publisher_options=publisher_options, quantity=quantity,
-        bins=tuple(int(e) for e in edges),
-        params=HistogramParams(quantity, tuple(int(e) for e in edges), publisher, publisher_options),
-    )
-
-
-def _column_config(raw, name, output, seed, source, items, attributes, epsilon, parts) -> JobConfig:
-    """DPSense and DPSense-S: a user's row is its set of distinct items; θ is chosen privately,
-    so there is no per-user bound to set, only the largest θ to consider."""
-    from dp_spark.algorithms import dpsense  # kept here so config stays cheap to import
-
-    algorithm = raw["algorithm"]
-    for key in ("l", "m", "d", "consistent"):
-        if key in algorithm:
-            raise ConfigError(f"algorithm.{key} is not used by {name}: it chooses its row limit θ privately "
-                              "(set algorithm.theta_max, the largest θ it may choose)")
-    if attributes is not None:
-        raise ConfigError(f"domain.attributes is not used by {name}: it publishes column (item) counts only")
-    for key in parts:
-        if key not in ("epsilon_theta", "epsilon_counts"):
-            raise ConfigError(f"privacy.{key} is not used by {name}; its parts are epsilon_theta and epsilon_counts")
-    if raw.get("publisher"):
-        raise ConfigError(f"{name} adds its own noise (discrete Laplace at scale θ/ε); remove [publisher]")
-    theta_max = _positive_int(algorithm.get("theta_max", dpsense.DEFAULT_THETA_MAX), "algorithm.theta_max")
-    limit = algorithm.get("limit", "normalize")
-    if limit not in dpsense.LIMITS:
-        raise ConfigError(f"algorithm.limit must be one of {', '.join(dpsense.LIMITS)}, got {limit!r}")
-    return JobConfig(
-        output=output, source=source, items=items, attributes=None, epsilon=epsilon, epsilon_parts=parts,
-        algorithm=name, l=theta_max, d=1, seed=seed, spark=_spark_settings(raw), publisher="laplace",
-        theta_max=theta_max, limit=limit, params=DPSenseParams(name, theta_max, limit),
-    )
-
-
-def _entropy_config(raw, output, seed, source, items, attributes, epsilon, parts) -> JobConfig:
-    """Location entropy (paper 004): items are the public locations; M and C are public bounds."""
-    from dp_spark.algorithms import location_entropy  # kept here so config stays cheap to import
-
-    algorithm, privacy = raw["algorithm"], raw.get("privacy", {})
-    for key in ("l", "m", "d", "consistent"):
-        if key in algorithm:
-            raise ConfigError(f"algorithm.{key} is not used by entropy; its bounds are "
-                              "algorithm.locations_per_user (M) and algorithm.visits_per_location (C)")
-    if attributes is not None:
-        raise ConfigError("domain.attributes is not used by entropy; domain.items is the public location set")
-    if raw.get("publisher"):
-        raise ConfigError("entropy adds its own noise; remove [publisher]")
-    variant = algorithm.get("variant", "limit")
-    if variant not in location_entropy.VARIANTS:
-        raise ConfigError(f"algorithm.variant must be one of {', '.join(location_entropy.VARIANTS)}, got {variant!r}")
-    baseline = variant == "baseline"  # Fig. 2's public bounds C_max = 1000, M_max = 100
-    M = _positive_int(algorithm.get("locations_per_user", 100 if baseline else 5), "algorithm.locations_per_user")
-    C = _positive_int(algorithm.get("visits_per_location", 1000 if baseline else 5), "algorithm.visits_per_location")
-    k = _positive_int(algorithm.get("k", 50), "algorithm.k")
-    xi = algorithm.get("xi", 1e-3)
-    if isinstance(xi, bool) or not isinstance(xi, (int, float)) or not xi > 0:
-        raise ConfigError(f"algorithm.xi must be a number > 0, got {xi!r}")
-    delta = privacy.get("delta", 1e-8)
-    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
-        raise ConfigError(f"privacy.delta must be a number in (0, 1), got {delta!r}")
-    outputs = algorithm.get("outputs", ["entropy"])
-    if (not isinstance(outputs, list) or not outputs or "entropy" not in outputs
-            or any(o not in location_entropy.OUTPUTS for o in outputs) or len(set(outputs)) != len(outputs)):
-        raise ConfigError(f"algorithm.outputs must list 'entropy' and optionally 'visits', 'users' once each, "
-                          f"got {outputs!r}")
-    for key in parts:
-        if key.removeprefix("epsilon_") not in outputs:
-            raise ConfigError(f"privacy.{key} is not an output of this entropy job (outputs: {', '.join(outputs)})")
-    return JobConfig(
-        output=output, source=source, items=items, attributes=None, epsilon=epsilon, epsilon_parts=parts,
-        algorithm="entropy", l=M, d=1, seed=seed, spark=_spark_settings(raw), publisher="laplace",
-        entropy={"variant": variant, "M": M, "C": C, "k": k, "xi": float(xi), "delta": float(delta),
-                 "outputs": tuple(outputs)},
-        params=EntropyParams(variant, M, C, k, float(xi), float(delta), tuple(outputs)),
-    )
-
-
-def _attribute_spec(entry: Any, index: int):
-    from dp_spark.algorithms.frapp_mining import AttributeSpec
-
-    where = f"domain.records[{index}]"
-    if not isinstance(entry, dict) or not isinstance(entry.get("column"), str):
-        raise ConfigError(f"{where} must be a table with a 'column' and either 'edges' or 'values'")
-    unknown = set(entry) - {"column", "edges", "right_closed", "values", "other"}
-    if unknown:
-        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} (keys: column, edges, right_closed, values, "
-                          "other)")
-    edges, values = entry.get("edges"), entry.get("values")
-    if (edges is None) == (values is None):
-        raise ConfigError(f"{where} ({entry['column']}): give exactly one of 'edges' (numeric buckets) and "
-                          "'values' (categories)")
-    if edges is not None:
-        if (not isinstance(edges, list) or not edges
-                or any(isinstance(e, bool) or not isinstance(e, (int, float)) for e in edges)
-                or any(a >= b for a, b in zip(edges, edges[1:]))):
-            raise ConfigError(f"{where} ({entry['column']}): edges must be a non-empty increasing list of numbers")
-        if "other" in entry:
-            raise ConfigError(f"{where} ({entry['column']}): 'other' is for categories; numeric buckets cover "
-                              "every number")
-        right_closed = entry.get("right_closed", False)
-        if not isinstance(right_closed, bool):
-            raise ConfigError(f"{where}: right_closed must be true or false")
-        return AttributeSpec(entry["column"], edges=tuple(float(e) for e in edges), right_closed=right_closed)
-    if "right_closed" in entry:
-        raise ConfigError(f"{where} ({entry['column']}): right_closed is for numeric edges")
-    if (not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values)
-            or len(set(values)) != len(values)):
-        raise ConfigError(f"{where} ({entry['column']}): values must be a non-empty list of distinct strings")
-    other = entry.get("other")
-    if other is not None and (not isinstance(other, str) or other in values):
-        raise ConfigError(f"{where} ({entry['column']}): other must be a string that is not one of the values")
-    return AttributeSpec(entry["column"], values=tuple(values), other=other)
-
-
-def _frapp_config(raw, output, seed, source) -> JobConfig:
-    """FRAPP (paper 003): every record is perturbed on its own (local DP); the privacy level is
-    γ (the worst ratio of output probabilities) or ε = ln γ per record."""
-    from dp_spark.algorithms import frapp
-    from dp_spark.algorithms.frapp_mining import Scheme, check_bit_capacity
-
-    algorithm, privacy, domain = raw["algorithm"], raw.get("privacy", {}), raw.get("domain", {})
-    if source.format not in ("adult", "parquet", "csv", "table"):
-        raise ConfigError(f"frapp reads whole records: source.format must be adult, parquet, csv or table, "
-                          f"got {source.format!r}")
-    for key in algorithm:
-        if key not in ("name", *_OWN_KEYS["frapp"]):
-            raise ConfigError(f"algorithm.{key} is not used by frapp (it takes: {', '.join(_OWN_KEYS['frapp'])})")
-    for key in domain:
-        if key != "records":
-            raise ConfigError(f"domain.{key} is not used by frapp; its public domain is domain.records")
-    for key in privacy:
-        if key not in ("epsilon", "gamma"):
-            raise ConfigError(f"privacy.{key} is not used by frapp: it has one step, set privacy.epsilon or "
-                              "privacy.gamma")
-    if raw.get("publisher"):
-        raise ConfigError("frapp perturbs records itself; remove [publisher]")
-    records = _require(domain, "records", "domain")
-    if not isinstance(records, list) or not records:
-        raise ConfigError("domain.records must list the attributes, e.g. [{ column = 'sex', values = ['F', 'M'] }]")
-    specs = tuple(_attribute_spec(entry, i) for i, entry in enumerate(records))
-    if len({s.column for s in specs}) != len(specs):
-        raise ConfigError("domain.records lists a column twice")
-    try:
-        check_bit_capacity([s.attribute() for s in specs])
-    except ValueError as exc:
-        raise ConfigError(f"domain.records: {exc}") from None
-    if ("epsilon" in privacy) == ("gamma" in privacy):
-        raise ConfigError("frapp needs exactly one of privacy.epsilon and privacy.gamma (gamma = e^epsilon)")
-    if "gamma" in privacy:
-        gamma = as_epsilon(privacy["gamma"], "privacy.gamma")
-        if gamma <= 1:
-            raise ConfigError(f"privacy.gamma must be > 1, got {privacy['gamma']!r}")
-    else:
-        gamma = frapp.gamma_below(as_epsilon(privacy["epsilon"], "privacy.epsilon"))
-        if gamma <= 1:
-            raise ConfigError(f"privacy.epsilon {privacy['epsilon']!r} is too small for FRAPP")
-    scheme = algorithm.get("scheme", "det_gd")
-    if scheme not in frapp.SCHEMES:
-        raise ConfigError(f"algorithm.scheme must be one of {', '.join(frapp.SCHEMES)}, got {scheme!r}")
-    for key in ("cp_k", "cp_rho"):
-        if key in algorithm and scheme != "cut_paste":
-            raise ConfigError(f"algorithm.{key} is a Cut-and-Paste parameter; scheme {scheme} does not use it")
-    sup_min = algorithm.get("sup_min", 0.02)
-    if isinstance(sup_min, bool) or not isinstance(sup_min, (int, float)) or not 0 < sup_min < 1:
-        raise ConfigError(f"algorithm.sup_min must be a number strictly between 0 and 1, got {sup_min!r}")
-    per_user = _positive_int(algorithm.get("records_per_user", 1), "algorithm.records_per_user")
-    cp_k = _positive_int(algorithm.get("cp_k", frapp.PAPER_CP_K), "algorithm.cp_k")
-    rho = algorithm.get("cp_rho")
-    if rho is not None:
-        if isinstance(rho, bool) or not isinstance(rho, (int, float)) or not 0 < rho < 1:
-            raise ConfigError(f"algorithm.cp_rho must be strictly between 0 and 1, got {rho!r}")
-        rho = Fraction(str(rho))
-    sizes = [len(s.attribute().labels) for s in specs]
-    try:
-        fixed = Scheme.of(scheme, gamma, sizes, cp_k, rho)
-    except ValueError as exc:
-        raise ConfigError(f"algorithm: {exc}") from None
-    if fixed.ratio > float(gamma) * (1 + 1e-12):
-        raise ConfigError(f"algorithm.cp_rho = {float(rho):g} with K = {cp_k} allows a probability ratio of "
-                          f"{fixed.ratio:.4g} > gamma {float(gamma):.4g}; raise cp_rho or leave it out")
-    per_record = frapp.epsilon_of(fixed.ratio)
-    if "epsilon" in privacy:  # ratio ≤ γ ≤ e^ε holds exactly; the rounded-up log may not show it
-        per_record = min(per_record, as_epsilon(privacy["epsilon"], "privacy.epsilon"))
-    return JobConfig(
-        output=output, source=source, items={}, attributes=None, epsilon=per_record * per_user, epsilon_parts={},
-        algorithm="frapp", l=per_user, d=1, seed=seed, spark=_spark_settings(raw), publisher="laplace",
-        frapp={"specs": specs, "scheme": fixed, "sup_min": float(sup_min), "records_per_user": per_user,
-               "epsilon_per_record": per_record},
-    )
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> JobConfig:

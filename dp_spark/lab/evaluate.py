@@ -62,7 +62,7 @@ def method_config(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
         return cfg
     if cfg.algorithm in COLUMN_ALGORITHMS:
         evaluate_columns.check_method(method, m)
-        return dataclasses.replace(cfg, algorithm=method) if method.startswith("dpsense") else cfg
+        return cfg.with_params(algorithm=method) if method.startswith("dpsense") else cfg
     if cfg.algorithm == "user_histogram":
         if method not in publishers.PUBLISHERS:
             raise ConfigError(f"unknown method {method!r} for a user_histogram config; expected some of "
@@ -70,7 +70,7 @@ def method_config(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
         if m is not None:
             raise ConfigError("--m is not used by a user_histogram config: every user counts once")
         options = cfg.publisher_options if method == cfg.publisher else {}
-        return dataclasses.replace(cfg, publisher=method, publisher_options=options)
+        return cfg.with_params(publisher=method, publisher_options=options)
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r}; expected some of {', '.join(METHODS)}")
     if method in BASELINE_PUBLISHERS:
@@ -78,9 +78,10 @@ def method_config(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
             raise ConfigError(f"method {method!r} needs the public per-user bound: pass --m")
         publisher = BASELINE_PUBLISHERS[method]
         options = cfg.publisher_options if cfg.publisher == publisher else {}
-        return dataclasses.replace(cfg, algorithm=method, l=m, publisher=publisher, publisher_options=options,
-                                   epsilon_parts={})
-    return dataclasses.replace(cfg, algorithm=method)
+        changed = cfg.with_params(algorithm=method, l=m, d=1, publisher=publisher, publisher_options=options)
+        return dataclasses.replace(changed, epsilon_parts={})
+    # HPA keeps the config's d; the others sample no popularity.
+    return cfg.with_params(algorithm=method, d=cfg.d if method == "hpa" else 1)
 
 
 def item_metrics(true: np.ndarray, released: np.ndarray) -> dict[str, float]:

@@ -14,7 +14,6 @@ noisy user count selects it).
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 
 import numpy as np
@@ -36,7 +35,7 @@ BASELINE_BOUNDS = le.Bounds(M=100, C=1000)  # Fig. 2's public C_max, M_max
 def method_config(cfg: JobConfig, method: str) -> JobConfig:
     if method not in le.VARIANTS:
         raise ConfigError(f"unknown method {method!r} for an entropy config; expected some of {', '.join(le.VARIANTS)}")
-    return dataclasses.replace(cfg, entropy={**cfg.entropy, "variant": method})
+    return cfg.with_params(variant=method)
 
 
 def bounds_of(cfg: JobConfig) -> le.Bounds:
