@@ -44,6 +44,7 @@ def spark():
 #   system : new processes, spark-submit, a cluster, long jobs (marked slow, or in SYSTEM_MODULES).
 # A test may also carry a tier marker itself; it wins over the rules, except that a test which
 # needs a Spark fixture cannot be declared unit. See docs/architecture.md, "Tests".
+pytest_plugins = ["pytester"]  # tests/test_architecture.py runs the tier rules on a small suite
 TIERS = ("unit", "spark", "system")
 SYSTEM_MODULES = frozenset({
     "test_cluster",       # starts a standalone Spark cluster and runs spark-submit

@@ -3,8 +3,9 @@
 * the lab wall: non-private measurement code (dp_spark/lab/) is imported by no product module;
   the CLI may reach it only inside functions, when a lab command runs;
 * no import cycles, counting imports inside functions as well as at module level;
-* the number of import layers never grows.
+* the number of import layers never grows;
 
+and the test tiers of tests/conftest.py: each test gets its tier, and a unit test cannot start Spark.
 See docs/architecture.md, "Tests".
 """
 
@@ -246,3 +247,66 @@ def test_layers_count_the_longest_chain_and_a_cycle_as_one(tmp_path):
     })
     layers, chain = import_layers(graph(package))
     assert (layers, chain) == (4, ["dp_spark.x+dp_spark.y", "dp_spark.top", "dp_spark.mid", "dp_spark.base"])
+
+
+# --- The test tiers (tests/conftest.py), on a small suite run in-process -----------------------
+
+SMALL_SUITE = """
+import pytest
+
+def test_pure():
+    assert sum([1, 2]) == 3
+
+def test_asks_for_a_session():
+    from pyspark.sql import SparkSession
+    SparkSession.builder.master("local[1]").getOrCreate()
+
+@pytest.fixture
+def table(spark):
+    return spark
+
+def test_uses_spark(spark):
+    pass
+
+def test_uses_spark_through_a_fixture(table):
+    pass
+
+@pytest.mark.slow
+def test_long():
+    pass
+
+@pytest.mark.system
+def test_declared_system(spark):
+    pass
+"""
+
+
+@pytest.fixture
+def small_suite(pytester, monkeypatch):
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # the installed plugins cost a second a run
+    pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
+    pytester.makepyfile(test_small=SMALL_SUITE)
+    return pytester
+
+
+@pytest.mark.parametrize("tier, tests", [
+    ("unit", ["test_pure", "test_asks_for_a_session"]),
+    ("spark", ["test_uses_spark", "test_uses_spark_through_a_fixture"]),
+    ("system", ["test_long", "test_declared_system"]),
+])
+def test_each_test_gets_its_tier(small_suite, tier, tests):
+    result = small_suite.runpytest_inprocess("--collect-only", "-q", "-m", tier, "-p", "no:cacheprovider")
+    assert sorted(line.split("::")[1] for line in result.outlines if "::" in line) == sorted(tests)
+
+
+def test_a_unit_test_that_asks_for_a_session_fails_loudly(small_suite):
+    result = small_suite.runpytest_inprocess("-m", "unit", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1, deselected=4)
+    result.stdout.fnmatch_lines(["*UnitTestStartedSpark: a unit-tier test asked for a SparkSession*"])
+
+
+def test_a_test_that_uses_spark_cannot_be_declared_unit(small_suite):
+    small_suite.makepyfile(test_bad="import pytest\n@pytest.mark.unit\ndef test_x(spark):\n    pass\n")
+    result = small_suite.runpytest_inprocess("--collect-only", "-p", "no:cacheprovider", "test_bad.py")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*test_x is marked unit but uses a Spark fixture*"])
