@@ -17,13 +17,17 @@ PEER_DATA := data/netflix-$(PEER_ROWS).parquet
 PDP_VENV := .venv-pipelinedp
 TMLT_VENV := .venv-tumult
 
-.PHONY: demo test bench bench-peers reproduce-000 reproduce-001 reproduce-002 reproduce-003 reproduce-004 install check-java clean
+.PHONY: demo test test-fast bench bench-peers reproduce-000 reproduce-001 reproduce-002 reproduce-003 reproduce-004 install check-java clean
 
 demo: install check-java $(DEMO_DATA)
 	$(BIN)/dp-spark run conf/demo.toml
 
 test: $(VENV)/.installed-test check-java
 	$(BIN)/python -m pytest
+
+# The unit tier only (tests/conftest.py): pure Python and numpy, no JVM, so no Java needed; under a minute.
+test-fast: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -m unit
 
 # Numbers, not a test: see docs/performance.md. BENCH_FULL=1 adds the 100M-row table.
 bench: install check-java

@@ -19,7 +19,6 @@ import argparse
 import sys
 import traceback
 
-from dp_spark.lab.bench import DEFAULT_JOBS as DEFAULT_BENCH_JOBS, JOBS as BENCH_JOBS
 from dp_spark.errors import DpSparkError
 from dp_spark.core.privacy import BudgetExceeded
 
@@ -77,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--trials", type=int, help="releases per side (default: the target's)")
     audit.add_argument("--seed", type=int, default=0, help="seed of the audit's own randomness (default 0)")
     audit.add_argument("--json", help="also write the results to this JSON file")
+
+    # The lab (non-private measurement code) is imported inside functions only: tests/test_architecture.py.
+    from dp_spark.lab.bench import DEFAULT_JOBS as DEFAULT_BENCH_JOBS, JOBS as BENCH_JOBS
 
     bench = commands.add_parser("bench", help="time jobs against the non-private floor (docs/performance.md)")
     bench.add_argument("--rows", required=True, help="comma-separated table sizes, e.g. 1000000,10000000")

@@ -1,7 +1,9 @@
-"""One local SparkSession for the whole suite, and paths to ../shared/data."""
+"""One local SparkSession for the whole suite, paths to ../shared/data, and the test tiers
+(unit, spark, system) with the guard that keeps the unit tier off the JVM."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,3 +35,97 @@ def spark():
     )
     yield session
     session.stop()
+
+
+# --- Test tiers --------------------------------------------------------------------------------
+# Every test gets exactly one tier marker, so `-m unit` runs without a JVM and `make test` runs all:
+#   unit   : pure Python/numpy; never starts Spark (enforced below, it fails loudly if it does);
+#   spark  : uses a local SparkSession through a fixture whose name contains "spark";
+#   system : new processes, spark-submit, a cluster, long jobs (marked slow, or in SYSTEM_MODULES).
+# A test may also carry a tier marker itself; it wins over the rules, except that a test which
+# needs a Spark fixture cannot be declared unit. See docs/architecture.md, "Tests".
+pytest_plugins = ["pytester"]  # tests/test_architecture.py runs the tier rules on a small suite
+TIERS = ("unit", "spark", "system")
+SYSTEM_MODULES = frozenset({
+    "test_cluster",       # starts a standalone Spark cluster and runs spark-submit
+    "test_crash_safety",  # runs the CLI in a new process and SIGKILLs it
+})
+TIER_KEY = pytest.StashKey[str]()
+UNDO_KEY = pytest.StashKey[pytest.MonkeyPatch]()  # the unit tier's refusal of SparkSessions
+JVM_BEFORE_KEY = pytest.StashKey[bool]()
+
+
+def uses_spark(item: pytest.Item) -> bool:
+    # fixturenames is the closure: a fixture that uses `spark` brings it in as well.
+    return any("spark" in name for name in getattr(item, "fixturenames", ()))
+
+
+def tier_of(item: pytest.Item) -> str:
+    declared = [tier for tier in TIERS if item.get_closest_marker(tier)]
+    if len(declared) > 1:
+        raise pytest.UsageError(f"{item.nodeid} is marked with several tiers: {declared}")
+    if declared == ["unit"] and uses_spark(item):
+        raise pytest.UsageError(f"{item.nodeid} is marked unit but uses a Spark fixture")
+    if declared:
+        return declared[0]
+    if item.get_closest_marker("slow") or getattr(item.module, "__name__", "").rpartition(".")[2] in SYSTEM_MODULES:
+        return "system"
+    return "spark" if uses_spark(item) else "unit"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tier = tier_of(item)
+        item.stash[TIER_KEY] = tier
+        if not item.get_closest_marker(tier):
+            item.add_marker(tier)
+
+
+def jvm_started() -> bool:
+    context = sys.modules.get("pyspark.core.context")
+    return context is not None and context.SparkContext._gateway is not None
+
+
+class UnitTestStartedSpark(RuntimeError):
+    pass
+
+
+def refuse_session(*args, **kwargs):
+    raise UnitTestStartedSpark(
+        "a unit-tier test asked for a SparkSession: take the `spark` fixture (the test is then "
+        "spark tier) or mark it @pytest.mark.spark / @pytest.mark.system (docs/architecture.md, Tests)")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    # Refuse sessions from setup to teardown: unit-tier fixtures must not start Spark either.
+    if item.stash.get(TIER_KEY, None) == "unit":
+        from pyspark.sql.session import SparkSession
+
+        patch = pytest.MonkeyPatch()
+        patch.setattr(SparkSession.Builder, "getOrCreate", refuse_session)
+        patch.setattr(SparkSession.Builder, "create", refuse_session, raising=False)
+        item.stash[UNDO_KEY] = patch
+        item.stash[JVM_BEFORE_KEY] = jvm_started()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    result = yield
+    # Catches what the patch cannot see (a SparkContext built by hand), whenever the JVM was
+    # not up before this test: always so in a `-m unit` run.
+    if item.stash.get(TIER_KEY, None) == "unit" and not item.stash[JVM_BEFORE_KEY] and jvm_started():
+        raise UnitTestStartedSpark(f"{item.nodeid} is unit tier but started a JVM")
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    try:
+        return (yield)
+    finally:
+        patch = item.stash.get(UNDO_KEY, None)
+        if patch is not None:
+            patch.undo()

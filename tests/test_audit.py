@@ -71,7 +71,12 @@ CONTROL_TRIALS = {
 }
 
 
-@pytest.mark.parametrize("name", CONTROL_TRIALS)
+# 12,000,000 releases a side take about 40 s: a long job, so the system tier (`make test-fast` skips it).
+LONG_CONTROLS = {"old_limit_ss_rounded_scale"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.system) if n in LONG_CONTROLS else n
+                                  for n in CONTROL_TRIALS])
 def test_negative_controls_are_caught(name):
     result = audit.run(TARGETS[name], CONTROL_TRIALS[name], seed=5)
     assert result.negative_control
@@ -154,6 +159,7 @@ def test_grid_points_within_their_claim(name):
     assert not result.flagged, (result.lower_bound, result.claim_epsilon, result.event)
 
 
+@pytest.mark.system  # 3,000 audit releases a side, ~4 s
 def test_first_pass_target_measures_the_bin_that_differs():
     """The old target measured bin 0, equal on D and D': its bound was 0. Bin 1 moves 2 -> 1."""
     result = audit.run(TARGETS["dpa_ahp_first_pass"], 3000, seed=4)

@@ -418,6 +418,7 @@ def test_job_publishes_the_records_it_mined(spark, tmp_path, scheme):
         assert row.support == pytest.approx(expected, abs=1e-9)
 
 
+@pytest.mark.spark  # cli.main starts the session itself
 def test_job_refuses_values_outside_the_domain(tmp_path, capsys):
     config = people_config(tmp_path)
     text = open(config).read().replace('values = ["F", "M"]', 'values = ["F"]')
@@ -462,6 +463,7 @@ def test_epsilon_gives_the_largest_gamma_below_it(tmp_path):
     assert math.e - 1e-8 < float(cfg.frapp["scheme"].gamma) <= math.e
 
 
+@pytest.mark.spark  # cli.main starts the session itself
 def test_evaluate_reports_exact_counts_and_errors_per_length(tmp_path):
     config = people_config(tmp_path, users=False, sup_min=0.05)
     out = tmp_path / "evaluation"

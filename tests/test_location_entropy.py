@@ -263,6 +263,7 @@ def _worst_neighbour_delta(scales: np.ndarray, epsilon: Fraction) -> float:
                                     float(epsilon) / SS_BOUNDS.M)
 
 
+@pytest.mark.system  # exact δ over every user count: ~4 s each, too long for `make test-fast`
 @pytest.mark.parametrize("epsilon", [Fraction(1, 10), Fraction(1, 2), Fraction(1)])
 def test_limit_ss_exact_delta_per_location_is_within_the_claim(epsilon):
     users = np.arange(N_UP_TO + 2)
@@ -271,6 +272,7 @@ def test_limit_ss_exact_delta_per_location_is_within_the_claim(epsilon):
     assert _worst_neighbour_delta(scales, epsilon) <= SS_DELTA / SS_BOUNDS.M
 
 
+@pytest.mark.system  # the same exact check, ~3 s
 def test_the_old_rounded_scale_breaks_the_claim_at_small_epsilon():
     """The same exact check flags the old construction (issue 27: 1.5e-3 at ε = 0.1, against 2e-9)."""
     epsilon = Fraction(1, 10)
