@@ -21,6 +21,11 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / "dp_spark"
 LAB = "dp_spark.lab"
 CLI = "dp_spark.cli"
 
+
+def _in_cli(module: str) -> bool:
+    """The command line is the package dp_spark.cli (or, in a test's small package, a module cli)."""
+    return module == CLI or module.startswith(CLI + ".")
+
 # The longest chain of imports (in modules) on the day this test was written: it may only go down.
 # Lower it when a change shortens the chain; issue 28 aims for at most 7.
 MAX_IMPORT_LAYERS = 14  # measured on the reorganised tree (ba9a7fc), function-level imports included
@@ -104,7 +109,7 @@ def lab_wall_breaches(package_dir: Path) -> list[Import]:
     """Imports of the lab from outside it; the CLI's count only when made at module level."""
     return [imp for imp in all_imports(package_dir)
             if in_lab(imp.imported) and not in_lab(imp.importer)
-            and not (imp.importer == CLI and imp.in_function)]
+            and not (_in_cli(imp.importer) and imp.in_function)]
 
 
 def cycles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
@@ -169,7 +174,7 @@ def _describe(imports: list[Import]) -> str:
 def test_no_product_module_imports_the_lab():
     breaches = lab_wall_breaches(PACKAGE_DIR)
     assert not breaches, ("dp_spark/lab/ is non-private measurement code; product modules must not import it "
-                          "(dp_spark/cli.py only inside functions):\n" + _describe(breaches))
+                          "(dp_spark/cli/ only inside functions):\n" + _describe(breaches))
 
 
 def test_the_import_graph_has_no_new_cycles():

@@ -23,10 +23,9 @@ from typing import Any
 from dp_spark.jobs.budget_store import StoreSpec
 from dp_spark.errors import ConfigError
 from dp_spark.io.sources import SourceSpec
-from dp_spark.families.base import ConfigTables, positive_int, require
+from dp_spark.families.base import ConfigTables, require
 from dp_spark.families.frapp import FRAPP_KEYS, FrappParams, frapp_params
 from dp_spark.families.location_entropy import EntropyParams
-from dp_spark.families.counts import BASELINE_PUBLISHERS  # noqa: F401  (the lab reads it here)
 from dp_spark.families.dpsense import ALGORITHMS as DPSENSE_ALGORITHMS
 from dp_spark.families.registry import BY_ALGORITHM, family_of
 from dp_spark.core.privacy import as_epsilon

@@ -33,7 +33,8 @@ from dp_spark.lab import evaluate_entropy
 from dp_spark.lab import evaluate_frapp
 from dp_spark.lab import metrics
 from dp_spark.algorithms import histogram, sampling
-from dp_spark.jobs.config import BASELINE_PUBLISHERS, COLUMN_ALGORITHMS, JobConfig
+from dp_spark.families.counts import BASELINE_PUBLISHERS
+from dp_spark.jobs.config import COLUMN_ALGORITHMS, JobConfig
 from dp_spark.core.domain import attribute_domain, item_domain
 from dp_spark.errors import ConfigError
 from dp_spark.jobs.runner import plan_budget

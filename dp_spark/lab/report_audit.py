@@ -213,7 +213,7 @@ def audit_config(cfg, output: str, seed: int, drop_user: int | None = None):
 
 def _loaded_source(cfg, spark):
     """The source as the job loads it, and the name of its user id column."""
-    from dp_spark.io import checkins
+    from dp_spark.io import checkins, sources
     from dp_spark.jobs import frapp_job
     from dp_spark.errors import ConfigError
 
@@ -234,10 +234,8 @@ def heaviest_user(cfg, spark) -> tuple[int, int]:
     id among ties. Reads the raw data: NOT private, for this test only."""
     from pyspark.sql import functions as F
 
-    from dp_spark.io import release_store
-    from dp_spark.io import sources
-    from dp_spark.io import validation
     from dp_spark.errors import DataError
+    from dp_spark.io import validation
 
     df, column = _loaded_source(replace(cfg, source=replace(cfg.source, drop_user=None)), spark)
     _bad, user = validation._integer_problems(df, column)
@@ -267,8 +265,6 @@ def neighbour_reports(cfg, spark, workdir: str, user: int | None = None, seed: i
     by default the heaviest) into ``workdir/D_prime``, each with ``seed``; return the two
     privacy.json files as written."""
     from dp_spark.io import release_store
-    from dp_spark.io import sources
-    from dp_spark.io import validation
     from dp_spark.jobs.runner import run_job
 
     if user is None:

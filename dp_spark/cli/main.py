@@ -1,0 +1,126 @@
+"""``dp-spark run | generate | bench | evaluate | audit | budget``: the command line.
+
+Exit status, for people and schedulers alike:
+
+- 0: done (for ``run`` also when the run date's release already existed and nothing was done);
+- 2: bad config or bad input data; one line ``dp-spark: error: ...``, nothing written (a run that
+  a budget store had already charged stays charged: docs/scheduled_runs.md);
+- 3: budget refused (a split over the job's epsilon, or a run over the dataset's cap in the budget
+  store); one line ``dp-spark: budget refused: ...``, nothing written;
+- 1: anything else went wrong at run time (Spark, the file system, a bug): the traceback, then
+  one line ``dp-spark: runtime error: ...``; the previous release is intact;
+- 4: ``dp-spark audit`` found a lower bound above the claimed ε.
+- 4 also: ``dp-spark audit-report`` found privacy.json differing on neighbouring inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from dp_spark.cli import budget, measure, run
+from dp_spark.cli.exits import EXIT_BUDGET, EXIT_INPUT, EXIT_RUNTIME, one_line
+from dp_spark.core.privacy import BudgetExceeded
+from dp_spark.errors import DpSparkError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dp-spark", description="Differentially private statistics on Spark.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run a job described by a TOML config")
+    run.add_argument("config", help="job config, e.g. conf/demo.toml")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a config key, e.g. --set privacy.epsilon=0.5 (repeatable)")
+    run.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
+    run.add_argument("--run-date", metavar="YYYY-MM-DD",
+                     help="write the release to OUTPUT/run_date=YYYY-MM-DD/ (same as the config key run_date); "
+                          "re-running a date that has a release does nothing")
+    run.add_argument("--force", action="store_true",
+                     help="with a run date whose release exists: draw new noise and replace it, spending the "
+                          "budget again")
+    run.add_argument("--log-format", choices=["text", "json"], default="text",
+                     help="progress on stderr as text, or as one JSON object per line for schedulers")
+
+    generate = commands.add_parser("generate", help="write a synthetic dataset")
+    generate.add_argument("dataset", choices=["netflix", "checkins"])
+    generate.add_argument("--rows", type=int, help="netflix: number of ratings (100480507 = full Netflix)")
+    generate.add_argument("--users", type=int,
+                          help="checkins: number of users (paper 004's Sparse: 100000, Dense: 10000000)")
+    generate.add_argument("--out", required=True, help="output Parquet file")
+    generate.add_argument("--seed", type=int, default=0)
+
+    evaluate = commands.add_parser("evaluate", help="error of each method against the true counts (NOT private)")
+    evaluate.add_argument("config", help="job config giving the data, domains, epsilon and l")
+    evaluate.add_argument("--runs", type=int, default=20, help="runs per method, each with fresh noise (default 20)")
+    evaluate.add_argument("--methods", help="comma-separated: sra, hpa, lpa, dft, gs; for a user_histogram config, "
+                          "publishers such as laplace, ahp, dpa_ahp; for a dpsense config, dpsense, "
+                          "dpsense_s, lpa, alpa, fpa, gs; for an entropy config, baseline, limit, "
+                          "limit_ss, limit_cb, limit_cb_dp; for a frapp config, exact, det_gd, ran_gd, mask, "
+                          "cut_paste (default: the config's)")
+    evaluate.add_argument("--m", type=int,
+                          help="public per-user bound M for lpa, dft and gs (on a dpsense config: the row bound Δ)")
+    evaluate.add_argument("--out", default="evaluation", help="directory for evaluation.json and evaluation.md")
+    evaluate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                          help="override a config key (repeatable)")
+    evaluate.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
+
+    audit = commands.add_parser("audit", help="empirical lower bound on a mechanism's epsilon (exit 4 if above "
+                                "its claim)")
+    audit.add_argument("name", nargs="?", help="what to audit (see --list): a mechanism, one grid point "
+                       "('family[eps=0.1]'), or 'all'")
+    audit.add_argument("--grid", action="store_true", help="run every point of the mechanism's parameter grid "
+                       "(with 'all': every family's grid and the negative controls)")
+    audit.add_argument("--list", action="store_true", help="list what can be audited (with --grid: every grid point)")
+    audit.add_argument("--trials", type=int, help="releases per side (default: the target's)")
+    audit.add_argument("--seed", type=int, default=0, help="seed of the audit's own randomness (default 0)")
+    audit.add_argument("--json", help="also write the results to this JSON file")
+
+    # The lab (non-private measurement code) is imported inside functions only: tests/test_architecture.py.
+    from dp_spark.lab.bench import DEFAULT_JOBS as DEFAULT_BENCH_JOBS, JOBS as BENCH_JOBS
+
+    bench = commands.add_parser("bench", help="time jobs against the non-private floor (docs/performance.md)")
+    bench.add_argument("--rows", required=True, help="comma-separated table sizes, e.g. 1000000,10000000")
+    bench.add_argument("--jobs", default=",".join(DEFAULT_BENCH_JOBS),
+                       help=f"comma-separated: {', '.join(BENCH_JOBS)} (default: {','.join(DEFAULT_BENCH_JOBS)})")
+    bench.add_argument("--out", required=True, help="directory for bench.json and machine.json")
+    bench.add_argument("--repeats", type=int, default=5, help="timed runs per job after the warm-ups (default 5)")
+    bench.add_argument("--warmups", type=int, default=2, help="untimed rounds of every job first (default 2)")
+    bench.add_argument("--data-dir", default="data", help="where the generated tables are kept (default data/)")
+    bench.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    budget.add_parser(commands)
+
+    audit_report = commands.add_parser(
+        "audit-report", help="run a job on its source and on the source without one user, and compare the two "
+        "privacy.json files (exit 4 if they differ outside the noisy values; a test, NOT private)")
+    audit_report.add_argument("config", help="job config, e.g. conf/demo.toml")
+    audit_report.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                              help="override a config key (repeatable)")
+    audit_report.add_argument("--remove-user", type=int, metavar="ID",
+                              help="the user left out of D' (default: the user with the most records)")
+    audit_report.add_argument("--seed", type=int, default=0, help="the seed of both runs (default 0)")
+    audit_report.add_argument("--out", help="keep both releases here (D/ and D_prime/); default: a temporary "
+                              "local directory, removed afterwards")
+    audit_report.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
+    return parser
+
+
+COMMANDS = {"run": run.run, "generate": run.generate, "bench": measure.bench, "evaluate": measure.evaluate,
+            "audit": measure.audit, "budget": budget.budget, "audit-report": measure.audit_report}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except BudgetExceeded as exc:
+        print(f"dp-spark: budget refused: {exc}", file=sys.stderr)
+        return EXIT_BUDGET
+    except DpSparkError as exc:
+        print(f"dp-spark: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except Exception as exc:  # noqa: BLE001 - a scheduler needs a status, the operator the traceback
+        traceback.print_exc()
+        print(f"dp-spark: runtime error: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
+        return EXIT_RUNTIME
