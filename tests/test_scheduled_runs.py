@@ -158,7 +158,7 @@ def test_a_runtime_failure_exits_1_and_keeps_the_previous_release(spark, tmp_pat
     def broken_disk(*_args, **_kwargs):
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(io, "write_release", broken_disk)
+    monkeypatch.setattr(release_store, "write_release", broken_disk)
     capsys.readouterr()
     assert main(["run", str(config), "--run-date", "2026-11-20", "--force"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
