@@ -22,8 +22,10 @@ TMLT_VENV := .venv-tumult
 demo: install check-java $(DEMO_DATA)
 	$(BIN)/dp-spark run conf/demo.toml
 
+# Two pytest processes: the Spark Connect tests need one without a classic session (tests/conftest.py).
 test: $(VENV)/.installed-test check-java
 	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --connect
 
 # Numbers, not a test: see docs/performance.md. BENCH_FULL=1 adds the 100M-row table.
 bench: install check-java

@@ -65,6 +65,7 @@ def connect_spark():
     """A Spark Connect session on a local server (`remote("local[2]")`), set up like ``spark``."""
     import os
     import sys
+    import warnings
 
     from pyspark.sql import SparkSession
 
@@ -74,6 +75,8 @@ def connect_spark():
     builder = SparkSession.builder.remote("local[2]")
     for key, value in {**DEFAULT_SPARK_CONF, **TEST_SPARK_CONF}.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    with warnings.catch_warnings():  # the client sets them again once the server has started: refused
+        warnings.filterwarnings("ignore", "Failed to set spark", UserWarning)
+        session = builder.getOrCreate()
     yield session
     session.stop()

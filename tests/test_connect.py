@@ -47,9 +47,10 @@ def run_all(spark, data: Path, out: Path) -> None:
 
 
 def released(directory: Path) -> tuple[dict, dict]:
-    """A release's report (without its run information) and its tables, rows sorted."""
+    """A release's report (without its run information and time) and its tables, rows sorted."""
     report = json.loads((directory / "privacy.json").read_text())
     report.pop("run", None)
+    report.pop("created_utc")
     tables = {}
     for table in sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
         frame = pd.read_parquet(table)
