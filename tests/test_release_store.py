@@ -71,7 +71,9 @@ def test_a_move_killed_at_any_step_is_recovered_to_a_whole_release(tmp_path, typ
             finished = True
         except Killed:
             finished = False
-        release_store.check_output_location(None, str(target))  # the next job, on the real filesystem
+        # The next job: its recovery on the same kind of filesystem, then its check.
+        release_store._recover(release_store.Location(str(target), KilledAt(0, type_name), str(target)))
+        release_store.check_output_location(None, str(target))
         seen = what_a_reader_sees(target)
         assert sorted(p.name for p in root.iterdir()) == ([] if seen is None else ["out"])
         if finished:
@@ -83,13 +85,22 @@ def test_a_move_killed_at_any_step_is_recovered_to_a_whole_release(tmp_path, typ
     assert at - 1 >= {("local", False): 1, ("local", True): 4}.get((type_name, has_old), 9)
 
 
-def test_recovery_puts_back_a_release_moved_aside_and_a_copy_cut_short(tmp_path):
+def test_on_an_object_store_recovery_replaces_a_copy_cut_short(tmp_path):
     make_release(tmp_path / ".out.previous-1", "old")
     (tmp_path / "out" / "t").mkdir(parents=True)  # a new release half copied: no report yet
     (tmp_path / "out" / "t" / "part-0.parquet").write_text("new")
-    release_store.check_output_location(None, str(tmp_path / "out"))
+    release_store._recover(release_store.Location(str(tmp_path / "out"), KilledAt(0, "s3"), str(tmp_path / "out")))
     assert what_a_reader_sees(tmp_path / "out") == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_where_directories_are_renamed_recovery_deletes_no_files_at_the_target(tmp_path):
+    make_release(tmp_path / ".out.previous-1", "old")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")  # no rename leaves this: not ours
+    with pytest.raises(ConfigError, match="holds no privacy.json"):
+        release_store.check_output_location(None, str(tmp_path / "out"))
+    assert (tmp_path / "out" / "notes.txt").read_text() == "mine"
 
 
 def test_a_directory_that_is_not_a_release_is_not_replaced(tmp_path):

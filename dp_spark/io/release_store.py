@@ -80,6 +80,11 @@ def _entries(loc: Location) -> list:
     return loc.fs.get_file_info(pafs.FileSelector(loc.path, allow_not_found=True))
 
 
+def _empty_or_absent(loc: Location) -> bool:
+    kind = _kind(loc)
+    return kind == pafs.FileType.NotFound or (kind == pafs.FileType.Directory and not _entries(loc))
+
+
 def _has_report(loc: Location) -> bool:
     return _kind(loc.child(REPORT_FILE)) == pafs.FileType.File
 
@@ -129,10 +134,13 @@ def _recover(target: Location) -> None:
     staging and scratch directories (one job writes an output at a time).
 
     A target without a report next to a complete staged or previous release is what a killed
-    move left: absent (after the first rename) or partly copied (object stores); it goes."""
+    move left: absent (after the first rename) or, on object stores, partly copied; it goes.
+    Where directories are renamed, a move leaves no partial target, so a target holding files
+    is never deleted here."""
     previous = [p for p in _siblings(target, "previous") if _has_report(p)]
     staged = [t for t in _siblings(target, "tmp") if _has_report(t)]
-    if (previous or staged) and not _has_report(target):
+    copied = target.fs.type_name not in ATOMIC_RENAME
+    if (previous or staged) and not _has_report(target) and (copied or _empty_or_absent(target)):
         delete(target)
         if previous:
             _move(previous[0], target)
