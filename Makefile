@@ -22,8 +22,10 @@ TMLT_VENV := .venv-tumult
 demo: install check-java $(DEMO_DATA)
 	$(BIN)/dp-spark run conf/demo.toml
 
+# Two pytest processes: the Spark Connect tests need one without a classic session (tests/conftest.py).
 test: $(VENV)/.installed-test check-java
 	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --connect
 
 # The unit tier only (tests/conftest.py): pure Python and numpy, no JVM, so no Java needed; under a minute.
 test-fast: $(VENV)/.installed-test

@@ -80,6 +80,7 @@ def pytest_collection_modifyitems(config, items):
         item.stash[TIER_KEY] = tier
         if not item.get_closest_marker(tier):
             item.add_marker(tier)
+    deselect_connect_or_not(config, items)
 
 
 def jvm_started() -> bool:
@@ -129,3 +130,51 @@ def pytest_runtest_teardown(item, nextitem):
         patch = item.stash.get(UNDO_KEY, None)
         if patch is not None:
             patch.undo()
+
+
+# Spark Connect: `remote("local")` starts its server from this Python process and then every
+# builder in it returns Connect sessions, while a classic session already running refuses to let
+# it start. So the `connect` tests run in a pytest process of their own (`pytest --connect`, the
+# second command of `make test`), and the other tests in one without them.
+def pytest_addoption(parser):
+    parser.addoption("--connect", action="store_true", help="run only the tests marked connect (Spark Connect)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "connect: runs on a Spark Connect session; selected by --connect only")
+
+
+def deselect_connect_or_not(config, items):
+    """Keep only the connect tests with --connect, and only the others without it."""
+    wanted = config.getoption("--connect")
+    skipped = [item for item in items if (item.get_closest_marker("connect") is not None) != wanted]
+    if skipped:
+        config.hook.pytest_deselected(items=skipped)
+        items[:] = [item for item in items if item not in skipped]
+
+
+# The settings of the ``spark`` fixture, for the Connect session and classic reference runs.
+TEST_SPARK_CONF = {"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4",
+                   "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+
+
+@pytest.fixture(scope="session")
+def connect_spark():
+    """A Spark Connect session on a local server (`remote("local[2]")`), set up like ``spark``."""
+    import os
+    import sys
+    import warnings
+
+    from pyspark.sql import SparkSession
+
+    from dp_spark.io.session import DEFAULT_SPARK_CONF
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the server's Python workers (FRAPP)
+    builder = SparkSession.builder.remote("local[2]")
+    for key, value in {**DEFAULT_SPARK_CONF, **TEST_SPARK_CONF}.items():
+        builder = builder.config(key, value)
+    with warnings.catch_warnings():  # the client sets them again once the server has started: refused
+        warnings.filterwarnings("ignore", "Failed to set spark", UserWarning)
+        session = builder.getOrCreate()
+    yield session
+    session.stop()

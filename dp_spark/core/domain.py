@@ -185,11 +185,13 @@ def _reads_source(spark: Any, table: Any, source: Any) -> bool:
             return bool(files & {_location(f) for f in spark.table(source.table).inputFiles()})
         except Exception:  # a missing source: reading it later will say so
             return False
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(source.path)
-    scheme, authority, prefix = _location(
-        path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).makeQualified(path).toString())
-    return any(s == scheme and a == authority and (p == prefix or p.startswith(prefix + "/")) for s, a, p in files)
+    # Spark lists the files under the source path (qualified as the domain table's are, on any
+    # filesystem and without a JVM call from Python, so on Spark Connect too); nothing is read.
+    try:
+        source_files = spark.read.option("recursiveFileLookup", "true").text(source.path).inputFiles()
+    except Exception:  # a missing source: reading it later will say so
+        return False
+    return bool(files & {_location(f) for f in source_files})
 
 
 def refuse_source_table(spec: dict[str, Any], spark: Any, source: Any) -> None:

@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 from dp_spark.bounding import user_records
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.errors import DataError
+from dp_spark.io.session import default_parallelism
 
 ID_COLUMNS = ("user_id", "item_id")
 
@@ -126,7 +127,7 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         .agg(F.count(F.lit(1)).alias("rows"), *[F.sum(F.col(name).cast("long")).alias(name) for name in sums],
              *sample)
         # Few partitions: the table is small and is broadcast several times.
-        .coalesce(df.sparkSession.sparkContext.defaultParallelism)
+        .coalesce(default_parallelism(df.sparkSession))
         .persist()
     )
     # Grouped by row count rather than summed to one row, at no extra cost: the same job then

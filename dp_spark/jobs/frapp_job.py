@@ -155,8 +155,8 @@ def run(cfg: JobConfig, spark, progress, output: str, run_info: dict):
 
     budget = Budget(cfg.epsilon, unit=unit, fixed_seed=cfg.seed is not None)
     budget.spend(_ledger_entry(cfg, scheme))  # before any randomness is drawn
-    _fs, target = release_store._filesystem(spark, output)
-    scratch = target.getParent().toString() + f"/.{target.getName()}.perturbed-{uuid.uuid4().hex}"
+    target = release_store.location(output)
+    scratch = target.sibling(f".{target.name}.perturbed-{uuid.uuid4().hex}").uri
     try:
         with stage(progress, "release"):
             progress("perturbing the records")
@@ -175,7 +175,5 @@ def run(cfg: JobConfig, spark, progress, output: str, run_info: dict):
             progress(f"writing {output}")
             release_store.write_release(spark, output, {"perturbed_records": published, "frequent_itemsets": itemsets}, report)
     finally:
-        scratch_fs, scratch_path = release_store._filesystem(spark, scratch)
-        if scratch_fs.exists(scratch_path):
-            scratch_fs.delete(scratch_path, True)
+        release_store.delete(release_store.location(scratch))
     return report, {"frequent_itemsets": itemsets}

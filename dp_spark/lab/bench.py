@@ -34,6 +34,7 @@ import numpy as np
 
 from dp_spark.version import __version__
 from dp_spark.io import datasets
+from dp_spark.io.session import is_connect
 from dp_spark.jobs.config import build_config
 from dp_spark.errors import ConfigError
 
@@ -94,12 +95,17 @@ def _peak_mb(pid: int) -> float | None:
 
 
 def _jvm_pid(spark) -> int | None:
+    if is_connect(spark):  # the JVM is the Connect server's, out of this client's reach
+        return None
     proc = getattr(spark.sparkContext._gateway, "proc", None)
     return getattr(proc, "pid", None)
 
 
 def _ui(spark, what: str) -> list[dict] | None:
-    """This application's ``what`` (stages, jobs) from the UI's REST API; None without the UI."""
+    """This application's ``what`` (stages, jobs) from the UI's REST API; None without the UI
+    (or on Spark Connect, whose client has no SparkContext to find it)."""
+    if is_connect(spark):
+        return None
     url = spark.sparkContext.uiWebUrl
     if not url:
         return None

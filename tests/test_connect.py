@@ -1,0 +1,139 @@
+"""Whole jobs on a Spark Connect session (`remote("local[2]")`), one per algorithm family, whose
+seeded releases must equal the same jobs' on a classic session; and the release writer's
+recovery and scheduled runs on Connect.
+
+Run with `pytest --connect` (a process of its own: see conftest.py). The classic releases come
+from a child process, run before the Connect server starts.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dp_spark.io import checkins, release_store
+from dp_spark.jobs.config import load_config
+from dp_spark.jobs.runner import run_job
+from tests.conftest import ROOT, SHARED_DATA, TEST_SPARK_CONF
+
+pytestmark = pytest.mark.connect
+
+SEED = 7
+
+
+def job_overrides(data: Path) -> dict[str, tuple[str, list[str]]]:
+    """Family -> (shipped config, --set overrides) on small data: MovieLens 100K, UCI Adult and
+    generated check-ins."""
+    ml100k = ["source.format=movielens-100k", f"source.path={SHARED_DATA / 'ml-100k'}",
+              "domain.items={ range = [1, 1682] }"]
+    return {
+        "sra_edges": ("movielens_sra.toml", [*ml100k, "algorithm.l=20"]),
+        "hpa_edges": ("movielens_hpa.toml", [*ml100k, "algorithm.l=20", "algorithm.d=10"]),
+        "user_histogram": ("movielens_user_histogram.toml", ml100k),
+        "dpsense": ("movielens_dpsense.toml", [*ml100k, "algorithm.theta_max=64"]),
+        "entropy": ("sparse_entropy.toml", [f"source.path={data / 'checkins'}"]),
+        "frapp": ("adult_frapp.toml", [f"source.path={SHARED_DATA / 'adult'}"]),
+    }
+
+
+def run_all(spark, data: Path, out: Path) -> None:
+    """Every job of :func:`job_overrides`, seeded, each into ``out/<family>``."""
+    for family, (config, overrides) in job_overrides(data).items():
+        cfg = load_config(ROOT / "conf" / config, [*overrides, f"seed={SEED}", f"output={out / family}"])
+        run_job(cfg, spark, progress=lambda _message: None)
+
+
+def released(directory: Path) -> tuple[dict, dict]:
+    """A release's report (without its run information and time) and its tables, rows sorted."""
+    report = json.loads((directory / "privacy.json").read_text())
+    report.pop("run", None)
+    report.pop("created_utc")
+    tables = {}
+    for table in sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        frame = pd.read_parquet(table)
+        tables[table.name] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
+    return report, tables
+
+
+@pytest.fixture(scope="session")
+def inputs(tmp_path_factory) -> Path:
+    for name in ("ml-100k", "adult"):
+        if not (SHARED_DATA / name).exists():
+            pytest.skip(f"{SHARED_DATA / name} is not present")
+    data = tmp_path_factory.mktemp("data")
+    checkins.generate(2000, str(data / "checkins"), locations=200, max_visits=50, seed=2)
+    return data
+
+
+@pytest.fixture(scope="session")
+def classic_releases(inputs, tmp_path_factory) -> Path:
+    """The seeded releases of a classic session, from a child process (no Connect in it)."""
+    out = tmp_path_factory.mktemp("classic")
+    done = subprocess.run([sys.executable, "-m", "tests.test_connect", str(inputs), str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def connect_releases(classic_releases, inputs, connect_spark, tmp_path_factory) -> Path:
+    assert type(connect_spark).__module__.startswith("pyspark.sql.connect.")
+    out = tmp_path_factory.mktemp("connect")
+    run_all(connect_spark, inputs, out)
+    return out
+
+
+@pytest.mark.parametrize("family", list(job_overrides(Path("."))))
+def test_a_seeded_release_on_connect_equals_the_classic_one(classic_releases, connect_releases, family):
+    classic_report, classic_tables = released(classic_releases / family)
+    report, tables = released(connect_releases / family)
+    assert report == classic_report
+    assert tables.keys() == classic_tables.keys() and tables
+    for name, frame in tables.items():
+        assert len(frame) > 0, name
+        pd.testing.assert_frame_equal(frame, classic_tables[name], check_exact=True)
+    assert report["epsilon_spent"] > 0
+
+
+def test_a_write_killed_between_its_moves_is_recovered_on_connect(connect_spark, tmp_path):
+    target = tmp_path / "out" / "release"
+    records = pd.DataFrame({"item_id": [1, 2, 3]})
+    release_store.write_release(connect_spark, str(target), {"t": records}, {"release": "old"})
+    assert pd.read_parquet(target / "t")["item_id"].tolist() == [1, 2, 3]
+    target.rename(tmp_path / "out" / ".release.previous-0123")  # a kill between the two moves
+    (tmp_path / "out" / ".release.tmp-4567").mkdir()
+    release_store.check_output_location(connect_spark, str(target))
+    assert release_store.read_report(connect_spark, str(target)) == {"release": "old"}
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["release"]
+
+
+def test_scheduled_runs_on_connect(connect_spark, tmp_path):
+    """Run-date partitions, the no-op re-run, and a forced replacement read back on Connect."""
+    source = tmp_path / "records.parquet"
+    pd.DataFrame({"user_id": [1, 1, 2, 3], "item_id": [1, 2, 2, 3]}).to_parquet(source)
+    config = tmp_path / "job.toml"
+    config.write_text(f'output = "{tmp_path / "out"}"\nseed = 1\n[source]\nformat = "parquet"\npath = "{source}"\n'
+                      '[domain]\nitems = { range = [1, 4] }\n[privacy]\nepsilon = 1\n'
+                      '[algorithm]\nname = "sra"\nl = 2\n')
+    first = run_job(load_config(config, ["run_date=2026-11-20"]), connect_spark, progress=lambda _m: None)
+    again = run_job(load_config(config, ["run_date=2026-11-20"]), connect_spark, progress=lambda _m: None)
+    assert (first.status, again.status) == ("released", "unchanged") and again.report == first.report
+    forced = run_job(load_config(config, ["run_date=2026-11-20", "seed=2"]), connect_spark,
+                     progress=lambda _m: None, force=True)
+    assert forced.status == "released"
+    release = tmp_path / "out" / "run_date=2026-11-20"
+    assert json.loads((release / "privacy.json").read_text())["run"] == forced.report["run"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["run_date=2026-11-20"]
+    counts = connect_spark.read.parquet(str(release / "item_counts")).toPandas()
+    assert sorted(counts["item_id"]) == [1, 2, 3, 4]
+
+
+if __name__ == "__main__":  # the classic reference runs: python -m tests.test_connect DATA OUT
+    from dp_spark.io.session import get_session
+
+    session = get_session("local[2]", TEST_SPARK_CONF)
+    run_all(session, Path(sys.argv[1]), Path(sys.argv[2]))
+    session.stop()
