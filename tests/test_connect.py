@@ -131,6 +131,33 @@ def test_scheduled_runs_on_connect(connect_spark, tmp_path):
     assert sorted(counts["item_id"]) == [1, 2, 3, 4]
 
 
+def test_an_api_release_on_connect_equals_the_classic_job(classic_releases, connect_spark):
+    """dp_spark.sra on a Connect DataFrame releases what the classic job released (sra_edges)."""
+    import dp_spark
+    from dp_spark.io import datasets
+
+    groups = ["F_under25", "F_25-34", "F_over34", "M_under25", "M_25-34", "M_over34"]
+    ratings = datasets.load_movielens_100k(connect_spark, str(SHARED_DATA / "ml-100k")).drop("record_id")
+    release = dp_spark.sra(ratings, items=range(1, 1683), attribute="attr", attributes=groups, l=20, epsilon=1,
+                           seed=SEED)
+    _report, classic_tables = released(classic_releases / "sra_edges")
+    assert release.tables.keys() == classic_tables.keys()
+    for name, frame in release.tables.items():
+        ours = frame.sort_values(list(frame.columns)).reset_index(drop=True)
+        pd.testing.assert_frame_equal(ours, classic_tables[name], check_dtype=False, check_exact=True)
+
+
+def test_the_api_examples_run_on_connect(connect_spark, capsys):
+    """docs/api.md, every block in order, in the Connect process (its getOrCreate is Connect's)."""
+    from tests.test_api_docs import python_blocks
+
+    namespace: dict = {}
+    for number, code in enumerate(python_blocks("docs/api.md"), 1):
+        exec(compile(code, f"docs/api.md block {number}", "exec"), namespace)
+    assert type(namespace["spark"]).__module__.startswith("pyspark.sql.connect.")
+    assert "noisy_count" in capsys.readouterr().out
+
+
 if __name__ == "__main__":  # the classic reference runs: python -m tests.test_connect DATA OUT
     from dp_spark.io.session import get_session
 
