@@ -108,12 +108,13 @@ def test_fourier_sensitivity_covers_sqrt_2k_times_l2():
         steps = fourier.grid_sensitivity(k, l2_squared, 10)
         exact = math.sqrt(2 * k * l2_squared) * 2**10
         assert exact + 2 * k <= steps < exact + 2 * k + 1
-    released = fourier.publish(np.arange(100, dtype=np.int64), 10, Fraction(1, 2), Budget(10), RandomSource(1), "f", k=5)
+    released = fourier.publish(np.arange(100, dtype=np.int64), 10, Fraction(1, 2), Budget(10), RandomSource(1), "f",
+                               k=5)
     (entry,) = released.entries
     assert entry.sensitivity >= math.sqrt(2 * 5) * 10  # Δ2 = Δ = 10 (all records on one item)
     assert entry.noise_scale == entry.sensitivity * 2  # scale = sensitivity / ε
-    distinct = fourier.publish(np.arange(100, dtype=np.int64), 10, Fraction(1, 2), Budget(10), RandomSource(1), "f", k=5,
-                               distinct_cells=True)
+    distinct = fourier.publish(np.arange(100, dtype=np.int64), 10, Fraction(1, 2), Budget(10), RandomSource(1), "f",
+                               k=5, distinct_cells=True)
     assert distinct.entries[0].sensitivity < entry.sensitivity  # Δ2 = √10 for distinct items
 
 

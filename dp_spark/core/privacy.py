@@ -8,8 +8,10 @@ The budget also hands out the noise: :meth:`Budget.discrete_laplace`,
 :meth:`Budget.discrete_laplace_each` and :meth:`Budget.exponential_mechanism`
 spend the entry first and only then draw, at the scale the entry records. Code
 outside ``dp_spark.core`` draws noise only through them, so noise that the
-ledger does not pay for cannot be drawn (a test reads the source to hold this). Epsilons are exact fractions: a split such
-as 0.1 + 0.45 + 0.45 adds up to exactly 1, never to 1.0000000000000002.
+ledger does not pay for cannot be drawn (a test reads the source to hold this).
+
+Epsilons are exact fractions: a split such as 0.1 + 0.45 + 0.45 adds up to
+exactly 1, never to 1.0000000000000002.
 
 Composition is sequential (every step reads the same users), which is what
 all algorithms in this package need. The guarantee is pure ε-DP (δ = 0), or
