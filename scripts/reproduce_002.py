@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from dp_spark import publishers  # noqa: E402
 from dp_spark.lab import metrics
 from dp_spark.core.mechanisms import RandomSource  # noqa: E402
+from dp_spark.core.privacy import Budget  # noqa: E402
 
 EPSILONS = (Fraction(1, 100), Fraction(1, 10), Fraction(1))
 DELTAS = (Fraction(0), Fraction(1, 40), Fraction(1, 20), Fraction(3, 40), Fraction(1, 10), Fraction(3, 20))
@@ -94,7 +95,8 @@ def run(histograms: dict, runs: int, progress) -> list[dict]:
                 kl, rq = [], []
                 for _ in range(runs):
                     publisher = "dpa_ahp" if method.startswith("dpa_ahp") else method
-                    released = publishers.publish(publisher, counts, sensitivity, epsilon, rng, "h", **options)
+                    released = publishers.publish(publisher, counts, sensitivity, epsilon, Budget(epsilon), rng, "h",
+                                                  **options)
                     kl.append(metrics.kl_002(counts, released.values))
                     rq.append(metrics.range_query_mse(counts, released.values, queries))
                 for metric, series in (("kl", kl), ("range_mse", rq)):

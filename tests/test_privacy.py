@@ -44,7 +44,7 @@ def test_bad_epsilons_are_refused(bad):
 
 def test_laplace_publisher_noise_has_scale_sensitivity_over_epsilon():
     counts = np.arange(100_000, dtype=np.int64) % 50
-    out = laplace.publish(counts, 10, Fraction(1, 2), RandomSource(seed=4), "items")
+    out = laplace.publish(counts, 10, Fraction(1, 2), Budget(10), RandomSource(seed=4), "items")
     (e,) = out.entries
     assert (e.epsilon, e.sensitivity, e.noise_scale, e.cells) == (Fraction(1, 2), 10, 20, 100_000)
     noise = (out.values - counts).astype(float)
@@ -56,6 +56,6 @@ def test_laplace_publisher_noise_has_scale_sensitivity_over_epsilon():
 
 def test_laplace_publisher_refuses_floats_and_zero_sensitivity():
     with pytest.raises(TypeError):
-        laplace.publish(np.ones(3), 1, Fraction(1), RandomSource(seed=1), "x")
+        laplace.publish(np.ones(3), 1, Fraction(1), Budget(10), RandomSource(seed=1), "x")
     with pytest.raises(ValueError):
-        laplace.publish(np.ones(3, dtype=np.int64), 0, Fraction(1), RandomSource(seed=1), "x")
+        laplace.publish(np.ones(3, dtype=np.int64), 0, Fraction(1), Budget(10), RandomSource(seed=1), "x")

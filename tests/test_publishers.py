@@ -1,7 +1,7 @@
 """Publishers: exact small cases with the noise switched off, ledgers, and noise scales.
 
-``zero_noise`` replaces the discrete Laplace draws inside the publisher
-modules (tests only), so what is left is the deterministic part of each
+``zero_noise`` replaces the discrete Laplace samplers that the budget draws
+from (tests only), so what is left is the deterministic part of each
 algorithm, checked against hand-worked or brute-force results.
 """
 
@@ -12,17 +12,18 @@ import numpy as np
 import pytest
 
 from dp_spark import publishers
+from dp_spark.core import mechanisms
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
+from dp_spark.core.privacy import Budget
 from dp_spark.publishers import ahp, alpa, dpa_ahp, fourier, grouping
-
-NOISY_MODULES = (alpa, fourier, grouping, ahp, dpa_ahp)
 
 
 @pytest.fixture
 def zero_noise(monkeypatch):
-    for module in NOISY_MODULES:
-        monkeypatch.setattr(module, "discrete_laplace", lambda rng, scale, size: np.zeros(size, dtype=np.int64))
-    monkeypatch.setattr(dpa_ahp, "discrete_laplace_each", lambda rng, scales: np.zeros(len(scales), dtype=np.int64))
+    # Publishers draw only through the budget, which calls these two samplers.
+    monkeypatch.setattr(mechanisms, "discrete_laplace", lambda rng, scale, size: np.zeros(size, dtype=np.int64))
+    monkeypatch.setattr(mechanisms, "discrete_laplace_each",
+                        lambda rng, scales: np.zeros(len(scales), dtype=np.int64))
 
 
 def reference_clusters(z, noise_term):
@@ -80,7 +81,7 @@ def test_ahp_clusters_match_the_literal_specification(seed):
 
 def test_ahp_without_noise_publishes_cluster_means_of_the_true_counts(zero_noise):
     counts = np.array([100, 0, 3, 100, 0, 3, 40], dtype=np.int64)
-    released = ahp.publish(counts, 1, Fraction(1), RandomSource(0), "h")
+    released = ahp.publish(counts, 1, Fraction(1), Budget(10), RandomSource(0), "h")
     # Phase 1 without noise is the counts themselves, with values at or below η·ln(n)/ε1 zeroed.
     limit = ahp.ETA * math.log(7) / 0.85
     phase1 = np.where(counts <= limit, 0, counts).astype(float)
@@ -95,7 +96,7 @@ def test_ahp_without_noise_publishes_cluster_means_of_the_true_counts(zero_noise
 def test_fourier_reconstructs_a_known_signal_without_noise(zero_noise):
     t = np.arange(64)
     signal = np.round(100 + 50 * np.cos(2 * np.pi * 3 * t / 64)).astype(np.int64)
-    released = fourier.publish(signal, 1, Fraction(1), RandomSource(0), "f", k=5)
+    released = fourier.publish(signal, 1, Fraction(1), Budget(10), RandomSource(0), "f", k=5)
     # irfft keeps the cosine's full amplitude; only the rounding of the input and the grid remain.
     smooth = 100 + 50 * np.cos(2 * np.pi * 3 * t / 64)
     assert np.max(np.abs(released.values - smooth)) < 0.6
@@ -107,18 +108,19 @@ def test_fourier_sensitivity_covers_sqrt_2k_times_l2():
         steps = fourier.grid_sensitivity(k, l2_squared, 10)
         exact = math.sqrt(2 * k * l2_squared) * 2**10
         assert exact + 2 * k <= steps < exact + 2 * k + 1
-    released = fourier.publish(np.arange(100, dtype=np.int64), 10, Fraction(1, 2), RandomSource(1), "f", k=5)
+    released = fourier.publish(np.arange(100, dtype=np.int64), 10, Fraction(1, 2), Budget(10), RandomSource(1), "f",
+                               k=5)
     (entry,) = released.entries
     assert entry.sensitivity >= math.sqrt(2 * 5) * 10  # Δ2 = Δ = 10 (all records on one item)
     assert entry.noise_scale == entry.sensitivity * 2  # scale = sensitivity / ε
-    distinct = fourier.publish(np.arange(100, dtype=np.int64), 10, Fraction(1, 2), RandomSource(1), "f", k=5,
-                               distinct_cells=True)
+    distinct = fourier.publish(np.arange(100, dtype=np.int64), 10, Fraction(1, 2), Budget(10), RandomSource(1), "f",
+                               k=5, distinct_cells=True)
     assert distinct.entries[0].sensitivity < entry.sensitivity  # Δ2 = √10 for distinct items
 
 
 def test_alpa_without_noise_gives_every_cell_the_mean(zero_noise):
     counts = np.array([[1, 2], [3, 10]], dtype=np.int64)
-    released = alpa.publish(counts, 3, Fraction(1), RandomSource(0), "a")
+    released = alpa.publish(counts, 3, Fraction(1), Budget(10), RandomSource(0), "a")
     np.testing.assert_array_equal(released.values, np.full((2, 2), 4.0))
     assert released.entries[0].cells == 1 and released.entries[0].noise_scale == 3
 
@@ -126,7 +128,7 @@ def test_alpa_without_noise_gives_every_cell_the_mean(zero_noise):
 def test_alpa_noise_on_the_total_has_the_discrete_laplace_variance():
     rng = RandomSource(7)
     counts = np.zeros(4, dtype=np.int64)
-    totals = np.array([alpa.publish(counts, 2, Fraction(1), rng, "a").values.sum() for _ in range(4000)])
+    totals = np.array([alpa.publish(counts, 2, Fraction(1), Budget(10), rng, "a").values.sum() for _ in range(4000)])
     expected = discrete_laplace_variance(2)
     # The sample variance of 4000 draws is within 10% of the truth with high probability (kurtosis 6).
     assert totals.var() == pytest.approx(expected, rel=0.12)
@@ -135,7 +137,7 @@ def test_alpa_noise_on_the_total_has_the_discrete_laplace_variance():
 def test_grouping_without_noise_smooths_over_groups_ordered_by_the_sample(zero_noise):
     counts = np.array([50, 1, 52, 2, 48, 0, 3, 51], dtype=np.int64)
     sampled = np.array([5, 0, 5, 0, 5, 0, 0, 5], dtype=np.int64)
-    released = grouping.publish(counts, 4, Fraction(2), RandomSource(0), "g", sampled=sampled)
+    released = grouping.publish(counts, 4, Fraction(2), Budget(10), RandomSource(0), "g", sampled=sampled)
     big = released.values[[0, 2, 4, 7]]
     small = released.values[[1, 3, 5, 6]]
     # Each group holds cells of one kind only, and each cell gets its group's mean.
@@ -160,7 +162,7 @@ def test_dpa_ahp_weights_and_budgets():
 
 def test_corrected_dpa_ahp_never_gives_a_bin_more_than_epsilon_1():
     counts = np.random.default_rng(0).poisson(20, 50).astype(np.int64)
-    released = dpa_ahp.publish(counts, 2, Fraction(1), RandomSource(3), "d", delta=Fraction(1, 10))
+    released = dpa_ahp.publish(counts, 2, Fraction(1), Budget(10), RandomSource(3), "d", delta=Fraction(1, 10))
     ranking, first, second = released.entries
     assert ranking.epsilon + first.epsilon + second.epsilon == 1
     # The smallest scale (largest per-bin budget) is exactly Δ/ε1: the first pass is ε1-DP.
@@ -170,7 +172,7 @@ def test_corrected_dpa_ahp_never_gives_a_bin_more_than_epsilon_1():
 
 def test_dpa_ahp_as_published_is_marked_not_private():
     counts = np.random.default_rng(0).poisson(20, 50).astype(np.int64)
-    released = dpa_ahp.publish(counts, 1, Fraction(1), RandomSource(3), "d", delta=Fraction(1, 10),
+    released = dpa_ahp.publish(counts, 1, Fraction(1), Budget(10), RandomSource(3), "d", delta=Fraction(1, 10),
                                reproduce_paper=True)
     first = released.entries[0]
     assert first.not_private and "ranked by their true counts" in first.not_private
@@ -181,8 +183,8 @@ def test_dpa_ahp_as_published_is_marked_not_private():
 
 def test_sdpa_is_dpa_with_delta_one():
     counts = np.arange(30, dtype=np.int64)
-    a = publishers.publish("sdpa_ahp", counts, 1, Fraction(1), RandomSource(5), "s")
-    b = publishers.publish("dpa_ahp", counts, 1, Fraction(1), RandomSource(5), "s", delta=Fraction(1))
+    a = publishers.publish("sdpa_ahp", counts, 1, Fraction(1), Budget(10), RandomSource(5), "s")
+    b = publishers.publish("dpa_ahp", counts, 1, Fraction(1), Budget(10), RandomSource(5), "s", delta=Fraction(1))
     np.testing.assert_array_equal(a.values, b.values)
 
 
@@ -190,19 +192,21 @@ def test_sdpa_is_dpa_with_delta_one():
 def test_every_publisher_spends_exactly_epsilon_and_keeps_the_shape(name):
     counts = np.random.default_rng(1).poisson(5, (40, 3)).astype(np.int64)
     options = {"sampled": (counts > 5).astype(np.int64)} if name == "grouping" else {}
-    released = publishers.publish(name, counts, 3, Fraction(7, 10), RandomSource(2), "x", **options)
+    budget = Budget(1)
+    released = publishers.publish(name, counts, 3, Fraction(7, 10), budget, RandomSource(2), "x", **options)
     assert released.values.shape == counts.shape
     assert sum(e.epsilon for e in released.entries) == Fraction(7, 10)
+    assert budget.entries == list(released.entries)  # what it reports is what it spent
     assert all(e.noise_scale * e.epsilon >= e.sensitivity or e.not_private for e in released.entries)
 
 
 def test_publish_refuses_unknown_names_and_options():
     counts = np.ones(4, dtype=np.int64)
     with pytest.raises(ValueError, match="unknown publisher 'gauss'"):
-        publishers.publish("gauss", counts, 1, Fraction(1), RandomSource(0), "x")
+        publishers.publish("gauss", counts, 1, Fraction(1), Budget(10), RandomSource(0), "x")
     with pytest.raises(ValueError, match="takes no option k"):
-        publishers.publish("ahp", counts, 1, Fraction(1), RandomSource(0), "x", k=3)
+        publishers.publish("ahp", counts, 1, Fraction(1), Budget(10), RandomSource(0), "x", k=3)
     with pytest.raises(ValueError, match="empty"):
-        publishers.publish("laplace", np.array([], dtype=np.int64), 1, Fraction(1), RandomSource(0), "x")
+        publishers.publish("laplace", np.array([], dtype=np.int64), 1, Fraction(1), Budget(10), RandomSource(0), "x")
     with pytest.raises(ValueError, match="delta must be between 0 and 1"):
-        publishers.publish("dpa_ahp", counts, 1, Fraction(1), RandomSource(0), "x", delta=Fraction(3, 2))
+        publishers.publish("dpa_ahp", counts, 1, Fraction(1), Budget(10), RandomSource(0), "x", delta=Fraction(3, 2))

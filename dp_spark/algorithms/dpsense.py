@@ -51,7 +51,7 @@ from pyspark.sql import functions as F
 from dp_spark.aggregates import item_edges
 from dp_spark.bounding import user_records
 from dp_spark.core.domain import ItemDomain
-from dp_spark.core.mechanisms import RandomSource, as_scale, discrete_laplace, exponential_mechanism
+from dp_spark.core.mechanisms import RandomSource, as_scale
 from dp_spark.core.privacy import Budget, LedgerEntry
 from dp_spark.publishers import laplace
 
@@ -273,9 +273,9 @@ def choose_theta(length_hist, theta_max: int, columns: int, epsilons: dict, budg
     thetas = np.arange(1, theta_max + 1)
     sensitivity = quality_sensitivity(theta_max)
     scores = quality(length_hist, thetas, columns, epsilons["epsilon_counts"])
-    index = exponential_mechanism(rng, scores, epsilons["epsilon_theta"], sensitivity, monotone=True)
-    budget.spend(LedgerEntry("theta", "exponential mechanism (monotone quality)", epsilons["epsilon_theta"],
-                             Fraction(sensitivity), Fraction(sensitivity) / epsilons["epsilon_theta"], thetas.size))
+    entry = LedgerEntry("theta", "exponential mechanism (monotone quality)", epsilons["epsilon_theta"],
+                        Fraction(sensitivity), Fraction(sensitivity) / epsilons["epsilon_theta"], thetas.size)
+    index = budget.exponential_mechanism(entry, rng, scores, monotone=True)
     return int(thetas[index])
 
 
@@ -286,9 +286,9 @@ def choose_theta_alpha(by_length, long_units, theta_max: int, epsilons: dict, bu
     thetas = np.arange(1, theta_max + 1)
     sensitivity = quality_s_sensitivity(theta_max, ALPHAS[-1])
     scores = quality_s(by_length, long_units, thetas, ALPHAS, theta_max, epsilons["epsilon_counts"])
-    index = exponential_mechanism(rng, scores.ravel(), epsilons["epsilon_theta"], sensitivity)
-    budget.spend(LedgerEntry("theta_alpha", "exponential mechanism", epsilons["epsilon_theta"], sensitivity,
-                             2 * sensitivity / epsilons["epsilon_theta"], scores.size))
+    entry = LedgerEntry("theta_alpha", "exponential mechanism", epsilons["epsilon_theta"], sensitivity,
+                        2 * sensitivity / epsilons["epsilon_theta"], scores.size)
+    index = budget.exponential_mechanism(entry, rng, scores.ravel())
     return int(thetas[index // len(ALPHAS)]), ALPHAS[index % len(ALPHAS)]
 
 
@@ -297,15 +297,12 @@ def publish_columns(limited: np.ndarray, theta: int, limit: str, epsilon: Fracti
     """Noisy column counts of the θ-limited rows: L1 sensitivity θ, scale θ/ε.
     Normalised counts are in grid units and get noise on the grid (§1.4)."""
     if limit == "sample":
-        published = laplace.publish(limited, theta, epsilon, rng, "column_counts")
-        for entry in published.entries:
-            budget.spend(entry)
-        return published.values.astype(float)
+        return laplace.publish(limited, theta, epsilon, budget, rng, "column_counts").values.astype(float)
     unit = 1 << grid_bits
     scale = as_scale(Fraction(theta * unit) / epsilon)
-    budget.spend(LedgerEntry("column_counts", f"discrete Laplace on the grid 2^-{grid_bits}", epsilon,
-                             Fraction(theta), scale / unit, int(limited.size)))
-    return (limited + discrete_laplace(rng, scale, limited.size)) / unit
+    entry = LedgerEntry("column_counts", f"discrete Laplace on the grid 2^-{grid_bits}", epsilon,
+                        Fraction(theta), scale / unit, int(limited.size))
+    return (limited + budget.discrete_laplace(entry, rng, grid=Fraction(1, unit))) / unit
 
 
 def limited(rows: Rows, items: ItemDomain, theta: int, limit: str, seed: int | None) -> np.ndarray:

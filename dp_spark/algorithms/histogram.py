@@ -100,8 +100,5 @@ def publish_histogram(counts: np.ndarray, epsilon: Fraction, budget: Budget, rng
     """The noisy histogram through ``publisher`` at sensitivity 1, paid into ``budget``.
     Every user is one record here, so GS's one-record-per-user sample is the histogram itself."""
     extra = {"sampled": counts} if publisher in publishers.NEEDS_ONE_RECORD_PER_USER else {}
-    published = publishers.publish(publisher, counts, SENSITIVITY, epsilon, rng, "histogram",
-                                   **dict(options or {}), **extra)
-    for entry in published.entries:
-        budget.spend(entry)
-    return published.values
+    return publishers.publish(publisher, counts, SENSITIVITY, epsilon, budget, rng, "histogram",
+                              **dict(options or {}), **extra).values

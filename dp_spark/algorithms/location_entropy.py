@@ -50,7 +50,7 @@ from pyspark.sql import functions as F
 
 from dp_spark.algorithms import entropy_sensitivity as sens
 from dp_spark.core.domain import ItemDomain
-from dp_spark.core.mechanisms import RandomSource, as_scale, discrete_laplace, discrete_laplace_each
+from dp_spark.core.mechanisms import RandomSource, as_scale
 from dp_spark.core.privacy import Budget, LedgerEntry
 
 VARIANTS = ("baseline", "limit", "limit_ss", "limit_cb", "limit_cb_dp")
@@ -134,9 +134,9 @@ def laplace_entropy(stats: LocationStats, sensitivity_per_location: float, M: in
     unit = 1 << GRID_BITS
     sensitivity_units = M * (_units(sensitivity_per_location) + 1)
     scale = as_scale(Fraction(sensitivity_units) / epsilon)
-    budget.spend(LedgerEntry(step, mechanism, epsilon, Fraction(sensitivity_units, unit), scale / unit,
-                             int(stats.entropy.size), not_private=not_private))
-    return (_on_grid(stats.entropy) + discrete_laplace(rng, scale, stats.entropy.size)) / unit
+    entry = LedgerEntry(step, mechanism, epsilon, Fraction(sensitivity_units, unit), scale / unit,
+                        int(stats.entropy.size), not_private=not_private)
+    return (_on_grid(stats.entropy) + budget.discrete_laplace(entry, rng, grid=Fraction(1, unit))) / unit
 
 
 # Limit-SS's scale must itself be β′-smooth (§7.4 [FIX, turn 2]). Two things move it away from the
@@ -206,9 +206,9 @@ def smooth_entropy(entropy: np.ndarray, users: np.ndarray, bounds: Bounds, epsil
     mechanism = (f"discrete Laplace on the grid 2^-{GRID_BITS}, smooth sensitivity: location l gets scale "
                  f"about 2M(SS(C, n_l) + g)/epsilon, beta' = {used_beta:.6g}, floor xi = {xi:g}; sensitivity_l1 and "
                  "noise_scale are those at the xi floor, the least any location gets")
-    budget.spend(LedgerEntry(step, mechanism, epsilon, floor_scale * epsilon / 2, floor_scale, int(users.size),
-                             delta=delta))
-    return (_on_grid(entropy) + discrete_laplace_each(rng, scales)) / unit
+    entry = LedgerEntry(step, mechanism, epsilon, floor_scale * epsilon / 2, floor_scale, int(users.size),
+                        delta=delta)
+    return (_on_grid(entropy) + budget.discrete_laplace_each(entry, rng, scales, grid=Fraction(1, unit))) / unit
 
 
 @dataclass(frozen=True)
@@ -234,10 +234,9 @@ def publish(stats: LocationStats, variant: str, bounds: Bounds, epsilons: dict, 
         noisy = np.where(stats.users >= k, noisy, np.nan)
     elif variant == "limit_cb_dp":
         eps_select = eps * SELECTION_SHARE
-        scale = as_scale(Fraction(bounds.M) / eps_select)
-        budget.spend(LedgerEntry("entropy (selection by noisy users)", "discrete Laplace", eps_select,
-                                 Fraction(bounds.M), scale, int(stats.users.size)))
-        chosen = stats.users + discrete_laplace(rng, scale, stats.users.size) >= k
+        selection = LedgerEntry("entropy (selection by noisy users)", "discrete Laplace", eps_select,
+                                Fraction(bounds.M), as_scale(Fraction(bounds.M) / eps_select), int(stats.users.size))
+        chosen = stats.users + budget.discrete_laplace(selection, rng) >= k
         noisy = smooth_entropy(stats.entropy, stats.users, bounds, eps - eps_select, delta, budget, rng, xi,
                                "entropy")
         noisy = np.where(chosen, noisy, np.nan)
@@ -247,10 +246,9 @@ def publish(stats: LocationStats, variant: str, bounds: Bounds, epsilons: dict, 
     for name, true, sensitivity in (("visits", stats.visits, bounds.M * bounds.C), ("users", stats.users, bounds.M)):
         key = f"epsilon_{name}"
         if key in epsilons:
-            scale = as_scale(Fraction(sensitivity) / epsilons[key])
-            budget.spend(LedgerEntry(name, "discrete Laplace", epsilons[key], Fraction(sensitivity), scale,
-                                     int(true.size)))
-            extra[name] = true + discrete_laplace(rng, scale, true.size)
+            entry = LedgerEntry(name, "discrete Laplace", epsilons[key], Fraction(sensitivity),
+                                as_scale(Fraction(sensitivity) / epsilons[key]), int(true.size))
+            extra[name] = true + budget.discrete_laplace(entry, rng)
     published = int(np.isfinite(noisy).sum())
     return EntropyRelease(noisy, extra, {"locations_published": published})
 

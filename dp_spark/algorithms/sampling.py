@@ -104,14 +104,13 @@ def bounded_counts(bounded: user_records.Selection, items: ItemDomain, attribute
 def publish_counts(counts: BoundedCounts, l: int, epsilons: dict[str, Fraction], budget: Budget,
                    rng: RandomSource, publisher: Publisher) -> CountsRelease:
     """Item counts (row sums of the edges) and edge counts through the publisher; pure numpy.
-    Both have L1 sensitivity l; each pays its own part of ε into ``budget``."""
+    Both have L1 sensitivity l; each pays its own part of ε into ``budget`` (the publisher
+    spends it before drawing)."""
 
     def release(true, sampled, epsilon, step):
         extra = {"sampled": sampled} if sampled is not None else {}
-        published = publishers.publish(publisher.name, true, l, epsilon, rng, step, **publisher.options, **extra)
-        for entry in published.entries:
-            budget.spend(entry)
-        return published.values
+        return publishers.publish(publisher.name, true, l, epsilon, budget, rng, step, **publisher.options,
+                                  **extra).values
 
     sampled = counts.sampled_edges
     item_sample = item_edges.item_counts(sampled) if sampled is not None else None
@@ -204,9 +203,8 @@ def hpa(
             records.select("user_id", "item_id", "record_id"), d, seed=seed, counts=user_counts, users_by_n=users_by_n
         )
         popularity_true = item_edges.item_counts(item_edges.selected_edge_counts(popularity_sample, items, None))
-    popularity = publishers.publish("laplace", popularity_true, d, epsilons["epsilon_popularity"], rng, "popularity")
-    for entry in popularity.entries:
-        budget.spend(entry)
+    popularity = publishers.publish("laplace", popularity_true, d, epsilons["epsilon_popularity"], budget, rng,
+                                    "popularity")
 
     item_scores = np.maximum(popularity.values, 0)
     # The selection orders by each score's rank among the distinct scores, which orders the

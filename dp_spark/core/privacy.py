@@ -2,8 +2,16 @@
 
 Every noisy release is one :class:`LedgerEntry`; :meth:`Budget.spend` refuses
 an entry that would take the total past the budget, so an overspending job
-fails before anything is written. Epsilons are exact fractions: a split such
-as 0.1 + 0.45 + 0.45 adds up to exactly 1, never to 1.0000000000000002.
+fails before anything is written.
+
+The budget also hands out the noise: :meth:`Budget.discrete_laplace`,
+:meth:`Budget.discrete_laplace_each` and :meth:`Budget.exponential_mechanism`
+spend the entry first and only then draw, at the scale the entry records. Code
+outside ``dp_spark.core`` draws noise only through them, so noise that the
+ledger does not pay for cannot be drawn (a test reads the source to hold this).
+
+Epsilons are exact fractions: a split such as 0.1 + 0.45 + 0.45 adds up to
+exactly 1, never to 1.0000000000000002.
 
 Composition is sequential (every step reads the same users), which is what
 all algorithms in this package need. The guarantee is pure ε-DP (δ = 0), or
@@ -22,9 +30,13 @@ Claim: docs/mechanisms.md, "Privacy claim: Budget".
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
+from dp_spark.core import mechanisms
 from dp_spark.errors import ConfigError, DpSparkError
 
 MODELS = ("central", "local")
@@ -169,18 +181,73 @@ class Budget:
                 f"> epsilon {float(self.total):g}"
             )
 
-    def spend(self, entry: LedgerEntry) -> None:
-        if entry.epsilon <= 0:
-            raise BudgetExceeded(f"step {entry.step!r} spends a non-positive epsilon {entry.epsilon}")
-        if self.spent + entry.epsilon > self.total:
+    def check_affordable(self, epsilon: Fraction, step: str) -> None:
+        """Refuse a step needing more epsilon than is left, before it draws anything: a publisher
+        that spends in several parts calls this with its whole epsilon first, so that a late
+        part cannot fail after an early one has drawn."""
+        if epsilon <= 0:
+            raise BudgetExceeded(f"step {step!r} spends a non-positive epsilon {epsilon}")
+        if self.spent + epsilon > self.total:
             raise BudgetExceeded(
-                f"step {entry.step!r} needs epsilon {float(entry.epsilon):g} but only "
+                f"step {step!r} needs epsilon {float(epsilon):g} but only "
                 f"{float(self.remaining):g} of {float(self.total):g} is left"
             )
+
+    def spend(self, entry: LedgerEntry) -> None:
+        self.check_affordable(entry.epsilon, entry.step)
         if self.delta_spent + entry.delta > self.delta_total * (1 + 1e-12):
             raise BudgetExceeded(f"step {entry.step!r} needs delta {entry.delta:g} but the job allows "
                                  f"{self.delta_total:g} in all")
         self.entries.append(entry)
+
+    # -- Noise, paid for before it is drawn ------------------------------------------------------
+
+    def discrete_laplace(self, entry: LedgerEntry, rng: mechanisms.RandomSource, *, grid: Fraction | int = 1,
+                         blocks: Sequence[int] | None = None) -> np.ndarray:
+        """Spend ``entry``, then draw its ``entry.cells`` discrete Laplace values of scale
+        ``entry.noise_scale``: the draw is exactly what the ledger records.
+
+        ``grid``: the values are integers in steps of ``grid`` (noise on a grid, ALGORITHMS.md
+        §1.4), so the sampler's scale is noise_scale / grid; multiply by ``grid`` for value units.
+        ``blocks``: sizes, summing to ``entry.cells``, of consecutive separate runs of the sampler
+        (a mechanism that draws its cells in parts; the runs consume the random words in order).
+        """
+        scale = mechanisms.as_scale(Fraction(entry.noise_scale) / Fraction(grid))
+        sizes = [entry.cells] if blocks is None else [int(size) for size in blocks]
+        if not sizes or sum(sizes) != entry.cells or min(sizes) < 0:
+            raise ValueError(f"step {entry.step!r}: blocks {sizes} do not make up its {entry.cells} cells")
+        _check_noise_covers_sensitivity(entry)
+        self.spend(entry)
+        return np.concatenate([mechanisms.discrete_laplace(rng, scale, size) for size in sizes])
+
+    def discrete_laplace_each(self, entry: LedgerEntry, rng: mechanisms.RandomSource, scales: Sequence,
+                              *, grid: Fraction | int = 1) -> np.ndarray:
+        """Spend ``entry``, then draw one discrete Laplace value per cell at its own scale
+        (``scales`` in steps of ``grid``, as in :meth:`discrete_laplace`). The entry's
+        noise_scale is the least noise any cell may get: every scale must be at least it."""
+        checked = [mechanisms.as_scale(scale) for scale in scales]
+        if len(checked) != entry.cells:
+            raise ValueError(f"step {entry.step!r} has {entry.cells} cells but {len(checked)} scales")
+        if checked and min(checked) * Fraction(grid) < entry.noise_scale:
+            raise ValueError(f"step {entry.step!r} draws a cell below its recorded noise scale "
+                             f"{float(entry.noise_scale):g}")
+        _check_noise_covers_sensitivity(entry)
+        self.spend(entry)
+        return mechanisms.discrete_laplace_each(rng, checked)
+
+    def exponential_mechanism(self, entry: LedgerEntry, rng: mechanisms.RandomSource, scores, *,
+                              monotone: bool = False) -> int:
+        """Spend ``entry``, then pick one of its ``entry.cells`` candidates with the exponential
+        mechanism at entry.epsilon and quality sensitivity entry.sensitivity. The entry's
+        noise_scale must be 1/c, the factor's inverse: Δq/ε when ``monotone``, else 2Δq/ε."""
+        if len(scores) != entry.cells:
+            raise ValueError(f"step {entry.step!r} has {entry.cells} candidates but {len(scores)} scores")
+        inverse_factor = entry.sensitivity / entry.epsilon * (1 if monotone else 2)
+        if entry.noise_scale != inverse_factor:
+            raise ValueError(f"step {entry.step!r} records noise scale {float(entry.noise_scale):g}; the "
+                             f"mechanism it names uses {float(inverse_factor):g}")
+        self.spend(entry)
+        return mechanisms.exponential_mechanism(rng, scores, entry.epsilon, entry.sensitivity, monotone)
 
     @property
     def private(self) -> bool:
@@ -218,3 +285,11 @@ class Budget:
             "delta_spent": self.delta_spent,
             "ledger": [e.to_json() for e in self.entries],
         }
+
+
+def _check_noise_covers_sensitivity(entry: LedgerEntry) -> None:
+    """Laplace noise pays for ε only at scale ≥ sensitivity/ε: refuse an entry whose own numbers
+    do not add up, unless it already says it is not private."""
+    if not entry.not_private and entry.noise_scale * entry.epsilon < entry.sensitivity:
+        raise ValueError(f"step {entry.step!r}: noise scale {float(entry.noise_scale):g} is below "
+                         f"sensitivity/epsilon = {float(entry.sensitivity / entry.epsilon):g}")

@@ -104,7 +104,8 @@ def _baseline_runs(cfg: JobConfig, method: str, rows, items, true: np.ndarray, m
     for run in range(runs):
         progress(f"{method}: run {run + 1}/{runs}")
         rng = RandomSource(None if cfg.seed is None else cfg.seed + run)
-        published = publishers.publish(name, truncated, m, cfg.epsilon, rng, "column_counts", **options, **extra)
+        published = publishers.publish(name, truncated, m, cfg.epsilon, Budget(cfg.epsilon), rng, "column_counts",
+                                       **options, **extra)
         for metric, value in column_metrics(true, published.values.astype(float)).items():
             yield "columns", metric, value
 

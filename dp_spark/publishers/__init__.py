@@ -1,8 +1,12 @@
 """Count-vector publishers: pure numpy, driver side, no Spark.
 
-A publisher takes a count vector over a public domain, the L1 sensitivity one
-user can cause after bounding, epsilon and a random source, and returns the
-published vector with the ledger entries that pay for it. :func:`publish`
+Every publisher has one signature, ``publish(counts, sensitivity, epsilon,
+budget, rng, step, **options) -> Published``: a count vector over a public
+domain, the L1 sensitivity one user can cause after bounding, epsilon, the
+budget that pays and the random source. It draws noise only through the
+budget, which spends each ledger entry before it draws (an overspend is refused
+before any noise exists), and returns the published vector with the entries it
+spent. :func:`publish`
 picks one by name, as a job's config does (``publisher = "ahp"``).
 
 Claims: docs/publishers.md, one "Privacy claim: <name>" section per publisher.
@@ -15,6 +19,7 @@ from fractions import Fraction
 import numpy as np
 
 from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.privacy import Budget
 from dp_spark.publishers import ahp, alpa, dpa_ahp, fourier, grouping, laplace
 from dp_spark.publishers.laplace import Published
 
@@ -31,8 +36,8 @@ PUBLISHERS = {
 NEEDS_ONE_RECORD_PER_USER = frozenset({"grouping"})
 
 
-def publish(name: str, counts: np.ndarray, sensitivity: int, epsilon: Fraction, rng: RandomSource, step: str,
-            **options) -> Published:
+def publish(name: str, counts: np.ndarray, sensitivity: int, epsilon: Fraction, budget: Budget, rng: RandomSource,
+            step: str, **options) -> Published:
     """Run the publisher ``name``; options it does not take are an error, not ignored."""
     if name not in PUBLISHERS:
         raise ValueError(f"unknown publisher {name!r}; expected one of {', '.join(PUBLISHERS)}")
@@ -42,4 +47,4 @@ def publish(name: str, counts: np.ndarray, sensitivity: int, epsilon: Fraction, 
         raise ValueError(f"publisher {name!r} takes no option {', '.join(unknown)}")
     if name == "sdpa_ahp":
         options["delta"] = Fraction(1)
-    return function(counts, sensitivity, epsilon, rng, step, **options)
+    return function(counts, sensitivity, epsilon, budget, rng, step, **options)

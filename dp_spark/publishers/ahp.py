@@ -19,9 +19,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.core.mechanisms import RandomSource, as_scale, discrete_laplace
-from dp_spark.core.privacy import LedgerEntry
-from dp_spark.publishers.laplace import Published, check_counts
+from dp_spark.core.mechanisms import RandomSource, as_scale
+from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.publishers.laplace import Published, check_request
 
 RHO = Fraction(17, 20)  # 0.85: share of ε for phase 1 (§9.3, from the DPBench code)
 ETA = 0.35  # threshold factor
@@ -84,21 +84,21 @@ def clusters(z: np.ndarray, noise_term: float) -> list[tuple[int, int]]:
     return blocks
 
 
-def smooth(counts: np.ndarray, phase1: np.ndarray, sensitivity: int, epsilon2: Fraction, rng: RandomSource,
-           step: str) -> Published:
+def smooth(counts: np.ndarray, phase1: np.ndarray, sensitivity: int, epsilon2: Fraction, budget: Budget,
+           rng: RandomSource, step: str) -> Published:
     """Phase 2 given the thresholded phase-1 values: sort, cluster, one noisy sum per cluster."""
     order = np.argsort(phase1, kind="stable")
     noise_term = 2 * sensitivity**2 / float(epsilon2) ** 2
     blocks = clusters(phase1[order], noise_term)
     starts = np.array([a for a, _ in blocks])
     sizes = np.array([b - a for a, b in blocks])
-    scale = as_scale(Fraction(sensitivity) / epsilon2)
-    sums = np.add.reduceat(counts[order], starts) + discrete_laplace(rng, scale, starts.size)
-    values = np.empty(counts.size, dtype=float)
-    values[order] = np.repeat(sums / sizes, sizes)
     entry = LedgerEntry(step=f"{step} (cluster sums, {starts.size} clusters)",
                         mechanism="discrete Laplace on cluster sums", epsilon=epsilon2,
-                        sensitivity=Fraction(sensitivity), noise_scale=scale, cells=int(starts.size))
+                        sensitivity=Fraction(sensitivity), noise_scale=as_scale(Fraction(sensitivity) / epsilon2),
+                        cells=int(starts.size))
+    sums = np.add.reduceat(counts[order], starts) + budget.discrete_laplace(entry, rng)
+    values = np.empty(counts.size, dtype=float)
+    values[order] = np.repeat(sums / sizes, sizes)
     return Published(values, (entry,))
 
 
@@ -106,6 +106,7 @@ def publish(
     counts: np.ndarray,
     sensitivity: int,
     epsilon: Fraction,
+    budget: Budget,
     rng: RandomSource,
     step: str,
     *,
@@ -113,16 +114,16 @@ def publish(
     eta: float = ETA,
 ) -> Published:
     """AHP over the counts (any shape; bins in public order); floats, same shape."""
-    counts = check_counts(counts, sensitivity)
+    counts = check_request(counts, sensitivity, epsilon, budget, step)
     if not 0 < rho < 1:
         raise ValueError(f"rho must be between 0 and 1, got {rho}")
     epsilon1 = Fraction(epsilon) * Fraction(rho)
     epsilon2 = Fraction(epsilon) - epsilon1
     flat = counts.reshape(-1)
-    scale1 = as_scale(Fraction(sensitivity) / epsilon1)
-    noisy = (flat + discrete_laplace(rng, scale1, flat.size)).astype(float)
-    phase1 = threshold(noisy, 1 / float(epsilon1), sensitivity, eta, flat.size)
     first = LedgerEntry(step=f"{step} (first pass)", mechanism="discrete Laplace per bin", epsilon=epsilon1,
-                        sensitivity=Fraction(sensitivity), noise_scale=scale1, cells=int(flat.size))
-    second = smooth(flat, phase1, sensitivity, epsilon2, rng, step)
+                        sensitivity=Fraction(sensitivity), noise_scale=as_scale(Fraction(sensitivity) / epsilon1),
+                        cells=int(flat.size))
+    noisy = (flat + budget.discrete_laplace(first, rng)).astype(float)
+    phase1 = threshold(noisy, 1 / float(epsilon1), sensitivity, eta, flat.size)
+    second = smooth(flat, phase1, sensitivity, epsilon2, budget, rng, step)
     return Published(second.values.reshape(counts.shape), (first, *second.entries))

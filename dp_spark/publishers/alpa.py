@@ -14,16 +14,17 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.core.mechanisms import RandomSource, as_scale, discrete_laplace
-from dp_spark.core.privacy import LedgerEntry
-from dp_spark.publishers.laplace import Published, check_counts
+from dp_spark.core.mechanisms import RandomSource, as_scale
+from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.publishers.laplace import Published, check_request
 
 
-def publish(counts: np.ndarray, sensitivity: int, epsilon: Fraction, rng: RandomSource, step: str) -> Published:
-    counts = check_counts(counts, sensitivity)
-    scale = as_scale(Fraction(sensitivity) / Fraction(epsilon))
-    total = int(counts.sum()) + int(discrete_laplace(rng, scale, 1)[0])
-    values = np.full(counts.shape, total / counts.size, dtype=float)
+def publish(counts: np.ndarray, sensitivity: int, epsilon: Fraction, budget: Budget, rng: RandomSource,
+            step: str) -> Published:
+    counts = check_request(counts, sensitivity, epsilon, budget, step)
     entry = LedgerEntry(step=f"{step} (total)", mechanism="discrete Laplace on the sum, then averaged",
-                        epsilon=Fraction(epsilon), sensitivity=Fraction(sensitivity), noise_scale=scale, cells=1)
+                        epsilon=Fraction(epsilon), sensitivity=Fraction(sensitivity),
+                        noise_scale=as_scale(Fraction(sensitivity) / Fraction(epsilon)), cells=1)
+    total = int(counts.sum()) + int(budget.discrete_laplace(entry, rng)[0])
+    values = np.full(counts.shape, total / counts.size, dtype=float)
     return Published(values, (entry,))

@@ -28,11 +28,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.core.mechanisms import RandomSource, as_scale, discrete_laplace, discrete_laplace_each, scale_at_least
-from dp_spark.core.privacy import LedgerEntry
+from dp_spark.core.mechanisms import RandomSource, as_scale, scale_at_least
+from dp_spark.core.privacy import Budget, LedgerEntry
 from dp_spark.publishers import ahp
 from dp_spark.publishers.grouping import random_order_by
-from dp_spark.publishers.laplace import Published, check_counts
+from dp_spark.publishers.laplace import Published, check_request
 
 RANKING_SHARE = Fraction(1, 20)
 NOT_PRIVATE = ("DPA-AHP as published: bins are ranked by their true counts and the largest per-bin "
@@ -49,6 +49,7 @@ def publish(
     counts: np.ndarray,
     sensitivity: int,
     epsilon: Fraction,
+    budget: Budget,
     rng: RandomSource,
     step: str,
     *,
@@ -59,21 +60,21 @@ def publish(
     reproduce_paper: bool = False,
 ) -> Published:
     """DPA-AHP over the counts (any shape; bins in public order); floats, same shape."""
-    counts = check_counts(counts, sensitivity)
+    counts = check_request(counts, sensitivity, epsilon, budget, step)
     flat = counts.reshape(-1)
-    noisy, bin_budget, epsilon2, entries = first_pass(flat, sensitivity, epsilon, rng, step, delta=delta,
+    noisy, bin_budget, epsilon2, entries = first_pass(flat, sensitivity, epsilon, budget, rng, step, delta=delta,
                                                       ranking_share=ranking_share, rho=rho,
                                                       reproduce_paper=reproduce_paper)
     phase1 = ahp.threshold(noisy, np.array([1 / float(b) for b in bin_budget]), sensitivity, eta, flat.size)
-    second = ahp.smooth(flat, phase1, sensitivity, epsilon2, rng, step)
+    second = ahp.smooth(flat, phase1, sensitivity, epsilon2, budget, rng, step)
     return Published(second.values.reshape(counts.shape), (*entries, *second.entries))
 
 
-def first_pass(flat: np.ndarray, sensitivity: int, epsilon: Fraction, rng: RandomSource, step: str, *,
+def first_pass(flat: np.ndarray, sensitivity: int, epsilon: Fraction, budget: Budget, rng: RandomSource, step: str, *,
                delta: Fraction = Fraction(1, 20), ranking_share: Fraction = RANKING_SHARE, rho: Fraction = ahp.RHO,
                reproduce_paper: bool = False) -> tuple[np.ndarray, list[Fraction], Fraction, list[LedgerEntry]]:
     """The ranking and the per-bin first pass: (noisy counts, budget per bin, ε2 left for the second
-    pass, ledger entries). Separate so that the audit can test its claim on its own."""
+    pass, the ledger entries it spent). Separate so that the audit can test its claim on its own."""
     delta = Fraction(delta).limit_denominator(10**6)
     if not 0 <= delta <= 1:
         raise ValueError(f"delta must be between 0 and 1, got {float(delta)}")
@@ -87,12 +88,12 @@ def first_pass(flat: np.ndarray, sensitivity: int, epsilon: Fraction, rng: Rando
         if not 0 < ranking_share < 1:
             raise ValueError(f"ranking_share must be between 0 and 1, got {ranking_share}")
         epsilon_rank = Fraction(epsilon) * Fraction(ranking_share)
-        rank_scale = as_scale(Fraction(sensitivity) / epsilon_rank)
-        pre_release = flat + discrete_laplace(rng, rank_scale, n)
+        ranking = LedgerEntry(step=f"{step} (ranking pass)", mechanism="discrete Laplace per bin",
+                              epsilon=epsilon_rank, sensitivity=Fraction(sensitivity),
+                              noise_scale=as_scale(Fraction(sensitivity) / epsilon_rank), cells=n)
+        pre_release = flat + budget.discrete_laplace(ranking, rng)
         order_ascending = random_order_by(-pre_release, rng)
-        entries.append(LedgerEntry(step=f"{step} (ranking pass)", mechanism="discrete Laplace per bin",
-                                   epsilon=epsilon_rank, sensitivity=Fraction(sensitivity),
-                                   noise_scale=rank_scale, cells=n))
+        entries.append(ranking)
         epsilon_rest = Fraction(epsilon) - epsilon_rank
     epsilon1 = epsilon_rest * Fraction(rho)
     epsilon2 = epsilon_rest - epsilon1
@@ -105,12 +106,13 @@ def first_pass(flat: np.ndarray, sensitivity: int, epsilon: Fraction, rng: Rando
     for rank, cell in enumerate(order_ascending):
         bin_budget[cell] = budgets[rank]
     scales = [scale_at_least(Fraction(sensitivity) / b) for b in bin_budget]
-    noisy = (flat + discrete_laplace_each(rng, scales)).astype(float)
     largest = max(budgets)
-    entries.append(LedgerEntry(
+    per_bin = LedgerEntry(
         step=f"{step} (first pass, per-bin budgets)", mechanism="discrete Laplace per bin, scale by rank",
         epsilon=epsilon1, sensitivity=Fraction(sensitivity), noise_scale=min(scales), cells=n,
         not_private=(f"{NOT_PRIVATE}; its largest per-bin epsilon is {float(largest):.6g}"
                      if reproduce_paper else ""),
-    ))
+    )
+    noisy = (flat + budget.discrete_laplace_each(per_bin, rng, scales)).astype(float)
+    entries.append(per_bin)
     return noisy, bin_budget, epsilon2, entries

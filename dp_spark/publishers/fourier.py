@@ -24,9 +24,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.core.mechanisms import RandomSource, as_scale, discrete_laplace
-from dp_spark.core.privacy import LedgerEntry
-from dp_spark.publishers.laplace import Published, check_counts
+from dp_spark.core.mechanisms import RandomSource, as_scale
+from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.publishers.laplace import Published, check_request
 
 
 def default_k(cells: int) -> int:
@@ -45,6 +45,7 @@ def publish(
     counts: np.ndarray,
     sensitivity: int,
     epsilon: Fraction,
+    budget: Budget,
     rng: RandomSource,
     step: str,
     *,
@@ -53,7 +54,7 @@ def publish(
     grid_bits: int = 10,
 ) -> Published:
     """The counts (flattened in their public order) through FPA_k; same shape back, floats."""
-    counts = check_counts(counts, sensitivity)
+    counts = check_request(counts, sensitivity, epsilon, budget, step)
     x = counts.reshape(-1).astype(float)
     spectrum_size = x.size // 2 + 1
     k = default_k(x.size) if k is None else k
@@ -61,24 +62,25 @@ def publish(
         raise ValueError(f"k must be between 1 and {spectrum_size} for {x.size} cells, got {k}")
     l2_squared = sensitivity if distinct_cells else sensitivity**2
     steps = grid_sensitivity(k, l2_squared, grid_bits)
-    scale = as_scale(Fraction(steps) / Fraction(epsilon))
-    grid = 2.0**-grid_bits
+    grid = Fraction(1, 2**grid_bits)
+    entry = LedgerEntry(
+        step=step, mechanism=f"discrete Laplace on the grid 2^-{grid_bits}, {k} lowest DFT coefficients",
+        epsilon=Fraction(epsilon), sensitivity=Fraction(steps) * grid,
+        noise_scale=as_scale(Fraction(steps) / Fraction(epsilon)) * grid, cells=2 * k,
+    )
+    # Noise in grid steps: k for the real parts, then k for the imaginary parts, two runs of the sampler.
+    noise = budget.discrete_laplace(entry, rng, grid=grid, blocks=(k, k))
 
     spectrum = np.fft.rfft(x, norm="ortho")[:k]
-    real = np.round(spectrum.real / grid).astype(np.int64) + discrete_laplace(rng, scale, k)
+    real = np.round(spectrum.real / float(grid)).astype(np.int64) + noise[:k]
+    imag = np.round(spectrum.imag / float(grid)).astype(np.int64) + noise[k:]
     # Im F[0] (and Im F[n/2] for even n) is zero for every input: nothing to hide there.
     always_real = np.zeros(k, dtype=bool)
     always_real[0] = True
     if x.size % 2 == 0 and k == spectrum_size:
         always_real[-1] = True
-    imag = np.round(spectrum.imag / grid).astype(np.int64) + discrete_laplace(rng, scale, k)
     imag[always_real] = 0
     noisy = np.zeros(spectrum_size, dtype=complex)
-    noisy[:k] = (real + 1j * imag) * grid
+    noisy[:k] = (real + 1j * imag) * float(grid)
     values = np.fft.irfft(noisy, n=x.size, norm="ortho").reshape(counts.shape)
-    entry = LedgerEntry(
-        step=step, mechanism=f"discrete Laplace on the grid 2^-{grid_bits}, {k} lowest DFT coefficients",
-        epsilon=Fraction(epsilon), sensitivity=Fraction(steps) * Fraction(1, 2**grid_bits),
-        noise_scale=scale * Fraction(1, 2**grid_bits), cells=2 * k,
-    )
     return Published(values, (entry,))

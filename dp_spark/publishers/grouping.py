@@ -20,9 +20,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.core.mechanisms import RandomSource, as_scale, discrete_laplace
-from dp_spark.core.privacy import LedgerEntry
-from dp_spark.publishers.laplace import Published, check_counts
+from dp_spark.core.mechanisms import RandomSource, as_scale
+from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.publishers.laplace import Published, check_request
 
 
 def candidate_sizes(cells: int, sensitivity: int) -> list[int]:
@@ -53,6 +53,7 @@ def publish(
     counts: np.ndarray,
     sensitivity: int,
     epsilon: Fraction,
+    budget: Budget,
     rng: RandomSource,
     step: str,
     *,
@@ -64,14 +65,16 @@ def publish(
     ``sampled`` has the counts' shape and holds one unit per user: one record
     drawn at random from each user's bounded records.
     """
-    counts = check_counts(counts, sensitivity)
+    counts = check_request(counts, sensitivity, epsilon, budget, step)
     sampled = np.asarray(sampled)
     if sampled.shape != counts.shape or not np.issubdtype(sampled.dtype, np.integer):
         raise ValueError("sampled must be integer counts of the same shape as counts")
     epsilon_a = epsilon_b = Fraction(epsilon) / 2
     flat = counts.reshape(-1)
-    order_scale = as_scale(1 / epsilon_a)
-    noisy_sample = sampled.reshape(-1) + discrete_laplace(rng, order_scale, flat.size)
+    ordering = LedgerEntry(step=f"{step} (ordering sample)", mechanism="discrete Laplace on one record per user",
+                           epsilon=epsilon_a, sensitivity=Fraction(1), noise_scale=as_scale(1 / epsilon_a),
+                           cells=flat.size)
+    noisy_sample = sampled.reshape(-1) + budget.discrete_laplace(ordering, rng)
     order = random_order_by(noisy_sample, rng)
     ordered = noisy_sample[order].astype(float)
     width = min(candidate_sizes(flat.size, sensitivity),
@@ -79,15 +82,10 @@ def publish(
 
     starts = np.arange(0, flat.size, width)
     sizes = np.diff(np.append(starts, flat.size))
-    sum_scale = as_scale(Fraction(sensitivity) / epsilon_b)
-    group_sums = np.add.reduceat(flat[order], starts) + discrete_laplace(rng, sum_scale, starts.size)
+    sums = LedgerEntry(step=f"{step} (group sums, width {width})", mechanism="discrete Laplace on group sums",
+                       epsilon=epsilon_b, sensitivity=Fraction(sensitivity),
+                       noise_scale=as_scale(Fraction(sensitivity) / epsilon_b), cells=int(starts.size))
+    group_sums = np.add.reduceat(flat[order], starts) + budget.discrete_laplace(sums, rng)
     values = np.empty(flat.size, dtype=float)
     values[order] = np.repeat(group_sums / sizes, sizes)
-    entries = (
-        LedgerEntry(step=f"{step} (ordering sample)", mechanism="discrete Laplace on one record per user",
-                    epsilon=epsilon_a, sensitivity=Fraction(1), noise_scale=order_scale, cells=flat.size),
-        LedgerEntry(step=f"{step} (group sums, width {width})", mechanism="discrete Laplace on group sums",
-                    epsilon=epsilon_b, sensitivity=Fraction(sensitivity), noise_scale=sum_scale,
-                    cells=int(starts.size)),
-    )
-    return Published(values.reshape(counts.shape), entries)
+    return Published(values.reshape(counts.shape), (ordering, sums))

@@ -6,6 +6,11 @@ DP claim: for an integer vector whose L1 sensitivity under the privacy unit is
 Kamath and Steinke 2020, Theorem 7). The domain must be public and complete:
 cells with a true count of zero get noise too (§1.2).
 
+Every publisher has this module's signature, ``publish(counts, sensitivity,
+epsilon, budget, rng, step, **options) -> Published``, and draws its noise only
+from ``budget`` (:meth:`dp_spark.core.privacy.Budget.discrete_laplace`), which
+spends each ledger entry before it draws.
+
 Claim: docs/publishers.md, "Privacy claim: laplace".
 """
 
@@ -16,18 +21,20 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.core.mechanisms import RandomSource, as_scale, discrete_laplace
-from dp_spark.core.privacy import LedgerEntry
+from dp_spark.core.mechanisms import RandomSource, as_scale
+from dp_spark.core.privacy import Budget, LedgerEntry
 
 
 @dataclass(frozen=True)
 class Published:
     values: np.ndarray  # same shape as the counts; integers (LPA) or floats (averages)
-    entries: tuple[LedgerEntry, ...]
+    entries: tuple[LedgerEntry, ...]  # what the publisher spent from the budget, in order
 
 
-def check_counts(counts, sensitivity: int) -> np.ndarray:
-    """The counts as an integer array; refuses a non-integer array, an empty one, or Δ < 1."""
+def check_request(counts, sensitivity: int, epsilon: Fraction, budget: Budget, step: str) -> np.ndarray:
+    """The counts as an integer array, once the request is sound: refuses a non-integer array,
+    an empty one, Δ < 1, or an epsilon the budget cannot pay for (before any noise is drawn, also
+    for a publisher that spends in several parts)."""
     if isinstance(sensitivity, bool) or not isinstance(sensitivity, (int, np.integer)) or sensitivity < 1:
         raise ValueError(f"sensitivity must be a positive integer, got {sensitivity!r}")
     counts = np.asarray(counts)
@@ -35,22 +42,22 @@ def check_counts(counts, sensitivity: int) -> np.ndarray:
         raise TypeError("publishers need integer counts")
     if counts.size == 0:
         raise ValueError("cannot publish an empty count vector")
+    budget.check_affordable(Fraction(epsilon), step)
     return counts
 
 
 def publish(
-    counts: np.ndarray, sensitivity: int, epsilon: Fraction, rng: RandomSource, step: str
+    counts: np.ndarray, sensitivity: int, epsilon: Fraction, budget: Budget, rng: RandomSource, step: str
 ) -> Published:
     """Noisy copy of an integer count array (any shape) with scale sensitivity/ε."""
-    counts = check_counts(counts, sensitivity)
-    scale = as_scale(Fraction(sensitivity) / Fraction(epsilon))
-    noise = discrete_laplace(rng, scale, counts.size).reshape(counts.shape)
+    counts = check_request(counts, sensitivity, epsilon, budget, step)
     entry = LedgerEntry(
         step=step,
         mechanism="discrete Laplace",
         epsilon=Fraction(epsilon),
         sensitivity=Fraction(sensitivity),
-        noise_scale=scale,
+        noise_scale=as_scale(Fraction(sensitivity) / Fraction(epsilon)),
         cells=int(counts.size),
     )
+    noise = budget.discrete_laplace(entry, rng).reshape(counts.shape)
     return Published(values=counts.astype(np.int64) + noise, entries=(entry,))

@@ -22,7 +22,8 @@ from dp_spark.lab.audit_targets import frapp as fr
 from dp_spark.lab.audit_targets import jobs, old_code
 from dp_spark.lab.audit_targets import primitives as prim
 from dp_spark.errors import ConfigError
-from dp_spark.core.mechanisms import discrete_laplace, RandomSource
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.privacy import Budget, LedgerEntry
 
 EPSILONS = (Fraction(1, 10), Fraction(1), Fraction(5))
 GAMMAS = (Fraction(11, 10), Fraction(3, 2), Fraction(271828, 100000), Fraction(19))  # 271828/100000: just under e
@@ -152,7 +153,9 @@ def _refused(*_args):
 
 def _half_noise(side, trials, seed, _spark):
     """NEGATIVE CONTROL: claims ε but adds discrete Laplace of scale Δ/(2ε)."""
-    return side + discrete_laplace(RandomSource(seed), Fraction(1, 2) / DEFAULT_EPSILON, trials)
+    entry = LedgerEntry("negative control", "discrete Laplace at half the scale", DEFAULT_EPSILON, Fraction(1),
+                        Fraction(1, 2) / DEFAULT_EPSILON, trials, not_private="half the noise its epsilon needs")
+    return side + Budget(DEFAULT_EPSILON).discrete_laplace(entry, RandomSource(seed))
 
 
 def negative_controls() -> list[Target]:

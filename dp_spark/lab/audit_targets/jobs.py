@@ -89,8 +89,8 @@ def hpa_sampler(epsilon: Fraction):
         out = np.empty(trials)
         for t in range(trials):
             budget = Budget(epsilon)
-            popularity = publishers.publish("laplace", popularity_true, HPA_D, split["epsilon_popularity"], rng,
-                                            "popularity")
+            popularity = publishers.publish("laplace", popularity_true, HPA_D, split["epsilon_popularity"], budget,
+                                            rng, "popularity")
             _distinct, ranks = np.unique(np.maximum(popularity.values, 0), return_inverse=True)
             release = sampling.publish_counts(counts_for(ranks), HPA_L, split, budget, rng, sampling.Publisher())
             out[t] = (popularity.values[0] * float(split["epsilon_popularity"]) / HPA_D

@@ -26,7 +26,8 @@ from fractions import Fraction
 import numpy as np
 
 from dp_spark.algorithms import entropy_sensitivity as sens
-from dp_spark.core.mechanisms import RandomSource, discrete_laplace, scale_at_least
+from dp_spark.core.mechanisms import RandomSource, scale_at_least
+from dp_spark.core.privacy import Budget, LedgerEntry
 
 GRID_BITS = 16
 UNIT = 1 << GRID_BITS
@@ -59,7 +60,10 @@ def old_smooth_entropy_sampler(visits: tuple[np.ndarray, np.ndarray], C: int, M:
         entropy = entropy_of(counts)
         scale = old_scales(np.array([counts.size]), C, M, epsilon, delta, xi, beta)[0]
         on_grid = round(entropy * UNIT)
-        noisy = (on_grid + discrete_laplace(RandomSource(seed), scale, trials)) / UNIT
+        # Drawn through a budget like every noise outside core; the entry says what this control is.
+        entry = LedgerEntry("negative control", "old Limit-SS: discrete Laplace at the old rounded scale", epsilon,
+                            scale / UNIT * epsilon, scale / UNIT, trials, not_private="old, broken Limit-SS scale")
+        noisy = (on_grid + Budget(epsilon).discrete_laplace(entry, RandomSource(seed), grid=Fraction(1, UNIT))) / UNIT
         return np.abs(noisy - entropy_of(visits[0])) if fold else noisy
     return sample
 

@@ -11,7 +11,8 @@ from fractions import Fraction
 import numpy as np
 
 from dp_spark import publishers
-from dp_spark.core.mechanisms import RandomSource, discrete_laplace, exponential_mechanism
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.privacy import Budget, LedgerEntry
 from dp_spark.publishers import dpa_ahp
 
 # The publishers' two histograms. D′ adds one user (Δ = 1) to bin 0 of each.
@@ -34,7 +35,7 @@ def discrete_laplace_sampler(epsilon: Fraction):
     """The count 0 against 1 through the LPA publisher (discrete Laplace, Δ = 1)."""
     def sample(side, trials, seed, _spark):
         counts = np.full(trials, side)
-        return publishers.publish("laplace", counts, 1, epsilon, RandomSource(seed), "audit").values
+        return publishers.publish("laplace", counts, 1, epsilon, Budget(epsilon), RandomSource(seed), "audit").values
     return sample
 
 
@@ -45,7 +46,8 @@ def exponential_sampler(epsilon: Fraction):
         scores = np.zeros(51) if side else np.ones(51)
         scores[0] = 1 - scores[0]
         rng = RandomSource(seed)
-        return np.array([exponential_mechanism(rng, scores, epsilon, 1.0) for _ in range(trials)])
+        entry = LedgerEntry("audit", "exponential mechanism", epsilon, Fraction(1), 2 / epsilon, scores.size)
+        return np.array([Budget(epsilon).exponential_mechanism(entry, rng, scores) for _ in range(trials)])
     return sample
 
 
@@ -55,9 +57,11 @@ def publisher_sampler(name: str, epsilon: Fraction, bins: str = "mixed", **optio
         rng = RandomSource(seed)
         counts = neighbours(bins, side)
         if name == "laplace":  # cells are independent: every trial in one call
-            return publishers.publish(name, np.tile(counts, (trials, 1)), 1, epsilon, rng, "audit").values[:, 0]
+            return publishers.publish(name, np.tile(counts, (trials, 1)), 1, epsilon, Budget(epsilon), rng,
+                                      "audit").values[:, 0]
         extra = {"sampled": counts} if name in publishers.NEEDS_ONE_RECORD_PER_USER else {}
-        return np.array([publishers.publish(name, counts, 1, epsilon, rng, "audit", **options, **extra).values[0]
+        return np.array([publishers.publish(name, counts, 1, epsilon, Budget(epsilon), rng, "audit", **options,
+                                            **extra).values[0]
                          for _ in range(trials)])
     return sample
 
@@ -82,7 +86,7 @@ def first_pass_sampler(epsilon: Fraction, reproduce_paper: bool):
     def sample(side, trials, seed, _spark):
         rng = RandomSource(seed)
         flat = FIRST_PASS_D[side]
-        return np.array([dpa_ahp.first_pass(flat, 1, epsilon, rng, "audit", delta=SDPA_DELTA,
+        return np.array([dpa_ahp.first_pass(flat, 1, epsilon, Budget(epsilon), rng, "audit", delta=SDPA_DELTA,
                                             reproduce_paper=reproduce_paper)[0][measured] for _ in range(trials)])
     return sample
 
