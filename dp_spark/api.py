@@ -28,6 +28,7 @@ from dp_spark.families.base import Domains, Family, plan_split
 from dp_spark.families.counts import CountsParams
 from dp_spark.families.dpsense import DPSenseParams
 from dp_spark.families.engine import compute
+from dp_spark.families.frapp import frapp_params
 from dp_spark.families.location_entropy import EntropyParams
 from dp_spark.families.registry import family_of
 from dp_spark.families.user_histogram import HistogramParams
@@ -78,9 +79,11 @@ class DatasetBudget:
 
 @dataclass(frozen=True)
 class Release:
-    """The noisy tables of one release (pandas DataFrames by name) and its privacy report."""
+    """The noisy tables of one release by name, and its privacy report. Tables are pandas
+    DataFrames (one row per public domain value), except FRAPP's perturbed records, which are as
+    many as the input's records and stay a Spark DataFrame."""
 
-    tables: dict[str, pd.DataFrame]
+    tables: dict[str, Any]
     report: dict
     spark: Any = field(default=None, repr=False, compare=False)
 
@@ -98,7 +101,8 @@ class Release:
 
     def to_spark(self, name: str):
         """One noisy table as a Spark DataFrame (on the session of the input DataFrame)."""
-        return self.spark.createDataFrame(self.tables[name])
+        table = self.tables[name]
+        return table if not isinstance(table, pd.DataFrame) else self.spark.createDataFrame(table)
 
     def write(self, path: str) -> str:
         """Write the tables as Parquet and privacy.json to ``path``, all or nothing; refuses a
@@ -273,3 +277,22 @@ def location_entropy(df, *, locations, epsilon, M=5, C=5, variant="limit", k=50,
     records = checkins.standard_checkins(_standard_columns(
         df, {"user_id": privacy_unit, "item_id": location, "time": time, "visits": visits}))
     return _release(family_of("entropy"), params, records, domains, epsilon, epsilon_split, seed, budget, progress)
+
+
+def frapp(df, *, attributes, epsilon=None, gamma=None, scheme="det_gd", sup_min=0.02, records_per_user=1,
+          cp_k=None, cp_rho=None, privacy_unit=None, seed=None, budget=None, progress=None) -> Release:
+    """Every record perturbed on its own (local DP, paper 003's FRAPP), then the frequent itemsets
+    mined from the perturbed records. ``attributes`` lists each column's public domain, e.g.
+    ``{"column": "sex", "values": ["F", "M"]}`` or ``{"column": "age", "edges": [35, 55]}``; give
+    ``epsilon`` per record or ``gamma`` = e^epsilon. With ``privacy_unit`` (a user column) each
+    user keeps ``records_per_user`` records; without it every row is one person. Tables:
+    perturbed_records (a Spark DataFrame), frequent_itemsets."""
+    algorithm = {"scheme": scheme, "sup_min": sup_min, "records_per_user": records_per_user,
+                 **({"cp_k": cp_k} if cp_k is not None else {}), **({"cp_rho": cp_rho} if cp_rho is not None else {})}
+    privacy = {**({"epsilon": epsilon} if epsilon is not None else {}), **({"gamma": gamma} if gamma is not None else {})}
+    if isinstance(attributes, (str, Mapping)) or not isinstance(attributes, Iterable):
+        raise ConfigError("attributes must be a list of tables such as {'column': 'sex', 'values': ['F', 'M']}")
+    params = frapp_params(algorithm, privacy, {"records": [dict(a) for a in attributes]}, {})
+    columns = {spec.column: spec.column for spec in params.specs}
+    records = _standard_columns(df, {**columns, **({"user_id": privacy_unit} if privacy_unit else {})})
+    return _release(family_of("frapp"), params, records, Domains(None), params.epsilon, None, seed, budget, progress)

@@ -43,7 +43,7 @@ ALGORITHM_CLAIMS = {
     "entropy": ("docs/location_entropy.md", list(location_entropy.VARIANTS),
                 ["dp_spark/algorithms/location_entropy.py", "dp_spark/algorithms/entropy_sensitivity.py"]),
     "frapp": ("docs/frapp.md", ["frapp"], ["dp_spark/algorithms/frapp.py", "dp_spark/algorithms/frapp_mining.py",
-                                            "dp_spark/jobs/frapp_job.py"]),
+                                            "dp_spark/families/frapp.py"]),
 }
 
 # The primitives every release rests on: (module, name in it) -> their page.

@@ -352,11 +352,11 @@ def adult_config(tmp_path, **algorithm) -> dict:
 
 
 def test_exact_apriori_reproduces_table_3_census_row(spark, tmp_path):
-    from dp_spark.jobs.frapp_job import read_source
+    from dp_spark.io.sources import read_whole_records
 
     cfg = build_config(adult_config(tmp_path))
     specs = list(cfg.frapp["specs"])
-    table = fm.coded(read_source(spark, cfg), specs).cache()
+    table = fm.coded(read_whole_records(spark, cfg.source), specs).cache()
     assert table.count() == 48_842  # adult.data and adult.test, '?' kept
     found = fm.mine(table, fm.sizes_of([s.attribute() for s in specs]), None, 0.02)
     per_length = [sum(len(i) == k for i in found) for k in range(1, 7)]

@@ -11,11 +11,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable
 
-import pandas as pd
 
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
+from dp_spark.core.privacy import USER_UNIT, Budget, PrivacyUnit
 from dp_spark.errors import ConfigError
 
 
@@ -24,7 +23,7 @@ class Domains:
     """The public domains of one release: items (locations for location entropy) and, for edge
     counts, attribute values."""
 
-    items: ItemDomain
+    items: ItemDomain | None  # None for FRAPP, whose domain is its attributes' values
     attributes: AttributeDomain | None = None
 
 
@@ -44,12 +43,15 @@ class RunInputs:
 
 @dataclass(frozen=True)
 class FamilyOutput:
-    """Noisy tables (pandas, one row per public domain value), the NOT-private diagnostics, and
-    private outputs that the tables need to be read (DPSense's chosen θ and α)."""
+    """Noisy tables (pandas, one row per public domain value; FRAPP's perturbed records are a
+    Spark DataFrame), the NOT-private diagnostics, and private outputs that the tables need to be
+    read (DPSense's chosen θ and α)."""
 
-    tables: dict[str, pd.DataFrame]
+    tables: dict[str, Any]
     diagnostics: dict = field(default_factory=dict)
     chosen: dict | None = None
+    rows: dict[str, int] | None = None  # rows per table, where a table is a Spark DataFrame
+    algorithm_extra: dict = field(default_factory=dict)  # more of the report's algorithm section
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,15 @@ class Family:
     delta: Callable[[Any], float] = lambda params: 0.0
     extra_noise: Callable[[Any], dict] = lambda params: {}
     extra_domain: Callable[[Any], dict] = lambda params: {}
+    # What the family reads: "records" (user, item, attribute), "checkins" (user, location, time,
+    # visits) or "whole_records" (FRAPP: a record's own columns, and its user when known).
+    reads: str = "records"
+    uses_item_domain: bool = True  # FRAPP's domain is its attributes' values, in its parameters
+    # Whom a release protects, given the records it reads (FRAPP: whether they name their users).
+    privacy_unit: Callable[[Any, Any], PrivacyUnit] = lambda params, records: USER_UNIT
+    # The report's noise and domain sections, where a family's differ from the central counts'.
+    noise_section: Callable[[Any, int | None], dict] | None = None
+    domain_section: Callable[[Any, Domains], dict] | None = None
     # Said on the console when a release's mechanism is not differentially private.
     not_private_warning: str = ("WARNING: this release reproduces a published flaw and is NOT differentially "
                                 "private; privacy.json says why. Do not publish it.")

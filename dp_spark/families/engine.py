@@ -31,14 +31,15 @@ DIAGNOSTICS_NOTE = (
 class Computed:
     tables: dict  # name -> pandas DataFrame of noisy outputs
     report: dict
-    items: ItemDomain
+    items: ItemDomain | None
 
 
 def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fraction, split: dict[str, Fraction],
             seed: int | None, source: dict, progress: Callable[[str], None]) -> Computed:
     """Run ``family`` on ``records`` (our standard columns, not yet validated) and build the
     report. ``source`` is the report's description of where the records came from."""
-    budget = Budget(epsilon, family.delta(params), fixed_seed=seed is not None)
+    budget = Budget(epsilon, family.delta(params), unit=family.privacy_unit(params, records),
+                    fixed_seed=seed is not None)
     inputs = RunInputs(records, domains, split, budget, RandomSource(seed), seed, progress)
     output = family.run(params, inputs)
     if not budget.private:
@@ -53,7 +54,7 @@ def build_report(family: Family, params: Any, budget: Budget, domains: Domains, 
     parameters, the public domains and the noisy outputs."""
     section = family.report_section(params)
     items, attributes = domains.items, domains.attributes
-    tables: dict[str, pd.DataFrame] = output.tables
+    tables = output.tables
     algorithm = {
         "name": params.algorithm,
         "parameters": section["parameters"],
@@ -62,26 +63,34 @@ def build_report(family: Family, params: Any, budget: Budget, domains: Domains, 
         "post_processing": section["post_processing"],
         "publisher": section["publisher"],
     }
+    algorithm.update({k: v for k, v in section.items() if k not in algorithm})  # e.g. FRAPP's RAN-GD note
     if output.chosen is not None:
         algorithm["chosen"] = output.chosen
+    algorithm.update(output.algorithm_extra)
+    rows = output.rows or {}
+    noise = family.noise_section(params, seed) if family.noise_section else {
+        "sampler": "exact discrete Laplace (Canonne, Kamath, Steinke 2020)",
+        **family.extra_noise(params),
+        "randomness": "fixed seed: reproducible, not for publication" if seed is not None else "OS CSPRNG",
+    }
+    domain = family.domain_section(params, domains) if family.domain_section else {
+        "items": items.description,
+        **({"items_public_by_assertion": items.public_by_assertion} if items.public_by_assertion else {}),
+        "item_count": len(items),
+        "attributes": list(attributes.values) if attributes else None,
+        **family.extra_domain(params),
+    }
     return {
         "dp_spark_version": __version__,
         "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "algorithm": algorithm,
         **budget.to_json(),
-        "noise": {
-            "sampler": "exact discrete Laplace (Canonne, Kamath, Steinke 2020)",
-            **family.extra_noise(params),
-            "randomness": "fixed seed: reproducible, not for publication" if seed is not None else "OS CSPRNG",
-        },
+        "noise": noise,
         "source": source,
-        "domain": {
-            "items": items.description,
-            **({"items_public_by_assertion": items.public_by_assertion} if items.public_by_assertion else {}),
-            "item_count": len(items),
-            "attributes": list(attributes.values) if attributes else None,
-            **family.extra_domain(params),
-        },
-        "outputs": {name: {"rows": len(frame), "columns": list(frame.columns)} for name, frame in tables.items()},
+        "domain": domain,
+        # The number of rows is public: each table has one row per public domain value, and
+        # FRAPP's perturbed records are as many as its records (its N, published exactly).
+        "outputs": {name: {"rows": rows.get(name, len(frame) if isinstance(frame, pd.DataFrame) else None),
+                           "columns": list(frame.columns)} for name, frame in tables.items()},
         "diagnostics_not_private": {"note": DIAGNOSTICS_NOTE, **output.diagnostics},
     }

@@ -1,10 +1,15 @@
-"""FRAPP (paper 003): every record perturbed on its own (local DP), then frequent itemsets mined
-from the perturbed records.
+"""FRAPP (paper 003, ALGORITHMS.md §6): every record perturbed on its own (local DP), then
+frequent itemsets mined from the perturbed records.
 
 Bound: a user keeps at most ``records_per_user`` records (a uniform sample of its own), when the
-source names its users. Perturb: each record through the scheme's matrix, within a probability
-ratio γ = e^ε per record. The job (dp_spark.jobs.frapp_job) writes the perturbed records and
-mines them. Claim and argument: docs/frapp.md and docs/privacy.md.
+records name their users. Perturb: each record through the scheme's matrix, within a
+probability ratio γ = e^ε per record; the budget is spent before anything is drawn. The
+perturbed records are drawn once and kept (a local checkpoint), so the itemsets are mined from
+exactly the records that are published: re-running a perturbation would draw new randomness, and
+a lost checkpoint fails the run rather than draw it again. Mine: Apriori with support
+reconstruction, post-processing.
+
+Claim: docs/frapp.md, "Privacy claim: frapp".
 """
 
 from __future__ import annotations
@@ -13,11 +18,17 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
 from dp_spark.algorithms import frapp
+from dp_spark.algorithms import frapp_mining as fm
 from dp_spark.algorithms.frapp_mining import AttributeSpec, Scheme, check_bit_capacity
-from dp_spark.core.privacy import as_epsilon
-from dp_spark.errors import ConfigError
-from dp_spark.families.base import positive_int, require
+from dp_spark.bounding.user_records import sample_per_user, with_record_id
+from dp_spark.core.privacy import LedgerEntry, PrivacyUnit, as_epsilon
+from dp_spark.core.progress import stage
+from dp_spark.errors import ConfigError, DataError
+from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int, require
 
 FRAPP_KEYS = ("scheme", "sup_min", "records_per_user", "cp_k", "cp_rho")  # the algorithm.* keys it takes
 
@@ -34,6 +45,11 @@ class FrappParams:
     records_per_user: int
     epsilon_per_record: Fraction
     algorithm: str = "frapp"
+
+    @property
+    def epsilon(self) -> Fraction:
+        """What a release spends per user: ε per record times the records each user keeps."""
+        return self.epsilon_per_record * self.records_per_user
 
 
 def attribute_spec(entry: Any, index: int):
@@ -72,13 +88,10 @@ def attribute_spec(entry: Any, index: int):
 
 
 def frapp_params(algorithm: dict[str, Any], privacy: dict[str, Any], domain: dict[str, Any],
-                 publisher: dict[str, Any], source_format: str | None = None) -> FrappParams:
+                 publisher: dict[str, Any]) -> FrappParams:
     """FRAPP's parameters from a config's [algorithm], [privacy], [domain] and [publisher] tables
     (the API passes the same shapes). The privacy level is γ (the worst ratio of output
     probabilities) or ε = ln γ per record."""
-    if source_format is not None and source_format not in ("adult", "parquet", "csv", "table"):
-        raise ConfigError(f"frapp reads whole records: source.format must be adult, parquet, csv or table, "
-                          f"got {source_format!r}")
     for key in algorithm:
         if key not in ("name", *FRAPP_KEYS):
             raise ConfigError(f"algorithm.{key} is not used by frapp (it takes: {', '.join(FRAPP_KEYS)})")
@@ -141,3 +154,129 @@ def frapp_params(algorithm: dict[str, Any], privacy: dict[str, Any], domain: dic
     return FrappParams(specs, fixed, float(sup_min), per_user, per_record)
 
 
+
+
+def from_config(c: ConfigTables) -> FrappParams:
+    return frapp_params(c.algorithm, c.privacy, c.domain, c.publisher)
+
+
+# ---------------------------------------------------------------------------
+# Whom it protects: FRAPP's guarantee is local and bounded (ALGORITHMS.md §1.1 rule 4, §6): a
+# record's values may be replaced, but the number of records is published exactly.
+
+RECORD_NEIGHBOURS = ("replacing the values of one record by any other values: every record is perturbed on its "
+                     "own, and any two records give any output with probabilities within a factor "
+                     "e^epsilon_per_record of each other")
+N_PUBLIC = ("N, the number of records: the row count of perturbed_records, published exactly. Adding or removing "
+            "a record or a user changes it, so the guarantee hides the values of records, not whether someone "
+            "is in the data")
+
+
+def privacy_unit(records_per_user: int, users_known: bool) -> PrivacyUnit:
+    """What FRAPP protects: one record's values (replacement, local), and with L records per user
+    all of a user's L records together at L times the per-record epsilon."""
+    if not users_known:
+        return PrivacyUnit("record (the source has no user column, so every row is taken as one user: a person "
+                           "with several rows is protected per row only)", RECORD_NEIGHBOURS, "replacement",
+                           "local", (N_PUBLIC,))
+    if records_per_user == 1:
+        return PrivacyUnit("user, through one record (each user keeps one record, a uniform sample of its own)",
+                           RECORD_NEIGHBOURS, "replacement", "local", (N_PUBLIC,))
+    per_user = records_per_user
+    return PrivacyUnit(
+        f"user, through at most {per_user} records (a uniform sample of the user's own)",
+        f"replacing the values of all of one user's kept records (at most {per_user}) by any other values: each "
+        f"record is perturbed on its own within a factor e^epsilon_per_record, so the user's records together "
+        f"stay within e^({per_user} x epsilon_per_record) = e^epsilon (sequential composition); one record alone "
+        f"is protected at epsilon_per_record",
+        "replacement", "local",
+        (N_PUBLIC, f"how many records each user keeps (at most {per_user}): the relation holds it fixed"))
+
+
+def bounded_records(records: DataFrame, records_per_user: int, seed: int | None) -> tuple[DataFrame, dict]:
+    """At most ``records_per_user`` rows per user (a uniform sample), when the records have a
+    ``user_id`` column; every row is one user otherwise."""
+    if "user_id" not in records.columns:
+        return records, {"users": "not given: every row is taken as one user"}
+    if records.where(F.col("user_id").isNull()).limit(1).count():
+        raise DataError("the user id column has missing values")
+    kept = sample_per_user(with_record_id(records), records_per_user, seed)
+    return kept.drop("record_id"), {"users": "given"}
+
+
+def _ledger_entry(params: FrappParams, epsilon: Fraction) -> LedgerEntry:
+    per_user = params.records_per_user
+    return LedgerEntry(
+        step="perturb records",
+        mechanism=f"FRAPP {params.scheme.name} (local)" + (f" x {per_user} records" if per_user > 1 else ""),
+        epsilon=epsilon,
+        sensitivity=Fraction(per_user),
+        noise_scale=Fraction(0),
+        cells=frapp.record_space(list(params.scheme.sizes)),
+    )
+
+
+def run(params: FrappParams, inputs: RunInputs) -> FamilyOutput:
+    specs, scheme = list(params.specs), params.scheme
+    attributes = [s.attribute() for s in specs]
+    records, diagnostics = bounded_records(inputs.records, params.records_per_user, inputs.seed)
+    table = fm.coded(records, specs)
+    inputs.budget.spend(_ledger_entry(params, inputs.budget.total))  # before any randomness is drawn
+    inputs.progress("perturbing the records")
+    perturbed = fm.perturb(table, scheme, inputs.seed).localCheckpoint(eager=True)
+    rows = perturbed.count()
+    inputs.progress(f"{rows:,} perturbed records; mining frequent itemsets at support {params.sup_min:g}")
+    with stage(inputs.progress, "mine"):
+        found = fm.mine(perturbed, list(scheme.sizes), scheme, params.sup_min, inputs.progress)
+    itemsets = fm.itemsets_table(found, attributes)
+    published = fm.labelled(perturbed, attributes, scheme.name in frapp.BIT_SCHEMES)
+    lengths = {str(k): int(v) for k, v in itemsets["length"].value_counts().sort_index().items()}
+    return FamilyOutput({"perturbed_records": published, "frequent_itemsets": itemsets}, diagnostics,
+                        rows={"perturbed_records": rows, "frequent_itemsets": len(itemsets)},
+                        algorithm_extra={"frequent_itemsets_per_length": lengths})
+
+
+def _describe(params: FrappParams, epsilon: Fraction, domains: Domains) -> str:
+    scheme = params.scheme
+    return (f"FRAPP {scheme.name}: gamma {float(scheme.gamma):g} (worst ratio {scheme.ratio:.4g}), epsilon "
+            f"{float(params.epsilon_per_record):.4g} per record; {len(params.specs)} attributes, record space "
+            f"{frapp.record_space(list(scheme.sizes)):,}")
+
+
+def _report_section(params: FrappParams) -> dict:
+    scheme = params.scheme
+    return {
+        "parameters": {**scheme.parameters(), "sup_min": params.sup_min, "records_per_user": params.records_per_user,
+                       "epsilon_per_record": float(params.epsilon_per_record)},
+        "specification": frapp.SPEC_SECTIONS[scheme.name],
+        "post_processing": "frequent itemsets mined from the perturbed records (Apriori with support "
+                           "reconstruction; no budget)",
+        "publisher": None,
+        **({"note": "RAN-GD's random matrix adds no privacy: the guarantee is exactly DET-GD's "
+                    "(ALGORITHMS.md §6.3)"} if scheme.name == "ran_gd" else {}),
+    }
+
+
+def _noise(params: FrappParams, seed: int | None) -> dict:
+    ran_gd = params.scheme.name == "ran_gd"
+    return {"sampler": "exact integer draws per record (keep/flip/insert probabilities are fractions)"
+                       + (f"; RAN-GD's r uniform on {frapp.RAN_GD_POINTS} fixed points" if ran_gd else ""),
+            "randomness": "fixed seed: reproducible, not for publication" if seed is not None
+            else "OS CSPRNG, one source per Arrow batch"}
+
+
+def _domain(params: FrappParams, domains: Domains) -> dict:
+    attributes = [s.attribute() for s in params.specs]
+    return {"records": {a.name: list(a.labels) for a in attributes},
+            "record_space": frapp.record_space(list(params.scheme.sizes))}
+
+
+FAMILY = Family(
+    name="frapp", algorithms=("frapp",), params_type=FrappParams,
+    default_split=lambda params, epsilon, domains: {"epsilon_records": epsilon},
+    split_keys=lambda params, domains: ("epsilon_records",),
+    run=run, describe=_describe, report_section=_report_section, from_config=from_config, reads="whole_records",
+    config_keys=FRAPP_KEYS, uses_item_domain=False,
+    privacy_unit=lambda params, records: privacy_unit(params.records_per_user, "user_id" in records.columns),
+    noise_section=_noise, domain_section=_domain,
+)

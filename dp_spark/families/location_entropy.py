@@ -123,7 +123,7 @@ FAMILY = Family(
     name="location_entropy", algorithms=("entropy",), params_type=EntropyParams,
     default_split=lambda params, epsilon, domains: le.default_split(epsilon, params.outputs),
     split_keys=lambda params, domains: tuple(f"epsilon_{name}" for name in params.outputs),
-    run=run, describe=_describe, report_section=_report_section, from_config=from_config,
+    run=run, describe=_describe, report_section=_report_section, from_config=from_config, reads="checkins",
     config_keys=("variant", "locations_per_user", "visits_per_location", "k", "xi", "outputs"),
     delta=lambda params: params.delta if params.spends_delta else 0.0,
     not_private_warning=("WARNING: Limit-CB is only crowd-blending private, NOT differentially private; "

@@ -86,3 +86,21 @@ def without_dropped_user(df: DataFrame, source: SourceSpec, column: str = "user_
         return df
     _bad, user = _integer_problems(df, column)
     return df.where(F.coalesce(user != F.lit(source.drop_user), F.lit(True)))
+
+
+def read_whole_records(spark: SparkSession, source: SourceSpec) -> DataFrame:
+    """Whole records with their own columns (FRAPP), the user id column (source.columns.user_id,
+    by default user_id) renamed to ``user_id`` when the source has one; without it every row is
+    taken as one user."""
+    df = datasets.RAW_LOADERS[source.format](spark, source.path) if source.format in datasets.RAW_LOADERS \
+        else _read_raw(spark, source)
+    name = source.columns.get("user_id", "user_id")
+    if name not in df.columns:
+        if "user_id" in source.columns:
+            raise DataError(f"source column {name!r} (for user_id) not found; the source has: {', '.join(df.columns)}")
+        if source.drop_user is not None:
+            raise ConfigError("the source has no user id column (source.columns.user_id): no user can be removed")
+        return df
+    if "user_id" in df.columns and name != "user_id":
+        raise DataError(f"the source has a column user_id besides its user column {name!r}: rename one of them")
+    return without_dropped_user(df.withColumnRenamed(name, "user_id"), source)

@@ -24,7 +24,7 @@ from dp_spark.jobs.budget_store import StoreSpec
 from dp_spark.errors import ConfigError
 from dp_spark.io.sources import SourceSpec
 from dp_spark.families.base import ConfigTables, require
-from dp_spark.families.frapp import FRAPP_KEYS, FrappParams, frapp_params
+from dp_spark.families.frapp import FrappParams
 from dp_spark.families.location_entropy import EntropyParams
 from dp_spark.families.dpsense import ALGORITHMS as DPSENSE_ALGORITHMS
 from dp_spark.families.registry import BY_ALGORITHM, family_of
@@ -32,7 +32,7 @@ from dp_spark.core.privacy import as_epsilon
 
 SOURCE_FORMATS = ("parquet", "csv", "table", "movielens-1m", "movielens-100k", "netflix-synthetic", "checkins",
                   "checkins-synthetic", "adult")
-ALGORITHMS = (*BY_ALGORITHM, "frapp")  # every algorithm.name a config may give
+ALGORITHMS = tuple(BY_ALGORITHM)  # every algorithm.name a config may give
 COLUMN_ALGORITHMS = DPSENSE_ALGORITHMS  # paper 001: rows of distinct items, column counts (for the lab)
 STANDARD_COLUMNS = ("user_id", "item_id", "attr", "time", "visits")  # time, visits: check-ins only
 
@@ -54,6 +54,7 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
 EPSILON_PARTS = ("epsilon_popularity", "epsilon_items", "epsilon_edges", "epsilon_theta", "epsilon_counts",
                  "epsilon_entropy", "epsilon_visits", "epsilon_users")
 CHECKIN_FORMATS = ("checkins", "checkins-synthetic")
+WHOLE_RECORD_FORMATS = ("adult", "parquet", "csv", "table")
 
 
 @dataclass(frozen=True)
@@ -268,12 +269,17 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
     source = _source(raw)
-    if raw.get("algorithm", {}).get("name") == "frapp":
-        params = frapp_params(raw.get("algorithm", {}), raw.get("privacy", {}), raw.get("domain", {}),
-                              raw.get("publisher", {}), source.format)
-        return JobConfig(output=output, source=source, items={}, attributes=None,
-                         epsilon=params.epsilon_per_record * params.records_per_user, epsilon_parts={},
-                         algorithm="frapp", params=params, seed=seed, spark=_spark_settings(raw))
+    family = BY_ALGORITHM.get(raw.get("algorithm", {}).get("name"))
+    if family is not None and not family.uses_item_domain:  # FRAPP: whole records, their own domain
+        if source.format not in WHOLE_RECORD_FORMATS:
+            raise ConfigError(f"frapp reads whole records: source.format must be {', '.join(WHOLE_RECORD_FORMATS)}, "
+                              f"got {source.format!r}")
+        tables = ConfigTables(family.algorithms[0], raw["algorithm"], raw.get("privacy", {}), raw.get("domain", {}),
+                              raw.get("publisher", {}), {})
+        params = family.from_config(tables)
+        return JobConfig(output=output, source=source, items={}, attributes=None, epsilon=params.epsilon,
+                         epsilon_parts={}, algorithm=params.algorithm, params=params, seed=seed,
+                         spark=_spark_settings(raw))
     if source.format == "adult":
         raise ConfigError("source.format 'adult' holds whole census records; only algorithm 'frapp' reads it")
     if "records" in raw.get("domain", {}) or "gamma" in raw.get("privacy", {}):
@@ -311,7 +317,7 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
 
 def _own_keys(algorithm: str) -> tuple[str, ...]:
     """The algorithm.* keys that only ``algorithm``'s family takes."""
-    return FRAPP_KEYS if algorithm == "frapp" else family_of(algorithm).config_keys
+    return family_of(algorithm).config_keys
 
 
 def _spark_settings(raw: dict[str, Any]) -> dict[str, str]:

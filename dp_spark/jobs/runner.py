@@ -13,12 +13,11 @@ from fractions import Fraction
 
 from dp_spark.core.domain import ItemDomain, attribute_domain, item_domain, refuse_source_table
 from dp_spark.core.progress import Progress, stage
-from dp_spark.families import location_entropy
 from dp_spark.families.base import Domains, plan_split
 from dp_spark.families.engine import Computed, compute
 from dp_spark.families.registry import family_of
 from dp_spark.io import checkins, release_store, sources
-from dp_spark.jobs import budget_store, frapp_job
+from dp_spark.jobs import budget_store
 from dp_spark.jobs.config import JobConfig
 
 
@@ -28,13 +27,13 @@ def _family(cfg: JobConfig):
 
 def _domains(cfg: JobConfig, spark=None) -> Domains:
     """The job's public domains; a table domain is read through ``spark``."""
+    if not _family(cfg).uses_item_domain:
+        return Domains(None)
     return Domains(item_domain(cfg.items, spark, cfg.source), attribute_domain(cfg.attributes))
 
 
 def plan_budget(cfg: JobConfig) -> dict[str, Fraction]:
     """The epsilon split this job will spend; refuses one that exceeds the total."""
-    if cfg.algorithm == "frapp":
-        return {"epsilon_records": cfg.epsilon}
     with_edges = Domains(None, attribute_domain(cfg.attributes))  # the split needs only whether there are edges
     return plan_split(_family(cfg), cfg.params, cfg.epsilon, with_edges, cfg.epsilon_parts)
 
@@ -50,8 +49,11 @@ class JobResult:
 
 def read_source(cfg: JobConfig, spark, domains: Domains):
     """The job's records with our standard column names, as the family reads them."""
-    if _family(cfg) is location_entropy.FAMILY:
+    reads = _family(cfg).reads
+    if reads == "checkins":
         return checkins.read_checkins(spark, cfg.source)
+    if reads == "whole_records":
+        return sources.read_whole_records(spark, cfg.source)
     return sources.read_records(spark, cfg.source, want_attr=domains.attributes is not None)
 
 
@@ -66,7 +68,7 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
     split = plan_budget(cfg)
     domains = _domains(cfg, spark)
     progress(family.describe(cfg.params, cfg.epsilon, domains))
-    if domains.items.public_by_assertion:
+    if domains.items is not None and domains.items.public_by_assertion:
         progress(f"WARNING: {domains.items.public_by_assertion}")
     progress(f"reading and checking {cfg.source.format} source {cfg.source.path or cfg.source.table}")
     with stage(progress, "read"):
@@ -78,7 +80,7 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
 
 def claimed_delta(cfg: JobConfig) -> float:
     """The δ a job may spend: only the (ε, δ) location-entropy variants have one."""
-    return 0.0 if cfg.algorithm == "frapp" else _family(cfg).delta(cfg.params)
+    return _family(cfg).delta(cfg.params)
 
 
 def release_location(cfg: JobConfig) -> str:
@@ -89,9 +91,6 @@ def release_location(cfg: JobConfig) -> str:
 
 
 def _release(cfg: JobConfig, spark, progress, target: str, run: dict) -> JobResult:
-    if cfg.algorithm == "frapp":
-        report, tables = frapp_job.run(cfg, spark, progress, target, run)
-        return JobResult(target, report, tables, None)
     computed = compute_release(cfg, spark, progress)
     report = {**computed.report, "run": run}
     with stage(progress, "write"):

@@ -37,14 +37,15 @@ def scheme_for(cfg: JobConfig, method: str) -> fm.Scheme:
 
 def run_methods(cfg: JobConfig, spark, methods: list[str], runs: int, progress) -> list[tuple[str, dict]]:
     """[(method, {(query, metric): [values over runs]})]."""
-    from dp_spark.jobs.frapp_job import bounded_records, read_source
+    from dp_spark.families.frapp import bounded_records
+    from dp_spark.io.sources import read_whole_records
 
     for method in methods:
         check_method(method)
     specs = list(cfg.frapp["specs"])
     sizes = fm.sizes_of([s.attribute() for s in specs])
     sup_min = cfg.frapp["sup_min"]
-    records, _ = bounded_records(read_source(spark, cfg), cfg)
+    records, _ = bounded_records(read_whole_records(spark, cfg.source), cfg.params.records_per_user, cfg.seed)
     table = fm.coded(records, specs).localCheckpoint(eager=True)
     progress(f"exact Apriori on the raw records (NOT private), support {sup_min:g}")
     truth = fm.mine(table, sizes, None, sup_min, progress)

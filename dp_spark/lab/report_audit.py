@@ -213,19 +213,19 @@ def audit_config(cfg, output: str, seed: int, drop_user: int | None = None):
 
 def _loaded_source(cfg, spark):
     """The source as the job loads it, and the name of its user id column."""
-    from dp_spark.io import checkins, sources
-    from dp_spark.jobs import frapp_job
     from dp_spark.errors import ConfigError
+    from dp_spark.families.registry import family_of
+    from dp_spark.io import checkins, sources
 
-    if cfg.algorithm == "entropy":
+    reads = family_of(cfg.algorithm).reads
+    if reads == "checkins":
         return checkins.read_checkins(spark, cfg.source), "user_id"
-    if cfg.algorithm == "frapp":
-        df = frapp_job.read_source(spark, cfg)
-        user = frapp_job.user_column(cfg, df)
-        if user is None:
+    if reads == "whole_records":
+        df = sources.read_whole_records(spark, cfg.source)
+        if "user_id" not in df.columns:
             raise ConfigError("the FRAPP source has no user id column (source.columns.user_id): every row is its "
                               "own user, and a row cannot be named to remove it")
-        return df, user
+        return df, "user_id"
     return sources.read_records(spark, cfg.source, want_attr=False), "user_id"
 
 

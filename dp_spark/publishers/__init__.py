@@ -21,7 +21,7 @@ import numpy as np
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget
 from dp_spark.publishers import ahp, alpa, dpa_ahp, fourier, grouping, laplace
-from dp_spark.publishers.laplace import Published
+from dp_spark.publishers.interface import Published
 
 # name -> (function, the options it accepts)
 PUBLISHERS = {

@@ -16,7 +16,7 @@ import numpy as np
 
 from dp_spark.core.mechanisms import RandomSource, as_scale
 from dp_spark.core.privacy import Budget, LedgerEntry
-from dp_spark.publishers.laplace import Published, check_request
+from dp_spark.publishers.interface import Published, check_request
 
 
 def publish(counts: np.ndarray, sensitivity: int, epsilon: Fraction, budget: Budget, rng: RandomSource,

@@ -32,7 +32,7 @@ from dp_spark.core.mechanisms import RandomSource, as_scale, scale_at_least
 from dp_spark.core.privacy import Budget, LedgerEntry
 from dp_spark.publishers import ahp
 from dp_spark.publishers.grouping import random_order_by
-from dp_spark.publishers.laplace import Published, check_request
+from dp_spark.publishers.interface import Published, check_request
 
 RANKING_SHARE = Fraction(1, 20)
 NOT_PRIVATE = ("DPA-AHP as published: bins are ranked by their true counts and the largest per-bin "

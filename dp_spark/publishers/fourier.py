@@ -26,7 +26,7 @@ import numpy as np
 
 from dp_spark.core.mechanisms import RandomSource, as_scale
 from dp_spark.core.privacy import Budget, LedgerEntry
-from dp_spark.publishers.laplace import Published, check_request
+from dp_spark.publishers.interface import Published, check_request
 
 
 def default_k(cells: int) -> int:
