@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from dp_spark.bounding.user_records import with_record_id
+from dp_spark.bounding.keys import with_record_id
 from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain, item_domain_of_ids
 from dp_spark.core.privacy import BudgetExceeded, as_epsilon
 from dp_spark.core.progress import Progress

@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 from dp_spark.io import sources, validation  # noqa: E402
 from dp_spark.lab import evaluate_columns
 from dp_spark.algorithms import dpsense  # noqa: E402
+from dp_spark.bounding import item_rows  # noqa: E402
 from dp_spark.lab.bench import ensure_table  # noqa: E402
 from dp_spark.jobs.config import load_config  # noqa: E402
 from dp_spark.core.domain import item_domain  # noqa: E402
@@ -62,7 +63,7 @@ def run_dataset(spark, name: str, overrides: list[str], bound: int, runs: int, p
     cfg = load_config(ROOT / "conf" / "movielens_dpsense.toml", ["seed=11", *overrides])
     items = item_domain(cfg.items, spark)
     validated = validation.validate_records(sources.read_records(spark, cfg.source, False), items, None)
-    rows = dpsense.rows_of(validated.records)
+    rows = item_rows.rows_of(validated.records)
     records = []
     try:
         agg = evaluate_columns.aggregates_of(rows, items, cfg.theta_max)

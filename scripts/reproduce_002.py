@@ -74,12 +74,13 @@ def movielens_histogram(l: int) -> np.ndarray:
 def movielens_user_histogram(bins: int) -> np.ndarray:
     """Users of MovieLens 1M by number of ratings, in bins 1, 2, …, bins − 1 and "bins or more"."""
     from dp_spark.io import datasets
+    from dp_spark.aggregates import user_quantities
     from dp_spark.algorithms import histogram
     from dp_spark.io.session import get_session
 
     spark = get_session("local[2]", {"spark.ui.showConsoleProgress": "false"})
     records = datasets.load_movielens_1m(spark, str(ROOT.parent / "shared" / "data" / "ml-1m"))
-    return histogram.true_histogram(records, "records", histogram.bin_edges({"range": [1, bins]}))
+    return user_quantities.true_histogram(records, "records", histogram.bin_edges({"range": [1, bins]}))
 
 
 def run(histograms: dict, runs: int, progress) -> list[dict]:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from dp_spark.aggregates import item_edges
+from dp_spark.aggregates.domain_vector import on_domain
 from dp_spark.bounding import user_records
 from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain
 
@@ -81,6 +82,22 @@ def test_domain_lookups():
     items = ItemDomain(ids=np.array([3, 7, 9]), description="t")
     assert items.index_of(np.array([7, 3, 8, 10, 1])).tolist() == [1, 0, -1, -1, -1]
     assert AttributeDomain(("x", "y")).index_of(["y", "z", "x"]).tolist() == [1, -1, 0]
+
+
+def test_values_are_placed_on_the_domain_zero_filled_and_added_up():
+    """The one placement every aggregate uses: a cell for every element of the public domain,
+    values at one position summed, and nothing outside the domain accepted."""
+    assert on_domain(np.array([3, 0, 3]), np.array([2, 5, 4]), 5).tolist() == [5, 0, 0, 6, 0]
+    assert on_domain(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 3).tolist() == [0, 0, 0]
+    grid = on_domain((np.array([1, 0, 1]), np.array([2, 0, 2])), np.array([1, 7, 1]), (2, 3))
+    assert grid.dtype == np.int64 and grid.tolist() == [[7, 0, 0], [0, 0, 2]]
+    sums = on_domain(np.array([1]), np.array([0.25]), 2, dtype=float)
+    assert sums.dtype == float and sums.tolist() == [0.0, 0.25]
+    for outside in ([-1], [5]):  # index_of's "unknown id", and one past the end
+        with pytest.raises(ValueError, match="outside the public domain"):
+            on_domain(np.array(outside), np.array([1]), 5)
+    with pytest.raises(ValueError, match="outside the public domain"):
+        on_domain((np.array([0]), np.array([3])), np.array([1]), (2, 3))
 
 
 def neighbours(rows):

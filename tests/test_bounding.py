@@ -9,7 +9,8 @@ from chispa import assert_df_equality
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from dp_spark.bounding import user_records
+from dp_spark.bounding import keys, user_records
+from dp_spark.bounding.cutoffs import long_array, min_score, score_cutoffs, score_thresholds
 from tests.codegen import generated_code
 from tests.stats import chi2_critical, chi2_statistic
 
@@ -68,7 +69,7 @@ def test_prefilter_never_changes_the_result(spark, oversample):
     df = records(spark, {u: 10 + 7 * u for u in range(60)})
     l, salt = 8, 12345
     got = user_records.sample_per_user(df, l, salt=salt, oversample=oversample)
-    ranked = df.withColumn("_position", user_records._position(df, "user_id", salt)).withColumn(
+    ranked = df.withColumn("_position", keys.row_position(df, "user_id", salt)).withColumn(
         "_rank", F.row_number().over(Window.partitionBy("user_id").orderBy("_position"))
     )
     brute = ranked.where(F.col("_rank") <= l).select(df.columns)
@@ -136,15 +137,15 @@ def test_l_must_be_positive(spark):
 
 def test_score_thresholds_are_the_scores_at_ranks_l_2l_4l():
     scores = list(range(100, 0, -1))  # rank r has score 101 - r
-    assert user_records.score_thresholds(scores, 5) == [96, 91, 81, 61, 21]
+    assert score_thresholds(scores, 5) == [96, 91, 81, 61, 21]
     # Ties collapse to one strictly decreasing list; too few scores give none.
-    assert user_records.score_thresholds([7] * 40 + [3] * 40, 5) == [7, 3]
-    assert user_records.score_thresholds([4, 2], 5) == []
+    assert score_thresholds([7] * 40 + [3] * 40, 5) == [7, 3]
+    assert score_thresholds([4, 2], 5) == []
 
 
 def test_score_cutoffs_follow_the_expected_distinct_items():
     scores = np.arange(100, 0, -1)  # rank r has score 101 - r
-    cutoffs = user_records.score_cutoffs(scores, 5)
+    cutoffs = score_cutoffs(scores, 5)
     need = 5 + 6 * (np.sqrt(5) + 2)
     weights = scores / scores.sum()
     for min_rows, level in cutoffs:
@@ -154,7 +155,7 @@ def test_score_cutoffs_follow_the_expected_distinct_items():
     # Levels of fewer than `need` items can never be filled, and are left out.
     assert [level for _, level in cutoffs] == [61, 21]
     assert cutoffs[0][0] > cutoffs[1][0]  # fewer rows reach the lower level
-    assert user_records.score_cutoffs([], 5) == []
+    assert score_cutoffs([], 5) == []
 
 
 def test_cutoffs_never_change_top_per_user(spark):
@@ -172,7 +173,7 @@ def test_cutoffs_never_change_top_per_user(spark):
         rows += [(u, int(i), u * 1000 + k, int(item_scores[i])) for k, i in enumerate(low_items)]
     df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
     l = 6
-    cutoffs = user_records.score_cutoffs(item_scores, l)
+    cutoffs = score_cutoffs(item_scores, l)
     assert len(cutoffs) >= 3 and min(sizes.values()) < cutoffs[-1][0] <= max(sizes.values())
     assert all(sizes[u] >= cutoffs[-1][0] for u in range(80, 90))
     plain = user_records.top_per_user(df, l, "score", salt=99)
@@ -187,7 +188,7 @@ def test_each_user_gets_the_first_cutoff_its_row_count_reaches(spark):
     cutoffs = [(100, 50), (40, 30), (10, 20)]
     l = 5
     ns = spark.createDataFrame([(n,) for n in range(1, 151)], "_n long")
-    got = dict(ns.select("_n", user_records._min_score(F.col("_n"), l, cutoffs).alias("s")).collect())
+    got = dict(ns.select("_n", min_score(F.col("_n"), l, cutoffs).alias("s")).collect())
 
     def first_reached(n):
         if n <= l:
@@ -293,5 +294,5 @@ def test_a_long_array_literal_keeps_every_value_exactly(spark):
     """The array goes to Spark as text: extreme longs must come back whole, and no values as an
     empty array (not as one null)."""
     values = [-(2**63), -7, 0, 2**53 + 1, 2**63 - 1]
-    row = spark.range(1).select(user_records.long_array(values).alias("a"), user_records.long_array([]).alias("e")).first()
+    row = spark.range(1).select(long_array(values).alias("a"), long_array([]).alias("e")).first()
     assert row["a"] == values and row["e"] == []

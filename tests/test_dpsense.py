@@ -8,7 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dp_spark.aggregates import item_columns
 from dp_spark.algorithms import dpsense
+from dp_spark.bounding import item_rows
 from dp_spark.cli import main
 from dp_spark.core.domain import ItemDomain
 from dp_spark.core.mechanisms import RandomSource, exponential_mechanism, exponential_probabilities
@@ -218,10 +220,11 @@ ITEMS = ItemDomain(ids=np.arange(1, COLUMNS + 1), description="1..5", id_range=(
 
 
 def test_spark_aggregates_match_the_direct_computation(spark):
-    rows = dpsense.rows_of(rows_frame(spark, ROWS, duplicate_first=True))
+    rows = item_rows.rows_of(rows_frame(spark, ROWS, duplicate_first=True))
     try:
-        assert dpsense.length_histogram(rows, THETA_MAX).tolist() == hist_of(ROWS).tolist()
-        by_length, long_units = dpsense.length_by_column(rows, ITEMS, THETA_MAX)
+        assert item_columns.length_histogram(rows, THETA_MAX).tolist() == hist_of(ROWS).tolist()
+        by_length, long_units = item_columns.length_by_column(rows, ITEMS, THETA_MAX,
+                                                              grid_bits=dpsense.QUALITY_GRID_BITS)
         expected = by_length_of(ROWS)
         assert by_length.dtype == long_units.dtype == np.int64
         assert by_length.tolist() == expected[0].tolist()
@@ -229,7 +232,7 @@ def test_spark_aggregates_match_the_direct_computation(spark):
         truth = np.zeros(COLUMNS, dtype=np.int64)
         for row in ROWS:
             truth[row] += 1
-        assert dpsense.column_counts(rows, ITEMS).tolist() == truth.tolist()
+        assert item_columns.column_counts(rows, ITEMS).tolist() == truth.tolist()
     finally:
         rows.release()
 
@@ -239,9 +242,9 @@ def test_limited_rows_keep_their_mass_at_most_theta(spark, theta):
     """Normalised: every row adds r·⌊θ·2^10/r⌋ ≤ θ·2^10 grid units, which the columns sum to;
     sampled: every row keeps min(r, θ) of its ones."""
     unit = 1 << dpsense.GRID_BITS
-    rows = dpsense.rows_of(rows_frame(spark, ROWS))
+    rows = item_rows.rows_of(rows_frame(spark, ROWS))
     try:
-        normalized = dpsense.normalized_counts(rows, ITEMS, theta)
+        normalized = item_columns.normalized_counts(rows, ITEMS, theta, grid_bits=dpsense.GRID_BITS)
         per_row = [len(r) * min(unit, theta * unit // len(r)) for r in ROWS]
         assert all(mass <= theta * unit for mass in per_row)
         assert normalized.sum() == sum(per_row)
@@ -249,9 +252,9 @@ def test_limited_rows_keep_their_mass_at_most_theta(spark, theta):
         for row in ROWS:
             expected[row] += min(unit, theta * unit // len(row))
         assert normalized.tolist() == expected.tolist()
-        sampled = dpsense.sampled_counts(rows, ITEMS, theta, seed=5)
+        sampled = item_columns.sampled_counts(rows, ITEMS, theta, seed=5)
         assert sampled.sum() == sum(min(len(r), theta) for r in ROWS)
-        assert np.all(sampled <= dpsense.column_counts(rows, ITEMS))
+        assert np.all(sampled <= item_columns.column_counts(rows, ITEMS))
     finally:
         rows.release()
 

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from dp_spark.lab import evaluate
+from dp_spark.aggregates import user_quantities
 from dp_spark.algorithms import histogram
 from dp_spark.cli import main
 from dp_spark.jobs.config import load_config
@@ -47,7 +48,7 @@ def test_bad_bins_are_refused(spec, message):
 
 def test_every_value_falls_in_the_bin_whose_bounds_hold_it():
     values = np.arange(1, 40)
-    bins = histogram.bin_of(values, EDGES)
+    bins = user_quantities.bin_of(values, EDGES)
     lows, highs = histogram.bin_bounds(EDGES)
     for value, b in zip(values, bins):
         assert lows[b] <= value and (highs[b] is None or value <= highs[b])
@@ -63,20 +64,21 @@ ROWS = [(1, 7)] + [(2, 1), (2, 1), (2, 2)] + [(3, i) for i in range(12)] + [(4, 
 
 @pytest.mark.parametrize("quantity, expected", [("records", [1, 1, 1, 1]), ("distinct_items", [2, 1, 0, 1])])
 def test_true_histogram_counts_users_per_bin(spark, quantity, expected):
-    assert histogram.true_histogram(records_frame(spark, ROWS), quantity, EDGES).tolist() == expected
+    assert user_quantities.true_histogram(records_frame(spark, ROWS), quantity, EDGES).tolist() == expected
 
 
 def test_true_histogram_reuses_validated_per_user_counts(spark):
     counts = spark.createDataFrame([(1, 1), (2, 30), (3, 4)], "user_id long, _n long")
-    assert histogram.true_histogram(None, "records", EDGES, counts).tolist() == [1, 1, 0, 1]
+    assert user_quantities.true_histogram(None, "records", EDGES, counts).tolist() == [1, 1, 0, 1]
 
 
 @pytest.mark.parametrize("quantity", list(histogram.QUANTITIES))
 def test_removing_any_one_user_changes_one_bin_by_one(spark, quantity):
     """The L1 sensitivity the DP claim rests on, by brute force over every user."""
-    full = histogram.true_histogram(records_frame(spark, ROWS), quantity, EDGES)
+    full = user_quantities.true_histogram(records_frame(spark, ROWS), quantity, EDGES)
     for user in {u for u, _ in ROWS}:
-        without = histogram.true_histogram(records_frame(spark, [r for r in ROWS if r[0] != user]), quantity, EDGES)
+        others = records_frame(spark, [r for r in ROWS if r[0] != user])
+        without = user_quantities.true_histogram(others, quantity, EDGES)
         assert np.abs(full - without).sum() == 1
 
 
@@ -119,7 +121,7 @@ def test_job_on_movielens_100k_releases_every_bin_with_its_report(spark, tmp_pat
     report = json.loads((tmp_path / "out" / "privacy.json").read_text())
     ratings = pd.read_csv(shared_data("ml-100k") / "u.data.gz", sep="\t", names=["user", "item", "rating", "time"])
     per_user = ratings.groupby("user").size().to_numpy()
-    expected = np.bincount(histogram.bin_of(per_user, np.array([1, 20, 50, 100, 200, 500])), minlength=6)
+    expected = np.bincount(user_quantities.bin_of(per_user, np.array([1, 20, 50, 100, 200, 500])), minlength=6)
     assert table["noisy_count"].tolist() == expected.tolist()
     assert table["bin"].tolist() == ["1-19", "20-49", "50-99", "100-199", "200-499", "500+"]
     assert [(e["step"], e["sensitivity_l1"]) for e in report["ledger"]] == [("histogram", 1)]

@@ -11,7 +11,9 @@ import pytest
 
 from dp_spark.io import checkins
 from dp_spark.algorithms import entropy_sensitivity as sens
+from dp_spark.aggregates.location_sums import location_sums
 from dp_spark.algorithms import location_entropy as le
+from dp_spark.bounding.user_locations import bounded_pairs
 from dp_spark.cli import main
 from dp_spark.jobs.config import build_config
 from dp_spark.core.domain import ItemDomain
@@ -102,7 +104,7 @@ def test_bounding_keeps_the_first_m_locations_by_own_time_and_caps_visits(spark)
         (1, 1, 5.0, 2), (1, 2, 1.0, 9), (1, 2, 0.5, 1), (1, 3, 3.0, 1), (1, 4, 3.0, 4), (1, 5, None, 1),
         (2, 6, 2.0, 30), (2, 1, 1.0, 1),
     ]
-    pairs = le.bounded_pairs(checkin_frame(spark, rows), le.Bounds(M=3, C=4)).toPandas()
+    pairs = bounded_pairs(checkin_frame(spark, rows), locations_per_user=3, visits_per_location=4).toPandas()
     kept = {(r.user_id, r.item_id): r.c for r in pairs.itertuples()}
     # User 1: location 2 (t = 0.5), then 3 and 4 tie at t = 3 (by id); 1 and 5 are dropped.
     assert kept == {(1, 2): 4, (1, 3): 1, (1, 4): 4, (2, 1): 1, (2, 6): 4}
@@ -111,7 +113,7 @@ def test_bounding_keeps_the_first_m_locations_by_own_time_and_caps_visits(spark)
 
 def test_every_public_location_gets_a_value(spark):
     rows = [(1, 1, 1.0, 1), (2, 1, 1.0, 3), (3, 2, 1.0, 2)]
-    stats = le.location_stats(le.bounded_pairs(checkin_frame(spark, rows), le.Bounds(5, 5)), LOCATIONS)
+    stats = le.stats_of(location_sums(bounded_pairs(checkin_frame(spark, rows), 5, 5), LOCATIONS))
     assert stats.users.tolist() == [2, 1, 0, 0, 0, 0]
     assert stats.entropy[0] == pytest.approx(sens.entropy([1, 3])) and stats.entropy[1:].tolist() == [0.0] * 5
 

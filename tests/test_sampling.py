@@ -8,7 +8,7 @@ import numpy as np
 from chispa import assert_df_equality
 
 from dp_spark.io import validation
-from dp_spark.bounding import user_records
+from dp_spark.bounding import keys
 from dp_spark.io import datasets
 from dp_spark.algorithms import sampling
 from dp_spark.core.domain import AttributeDomain, ItemDomain
@@ -60,7 +60,7 @@ def test_hpa_with_the_validation_sample_releases_what_it_releases_without(spark,
     raw = datasets.LOADERS["netflix-synthetic"](spark, data)
     seed = 9
     validated = validation.validate_records(raw, items, attributes,
-                                    one_per_user_salt=user_records.sample_salt(seed))
+                                    one_per_user_salt=keys.sample_salt(seed))
     split = sampling.default_split("hpa", Fraction(1), True)
     try:
         releases = []

@@ -5,7 +5,8 @@ counts; item counts are their row sums, because every record hits exactly one
 item and one edge (paper 000 §3).
 Only the aggregate (at most |items| x |attributes| rows) reaches the driver,
 where it is placed into a zero-filled array indexed by the public domain, so
-items nobody rated get a cell too (ALGORITHMS.md §1.2).
+items nobody rated get a cell too (:func:`dp_spark.aggregates.domain_vector.on_domain`,
+ALGORITHMS.md §1.2).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from dp_spark.aggregates.domain_vector import OUTSIDE, on_domain
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 
 
@@ -55,18 +57,13 @@ def edges_from_tally(tally: pd.DataFrame, items: ItemDomain, attributes: Attribu
     h = len(attributes) if attributes else 1
     keys = tally["_key"]
     if keys.isna().any():
-        raise ValueError("records outside the public domain reached aggregation")
+        raise ValueError(OUTSIDE)
     if keys.dtype == object:  # the struct form: a dict per key with Arrow, a Row without
         item_ids = np.array([k["item"] for k in keys], dtype=np.int64)
         attr_pos = attributes.index_of([k["attr"] for k in keys])
     else:
         item_ids, attr_pos = np.divmod(keys.to_numpy(dtype=np.int64), h)
-    item_pos = items.index_of(item_ids)
-    if (item_pos < 0).any() or (attr_pos < 0).any():
-        raise ValueError("records outside the public domain reached aggregation")
-    counts = np.zeros((len(items), h), dtype=np.int64)
-    np.add.at(counts, (item_pos, attr_pos), tally["count"].to_numpy(dtype=np.int64))
-    return counts
+    return on_domain((items.index_of(item_ids), attr_pos), tally["count"], (len(items), h))
 
 
 def edge_counts(df: DataFrame, items: ItemDomain, attributes: AttributeDomain | None) -> np.ndarray:

@@ -34,29 +34,26 @@ the number of rows of each length r ≤ θ_max holding it (N_j(r)) and the sum
 of ⌊2^20/r⌋ over the longer rows holding it (S'_j, an integer summed as a long
 in Spark) (ALGORITHMS.md §10).
 
+This module is the numpy part: the qualities, the choice of θ (and α) and the
+release. The rows and their limit are :mod:`dp_spark.bounding.item_rows`, the
+column sums and length histograms :mod:`dp_spark.aggregates.item_columns`, and
+``families.dpsense.run`` puts them in order.
+
 Claim: docs/dpsense.md, "Privacy claim: dpsense", "Privacy claim: dpsense_s".
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
-from dp_spark.aggregates import item_edges
-from dp_spark.bounding import user_records
-from dp_spark.core.domain import ItemDomain
 from dp_spark.core.mechanisms import RandomSource, as_scale
 from dp_spark.core.privacy import Budget, LedgerEntry
 from dp_spark.publishers import laplace
 
 SPEC_SECTIONS = {"dpsense": "ALGORITHMS.md §4.2", "dpsense_s": "ALGORITHMS.md §4.3"}
-LIMITS = ("normalize", "sample")
 DEFAULT_THETA_MAX = 256  # §4.2 [ASSUME]
 ALPHAS = tuple(Fraction(100 + 5 * i, 100) for i in range(41))  # 1.00, 1.05, …, 3.00 (§4.3 [ASSUME])
 GRID_BITS = 10  # weights are multiples of 2^-10 (§1.4)
@@ -169,103 +166,7 @@ def quality_s_sensitivity(theta_max: int, alpha_max: Fraction) -> Fraction:
 
 
 # ---------------------------------------------------------------------------
-# Spark: rows, their aggregates, and the limited column counts.
-
-
-@dataclass
-class Rows:
-    """One row per user: its distinct in-domain items (cached; call ``release``)."""
-
-    per_user: DataFrame  # [user_id, _items array<long>, _r]
-
-    @property
-    def ones(self) -> DataFrame:
-        """[user_id, item_id, _r]: one line per one of the matrix."""
-        return self.per_user.select("user_id", F.explode("_items").alias("item_id"), "_r")
-
-    def release(self) -> None:
-        self.per_user.unpersist()
-
-
-def rows_of(records: DataFrame) -> Rows:
-    """Each user's set of distinct items, in one shuffle (duplicates count once)."""
-    per_user = (records.groupBy("user_id").agg(F.collect_set("item_id").alias("_items"))
-                .withColumn("_r", F.size("_items")).persist(StorageLevel.MEMORY_AND_DISK))
-    return Rows(per_user)
-
-
-def length_histogram(rows: Rows, theta_max: int) -> np.ndarray:
-    """Rows by length capped at θ_max: index r = 1..θ_max (0 unused). NOT private."""
-    capped = rows.per_user.select(F.least(F.col("_r"), F.lit(theta_max)).alias("r")).groupBy("r").count().toPandas()
-    hist = np.zeros(theta_max + 1, dtype=np.int64)
-    hist[capped["r"].to_numpy(dtype=np.int64)] = capped["count"].to_numpy(dtype=np.int64)
-    return hist
-
-
-def length_by_column(rows: Rows, items: ItemDomain, theta_max: int,
-                     grid_bits: int = QUALITY_GRID_BITS) -> tuple[np.ndarray, np.ndarray]:
-    """(N, S'), both int64: N[j, r] rows of length r ≤ θ_max holding column j, and
-    S'[j] = Σ ⌊2^k/r⌋ over the longer rows holding it, in grid units. Spark sums S' as a
-    long (integer division, no doubles), so it is exact and does not depend on the order
-    of the sum. At most |items|·(θ_max + 1) groups reach the driver. NOT private."""
-    long = F.col("_r") > theta_max
-    units = F.when(long, F.expr(f"{1 << grid_bits} div _r")).otherwise(F.lit(0)).cast("long")
-    grouped = (rows.ones.groupBy("item_id", F.when(long, F.lit(0)).otherwise(F.col("_r")).alias("r"))
-               .agg(F.count(F.lit(1)).alias("n"), F.sum(units).alias("units"))
-               .toPandas())
-    position = items.index_of(grouped["item_id"].to_numpy())
-    if (position < 0).any():
-        raise ValueError("records outside the public domain reached aggregation")
-    r = grouped["r"].to_numpy(dtype=np.int64)
-    by_length = np.zeros((len(items), theta_max + 1), dtype=np.int64)
-    short = r > 0
-    np.add.at(by_length, (position[short], r[short]), grouped["n"].to_numpy(dtype=np.int64)[short])
-    long_units = np.zeros(len(items), dtype=np.int64)
-    np.add.at(long_units, position[~short], grouped["units"].to_numpy(dtype=np.int64)[~short])
-    return by_length, long_units
-
-
-def _column_sums(df: DataFrame, value, items: ItemDomain) -> np.ndarray:
-    sums = df.groupBy("item_id").agg(F.sum(value).alias("s")).toPandas()
-    counts = np.zeros(len(items), dtype=np.int64)
-    position = items.index_of(sums["item_id"].to_numpy())
-    if (position < 0).any():
-        raise ValueError("records outside the public domain reached aggregation")
-    np.add.at(counts, position, sums["s"].to_numpy(dtype=np.int64))
-    return counts
-
-
-def normalized_counts(rows: Rows, items: ItemDomain, theta: int, grid_bits: int = GRID_BITS) -> np.ndarray:
-    """Σ over rows holding j of ⌊min(1, θ/r)·2^k⌋, in grid units (integers): each row adds
-    r·⌊θ·2^k/r⌋ ≤ θ·2^k, so the L1 sensitivity is θ in count units. NOT private."""
-    unit = 1 << grid_bits
-    weight = F.least(F.lit(unit), F.expr(f"{theta * unit} div _r"))
-    return _column_sums(rows.ones, weight, items)
-
-
-def sampled_counts(rows: Rows, items: ItemDomain, theta: int, seed: int | None) -> np.ndarray:
-    """Column counts after keeping θ random ones of every longer row. NOT private."""
-    ones = rows.ones.withColumn("record_id", F.col("item_id"))  # unique within a row: the hash key
-    counts = rows.per_user.select("user_id", F.col("_r").alias("_n"))
-    kept = user_records.sample_selection(ones, theta, salt=user_records.new_salt(seed, "dpsense_rows"), counts=counts)
-    return item_edges.item_counts(item_edges.selected_edge_counts(kept, items, None))
-
-
-def column_counts(rows: Rows, items: ItemDomain) -> np.ndarray:
-    """The true column counts (users per item; NOT private): for evaluation."""
-    return _column_sums(rows.ones, F.lit(1), items)
-
-
-# ---------------------------------------------------------------------------
 # The release.
-
-
-@dataclass(frozen=True)
-class ColumnRelease:
-    counts: np.ndarray  # noisy column counts, one per domain item
-    theta: int  # the privately chosen θ* (a DP output, safe to publish)
-    alpha: Fraction  # DPSense-S's scale (1 for DPSense)
-    diagnostics: dict = field(default_factory=dict)  # NOT private
 
 
 def choose_theta(length_hist, theta_max: int, columns: int, epsilons: dict, budget: Budget,
@@ -282,7 +183,7 @@ def choose_theta(length_hist, theta_max: int, columns: int, epsilons: dict, budg
 def choose_theta_alpha(by_length, long_units, theta_max: int, epsilons: dict, budget: Budget,
                        rng: RandomSource) -> tuple[int, Fraction]:
     """(θ, α) by the exponential mechanism over exact scores; ``by_length`` and ``long_units``
-    as :func:`length_by_column` returns them."""
+    as :func:`dp_spark.aggregates.item_columns.length_by_column` returns them."""
     thetas = np.arange(1, theta_max + 1)
     sensitivity = quality_s_sensitivity(theta_max, ALPHAS[-1])
     scores = quality_s(by_length, long_units, thetas, ALPHAS, theta_max, epsilons["epsilon_counts"])
@@ -303,28 +204,3 @@ def publish_columns(limited: np.ndarray, theta: int, limit: str, epsilon: Fracti
     entry = LedgerEntry("column_counts", f"discrete Laplace on the grid 2^-{grid_bits}", epsilon,
                         Fraction(theta), scale / unit, int(limited.size))
     return (limited + budget.discrete_laplace(entry, rng, grid=Fraction(1, unit))) / unit
-
-
-def limited(rows: Rows, items: ItemDomain, theta: int, limit: str, seed: int | None) -> np.ndarray:
-    if limit not in LIMITS:
-        raise ValueError(f"unknown limit {limit!r}; expected one of {', '.join(LIMITS)}")
-    return normalized_counts(rows, items, theta) if limit == "normalize" else sampled_counts(rows, items, theta, seed)
-
-
-def dpsense(records: DataFrame, items: ItemDomain, epsilons: dict, budget: Budget, rng: RandomSource,
-            theta_max: int = DEFAULT_THETA_MAX, limit: str = "normalize", scaled: bool = False,
-            seed: int | None = None) -> ColumnRelease:
-    """DPSense (``scaled=False``) or DPSense-S on validated records [user_id, item_id, …]."""
-    rows = rows_of(records)
-    try:
-        if scaled:
-            by_length, long_units = length_by_column(rows, items, theta_max)
-            theta, alpha = choose_theta_alpha(by_length, long_units, theta_max, epsilons, budget, rng)
-        else:
-            theta, alpha = choose_theta(length_histogram(rows, theta_max), theta_max, len(items), epsilons,
-                                        budget, rng), Fraction(1)
-        counts = limited(rows, items, theta, limit, seed)
-    finally:
-        rows.release()
-    noisy = publish_columns(counts, theta, limit, epsilons["epsilon_counts"], budget, rng)
-    return ColumnRelease(noisy * float(alpha), theta, alpha)

@@ -9,6 +9,9 @@ come from the config, never from the data (§1.2). The publisher's own claim
 covers the rest; with Δ = 1 it is the record-level analysis of paper 002
 (§5.1, §5.2 corrected) applied to users (§5.3).
 
+The Spark part, each user's quantity and the users per bin, is
+:mod:`dp_spark.aggregates.user_quantities`; this module holds the bins and the release.
+
 Claim: docs/user_histogram.md, "Privacy claim: user_histogram".
 """
 
@@ -17,8 +20,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from dp_spark import publishers
 from dp_spark.core.mechanisms import RandomSource
@@ -65,34 +66,6 @@ def bin_labels(edges: np.ndarray) -> list[str]:
     lows, highs = bin_bounds(edges)
     return [f"{low}+" if high is None else str(low) if high == low else f"{low}-{high}"
             for low, high in zip(lows.tolist(), highs)]
-
-
-def bin_of(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """The bin of each quantity (all ≥ 1); values past the last edge fall in the last bin."""
-    return np.searchsorted(edges, values, side="right") - 1
-
-
-def per_user_quantity(records: DataFrame, quantity: str, user_counts: DataFrame | None = None) -> DataFrame:
-    """[user_id, value]: the quantity of every user with at least one in-domain record."""
-    if quantity == "records":
-        if user_counts is not None:
-            return user_counts.select("user_id", F.col("_n").alias("value"))
-        return records.groupBy("user_id").agg(F.count(F.lit(1)).alias("value"))
-    if quantity == "distinct_items":
-        return records.groupBy("user_id").agg(F.countDistinct("item_id").alias("value"))
-    raise ValueError(f"unknown quantity {quantity!r}; expected one of {', '.join(QUANTITIES)}")
-
-
-def true_histogram(records: DataFrame, quantity: str, edges: np.ndarray,
-                   user_counts: DataFrame | None = None) -> np.ndarray:
-    """Users per bin (NOT private). Quantities are capped at the last edge before the
-    count, so at most ``len(edges)`` rows reach the driver whatever the data."""
-    values = per_user_quantity(records, quantity, user_counts)
-    capped = F.least(F.col("value"), F.lit(int(edges[-1]))).alias("value")
-    rows = values.select(capped).groupBy("value").count().toPandas()
-    counts = np.zeros(len(edges), dtype=np.int64)
-    np.add.at(counts, bin_of(rows["value"].to_numpy(dtype=np.int64), edges), rows["count"].to_numpy(dtype=np.int64))
-    return counts
 
 
 def publish_histogram(counts: np.ndarray, epsilon: Fraction, budget: Budget, rng: RandomSource,

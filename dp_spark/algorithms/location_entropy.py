@@ -1,10 +1,12 @@
 """Location entropy with user-level privacy (To, Nguyen, Shahabi 2016; ALGORITHMS.md §7).
 
 Input: check-ins [user_id, item_id (the location), time, visits] with locations in
-a public set L. Every variant first bounds each user on its own data (§7.3):
-keep the user's first M distinct locations by its own first-visit time (ties by
-location id) and cap its visits at each at C. Then, per location of L,
-n̄ (users), c̄ (visits) and Σ c̄ ln c̄ give H̄ = ln c̄ − Σ c̄ ln c̄ / c̄ (0 for n̄ ≤ 1).
+a public set L. Every variant first bounds each user on its own data (§7.3,
+:func:`dp_spark.bounding.user_locations.bounded_pairs`): keep the user's first M
+distinct locations by its own first-visit time (ties by location id) and cap its
+visits at each at C. Then, per location of L, n̄ (users), c̄ (visits) and
+Σ c̄ ln c̄ (:func:`dp_spark.aggregates.location_sums.location_sums`) give
+H̄ = ln c̄ − Σ c̄ ln c̄ / c̄ (0 for n̄ ≤ 1). This module is the numpy part.
 
 DP claims (unit: one user with all its check-ins):
 
@@ -45,11 +47,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
 
 from dp_spark.algorithms import entropy_sensitivity as sens
-from dp_spark.core.domain import ItemDomain
 from dp_spark.core.mechanisms import RandomSource, as_scale
 from dp_spark.core.privacy import Budget, LedgerEntry
 
@@ -80,31 +79,10 @@ class LocationStats:
     entropy: np.ndarray  # H̄
 
 
-def bounded_pairs(checkins: DataFrame, bounds: Bounds) -> DataFrame:
-    """[user_id, item_id, c]: each user's first M locations by its own first visit (ties by
-    location id; no time counts as latest), visits capped at C. A per-user transform (§7.3 (a))."""
-    pairs = checkins.groupBy("user_id", "item_id").agg(F.sum("visits").alias("c"), F.min("time").alias("first"))
-    order = Window.partitionBy("user_id").orderBy(F.col("first").asc_nulls_last(), F.col("item_id"))
-    ranked = pairs.withColumn("_rank", F.row_number().over(order))
-    return ranked.where(F.col("_rank") <= bounds.M).select(
-        "user_id", "item_id", F.least(F.col("c"), F.lit(bounds.C)).alias("c"))
-
-
-def location_stats(pairs: DataFrame, locations: ItemDomain) -> LocationStats:
-    """n̄, c̄ and H̄ for every public location (zeros where nobody is left)."""
-    rows = pairs.groupBy("item_id").agg(
-        F.count(F.lit(1)).alias("n"), F.sum("c").alias("total"), F.sum(F.col("c") * F.log("c")).alias("s")
-    ).toPandas()
-    position = locations.index_of(rows["item_id"].to_numpy())
-    if (position < 0).any():
-        raise ValueError("check-ins outside the public location set reached aggregation")
-    users = np.zeros(len(locations), dtype=np.int64)
-    visits = np.zeros(len(locations), dtype=np.int64)
-    s = np.zeros(len(locations))
-    users[position] = rows["n"].to_numpy(dtype=np.int64)
-    visits[position] = rows["total"].to_numpy(dtype=np.int64)
-    s[position] = rows["s"].to_numpy(dtype=float)
-    return LocationStats(users, visits, entropy_of(users, visits, s))
+def stats_of(sums) -> LocationStats:
+    """n̄, c̄ and H̄ = ln c̄ − Σ c̄ ln c̄ / c̄ for every public location, from the Spark aggregate
+    (:class:`dp_spark.aggregates.location_sums.LocationSums`)."""
+    return LocationStats(sums.users, sums.visits, entropy_of(sums.users, sums.visits, sums.c_log_c))
 
 
 def entropy_of(users: np.ndarray, visits: np.ndarray, sum_c_log_c: np.ndarray) -> np.ndarray:

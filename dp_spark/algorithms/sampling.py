@@ -29,7 +29,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from dp_spark.aggregates import item_edges
-from dp_spark.bounding import user_records
+from dp_spark.bounding import keys, user_records
+from dp_spark.bounding.cutoffs import long_array, score_cutoffs
 from dp_spark.publishers import consistency
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.mechanisms import RandomSource
@@ -68,7 +69,7 @@ class Publisher:
 
 def _one_record_per_user(bounded: DataFrame, items, attributes, seed: int | None) -> np.ndarray:
     """Edge counts of one record drawn at random from each user's bounded records (GS's ordering sample)."""
-    one_each = user_records.sample_per_user(bounded, 1, salt=user_records.new_salt(seed, "one_record_per_user"))
+    one_each = user_records.sample_per_user(bounded, 1, salt=keys.new_salt(seed, "one_record_per_user"))
     return item_edges.edge_counts(one_each, items, attributes)
 
 
@@ -158,7 +159,7 @@ def with_item_values(records: DataFrame, items: ItemDomain, values: np.ndarray, 
     """
     values = np.asarray(values, dtype=np.int64)
     if items.id_range and len(items) <= LITERAL_LOOKUP_MAX_ITEMS:
-        table = user_records.long_array(values.tolist())
+        table = long_array(values.tolist())
         position = (F.col("item_id") - F.lit(items.id_range[0]) + 1).cast("int")
         return records.withColumn(name, F.element_at(table, position))
     # Through Arrow: a list of 17,770 Python tuples took a few tenths of a second to ship.
@@ -213,7 +214,7 @@ def hpa(
     scored = with_item_values(records, items, item_ranks, "_score_rank")
     # The cutoffs only decide which rows the selection looks at, never its result.
     cutoffs = [(min_rows, int(np.searchsorted(distinct_scores, score)))
-               for min_rows, score in user_records.score_cutoffs(item_scores, l)]
+               for min_rows, score in score_cutoffs(item_scores, l)]
     # The bound is the domain's size, not the number of distinct scores: it is written into the
     # code Spark generates, which a value that changes from run to run would compile anew.
     chosen = user_records.top_selection(scored, l, "_score_rank", seed=seed, counts=user_counts, cutoffs=cutoffs,

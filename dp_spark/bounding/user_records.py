@@ -6,12 +6,13 @@ a random key, never from other users' data. Adding or removing a user
 therefore changes the output only by that user's kept rows, of which there
 are at most ``l``. Counts over the result have L1 sensitivity ``l``.
 
-Randomness. Each row's sampling key is a keyed hash of (salt, user, row id),
-not ``rand()``: the key does not depend on row order or partitioning, so a task
-that Spark retries picks exactly the same rows. The salt is a fresh secret per
-run unless a seed is given. The DP guarantee comes from the noise added later
-and does not depend on the keys being secret; the keys only make the sample
-uniform.
+Randomness (:mod:`dp_spark.bounding.keys`). Each row's sampling key is a keyed
+hash of (salt, user, record id), not ``rand()``, so a task that Spark retries
+picks exactly the same rows. The argument above assumes the salt is fresh and
+secret: the record id is a scan position, and under a known salt one added
+user could shift which rows other users keep (docs/sra_hpa.md, "Assumed"). A
+salt derived from a seed is known, and a seeded release has no guarantee
+anyway.
 
 Cost (docs/performance.md). The selection is one aggregation per user,
 ``min_by(value, order, l)``, which keeps a bounded heap per user instead of
@@ -21,8 +22,9 @@ aggregate, so it is fed as few rows as possible: with each user's row count
 known (one cheap hash aggregation, shared with input validation), a heavy
 user's rows are pre-filtered with keep probability (l + 6(√l + 2))/n, which
 leaves about 40 rows per user at l = 10 (for the top-l selection: only rows
-above a score cutoff chosen from the public scores and the user's n). Neither
-pre-filter changes the result: users left short are redone exactly. A
+above a score cutoff chosen from the public scores and the user's n,
+:mod:`dp_spark.bounding.cutoffs`). Neither pre-filter changes the result:
+users left short are redone exactly. A
 :class:`Selection` that is only counted lists the short users in the same job
 as the count, or, when they are rare, does not look for them at all: the
 count's total tells whether there were any.
@@ -30,9 +32,7 @@ count's total tells whether there were any.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import secrets
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,52 +43,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-
-def with_record_id(df: DataFrame) -> DataFrame:
-    """Tag each row with its position in the scan (the record id that sampling keys hash); call before any shuffle."""
-    return df.withColumn("record_id", F.monotonically_increasing_id())
-
-
-def new_salt(seed: int | None, purpose: str) -> int:
-    """A 63-bit salt: secret and fresh without a seed, derived from it with one."""
-    if seed is None:
-        return secrets.randbits(63)
-    digest = hashlib.sha256(f"dp-spark:{seed}:{purpose}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
-
-
-def sample_salt(seed: int | None) -> int:
-    """The salt :func:`sample_selection` draws its sample under when none is given; a sample
-    drawn elsewhere under it (``io.validate_records``' one record per user) picks the same rows."""
-    return new_salt(seed, "sample_per_user")
-
-
-def _key_columns(df: DataFrame, user_col: str) -> list[str]:
-    """Hash inputs that tell rows apart: the scan-time record id when present
-    (the cheap choice: no other column has to be read), else every column.
-    Rows identical in these columns share a key, so without ``record_id``
-    exact duplicates are sampled together."""
-    if "record_id" in df.columns:
-        return [user_col, "record_id"]
-    return list(df.columns)
-
-
-def _position(df: DataFrame, user_col: str, salt: int) -> Column:
-    """The row's random position: a 63-bit non-negative integer from the keyed hash.
-    Distinct rows of a user tie with probability about n²/2^64.
-
-    The salt goes in as 8 bytes, not as a long: Spark writes a long literal into the code it
-    generates, so each fresh salt would compile the stage, and warm up the compiled code, anew;
-    bytes are passed by reference, and the stage compiled for one run serves the next (runs at
-    10M rows in one session: HPA 6.67 → 6.07 s, SRA 4.13 → 3.89 s; docs/performance.md, fifth
-    round)."""
-    return keyed_position([F.col(c) for c in _key_columns(df, user_col)], salt)
-
-
-def keyed_position(key: list[Column], salt: int) -> Column:
-    """:func:`_position` of the row whose key columns (user first, then what tells its rows
-    apart) are ``key``."""
-    return F.shiftrightunsigned(F.xxhash64(F.lit(salt.to_bytes(8, "big")), *key), 1)
+from dp_spark.bounding.cutoffs import best_first, min_score
+from dp_spark.bounding.keys import new_salt, row_position, sample_salt
 
 
 def user_counts(df: DataFrame, user_col: str = "user_id") -> DataFrame:
@@ -285,123 +241,12 @@ def sample_selection(
     salt = sample_salt(seed) if salt is None else salt
     counts = user_counts(df, user_col) if counts is None else counts
     columns = df.columns
-    keyed = df.withColumn("_position", _position(df, user_col, salt)).join(F.broadcast(counts), user_col)
+    keyed = df.withColumn("_position", row_position(df, user_col, salt)).join(F.broadcast(counts), user_col)
     # Comparing as doubles is monotone in _position, so the candidates always
     # include every row smaller than any candidate: the pre-filter is exact.
     keep_below = F.lit((l + oversample * (math.sqrt(l) + 2)) * 2.0**63) / F.col("_n")
     candidates = keyed.where((F.col("_n") <= l) | (F.col("_position") < keep_below))
     return Selection(keyed, candidates, counts, l, F.col("_position"), user_col, columns, users_by_n=users_by_n)
-
-
-def score_thresholds(scores, l: int) -> list[int]:
-    """Strictly decreasing score values at ranks l, 2l, 4l, ... of ``scores``."""
-    ranked = sorted((int(s) for s in scores), reverse=True)
-    thresholds: list[int] = []
-    rank = l
-    while rank <= len(ranked):
-        value = ranked[rank - 1]
-        if not thresholds or value < thresholds[-1]:
-            thresholds.append(value)
-        rank *= 2
-    return thresholds
-
-
-def score_cutoffs(item_scores, l: int, oversample: float = 6.0) -> list[tuple[int, int]]:
-    """Pairs (min_rows, min_score), both strictly decreasing, from public scores.
-
-    Levels are the scores at ranks l, 2l, 4l, ... For each level, min_rows is
-    the least row count n at which a user whose rows were n independent draws
-    from the items in proportion to their score would expect
-    l + oversample·(√l + 2) rows scoring at or above it (distinct items:
-    Σ_i 1 − (1 − p_i)^n over those items). Levels no user could fill are left
-    out. :func:`top_per_user` keeps, of a user with n rows, only the rows at
-    or above the first level with n ≥ min_rows; a user whose real rows fall
-    short of that is redone from all of them, so the cutoffs change the cost,
-    never the result.
-    """
-    scores = np.maximum(np.asarray(item_scores, dtype=float), 0)
-    if not scores.size:
-        return []
-    weights = scores / scores.sum() if scores.sum() > 0 else np.full(scores.size, 1 / scores.size)
-    need = l + oversample * (math.sqrt(l) + 2)
-    cutoffs: list[tuple[int, int]] = []
-    for level in score_thresholds(scores, l):
-        min_rows = _least_rows_expecting(weights[scores >= level], need)
-        if min_rows is not None and (not cutoffs or min_rows < cutoffs[-1][0]):
-            cutoffs.append((min_rows, level))
-    return cutoffs
-
-
-def _least_rows_expecting(weights: np.ndarray, need: float, most: int = 1 << 40) -> int | None:
-    """Least n with Σ 1 − (1 − w)^n ≥ need (distinct items hit by n weighted
-    draws), by bisection; None if even ``most`` draws fall short."""
-    miss = np.log1p(-np.minimum(weights, 1 - 1e-15))
-
-    def expected(n: int) -> float:
-        return float(np.sum(-np.expm1(n * miss)))
-
-    if expected(most) < need:
-        return None
-    low, high = 1, most
-    while low < high:
-        mid = (low + high) // 2
-        low, high = (low, mid) if expected(mid) >= need else (mid + 1, high)
-    return low
-
-
-# Scores of at most this many bits share one long with the position (:func:`_best_first`).
-PACKED_SCORE_BITS = 20
-
-
-def _best_first(score: Column, position: Column, max_score: int | None) -> Column:
-    """An order in which a higher score comes first and equal scores go by smaller position.
-
-    Without ``max_score``, or with one of more than PACKED_SCORE_BITS bits, it is the struct
-    (−score, position). Otherwise (every score in [0, max_score], b bits) it is one long:
-    max_score − score in the top b of 63 bits, the position's top 63 − b bits below. Spark's
-    sort aggregate compares a long much faster than a struct (HPA's selection at 10M rows:
-    1.86 s against 2.37 s; docs/performance.md, fifth round). The price: two of a user's rows of
-    equal score whose positions agree in their top 63 − b bits (probability below n²/2^(64−b)
-    for a user with n rows; below 2·10^-4 per run on the full Netflix-shaped table, b = 15) tie,
-    and Spark keeps either. That changes which of a user's rows are kept, never how many, so the
-    selection is still a per-user transform of at most l rows.
-    """
-    if max_score is not None and max_score < 0:
-        raise ValueError(f"max_score must be >= 0, got {max_score}")
-    if max_score is None or max_score.bit_length() > PACKED_SCORE_BITS:
-        return F.struct((-score).alias("_score"), position.alias("_position"))
-    bits = max(max_score.bit_length(), 1)
-    packed = F.shiftleft(F.lit(max_score).cast("long") - score, 63 - bits) + F.shiftright(position, bits)
-    in_range = score.between(0, max_score)
-    return F.when(in_range, packed).otherwise(F.raise_error(F.lit(f"a score outside [0, {max_score}]")))
-
-
-def long_array(values) -> Column:
-    """An array<bigint> literal, sent to Spark as one comma-separated string that the optimizer
-    folds into the array once (``F.lit`` of a list makes a call to the JVM per element: 25 ms
-    against 14 ms for HPA's two cutoff arrays). A constant array, unlike a ``CASE``, reaches the
-    generated code by reference, so the code compiled for one run's values serves the next."""
-    values = [int(v) for v in values]
-    if not values:
-        return F.array().cast("array<bigint>")
-    return F.split(F.lit(",".join(map(str, values))), ",").cast("array<bigint>")
-
-
-def _min_score(n: Column, l: int, cutoffs: list[tuple[int, int]]) -> Column:
-    """The score of the first cutoff a user with ``n`` rows reaches; null (keep every row) when
-    n ≤ l or when it reaches none.
-
-    The cutoffs go in as array literals, which Spark's generated code reads by reference: written
-    out as a ``CASE``, each run's cutoffs compiled a new class, warmed up by the JIT anew (HPA at
-    10M rows in one session: 7.07 → 6.54 s; docs/performance.md, sixth round). A lower score
-    needs fewer rows, so the first cutoff reached is the one with the largest minimum at or below
-    n, found as n's place among the sorted minimums; doubled, they never tie with 2n + 1."""
-    rising = list(reversed(cutoffs))
-    doubled_min_rows = long_array([2 * int(min_rows) for min_rows, _ in rising])
-    scores = long_array([int(score) for _, score in rising])
-    probe = 2 * n.cast("long") + 1
-    reached = F.array_position(F.sort_array(F.concat(doubled_min_rows, F.array(probe))), probe) - 1
-    return F.when((n <= l) | (reached == 0), None).otherwise(F.element_at(scores, reached.cast("int")))
 
 
 def top_per_user(df: DataFrame, l: int, score_col: str, seed: int | None = None, user_col: str = "user_id",
@@ -430,7 +275,7 @@ def top_selection(
     The score must be public or a DP output (HPA: noisy popularity), so the
     selection stays a per-user transform.
 
-    With ``cutoffs`` (:func:`score_cutoffs` of the public item scores) and
+    With ``cutoffs`` (:func:`dp_spark.bounding.cutoffs.score_cutoffs` of the public item scores) and
     ``counts`` (rows per user of ``df``), a user with n rows sends only its
     rows scoring at or above the first cutoff it qualifies for into the
     selection. If l or more of them are left, every row left out scores
@@ -438,7 +283,7 @@ def top_selection(
     is redone from all of its rows. The result is the same either way.
 
     ``max_score``, when every score lies in [0, max_score], makes the order one long
-    (:func:`_best_first`); a score outside that range stops the job with an error.
+    (:func:`dp_spark.bounding.cutoffs.best_first`); a score outside that range stops the job with an error.
     ``users_by_n`` (users per row count of ``counts``) saves a count of the selection a job.
     """
     if l < 1:
@@ -449,14 +294,14 @@ def top_selection(
     columns = df.columns
     # The position is part of the order expression rather than a column of ``keyed``, so that
     # Spark hashes only the candidates, not every row.
-    order = _best_first(F.col(score_col), _position(df, user_col, salt), max_score)
+    order = best_first(F.col(score_col), row_position(df, user_col, salt), max_score)
     keyed = df
     if not cutoffs:
         return Selection(keyed, keyed, None, l, order, user_col, columns)
     if any(a[1] <= b[1] or a[0] <= b[0] for a, b in zip(cutoffs, cutoffs[1:])):
         raise ValueError("cutoff row counts and scores must be strictly decreasing")
     counts = user_counts(df, user_col) if counts is None else counts
-    per_user = counts.select(user_col, "_n", _min_score(F.col("_n"), l, cutoffs).alias("_min_score"))
+    per_user = counts.select(user_col, "_n", min_score(F.col("_n"), l, cutoffs).alias("_min_score"))
     keyed = keyed.join(F.broadcast(per_user), user_col)
     candidates = keyed.where(F.col("_min_score").isNull() | (F.col(score_col) >= F.col("_min_score")))
     # Real users stray from the crowd's tastes: on MovieLens 1M some user fell short of its

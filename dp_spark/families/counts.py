@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from dp_spark.algorithms import sampling
-from dp_spark.bounding import user_records
+from dp_spark.bounding import keys
 from dp_spark.errors import ConfigError
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int, require
 from dp_spark.io.validation import validate_records
@@ -68,7 +68,7 @@ def _split_keys(params: CountsParams, domains: Domains) -> tuple[str, ...]:
 def _popularity_salt(params: CountsParams, seed: int | None) -> int | None:
     """For HPA with d = 1, the salt of its popularity sample, which validation then draws in its
     own pass (the sampler's salt, so a seeded run keeps the same records as without this)."""
-    return user_records.sample_salt(seed) if params.algorithm == "hpa" and params.d == 1 else None
+    return keys.sample_salt(seed) if params.algorithm == "hpa" and params.d == 1 else None
 
 
 def tables_of(release: sampling.CountsRelease, domains: Domains) -> dict[str, pd.DataFrame]:

@@ -11,9 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
 import pandas as pd
 
+from dp_spark.aggregates import item_columns
 from dp_spark.algorithms import dpsense
+from dp_spark.bounding import item_rows
 from dp_spark.errors import ConfigError
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int
 from dp_spark.io.validation import validate_records
@@ -34,27 +37,49 @@ class DPSenseParams:
         if self.algorithm not in ALGORITHMS:
             raise ConfigError(f"unknown algorithm {self.algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
         positive_int(self.theta_max, "algorithm.theta_max")
-        if self.limit not in dpsense.LIMITS:
-            raise ConfigError(f"algorithm.limit must be one of {', '.join(dpsense.LIMITS)}, got {self.limit!r}")
+        if self.limit not in item_rows.LIMITS:
+            raise ConfigError(f"algorithm.limit must be one of {', '.join(item_rows.LIMITS)}, got {self.limit!r}")
 
     @property
     def scaled(self) -> bool:
         return self.algorithm == "dpsense_s"
 
 
+def _limited_counts(params: DPSenseParams, inputs: RunInputs, records) -> tuple[np.ndarray, int, Fraction]:
+    """Bound and aggregate: each user's row, θ (and α) chosen by the exponential mechanism from
+    the length aggregates, and the column counts of the rows limited to θ (NOT private)."""
+    items, split = inputs.domains.items, inputs.split
+    rows = item_rows.rows_of(records)
+    try:
+        if params.scaled:
+            by_length, long_units = item_columns.length_by_column(rows, items, params.theta_max,
+                                                                  grid_bits=dpsense.QUALITY_GRID_BITS)
+            theta, alpha = dpsense.choose_theta_alpha(by_length, long_units, params.theta_max, split, inputs.budget,
+                                                      inputs.rng)
+        else:
+            theta = dpsense.choose_theta(item_columns.length_histogram(rows, params.theta_max), params.theta_max,
+                                         len(items), split, inputs.budget, inputs.rng)
+            alpha = Fraction(1)
+        counts = item_columns.limited_counts(rows, items, theta, params.limit, inputs.seed,
+                                             grid_bits=dpsense.GRID_BITS)
+    finally:
+        rows.release()
+    return counts, theta, alpha
+
+
 def run(params: DPSenseParams, inputs: RunInputs) -> FamilyOutput:
     validated = validate_records(inputs.records, inputs.domains.items, None)
     inputs.progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
     try:
-        release = dpsense.dpsense(validated.records, inputs.domains.items, inputs.split, inputs.budget, inputs.rng,
-                                  theta_max=params.theta_max, limit=params.limit, scaled=params.scaled,
-                                  seed=inputs.seed)
+        counts, theta, alpha = _limited_counts(params, inputs, validated.records)
     finally:
         validated.release()
-    table = pd.DataFrame({"item_id": inputs.domains.items.ids, "noisy_count": release.counts})
+    noisy = dpsense.publish_columns(counts, theta, params.limit, inputs.split["epsilon_counts"], inputs.budget,
+                                    inputs.rng) * float(alpha)
+    table = pd.DataFrame({"item_id": inputs.domains.items.ids, "noisy_count": noisy})
     # θ* and α* are outputs of the exponential mechanism: private, and needed to read the counts.
     return FamilyOutput({"item_counts": table}, dict(validated.diagnostics),
-                        chosen={"theta": release.theta, "alpha": float(release.alpha)})
+                        chosen={"theta": theta, "alpha": float(alpha)})
 
 
 def _describe(params: DPSenseParams, epsilon: Fraction, domains: Domains) -> str:

@@ -24,7 +24,8 @@ from pyspark.sql import functions as F
 from dp_spark.algorithms import frapp
 from dp_spark.algorithms import frapp_mining as fm
 from dp_spark.algorithms.frapp_mining import AttributeSpec, Scheme, check_bit_capacity
-from dp_spark.bounding.user_records import sample_per_user, with_record_id
+from dp_spark.bounding.keys import with_record_id
+from dp_spark.bounding.user_records import sample_per_user
 from dp_spark.core.privacy import LedgerEntry, PrivacyUnit, as_epsilon
 from dp_spark.core.progress import stage
 from dp_spark.errors import ConfigError, DataError

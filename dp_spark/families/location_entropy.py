@@ -13,7 +13,9 @@ from fractions import Fraction
 
 import pandas as pd
 
+from dp_spark.aggregates.location_sums import location_sums
 from dp_spark.algorithms import location_entropy as le
+from dp_spark.bounding.user_locations import bounded_pairs
 from dp_spark.errors import ConfigError
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int
 from dp_spark.io.checkins import validate_checkins
@@ -71,7 +73,7 @@ def run(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
     inputs.progress(f"{diagnostics['rows_read']:,} check-in rows read; bounding users to M = {params.M} locations "
                     f"and C = {params.C} visits")
     bounds = le.Bounds(params.M, params.C)
-    stats = le.location_stats(le.bounded_pairs(records, bounds), items)
+    stats = le.stats_of(location_sums(bounded_pairs(records, bounds.M, bounds.C), items))
     release = le.publish(stats, params.variant, bounds, inputs.split, inputs.budget, inputs.rng,
                          delta=params.delta, k=params.k, xi=params.xi)
     diagnostics = {**diagnostics, **release.diagnostics,

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dp_spark.aggregates import user_quantities
+
 from dp_spark.algorithms import histogram
 from dp_spark.errors import ConfigError
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require
@@ -60,7 +62,7 @@ def run(params: HistogramParams, inputs: RunInputs) -> FamilyOutput:
     validated = validate_records(inputs.records, inputs.domains.items, None)
     inputs.progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
     try:
-        true = histogram.true_histogram(validated.records, params.quantity, np.asarray(params.bins),
+        true = user_quantities.true_histogram(validated.records, params.quantity, np.asarray(params.bins),
                                         validated.user_counts)
         noisy = histogram.publish_histogram(true, inputs.split["epsilon_histogram"], inputs.budget, inputs.rng,
                                             params.publisher, params.publisher_options)

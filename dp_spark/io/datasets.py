@@ -55,7 +55,7 @@ def _load_movielens(spark, ratings_file: Path, ratings_sep: str, users_file: Pat
     each user's (gender, age group). Separators are Java regular expressions."""
     from pyspark.sql import functions as F
 
-    from dp_spark.bounding.user_records import with_record_id
+    from dp_spark.bounding.keys import with_record_id
 
     parts = F.split(F.col("value"), ratings_sep)
     ratings = with_record_id(spark.read.text(str(ratings_file))).select(
@@ -95,7 +95,7 @@ NETFLIX_SPARK_SCHEMA = "user_id long, item_id int, weekday string"  # what gener
 
 def load_netflix_synthetic(spark, path: str):
     """The Parquet table written by :func:`generate_netflix`; attr = weekday."""
-    from dp_spark.bounding.user_records import with_record_id
+    from dp_spark.bounding.keys import with_record_id
 
     if not Path(path).exists() and "://" not in path:
         raise DataError(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dp_spark.bounding.user_records import with_record_id
+from dp_spark.bounding.keys import with_record_id
 from dp_spark.errors import ConfigError, DataError
 from dp_spark.io import datasets
 from dp_spark.io.validation import _integer_problems

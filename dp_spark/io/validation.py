@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from dp_spark.bounding import user_records
+from dp_spark.bounding import keys
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.errors import DataError
 from dp_spark.io.session import default_parallelism
@@ -116,7 +116,7 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         if "record_id" not in df.columns:
             raise ValueError("a sample in validation needs the record_id column (io.read_records adds it)")
         # The key that bounding hashes for the validated records: the user id as a long, the record id.
-        position = user_records.keyed_position([user, F.col("record_id")], one_per_user_salt)
+        position = keys.keyed_position([user, F.col("record_id")], one_per_user_salt)
         in_domain = in_items & in_attrs
         sample_inputs = [F.when(in_domain, item).alias("_sample_item"), F.when(in_domain, position).alias("_sample_at")]
         # min_by passes over rows whose order is null: a user's rows outside the domain are never drawn.

@@ -25,7 +25,7 @@ from pyspark import StorageLevel
 from dp_spark.io import sources
 from dp_spark.io import validation
 from dp_spark import publishers
-from dp_spark.aggregates import item_edges
+from dp_spark.aggregates import item_edges, user_quantities
 from dp_spark.bounding import user_records
 from dp_spark.io import checkins
 from dp_spark.lab import evaluate_columns
@@ -167,7 +167,7 @@ def _evaluate_histogram(configs: list[JobConfig], spark, runs: int, progress) ->
     progress(f"reading {cfg.source.path or cfg.source.table}; the true histogram is computed WITHOUT noise")
     validated = validation.validate_records(sources.read_records(spark, cfg.source, False), items, None)
     try:
-        true = histogram.true_histogram(validated.records, cfg.quantity, np.asarray(cfg.bins),
+        true = user_quantities.true_histogram(validated.records, cfg.quantity, np.asarray(cfg.bins),
                                         validated.user_counts)
     finally:
         validated.release()

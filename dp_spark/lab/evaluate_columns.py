@@ -20,7 +20,9 @@ import numpy as np
 
 from dp_spark import publishers
 from dp_spark.lab import metrics
+from dp_spark.aggregates import item_columns
 from dp_spark.algorithms import dpsense
+from dp_spark.bounding import item_rows
 from dp_spark.jobs.config import JobConfig
 from dp_spark.errors import ConfigError
 from dp_spark.core.mechanisms import RandomSource
@@ -85,7 +87,8 @@ def _dpsense_runs(cfg: JobConfig, method: str, rows, items, agg: Aggregates, run
             theta = dpsense.choose_theta(agg.length_hist, cfg.theta_max, len(items), split, budget, rng)
             alpha = Fraction(1)
         if theta not in limited_by_theta:
-            limited_by_theta[theta] = dpsense.limited(rows, items, theta, cfg.limit, cfg.seed)
+            limited_by_theta[theta] = item_columns.limited_counts(rows, items, theta, cfg.limit, cfg.seed,
+                                                                  grid_bits=dpsense.GRID_BITS)
         noisy = dpsense.publish_columns(limited_by_theta[theta], theta, cfg.limit, split["epsilon_counts"],
                                         budget, rng) * float(alpha)
         yield "theta", "chosen", float(theta)
@@ -97,10 +100,10 @@ def _dpsense_runs(cfg: JobConfig, method: str, rows, items, agg: Aggregates, run
 
 def _baseline_runs(cfg: JobConfig, method: str, rows, items, true: np.ndarray, m: int, runs: int, progress):
     name, options = BASELINES[method]
-    truncated = dpsense.sampled_counts(rows, items, m, cfg.seed)
+    truncated = item_columns.sampled_counts(rows, items, m, cfg.seed)
     extra = {}
     if name in publishers.NEEDS_ONE_RECORD_PER_USER:
-        extra["sampled"] = dpsense.sampled_counts(rows, items, 1, None if cfg.seed is None else cfg.seed + 1)
+        extra["sampled"] = item_columns.sampled_counts(rows, items, 1, None if cfg.seed is None else cfg.seed + 1)
     for run in range(runs):
         progress(f"{method}: run {run + 1}/{runs}")
         rng = RandomSource(None if cfg.seed is None else cfg.seed + run)
@@ -111,9 +114,10 @@ def _baseline_runs(cfg: JobConfig, method: str, rows, items, true: np.ndarray, m
 
 
 def aggregates_of(rows, items, theta_max: int) -> Aggregates:
-    by_length, long_units = dpsense.length_by_column(rows, items, theta_max)
-    return Aggregates(dpsense.column_counts(rows, items).astype(float), dpsense.length_histogram(rows, theta_max),
-                      by_length, long_units)
+    by_length, long_units = item_columns.length_by_column(rows, items, theta_max,
+                                                          grid_bits=dpsense.QUALITY_GRID_BITS)
+    return Aggregates(item_columns.column_counts(rows, items).astype(float),
+                      item_columns.length_histogram(rows, theta_max), by_length, long_units)
 
 
 def run_methods(cfg: JobConfig, rows, items, agg: Aggregates, methods: list[str], runs: int, m: int | None,
@@ -143,7 +147,7 @@ def oracle(cfg: JobConfig, agg: Aggregates) -> tuple[int, float]:
 def evaluate_columns(cfg: JobConfig, records, items, methods: list[str], runs: int, m: int | None,
                      progress) -> list[tuple[str, dict]]:
     """Every method's values, plus the oracle θ as method ``oracle`` (NOT private)."""
-    rows = dpsense.rows_of(records)
+    rows = item_rows.rows_of(records)
     try:
         agg = aggregates_of(rows, items, cfg.theta_max)
         results = run_methods(cfg, rows, items, agg, methods, runs, m, progress)

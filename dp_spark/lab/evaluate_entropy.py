@@ -22,7 +22,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from dp_spark.lab import metrics
+from dp_spark.aggregates.location_sums import location_sums
 from dp_spark.algorithms import location_entropy as le
+from dp_spark.bounding.user_locations import bounded_pairs
 from dp_spark.jobs.config import JobConfig
 from dp_spark.errors import ConfigError
 from dp_spark.core.mechanisms import RandomSource
@@ -47,7 +49,7 @@ def bounds_of(cfg: JobConfig) -> le.Bounds:
 def actual_stats(records: DataFrame, locations) -> le.LocationStats:
     """Every user's every visit (NOT private)."""
     pairs = records.groupBy("user_id", "item_id").agg(F.sum("visits").alias("c"))
-    return le.location_stats(pairs, locations)
+    return le.stats_of(location_sums(pairs, locations))
 
 
 def entropy_metrics(actual: le.LocationStats, bounded: le.LocationStats, noisy: np.ndarray, variant: str,
@@ -77,7 +79,7 @@ def run_variants(configs: list[JobConfig], records: DataFrame, locations, actual
         e, bounds = cfg.entropy, bounds_of(cfg)
         if bounds not in cache:
             progress(f"bounding to M = {bounds.M}, C = {bounds.C}")
-            cache[bounds] = le.location_stats(le.bounded_pairs(records, bounds), locations)
+            cache[bounds] = le.stats_of(location_sums(bounded_pairs(records, bounds.M, bounds.C), locations))
         bounded = cache[bounds]
         split = le.default_split(cfg.epsilon, ("entropy",))
         values = defaultdict(list)

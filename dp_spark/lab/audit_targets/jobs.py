@@ -105,18 +105,21 @@ DPSENSE_THETA_MAX = 4
 def _dpsense_inputs(spark, side: int, scaled: bool, limit: str):
     """The Spark part of DPSense(-S) once per side: what the selection scores, and the limited
     column counts at every θ. D′ adds user 99 with a row of every item."""
+    from dp_spark.aggregates import item_columns
     from dp_spark.algorithms import dpsense
+    from dp_spark.bounding import item_rows
 
     data = records(spark, side, 0)
     if side:
         data = data.unionByName(spark.createDataFrame(
             pd.DataFrame({"user_id": 99, "item_id": np.arange(1, JOB_ITEMS + 1), "record_id": 0})))
     items = item_domain()
-    rows = dpsense.rows_of(data)
+    rows = item_rows.rows_of(data)
     try:
-        scored = (dpsense.length_by_column(rows, items, DPSENSE_THETA_MAX) if scaled
-                  else dpsense.length_histogram(rows, DPSENSE_THETA_MAX))
-        limited = {t: dpsense.limited(rows, items, t, limit, BOUNDING_SEED) for t in range(1, DPSENSE_THETA_MAX + 1)}
+        scored = (item_columns.length_by_column(rows, items, DPSENSE_THETA_MAX, grid_bits=dpsense.QUALITY_GRID_BITS)
+                  if scaled else item_columns.length_histogram(rows, DPSENSE_THETA_MAX))
+        limited = {t: item_columns.limited_counts(rows, items, t, limit, BOUNDING_SEED, grid_bits=dpsense.GRID_BITS)
+                   for t in range(1, DPSENSE_THETA_MAX + 1)}
     finally:
         rows.release()
     return scored, limited
@@ -168,11 +171,12 @@ HISTOGRAM_EDGES = np.array([1, 2, 3, 4, 6])
 def user_histogram_sampler(epsilon: Fraction):
     """Users per bin of their record count; D′ adds a user with 3 records (bin [3, 4))."""
     def sample(side, trials, seed, spark):
+        from dp_spark.aggregates import user_quantities
         from dp_spark.algorithms import histogram
 
-        counts = histogram.true_histogram(records(spark, side, 3), "records", HISTOGRAM_EDGES)
+        counts = user_quantities.true_histogram(records(spark, side, 3), "records", HISTOGRAM_EDGES)
         rng = RandomSource(seed)
-        bin_of_new_user = int(histogram.bin_of(np.array([3]), HISTOGRAM_EDGES)[0])
+        bin_of_new_user = int(user_quantities.bin_of(np.array([3]), HISTOGRAM_EDGES)[0])
         return np.array([histogram.publish_histogram(counts, epsilon, Budget(epsilon), rng)[bin_of_new_user]
                          for _ in range(trials)])
     return sample

@@ -1,0 +1,57 @@
+"""DPSense's rows and their limit θ (ALGORITHMS.md §4.2, §4.3).
+
+A user's row is its set of distinct items, built from that user's records alone. A row longer
+than θ is cut down to mass θ: by normalisation, each of its r ones weighing ⌊min(1, θ/r)·2^k⌋
+grid units, so the row adds r·⌊θ·2^k/r⌋ ≤ θ·2^k; or by sampling θ of its ones with the keyed
+sampler of :mod:`dp_spark.bounding.user_records`. Either way one user adds at most θ to the column
+counts in L1 (docs/dpsense.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from dp_spark.bounding.keys import new_salt
+from dp_spark.bounding.user_records import Selection, sample_selection
+
+LIMITS = ("normalize", "sample")
+
+
+@dataclass
+class Rows:
+    """One row per user: its distinct in-domain items (cached; call ``release``)."""
+
+    per_user: DataFrame  # [user_id, _items array<long>, _r]
+
+    @property
+    def ones(self) -> DataFrame:
+        """[user_id, item_id, _r]: one line per one of the matrix."""
+        return self.per_user.select("user_id", F.explode("_items").alias("item_id"), "_r")
+
+    def release(self) -> None:
+        self.per_user.unpersist()
+
+
+def rows_of(records: DataFrame) -> Rows:
+    """Each user's set of distinct items, in one shuffle (duplicates count once)."""
+    per_user = (records.groupBy("user_id").agg(F.collect_set("item_id").alias("_items"))
+                .withColumn("_r", F.size("_items")).persist(StorageLevel.MEMORY_AND_DISK))
+    return Rows(per_user)
+
+
+def normalized_weight(theta: int, grid_bits: int) -> Column:
+    """The weight of each one of :attr:`Rows.ones`, ⌊min(1, θ/r)·2^k⌋ in grid units 2^-k, an
+    integer (``θ·2^k div r`` in Spark SQL): a row adds at most θ·2^k."""
+    unit = 1 << grid_bits
+    return F.least(F.lit(unit), F.expr(f"{theta * unit} div _r"))
+
+
+def sampled_ones(rows: Rows, theta: int, seed: int | None) -> Selection:
+    """θ ones of every longer row, drawn uniformly with the keyed sampler; shorter rows keep all."""
+    ones = rows.ones.withColumn("record_id", F.col("item_id"))  # unique within a row: the hash key
+    counts = rows.per_user.select("user_id", F.col("_r").alias("_n"))
+    return sample_selection(ones, theta, salt=new_salt(seed, "dpsense_rows"), counts=counts)
