@@ -92,30 +92,20 @@ def _plot(records: list[dict], out: str) -> None:
 
 def evaluate(args) -> int:
     from dp_spark.lab import evaluate
-    from dp_spark.jobs.config import COLUMN_ALGORITHMS, load_config
+    from dp_spark.jobs.config import load_config
     from dp_spark.io.session import get_session
 
     cfg = load_config(args.config, args.overrides)
-    default = {"user_histogram": cfg.publisher, "entropy": cfg.entropy.get("variant"),
-               "frapp": f"exact,{cfg.frapp['scheme'].name}" if cfg.frapp else None}.get(cfg.algorithm, cfg.algorithm)
-    methods = [m.strip() for m in (args.methods or default).split(",") if m.strip()]
+    evaluator = evaluate.evaluator_of(cfg)
+    methods = [m.strip() for m in (args.methods or evaluator.default_methods(cfg)).split(",") if m.strip()]
     if args.m is not None and args.m < 1:
         raise DpSparkError(f"--m must be >= 1, got {args.m}")
     for method in methods:
         evaluate.method_config(cfg, method, args.m)  # refuse a bad method before Spark starts
     spark = get_session(args.master, cfg.spark)
     records = evaluate.evaluate(cfg, spark, methods, args.runs, args.m, to_stderr)
-    meta = {"config": args.config, "runs": args.runs, "epsilon": float(cfg.epsilon), "seed": cfg.seed}
-    if cfg.algorithm == "user_histogram":
-        meta.update(quantity=cfg.quantity, bins=len(cfg.bins))
-    elif cfg.algorithm in COLUMN_ALGORITHMS:
-        meta.update(theta_max=cfg.theta_max, limit=cfg.limit, m=args.m)
-    elif cfg.algorithm == "entropy":
-        meta.update({key: cfg.entropy[key] for key in ("M", "C", "k", "delta")})
-    elif cfg.algorithm == "frapp":
-        meta.update(cfg.frapp["scheme"].parameters(), sup_min=cfg.frapp["sup_min"])
-    else:
-        meta.update(l=cfg.l, m=args.m, publisher=cfg.publisher)
+    meta = {"config": args.config, "runs": args.runs, "epsilon": float(cfg.epsilon), "seed": cfg.seed,
+            **evaluator.meta(cfg, args.m)}
     evaluate.write(records, args.out, meta)
     _plot(records, args.out)
     print(evaluate.NOT_PRIVATE)

@@ -26,14 +26,12 @@ from dp_spark.io.sources import SourceSpec
 from dp_spark.families.base import ConfigTables, require
 from dp_spark.families.frapp import FrappParams
 from dp_spark.families.location_entropy import EntropyParams
-from dp_spark.families.dpsense import ALGORITHMS as DPSENSE_ALGORITHMS
 from dp_spark.families.registry import BY_ALGORITHM, family_of
 from dp_spark.core.privacy import as_epsilon
 
 SOURCE_FORMATS = ("parquet", "csv", "table", "movielens-1m", "movielens-100k", "netflix-synthetic", "checkins",
                   "checkins-synthetic", "adult")
 ALGORITHMS = tuple(BY_ALGORITHM)  # every algorithm.name a config may give
-COLUMN_ALGORITHMS = DPSENSE_ALGORITHMS  # paper 001: rows of distinct items, column counts (for the lab)
 STANDARD_COLUMNS = ("user_id", "item_id", "attr", "time", "visits")  # time, visits: check-ins only
 
 # Allowed keys per section; "spark" is free-form (Spark configuration keys).

@@ -18,6 +18,7 @@ import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from pyspark import StorageLevel
@@ -34,7 +35,8 @@ from dp_spark.lab import evaluate_frapp
 from dp_spark.lab import metrics
 from dp_spark.algorithms import histogram, sampling
 from dp_spark.families.counts import BASELINE_PUBLISHERS
-from dp_spark.jobs.config import COLUMN_ALGORITHMS, JobConfig
+from dp_spark.families.registry import family_of
+from dp_spark.jobs.config import JobConfig
 from dp_spark.core.domain import attribute_domain, item_domain
 from dp_spark.errors import ConfigError
 from dp_spark.jobs.runner import plan_budget
@@ -48,30 +50,37 @@ TOP_K = 10
 TOP_K_CURVE = (1, 5, 20, 50, 100, 200, 500, 1000)  # with TOP_K: paper 000 Figure 9's K axis
 
 
-def method_config(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
-    """The job config of one method: baselines bound users to the public m and use their publisher.
-    For a user_histogram config the methods are the publishers; for a DPSense config,
-    dp_spark.lab.evaluate_columns.METHODS."""
-    if cfg.algorithm == "entropy":
-        if m is not None:
-            raise ConfigError("--m is not used by an entropy config: set algorithm.locations_per_user")
-        return evaluate_entropy.method_config(cfg, method)
-    if cfg.algorithm == "frapp":
-        if m is not None:
-            raise ConfigError("--m is not used by a frapp config")
-        evaluate_frapp.check_method(method)
-        return cfg
-    if cfg.algorithm in COLUMN_ALGORITHMS:
-        evaluate_columns.check_method(method, m)
-        return cfg.with_params(algorithm=method) if method.startswith("dpsense") else cfg
-    if cfg.algorithm == "user_histogram":
-        if method not in publishers.PUBLISHERS:
-            raise ConfigError(f"unknown method {method!r} for a user_histogram config; expected some of "
-                              f"{', '.join(publishers.PUBLISHERS)} (the publishers)")
-        if m is not None:
-            raise ConfigError("--m is not used by a user_histogram config: every user counts once")
-        options = cfg.publisher_options if method == cfg.publisher else {}
-        return cfg.with_params(publisher=method, publisher_options=options)
+def _entropy_method(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
+    if m is not None:
+        raise ConfigError("--m is not used by an entropy config: set algorithm.locations_per_user")
+    return evaluate_entropy.method_config(cfg, method)
+
+
+def _frapp_method(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
+    if m is not None:
+        raise ConfigError("--m is not used by a frapp config")
+    evaluate_frapp.check_method(method)
+    return cfg
+
+
+def _columns_method(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
+    evaluate_columns.check_method(method, m)
+    return cfg.with_params(algorithm=method) if method.startswith("dpsense") else cfg
+
+
+def _histogram_method(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
+    """For a user_histogram config the methods are the publishers."""
+    if method not in publishers.PUBLISHERS:
+        raise ConfigError(f"unknown method {method!r} for a user_histogram config; expected some of "
+                          f"{', '.join(publishers.PUBLISHERS)} (the publishers)")
+    if m is not None:
+        raise ConfigError("--m is not used by a user_histogram config: every user counts once")
+    options = cfg.publisher_options if method == cfg.publisher else {}
+    return cfg.with_params(publisher=method, publisher_options=options)
+
+
+def _counts_method(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
+    """Baselines bound users to the public m and use their publisher."""
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r}; expected some of {', '.join(METHODS)}")
     if method in BASELINE_PUBLISHERS:
@@ -214,21 +223,13 @@ def _evaluate_entropy(configs: list[JobConfig], spark, runs: int, progress) -> l
     return [record for method, values in results for record in _summaries(method, dataset, values)]
 
 
-def evaluate(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None, progress) -> list[dict]:
-    """Records {method, dataset, query, metric, mean, std, runs} for every method and metric."""
-    if runs < 1:
-        raise ConfigError(f"--runs must be >= 1, got {runs}")
-    configs = [method_config(cfg, method, m) for method in methods]  # all checked before Spark works
-    if cfg.algorithm == "user_histogram":
-        return _evaluate_histogram(configs, spark, runs, progress)
-    if cfg.algorithm in COLUMN_ALGORITHMS:
-        return _evaluate_columns(cfg, spark, methods, runs, m, progress)
-    if cfg.algorithm == "entropy":
-        return _evaluate_entropy(configs, spark, runs, progress)
-    if cfg.algorithm == "frapp":
-        dataset = Path(cfg.source.path or cfg.source.table).name
-        results = evaluate_frapp.run_methods(cfg, spark, methods, runs, progress)
-        return [record for method, values in results for record in _summaries(method, dataset, values)]
+def _evaluate_frapp(cfg: JobConfig, spark, methods: list[str], runs: int, progress) -> list[dict]:
+    dataset = Path(cfg.source.path or cfg.source.table).name
+    results = evaluate_frapp.run_methods(cfg, spark, methods, runs, progress)
+    return [record for method, values in results for record in _summaries(method, dataset, values)]
+
+
+def _evaluate_counts(cfg: JobConfig, configs: list[JobConfig], spark, runs: int, progress) -> list[dict]:
     items = item_domain(cfg.items, spark, cfg.source)
     attributes = attribute_domain(cfg.attributes)
     progress(f"reading {cfg.source.path or cfg.source.table}; true counts are computed WITHOUT noise")
@@ -251,6 +252,59 @@ def evaluate(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None
         cached.unpersist()
         validated.release()
     return records
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluator:
+    """How ``dp-spark evaluate`` compares methods on one family's config (NOT private): each
+    method's config, the runs, the methods compared by default, what the report notes."""
+
+    method_config: Callable[[JobConfig, str, int | None], JobConfig]
+    run: Callable[..., list[dict]]  # (cfg, method configs, spark, methods, runs, m, progress)
+    default_methods: Callable[[JobConfig], str]
+    meta: Callable[[JobConfig, int | None], dict]
+
+
+EVALUATORS = {  # by family name (dp_spark.families.registry)
+    "counts": Evaluator(
+        _counts_method, lambda cfg, configs, spark, methods, runs, m, progress: _evaluate_counts(
+            cfg, configs, spark, runs, progress),
+        lambda cfg: cfg.algorithm, lambda cfg, m: {"l": cfg.l, "m": m, "publisher": cfg.publisher}),
+    "user_histogram": Evaluator(
+        _histogram_method, lambda cfg, configs, spark, methods, runs, m, progress: _evaluate_histogram(
+            configs, spark, runs, progress),
+        lambda cfg: cfg.publisher, lambda cfg, m: {"quantity": cfg.quantity, "bins": len(cfg.bins)}),
+    "dpsense": Evaluator(
+        _columns_method, lambda cfg, configs, spark, methods, runs, m, progress: _evaluate_columns(
+            cfg, spark, methods, runs, m, progress),
+        lambda cfg: cfg.algorithm, lambda cfg, m: {"theta_max": cfg.theta_max, "limit": cfg.limit, "m": m}),
+    "location_entropy": Evaluator(
+        _entropy_method, lambda cfg, configs, spark, methods, runs, m, progress: _evaluate_entropy(
+            configs, spark, runs, progress),
+        lambda cfg: cfg.entropy["variant"], lambda cfg, m: {k: cfg.entropy[k] for k in ("M", "C", "k", "delta")}),
+    "frapp": Evaluator(
+        _frapp_method, lambda cfg, configs, spark, methods, runs, m, progress: _evaluate_frapp(
+            cfg, spark, methods, runs, progress),
+        lambda cfg: f"exact,{cfg.frapp['scheme'].name}",
+        lambda cfg, m: {**cfg.frapp["scheme"].parameters(), "sup_min": cfg.frapp["sup_min"]}),
+}
+
+
+def evaluator_of(cfg: JobConfig) -> Evaluator:
+    return EVALUATORS[family_of(cfg.algorithm).name]
+
+
+def method_config(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
+    """The job config of one method (its family's rules: evaluator_of(cfg).method_config)."""
+    return evaluator_of(cfg).method_config(cfg, method, m)
+
+
+def evaluate(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None, progress) -> list[dict]:
+    """Records {method, dataset, query, metric, mean, std, runs} for every method and metric."""
+    if runs < 1:
+        raise ConfigError(f"--runs must be >= 1, got {runs}")
+    configs = [method_config(cfg, method, m) for method in methods]  # all checked before Spark works
+    return evaluator_of(cfg).run(cfg, configs, spark, methods, runs, m, progress)
 
 
 def markdown(records: list[dict]) -> str:
