@@ -25,7 +25,7 @@ from dp_spark.core.privacy import BudgetExceeded, as_epsilon
 from dp_spark.core.progress import Progress
 from dp_spark.errors import ConfigError, DataError
 from dp_spark.families.base import Domains, Family, plan_split
-from dp_spark.families.counts import CountsParams
+from dp_spark.families.counts import BASELINE_PUBLISHERS, CountsParams
 from dp_spark.families.dpsense import DPSenseParams
 from dp_spark.families.engine import compute
 from dp_spark.families.frapp import frapp_params
@@ -192,8 +192,6 @@ def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: st
 def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None,
             attributes=None, epsilon_split=None, publisher=None, publisher_options=None, consistent=False,
             seed=None, budget=None, progress=None) -> Release:
-    from dp_spark.families.counts import BASELINE_PUBLISHERS
-
     params = CountsParams(algorithm, l, d, publisher or BASELINE_PUBLISHERS.get(algorithm, "laplace"),
                           dict(publisher_options or {}), consistent)
     return _record_release(params, df, privacy_unit, item, attribute, items, attributes, epsilon, epsilon_split,
