@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable
 
-
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import USER_UNIT, Budget, PrivacyUnit
