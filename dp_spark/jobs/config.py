@@ -267,7 +267,8 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
     source = _source(raw)
-    family = BY_ALGORITHM.get(raw.get("algorithm", {}).get("name"))
+    name = raw.get("algorithm", {}).get("name")
+    family = BY_ALGORITHM.get(name) if isinstance(name, str) else None  # a bad name is refused below
     if family is not None and not family.uses_item_domain:  # FRAPP: whole records, their own domain
         if source.format not in WHOLE_RECORD_FORMATS:
             raise ConfigError(f"frapp reads whole records: source.format must be {', '.join(WHOLE_RECORD_FORMATS)}, "
