@@ -307,3 +307,12 @@ def test_a_test_that_uses_spark_cannot_be_declared_unit(small_suite):
     result = small_suite.runpytest_inprocess("--collect-only", "-p", "no:cacheprovider", "test_bad.py")
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*test_x is marked unit but uses a Spark fixture*"])
+
+
+def test_every_folder_of_the_package_is_a_regular_package():
+    """A folder without __init__.py imports from a checkout (as a namespace package) but
+    setuptools leaves it out of a wheel: dp_spark/families/ once lacked one."""
+    folders = {path.parent for path in PACKAGE_DIR.rglob("*.py") if "__pycache__" not in path.parts}
+    missing = sorted(str(folder.relative_to(PACKAGE_DIR.parent)) for folder in folders
+                     if not (folder / "__init__.py").exists())
+    assert not missing, f"folders without __init__.py: {missing}"
