@@ -131,10 +131,3 @@ def require(table: dict[str, Any], key: str, section: str) -> Any:
     if key not in table:
         raise ConfigError(f"missing config key '{section}.{key}'")
     return table[key]
-
-
-def refuse_keys(table: dict[str, Any], keys: tuple[str, ...], message) -> None:
-    """A ConfigError ``message(key)`` for the first of ``keys`` present in ``table``."""
-    for key in keys:
-        if key in table:
-            raise ConfigError(message(key))

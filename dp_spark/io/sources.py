@@ -18,8 +18,6 @@ from dp_spark.errors import ConfigError, DataError
 from dp_spark.io import datasets
 from dp_spark.io.validation import _integer_problems
 
-ID_COLUMNS = ("user_id", "item_id")
-
 
 @dataclass(frozen=True)
 class SourceSpec:
