@@ -23,6 +23,7 @@ domain) and post-processing (averaging, clustering, clipping) add a bias they ca
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -40,6 +41,9 @@ LOWER_BOUND = "lower_bound"  # the noise is at least this; its size depends on p
 POST_PROCESSED = "post_processed"  # the noise before a post-processing step that changes it
 NOT_ADDITIVE = "not_additive"  # no additive noise per value: no numbers
 KINDS = (EXACT, UPPER_BOUND, LOWER_BOUND, POST_PROCESSED, NOT_ADDITIVE)
+KIND_LEGEND = ("kind: exact = each value carries exactly this noise; upper_bound = at most this (the noise "
+               "depends on a private choice); lower_bound = at least this (the noise depends on private data); "
+               "post_processed = the noise before a post-processing step; not_additive = no noise per value")
 
 
 def _check_alpha(alpha: float) -> float:
@@ -154,3 +158,32 @@ def _grid_text(grid: Fraction | float) -> str:
 def not_additive(distribution: str, alpha: float, note: str) -> Accuracy:
     """A release with no additive noise per value (FRAPP's perturbed records): no numbers."""
     return Accuracy(distribution, NOT_ADDITIVE, _check_alpha(alpha), note=note)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.4g}"
+
+
+def format_section(section: dict) -> list[str]:
+    """privacy.json's ``accuracy`` section (or ``dp-spark plan``'s) as lines for a person: one row
+    per released column, its notes, then the caveat."""
+    alpha = section["alpha"]
+    level = confidence_label(alpha)
+    rows = [(table, column, noise) for table, columns in section["tables"].items() for column, noise in columns.items()]
+    if not rows:
+        return ["No accuracy statement for this release."]
+    table_w = max(5, *(len(t) for t, _, _ in rows))
+    column_w = max(6, *(len(c) for _, c, _ in rows))
+    lines = [f"  {'table':<{table_w}} {'column':<{column_w}} {'sd':>10} {'±95%':>10} {f'±{level}%':>10}  kind, noise"]
+    notes = []
+    for table, column, noise in rows:
+        lines.append(f"  {table:<{table_w}} {column:<{column_w}} {_number(noise['sd']):>10} "
+                     f"{_number(noise['ci95_halfwidth']):>10} {_number(noise[f'ci{level}_halfwidth']):>10}  "
+                     f"{noise['kind']}, {noise['distribution']}"
+                     + (f" (scale {_number(noise['scale'])})" if noise["scale"] is not None else ""))
+        if noise["note"]:
+            notes.append(f"  {table}.{column}: {noise['note']}.")
+    notes = [textwrap.fill(note, 100, subsequent_indent="    ") for note in notes]
+    lines.append(textwrap.fill(KIND_LEGEND, 100, initial_indent="  ", subsequent_indent="    "))
+    return lines + ([""] + notes if notes else []) + ["", textwrap.fill(section["caveat"], 100, initial_indent="  ",
+                                                                        subsequent_indent="  ")]
