@@ -41,8 +41,8 @@ LOWER_BOUND = "lower_bound"  # the noise is at least this; its size depends on p
 POST_PROCESSED = "post_processed"  # the noise before a post-processing step that changes it
 NOT_ADDITIVE = "not_additive"  # no additive noise per value: no numbers
 KINDS = (EXACT, UPPER_BOUND, LOWER_BOUND, POST_PROCESSED, NOT_ADDITIVE)
-KIND_LEGEND = ("kind: exact = each value carries exactly this noise; upper_bound = at most this (the noise "
-               "depends on a private choice); lower_bound = at least this (the noise depends on private data); "
+KIND_LEGEND = ("kind: exact = each value carries exactly this noise; upper_bound = at most this (the note says why); "
+               "lower_bound = at least this (the noise depends on private data); "
                "post_processed = the noise before a post-processing step; not_additive = no noise per value")
 
 
