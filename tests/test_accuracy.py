@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -29,7 +30,6 @@ from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark import publishers
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.unit
 
 
 def brute_pmf(t: float, span: int) -> tuple[np.ndarray, np.ndarray]:
@@ -260,3 +260,49 @@ def test_halfwidth_columns_only_for_exactly_known_noise():
     assert list(out["a"]["ci95_halfwidth"]) == [60.0, 60.0]
     assert list(out["b"].columns) == ["noisy_count"]
     assert list(out["c"].columns) == ["noisy_x", "noisy_y", "noisy_x_ci95_halfwidth", "noisy_y_ci95_halfwidth"]
+
+
+# ---------------------------------------------------------------------------
+# A real seeded run: privacy.json, the Parquet tables and the console carry the plan's numbers.
+
+
+def test_plan_prints_what_a_seeded_run_reports(spark, tmp_path, capsys):
+    import pandas as pd
+
+    from tests.conftest import shared_data
+
+    config = tmp_path / "ml100k.toml"
+    config.write_text(f"""
+output = "{tmp_path / 'out'}"
+seed = 3
+[source]
+format = "movielens-100k"
+path = "{shared_data('ml-100k')}"
+[domain]
+items = {{ range = [1, 1682] }}
+attributes = ["F_under25", "F_25-34", "F_over34", "M_under25", "M_25-34", "M_over34"]
+[privacy]
+epsilon = 0.02
+[algorithm]
+name = "sra"
+l = 20
+""")
+    assert main(["plan", str(config), "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert main(["plan", str(config)]) == 0
+    planned_text = capsys.readouterr().out
+    assert main(["run", str(config)]) == 0
+    console = capsys.readouterr().out
+    report = json.loads((tmp_path / "out" / "privacy.json").read_text())
+    assert report["accuracy"] == planned
+    noise = planned["tables"]["item_counts"]["noisy_count"]
+    assert noise["scale"] == 20 / 0.01 and noise["kind"] == "exact"
+    assert f"{noise['ci95_halfwidth']:,.4g}" in planned_text and f"{noise['sd']:,.4g}" in planned_text
+    for table in ("item_counts", "edge_counts"):
+        frame = pd.read_parquet(tmp_path / "out" / table)
+        assert set(frame["ci95_halfwidth"]) == {planned["tables"][table]["noisy_count"]["ci95_halfwidth"]}
+        assert report["outputs"][table]["columns"][-1] == "ci95_halfwidth"
+    # The console: ± beside each count; at epsilon 0.02 on 100K ratings the top-10 is noise, and it says so.
+    top = [line for line in console.splitlines() if re.match(r"\s+\d+\. item ", line)]
+    assert len(top) == 10 and all(f"±{noise['ci95_halfwidth']:,.4g}" in line for line in top)
+    assert "may be at the top by noise alone" in console
