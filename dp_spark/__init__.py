@@ -11,13 +11,14 @@ docs/api.md shows every function; docs/architecture.md the layout of the package
 """
 
 from dp_spark.api import (
-    DatasetBudget, Release, dft, dpsense, dpsense_s, frapp, gs, hpa, location_entropy, lpa, sra, user_histogram,
+    DatasetBudget, Plan, Release, dft, dpsense, dpsense_s, frapp, gs, hpa, location_entropy, lpa, plan, sra,
+    user_histogram,
 )
 from dp_spark.core.privacy import BudgetExceeded
 from dp_spark.errors import ConfigError, DataError, DpSparkError
 from dp_spark.version import __version__
 
 __all__ = [
-    "__version__", "BudgetExceeded", "ConfigError", "DataError", "DatasetBudget", "DpSparkError", "Release",
-    "dft", "dpsense", "dpsense_s", "frapp", "gs", "hpa", "location_entropy", "lpa", "sra", "user_histogram",
+    "__version__", "BudgetExceeded", "ConfigError", "DataError", "DatasetBudget", "DpSparkError", "Plan", "Release",
+    "dft", "dpsense", "dpsense_s", "frapp", "gs", "hpa", "location_entropy", "lpa", "plan", "sra", "user_histogram",
 ]

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from dp_spark.bounding.keys import with_record_id
+from dp_spark.core import accuracy
 from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain, item_domain_of_ids
 from dp_spark.core.privacy import BudgetExceeded, as_epsilon
 from dp_spark.core.progress import Progress
@@ -27,7 +28,7 @@ from dp_spark.errors import ConfigError, DataError
 from dp_spark.families.base import Domains, Family, plan_split
 from dp_spark.families.counts import BASELINE_PUBLISHERS, CountsParams
 from dp_spark.families.dpsense import DPSenseParams
-from dp_spark.families.engine import compute
+from dp_spark.families.engine import accuracy_section, compute
 from dp_spark.families.frapp import frapp_params
 from dp_spark.families.location_entropy import EntropyParams
 from dp_spark.families.registry import family_of
@@ -112,6 +113,32 @@ class Release:
         return path
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What a release would publish and how far each released value may be from the value it is
+    computed from, before anything is read or spent (:func:`plan`). ``accuracy`` is the
+    ``accuracy`` section the release's privacy report will carry; ``str(plan)`` prints it."""
+
+    algorithm: str
+    description: str
+    epsilon_split: dict[str, float]
+    accuracy: dict
+
+    def __str__(self) -> str:
+        return "\n".join([self.description, *accuracy.format_section(self.accuracy)])
+
+
+class _Planning:
+    """Passed by :func:`plan` in place of the DataFrame: the release function checks its
+    arguments and builds its parameters and domains as for a release, then returns a
+    :class:`Plan` before it touches any data or budget."""
+
+    def __init__(self, alpha: float):
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+            raise ConfigError(f"alpha must be a number strictly between 0 and 1, got {alpha!r}")
+        self.alpha = float(alpha)
+
+
 # ---------------------------------------------------------------------------
 # Arguments into domains and columns.
 
@@ -157,13 +184,25 @@ def _standard_columns(df, columns: dict[str, str | None]):
     return df.select(*selected)
 
 
+def _split(family: Family, params: Any, domains: Domains, epsilon: object,
+           epsilon_split: dict | None) -> tuple[Fraction, dict[str, Fraction]]:
+    epsilon = as_epsilon(epsilon, "epsilon")
+    overrides = {k: as_epsilon(v, f"epsilon_split[{k!r}]") for k, v in (epsilon_split or {}).items()}
+    return epsilon, plan_split(family, params, epsilon, domains, overrides)
+
+
+def _plan(family: Family, params: Any, domains: Domains, epsilon: object, epsilon_split: dict | None,
+          planning: _Planning) -> Plan:
+    epsilon, split = _split(family, params, domains, epsilon, epsilon_split)
+    return Plan(params.algorithm, family.describe(params, epsilon, domains), {k: float(v) for k, v in split.items()},
+                accuracy_section(family, params, epsilon, domains, split, planning.alpha))
+
+
 def _release(family: Family, params: Any, records, domains: Domains, epsilon: object, epsilon_split: dict | None,
              seed: int | None, budget: DatasetBudget | None, progress) -> Release:
-    epsilon = as_epsilon(epsilon, "epsilon")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
-    overrides = {k: as_epsilon(v, f"epsilon_split[{k!r}]") for k, v in (epsilon_split or {}).items()}
-    split = plan_split(family, params, epsilon, domains, overrides)
+    epsilon, split = _split(family, params, domains, epsilon, epsilon_split)
     progress = progress or Progress()
     if seed is not None:
         progress("WARNING: fixed seed: this release is for testing only and NOT private")
@@ -180,6 +219,8 @@ def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: st
     domains = Domains(_items(items), _attributes(attributes))
     if (attribute is None) != (domains.attributes is None):
         raise ConfigError("give both attribute (the column) and attributes (its public values), or neither")
+    if isinstance(df, _Planning):
+        return _plan(family_of(params.algorithm), params, domains, epsilon, epsilon_split, df)
     records = with_record_id(_standard_columns(df, {"user_id": privacy_unit, "item_id": item, "attr": attribute}))
     return _release(family_of(params.algorithm), params, records, domains, epsilon, epsilon_split, seed, budget,
                     progress)
@@ -272,6 +313,8 @@ def location_entropy(df, *, locations, epsilon, M=5, C=5, variant="limit", k=50,
     them; ``time`` orders a user's check-ins for the choice of its M locations."""
     params = EntropyParams(variant, M, C, k, xi, delta, tuple(outputs))
     domains = Domains(_items(locations, "locations"))
+    if isinstance(df, _Planning):
+        return _plan(family_of("entropy"), params, domains, epsilon, epsilon_split, df)
     records = checkins.standard_checkins(_standard_columns(
         df, {"user_id": privacy_unit, "item_id": location, "time": time, "visits": visits}))
     return _release(family_of("entropy"), params, records, domains, epsilon, epsilon_split, seed, budget, progress)
@@ -291,6 +334,25 @@ def frapp(df, *, attributes, epsilon=None, gamma=None, scheme="det_gd", sup_min=
     if isinstance(attributes, (str, Mapping)) or not isinstance(attributes, Iterable):
         raise ConfigError("attributes must be a list of tables such as {'column': 'sex', 'values': ['F', 'M']}")
     params = frapp_params(algorithm, privacy, {"records": [dict(a) for a in attributes]}, {})
+    if isinstance(df, _Planning):
+        return _plan(family_of("frapp"), params, Domains(None), params.epsilon, None, df)
     columns = {spec.column: spec.column for spec in params.specs}
     records = _standard_columns(df, {**columns, **({"user_id": privacy_unit} if privacy_unit else {})})
     return _release(family_of("frapp"), params, records, Domains(None), params.epsilon, None, seed, budget, progress)
+
+
+RELEASES = {"sra": sra, "hpa": hpa, "lpa": lpa, "dft": dft, "gs": gs, "user_histogram": user_histogram,
+            "dpsense": dpsense, "dpsense_s": dpsense_s, "entropy": location_entropy,
+            "location_entropy": location_entropy, "frapp": frapp}
+
+
+def plan(algorithm: str, *, alpha: float = accuracy.DEFAULT_ALPHA, **arguments) -> Plan:
+    """The expected error of each table that the release function ``algorithm`` ("sra", "hpa",
+    "dpsense", "location_entropy", ...) would publish, given the same keyword arguments without the
+    DataFrame: each noisy column's noise distribution, sd, 95% and (1 - ``alpha``) interval
+    half-widths, from public parameters only. Nothing is read, and a ``budget`` is not charged.
+    The arguments are checked as the release checks them. Column names may be left out."""
+    if algorithm not in RELEASES:
+        raise ConfigError(f"unknown algorithm {algorithm!r}; expected one of {', '.join(RELEASES)}")
+    arguments.pop("budget", None)
+    return RELEASES[algorithm](_Planning(alpha), **arguments)

@@ -1,4 +1,4 @@
-"""``dp-spark run | generate | bench | evaluate | audit | budget``: the command line.
+"""``dp-spark run | plan | generate | bench | evaluate | audit | budget``: the command line.
 
 Exit status, for people and schedulers alike:
 
@@ -19,7 +19,7 @@ import argparse
 import sys
 import traceback
 
-from dp_spark.cli import budget, measure, run
+from dp_spark.cli import budget, measure, plan, run
 from dp_spark.cli.exits import EXIT_BUDGET, EXIT_INPUT, EXIT_RUNTIME, one_line
 from dp_spark.core.privacy import BudgetExceeded
 from dp_spark.errors import DpSparkError
@@ -90,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--data-dir", default="data", help="where the generated tables are kept (default data/)")
     bench.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     budget.add_parser(commands)
+    plan.add_parser(commands)
 
     audit_report = commands.add_parser(
         "audit-report", help="run a job on its source and on the source without one user, and compare the two "
@@ -107,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 COMMANDS = {"run": run.run, "generate": run.generate, "bench": measure.bench, "evaluate": measure.evaluate,
-            "audit": measure.audit, "budget": budget.budget, "audit-report": measure.audit_report}
+            "audit": measure.audit, "budget": budget.budget, "audit-report": measure.audit_report, "plan": plan.plan}
 
 
 def main(argv: list[str] | None = None) -> int:

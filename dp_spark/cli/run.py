@@ -31,7 +31,7 @@ def _print_summary(result) -> None:
     if chosen:
         print("  chosen privately: " + ", ".join(f"{k} = {v:g}" for k, v in chosen.items()))
     if "histogram" in result.tables:
-        _print_histogram(result.tables["histogram"])
+        _print_histogram(result.tables["histogram"], _halfwidth(report, "histogram", "noisy_count"))
         return
     if "frequent_itemsets" in result.tables:
         table = result.tables["frequent_itemsets"]
@@ -45,22 +45,76 @@ def _print_summary(result) -> None:
         table = result.tables["location_entropy"]
         published = table["noisy_entropy"].notna()
         print(f"\n{int(published.sum()):,} of {len(table):,} locations published; top 10 by noisy entropy:")
+        plus = _halfwidth(report, "location_entropy", "noisy_entropy")
         for row in table[published].nlargest(10, "noisy_entropy").itertuples(index=False):
-            print(f"  location {row.location_id:<9} {row.noisy_entropy:8.3f}")
+            print(f"  location {row.location_id:<9} {row.noisy_entropy:8.3f}{plus}")
         return
     top = result.tables["item_counts"].sort_values(["noisy_count", "item_id"], ascending=[False, True]).head(10)
-    print("\nTop-10 items by noisy count:")
+    plus = _halfwidth(report, "item_counts", "noisy_count")
+    print("\nTop-10 items by noisy count" + (" (± the 95% half-width of the noise alone)" if plus else "") + ":")
     for rank, row in enumerate(top.itertuples(index=False), 1):
         title = result.items.titles.get(int(row.item_id), "")
         count = f"{row.noisy_count:>11,.1f}" if isinstance(row.noisy_count, float) else f"{row.noisy_count:>9,}"
-        print(f"  {rank:>2}. item {row.item_id:<7} {count}  {title}")
+        print(f"  {rank:>2}. item {row.item_id:<7} {count}{plus}  {title}")
+    # Among n cells of noise alone, about 10 exceed the level with P(Z > level) = 10/n: a top-10 not
+    # clearly above it may be there by noise alone (computed from the scale and domain size only).
+    cells = len(result.tables["item_counts"])
+    level = _halfwidth_value(report, "item_counts", "noisy_count", alpha=min(0.999, 20 / cells), exact_only=True)
+    width = _halfwidth_value(report, "item_counts", "noisy_count")
+    if level is not None and len(top) and max(level, width) >= float(top["noisy_count"].min()):
+        print(f"  NOTE: the noise is as large as these counts: among {cells:,} items, noise alone puts about 10 "
+              f"above {max(level, width):,.4g}, so these items may be at the top by noise alone (small data); "
+              "their true counts may be near zero.")
 
 
-def _print_histogram(table, shown: int = 40) -> None:
-    print(f"\nNoisy histogram ({len(table):,} bins{f'; the first {shown} shown' if len(table) > shown else ''}):")
+def _halfwidth_value(report: dict, table: str, column: str, alpha: float = 0.05,
+                     exact_only: bool = False) -> float | None:
+    """The (1 − alpha) half-width of a column's noise, from privacy.json's accuracy section; for
+    DPSense, the exact one at its privately chosen θ (and α), which the report publishes."""
+    from dp_spark.core import accuracy
+
+    noise = report.get("accuracy", {}).get("tables", {}).get(table, {}).get(column)
+    if not noise or noise["ci95_halfwidth"] is None:
+        return None
+    algorithm = report["algorithm"]
+    dpsense = algorithm["name"] in ("dpsense", "dpsense_s")
+    if exact_only and noise["kind"] != "exact" and not dpsense:
+        return None
+    if dpsense and algorithm.get("chosen"):
+        from fractions import Fraction
+
+        from dp_spark.families.dpsense import DPSenseParams, accuracy_at
+
+        params = DPSenseParams(algorithm["name"], algorithm["parameters"]["theta_max"],
+                               algorithm["parameters"]["limit"])
+        split = {k: Fraction(v).limit_denominator(10**9) for k, v in algorithm["epsilon_split"].items()}
+        chosen = algorithm["chosen"]
+        return accuracy_at(params, split, chosen["theta"], chosen["alpha"], alpha).ci_halfwidth
+    if alpha != 0.05:
+        return accuracy.discrete_laplace_halfwidth(noise["scale"], alpha)  # counts: integer noise
+    return noise["ci95_halfwidth"]
+
+
+def _halfwidth(report: dict, table: str, column: str) -> str:
+    """" ± h" to print beside a noisy value ("≤" where h only bounds the noise), or ""."""
+    width = _halfwidth_value(report, table, column)
+    if width is None:
+        return ""
+    kind = report["accuracy"]["tables"][table][column]["kind"]
+    if report["algorithm"]["name"] in ("dpsense", "dpsense_s"):
+        kind = "exact"  # at the chosen θ
+    return f" ±{_KIND_SIGN.get(kind, '')}{width:,.4g}"
+
+
+_KIND_SIGN = {"upper_bound": "≤", "lower_bound": "≥", "post_processed": "≈"}
+
+
+def _print_histogram(table, plus: str = "", shown: int = 40) -> None:
+    print(f"\nNoisy histogram ({len(table):,} bins{f'; the first {shown} shown' if len(table) > shown else ''}"
+          + ("; ± the 95% half-width of the noise alone" if plus else "") + "):")
     for row in table.head(shown).itertuples(index=False):
         count = f"{row.noisy_count:>11,.1f}" if isinstance(row.noisy_count, float) else f"{row.noisy_count:>9,}"
-        print(f"  {row.bin:>12} {count}")
+        print(f"  {row.bin:>12} {count}{plus}")
 
 
 def run(args) -> int:

@@ -99,6 +99,10 @@ class Family:
     # The report's noise and domain sections, where a family's differ from the central counts'.
     noise_section: Callable[[Any, int | None], dict] | None = None
     domain_section: Callable[[Any, Domains], dict] | None = None
+    # The expected error of each released column from public parameters only (the config and the
+    # public domains, never the records): (params, epsilon, domains, split, alpha) ->
+    # {table: {column: core.accuracy.Accuracy}}. None: the family states none.
+    accuracy: Callable[[Any, Fraction, Domains, dict[str, Fraction], float], dict[str, dict[str, Any]]] | None = None
     # Said on the console when a release's mechanism is not differentially private.
     not_private_warning: str = ("WARNING: this release reproduces a published flaw and is NOT differentially "
                                 "private; privacy.json says why. Do not publish it.")

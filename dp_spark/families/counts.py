@@ -7,7 +7,7 @@ sensitivity ``l``. Claim and argument: docs/sra_hpa.md and docs/privacy.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -15,8 +15,10 @@ import pandas as pd
 
 from dp_spark.algorithms import sampling
 from dp_spark.bounding import keys
+from dp_spark.core.accuracy import POST_PROCESSED
 from dp_spark.errors import ConfigError
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int, require
+from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark.io.validation import validate_records
 from dp_spark.publishers.options import publisher_choice
 
@@ -124,6 +126,26 @@ def _report_section(params: CountsParams) -> dict:
     }
 
 
+CONSISTENT_NOTE = ("then made consistent and non-negative by weighted least squares (post-processing): these "
+                   "are the numbers of the noise before that step, which moves every value; it uses the released "
+                   "values only, but clipping at zero raises small counts, a bias not shown")
+
+
+def _accuracy(params: CountsParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
+              alpha: float) -> dict:
+    """Each table's noisy_count: the publisher at L1 sensitivity l and its part of epsilon."""
+    cells = {"item_counts": (len(domains.items), split["epsilon_items"])}
+    if domains.attributes is not None:
+        cells["edge_counts"] = (len(domains.items) * len(domains.attributes), split["epsilon_edges"])
+    tables = {}
+    for table, (count, part) in cells.items():
+        noise = publisher_accuracy(params.publisher, params.publisher_options, params.l, part, count, alpha)
+        if params.consistent:
+            noise = replace(noise, kind=POST_PROCESSED, note="; ".join(filter(None, [noise.note, CONSISTENT_NOTE])))
+        tables[table] = {"noisy_count": noise}
+    return tables
+
+
 def from_config(c: ConfigTables) -> CountsParams:
     name, algorithm, parts = c.name, c.algorithm, c.parts
     for key in ("epsilon_theta", "epsilon_counts"):
@@ -152,4 +174,4 @@ def from_config(c: ConfigTables) -> CountsParams:
 
 FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, default_split=_split,
                 split_keys=_split_keys, run=run, describe=_describe, report_section=_report_section,
-                from_config=from_config)
+                from_config=from_config, accuracy=_accuracy)

@@ -17,6 +17,7 @@ import pandas as pd
 from dp_spark.aggregates import item_columns
 from dp_spark.algorithms import dpsense
 from dp_spark.bounding import item_rows
+from dp_spark.core import accuracy
 from dp_spark.errors import ConfigError
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int
 from dp_spark.io.validation import validate_records
@@ -87,6 +88,30 @@ def _describe(params: DPSenseParams, epsilon: Fraction, domains: Domains) -> str
             f"1..{params.theta_max}, limit by {params.limit}; {len(domains.items):,} columns (items)")
 
 
+def accuracy_at(params: DPSenseParams, split: dict[str, Fraction], theta: int, scale_alpha: Fraction | float,
+                alpha: float, kind: str = accuracy.EXACT, note: str = "") -> accuracy.Accuracy:
+    """The noise of the column counts at row limit θ (and DPSense-S's scale α): discrete Laplace
+    of scale θ/ε_counts, on the grid 2^-10 when rows are normalised, times α."""
+    grid = 1 if params.limit == "sample" else Fraction(1, 1 << dpsense.GRID_BITS)
+    return accuracy.discrete_laplace(Fraction(theta) / split["epsilon_counts"], alpha, grid=grid,
+                                     divisor=1 / float(scale_alpha), kind=kind, note=note)
+
+
+def _accuracy(params: DPSenseParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
+              alpha: float) -> dict:
+    """θ (and α) are chosen privately, so before the run only the most noise is known: θ = θ_max
+    (and α = 3). The noise grows with θ and α, so these numbers bound it."""
+    most_alpha = max(dpsense.ALPHAS) if params.scaled else Fraction(1)
+    chosen = "theta and alpha" if params.scaled else "theta"
+    note = (f"the noise depends on {chosen}, chosen privately (privacy.json algorithm.chosen after the run): "
+            f"discrete Laplace of scale theta/epsilon_counts{' times alpha' if params.scaled else ''}; these are "
+            f"the numbers at theta = theta_max = {params.theta_max}"
+            + (f" and alpha = {float(most_alpha):g}" if params.scaled else "")
+            + ", the most noise possible; limiting each row to theta adds a bias not shown")
+    return {"item_counts": {"noisy_count": accuracy_at(params, split, params.theta_max, most_alpha, alpha,
+                                                       accuracy.UPPER_BOUND, note)}}
+
+
 def from_config(c: ConfigTables) -> DPSenseParams:
     """A user's row is its set of distinct items; θ is chosen privately, so there is no
     per-user bound to set, only the largest θ to consider."""
@@ -110,7 +135,7 @@ FAMILY = Family(
     name="dpsense", algorithms=ALGORITHMS, params_type=DPSenseParams,
     default_split=lambda params, epsilon, domains: dpsense.default_split(epsilon),
     split_keys=lambda params, domains: ("epsilon_theta", "epsilon_counts"),
-    run=run, describe=_describe, from_config=from_config, config_keys=("theta_max", "limit"),
+    run=run, describe=_describe, from_config=from_config, config_keys=("theta_max", "limit"), accuracy=_accuracy,
     report_section=lambda params: {"parameters": {"theta_max": params.theta_max, "limit": params.limit},
                                    "specification": dpsense.SPEC_SECTIONS[params.algorithm],
                                    "post_processing": None, "publisher": None},

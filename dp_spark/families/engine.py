@@ -9,13 +9,14 @@ drawn, and a step that would overspend is refused before it draws.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Callable
 
 import pandas as pd
 
 from dp_spark.version import __version__
+from dp_spark.core import accuracy
 from dp_spark.core.domain import ItemDomain
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget
@@ -44,8 +45,47 @@ def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fra
     output = family.run(params, inputs)
     if not budget.private:
         progress(family.not_private_warning)
+    output = replace(output, tables=with_halfwidth_columns(output.tables, planned_accuracy(family, params, epsilon,
+                                                                                           domains, split)))
     report = build_report(family, params, budget, domains, split, output, seed, source)
     return Computed(output.tables, report, domains.items)
+
+
+def planned_accuracy(family: Family, params: Any, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
+                     alpha: float = accuracy.DEFAULT_ALPHA) -> dict[str, dict[str, accuracy.Accuracy]]:
+    """{table: {column: Accuracy}}: the expected error of every released column, from the
+    parameters and the public domains only (what ``dp-spark plan`` prints before any run)."""
+    return family.accuracy(params, epsilon, domains, split, alpha) if family.accuracy else {}
+
+
+def accuracy_section(family: Family, params: Any, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
+                     alpha: float = accuracy.DEFAULT_ALPHA) -> dict:
+    """privacy.json's ``accuracy``: public, like the ledger (a function of the config and domains)."""
+    tables = planned_accuracy(family, params, epsilon, domains, split, alpha)
+    return {"alpha": alpha, "caveat": accuracy.CAVEAT,
+            "tables": {table: {column: noise.to_json() for column, noise in columns.items()}
+                       for table, columns in tables.items()}}
+
+
+def halfwidth_column(column: str, columns: dict) -> str:
+    """The name of the column holding ``column``'s 95% half-width: ``ci95_halfwidth`` when the
+    table has one noisy column, ``<column>_ci95_halfwidth`` when it has several."""
+    return "ci95_halfwidth" if len(columns) == 1 else f"{column}_ci95_halfwidth"
+
+
+def with_halfwidth_columns(tables: dict[str, Any], planned: dict[str, dict[str, accuracy.Accuracy]]) -> dict:
+    """The pandas tables with a constant 95% half-width column beside each noisy column whose
+    noise is exactly known before the run (kind "exact"); the others are left as they are."""
+    out = dict(tables)
+    for table, columns in planned.items():
+        frame = tables.get(table)
+        if not isinstance(frame, pd.DataFrame):
+            continue
+        exact = {c: noise for c, noise in columns.items() if noise.kind == accuracy.EXACT and c in frame.columns}
+        if exact:
+            out[table] = frame.assign(**{halfwidth_column(c, columns): noise.ci95_halfwidth
+                                         for c, noise in exact.items()})
+    return out
 
 
 def build_report(family: Family, params: Any, budget: Budget, domains: Domains, split: dict[str, Fraction],
@@ -90,6 +130,7 @@ def build_report(family: Family, params: Any, budget: Budget, domains: Domains, 
         "domain": domain,
         # The number of rows is public: each table has one row per public domain value, and
         # FRAPP's perturbed records are as many as its records (its N, published exactly).
+        "accuracy": accuracy_section(family, params, budget.total, domains, split),
         "outputs": {name: {"rows": rows.get(name, len(frame) if isinstance(frame, pd.DataFrame) else None),
                            "columns": list(frame.columns)} for name, frame in tables.items()},
         "diagnostics_not_private": {"note": DIAGNOSTICS_NOTE, **output.diagnostics},

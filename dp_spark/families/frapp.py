@@ -26,6 +26,7 @@ from dp_spark.algorithms import frapp_mining as fm
 from dp_spark.algorithms.frapp_mining import AttributeSpec, Scheme, check_bit_capacity
 from dp_spark.bounding.keys import with_record_id
 from dp_spark.bounding.user_records import sample_per_user
+from dp_spark.core import accuracy
 from dp_spark.core.privacy import LedgerEntry, PrivacyUnit, as_epsilon
 from dp_spark.core.progress import stage
 from dp_spark.errors import ConfigError, DataError
@@ -272,6 +273,22 @@ def _domain(params: FrappParams, domains: Domains) -> dict:
             "record_space": frapp.record_space(list(params.scheme.sizes))}
 
 
+def _accuracy(params: FrappParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
+              alpha: float) -> dict:
+    """No additive noise: each record is replaced through the scheme's matrix, and the supports are
+    estimated from the perturbed records; their error depends on N and the true supports."""
+    return {
+        "perturbed_records": {"(every column)": accuracy.not_additive(
+            f"each record perturbed on its own through {params.scheme.name}", alpha,
+            "no noise is added to a value: each record's values are kept or replaced at random with public "
+            "probabilities, so a single record says little; only counts over many records are informative")},
+        "frequent_itemsets": {"support": accuracy.not_additive(
+            "support reconstructed from the perturbed records", alpha,
+            "its error depends on the number of records N (published by the run) and on the true supports, "
+            "neither known before the run; keeping only itemsets above sup_min adds a selection bias")},
+    }
+
+
 FAMILY = Family(
     name="frapp", algorithms=("frapp",), params_type=FrappParams,
     default_split=lambda params, epsilon, domains: {"epsilon_records": epsilon},
@@ -279,5 +296,5 @@ FAMILY = Family(
     run=run, describe=_describe, report_section=_report_section, from_config=from_config, reads="whole_records",
     config_keys=FRAPP_KEYS, uses_item_domain=False,
     privacy_unit=lambda params, records: privacy_unit(params.records_per_user, "user_id" in records.columns),
-    noise_section=_noise, domain_section=_domain,
+    noise_section=_noise, domain_section=_domain, accuracy=_accuracy,
 )

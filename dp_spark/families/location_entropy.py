@@ -8,6 +8,7 @@ crowd-blending sensitivity). Claim and argument: docs/location_entropy.md and do
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -15,7 +16,9 @@ import pandas as pd
 
 from dp_spark.aggregates.location_sums import location_sums
 from dp_spark.algorithms import location_entropy as le
+from dp_spark.algorithms import entropy_sensitivity
 from dp_spark.bounding.user_locations import bounded_pairs
+from dp_spark.core import accuracy
 from dp_spark.errors import ConfigError
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int
 from dp_spark.io.checkins import validate_checkins
@@ -93,6 +96,50 @@ def _report_section(params: EntropyParams) -> dict:
             "post_processing": None, "publisher": None}
 
 
+GRID = Fraction(1, 1 << le.GRID_BITS)
+ROUNDING_NOTE = "the entropy is rounded to the grid before the noise (at most half a step more)"
+
+
+def _global_entropy_noise(params: EntropyParams, epsilon: Fraction, per_location: float, alpha: float, note: str
+                          ) -> accuracy.Accuracy:
+    """Limit and baseline (and Limit-CB): scale M·(⌈S/g⌉ + 1)/ε grid steps (le.laplace_entropy)."""
+    sensitivity_steps = params.M * (math.ceil(per_location * (1 << le.GRID_BITS)) + 1)
+    return accuracy.discrete_laplace(Fraction(sensitivity_steps) / epsilon * GRID, alpha, grid=GRID, note=note)
+
+
+def _entropy_accuracy(params: EntropyParams, split: dict[str, Fraction], alpha: float) -> accuracy.Accuracy:
+    epsilon = split["epsilon_entropy"]
+    if params.variant in ("limit", "baseline"):
+        return _global_entropy_noise(params, epsilon, entropy_sensitivity.global_sensitivity(params.C), alpha,
+                                     ROUNDING_NOTE)
+    if params.variant == "limit_cb":
+        return _global_entropy_noise(
+            params, epsilon, entropy_sensitivity.crowd_sensitivity(params.C, params.k), alpha,
+            f"{ROUNDING_NOTE}; locations with fewer than k = {params.k} users are not published (NaN), which "
+            "depends on their exact user count: NOT differentially private")
+    if params.variant == "limit_cb_dp":
+        epsilon -= epsilon * le.SELECTION_SHARE
+    selected = (f"; only locations whose noisy user count reaches k = {params.k} are published"
+                if params.variant == "limit_cb_dp" else "")
+    return accuracy.discrete_laplace(
+        le.smooth_scale_floor(params.M, epsilon, params.xi), alpha, grid=GRID, kind=accuracy.LOWER_BOUND,
+        distribution=f"discrete Laplace on the grid 2^-{le.GRID_BITS}, smooth sensitivity",
+        note="each location's noise scale depends on its user count after bounding (private), so no number fits "
+             f"every location: these are the numbers at the xi = {params.xi:g} floor, the least noise any location "
+             f"gets; locations with few users get much more; {ROUNDING_NOTE}{selected}")
+
+
+def _accuracy(params: EntropyParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
+              alpha: float) -> dict:
+    """The entropy's noise by variant; visits and users have discrete Laplace at L1 sensitivity M·C and M."""
+    columns = {"noisy_entropy": _entropy_accuracy(params, split, alpha)}
+    for name, sensitivity in (("visits", params.M * params.C), ("users", params.M)):
+        if name in params.outputs:
+            columns[f"noisy_{name}"] = accuracy.discrete_laplace(Fraction(sensitivity) / split[f"epsilon_{name}"],
+                                                                 alpha)
+    return {"location_entropy": columns}
+
+
 def from_config(c: ConfigTables) -> EntropyParams:
     """Items are the public locations; M and C are public bounds. The baseline variant's
     defaults are Fig. 2's public bounds C_max = 1000, M_max = 100."""
@@ -127,7 +174,7 @@ FAMILY = Family(
     split_keys=lambda params, domains: tuple(f"epsilon_{name}" for name in params.outputs),
     run=run, describe=_describe, report_section=_report_section, from_config=from_config, reads="checkins",
     config_keys=("variant", "locations_per_user", "visits_per_location", "k", "xi", "outputs"),
-    delta=lambda params: params.delta if params.spends_delta else 0.0,
+    delta=lambda params: params.delta if params.spends_delta else 0.0, accuracy=_accuracy,
     not_private_warning=("WARNING: Limit-CB is only crowd-blending private, NOT differentially private; "
                          "privacy.json says why."),
 )

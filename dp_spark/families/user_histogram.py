@@ -19,6 +19,7 @@ from dp_spark.aggregates import user_quantities
 from dp_spark.algorithms import histogram
 from dp_spark.errors import ConfigError
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require
+from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark.io.validation import validate_records
 from dp_spark.publishers.options import publisher_choice
 
@@ -87,6 +88,14 @@ def _report_section(params: HistogramParams) -> dict:
     }
 
 
+def _accuracy(params: HistogramParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
+              alpha: float) -> dict:
+    """Every bin: the publisher at L1 sensitivity 1 (one user, one bin)."""
+    return {"histogram": {"noisy_count": publisher_accuracy(params.publisher, params.publisher_options,
+                                                            histogram.SENSITIVITY, split["epsilon_histogram"],
+                                                            len(params.bins), alpha)}}
+
+
 def from_config(c: ConfigTables) -> HistogramParams:
     """Every user adds one to one public bin, so there is no per-user bound to choose and the
     whole ε goes to the histogram."""
@@ -107,6 +116,6 @@ def from_config(c: ConfigTables) -> HistogramParams:
 FAMILY = Family(name="user_histogram", algorithms=("user_histogram",), params_type=HistogramParams,
                 default_split=_split, split_keys=lambda params, domains: ("epsilon_histogram",), run=run,
                 describe=_describe, report_section=_report_section, from_config=from_config,
-                config_keys=("quantity", "bins"),
+                config_keys=("quantity", "bins"), accuracy=_accuracy,
                 extra_domain=lambda params: {"bins": f"{len(params.bins)} public bins from the config, the last "
                                                      "open-ended"})

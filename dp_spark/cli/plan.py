@@ -1,0 +1,61 @@
+"""``dp-spark plan CONF``: what a job would release and how far each released value may be from
+the value it was computed from, before any record is read or any budget spent.
+
+It builds the same parameters, split and public domains as ``dp-spark run`` (so a bad config
+fails here the same way), then prints each output table's noise from public parameters only
+(:mod:`dp_spark.core.accuracy`): the numbers ``privacy.json`` will carry in its ``accuracy``
+section. Spark starts only when the item domain is a table.
+"""
+
+from __future__ import annotations
+
+from dp_spark.cli.exits import EXIT_OK
+from dp_spark.errors import ConfigError
+
+
+def add_parser(commands) -> None:
+    plan = commands.add_parser("plan", help="expected error of each released value, before any run (reads no "
+                               "records, spends nothing)")
+    plan.add_argument("config", help="job config, e.g. conf/demo.toml")
+    plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a config key (repeatable), as for run")
+    plan.add_argument("--alpha", type=float, default=None,
+                      help="also show the (1 - alpha) interval (default 0.1: the 90%% interval)")
+    plan.add_argument("--json", action="store_true", help="print privacy.json's accuracy section as JSON")
+    plan.add_argument("--master", help="Spark master URL, used only for a domain read from a table")
+
+
+def plan(args) -> int:
+    import json
+
+    from dp_spark.core import accuracy
+    from dp_spark.core.domain import attribute_domain, item_domain
+    from dp_spark.families.base import Domains
+    from dp_spark.families.engine import accuracy_section
+    from dp_spark.families.registry import family_of
+    from dp_spark.jobs.config import load_config
+    from dp_spark.jobs.runner import plan_budget
+
+    alpha = accuracy.DEFAULT_ALPHA if args.alpha is None else args.alpha
+    if not 0 < alpha < 1:
+        raise ConfigError(f"--alpha must be strictly between 0 and 1, got {alpha:g}")
+    cfg = load_config(args.config, args.overrides)
+    split = plan_budget(cfg)
+    family = family_of(cfg.algorithm)
+    domains = Domains(None)
+    if family.uses_item_domain:
+        spark = None
+        if "table" in cfg.items:  # the one case that needs Spark: the domain is a table's ids
+            from dp_spark.io.session import get_session
+
+            spark = get_session(args.master, cfg.spark)
+        domains = Domains(item_domain(cfg.items, spark, cfg.source), attribute_domain(cfg.attributes))
+    section = accuracy_section(family, cfg.params, cfg.epsilon, domains, split, alpha)
+    if args.json:
+        print(json.dumps(section, indent=2))
+        return EXIT_OK
+    print(f"Plan: {family.describe(cfg.params, cfg.epsilon, domains)}")
+    print("epsilon split: " + ", ".join(f"{k} {float(v):g}" for k, v in split.items()))
+    print("Nothing was read and no budget was spent. Expected error of each released value (the noise alone):\n")
+    print("\n".join(accuracy.format_section(section)))
+    return EXIT_OK
