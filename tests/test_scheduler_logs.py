@@ -258,7 +258,7 @@ def test_json_mode_a_job_failing_on_its_data_ends_with_end(tmp_path):
 
 
 @pytest.mark.system
-def test_text_mode_stderr_has_session_refused_noise(tmp_path):
+def test_text_mode_stderr_has_no_spark_noise(tmp_path):
     done = run_cli(str(job(tmp_path)), "--run-date", DATE, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
