@@ -175,6 +175,19 @@ def test_a_runtime_error_in_json_mode_carries_its_traceback_in_the_end_event(tmp
     assert "Traceback" in end["traceback"] and "SparkStarted" in end["traceback"]
 
 
+def test_a_python_warning_during_a_json_run_is_an_event(tmp_path, monkeypatch, capsys):
+    def get_session(*args, **kwargs):
+        warnings.warn("pyarrow said something", UserWarning)
+        raise SparkStarted("stop here")
+
+    monkeypatch.setattr(session, "get_session", get_session)
+    assert main(["run", str(job(tmp_path, store=False)), "--log-format", "json"]) == 1
+    events = json_lines(capsys.readouterr().err)
+    [warning] = [e for e in events if e["event"] == "python_log"]
+    assert warning["level"] == "WARNING" and "pyarrow said something" in warning["message"]
+    assert events[-1]["event"] == "end"
+
+
 # --- A no-op re-run -------------------------------------------------------------------------
 
 

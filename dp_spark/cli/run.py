@@ -72,9 +72,13 @@ def run(args) -> int:
 
     progress = Progress(log_format=args.log_format)
     progress.context(config=args.config)
+    with progress.python_logs():  # JSON mode: Python's warnings too are events, also while summing up
+        return _run_and_end(args, progress)
+
+
+def _run_and_end(args, progress) -> int:
     try:
-        with progress.python_logs():
-            result = _run_job(args, progress)
+        result = _run_job(args, progress)
     except BaseException as exc:
         status, code = status_of(exc)
         details = {"traceback": traceback.format_exc()} if code == EXIT_RUNTIME else {}
