@@ -37,6 +37,16 @@ if [ -z "${PYSPARK_PYTHON:-}" ] && [ -x "$(dirname "$spark_submit")/python" ]; t
   export PYSPARK_PYTHON="$(dirname "$spark_submit")/python"
 fi
 
+# Spark's log at WARN without the start-up noise (docs/scheduled_runs.md, "Logs for schedulers"):
+# the driver JVM starts before dp-spark's code runs, so it is given the file here, unless the
+# site configures the log itself. SPARK_SUBMIT_OPTS reaches the JVM spark-submit starts here
+# (the driver in client mode); a site's spark.driver.extraJavaOptions comes later and wins.
+site_conf=${SPARK_CONF_DIR:-${SPARK_HOME:+$SPARK_HOME/conf}}
+if [[ "${SPARK_SUBMIT_OPTS:-}" != *log4j2.configurationFile* ]] \
+   && ! ls "${site_conf:-/nonexistent}"/log4j2.* >/dev/null 2>&1; then
+  export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:-} -Dlog4j2.configurationFile=$here/dp_spark/io/log4j2.properties"
+fi
+
 package_dir=$(mktemp -d)
 trap 'rm -rf "$package_dir"' EXIT
 (cd "$here" && python3 -c 'import shutil,sys; shutil.make_archive(sys.argv[1], "zip", ".", "dp_spark")' "$package_dir/dp_spark")

@@ -182,10 +182,11 @@ def test_json_logs_give_one_object_per_line_with_stage_timings(spark, tmp_path, 
 def test_json_logs_end_with_the_refusal(spark, tmp_path, capsys):
     config = job(tmp_path, cap=0.5)
     assert main(["run", str(config), "--run-date", "2026-11-20", "--log-format", "json"]) == 3
-    err = capsys.readouterr().err.strip().splitlines()
-    end = json.loads(err[-2])  # the last line is the one-line error for people
+    events = [json.loads(line) for line in capsys.readouterr().err.strip().splitlines()]  # JSON only
+    end = events[-1]  # the error is in the end event: no text line follows it
     assert end["event"] == "end" and end["status"] == "refused" and end["exit_code"] == 3
-    failed = [json.loads(line) for line in err[:-1] if json.loads(line).get("status") == "failed"]
+    assert "cap" in end["error"]
+    failed = [e for e in events if e.get("status") == "failed"]
     assert [e["stage"] for e in failed] == ["charge"]
 
 

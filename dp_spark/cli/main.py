@@ -112,7 +112,9 @@ COMMANDS = {"run": run.run, "generate": run.generate, "bench": measure.bench, "e
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    with run.json_usage_errors(argv):  # with --log-format json, a usage error is a JSON end event too
+        args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except BudgetExceeded as exc:

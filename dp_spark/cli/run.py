@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dp_spark.cli.exits import EXIT_OK, one_line, status_of, to_stderr
+import contextlib
+import io
+import traceback
+
+from dp_spark.cli.exits import EXIT_INPUT, EXIT_OK, EXIT_RUNTIME, one_line, status_of, to_stderr
 from dp_spark.errors import DpSparkError
 
 
@@ -122,11 +126,19 @@ def run(args) -> int:
 
     progress = Progress(log_format=args.log_format)
     progress.context(config=args.config)
+    with progress.python_logs():  # JSON mode: Python's warnings too are events, also while summing up
+        return _run_and_end(args, progress)
+
+
+def _run_and_end(args, progress) -> int:
     try:
         result = _run_job(args, progress)
     except BaseException as exc:
         status, code = status_of(exc)
-        progress.end(status, code, error=one_line(exc))
+        details = {"traceback": traceback.format_exc()} if code == EXIT_RUNTIME else {}
+        progress.end(status, code, error=one_line(exc), **details)
+        if progress.json and isinstance(exc, Exception):
+            return code  # said in the end event; more text on stderr would break the JSON lines
         raise
     progress.end(result.status, EXIT_OK, output=result.output,
                  epsilon_spent=0 if result.status == "unchanged" else result.report.get("epsilon_spent"))
@@ -142,7 +154,7 @@ def _run_job(args, progress):
     from dataclasses import replace
 
     from dp_spark.jobs.config import load_config, run_date
-    from dp_spark.jobs.runner import plan_budget, run_job
+    from dp_spark.jobs.runner import existing_release, plan_budget, run_job
     from dp_spark.io.session import get_session
 
     with progress.stage("config"):
@@ -153,9 +165,39 @@ def _run_job(args, progress):
             raise DpSparkError("--force only applies to a run with a run date (--run-date or run_date)")
         plan_budget(cfg)  # fail on a bad split before starting Spark
     progress.context(job=cfg.algorithm, run_date=cfg.run_date)
+    if not args.force:
+        unchanged = existing_release(cfg, progress)  # a retried run answers without starting Spark
+        if unchanged is not None:
+            return unchanged
     with progress.stage("spark"):
-        spark = get_session(args.master, cfg.spark)
+        spark = get_session(args.master, cfg.spark, progress_bar=False if progress.json else None,
+                            jvm_stderr=progress.spark_log if progress.json else None)
     return run_job(cfg, spark, progress, force=args.force)
+
+
+@contextlib.contextmanager
+def json_usage_errors(argv: list[str]):
+    """With ``--log-format json`` among the arguments, a usage error (which argparse prints as
+    text, then exits 2) becomes the run's one JSON line, an ``end`` event."""
+    if not _asks_for_json(argv):
+        yield
+        return
+    from dp_spark.core.progress import Progress
+
+    usage = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(usage):
+            yield
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            lines = usage.getvalue().strip().splitlines() or ["invalid arguments"]
+            Progress(log_format="json").end("bad_input", EXIT_INPUT, error=lines[-1])
+        raise
+
+
+def _asks_for_json(argv: list[str]) -> bool:
+    pairs = zip(argv, argv[1:])
+    return "--log-format=json" in argv or any(a == "--log-format" and b == "json" for a, b in pairs)
 
 
 def generate(args) -> int:

@@ -5,8 +5,11 @@ In JSON mode every line is an object with ``ts`` (UTC), ``elapsed_s`` and ``even
 - ``{"event": "stage", "stage": "read", "status": "ok" | "failed", "seconds": 1.23}`` when a stage
   ends, and ``{"event": "stage", "stage": "read", "status": "started"}`` when it starts;
 - ``{"event": "message", "message": "..."}`` for the same messages the text mode prints;
+- ``{"event": "spark_log", "line": "..."}`` for each line the driver JVM writes to stderr (Spark's
+  log at WARN and above, Java's own warnings), and ``{"event": "python_log", "level": "WARNING",
+  "logger": "py.warnings", "message": "..."}`` for Python warnings and log records;
 - ``{"event": "end", "status": "released" | "unchanged" | "refused" | "error" | ..., "exit_code": 0}``
-  once, last.
+  once, last: anything after it is dropped, so that a scheduler can stop reading there.
 
 Context given to :meth:`Progress.context` (job, output, run date) is repeated on every line, so
 lines from several jobs in one log can be told apart.
@@ -17,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import logging
 import sys
+import threading
 import time
 
 FORMATS = ("text", "json")
@@ -33,6 +38,8 @@ class Progress:
         self.json = log_format == "json"
         self.started = time.monotonic()
         self.fields: dict = {}
+        self.ended = False
+        self._lock = threading.Lock()  # the JVM's lines arrive on another thread
 
     def context(self, **fields) -> None:
         self.fields.update({k: v for k, v in fields.items() if v is not None})
@@ -43,7 +50,36 @@ class Progress:
     def _emit(self, event: str, **fields) -> None:
         line = {"ts": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
                 "elapsed_s": round(self._elapsed(), 3), "event": event, **self.fields, **fields}
-        print(json.dumps(line, default=str), file=self.stream or sys.stderr, flush=True)
+        text = json.dumps(line, default=str)
+        with self._lock:
+            if self.ended:
+                return
+            self.ended = event == "end"
+            print(text, file=self.stream or sys.stderr, flush=True)
+
+    def spark_log(self, line: str) -> None:
+        """A line the driver JVM wrote to stderr: an event of its own in JSON mode."""
+        if self.json:
+            self._emit("spark_log", line=line)
+        else:
+            print(line, file=self.stream or sys.stderr, flush=True)
+
+    @contextlib.contextmanager
+    def python_logs(self):
+        """In JSON mode, Python warnings and log records (which would otherwise print text on
+        stderr) become ``python_log`` events while the block runs."""
+        if not self.json:
+            yield
+            return
+        handler = _EventHandler(self)
+        root = logging.getLogger()
+        root.addHandler(handler)
+        logging.captureWarnings(True)
+        try:
+            yield
+        finally:
+            logging.captureWarnings(False)
+            root.removeHandler(handler)
 
     def __call__(self, message: str) -> None:
         if self.json:
@@ -70,6 +106,19 @@ class Progress:
         """The last line of a run (JSON mode only: text mode has said it all already)."""
         if self.json:
             self._emit("end", status=status, exit_code=exit_code, **fields)
+
+
+class _EventHandler(logging.Handler):
+    def __init__(self, progress: Progress):
+        super().__init__(logging.WARNING)
+        self.progress = progress
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage().strip()
+        except Exception:  # noqa: BLE001 - a bad format string must not end the run
+            message = str(record.msg)
+        self.progress._emit("python_log", level=record.levelname, logger=record.name, message=message)
 
 
 def stage(progress, name: str):

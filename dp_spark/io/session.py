@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from dp_spark.errors import DpSparkError
@@ -15,7 +18,6 @@ from dp_spark.errors import DpSparkError
 DEFAULT_SPARK_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
-    "spark.ui.showConsoleProgress": "true",
     # PySpark otherwise sends each Column operation's Python call site to the JVM (for error
     # messages): ten JVM calls instead of one, 2,027 instead of 837 in one HPA run.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
@@ -23,6 +25,65 @@ DEFAULT_SPARK_CONF = {
     # no SparkContext.setLogLevel).
     "spark.log.level": "WARN",
 }
+
+# Spark's own log at WARN without the start-up noise: installed for the driver JVM that
+# get_session launches; under spark-submit the site passes it (docs/scheduled_runs.md).
+LOG4J2_FILE = Path(__file__).with_name("log4j2.properties")
+LOG4J2_OPTION = "log4j2.configurationFile"
+
+
+def console_progress(stderr=None) -> bool:
+    """Whether Spark's console progress bar is wanted: only on a terminal. Its carriage-return
+    redraws would glue themselves to the lines a scheduler or a log file collects."""
+    stream = sys.stderr if stderr is None else stderr
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def site_log4j2_config(settings: dict[str, str], environ=os.environ) -> bool:
+    """Whether the site configures Spark's log itself (a -Dlog4j2.configurationFile in
+    SPARK_SUBMIT_OPTS or the driver's Java options, or a log4j2 file in its Spark conf dir);
+    then dp-spark leaves the log alone."""
+    options = [environ.get("SPARK_SUBMIT_OPTS", ""), settings.get("spark.driver.extraJavaOptions", ""),
+               settings.get("spark.driver.defaultJavaOptions", "")]
+    if any(LOG4J2_OPTION in option for option in options):
+        return True
+    conf_dirs = [environ.get("SPARK_CONF_DIR")] + ([f"{environ['SPARK_HOME']}/conf"] if environ.get("SPARK_HOME") else [])
+    return any(Path(d, name).is_file() for d in conf_dirs if d
+               for name in ("log4j2.properties", "log4j2.xml", "log4j2.yaml", "log4j2.json"))
+
+
+def install_log4j2(settings: dict[str, str], environ=os.environ) -> bool:
+    """Point the driver JVM that pyspark is about to launch at LOG4J2_FILE (through
+    SPARK_SUBMIT_OPTS, which Spark's launcher adds to the JVM's options before a job's own
+    spark.driver.extraJavaOptions); False when the site configures the log itself."""
+    if site_log4j2_config(settings, environ):
+        return False
+    option = f"-D{LOG4J2_OPTION}={LOG4J2_FILE.as_uri()}"
+    environ["SPARK_SUBMIT_OPTS"] = f"{environ.get('SPARK_SUBMIT_OPTS', '')} {option}".strip()
+    return True
+
+
+def _pump_lines(stream, sink: Callable[[str], None]) -> None:
+    """Hand each line the JVM writes to ``sink``, until the JVM closes its end of the pipe."""
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        if line.strip():
+            sink(line)
+
+
+def _launch_jvm(master: str, app_name: str, settings: dict[str, str], stderr_sink: Callable[[str], None]) -> None:
+    """Start the driver JVM with its stderr on a pipe whose lines go to ``stderr_sink``: the JVM
+    writes some lines outside log4j ("WARNING: Using incubator modules", Java's own errors),
+    and its Python workers inherit the same stderr."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    conf = SparkConf().setMaster(master).setAppName(app_name).setAll(list(settings.items()))
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    threading.Thread(target=_pump_lines, args=(gateway.proc.stderr, stderr_sink), name="jvm-stderr",
+                     daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 def check_java() -> None:
@@ -50,9 +111,14 @@ def local_cores(master: str) -> int | None:
     return (os.cpu_count() or 1) if count == "*" else int(count)
 
 
-def get_session(master: str | None = None, conf: dict[str, str] | None = None, app_name: str = "dp-spark"):
+def get_session(master: str | None = None, conf: dict[str, str] | None = None, app_name: str = "dp-spark",
+                progress_bar: bool | None = None, jvm_stderr: Callable[[str], None] | None = None):
     """The active session, or a new one: ``master`` if given, else the master
-    spark-submit set, else ``local[*]``."""
+    spark-submit set, else ``local[*]``.
+
+    Spark's console progress bar is on when ``progress_bar`` says so, by default when stderr is a
+    terminal. A driver JVM launched here logs through LOG4J2_FILE (unless the site has its own),
+    and with ``jvm_stderr`` writes its stderr, line by line, to that callable instead of ours."""
     check_java()
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
@@ -67,6 +133,8 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None, a
     master = master or submitted.get("spark.master", "local[*]")
     builder = builder.master(master)
     defaults = dict(DEFAULT_SPARK_CONF)
+    show_bar = console_progress() if progress_bar is None else progress_bar
+    defaults["spark.ui.showConsoleProgress"] = "true" if show_bar else "false"
     cores = local_cores(master)
     if cores:
         # 200 shuffle partitions (Spark's default) cost more in task overhead than they
@@ -76,8 +144,12 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None, a
         # packages, not whatever "python3" is first on the PATH.
         if not submitted.contains("spark.pyspark.python"):
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    settings = {k: v for k, v in defaults.items() if not submitted.contains(k)}
-    for key, value in {**settings, **(conf or {})}.items():
+    settings = {**{k: v for k, v in defaults.items() if not submitted.contains(k)}, **(conf or {})}
+    if SparkContext._gateway is None:  # this call launches the driver JVM (not under spark-submit)
+        install_log4j2(settings)
+        if jvm_stderr is not None:
+            _launch_jvm(master, app_name, settings, jvm_stderr)
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     return spark

@@ -13,6 +13,7 @@ from fractions import Fraction
 
 from dp_spark.core.domain import ItemDomain, attribute_domain, item_domain, refuse_source_table
 from dp_spark.core.progress import Progress, stage
+from dp_spark.errors import ConfigError
 from dp_spark.families.base import Domains, plan_split
 from dp_spark.families.engine import Computed, compute
 from dp_spark.families.registry import family_of
@@ -88,6 +89,25 @@ def release_location(cfg: JobConfig) -> str:
     if cfg.run_date is None:
         return cfg.output
     return f"{cfg.output.rstrip('/')}/run_date={cfg.run_date}"
+
+
+def existing_release(cfg: JobConfig, progress=None) -> JobResult | None:
+    """The run date's release, status "unchanged", when its privacy.json is already there; found
+    through pyarrow.fs alone, so that a retried run answers without starting Spark. None (run the
+    job, whose plan checks again) when there is no run date, no release yet, or the location
+    cannot be read from here."""
+    if cfg.run_date is None:
+        return None
+    target = release_location(cfg)
+    try:
+        if not release_store.release_exists(None, target):
+            return None
+        report = release_store.read_report(None, target)
+    except (ConfigError, OSError, ValueError):  # unreachable, or a report being replaced: let the job decide
+        return None
+    (progress or Progress())(f"the release for run date {cfg.run_date} already exists at {target}: nothing to do "
+                             "and no budget spent (--force draws new noise and spends the budget again)")
+    return JobResult(target, report, {}, None, status="unchanged")
 
 
 def _release(cfg: JobConfig, spark, progress, target: str, run: dict) -> JobResult:
