@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+
 from dp_spark.cli.exits import EXIT_OK, one_line, status_of, to_stderr
-from dp_spark.errors import DpSparkError
+from dp_spark.errors import DpSparkError, Interrupted
 
 
 def _print_summary(result) -> None:
@@ -63,17 +67,46 @@ def _print_histogram(table, shown: int = 40) -> None:
         print(f"  {row.bin:>12} {count}")
 
 
+@contextlib.contextmanager
+def signals_interrupt(signals=(signal.SIGTERM, signal.SIGINT)):
+    """While the block runs, SIGTERM and SIGINT raise ``Interrupted`` in the main thread.
+
+    What schedulers send becomes an exception that unwinds like any failure: staging removed,
+    the output's lock released, the budget store's run marked failed, the ``end`` event logged.
+    Only the first signal raises; later ones are ignored so that the clean-up can finish (a
+    scheduler's SIGKILL after its grace period still ends it). Outside the main thread, where
+    Python cannot handle signals, the block runs with the handlers as they are.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+
+    def interrupt(signum, _frame):
+        if not received:
+            received.append(signum)
+            raise Interrupted(signum)
+
+    previous = {signum: signal.signal(signum, interrupt) for signum in signals}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def run(args) -> int:
     from dp_spark.core.progress import Progress
 
     progress = Progress(log_format=args.log_format)
     progress.context(config=args.config)
-    try:
-        result = _run_job(args, progress)
-    except BaseException as exc:
-        status, code = status_of(exc)
-        progress.end(status, code, error=one_line(exc))
-        raise
+    with signals_interrupt():
+        try:
+            result = _run_job(args, progress)
+        except BaseException as exc:
+            status, code = status_of(exc)
+            progress.end(status, code, error=one_line(exc))
+            raise
     progress.end(result.status, EXIT_OK, output=result.output,
                  epsilon_spent=0 if result.status == "unchanged" else result.report.get("epsilon_spent"))
     if result.status == "unchanged":
