@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 from dp_spark.core.privacy import BudgetExceeded
@@ -13,6 +14,8 @@ EXIT_OK, EXIT_RUNTIME, EXIT_INPUT, EXIT_BUDGET, EXIT_AUDIT = 0, 1, 2, 3, 4
 def status_of(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, Interrupted):
         return "interrupted", exc.exit_code
+    if isinstance(exc, KeyboardInterrupt):  # SIGINT outside dp-spark's handler (e.g. while Spark starts)
+        return "interrupted", 128 + signal.SIGINT
     if isinstance(exc, BudgetExceeded):
         return "refused", EXIT_BUDGET
     if isinstance(exc, DpSparkError):

@@ -20,6 +20,7 @@ Exit status, for people and schedulers alike:
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import traceback
 
@@ -121,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as exc:  # a BaseException: the run has already cleaned up on the way here
         print(f"dp-spark: interrupted: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:  # SIGINT where dp-spark's handler is not installed (another command, Spark's)
+        print("dp-spark: interrupted: stopped by SIGINT (signal 2)", file=sys.stderr)
+        return 128 + signal.SIGINT
     except BudgetExceeded as exc:
         print(f"dp-spark: budget refused: {exc}", file=sys.stderr)
         return EXIT_BUDGET

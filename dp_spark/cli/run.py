@@ -76,20 +76,38 @@ def signals_interrupt(signals=(signal.SIGTERM, signal.SIGINT)):
     Only the first signal raises; later ones are ignored so that the clean-up can finish (a
     scheduler's SIGKILL after its grace period still ends it). Outside the main thread, where
     Python cannot handle signals, the block runs with the handlers as they are.
+
+    Yields ``arm``, which installs the handlers again: call it after starting Spark, because a
+    classic session puts its own on SIGINT (it cancels the session's jobs, then raises
+    KeyboardInterrupt). Ours calls such a handler first, for either signal, so that Spark jobs in
+    flight are cancelled, then raises ``Interrupted``.
     """
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield lambda: None
         return
     received = []
+    installed_since = {}  # handlers others installed during the block (Spark's), called first
 
-    def interrupt(signum, _frame):
-        if not received:
-            received.append(signum)
-            raise Interrupted(signum)
+    def interrupt(signum, frame):
+        if received:
+            return
+        received.append(signum)
+        for handler in set(installed_since.values()):
+            with contextlib.suppress(BaseException):  # it raises KeyboardInterrupt once it has cancelled
+                handler(signum, frame)
+        raise Interrupted(signum)
 
-    previous = {signum: signal.signal(signum, interrupt) for signum in signals}
+    def arm():
+        for signum in signals:
+            current = signal.getsignal(signum)
+            if callable(current) and current not in (interrupt, previous[signum]):
+                installed_since[signum] = current
+            signal.signal(signum, interrupt)
+
+    previous = {signum: signal.getsignal(signum) for signum in signals}
+    arm()
     try:
-        yield
+        yield arm
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -100,9 +118,9 @@ def run(args) -> int:
 
     progress = Progress(log_format=args.log_format)
     progress.context(config=args.config)
-    with signals_interrupt():
+    with signals_interrupt() as arm_signals:
         try:
-            result = _run_job(args, progress)
+            result = _run_job(args, progress, arm_signals)
         except BaseException as exc:
             status, code = status_of(exc)
             progress.end(status, code, error=one_line(exc))
@@ -117,7 +135,7 @@ def run(args) -> int:
     return EXIT_OK
 
 
-def _run_job(args, progress):
+def _run_job(args, progress, arm_signals=lambda: None):
     from dataclasses import replace
 
     from dp_spark.jobs.config import load_config, run_date
@@ -134,6 +152,7 @@ def _run_job(args, progress):
     progress.context(job=cfg.algorithm, run_date=cfg.run_date)
     with progress.stage("spark"):
         spark = get_session(args.master, cfg.spark)
+        arm_signals()  # again: a classic session has put its own handler on SIGINT
     return run_job(cfg, spark, progress, force=args.force)
 
 
