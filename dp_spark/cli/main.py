@@ -11,10 +11,13 @@ Exit status, for people and schedulers alike:
   one line ``dp-spark: runtime error: ...``; the previous release is intact;
 - 4: ``dp-spark audit`` found a lower bound above the claimed ε.
 - 4 also: ``dp-spark audit-report`` found privacy.json differing on neighbouring inputs;
+- 2 also: another run of the same output and run date is in progress (its lock is held); nothing
+  charged, nothing written;
 - 128 + the signal's number (143 for SIGTERM, 130 for SIGINT): ``run`` was stopped by a signal;
   one line ``dp-spark: interrupted: ...``; the staging directory is removed, the previous release
-  is intact, a budget store that charged the run marks it failed (charge kept), and the JSON log
-  ends with its ``end`` event (status "interrupted").
+  is intact (or the new one, if it was already in place), a budget store that charged the run
+  marks it failed (charge kept), and the JSON log ends with its ``end`` event (status
+  "interrupted"). The SIGINT code also covers Ctrl-C in the other commands.
 """
 
 from __future__ import annotations
