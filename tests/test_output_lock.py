@@ -15,7 +15,7 @@ import pytest
 from pyarrow import fs as pafs
 
 from dp_spark.cli import main
-from dp_spark.errors import OutputBusy
+from dp_spark.errors import OutputBusy, PreflightError
 from dp_spark.io import output_lock, release_store
 from tests.test_scheduled_runs import job, store_runs
 
@@ -171,3 +171,12 @@ def test_a_run_takes_over_the_lock_a_killed_run_left(spark, tmp_path, capsys):
     assert main(["run", str(config), "--run-date", DATE]) == 0
     assert f"taking over the lock {lock} left by a run that did not finish" in capsys.readouterr().err
     assert not lock.exists() and [r["status"] for r in store_runs(tmp_path)] == ["released"]
+
+
+@pytest.mark.unit
+def test_a_file_where_the_output_directory_should_be_is_one_clear_error(tmp_path):
+    (tmp_path / "out").write_text("not a directory")
+    with pytest.raises(PreflightError, match=f"^{tmp_path / 'out'} exists and is a file, not a directory"):
+        with output_lock.held(str(tmp_path / "out" / f"run_date={DATE}")):
+            pass
+    assert (tmp_path / "out").read_text() == "not a directory"

@@ -126,6 +126,9 @@ def _made_parent(lock: release_store.Location):
     parent = lock.parent_path()
     created = []
     while not os.path.isdir(parent):
+        if os.path.exists(parent):
+            raise PreflightError(f"{parent} exists and is a file, not a directory: the output cannot be written "
+                                 "there")
         created.append(parent)
         parent = os.path.dirname(parent)
     try:
