@@ -10,19 +10,27 @@ Exit status, for people and schedulers alike:
 - 1: anything else went wrong at run time (Spark, the file system, a bug): the traceback, then
   one line ``dp-spark: runtime error: ...``; the previous release is intact;
 - 4: ``dp-spark audit`` found a lower bound above the claimed ε.
-- 4 also: ``dp-spark audit-report`` found privacy.json differing on neighbouring inputs.
+- 4 also: ``dp-spark audit-report`` found privacy.json differing on neighbouring inputs;
+- 2 also: another run of the same output and run date is in progress (its lock is held); nothing
+  charged, nothing written;
+- 128 + the signal's number (143 for SIGTERM, 130 for SIGINT): ``run`` was stopped by a signal;
+  one line ``dp-spark: interrupted: ...``; the staging directory is removed, the previous release
+  is intact (or the new one, if it was already in place), a budget store that charged the run
+  marks it failed (charge kept), and the JSON log ends with its ``end`` event (status
+  "interrupted"). The SIGINT code also covers Ctrl-C in the other commands.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import traceback
 
 from dp_spark.cli import budget, measure, plan, run
 from dp_spark.cli.exits import EXIT_BUDGET, EXIT_INPUT, EXIT_RUNTIME, one_line
 from dp_spark.core.privacy import BudgetExceeded
-from dp_spark.errors import DpSparkError
+from dp_spark.errors import DpSparkError, Interrupted
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -117,6 +125,12 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
+    except Interrupted as exc:  # a BaseException: the run has already cleaned up on the way here
+        print(f"dp-spark: interrupted: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:  # SIGINT where dp-spark's handler is not installed (another command, Spark's)
+        print("dp-spark: interrupted: stopped by SIGINT (signal 2)", file=sys.stderr)
+        return 128 + signal.SIGINT
     except BudgetExceeded as exc:
         print(f"dp-spark: budget refused: {exc}", file=sys.stderr)
         return EXIT_BUDGET

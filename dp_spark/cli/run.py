@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import signal
+import threading
 import traceback
 
 from dp_spark.cli.exits import EXIT_INPUT, EXIT_OK, EXIT_RUNTIME, one_line, status_of, to_stderr
-from dp_spark.errors import DpSparkError
+from dp_spark.errors import DpSparkError, Interrupted
 
 
 def _print_summary(result) -> None:
@@ -121,23 +123,70 @@ def _print_histogram(table, plus: str = "", shown: int = 40) -> None:
         print(f"  {row.bin:>12} {count}{plus}")
 
 
+@contextlib.contextmanager
+def signals_interrupt(signals=(signal.SIGTERM, signal.SIGINT)):
+    """While the block runs, SIGTERM and SIGINT raise ``Interrupted`` in the main thread.
+
+    What schedulers send becomes an exception that unwinds like any failure: staging removed,
+    the output's lock released, the budget store's run marked failed, the ``end`` event logged.
+    Only the first signal raises; later ones are ignored so that the clean-up can finish (a
+    scheduler's SIGKILL after its grace period still ends it). Outside the main thread, where
+    Python cannot handle signals, the block runs with the handlers as they are.
+
+    Yields ``arm``, which installs the handlers again: call it after starting Spark, because a
+    classic session puts its own on SIGINT (it cancels the session's jobs, then raises
+    KeyboardInterrupt). Ours calls such a handler first, for either signal, so that Spark jobs in
+    flight are cancelled, then raises ``Interrupted``.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    received = []
+    installed_since = {}  # handlers others installed during the block (Spark's), called first
+
+    def interrupt(signum, frame):
+        if received:
+            return
+        received.append(signum)
+        for handler in set(installed_since.values()):
+            with contextlib.suppress(BaseException):  # it raises KeyboardInterrupt once it has cancelled
+                handler(signum, frame)
+        raise Interrupted(signum)
+
+    def arm():
+        for signum in signals:
+            current = signal.getsignal(signum)
+            if callable(current) and current not in (interrupt, previous[signum]):
+                installed_since[signum] = current
+            signal.signal(signum, interrupt)
+
+    previous = {signum: signal.getsignal(signum) for signum in signals}
+    arm()
+    try:
+        yield arm
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def run(args) -> int:
     from dp_spark.core.progress import Progress
 
     progress = Progress(log_format=args.log_format)
     progress.context(config=args.config)
-    with progress.python_logs():  # JSON mode: Python's warnings too are events, also while summing up
-        return _run_and_end(args, progress)
+    # JSON mode: Python's warnings too are events, also while summing up.
+    with progress.python_logs(), signals_interrupt() as arm_signals:
+        return _run_and_end(args, progress, arm_signals)
 
 
-def _run_and_end(args, progress) -> int:
+def _run_and_end(args, progress, arm_signals) -> int:
     try:
-        result = _run_job(args, progress)
+        result = _run_job(args, progress, arm_signals)
     except BaseException as exc:
         status, code = status_of(exc)
         details = {"traceback": traceback.format_exc()} if code == EXIT_RUNTIME else {}
         progress.end(status, code, error=one_line(exc), **details)
-        if progress.json and isinstance(exc, Exception):
+        if progress.json and isinstance(exc, (Exception, Interrupted, KeyboardInterrupt)):
             return code  # said in the end event; more text on stderr would break the JSON lines
         raise
     progress.end(result.status, EXIT_OK, output=result.output,
@@ -150,7 +199,7 @@ def _run_and_end(args, progress) -> int:
     return EXIT_OK
 
 
-def _run_job(args, progress):
+def _run_job(args, progress, arm_signals=lambda: None):
     from dataclasses import replace
 
     from dp_spark.jobs.config import load_config, run_date
@@ -172,6 +221,7 @@ def _run_job(args, progress):
     with progress.stage("spark"):
         spark = get_session(args.master, cfg.spark, progress_bar=False if progress.json else None,
                             jvm_stderr=progress.spark_log if progress.json else None)
+        arm_signals()  # again: a classic session has put its own handler on SIGINT
     return run_job(cfg, spark, progress, force=args.force)
 
 

@@ -17,7 +17,7 @@ from dp_spark.errors import ConfigError
 from dp_spark.families.base import Domains, plan_split
 from dp_spark.families.engine import Computed, compute
 from dp_spark.families.registry import family_of
-from dp_spark.io import checkins, release_store, sources
+from dp_spark.io import checkins, output_lock, release_store, sources
 from dp_spark.jobs import budget_store
 from dp_spark.jobs.config import JobConfig
 
@@ -125,8 +125,15 @@ def run_job(cfg: JobConfig, spark, progress=None, force: bool = False) -> JobRes
     The output location and the budget store are checked before any record is read. With a run
     date, a release that already exists is left alone (status "unchanged", nothing spent) unless
     ``force``, which draws fresh noise, replaces it, and is charged like any other run.
+    One run per output and run date at a time: the location's lock (io/output_lock.py) is held
+    from before the plan's checks to the end, so a second run stops before it is charged.
     """
     progress = progress or Progress()
+    with output_lock.held(release_location(cfg), progress):
+        return _run_job_locked(cfg, spark, progress, force)
+
+
+def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
     target = release_location(cfg)
     if cfg.seed is not None:
         progress("WARNING: fixed seed: this release is for testing only and NOT private (whoever learns the "

@@ -1,0 +1,168 @@
+"""SIGTERM and SIGINT during ``dp-spark run``: the run is marked failed in the budget store, its
+staging directory removed, the previous release left intact, the JSON log ends with ``end``, and
+the exit code is 128 + the signal's number.
+
+The subprocess tests send the signal to a real ``dp-spark run`` (the driver process, as a
+scheduler does); one pauses the job after it has staged its first table, so that the signal lands
+mid-write every time, and runs a second job on the same output meanwhile.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dp_spark.cli import main
+from dp_spark.cli.run import signals_interrupt
+from dp_spark.errors import Interrupted
+from dp_spark.io import release_store
+from tests.test_crash_safety import with_timeout_kill
+from tests.test_scheduled_runs import job, store_runs
+
+DATE = "2026-11-20"
+ROOT = Path(__file__).resolve().parents[1]
+# `dp-spark` with its write paused for good after the first table is staged (and a line saying so).
+PAUSED_AFTER_FIRST_TABLE = """
+import json, sys, time
+from dp_spark.io import release_store
+write_table = release_store._write_table
+def write_then_pause(spark, frame, table):
+    write_table(spark, frame, table)
+    print(json.dumps({"event": "paused", "table": table.path}), file=sys.stderr, flush=True)
+    time.sleep(600)
+release_store._write_table = write_then_pause
+from dp_spark.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def hidden_leftovers(out: Path) -> list[str]:
+    return sorted(p.name for p in out.iterdir() if p.name.startswith("."))
+
+
+def previous_release(tmp_path: Path) -> tuple[Path, str]:
+    config = job(tmp_path, cap=10)
+    config.write_text(config.read_text().replace("[source]", "[spark]\n\"spark.ui.enabled\" = false\n[source]"))
+    assert main(["run", str(config), "--run-date", DATE]) == 0
+    return config, (tmp_path / "out" / f"run_date={DATE}" / "privacy.json").read_text()
+
+
+def start(config: Path, *python: str) -> subprocess.Popen:
+    command = [sys.executable, *python, "run", str(config), "--run-date", DATE, "--force", "--log-format", "json",
+               "--master", "local[1]"]
+    return subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT,
+                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def events_until(process: subprocess.Popen, wanted) -> list[dict]:
+    """The JSON lines of the process's log up to the first one ``wanted`` accepts (or its end)."""
+    seen = []
+    for line in process.stderr:
+        if line.startswith("{"):
+            seen.append(json.loads(line))
+            if wanted(seen[-1]) or seen[-1]["event"] == "end":
+                break
+    return seen
+
+
+def check_interrupted(tmp_path: Path, process: subprocess.Popen, signum: int, previous: str) -> list[dict]:
+    """After the signal: exit code, last log lines, store, output. Returns the rest of the log."""
+    rest = process.stderr.read().splitlines()
+    with_timeout_kill(process)
+    assert process.returncode == 128 + signum, rest[-5:]
+    name = signal.Signals(signum).name
+    assert rest[-1] == f"dp-spark: interrupted: stopped by {name} (signal {signum})"
+    end = json.loads([line for line in rest if line.startswith("{")][-1])
+    assert (end["event"], end["status"], end["exit_code"]) == ("end", "interrupted", 128 + signum)
+
+    first, interrupted = store_runs(tmp_path)
+    assert first["status"] == "released"
+    assert interrupted["status"] == "failed" and name in interrupted["error"] and interrupted["forced"]
+    out = tmp_path / "out"
+    assert hidden_leftovers(out) == []  # no staging directory, no lock
+    assert (out / f"run_date={DATE}" / "privacy.json").read_text() == previous
+    return [json.loads(line) for line in rest if line.startswith("{")]
+
+
+@pytest.mark.system
+def test_sigterm_mid_write_cleans_up_and_a_concurrent_run_is_refused(spark, tmp_path, capsys):
+    config, previous = previous_release(tmp_path)
+    process = start(config, "-c", PAUSED_AFTER_FIRST_TABLE)
+    try:
+        seen = events_until(process, lambda e: e["event"] == "paused")
+        assert seen[-1]["event"] == "paused", seen[-3:]
+        staging = Path(seen[-1]["table"]).parent
+        assert staging.name.startswith(f".run_date={DATE}.tmp-") and staging.is_dir()
+
+        # Meanwhile a second run of the same output and date: refused before its charge.
+        capsys.readouterr()
+        assert main(["run", str(config), "--run-date", DATE, "--force"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert f"another run is writing {staging.parent / f'run_date={DATE}'} (pid {process.pid} on host" in err
+        assert [r["status"] for r in store_runs(tmp_path)] == ["released", "charged"]
+
+        os.kill(process.pid, signal.SIGTERM)
+        check_interrupted(tmp_path, process, signal.SIGTERM, previous)
+    finally:
+        with_timeout_kill(process)
+    assert not staging.exists()
+    assert main(["run", str(config), "--run-date", DATE, "--force"]) == 0  # the lock was released
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("stage, signum", [("read", signal.SIGTERM), ("release", signal.SIGINT),
+                                           ("write", signal.SIGTERM)])
+def test_a_signal_at_a_stage_of_a_real_run(spark, tmp_path, stage, signum):
+    """The plain command, signalled when its log says ``stage`` started (Spark may be mid-job)."""
+    config, previous = previous_release(tmp_path)
+    process = start(config, "-m", "dp_spark.cli")
+    try:
+        seen = events_until(process, lambda e: e.get("stage") == stage and e["status"] == "started")
+        assert seen[-1].get("stage") == stage, seen[-3:]
+        os.kill(process.pid, signum)
+        rest = check_interrupted(tmp_path, process, signum, previous)
+    finally:
+        with_timeout_kill(process)
+    assert [e["event"] for e in rest].count("end") == 1
+
+
+def test_a_signal_in_process_ends_the_json_log_and_marks_the_run_failed(spark, tmp_path, capsys, monkeypatch):
+    config, previous = previous_release(tmp_path)
+    write_table = release_store._write_table
+
+    def write_then_signal(spark, frame, table):
+        write_table(spark, frame, table)
+        os.kill(os.getpid(), signal.SIGTERM)  # handled at the next bytecode: mid-write
+
+    monkeypatch.setattr(release_store, "_write_table", write_then_signal)
+    capsys.readouterr()
+    assert main(["run", str(config), "--run-date", DATE, "--force", "--log-format", "json"]) == 143
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "dp-spark: interrupted: stopped by SIGTERM (signal 15)"
+    stages = [json.loads(line) for line in err[:-1]]
+    assert [e for e in stages if e.get("status") == "failed"][0]["stage"] == "write"
+    assert stages[-1]["event"] == "end" and stages[-1]["exit_code"] == 143
+    [_, interrupted] = store_runs(tmp_path)
+    assert interrupted["status"] == "failed" and interrupted["error"] == "Interrupted: stopped by SIGTERM (signal 15)"
+    assert hidden_leftovers(tmp_path / "out") == []
+    assert (tmp_path / "out" / f"run_date={DATE}" / "privacy.json").read_text() == previous
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the CLI put the handler back
+
+
+@pytest.mark.unit
+def test_only_the_first_signal_raises_and_the_handlers_are_restored():
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(Interrupted) as raised:
+        with signals_interrupt():
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                pytest.fail("the signal did not raise")
+            finally:
+                os.kill(os.getpid(), signal.SIGTERM)  # during the clean-up: ignored
+                cleaned_up = True
+    assert cleaned_up and raised.value.signum == signal.SIGINT and raised.value.exit_code == 130
+    assert signal.getsignal(signal.SIGINT) is before and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
