@@ -75,8 +75,8 @@ def check_interrupted(tmp_path: Path, process: subprocess.Popen, signum: int, pr
     with_timeout_kill(process)
     assert process.returncode == 128 + signum, rest[-5:]
     name = signal.Signals(signum).name
-    assert rest[-1] == f"dp-spark: interrupted: stopped by {name} (signal {signum})"
-    end = json.loads([line for line in rest if line.startswith("{")][-1])
+    end = json.loads(rest[-1])  # JSON mode: the end event is the last line, with no text after it
+    assert end["error"] == f"stopped by {name} (signal {signum})"
     assert (end["event"], end["status"], end["exit_code"]) == ("end", "interrupted", 128 + signum)
 
     first, interrupted = store_runs(tmp_path)
@@ -142,8 +142,8 @@ def test_a_signal_in_process_ends_the_json_log_and_marks_the_run_failed(spark, t
     capsys.readouterr()
     assert main(["run", str(config), "--run-date", DATE, "--force", "--log-format", "json"]) == 143
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == "dp-spark: interrupted: stopped by SIGTERM (signal 15)"
-    stages = [json.loads(line) for line in err[:-1]]
+    stages = [json.loads(line) for line in err]  # JSON only: no text line after the end event
+    assert stages[-1]["error"] == "stopped by SIGTERM (signal 15)"
     assert [e for e in stages if e.get("status") == "failed"][0]["stage"] == "write"
     assert stages[-1]["event"] == "end" and stages[-1]["exit_code"] == 143
     [_, interrupted] = store_runs(tmp_path)
