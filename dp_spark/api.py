@@ -177,7 +177,7 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
 
 def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: str | None, items: Any,
                     attributes: Any, epsilon, epsilon_split, seed, budget, progress) -> Release:
-    domains = Domains(_items(items), _attributes(attributes))
+    domains = Domains(None if items is None else _items(items), _attributes(attributes))  # None: user_histogram
     if (attribute is None) != (domains.attributes is None):
         raise ConfigError("give both attribute (the column) and attributes (its public values), or neither")
     records = with_record_id(_standard_columns(df, {"user_id": privacy_unit, "item_id": item, "attr": attribute}))
@@ -239,10 +239,11 @@ gs = _baseline("gs")
 gs.__doc__ = "Paper 000's GS: as :func:`lpa`, published by grouping and smoothing."
 
 
-def user_histogram(df, *, items, quantity, bins, epsilon, privacy_unit="user_id", item="item_id",
+def user_histogram(df, *, quantity, bins, epsilon, items=None, privacy_unit="user_id", item="item_id",
                    publisher="laplace", publisher_options=None, seed=None, budget=None, progress=None) -> Release:
     """How many users have how many records (``quantity="records"``) or distinct items
-    (``"distinct_items"``), in public ``bins`` (increasing edges, the last bin open-ended)."""
+    (``"distinct_items"``), in public ``bins`` (increasing edges, the last bin open-ended).
+    ``items``, if given, keeps only records of those items; without it every record counts."""
     params = HistogramParams(quantity, bins, publisher, dict(publisher_options or {}))
     return _record_release(params, df, privacy_unit, item, None, items, None, epsilon, None, seed, budget, progress)
 

@@ -293,7 +293,9 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
         raise ConfigError("domain.records and privacy.gamma are FRAPP settings; set algorithm.name = 'frapp'")
 
     domain = raw.get("domain", {})
-    items = require(domain, "items", "domain")
+    # A family that only filters by the item domain may go without one: then every record counts.
+    items = domain.get("items", {}) if family is not None and family.item_domain_optional \
+        else require(domain, "items", "domain")
     if not isinstance(items, dict):
         raise ConfigError("domain.items must be a table such as { range = [1, 17770] }")
     attributes = domain.get("attributes")
