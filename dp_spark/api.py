@@ -267,14 +267,16 @@ def dpsense_s(df, *, items, epsilon, theta_max=256, limit="normalize", privacy_u
 
 def location_entropy(df, *, locations, epsilon, M=5, C=5, variant="limit", k=50, xi=1e-3, delta=1e-8,
                      outputs=("entropy",), privacy_unit="user_id", location="location_id", visits=None, time=None,
-                     epsilon_split=None, seed=None, budget=None, progress=None) -> Release:
+                     location_choice="first_visit", epsilon_split=None, seed=None, budget=None,
+                     progress=None) -> Release:
     """The entropy of each public location's visits (paper 004), each user bounded to ``M``
     locations and ``C`` visits at each. Rows are check-ins: one visit each, or ``visits`` of
-    them; ``time`` orders a user's check-ins for the choice of its M locations."""
-    params = EntropyParams(variant, M, C, k, xi, delta, tuple(outputs))
+    them; ``time`` orders a user's check-ins for the choice of its M locations (needed when a user
+    has more than M, unless ``location_choice="random"`` keeps a uniformly random M)."""
+    params = EntropyParams(variant, M, C, k, xi, delta, tuple(outputs), location_choice)
     domains = Domains(_items(locations, "locations"))
     records = checkins.standard_checkins(_standard_columns(
-        df, {"user_id": privacy_unit, "item_id": location, "time": time, "visits": visits}))
+        df, {"user_id": privacy_unit, "item_id": location, "time": time, "visits": visits}), time or "time")
     return _release(family_of("entropy"), params, records, domains, epsilon, epsilon_split, seed, budget, progress)
 
 

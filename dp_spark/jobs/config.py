@@ -46,7 +46,7 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
                 "epsilon_counts", "epsilon_entropy", "epsilon_visits", "epsilon_users", "delta"),
     "algorithm": ("name", "l", "d", "m", "consistent", "quantity", "bins", "theta_max", "limit", "variant",
                   "locations_per_user", "visits_per_location", "k", "xi", "outputs", "scheme", "sup_min",
-                  "records_per_user", "cp_k", "cp_rho"),
+                  "records_per_user", "cp_k", "cp_rho", "location_choice"),
     "publisher": ("name", "k", "grid_bits", "rho", "eta", "delta", "ranking_share", "reproduce_paper"),
 }
 EPSILON_PARTS = ("epsilon_popularity", "epsilon_items", "epsilon_edges", "epsilon_theta", "epsilon_counts",
