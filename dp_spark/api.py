@@ -216,7 +216,7 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
 
 def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: str | None, items: Any,
                     attributes: Any, epsilon, epsilon_split, seed, budget, progress) -> Release:
-    domains = Domains(_items(items), _attributes(attributes))
+    domains = Domains(None if items is None else _items(items), _attributes(attributes))  # None: user_histogram
     if (attribute is None) != (domains.attributes is None):
         raise ConfigError("give both attribute (the column) and attributes (its public values), or neither")
     if isinstance(df, _Planning):
@@ -280,10 +280,11 @@ gs = _baseline("gs")
 gs.__doc__ = "Paper 000's GS: as :func:`lpa`, published by grouping and smoothing."
 
 
-def user_histogram(df, *, items, quantity, bins, epsilon, privacy_unit="user_id", item="item_id",
+def user_histogram(df, *, quantity, bins, epsilon, items=None, privacy_unit="user_id", item="item_id",
                    publisher="laplace", publisher_options=None, seed=None, budget=None, progress=None) -> Release:
     """How many users have how many records (``quantity="records"``) or distinct items
-    (``"distinct_items"``), in public ``bins`` (increasing edges, the last bin open-ended)."""
+    (``"distinct_items"``), in public ``bins`` (increasing edges, the last bin open-ended).
+    ``items``, if given, keeps only records of those items; without it every record counts."""
     params = HistogramParams(quantity, bins, publisher, dict(publisher_options or {}))
     return _record_release(params, df, privacy_unit, item, None, items, None, epsilon, None, seed, budget, progress)
 
@@ -307,16 +308,18 @@ def dpsense_s(df, *, items, epsilon, theta_max=256, limit="normalize", privacy_u
 
 def location_entropy(df, *, locations, epsilon, M=5, C=5, variant="limit", k=50, xi=1e-3, delta=1e-8,
                      outputs=("entropy",), privacy_unit="user_id", location="location_id", visits=None, time=None,
-                     epsilon_split=None, seed=None, budget=None, progress=None) -> Release:
+                     location_choice="first_visit", epsilon_split=None, seed=None, budget=None,
+                     progress=None) -> Release:
     """The entropy of each public location's visits (paper 004), each user bounded to ``M``
     locations and ``C`` visits at each. Rows are check-ins: one visit each, or ``visits`` of
-    them; ``time`` orders a user's check-ins for the choice of its M locations."""
-    params = EntropyParams(variant, M, C, k, xi, delta, tuple(outputs))
+    them; ``time`` orders a user's check-ins for the choice of its M locations (needed when a user
+    has more than M, unless ``location_choice="random"`` keeps a uniformly random M)."""
+    params = EntropyParams(variant, M, C, k, xi, delta, tuple(outputs), location_choice)
     domains = Domains(_items(locations, "locations"))
     if isinstance(df, _Planning):
         return _plan(family_of("entropy"), params, domains, epsilon, epsilon_split, df)
     records = checkins.standard_checkins(_standard_columns(
-        df, {"user_id": privacy_unit, "item_id": location, "time": time, "visits": visits}))
+        df, {"user_id": privacy_unit, "item_id": location, "time": time, "visits": visits}), time or "time")
     return _release(family_of("entropy"), params, records, domains, epsilon, epsilon_split, seed, budget, progress)
 
 

@@ -35,6 +35,7 @@ from dp_spark.errors import DpSparkError, Interrupted
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dp-spark", description="Differentially private statistics on Spark.")
+    parser.add_argument("--version", action="version", version=_versions())
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run a job described by a TOML config")
@@ -113,6 +114,17 @@ def _parser() -> argparse.ArgumentParser:
                               "local directory, removed afterwards")
     audit_report.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
     return parser
+
+
+def _versions() -> str:
+    """dp-spark's version and the installed PySpark's, read without starting Spark."""
+    from dp_spark.version import __version__
+
+    try:  # the module, not the package metadata: under spark-submit PySpark comes from SPARK_HOME
+        from pyspark import __version__ as pyspark
+    except ImportError:
+        pyspark = "not installed"
+    return f"dp-spark {__version__} (PySpark {pyspark})"
 
 
 COMMANDS = {"run": run.run, "generate": run.generate, "bench": measure.bench, "evaluate": measure.evaluate,

@@ -104,8 +104,17 @@ def as_epsilon(value: object, name: str = "epsilon") -> Fraction:
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{name} must be finite, got {value!r}")
     if eps <= 0:
-        raise ConfigError(f"{name} must be > 0, got {value!r}")
-    return eps.limit_denominator(10**9)
+        raise ConfigError(f"{name} must be > 0, got {_plain(value)}")
+    kept = eps.limit_denominator(10**9)
+    if kept <= 0:  # below 5e-10: it would become 0 and fail later, or spend nothing
+        raise ConfigError(f"{name} = {_plain(value)} is too small: epsilons are kept as fractions with "
+                          "denominators up to 10^9")
+    return kept
+
+
+def _plain(value: object) -> str:
+    """A number as a reader writes it: 0 and 1/3, not Fraction(0, 1)."""
+    return str(value) if isinstance(value, Fraction) else repr(value)
 
 
 @dataclass(frozen=True)

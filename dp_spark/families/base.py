@@ -94,6 +94,7 @@ class Family:
     # visits) or "whole_records" (FRAPP: a record's own columns, and its user when known).
     reads: str = "records"
     uses_item_domain: bool = True  # FRAPP's domain is its attributes' values, in its parameters
+    item_domain_optional: bool = False  # without domain.items every record counts (user_histogram)
     # Whom a release protects, given the records it reads (FRAPP: whether they name their users).
     privacy_unit: Callable[[Any, Any], PrivacyUnit] = lambda params, records: USER_UNIT
     # The report's noise and domain sections, where a family's differ from the central counts'.

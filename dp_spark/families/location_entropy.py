@@ -17,6 +17,7 @@ import pandas as pd
 from dp_spark.aggregates.location_sums import location_sums
 from dp_spark.algorithms import location_entropy as le
 from dp_spark.algorithms import entropy_sensitivity
+from dp_spark.bounding.keys import new_salt
 from dp_spark.bounding.user_locations import bounded_pairs
 from dp_spark.core import accuracy
 from dp_spark.errors import ConfigError
@@ -24,11 +25,16 @@ from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, 
 from dp_spark.io.checkins import validate_checkins
 
 
+LOCATION_CHOICES = ("first_visit", "random")
+
+
 @dataclass(frozen=True)
 class EntropyParams:
     """``M`` (config: locations_per_user) and ``C`` (visits_per_location) are the public bounds;
     ``k`` is the crowd of the Limit-CB variants, ``xi`` the smoothness floor and ``delta`` the δ
-    of Limit-SS and Limit-CB-DP; ``outputs`` lists "entropy" and optionally "visits", "users"."""
+    of Limit-SS and Limit-CB-DP; ``outputs`` lists "entropy" and optionally "visits", "users".
+    ``location_choice``: which M locations a user with more keeps: its first M by first visit
+    ("first_visit", which needs the times), or a uniformly random M ("random")."""
 
     variant: str = "limit"
     M: int = 5
@@ -37,9 +43,13 @@ class EntropyParams:
     xi: float = 1e-3
     delta: float = 1e-8
     outputs: tuple[str, ...] = ("entropy",)
+    location_choice: str = "first_visit"
     algorithm: str = "entropy"
 
     def __post_init__(self):
+        if self.location_choice not in LOCATION_CHOICES:
+            raise ConfigError(f"algorithm.location_choice must be one of {', '.join(LOCATION_CHOICES)}, "
+                              f"got {self.location_choice!r}")
         if self.variant not in le.VARIANTS:
             raise ConfigError(f"algorithm.variant must be one of {', '.join(le.VARIANTS)}, got {self.variant!r}")
         positive_int(self.M, "algorithm.locations_per_user")
@@ -72,11 +82,13 @@ def entropy_table(items, release: le.EntropyRelease) -> pd.DataFrame:
 
 def run(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
     items = inputs.domains.items
-    records, diagnostics = validate_checkins(inputs.records, items)
+    by_time = params.location_choice == "first_visit"
+    records, diagnostics = validate_checkins(inputs.records, items, params.M if by_time else None)
     inputs.progress(f"{diagnostics['rows_read']:,} check-in rows read; bounding users to M = {params.M} locations "
                     f"and C = {params.C} visits")
     bounds = le.Bounds(params.M, params.C)
-    stats = le.stats_of(location_sums(bounded_pairs(records, bounds.M, bounds.C), items))
+    salt = None if by_time else new_salt(inputs.seed, "entropy_locations")
+    stats = le.stats_of(location_sums(bounded_pairs(records, bounds.M, bounds.C, salt), items))
     release = le.publish(stats, params.variant, bounds, inputs.split, inputs.budget, inputs.rng,
                          delta=params.delta, k=params.k, xi=params.xi)
     diagnostics = {**diagnostics, **release.diagnostics,
@@ -91,7 +103,7 @@ def _describe(params: EntropyParams, epsilon: Fraction, domains: Domains) -> str
 
 def _report_section(params: EntropyParams) -> dict:
     parameters = {"variant": params.variant, "M": params.M, "C": params.C, "k": params.k, "xi": params.xi,
-                  "delta": params.delta, "outputs": list(params.outputs)}
+                  "delta": params.delta, "outputs": list(params.outputs), "location_choice": params.location_choice}
     return {"parameters": parameters, "specification": le.SPEC_SECTIONS.get(params.variant),
             "post_processing": None, "publisher": None}
 
@@ -160,6 +172,7 @@ def from_config(c: ConfigTables) -> EntropyParams:
         C=algorithm.get("visits_per_location", 1000 if baseline else 5),
         k=algorithm.get("k", 50), xi=algorithm.get("xi", 1e-3), delta=c.privacy.get("delta", 1e-8),
         outputs=algorithm.get("outputs", ["entropy"]),
+        location_choice=algorithm.get("location_choice", "first_visit"),
     )
     for key in c.parts:
         if key.removeprefix("epsilon_") not in params.outputs:
@@ -173,7 +186,7 @@ FAMILY = Family(
     default_split=lambda params, epsilon, domains: le.default_split(epsilon, params.outputs),
     split_keys=lambda params, domains: tuple(f"epsilon_{name}" for name in params.outputs),
     run=run, describe=_describe, report_section=_report_section, from_config=from_config, reads="checkins",
-    config_keys=("variant", "locations_per_user", "visits_per_location", "k", "xi", "outputs"),
+    config_keys=("variant", "locations_per_user", "visits_per_location", "k", "xi", "outputs", "location_choice"),
     delta=lambda params: params.delta if params.spends_delta else 0.0, accuracy=_accuracy,
     not_private_warning=("WARNING: Limit-CB is only crowd-blending private, NOT differentially private; "
                          "privacy.json says why."),

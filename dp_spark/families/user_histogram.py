@@ -73,8 +73,28 @@ def run(params: HistogramParams, inputs: RunInputs) -> FamilyOutput:
 
 
 def _describe(params: HistogramParams, epsilon: Fraction, domains: Domains) -> str:
+    items = f"{len(domains.items):,} items" if domains.items is not None else "every item id counts (no item domain)"
     return (f"histogram of {histogram.QUANTITIES[params.quantity]} in {len(params.bins)} public bins with "
-            f"epsilon {float(epsilon):g}, publisher {params.publisher}; {len(domains.items):,} items")
+            f"epsilon {float(epsilon):g}, publisher {params.publisher}; {items}")
+
+
+NO_ITEM_DOMAIN = "none: every record counts, whatever its item id"
+
+
+def _domain_section(params: HistogramParams, domains: Domains) -> dict:
+    """The report's domain: the bins, and the item domain that filtered the records, if any."""
+    items = domains.items
+    if items is None:
+        item_part = {"items": NO_ITEM_DOMAIN, "item_count": None}
+    else:
+        item_part = {"items": items.description,
+                     **({"items_public_by_assertion": items.public_by_assertion} if items.public_by_assertion else {}),
+                     "item_count": len(items)}
+    return {**item_part, "attributes": None, **_extra_domain(params)}
+
+
+def _extra_domain(params: HistogramParams) -> dict:
+    return {"bins": f"{len(params.bins)} public bins from the config, the last open-ended"}
 
 
 def _report_section(params: HistogramParams) -> dict:
@@ -116,6 +136,5 @@ def from_config(c: ConfigTables) -> HistogramParams:
 FAMILY = Family(name="user_histogram", algorithms=("user_histogram",), params_type=HistogramParams,
                 default_split=_split, split_keys=lambda params, domains: ("epsilon_histogram",), run=run,
                 describe=_describe, report_section=_report_section, from_config=from_config,
-                config_keys=("quantity", "bins"), accuracy=_accuracy,
-                extra_domain=lambda params: {"bins": f"{len(params.bins)} public bins from the config, the last "
-                                                     "open-ended"})
+                config_keys=("quantity", "bins"), extra_domain=_extra_domain, domain_section=_domain_section,
+                item_domain_optional=True, accuracy=_accuracy)

@@ -63,26 +63,37 @@ def read_checkins(spark: SparkSession, source: SourceSpec) -> DataFrame:
         df = df.select(*[F.col(f"`{theirs}`").alias(ours) for ours, theirs in
                          {c: source.columns.get(c, c) for c in ("user_id", "item_id", "time", "visits")}.items()
                          if theirs in df.columns])
-    return sources.without_dropped_user(standard_checkins(df), source)
+    time_name = {"checkins-synthetic": "first_time"}.get(source.format, source.columns.get("time", "time"))
+    return sources.without_dropped_user(standard_checkins(df, time_name), source)
 
 
-def standard_checkins(df: DataFrame) -> DataFrame:
-    """[user_id, item_id, time (double or null), visits] from check-ins with our column names, of
-    which time (a number or a timestamp) and visits (default 1 a row) may be missing."""
+def standard_checkins(df: DataFrame, time_name: str = "time") -> DataFrame:
+    """[user_id, item_id, time (double or null), visits, time_raw] from check-ins with our column
+    names, of which time (a number or a timestamp) and visits (default 1 a row) may be missing.
+    ``time_raw`` is the time as given (a string; null without a time column), named ``time_name``
+    (the source's column) in its metadata, for :func:`validate_checkins`' messages."""
     for needed in ("user_id", "item_id"):
         if needed not in df.columns:
             raise DataError(f"the check-in source has no {needed} column (columns: {', '.join(df.columns)})")
     time = F.col("time") if "time" in df.columns else F.lit(None)
-    # Numbers keep their order; timestamps become seconds; anything else is no time at all.
+    # Numbers keep their order; timestamps become seconds; anything else is no time at all
+    # (validate_checkins refuses it when the time decides which locations a user keeps).
     as_time = F.coalesce(time.try_cast("double"), F.unix_timestamp(time.cast("string").try_cast("timestamp"))
                          .cast("double")) if "time" in df.columns else F.lit(None).cast("double")
     visits = F.col("visits") if "visits" in df.columns else F.lit(1)
-    return df.select("user_id", "item_id", as_time.alias("time"), visits.alias("visits"))
+    raw = time.cast("string").alias("time_raw", metadata={"source_column": time_name if "time" in df.columns
+                                                          else None})
+    return df.select("user_id", "item_id", as_time.alias("time"), visits.alias("visits"), raw)
 
 
-def validate_checkins(df: DataFrame, locations: ItemDomain) -> tuple[DataFrame, dict]:
+def validate_checkins(df: DataFrame, locations: ItemDomain, first_m: int | None = None) -> tuple[DataFrame, dict]:
     """Ids cast to long (null or non-integer ids are an error), visits checked (a positive
-    integer), rows outside the public location set dropped and counted (NOT private)."""
+    integer), rows outside the public location set dropped and counted (NOT private).
+
+    ``first_m``: the M of a job that keeps each user's first M locations by first visit (None
+    when time is not used). Then a time that is neither a number nor a timestamp is an error, and
+    so is a user with more than M locations of which one has no time: the choice would silently
+    fall to location ids (ALGORITHMS.md §7.3)."""
     _bad, user = validation._integer_problems(df, "user_id")
     _bad, item = validation._integer_problems(df, "item_id")
     visits = F.col("visits").try_cast("long")
@@ -94,6 +105,7 @@ def validate_checkins(df: DataFrame, locations: ItemDomain) -> tuple[DataFrame, 
         F.sum(item.isNull().cast("long")).alias("bad_items"),
         F.sum((visits.isNull() | (visits < 1)).cast("long")).alias("bad_visits"),
         F.sum((~inside).cast("long")).alias("outside"),
+        *_time_sums(df, first_m),
     ).first()
     if not stats["rows"]:
         raise DataError("the check-in source has no records")
@@ -103,7 +115,40 @@ def validate_checkins(df: DataFrame, locations: ItemDomain) -> tuple[DataFrame, 
     if stats["bad_visits"]:
         raise DataError(f"column visits has {stats['bad_visits']} values that are not positive integers")
     records = df.select(user.alias("user_id"), item.alias("item_id"), "time", visits.alias("visits")).where(inside)
+    if first_m is not None:
+        _refuse_unordered(df, records, stats, first_m)
     return records, {"rows_read": stats["rows"], "rows_outside_location_set": stats["outside"] - stats["bad_items"]}
+
+
+def _time_sums(df: DataFrame, first_m: int | None) -> list:
+    if first_m is None:
+        return []
+    unparsed = F.col("time_raw").isNotNull() & F.col("time").isNull()
+    return [F.sum(unparsed.cast("long")).alias("bad_times"), F.sum(F.col("time").isNull().cast("long")).alias("untimed")]
+
+
+def _refuse_unordered(df: DataFrame, records: DataFrame, stats, first_m: int) -> None:
+    """DataError when time cannot order what bounding keeps (see validate_checkins); the extra
+    pass over the pairs runs only when some check-in has no time."""
+    name = df.schema["time_raw"].metadata.get("source_column")
+    if stats["bad_times"]:
+        example = df.where(F.col("time_raw").isNotNull() & F.col("time").isNull()).select("time_raw").first()[0]
+        raise DataError(f"column {name} has {stats['bad_times']} values that are neither numbers nor timestamps, "
+                        f"e.g. {example!r} (of {stats['rows']} rows); each user's first M locations are chosen "
+                        "by time, so every check-in needs one")
+    if not stats["untimed"]:
+        return
+    firsts = records.groupBy("user_id", "item_id").agg(F.min("time").alias("first"))
+    users = firsts.groupBy("user_id").agg(F.count(F.lit(1)).alias("n"), F.count("first").alias("timed")) \
+        .where((F.col("n") > first_m) & (F.col("timed") < F.col("n"))).count()
+    if users:
+        missing = (f"the column {name} is empty in {stats['untimed']} of {stats['rows']} rows" if name
+                   else "the source has no time column")
+        who = "1 user has" if users == 1 else f"{users:,} users have"
+        raise DataError(f"{who} more than M = {first_m} locations, and {missing}: their first M by "
+                        "first visit are not known (they would silently be chosen by location id). Give every "
+                        "check-in a time (source.columns.time), or set algorithm.location_choice = \"random\" "
+                        "to keep a uniformly random M")
 
 
 # ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -151,8 +152,30 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None, a
             _launch_jvm(master, app_name, settings, jvm_stderr)
     for key, value in settings.items():
         builder = builder.config(key, value)
+    already_running = SparkContext._active_spark_context is not None
     spark = builder.getOrCreate()
+    if already_running:
+        warn_unapplied(spark, conf or {})
     return spark
+
+
+class SparkSettingNotApplied(UserWarning):
+    """A job's Spark setting that the session already running did not take."""
+
+
+def warn_unapplied(spark, conf: dict[str, str]) -> None:
+    """Warn about each of the job's settings the session does not hold: a session that already
+    existed keeps the settings it started with, except runtime SQL ones (e.g. executor memory
+    cannot change once the JVM is up)."""
+    started_with = spark.sparkContext.getConf()
+    for key, value in conf.items():
+        # A session already running copies every setting into its SQL conf, so spark.conf.get alone
+        # would say yes; only runtime SQL settings act there, the others acted (or not) at start.
+        held = spark.conf.get(key, None) if spark.conf.isModifiable(key) else started_with.get(key, None)
+        if held != value:
+            warnings.warn(f"Spark setting {key} = {value} not applied: the Spark session was already running "
+                          f"(it holds {held if held is not None else 'no value'}); give it when Spark starts "
+                          "(spark-submit --conf or spark-defaults.conf)", SparkSettingNotApplied, stacklevel=3)
 
 
 def is_connect(spark) -> bool:

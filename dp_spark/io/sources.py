@@ -8,6 +8,8 @@ re-runs a task. Bounding uses it to give every record its own sampling key.
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -40,6 +42,8 @@ def _read_raw(spark: SparkSession, source: SourceSpec) -> DataFrame:
         if source.format == "csv":
             reader = spark.read.option("sep", source.sep).option("header", source.header)
             df = reader.csv(source.path)
+            if source.header:
+                refuse_data_as_header(df.columns, source)
             if source.names:
                 if len(source.names) != len(df.columns):
                     raise DataError(
@@ -54,6 +58,32 @@ def _read_raw(spark: SparkSession, source: SourceSpec) -> DataFrame:
         where = source.path or source.table
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(f"cannot read source {where!r}: {first_line}") from None
+
+
+def refuse_data_as_header(names: list[str], source: SourceSpec) -> None:
+    """Raise DataError when a CSV read with a header has a first line that reads as data (numbers,
+    dates): the file has no header, and its first record would silently be taken as one."""
+    if any(name in source.columns.values() for name in names):
+        return  # the config names these columns: a header of numbers, but meant
+    fields = [name for name in names if not re.fullmatch(r"_c\d+", name)]  # Spark's names for empty fields
+    if fields and all(_reads_as_data(name) for name in fields):
+        raise DataError(f"{source.path!r} seems to have no header: its first line reads as data "
+                        f"({', '.join(names[:6])}{', ...' if len(names) > 6 else ''}) and would be dropped as one; "
+                        "set source.header = false and source.names = [...] (the column names)")
+
+
+def _reads_as_data(text: str) -> bool:
+    """Whether a header field is a number or an ISO date/time rather than a column name."""
+    try:
+        float(text)
+        return True
+    except ValueError:
+        pass
+    try:
+        dt.datetime.fromisoformat(text.strip())
+        return True
+    except ValueError:
+        return False
 
 
 def read_records(spark: SparkSession, source: SourceSpec, want_attr: bool) -> DataFrame:

@@ -44,7 +44,9 @@ def _integer_problems(df: DataFrame, column: str) -> tuple[Column, Column]:
     raise DataError(f"column {column} has type {field_type.simpleString()}; expected integer ids")
 
 
-def _in_item_domain(item: Column, items: ItemDomain) -> Column:
+def _in_item_domain(item: Column, items: ItemDomain | None) -> Column:
+    if items is None:  # no item domain (user_histogram may go without): every integer id counts
+        return F.lit(True)
     inside = item.between(*items.id_range) if items.id_range else item.isin(items.ids.tolist())
     return F.coalesce(inside, F.lit(False))
 

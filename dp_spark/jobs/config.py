@@ -46,7 +46,7 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
                 "epsilon_counts", "epsilon_entropy", "epsilon_visits", "epsilon_users", "delta"),
     "algorithm": ("name", "l", "d", "m", "consistent", "quantity", "bins", "theta_max", "limit", "variant",
                   "locations_per_user", "visits_per_location", "k", "xi", "outputs", "scheme", "sup_min",
-                  "records_per_user", "cp_k", "cp_rho"),
+                  "records_per_user", "cp_k", "cp_rho", "location_choice"),
     "publisher": ("name", "k", "grid_bits", "rho", "eta", "delta", "ranking_share", "reproduce_paper"),
 }
 EPSILON_PARTS = ("epsilon_popularity", "epsilon_items", "epsilon_edges", "epsilon_theta", "epsilon_counts",
@@ -157,6 +157,14 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     for text in overrides:
         path, value = parse_override(text)
+        if path[0] == "spark" and len(path) > 1:
+            # Spark's own keys contain dots: spark.sql.shuffle.partitions is one key of [spark]
+            # (written quoted in TOML), not a nest of tables.
+            spark = raw.setdefault("spark", {})
+            if not isinstance(spark, dict):
+                raise ConfigError("config section [spark] must be a table of Spark settings")
+            spark[".".join(path)] = value
+            continue
         node = raw
         for part in path[:-1]:
             child = node.setdefault(part, {})
@@ -285,7 +293,9 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
         raise ConfigError("domain.records and privacy.gamma are FRAPP settings; set algorithm.name = 'frapp'")
 
     domain = raw.get("domain", {})
-    items = require(domain, "items", "domain")
+    # A family that only filters by the item domain may go without one: then every record counts.
+    items = domain.get("items", {}) if family is not None and family.item_domain_optional \
+        else require(domain, "items", "domain")
     if not isinstance(items, dict):
         raise ConfigError("domain.items must be a table such as { range = [1, 17770] }")
     attributes = domain.get("attributes")
@@ -323,7 +333,21 @@ def _spark_settings(raw: dict[str, Any]) -> dict[str, str]:
     spark = raw.get("spark", {})
     if not isinstance(spark, dict):
         raise ConfigError("config section [spark] must be a table of Spark settings")
-    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in spark.items()}
+    return {key: str(v).lower() if isinstance(v, bool) else str(v) for key, v in _flat_settings(spark, "")}
+
+
+def _flat_settings(table: dict[str, Any], prefix: str) -> list[tuple[str, Any]]:
+    """(dotted key, value) pairs of [spark]: an unquoted TOML key such as spark.sql.shuffle.partitions
+    reads as nested tables, which would otherwise reach Spark as one key holding a dict."""
+    pairs = []
+    for key, value in table.items():
+        if isinstance(value, dict):
+            pairs += _flat_settings(value, f"{prefix}{key}.")
+        elif isinstance(value, (list, dt.date, dt.time)):
+            raise ConfigError(f"Spark setting {prefix}{key!s} must be a string, number or boolean, got {value!r}")
+        else:
+            pairs.append((f"{prefix}{key}", value))
+    return pairs
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> JobConfig:

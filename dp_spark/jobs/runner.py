@@ -30,7 +30,8 @@ def _domains(cfg: JobConfig, spark=None) -> Domains:
     """The job's public domains; a table domain is read through ``spark``."""
     if not _family(cfg).uses_item_domain:
         return Domains(None)
-    return Domains(item_domain(cfg.items, spark, cfg.source), attribute_domain(cfg.attributes))
+    items = item_domain(cfg.items, spark, cfg.source) if cfg.items else None  # none: user_histogram may omit it
+    return Domains(items, attribute_domain(cfg.attributes))
 
 
 def plan_budget(cfg: JobConfig) -> dict[str, Fraction]:

@@ -172,7 +172,7 @@ def _summaries(method: str, dataset: str, values: dict) -> list[dict]:
 def _evaluate_histogram(configs: list[JobConfig], spark, runs: int, progress) -> list[dict]:
     """Each publisher on the same true histogram of the per-user quantity, fresh noise per run."""
     cfg = configs[0]
-    items = item_domain(cfg.items, spark, cfg.source)
+    items = item_domain(cfg.items, spark, cfg.source) if cfg.items else None
     progress(f"reading {cfg.source.path or cfg.source.table}; the true histogram is computed WITHOUT noise")
     validated = validation.validate_records(sources.read_records(spark, cfg.source, False), items, None)
     try:

@@ -1,0 +1,94 @@
+"""Location entropy keeps each user's first M locations by time: without times that order
+(no time column, empty or unparseable times) the run is refused rather than ordered by location
+id, unless algorithm.location_choice = "random" asks for a random M."""
+
+import pandas as pd
+import pytest
+
+import dp_spark
+from dp_spark.bounding.user_locations import bounded_pairs
+from dp_spark.cli import main
+from dp_spark.errors import ConfigError, DataError
+from dp_spark.jobs.config import build_config
+
+# users 1 and 2 have three locations each (more than M = 2), user 3 one
+ROWS = [(1, 1), (1, 2), (1, 3), (2, 2), (2, 3), (2, 4), (3, 1)]
+
+
+def frame(spark, times=None):
+    data = pd.DataFrame(ROWS, columns=["user_id", "location_id"])
+    if times is not None:
+        data["ts"] = times
+    return spark.createDataFrame(data)
+
+
+def entropy(df, **options):
+    return dp_spark.location_entropy(df, locations=range(1, 5), M=2, C=3, epsilon=1, seed=3, **options)
+
+
+def test_no_time_column_is_refused_when_a_user_has_more_than_m_locations(spark):
+    with pytest.raises(DataError, match=r"2 users have more than M = 2 locations, and the source has no time column"
+                                        r".*location_choice = \"random\""):
+        entropy(frame(spark))
+    # nobody above M: the order decides nothing, and the run goes ahead
+    few = spark.createDataFrame(pd.DataFrame([(1, 1), (1, 2), (2, 3)], columns=["user_id", "location_id"]))
+    assert len(entropy(few)["location_entropy"]) == 4
+
+
+def test_times_that_do_not_parse_are_refused_with_an_example(spark):
+    times = ["2020-01-01 10:00:00", "2020-01-02", "yesterday", "17", "3.5", "later", None]
+    with pytest.raises(DataError, match=r"column ts has 2 values that are neither numbers nor timestamps, "
+                                        r"e.g. '(yesterday|later)' \(of 7 rows\)"):
+        entropy(frame(spark, times), time="ts")
+
+
+def test_empty_times_of_a_user_above_m_are_refused(spark):
+    times = ["1", "2", None, "1", "2", "3", None]  # user 1's location 3 has no time; user 3 does not matter
+    with pytest.raises(DataError, match=r"1 user has more than M = 2 locations, and the column ts is empty in 2 "
+                                        r"of 7 rows"):
+        entropy(frame(spark, times), time="ts")
+    complete = ["1", "2", "3", "1", "2", "3", None]
+    assert len(entropy(frame(spark, complete), time="ts")["location_entropy"]) == 4
+
+
+def test_random_choice_needs_no_time_and_is_reported(spark):
+    release = entropy(frame(spark), location_choice="random")
+    assert release.report["algorithm"]["parameters"]["location_choice"] == "random"
+
+
+def test_random_choice_keeps_m_random_locations_per_user(spark):
+    rows = [(user, location, None, 1) for user in range(1, 41) for location in range(1, 7)]
+    checkins = spark.createDataFrame(pd.DataFrame(rows, columns=["user_id", "item_id", "time", "visits"])
+                                     .astype({"time": "float64"}))
+    kept = bounded_pairs(checkins, 2, 5, random_salt=11).toPandas()
+    assert kept.groupby("user_id").size().eq(2).all() and len(kept) == 80
+    chosen = kept.groupby("user_id")["item_id"].apply(frozenset)
+    assert chosen.nunique() > 5  # not the same two for everyone, as an order by id would give
+    assert set(kept["item_id"]) == set(range(1, 7))
+    again = bounded_pairs(checkins, 2, 5, random_salt=11).toPandas()
+    assert chosen.equals(again.groupby("user_id")["item_id"].apply(frozenset))  # a retried task keeps the same
+
+
+def test_a_config_without_times_exits_2_naming_the_fix(spark, tmp_path, capsys):
+    data = tmp_path / "checkins.csv"
+    pd.DataFrame(ROWS, columns=["user_id", "item_id"]).to_csv(data, index=False)
+    config = tmp_path / "job.toml"
+    config.write_text(f'output = "{tmp_path / "out"}"\nseed = 1\n[source]\nformat = "csv"\npath = "{data}"\n'
+                      '[domain]\nitems = { range = [1, 4] }\n[privacy]\nepsilon = 1.0\n'
+                      '[algorithm]\nname = "entropy"\nlocations_per_user = 2\n')
+    assert main(["run", str(config)]) == 2
+    assert "the source has no time column" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    assert main(["run", str(config), "--set", "algorithm.location_choice=random"]) == 0
+
+
+@pytest.mark.unit
+def test_location_choice_is_checked_and_only_for_entropy():
+    raw = {"output": "o", "source": {"format": "checkins", "path": "x"}, "domain": {"items": {"range": [1, 4]}},
+           "privacy": {"epsilon": 1.0}, "algorithm": {"name": "entropy", "location_choice": "random"}}
+    assert build_config(raw).params.location_choice == "random"
+    with pytest.raises(ConfigError, match="algorithm.location_choice must be one of first_visit, random"):
+        build_config({**raw, "algorithm": {"name": "entropy", "location_choice": "by_id"}})
+    with pytest.raises(ConfigError, match="algorithm.location_choice is a entropy parameter"):
+        build_config({**raw, "source": {"format": "parquet", "path": "x"},
+                      "algorithm": {"name": "sra", "l": 2, "location_choice": "random"}})

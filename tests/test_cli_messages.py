@@ -1,0 +1,39 @@
+"""Small things the command line says: its version, and numbers in error messages."""
+
+from fractions import Fraction
+
+import pyspark
+import pytest
+
+from dp_spark.cli import main
+from dp_spark.core.privacy import as_epsilon
+from dp_spark.errors import ConfigError
+from dp_spark.version import __version__
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.unit
+
+
+def test_version_names_dp_spark_and_pyspark(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"dp-spark {__version__} (PySpark {pyspark.__version__})"
+
+
+@pytest.mark.parametrize("value, shown", [(Fraction(0), "got 0$"), (Fraction(-1, 3), "got -1/3$"), (0, "got 0$"),
+                                          (-0.5, "got -0.5$")])
+def test_a_non_positive_epsilon_is_shown_as_a_plain_number(value, shown):
+    with pytest.raises(ConfigError, match=f"privacy.epsilon must be > 0, {shown}") as refused:
+        as_epsilon(value, "privacy.epsilon")
+    assert "Fraction" not in str(refused.value)
+
+
+def test_an_epsilon_too_small_to_keep_is_refused_by_name_not_as_zero(capsys):
+    """1e-12 used to become Fraction(0, 1) and fail later as 'epsilon must be > 0, got Fraction(0, 1)'."""
+    assert main(["run", str(ROOT / "conf/demo.toml"), "--set", "privacy.epsilon=1e-12"]) == 2
+    message = capsys.readouterr().err.strip()
+    assert message == ("dp-spark: error: privacy.epsilon = 1e-12 is too small: epsilons are kept as fractions "
+                       "with denominators up to 10^9")
+    with pytest.raises(ConfigError, match="privacy.epsilon_items = 1e-12 is too small"):
+        as_epsilon(1e-12, "privacy.epsilon_items")
