@@ -8,7 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from dp_spark.errors import DpSparkError
+from dp_spark.errors import DpSparkError, PreflightError
 
 # Settings every dp-spark job wants, under spark-submit too (the session is
 # built here); a job's [spark] table overrides them.
@@ -80,7 +80,26 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None, a
     for key, value in {**settings, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    check_catalog(spark, conf or {})
     return spark
+
+
+CATALOG_SETTING = "spark.sql.catalogImplementation"  # "hive" or "in-memory"; fixed when Spark starts
+
+
+def check_catalog(spark, conf: dict[str, str]) -> None:
+    """Refuse a session whose catalog is not the one ``conf`` asks for.
+
+    The catalog is chosen when the SparkContext starts; ``getOrCreate`` on a session that is
+    already running (a notebook's, or one spark-submit started) ignores the setting, and the job
+    would silently look for its tables in another catalog (docs/scheduled_runs.md, Catalog tables)."""
+    asked = conf.get(CATALOG_SETTING)
+    used = spark.conf.get(CATALOG_SETTING, "in-memory")
+    if asked is not None and asked != used:
+        raise PreflightError(f"[spark] asks for {CATALOG_SETTING} = {asked!r} but the session already running uses "
+                             f"{used!r}, and the catalog is fixed when Spark starts: set it where the session is "
+                             f"started (spark-submit --conf {CATALOG_SETTING}={asked}, spark-defaults.conf, or the "
+                             f"builder)")
 
 
 def is_connect(spark) -> bool:
