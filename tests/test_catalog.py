@@ -4,6 +4,7 @@ The spark-tier tests use the suite's session, whose catalog is the in-memory one
 uses what a site runs: a Hive catalog on an embedded Derby metastore (both ship with PySpark) in a
 temporary directory, a real ``saveAsTable`` table written by another process, and the job run as
 ``python -m dp_spark.cli run`` in processes of its own (a Hive session cannot join the suite's).
+Each process starts Spark, so they are kept few (six).
 """
 
 import json
@@ -22,6 +23,7 @@ from dp_spark.cli import main
 from dp_spark.errors import ConfigError, PreflightError
 from dp_spark.io import catalog
 from dp_spark.io.session import check_catalog
+from dp_spark.jobs.config import load_config
 from tests.test_scheduled_runs import RECORDS, job, store_runs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +55,13 @@ def test_output_table_names_are_accepted(value):
 def test_bad_output_table_names_are_refused(value):
     with pytest.raises(ConfigError, match="output_table must be a table name"):
         catalog.check_output_table(value)
+
+
+def test_the_config_takes_output_table_at_the_top_level(tmp_path):
+    assert load_config(with_table_output(job(tmp_path), "stats.ml")).output_table == "stats.ml"
+    assert load_config(job(tmp_path)).output_table is None
+    with pytest.raises(ConfigError, match="output_table must be a table name"):
+        load_config(job(tmp_path), ["output_table=stats.ml.x"])
 
 
 def test_table_names_are_the_output_table_and_the_release_table():
@@ -161,7 +170,7 @@ def in_hive_session(tmp_path: Path, code: str) -> str:
 
 
 def hive_job(tmp_path: Path) -> Path:
-    config = with_table_output(job(tmp_path), "stats.ml", source_table="src.ratings")
+    config = with_table_output(job(tmp_path, cap=10), "stats.ml", source_table="src.ratings")
     settings = "".join(f'"{k}" = "{v}"\n' for k, v in hive_settings(tmp_path).items())
     config.write_text(config.read_text() + "[spark]\n" + settings)
     return config
@@ -197,13 +206,16 @@ READ_BACK = """
 import json
 rows = spark.table('stats.ml_item_counts').orderBy('item_id').toPandas()
 parts = [r[0] for r in spark.sql('SHOW PARTITIONS stats.ml_item_counts').collect()]
-print(json.dumps({'rows': rows.to_dict('list'), 'partitions': parts,
-                  'edges': spark.table('stats.ml_edge_counts').count()}))
+print('READ ' + json.dumps({'rows': rows.to_dict('list'), 'partitions': parts,
+                            'edges': spark.table('stats.ml_edge_counts').count()}))
 """
 
 
-def read_back(tmp_path: Path) -> dict:
-    return json.loads(in_hive_session(tmp_path, READ_BACK).strip().splitlines()[-1])
+def read_back(tmp_path: Path, then: str = "") -> tuple[dict, str]:
+    """What ``spark.table`` shows in a new Hive session (and the output of ``then``, run after)."""
+    out = in_hive_session(tmp_path, READ_BACK + then)
+    line = next(line for line in out.splitlines() if line.startswith("READ "))
+    return json.loads(line.removeprefix("READ ")), out
 
 
 def released(tmp_path: Path) -> dict:
@@ -230,12 +242,13 @@ def test_hive_round_trip_rerun_force_and_kill_mid_write(tmp_path):
     kill_mid_write(config, tmp_path / "out")
     assert list((tmp_path / "out").glob(f".run_date={DATE}.tmp-*"))  # it was cut short while staging
     assert (tmp_path / "out" / f"run_date={DATE}" / "privacy.json").read_text() == report
-    shown = read_back(tmp_path)
+    # Read back in a new session, which then runs the date again (one process, to save a Spark start):
+    # the run recovers (staging removed) and, the date's release existing, is a no-op.
+    again = (f"from dp_spark.cli import main\n"
+             f"print('EXIT', main(['run', {str(config)!r}, '--run-date', {DATE!r}]))\n")
+    shown, out = read_back(tmp_path, then=again)
     assert shown["rows"] == {**before, "run_date": [DATE] * 10} and shown["partitions"] == [f"run_date={DATE}"]
-
-    # The next run recovers (staging removed) and, the date's release existing, is a no-op.
-    again = dp_spark_run(config)
-    assert again.returncode == 0 and "already exists" in again.stdout, again.stderr[-3000:]
+    assert "EXIT 0" in out and "already exists" in out
     assert not list((tmp_path / "out").glob(".*"))
     assert [r["status"] for r in store_runs(tmp_path)] == ["released", "charged"]  # the killed run stays charged
 
@@ -246,6 +259,6 @@ def test_hive_round_trip_rerun_force_and_kill_mid_write(tmp_path):
     assert [r["status"] for r in runs] == ["released", "charged", "released"] and runs[2]["forced"]
     after = released(tmp_path)
     assert after != before
-    shown = read_back(tmp_path)
+    shown, _ = read_back(tmp_path)
     assert shown["rows"] == {**after, "run_date": [DATE] * 10} and shown["partitions"] == [f"run_date={DATE}"]
     assert shown["edges"] == len(pd.read_parquet(tmp_path / "out" / f"run_date={DATE}" / "edge_counts"))

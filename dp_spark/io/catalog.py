@@ -104,13 +104,13 @@ def _check_owned(spark, table: str, owner: str, partitioned: bool, error=Preflig
     shown = _properties(spark, table).get(OWNER_PROPERTY)
     if shown != owner:
         what = f"shows the releases in {shown!r}" if shown else "was not created by dp-spark"
-        raise error(f"table {table.replace('`', '')} exists and {what}, not those in {owner!r}: refusing "
-                             "to register this release there (choose another output_table or output)")
+        raise error(f"table {table.replace('`', '')} exists and {what}, not those in {owner!r}: refusing to "
+                    "register this release there (choose another output_table or output)")
     wanted = [PARTITION_COLUMN] if partitioned else []
     if _partition_columns(spark, table) != wanted:
         raise error(f"table {table.replace('`', '')} is partitioned by {_partition_columns(spark, table)}, "
-                             f"this run needs {wanted} (a run date partitions by run_date; give one, or choose "
-                             "another output_table)")
+                    f"this run needs {wanted} (a run date partitions by run_date; give one, or choose another "
+                    "output_table)")
 
 
 def _existing_tables(spark, output_table: str) -> list[str]:
