@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from dp_spark.errors import DpSparkError
+from dp_spark.errors import DpSparkError, PreflightError
 
 # Settings every dp-spark job wants, under spark-submit too (the session is
 # built here); a job's [spark] table overrides them.
@@ -156,6 +156,7 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None, a
     spark = builder.getOrCreate()
     if already_running:
         warn_unapplied(spark, conf or {})
+    check_catalog(spark, conf or {})
     return spark
 
 
@@ -167,7 +168,10 @@ def warn_unapplied(spark, conf: dict[str, str]) -> None:
     """Warn about each of the job's settings the session does not hold: a session that already
     existed keeps the settings it started with, except runtime SQL ones (e.g. executor memory
     cannot change once the JVM is up)."""
-    started_with = spark.sparkContext.getConf()
+    from pyspark import SparkContext
+
+    # get_session builds classic sessions only: the running context is in this process.
+    started_with = SparkContext.getOrCreate().getConf()
     for key, value in conf.items():
         # A session already running copies every setting into its SQL conf, so spark.conf.get alone
         # would say yes; only runtime SQL settings act there, the others acted (or not) at start.
@@ -176,6 +180,24 @@ def warn_unapplied(spark, conf: dict[str, str]) -> None:
             warnings.warn(f"Spark setting {key} = {value} not applied: the Spark session was already running "
                           f"(it holds {held if held is not None else 'no value'}); give it when Spark starts "
                           "(spark-submit --conf or spark-defaults.conf)", SparkSettingNotApplied, stacklevel=3)
+
+
+CATALOG_SETTING = "spark.sql.catalogImplementation"  # "hive" or "in-memory"; fixed when Spark starts
+
+
+def check_catalog(spark, conf: dict[str, str]) -> None:
+    """Refuse a session whose catalog is not the one ``conf`` asks for.
+
+    The catalog is chosen when the SparkContext starts; ``getOrCreate`` on a session that is
+    already running (a notebook's, or one spark-submit started) ignores the setting, and the job
+    would silently look for its tables in another catalog (docs/scheduled_runs.md, Catalog tables)."""
+    asked = conf.get(CATALOG_SETTING)
+    used = spark.conf.get(CATALOG_SETTING, "in-memory")
+    if asked is not None and asked != used:
+        raise PreflightError(f"[spark] asks for {CATALOG_SETTING} = {asked!r} but the session already running uses "
+                             f"{used!r}, and the catalog is fixed when Spark starts: set it where the session is "
+                             f"started (spark-submit --conf {CATALOG_SETTING}={asked}, spark-defaults.conf, or the "
+                             f"builder)")
 
 
 def is_connect(spark) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 
 from dp_spark.jobs.budget_store import StoreSpec
 from dp_spark.errors import ConfigError
+from dp_spark.io.catalog import check_output_table
 from dp_spark.io.sources import SourceSpec
 from dp_spark.families.base import ConfigTables, require
 from dp_spark.families.frapp import FrappParams
@@ -36,7 +37,7 @@ STANDARD_COLUMNS = ("user_id", "item_id", "attr", "time", "visits")  # time, vis
 
 # Allowed keys per section; "spark" is free-form (Spark configuration keys).
 _SCHEMA: dict[str, tuple[str, ...]] = {
-    "": ("output", "seed", "run_date", "source", "domain", "privacy", "algorithm", "publisher", "budget_store",
+    "": ("output", "output_table", "seed", "run_date", "source", "domain", "privacy", "algorithm", "publisher", "budget_store",
          "spark"),
     "budget_store": ("path", "dataset", "epsilon_cap", "delta_cap"),
     "source": ("format", "path", "table", "sep", "header", "names", "columns"),
@@ -69,6 +70,7 @@ class JobConfig:
     spark: dict[str, str] = field(default_factory=dict)
     run_date: str | None = None  # YYYY-MM-DD: the release goes to output/run_date=.../ (scheduled runs)
     budget_store: StoreSpec | None = None  # the dataset's budget across runs (dp_spark.jobs.budget_store)
+    output_table: str | None = None  # "db.name": the release also as catalog tables db.name_<table> (io.catalog)
 
     def with_params(self, **changes) -> JobConfig:
         """This config with some parameters changed (checked again by the parameter class)."""
@@ -231,7 +233,8 @@ def build_config(raw: dict[str, Any]) -> JobConfig:
     """Validate a parsed config (after overrides) into a JobConfig."""
     _check_keys(raw)
     cfg = _job_config(raw)
-    return dataclasses.replace(cfg, run_date=run_date(raw.get("run_date")), budget_store=_budget_store(raw))
+    return dataclasses.replace(cfg, run_date=run_date(raw.get("run_date")), budget_store=_budget_store(raw),
+                               output_table=check_output_table(raw.get("output_table")))
 
 
 def run_date(value: Any) -> str | None:

@@ -17,7 +17,7 @@ from dp_spark.errors import ConfigError
 from dp_spark.families.base import Domains, plan_split
 from dp_spark.families.engine import Computed, compute
 from dp_spark.families.registry import family_of
-from dp_spark.io import checkins, output_lock, release_store, sources
+from dp_spark.io import catalog, checkins, output_lock, release_store, sources
 from dp_spark.jobs import budget_store
 from dp_spark.jobs.config import JobConfig
 
@@ -96,8 +96,9 @@ def existing_release(cfg: JobConfig, progress=None) -> JobResult | None:
     """The run date's release, status "unchanged", when its privacy.json is already there; found
     through pyarrow.fs alone, so that a retried run answers without starting Spark. None (run the
     job, whose plan checks again) when there is no run date, no release yet, or the location
-    cannot be read from here."""
-    if cfg.run_date is None:
+    cannot be read from here; also with catalog tables, whose registration the job repeats (it
+    finishes a run killed between writing and registering)."""
+    if cfg.run_date is None or cfg.output_table is not None:
         return None
     target = release_location(cfg)
     try:
@@ -117,7 +118,14 @@ def _release(cfg: JobConfig, spark, progress, target: str, run: dict) -> JobResu
     with stage(progress, "write"):
         progress(f"writing {target}")
         release_store.write_release(spark, target, computed.tables, report)
+        _register_tables(cfg, spark, progress, target, report)
     return JobResult(target, report, computed.tables, computed.items)
+
+
+def _register_tables(cfg: JobConfig, spark, progress, target: str, report: dict) -> None:
+    """The release at ``target`` as ``cfg.output_table``'s catalog tables (idempotent; none without one)."""
+    for table in catalog.register(cfg, spark, target, report):
+        progress(f"table {table}" + (f", partition run_date={cfg.run_date}" if cfg.run_date else ""))
 
 
 def run_job(cfg: JobConfig, spark, progress=None, force: bool = False) -> JobResult:
@@ -142,6 +150,7 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
     with stage(progress, "plan"):
         plan_budget(cfg)
         refuse_source_table(cfg.items, spark, cfg.source)  # before the budget store is charged
+        catalog.preflight(cfg, spark, progress)  # source table found, output tables ours
         if cfg.run_date is not None:
             release_store.check_partitioned_output(spark, cfg.output, "run_date")
         release_store.check_output_location(spark, target)
@@ -149,7 +158,9 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
         if replacing and not force:
             progress(f"the release for run date {cfg.run_date} already exists at {target}: nothing to do and no "
                      "budget spent (--force draws new noise and spends the budget again)")
-            return JobResult(target, release_store.read_report(spark, target), {}, None, status="unchanged")
+            existing = release_store.read_report(spark, target)
+            _register_tables(cfg, spark, progress, target, existing)  # finishes a run killed while registering
+            return JobResult(target, existing, {}, None, status="unchanged")
         if replacing:
             progress(f"--force: replacing the release for run date {cfg.run_date} at {target}; this run spends "
                      f"epsilon {float(cfg.epsilon):g} again")
