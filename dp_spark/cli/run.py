@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dp_spark.cli.exits import EXIT_OK, one_line, status_of, to_stderr
+from dp_spark.cli.exits import EXIT_OK, error_fields, status_of, to_stderr
 from dp_spark.errors import DpSparkError
 
 
@@ -72,7 +72,7 @@ def run(args) -> int:
         result = _run_job(args, progress)
     except BaseException as exc:
         status, code = status_of(exc)
-        progress.end(status, code, error=one_line(exc))
+        progress.end(status, code, **error_fields(exc))
         raise
     progress.end(result.status, EXIT_OK, output=result.output,
                  epsilon_spent=0 if result.status == "unchanged" else result.report.get("epsilon_spent"))
