@@ -22,6 +22,7 @@ EXIT_OK, EXIT_RUNTIME, EXIT_INPUT, EXIT_BUDGET, EXIT_AUDIT = 0, 1, 2, 3, 4
 # plan and the Java stack, one long line on stderr) before the exception reaches us.
 SPARK_ERROR_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
 _MAX_CHARS = 500
+_LOST_TASK = re.compile(r"most recent failure: Lost task .*?\): (.+)$")
 # A Java exception's package, before its class name: "java.io." of "java.io.IOException: ...".
 _JAVA_PACKAGE = re.compile(r"^(?:[a-z_$][\w$]*\.)+(?=[A-Z][\w$]*(?:Exception|Error)\b)")
 
@@ -82,18 +83,34 @@ def _java_text(exc: BaseException) -> str:
     return ""
 
 
+def _java_headline(trace: str) -> str | None:
+    """A Java trace's first line when it names a Java exception ("IOException: No space left")."""
+    first = trace.strip().splitlines()[0].strip() if trace.strip() else ""
+    return short_java_name(first) if _JAVA_PACKAGE.match(first) else None
+
+
 def _message(exc: BaseException) -> str:
-    """One exception as one line: OSError as "reason: file", a PySpark error by its description."""
+    """One exception as one line: OSError as "reason: file", a PySpark error by its description,
+    a Py4J error by its Java exception, a failed Spark task by the task's error."""
     if isinstance(exc, OSError) and exc.strerror:
         where = f": {exc.filename}" if exc.filename else ""
         return f"{type(exc).__name__}: {exc.strerror}{where}"
     desc = getattr(exc, "_desc", None)  # PySpark: str() would append the JVM stack trace
     text = desc if isinstance(desc, str) and desc.strip() else str(exc)
-    if type(exc).__name__ == "Py4JJavaError":  # "An error occurred while calling o12.x.\n: java...: msg"
-        lines = [line[2:] if line.startswith(": ") else line for line in text.strip().splitlines()[1:2]]
-        return short_java_name(lines[0]) if lines else type(exc).__name__
-    first = text.strip().splitlines()[0].strip() if text.strip() else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    name = type(exc).__name__
+    if name == "Py4JJavaError":  # "An error occurred while calling o12.x." then ": java...Exception: msg"
+        lines = [line.removeprefix(": ") for line in lines[1:2]]
+        name = ""
+    if not lines:
+        return type(exc).__name__
+    if any("Traceback (most recent call last)" in line for line in lines):
+        # A Python worker's traceback (PythonException): its last line is the error, before Spark's SQLSTATE.
+        return [line for line in lines if not line.startswith("SQLSTATE")][-1]
+    lost_task = _LOST_TASK.search(lines[0])
+    if lost_task:  # "Job aborted due to stage failure: ... most recent failure: Lost task ...: <the error>"
+        return short_java_name(lost_task.group(1))
+    return f"{name}: {lines[0]}" if name else short_java_name(lines[0])
 
 
 def root_cause(exc: BaseException) -> str:
@@ -105,7 +122,8 @@ def root_cause(exc: BaseException) -> str:
     pyspark_cause = getattr(innermost, "_cause", None)
     while isinstance(pyspark_cause, BaseException):  # a CapturedException's converted Java cause
         innermost, pyspark_cause = pyspark_cause, getattr(pyspark_cause, "_cause", None)
-    text = innermost_java_cause(_java_text(innermost)) or _message(innermost)
+    java = _java_text(innermost)
+    text = innermost_java_cause(java) or _java_headline(java) or _message(innermost)
     text = " ".join(text.split())
     return text if len(text) <= _MAX_CHARS else text[: _MAX_CHARS - 3] + "..."
 

@@ -189,13 +189,13 @@ def item_domain(spec: dict[str, Any], spark: Any = None, source: Any = None) -> 
     if len(kinds) != 1:
         raise ConfigError("domain.items needs exactly one of range, file, table or catalogue")
     kind = kinds[0]
+    if "encoding" in spec and kind not in ("file", "catalogue"):
+        raise ConfigError("domain.items.encoding applies to a file or a catalogue")
     if kind == "range":
         lo, hi = _int_range(spec["range"], "domain.items")
         if hi - lo >= 50_000_000:
             raise ConfigError(f"domain.items.range [{lo}, {hi}] has more than 50 million items")
         return ItemDomain(ids=np.arange(lo, hi + 1, dtype=np.int64), description=f"range [{lo}, {hi}]", id_range=(lo, hi))
-    if "encoding" in spec and kind not in ("file", "catalogue"):
-        raise ConfigError("domain.items.encoding applies to a file or a catalogue")
     if kind == "file":
         asked = _encoding(spec, None)
         ids, used = _id_file(spec["file"], asked)

@@ -10,6 +10,7 @@ and, when a directory is copied rather than renamed, copied last and deleted fir
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -157,8 +158,9 @@ def check_output_location(spark: SparkSession, output: str) -> None:
     directory that holds something else. Also recovers from a job killed while writing here.
     """
     target = location(output)
-    _recover(target)
-    kind = _kind(target)
+    with _unusable_as_preflight(output):
+        _recover(target)
+        kind = _kind(target)
     if kind == pafs.FileType.NotFound:
         return
     if kind != pafs.FileType.Directory:
@@ -168,6 +170,16 @@ def check_output_location(spark: SparkSession, output: str) -> None:
             f"output {output!r} exists, is not empty and holds no {REPORT_FILE}: "
             "refusing to replace it (choose another output or remove it)"
         )
+
+
+@contextlib.contextmanager
+def _unusable_as_preflight(output: str):
+    """An OSError while looking at the output (a path under a file, a directory it may not list)
+    becomes a PreflightError naming the path and the reason: found before anything is charged."""
+    try:
+        yield
+    except OSError as exc:
+        raise PreflightError(f"output {output!r} cannot be used: {_reason(exc)}") from None
 
 
 def _nearest_existing(loc: Location) -> Location:
@@ -207,12 +219,14 @@ def _reason(exc: OSError) -> str:
 def check_partitioned_output(spark: SparkSession, output: str, partition_key: str) -> None:
     """Refuse a partitioned output directory that holds anything but ``key=value`` partitions."""
     target = location(output)
-    kind = _kind(target)
+    with _unusable_as_preflight(output):
+        kind = _kind(target)
+        entries = _entries(target) if kind == pafs.FileType.Directory else []
     if kind == pafs.FileType.NotFound:
         return
     if kind != pafs.FileType.Directory:
         raise ConfigError(f"output {output!r} exists and is a file, not a directory")
-    for info in _entries(target):
+    for info in entries:
         name = info.base_name
         if not (name.startswith((".", "_"))
                 or (name.startswith(f"{partition_key}=") and info.type == pafs.FileType.Directory)):
