@@ -162,8 +162,8 @@ def test_a_runtime_failure_exits_1_and_keeps_the_previous_release(spark, tmp_pat
     capsys.readouterr()
     assert main(["run", str(config), "--run-date", "2026-11-20", "--force"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert "Traceback" in "\n".join(err)
-    assert err[-1] == "dp-spark: runtime error: OSError: No space left on device"
+    assert "Traceback" not in "\n".join(err)  # behind --debug (tests/test_preflight_runs.py)
+    assert err[-1] == "dp-spark: runtime error: OSError: No space left on device (--debug prints the traceback)"
     assert (tmp_path / "out" / "run_date=2026-11-20" / "privacy.json").read_text() == before
     assert [r["status"] for r in store_runs(tmp_path)] == ["released", "failed"]
 
