@@ -15,20 +15,22 @@ when the config was loaded (families/*.py); here are the checks that need the fi
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyarrow import fs as pafs
 
 from dp_spark.core.domain import item_domain
 from dp_spark.errors import ConfigError, PreflightError
 from dp_spark.io import release_store
 from dp_spark.jobs import budget_store
-from dp_spark.jobs.config import JobConfig
 
 # Characters that make a Spark path a glob (data/2026-*.parquet), which no file is named after.
 _GLOB = frozenset("*?[]{}")
 
 
-def check(cfg: JobConfig, target: str, uses_item_domain: bool) -> None:
-    """Every pre-flight check of a run writing ``target``; raises on the first that fails."""
+def check(cfg: Any, target: str, uses_item_domain: bool) -> None:
+    """Every pre-flight check of a run (``cfg``, a jobs.config.JobConfig, not imported here so
+    the import chain stays short) writing ``target``; raises on the first that fails."""
     release_store.probe_writable(target)
     if cfg.budget_store is not None:
         budget_store.check_reachable(cfg.budget_store)
