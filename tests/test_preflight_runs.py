@@ -137,11 +137,13 @@ def _fail_write_with(monkeypatch, query) -> None:
 
 
 def test_a_real_spark_error_after_the_charge_is_one_line(spark, tmp_path, capfd, monkeypatch):
-    _fail_write_with(monkeypatch, lambda session: session.table("no_such_table_in_preflight_tests").collect())
+    # A DataFrame error, which PySpark also logs with its plan and Java stack unless told not to.
+    _fail_write_with(monkeypatch, lambda session: session.range(1).select("no_such_column_here").collect())
     assert main(["run", str(job(tmp_path))]) == 1
     err = capfd.readouterr().err.strip().splitlines()  # the process's stderr: JVM and PySpark loggers too
-    assert err[-1].startswith("dp-spark: runtime error: AnalysisException: [TABLE_OR_VIEW_NOT_FOUND] The table or "
-                              "view `no_such_table_in_preflight_tests` cannot be found"), err[-1]
+    assert err[-1].startswith("dp-spark: runtime error: AnalysisException: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A "
+                              "column, variable, or function parameter with name `no_such_column_here` cannot be "
+                              "resolved"), err[-1]
     assert err[-1].endswith("(--debug prints the traceback)")
     others = [line for line in err[:-1] if not line.startswith("[dp-spark ")]  # not the progress lines
     assert others == [], others  # no Java frames, no PySpark error log, no traceback
