@@ -85,7 +85,7 @@ def test_misspelled_column_mapping(spark, capsys, tmp_path):
         ("algorithm.name=apriori", "unknown algorithm 'apriori'"),
         ("algorithm.name=frapp", "algorithm.l is not used by frapp"),
         ("privacy.epsilom=1", "unknown config key 'privacy.epsilom'"),
-        ("source.path=no/such/file.parquet", "cannot read source 'no/such/file.parquet'"),
+        ("source.path=no/such/file.parquet", "source path 'no/such/file.parquet' does not exist"),
     ],
 )
 def test_bad_config(spark, capsys, tmp_path, override, message):

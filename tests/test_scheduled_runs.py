@@ -80,8 +80,9 @@ def test_a_run_over_the_cap_is_refused_before_reading_data(spark, tmp_path, caps
     config = job(tmp_path, cap=1.5)
     assert main(["run", str(config), "--run-date", "2026-11-20"]) == 0
     capsys.readouterr()
-    # The source is gone: only a refusal that happens before reading can give status 3 here.
-    (tmp_path / "records.parquet").unlink()
+    # The source is unreadable (but there, for the pre-flight): only a refusal that happens before
+    # reading can give status 3 here.
+    (tmp_path / "records.parquet").write_text("not parquet")
     assert main(["run", str(config), "--run-date", "2026-11-21"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("dp-spark: budget refused: dataset 'toy' has spent epsilon 1 of its cap 1.5")
@@ -93,7 +94,7 @@ def test_a_config_cannot_raise_the_stores_cap(spark, tmp_path, capsys):
     """The first run creates the store with cap 1; a later config (or --set) saying 100 is refused."""
     assert main(["run", str(job(tmp_path, cap=1)), "--run-date", "2026-11-20"]) == 0
     source = tmp_path / "records.parquet"
-    source.unlink()  # status 3 below means: refused before reading
+    source.write_text("not parquet")  # status 3 below means: refused before reading
     capsys.readouterr()
     assert main(["run", str(job(tmp_path, cap=100, source=source)), "--run-date", "2026-11-21"]) == 3
     err = capsys.readouterr().err.strip().splitlines()[-1]
@@ -162,8 +163,8 @@ def test_a_runtime_failure_exits_1_and_keeps_the_previous_release(spark, tmp_pat
     capsys.readouterr()
     assert main(["run", str(config), "--run-date", "2026-11-20", "--force"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert "Traceback" in "\n".join(err)
-    assert err[-1] == "dp-spark: runtime error: OSError: No space left on device"
+    assert "Traceback" not in "\n".join(err)  # behind --debug (tests/test_preflight_runs.py)
+    assert err[-1] == "dp-spark: runtime error: OSError: No space left on device (--debug prints the traceback)"
     assert (tmp_path / "out" / "run_date=2026-11-20" / "privacy.json").read_text() == before
     assert [r["status"] for r in store_runs(tmp_path)] == ["released", "failed"]
 

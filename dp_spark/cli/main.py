@@ -7,8 +7,10 @@ Exit status, for people and schedulers alike:
   a budget store had already charged stays charged: docs/scheduled_runs.md);
 - 3: budget refused (a split over the job's epsilon, or a run over the dataset's cap in the budget
   store); one line ``dp-spark: budget refused: ...``, nothing written;
-- 1: anything else went wrong at run time (Spark, the file system, a bug): the traceback, then
-  one line ``dp-spark: runtime error: ...``; the previous release is intact;
+- 1: anything else went wrong at run time (Spark, the file system, a bug): one line
+  ``dp-spark: runtime error: ...`` naming the root cause (the innermost exception, e.g.
+  "IOException: No space left on device"); ``run --debug`` prints the traceback before it (the
+  other commands always do). The previous release is intact; a charged run is marked failed;
 - 4: ``dp-spark audit`` found a lower bound above the claimed ε.
 - 4 also: ``dp-spark audit-report`` found privacy.json differing on neighbouring inputs;
 - 2 also: another run of the same output and run date is in progress (its lock is held); nothing
@@ -28,7 +30,7 @@ import sys
 import traceback
 
 from dp_spark.cli import budget, measure, plan, run
-from dp_spark.cli.exits import EXIT_BUDGET, EXIT_INPUT, EXIT_RUNTIME, one_line
+from dp_spark.cli.exits import EXIT_BUDGET, EXIT_INPUT, EXIT_RUNTIME, quiet_spark_error_logs, root_cause
 from dp_spark.core.privacy import BudgetExceeded
 from dp_spark.errors import DpSparkError, Interrupted
 
@@ -51,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
                           "budget again")
     run.add_argument("--log-format", choices=["text", "json"], default="text",
                      help="progress on stderr as text, or as one JSON object per line for schedulers")
+    run.add_argument("--debug", action="store_true",
+                     help="on a runtime failure, print the traceback (Python and Java) before the one-line root "
+                          "cause; the JSON log's end event carries it either way")
 
     generate = commands.add_parser("generate", help="write a synthetic dataset")
     generate.add_argument("dataset", choices=["netflix", "checkins"])
@@ -135,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     with run.json_usage_errors(argv):  # with --log-format json, a usage error is a JSON end event too
         args = _parser().parse_args(argv)
+    debug = getattr(args, "debug", True)  # commands without --debug keep their tracebacks
+    if not debug:
+        quiet_spark_error_logs()
     try:
         return COMMANDS[args.command](args)
     except Interrupted as exc:  # a BaseException: the run has already cleaned up on the way here
@@ -149,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     except DpSparkError as exc:
         print(f"dp-spark: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    except Exception as exc:  # noqa: BLE001 - a scheduler needs a status, the operator the traceback
-        traceback.print_exc()
-        print(f"dp-spark: runtime error: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - a scheduler needs a status and the root cause on one line
+        if debug:
+            traceback.print_exc()
+        hint = "" if debug else " (--debug prints the traceback)"
+        print(f"dp-spark: runtime error: {root_cause(exc)}{hint}", file=sys.stderr)
         return EXIT_RUNTIME

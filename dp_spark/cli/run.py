@@ -6,9 +6,8 @@ import contextlib
 import io
 import signal
 import threading
-import traceback
 
-from dp_spark.cli.exits import EXIT_INPUT, EXIT_OK, EXIT_RUNTIME, one_line, status_of, to_stderr
+from dp_spark.cli.exits import EXIT_INPUT, EXIT_OK, error_fields, status_of, to_stderr
 from dp_spark.errors import DpSparkError, Interrupted
 
 
@@ -184,8 +183,7 @@ def _run_and_end(args, progress, arm_signals) -> int:
         result = _run_job(args, progress, arm_signals)
     except BaseException as exc:
         status, code = status_of(exc)
-        details = {"traceback": traceback.format_exc()} if code == EXIT_RUNTIME else {}
-        progress.end(status, code, error=one_line(exc), **details)
+        progress.end(status, code, **error_fields(exc))
         if progress.json and isinstance(exc, (Exception, Interrupted, KeyboardInterrupt)):
             return code  # said in the end event; more text on stderr would break the JSON lines
         raise

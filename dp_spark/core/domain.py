@@ -16,6 +16,7 @@ because the operator asserts so, and the report and the console say that.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import gzip
 from dataclasses import dataclass, field
@@ -89,12 +90,71 @@ def _int_range(spec: Any, name: str) -> tuple[int, int]:
     return spec[0], spec[1]
 
 
-def read_id_file(path: str) -> np.ndarray:
-    """One integer id per line (first comma/tab-separated field); '#' starts a comment."""
+# Tried in order when a domain file names no encoding: UTF-8 (a BOM is dropped), then the two
+# single-byte encodings of most older catalogues (Netflix's movie_titles.txt is ISO-8859-1).
+# Latin-1 decodes any bytes, so a file is always read; a fallback is said in the description.
+FALLBACK_ENCODINGS = ("utf-8-sig", "cp1252", "latin-1")
+
+
+def _encoding(spec: dict[str, Any], default: str | None) -> str | None:
+    """``domain.items.encoding`` (checked to be a codec Python knows), else ``default``."""
+    if "encoding" not in spec:
+        return default
+    name = spec["encoding"]
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ConfigError(f"cannot read item domain file {path!r}: {exc.strerror or exc}") from None
+        codecs.lookup(name)
+    except (LookupError, TypeError):
+        raise ConfigError(f"domain.items.encoding {name!r} is not a known text encoding "
+                          "(e.g. \"utf-8\", \"latin-1\", \"cp1252\")") from None
+    return name
+
+
+def decode_text(data: bytes, what: str, encoding: str | None = None) -> tuple[str, str]:
+    """(text, the encoding it was read in). With ``encoding``, bytes it cannot decode are a
+    ConfigError naming the position; without, the first of FALLBACK_ENCODINGS that decodes."""
+    if encoding is not None:
+        try:
+            return data.decode(encoding), encoding
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{what} is not valid {encoding}: byte 0x{data[exc.start]:02x} at offset {exc.start} "
+                              "(set domain.items.encoding to the file's encoding, e.g. \"latin-1\")") from None
+    for name in FALLBACK_ENCODINGS:
+        try:
+            return data.decode(name), name
+        except UnicodeDecodeError:
+            continue
+    raise AssertionError("latin-1 decodes any bytes")
+
+
+def _read_bytes(path: str, what: str) -> bytes:
+    p = Path(path)
+    try:
+        if p.suffix == ".gz":
+            with gzip.open(p, "rb") as fh:
+                return fh.read()
+        return p.read_bytes()
+    except (OSError, EOFError) as exc:
+        raise ConfigError(f"cannot read {what} {path!r}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _read_lines(path: str, what: str, encoding: str | None) -> tuple[list[str], str]:
+    text, used = decode_text(_read_bytes(path, what), f"{what} {path!r}", encoding)
+    return text.splitlines(), used
+
+
+def _fallback_note(used: str, asked: str | None) -> str:
+    """Said in the domain's description when a file was not UTF-8 and named no encoding."""
+    return f" (not UTF-8: read as {used})" if asked is None and used != "utf-8-sig" else ""
+
+
+def read_id_file(path: str, encoding: str | None = None) -> np.ndarray:
+    """One integer id per line (first comma/tab-separated field); '#' starts a comment. Read in
+    ``encoding``, or UTF-8 falling back to cp1252 and Latin-1 (only the ids are used)."""
+    return _id_file(path, encoding)[0]
+
+
+def _id_file(path: str, encoding: str | None) -> tuple[np.ndarray, str]:
+    lines, used = _read_lines(path, "item domain file", encoding)
     ids = []
     for number, line in enumerate(lines, 1):
         text = line.split("#", 1)[0].replace("\t", ",").split(",", 1)[0].strip()
@@ -104,24 +164,21 @@ def read_id_file(path: str) -> np.ndarray:
             ids.append(int(text))
         except ValueError:
             raise ConfigError(f"item domain file {path!r} line {number}: {text!r} is not an integer id") from None
-    return np.array(ids, dtype=np.int64)
+    return np.array(ids, dtype=np.int64), used
 
 
-def read_movielens_catalogue(path: str) -> tuple[np.ndarray, dict[int, str]]:
+def read_movielens_catalogue(path: str, encoding: str = "iso-8859-1") -> tuple[np.ndarray, dict[int, str]]:
     """MovieLens ``movies.dat`` (id::title::genres, ISO-8859-1) or 100K ``u.item`` (id|title|...)."""
-    p = Path(path)
-    opener = gzip.open if p.suffix == ".gz" else open
-    try:
-        with opener(p, "rt", encoding="iso-8859-1") as fh:
-            lines = fh.read().splitlines()
-    except OSError as exc:
-        raise ConfigError(f"cannot read MovieLens catalogue {path!r}: {exc.strerror or exc}") from None
+    lines, _used = _read_lines(path, "MovieLens catalogue", encoding)
     sep = "::" if lines and "::" in lines[0] else "|"
     titles = {}
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         if line.strip():
-            movie_id, title = line.split(sep)[:2]
-            titles[int(movie_id)] = title
+            fields = line.split(sep)
+            try:
+                titles[int(fields[0])] = fields[1]
+            except (ValueError, IndexError):
+                raise ConfigError(f"MovieLens catalogue {path!r} line {number} is not 'id{sep}title{sep}...'") from None
     return np.array(sorted(titles), dtype=np.int64), titles
 
 
@@ -132,17 +189,21 @@ def item_domain(spec: dict[str, Any], spark: Any = None, source: Any = None) -> 
     if len(kinds) != 1:
         raise ConfigError("domain.items needs exactly one of range, file, table or catalogue")
     kind = kinds[0]
+    if "encoding" in spec and kind not in ("file", "catalogue"):
+        raise ConfigError("domain.items.encoding applies to a file or a catalogue")
     if kind == "range":
         lo, hi = _int_range(spec["range"], "domain.items")
         if hi - lo >= 50_000_000:
             raise ConfigError(f"domain.items.range [{lo}, {hi}] has more than 50 million items")
         return ItemDomain(ids=np.arange(lo, hi + 1, dtype=np.int64), description=f"range [{lo}, {hi}]", id_range=(lo, hi))
     if kind == "file":
-        return _from_ids(read_id_file(spec["file"]), f"file {spec['file']}")
+        asked = _encoding(spec, None)
+        ids, used = _id_file(spec["file"], asked)
+        return _from_ids(ids, f"file {spec['file']}{_fallback_note(used, asked)}")
     if kind == "catalogue":
         if spec["catalogue"] not in CATALOGUES or "path" not in spec:
             raise ConfigError(f"domain.items.catalogue must be one of {CATALOGUES} with a path")
-        ids, titles = read_movielens_catalogue(spec["path"])
+        ids, titles = read_movielens_catalogue(spec["path"], _encoding(spec, "iso-8859-1"))
         return _from_ids(ids, f"MovieLens catalogue {spec['path']}", titles)
     if spark is None:
         raise ConfigError("domain.items.table needs a Spark session")

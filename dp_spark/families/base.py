@@ -124,11 +124,26 @@ def plan_split(family: Family, params: Any, epsilon: Fraction, domains: Domains,
     return split
 
 
-def positive_int(value: Any, name: str) -> int:
-    """``value`` if it is an integer >= 1; a ConfigError naming the config key otherwise."""
+# What the engine supports (docs/scheduled_runs.md, "Pre-flight"). A per-user bound that
+# selects rows goes through Spark's min_by(value, order, k), which refuses k above 100,000
+# ("The `k` must be between [1, 100000]"; past 2^31 the cast of k to int overflows first).
+MAX_ROWS_PER_USER = 100_000
+ROWS_PER_USER_LIMIT = "Spark's min_by, which selects each user's rows, keeps at most 100,000 per user"
+
+
+def positive_int(value: Any, name: str, maximum: int | None = None, why: str = "") -> int:
+    """``value`` if it is an integer >= 1 (and at most ``maximum``, what the engine supports, for
+    the reason ``why``); a ConfigError naming the config key otherwise."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{name} = {value:,} is above the supported maximum {maximum:,}: {why}")
     return value
+
+
+def rows_per_user(value: Any, name: str) -> int:
+    """A per-user bound on rows (l, m, d, θ_max, records_per_user): 1 to MAX_ROWS_PER_USER."""
+    return positive_int(value, name, MAX_ROWS_PER_USER, ROWS_PER_USER_LIMIT)
 
 
 def require(table: dict[str, Any], key: str, section: str) -> Any:

@@ -17,7 +17,8 @@ from dp_spark.algorithms import sampling
 from dp_spark.bounding import keys
 from dp_spark.core.accuracy import POST_PROCESSED
 from dp_spark.errors import ConfigError
-from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int, require
+from dp_spark.families.base import (ConfigTables, Domains, Family, FamilyOutput, RunInputs, require,
+                                   rows_per_user)
 from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark.io.validation import validate_records
 from dp_spark.publishers.options import publisher_choice
@@ -43,8 +44,8 @@ class CountsParams:
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
             raise ConfigError(f"unknown counts algorithm {self.algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
-        positive_int(self.l, f"algorithm.{self.bound_name}")
-        positive_int(self.d, "algorithm.d")
+        rows_per_user(self.l, f"algorithm.{self.bound_name}")
+        rows_per_user(self.d, "algorithm.d")
         if self.algorithm != "hpa" and self.d != 1:
             raise ConfigError(f"algorithm.d is an HPA parameter; {self.algorithm} does not use it")
         if not isinstance(self.consistent, bool):
@@ -155,8 +156,8 @@ def from_config(c: ConfigTables) -> CountsParams:
     other = "l" if bound == "m" else "m"
     if other in algorithm:
         raise ConfigError(f"algorithm.{other} is not used by {name}; its per-user bound is algorithm.{bound}")
-    l = positive_int(require(algorithm, bound, "algorithm"), f"algorithm.{bound}")
-    d = positive_int(algorithm.get("d", 1), "algorithm.d")
+    l = rows_per_user(require(algorithm, bound, "algorithm"), f"algorithm.{bound}")
+    d = rows_per_user(algorithm.get("d", 1), "algorithm.d")
     if name != "hpa" and "d" in algorithm:
         raise ConfigError(f"algorithm.d is an HPA parameter; {name} does not use it")
     if name != "hpa" and "epsilon_popularity" in parts:

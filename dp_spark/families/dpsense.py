@@ -19,7 +19,7 @@ from dp_spark.algorithms import dpsense
 from dp_spark.bounding import item_rows
 from dp_spark.core import accuracy
 from dp_spark.errors import ConfigError
-from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int
+from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, rows_per_user
 from dp_spark.io.validation import validate_records
 
 ALGORITHMS = ("dpsense", "dpsense_s")
@@ -37,7 +37,7 @@ class DPSenseParams:
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
             raise ConfigError(f"unknown algorithm {self.algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
-        positive_int(self.theta_max, "algorithm.theta_max")
+        rows_per_user(self.theta_max, "algorithm.theta_max")
         if self.limit not in item_rows.LIMITS:
             raise ConfigError(f"algorithm.limit must be one of {', '.join(item_rows.LIMITS)}, got {self.limit!r}")
 
@@ -127,7 +127,7 @@ def from_config(c: ConfigTables) -> DPSenseParams:
             raise ConfigError(f"privacy.{key} is not used by {name}; its parts are epsilon_theta and epsilon_counts")
     if c.publisher:
         raise ConfigError(f"{name} adds its own noise (discrete Laplace at scale θ/ε); remove [publisher]")
-    theta_max = positive_int(c.algorithm.get("theta_max", dpsense.DEFAULT_THETA_MAX), "algorithm.theta_max")
+    theta_max = rows_per_user(c.algorithm.get("theta_max", dpsense.DEFAULT_THETA_MAX), "algorithm.theta_max")
     return DPSenseParams(name, theta_max, c.algorithm.get("limit", "normalize"))
 
 

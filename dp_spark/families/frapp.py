@@ -30,7 +30,8 @@ from dp_spark.core import accuracy
 from dp_spark.core.privacy import LedgerEntry, PrivacyUnit, as_epsilon
 from dp_spark.core.progress import stage
 from dp_spark.errors import ConfigError, DataError
-from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int, require
+from dp_spark.families.base import (ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int, require,
+                                   rows_per_user)
 
 FRAPP_KEYS = ("scheme", "sup_min", "records_per_user", "cp_k", "cp_rho")  # the algorithm.* keys it takes
 
@@ -135,7 +136,7 @@ def frapp_params(algorithm: dict[str, Any], privacy: dict[str, Any], domain: dic
     sup_min = algorithm.get("sup_min", 0.02)
     if isinstance(sup_min, bool) or not isinstance(sup_min, (int, float)) or not 0 < sup_min < 1:
         raise ConfigError(f"algorithm.sup_min must be a number strictly between 0 and 1, got {sup_min!r}")
-    per_user = positive_int(algorithm.get("records_per_user", 1), "algorithm.records_per_user")
+    per_user = rows_per_user(algorithm.get("records_per_user", 1), "algorithm.records_per_user")
     cp_k = positive_int(algorithm.get("cp_k", frapp.PAPER_CP_K), "algorithm.cp_k")
     rho = algorithm.get("cp_rho")
     if rho is not None:

@@ -22,6 +22,10 @@ from dp_spark.bounding.user_locations import bounded_pairs
 from dp_spark.core import accuracy
 from dp_spark.errors import ConfigError
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int
+
+# C's largest supported value: Limit-SS and Limit-CB tabulate LS*(C, n) in Python up to n ≈ C/ln C
+# (entropy_sensitivity.smooth_sensitivity_table), a hang at C = 10^12.
+MAX_VISITS_PER_LOCATION = 1_000_000
 from dp_spark.io.checkins import validate_checkins
 
 
@@ -53,7 +57,8 @@ class EntropyParams:
         if self.variant not in le.VARIANTS:
             raise ConfigError(f"algorithm.variant must be one of {', '.join(le.VARIANTS)}, got {self.variant!r}")
         positive_int(self.M, "algorithm.locations_per_user")
-        positive_int(self.C, "algorithm.visits_per_location")
+        positive_int(self.C, "algorithm.visits_per_location", MAX_VISITS_PER_LOCATION,
+                     "the smooth-sensitivity tables are computed on the driver over about C/ln C user counts")
         positive_int(self.k, "algorithm.k")
         if isinstance(self.xi, bool) or not isinstance(self.xi, (int, float)) or not self.xi > 0:
             raise ConfigError(f"algorithm.xi must be a number > 0, got {self.xi!r}")

@@ -23,6 +23,9 @@ from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark.io.validation import validate_records
 from dp_spark.publishers.options import publisher_choice
 
+# The most bins a histogram may have (each one a released cell and a label in privacy.json).
+MAX_BINS = 1_000_000
+
 
 @dataclass(frozen=True)
 class HistogramParams:
@@ -39,6 +42,7 @@ class HistogramParams:
         if not isinstance(self.quantity, str) or self.quantity not in histogram.QUANTITIES:
             raise ConfigError(f"unknown algorithm.quantity {self.quantity!r}; expected one of "
                               f"{', '.join(histogram.QUANTITIES)}")
+        _refuse_too_many_bins(self.bins)
         try:
             edges = histogram.bin_edges(list(self.bins) if isinstance(self.bins, (tuple, range)) else self.bins)
         except ValueError as exc:
@@ -46,6 +50,17 @@ class HistogramParams:
         object.__setattr__(self, "bins", tuple(int(e) for e in edges))
         _name, options = publisher_choice({"name": self.publisher, **self.publisher_options})
         object.__setattr__(self, "publisher_options", options)
+
+
+def _refuse_too_many_bins(bins: Any) -> None:
+    """A bin range of more than MAX_BINS bins: every bin is a cell of the release, its label a
+    string in privacy.json, and ``{ range = [1, 10^12] }`` would not fit in memory."""
+    bounds = bins.get("range") if isinstance(bins, dict) else None
+    high = bounds[1] if isinstance(bounds, list) and len(bounds) == 2 else None
+    count = high if isinstance(high, int) else len(bins) if isinstance(bins, (list, tuple)) else 0
+    if count > MAX_BINS:
+        raise ConfigError(f"algorithm.bins has {count:,} bins, above the supported maximum {MAX_BINS:,}: each bin is a "
+                          "released cell with a label in privacy.json; use wider bins")
 
 
 def _split(params, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:

@@ -10,16 +10,18 @@ and, when a directory is copied rather than renamed, copied last and deleted fir
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import re
 import uuid
 from urllib.parse import urlsplit
 
 from pyarrow import fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 
-from dp_spark.errors import ConfigError, DataError
+from dp_spark.errors import ConfigError, DataError, PreflightError
 
 REPORT_FILE = "privacy.json"
 # Filesystems whose directory rename is one atomic step; on the others (object stores) a move
@@ -156,8 +158,9 @@ def check_output_location(spark: SparkSession, output: str) -> None:
     directory that holds something else. Also recovers from a job killed while writing here.
     """
     target = location(output)
-    _recover(target)
-    kind = _kind(target)
+    with _unusable_as_preflight(output):
+        _recover(target)
+        kind = _kind(target)
     if kind == pafs.FileType.NotFound:
         return
     if kind != pafs.FileType.Directory:
@@ -169,15 +172,61 @@ def check_output_location(spark: SparkSession, output: str) -> None:
         )
 
 
+@contextlib.contextmanager
+def _unusable_as_preflight(output: str):
+    """An OSError while looking at the output (a path under a file, a directory it may not list)
+    becomes a PreflightError naming the path and the reason: found before anything is charged."""
+    try:
+        yield
+    except OSError as exc:
+        raise PreflightError(f"output {output!r} cannot be used: {_reason(exc)}") from None
+
+
+def _nearest_existing(loc: Location) -> Location:
+    """``loc`` or its closest ancestor that exists (the filesystem root at worst)."""
+    while not _exists(loc) and loc.parent_path() != loc.path:
+        loc = Location(loc.uri.rsplit("/", 1)[0] or "/", loc.fs, loc.parent_path())
+    return loc
+
+
+def probe_writable(output: str) -> None:
+    """Refuse, with the path and the filesystem's reason, an output where a release cannot be
+    written: create and delete a small file in the directory that will hold the output's staging
+    sibling (the output's parent, or its nearest existing ancestor). Nothing is left behind."""
+    target = location(output)
+    parent = Location(target.uri.rsplit("/", 1)[0] or "/", target.fs, target.parent_path())
+    where = _nearest_existing(parent)
+    if _kind(where) != pafs.FileType.Directory:
+        raise PreflightError(f"output {output!r} cannot be written: {where.uri!r} is a file, not a directory")
+    probe = where.child(f".{target.name}.probe-{uuid.uuid4().hex}")
+    try:
+        with probe.fs.open_output_stream(probe.path) as stream:
+            stream.write(b"dp-spark write probe\n")
+        probe.fs.delete_file(probe.path)
+    except OSError as exc:
+        raise PreflightError(f"output {output!r} is not writable: cannot create a file in {where.uri!r}: "
+                             f"{_reason(exc)}") from None
+
+
+def _reason(exc: OSError) -> str:
+    """The filesystem's reason on one line ("Permission denied"), without pyarrow's preamble
+    ("Failed to open local file '...'. Detail: [errno 13] Permission denied")."""
+    text = " ".join((exc.strerror or str(exc)).split())
+    detail = re.search(r"\[errno \d+\] (.*)$", text)
+    return (detail.group(1) if detail else text) or type(exc).__name__
+
+
 def check_partitioned_output(spark: SparkSession, output: str, partition_key: str) -> None:
     """Refuse a partitioned output directory that holds anything but ``key=value`` partitions."""
     target = location(output)
-    kind = _kind(target)
+    with _unusable_as_preflight(output):
+        kind = _kind(target)
+        entries = _entries(target) if kind == pafs.FileType.Directory else []
     if kind == pafs.FileType.NotFound:
         return
     if kind != pafs.FileType.Directory:
         raise ConfigError(f"output {output!r} exists and is a file, not a directory")
-    for info in _entries(target):
+    for info in entries:
         name = info.base_name
         if not (name.startswith((".", "_"))
                 or (name.startswith(f"{partition_key}=") and info.type == pafs.FileType.Directory)):

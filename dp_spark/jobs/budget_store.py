@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from dp_spark.errors import ConfigError
+from dp_spark.errors import ConfigError, PreflightError
 from dp_spark.core.privacy import BudgetExceeded, as_epsilon
 
 FORMAT = "dp-spark budget store 2"  # the caps are stored in the file
@@ -239,6 +239,30 @@ def _limits(state: dict, spec: StoreSpec) -> tuple[Fraction, float]:
             f"set the config's delta_cap to {stored_delta:g} or less, or leave it out")
     return (stored_epsilon if spec.epsilon_cap is None else spec.epsilon_cap,
             stored_delta if spec.delta_cap is None else spec.delta_cap)
+
+
+def check_reachable(spec: StoreSpec) -> None:
+    """Refuse, before a run is charged, a store this process cannot write: its directory (or the
+    nearest existing ancestor, where a first run would create it) must be a directory in which
+    a file can be created, and an existing store must be a readable dp-spark store of this
+    dataset. Probes with a hidden file that is removed at once; locks nothing."""
+    path = Path(spec.path)
+    if path.exists() and not path.is_file():
+        raise PreflightError(f"budget store {spec.path!r} is not a file")
+    where = path.parent
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if not where.is_dir():
+        raise PreflightError(f"budget store {spec.path!r} is unreachable: {str(where)!r} is not a directory")
+    probe = where / f".{path.name}.probe-{uuid.uuid4().hex}"
+    try:
+        probe.touch(exist_ok=False)
+        probe.unlink()
+    except OSError as exc:
+        raise PreflightError(f"budget store {spec.path!r} is unreachable: cannot create a file in {str(where)!r}: "
+                             f"{exc.strerror or exc}") from None
+    if path.exists():
+        _load(path, spec.dataset)  # unreadable, not a store, another dataset's: ConfigError now
 
 
 def charge(spec: StoreSpec, epsilon: Fraction, delta: float, run: dict) -> dict:

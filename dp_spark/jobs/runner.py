@@ -18,7 +18,7 @@ from dp_spark.families.base import Domains, plan_split
 from dp_spark.families.engine import Computed, compute
 from dp_spark.families.registry import family_of
 from dp_spark.io import catalog, checkins, output_lock, release_store, sources
-from dp_spark.jobs import budget_store
+from dp_spark.jobs import budget_store, preflight
 from dp_spark.jobs.config import JobConfig
 
 
@@ -164,6 +164,7 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
         if replacing:
             progress(f"--force: replacing the release for run date {cfg.run_date} at {target}; this run spends "
                      f"epsilon {float(cfg.epsilon):g} again")
+        preflight.check(cfg, target, _family(cfg).uses_item_domain)  # nothing charged or read yet
     run = {"run_date": cfg.run_date, "forced": replacing}
     store = cfg.budget_store
     if store is not None:
