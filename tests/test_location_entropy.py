@@ -90,6 +90,23 @@ def test_crowd_sensitivity_is_the_largest_local_bound_from_k_on():
                                                                  for n in range(k, 5000)))
 
 
+
+@pytest.mark.parametrize("C", [3, 5, 50, 199, 200, 1_000, 12_345, 100_000, 1_000_000])
+def test_local_bound_is_non_increasing_from_m0_up_to_the_largest_supported_c(C):
+    # The smooth-sensitivity table and GS_k stop at m0 (decreasing_from); that is sound only if
+    # LS*(C, ·) never rises again after it. The spec checked C <= 199; the config accepts C up to
+    # MAX_VISITS_PER_LOCATION. Densely just after m0, where LS* turns, then log-spaced to 10^12.
+    from dp_spark.families.location_entropy import MAX_VISITS_PER_LOCATION
+
+    assert C <= MAX_VISITS_PER_LOCATION
+    m0 = math.ceil(sens.decreasing_from(C))
+    dense = range(m0, m0 + 3000)
+    tail = np.unique(np.geomspace(m0 + 3000, 1e12, 1500).astype(np.int64))
+    values = [sens.local_sensitivity(C, int(n)) for n in [*dense, *tail]]
+    rises = [(n, b - a) for n, a, b in zip([*dense, *tail], values, values[1:]) if b - a > 1e-15]
+    assert rises == []
+
+
 LOCATIONS = ItemDomain(ids=np.arange(1, 7), description="1..6", id_range=(1, 6))
 
 

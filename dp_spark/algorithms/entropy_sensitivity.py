@@ -59,7 +59,8 @@ def local_sensitivity(C: int, n: int) -> float:
 
 
 def decreasing_from(C: int) -> float:
-    """m0: LS*(C, ·) is non-increasing from here on (§7.1; checked numerically for C ≤ 199)."""
+    """m0: LS*(C, ·) is non-increasing from here on (§7.1). Checked numerically (the spec for C ≤ 199;
+    tests/test_location_entropy.py up to the largest C the config accepts, 1,000,000)."""
     _check_cap(C)
     if C <= 2:
         return 2.0
