@@ -171,7 +171,7 @@ def test_a_runtime_error_in_json_mode_carries_its_traceback_in_the_end_event(tmp
     monkeypatch.setattr(session, "get_session", get_session)
     assert main(["run", str(job(tmp_path, store=False)), "--log-format", "json"]) == 1
     end = json_lines(capsys.readouterr().err)[-1]
-    assert (end["event"], end["status"], end["error"]) == ("end", "error", "the JVM would not start")
+    assert (end["event"], end["status"], end["error"]) == ("end", "error", "SparkStarted: the JVM would not start")
     assert "Traceback" in end["traceback"] and "SparkStarted" in end["traceback"]
 
 

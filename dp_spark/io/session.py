@@ -192,8 +192,10 @@ def check_catalog(spark, conf: dict[str, str]) -> None:
     already running (a notebook's, or one spark-submit started) ignores the setting, and the job
     would silently look for its tables in another catalog (docs/scheduled_runs.md, Catalog tables)."""
     asked = conf.get(CATALOG_SETTING)
+    if asked is None:
+        return
     used = spark.conf.get(CATALOG_SETTING, "in-memory")
-    if asked is not None and asked != used:
+    if asked != used:
         raise PreflightError(f"[spark] asks for {CATALOG_SETTING} = {asked!r} but the session already running uses "
                              f"{used!r}, and the catalog is fixed when Spark starts: set it where the session is "
                              f"started (spark-submit --conf {CATALOG_SETTING}={asked}, spark-defaults.conf, or the "
