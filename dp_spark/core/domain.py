@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,22 @@ class AttributeDomain:
     def index_of(self, values: Any) -> np.ndarray:
         lookup = {v: i for i, v in enumerate(self.values)}
         return np.array([lookup.get(str(v), -1) for v in values], dtype=np.int64)
+
+    @property
+    def numbers(self) -> tuple[float, ...] | None:
+        """The values as numbers, when every one reads as a finite number and no two are equal
+        as numbers; None otherwise. A numeric domain is compared with the records by value, so a
+        CSV's "4.0" (or a double 4.0) is the domain's "4" (dp_spark.io.validation)."""
+        numbers = []
+        for value in self.values:
+            try:
+                number = float(value.strip())
+            except ValueError:
+                return None
+            if not math.isfinite(number):
+                return None
+            numbers.append(number)
+        return tuple(numbers) if len(set(numbers)) == len(numbers) else None
 
 
 def _from_ids(ids: Any, description: str, titles: dict[int, str] | None = None) -> ItemDomain:
