@@ -23,17 +23,18 @@ def bounded_pairs(checkins: DataFrame, locations_per_user: int, visits_per_locat
 
     The coverage columns let the location sums count, in the same job, what bounding did (for
     the operator, NOT private): on each user's first pair, 1 (a user), the user's number of
-    locations before bounding, and 1 if that is more than M; on every pair, its visits before
-    the cap. The user's number of locations is a count over the ranking's own window (a frame
-    of the whole user), so it needs no shuffle or sort of its own."""
+    locations and of visits before bounding, and 1 if it has more than M locations. Those are
+    counts over the ranking's own window (a frame of the whole user), so they need no shuffle or
+    sort of their own."""
     pairs = checkins.groupBy("user_id", "item_id").agg(F.sum("visits").alias("c"), F.min("time").alias("first"))
     order = Window.partitionBy("user_id").orderBy(F.col("first").asc_nulls_last(), F.col("item_id"))
     whole_user = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    ranked = pairs.withColumns({"_rank": F.row_number().over(order), "_locations": F.count(F.lit(1)).over(whole_user)})
+    ranked = pairs.withColumns({"_rank": F.row_number().over(order), "_locations": F.count(F.lit(1)).over(whole_user),
+                                "_visits": F.sum("c").over(whole_user)})
     first = F.col("_rank") == 1
     return ranked.where(F.col("_rank") <= locations_per_user).select(
         "user_id", "item_id", F.least(F.col("c"), F.lit(visits_per_location)).alias("c"),
         first.cast("long").alias("_coverage_users"),
         F.when(first, F.col("_locations")).otherwise(0).cast("long").alias("_coverage_pairs"),
         (first & (F.col("_locations") > locations_per_user)).cast("long").alias("_coverage_users_truncated"),
-        F.col("c").cast("long").alias("_coverage_visits"))
+        F.when(first, F.col("_visits")).otherwise(0).cast("long").alias("_coverage_visits"))
