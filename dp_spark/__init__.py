@@ -14,10 +14,10 @@ from dp_spark.api import (
     DatasetBudget, Release, dft, dpsense, dpsense_s, frapp, gs, hpa, location_entropy, lpa, sra, user_histogram,
 )
 from dp_spark.core.privacy import BudgetExceeded
-from dp_spark.errors import ConfigError, DataError, DpSparkError
+from dp_spark.errors import ConfigError, DataError, DpSparkError, GuardRefused
 from dp_spark.version import __version__
 
 __all__ = [
-    "__version__", "BudgetExceeded", "ConfigError", "DataError", "DatasetBudget", "DpSparkError", "Release",
+    "__version__", "BudgetExceeded", "ConfigError", "DataError", "DatasetBudget", "DpSparkError", "GuardRefused", "Release",
     "dft", "dpsense", "dpsense_s", "frapp", "gs", "hpa", "location_entropy", "lpa", "sra", "user_histogram",
 ]
