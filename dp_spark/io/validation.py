@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from dp_spark.bounding import keys
-from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.core.domain import NUMBER, AttributeDomain, ItemDomain
 from dp_spark.errors import DataError
 from dp_spark.io.session import default_parallelism
 
@@ -24,6 +24,8 @@ ID_COLUMNS = ("user_id", "item_id")
 
 
 _INTEGER_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+# A whole number written as a decimal: "4.0", "-12.", "1.5E7" (checked to be whole after parsing).
+DECIMAL_ID = r"[+-]?[0-9]+(\.[0-9]{0,18})?([eE]\+?[0-9]{1,2})?"
 
 
 def _integer_problems(df: DataFrame, column: str) -> tuple[Column, Column]:
@@ -33,10 +35,12 @@ def _integer_problems(df: DataFrame, column: str) -> tuple[Column, Column]:
     if isinstance(field_type, _INTEGER_TYPES):
         return F.lit(False), c.cast("long")
     if isinstance(field_type, T.StringType):
-        # Compared as values: "4.0" (a CSV written from doubles) is the id 4, as the double 4.0 is
-        # below. The decimal parse runs only where the plain one failed (coalesce stops at the first).
+        # Compared as values: "4.0" or "1.5E7" (a CSV written from doubles) is an id, as the
+        # double 4.0 is below. Only ASCII digits, at most 18 after the point and no negative
+        # exponent, so the decimal holds the number exactly; parsed only where the plain long
+        # parse failed (coalesce stops at the first value).
         text = F.trim(c)
-        as_decimal = text.try_cast("decimal(38,18)")
+        as_decimal = F.when(text.rlike(f"^{DECIMAL_ID}\\z"), text.try_cast("decimal(38,18)"))
         in_range = (as_decimal >= F.lit(-(2**63))) & (as_decimal <= F.lit(2**63 - 1))
         whole = F.when(in_range & (as_decimal == F.floor(as_decimal)), as_decimal.cast("long"))
         as_long = F.coalesce(text.try_cast("long"), whole)
@@ -77,7 +81,11 @@ def _attribute_values(df: DataFrame, attributes: AttributeDomain) -> tuple[Colum
     plain_integers = numbers is not None and all(v == str(int(n)) for v, n in zip(attributes.values, numbers))
     if numbers is None or (isinstance(field_type, _INTEGER_TYPES) and plain_integers):
         return F.coalesce(as_text.isin(list(attributes.values)), F.lit(False)), as_text
-    number = (F.trim(raw) if isinstance(field_type, T.StringType) else raw).try_cast("double")
+    if isinstance(field_type, T.StringType):  # ASCII numbers only: not "NaN", "4d" or "0x1p3", which Java parses
+        text = F.trim(raw)
+        number = F.when(text.rlike(f"^{NUMBER}\\z"), text.try_cast("double"))
+    else:
+        number = raw.try_cast("double")
     lookup = F.create_map(*[F.lit(x) for pair in zip(numbers, attributes.values) for x in pair])
     value = F.try_element_at(lookup, number)
     return value.isNotNull(), value
