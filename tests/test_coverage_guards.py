@@ -139,10 +139,10 @@ def test_monday_against_mon_is_refused_before_noise_naming_both(spark, tmp_path,
 
 def test_coverage_numbers_are_exact(spark, tmp_path, capsys):
     frame = pd.DataFrame({
-        "user_id": [1, 1, 1, 1, 2, 2, 3, 4, 4, 4, 5],
-        "item_id": [1, 2, 3, 99, 4, 5, 6, 7, 8, 9, 50],
-        "attr": ["a", "b", "a", "a", "zzz", "a", "b", "a", "b", "b", "a"],
-    })
+        "user_id": [1, 1, 1, 1, 2, 2, 3, 4, 4, 4, 5, 5, 5],
+        "item_id": [1, 2, 3, 99, 4, 5, 6, 7, 8, 9, 50, 10, 11],
+        "attr": ["a", "b", "a", "a", "zzz", "a", "b", "a", "b", "b", "a", "a", "b"],
+    })  # users with 3, 1, 1, 3 and 2 rows in the domain (l = 2: two truncated, one exactly at the bound)
     source = tmp_path / "records.parquet"
     frame.to_parquet(source)
     config = write_job(tmp_path, source, "parquet", '["a", "b"]', "[guards]", "warn_dropped_fraction = 0.5")
@@ -161,7 +161,7 @@ def test_coverage_numbers_are_exact(spark, tmp_path, capsys):
     assert cov["users_truncated"] == int((per_user > 2).sum())
     assert cov["bound"] == "l = 2"
     assert f"NOT PRIVATE: {cov['users_truncated']} of {cov['users']} users" in said
-    assert "WARNING (NOT PRIVATE)" not in said  # 3 of 11 rows dropped is under the 0.5 set above
+    assert "WARNING (NOT PRIVATE)" not in said  # 3 of 13 rows dropped is under the 0.5 set above
 
 
 def test_the_guard_fires_before_any_noise_is_drawn(spark, monkeypatch):
