@@ -15,10 +15,11 @@ from dp_spark.api import (
     user_histogram,
 )
 from dp_spark.core.privacy import BudgetExceeded
-from dp_spark.errors import ConfigError, DataError, DpSparkError
+from dp_spark.errors import ConfigError, DataError, DpSparkError, GuardRefused
 from dp_spark.version import __version__
 
 __all__ = [
-    "__version__", "BudgetExceeded", "ConfigError", "DataError", "DatasetBudget", "DpSparkError", "Plan", "Release",
-    "dft", "dpsense", "dpsense_s", "frapp", "gs", "hpa", "location_entropy", "lpa", "plan", "sra", "user_histogram",
+    "__version__", "BudgetExceeded", "ConfigError", "DataError", "DatasetBudget", "DpSparkError", "GuardRefused",
+    "Plan", "Release", "dft", "dpsense", "dpsense_s", "frapp", "gs", "hpa", "location_entropy", "lpa", "plan", "sra",
+    "user_histogram",
 ]

@@ -30,6 +30,7 @@ from dp_spark.families.counts import BASELINE_PUBLISHERS, CountsParams
 from dp_spark.families.dpsense import DPSenseParams
 from dp_spark.families.engine import accuracy_section, compute
 from dp_spark.families.frapp import frapp_params
+from dp_spark.families.guards import Guards, guards_of
 from dp_spark.families.location_entropy import EntropyParams
 from dp_spark.families.registry import family_of
 from dp_spark.families.user_histogram import HistogramParams
@@ -199,23 +200,25 @@ def _plan(family: Family, params: Any, domains: Domains, epsilon: object, epsilo
 
 
 def _release(family: Family, params: Any, records, domains: Domains, epsilon: object, epsilon_split: dict | None,
-             seed: int | None, budget: DatasetBudget | None, progress) -> Release:
+             seed: int | None, budget: DatasetBudget | None, progress, guards: Any = None) -> Release:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
     epsilon, split = _split(family, params, domains, epsilon, epsilon_split)
     progress = progress or Progress()
     if seed is not None:
         progress("WARNING: fixed seed: this release is for testing only and NOT private")
+    limits = guards if isinstance(guards, Guards) else guards_of(None if guards is None else dict(guards))
+    limits.check_family(family.name, params.algorithm)  # before the budget is charged
     if budget is not None:
         budget.charge(epsilon, family.delta(params), f"{params.algorithm} release")
     progress(family.describe(params, epsilon, domains))
     computed = compute(family, params, records, domains, epsilon, split, seed,
-                       {"format": "dataframe", "location": None}, progress)
+                       {"format": "dataframe", "location": None}, progress, limits)
     return Release(computed.tables, computed.report, records.sparkSession)
 
 
 def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: str | None, items: Any,
-                    attributes: Any, epsilon, epsilon_split, seed, budget, progress) -> Release:
+                    attributes: Any, epsilon, epsilon_split, seed, budget, progress, guards=None) -> Release:
     domains = Domains(None if items is None else _items(items), _attributes(attributes))  # None: user_histogram
     if (attribute is None) != (domains.attributes is None):
         raise ConfigError("give both attribute (the column) and attributes (its public values), or neither")
@@ -223,7 +226,7 @@ def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: st
         return _plan(family_of(params.algorithm), params, domains, epsilon, epsilon_split, df)
     records = with_record_id(_standard_columns(df, {"user_id": privacy_unit, "item_id": item, "attr": attribute}))
     return _release(family_of(params.algorithm), params, records, domains, epsilon, epsilon_split, seed, budget,
-                    progress)
+                    progress, guards)
 
 
 # ---------------------------------------------------------------------------
@@ -232,41 +235,43 @@ def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: st
 
 def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None,
             attributes=None, epsilon_split=None, publisher=None, publisher_options=None, consistent=False,
-            seed=None, budget=None, progress=None) -> Release:
+            seed=None, budget=None, guards=None, progress=None) -> Release:
     params = CountsParams(algorithm, l, d, publisher or BASELINE_PUBLISHERS.get(algorithm, "laplace"),
                           dict(publisher_options or {}), consistent)
     return _record_release(params, df, privacy_unit, item, attribute, items, attributes, epsilon, epsilon_split,
-                           seed, budget, progress)
+                           seed, budget, progress, guards)
 
 
 def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
-        progress=None) -> Release:
+        guards=None, progress=None) -> Release:
     """Item counts (and item x attribute counts) with at most ``l`` records per user, a uniform
     sample of each user's own (paper 000's SRA). Tables: item_counts, edge_counts."""
     return _counts("sra", df, items=items, l=l, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
-                   progress=progress)
+                   guards=guards, progress=progress)
 
 
 def hpa(df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
-        progress=None) -> Release:
+        guards=None, progress=None) -> Release:
     """Like :func:`sra`, but each user keeps its ``l`` records of highest noisy popularity,
     measured on ``d`` records per user (paper 000's HPA)."""
     return _counts("hpa", df, items=items, l=l, d=d, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
-                   progress=progress)
+                   guards=guards, progress=progress)
 
 
 def _baseline(algorithm: str):
     def release(df, *, items, m, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
-                epsilon_split=None, publisher_options=None, seed=None, budget=None, progress=None) -> Release:
+                epsilon_split=None, publisher_options=None, seed=None, budget=None, guards=None,
+                progress=None) -> Release:
         return _counts(algorithm, df, items=items, l=m, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                        attribute=attribute, attributes=attributes, epsilon_split=epsilon_split,
-                       publisher_options=publisher_options, seed=seed, budget=budget, progress=progress)
+                       publisher_options=publisher_options, seed=seed, budget=budget, guards=guards,
+                       progress=progress)
 
     release.__name__ = release.__qualname__ = algorithm
     return release
@@ -281,34 +286,36 @@ gs.__doc__ = "Paper 000's GS: as :func:`lpa`, published by grouping and smoothin
 
 
 def user_histogram(df, *, quantity, bins, epsilon, items=None, privacy_unit="user_id", item="item_id",
-                   publisher="laplace", publisher_options=None, seed=None, budget=None, progress=None) -> Release:
+                   publisher="laplace", publisher_options=None, seed=None, budget=None, guards=None,
+                   progress=None) -> Release:
     """How many users have how many records (``quantity="records"``) or distinct items
     (``"distinct_items"``), in public ``bins`` (increasing edges, the last bin open-ended).
     ``items``, if given, keeps only records of those items; without it every record counts."""
     params = HistogramParams(quantity, bins, publisher, dict(publisher_options or {}))
-    return _record_release(params, df, privacy_unit, item, None, items, None, epsilon, None, seed, budget, progress)
+    return _record_release(params, df, privacy_unit, item, None, items, None, epsilon, None, seed, budget, progress,
+                           guards)
 
 
 def dpsense(df, *, items, epsilon, theta_max=256, limit="normalize", privacy_unit="user_id", item="item_id",
-            epsilon_split=None, seed=None, budget=None, progress=None) -> Release:
+            epsilon_split=None, seed=None, budget=None, guards=None, progress=None) -> Release:
     """Column counts of each user's row of distinct items, the row limit θ chosen privately
     (paper 001's DPSense). The chosen θ is in ``report["algorithm"]["chosen"]``."""
     params = DPSenseParams("dpsense", theta_max, limit)
     return _record_release(params, df, privacy_unit, item, None, items, None, epsilon, epsilon_split, seed, budget,
-                           progress)
+                           progress, guards)
 
 
 def dpsense_s(df, *, items, epsilon, theta_max=256, limit="normalize", privacy_unit="user_id", item="item_id",
-              epsilon_split=None, seed=None, budget=None, progress=None) -> Release:
+              epsilon_split=None, seed=None, budget=None, guards=None, progress=None) -> Release:
     """DPSense-S: :func:`dpsense` with a privately chosen scale α as well (paper 001)."""
     params = DPSenseParams("dpsense_s", theta_max, limit)
     return _record_release(params, df, privacy_unit, item, None, items, None, epsilon, epsilon_split, seed, budget,
-                           progress)
+                           progress, guards)
 
 
 def location_entropy(df, *, locations, epsilon, M=5, C=5, variant="limit", k=50, xi=1e-3, delta=1e-8,
                      outputs=("entropy",), privacy_unit="user_id", location="location_id", visits=None, time=None,
-                     location_choice="first_visit", epsilon_split=None, seed=None, budget=None,
+                     location_choice="first_visit", epsilon_split=None, seed=None, budget=None, guards=None,
                      progress=None) -> Release:
     """The entropy of each public location's visits (paper 004), each user bounded to ``M``
     locations and ``C`` visits at each. Rows are check-ins: one visit each, or ``visits`` of
@@ -320,11 +327,13 @@ def location_entropy(df, *, locations, epsilon, M=5, C=5, variant="limit", k=50,
         return _plan(family_of("entropy"), params, domains, epsilon, epsilon_split, df)
     records = checkins.standard_checkins(_standard_columns(
         df, {"user_id": privacy_unit, "item_id": location, "time": time, "visits": visits}), time or "time")
-    return _release(family_of("entropy"), params, records, domains, epsilon, epsilon_split, seed, budget, progress)
+    return _release(family_of("entropy"), params, records, domains, epsilon, epsilon_split, seed, budget, progress,
+                    guards)
 
 
 def frapp(df, *, attributes, epsilon=None, gamma=None, scheme="det_gd", sup_min=0.02, records_per_user=1,
-          cp_k=None, cp_rho=None, privacy_unit=None, seed=None, budget=None, progress=None) -> Release:
+          cp_k=None, cp_rho=None, privacy_unit=None, seed=None, budget=None, guards=None,
+          progress=None) -> Release:
     """Every record perturbed on its own (local DP, paper 003's FRAPP), then the frequent itemsets
     mined from the perturbed records. ``attributes`` lists each column's public domain, e.g.
     ``{"column": "sex", "values": ["F", "M"]}`` or ``{"column": "age", "edges": [35, 55]}``; give
@@ -341,7 +350,8 @@ def frapp(df, *, attributes, epsilon=None, gamma=None, scheme="det_gd", sup_min=
         return _plan(family_of("frapp"), params, Domains(None), params.epsilon, None, df)
     columns = {spec.column: spec.column for spec in params.specs}
     records = _standard_columns(df, {**columns, **({"user_id": privacy_unit} if privacy_unit else {})})
-    return _release(family_of("frapp"), params, records, Domains(None), params.epsilon, None, seed, budget, progress)
+    return _release(family_of("frapp"), params, records, Domains(None), params.epsilon, None, seed, budget, progress,
+                    guards)
 
 
 RELEASES = {"sra": sra, "hpa": hpa, "lpa": lpa, "dft": dft, "gs": gs, "user_histogram": user_histogram,

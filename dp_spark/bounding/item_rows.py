@@ -35,6 +35,16 @@ class Rows:
     def release(self) -> None:
         self.per_user.unpersist()
 
+    def truncation(self, theta: int) -> dict:
+        """NOT private, for the operator: users, their distinct (user, item) pairs, the pairs a
+        limit of θ keeps (Σ min(r, θ); by normalisation a long row keeps that mass, spread over
+        all of its items) and the users whose row is longer than θ. One job on the cached rows."""
+        r, limit = F.col("_r"), F.lit(theta)
+        stats = self.per_user.agg(F.count(F.lit(1)).alias("users"), F.sum(r).alias("pairs"),
+                                  F.sum(F.least(r, limit)).alias("kept"),
+                                  F.sum((r > limit).cast("long")).alias("truncated")).first()
+        return {name: int(stats[name] or 0) for name in ("users", "pairs", "kept", "truncated")}
+
 
 def rows_of(records: DataFrame) -> Rows:
     """Each user's set of distinct items, in one shuffle (duplicates count once)."""

@@ -14,16 +14,34 @@ from pyspark.sql import functions as F
 from dp_spark.bounding.keys import keyed_position
 
 
+# The coverage columns of bounded_pairs (NOT private; summed by aggregates.location_sums).
+COVERAGE_COLUMNS = ("_coverage_users", "_coverage_pairs", "_coverage_users_truncated", "_coverage_visits")
+
+
 def bounded_pairs(checkins: DataFrame, locations_per_user: int, visits_per_location: int,
                   random_salt: int | None = None) -> DataFrame:
-    """[user_id, item_id, c]: each user's first ``locations_per_user`` (M) locations by its own
-    first visit (ties by location id; no time counts as latest), visits capped at
-    ``visits_per_location`` (C). With ``random_salt`` the M are a uniformly random choice among
-    the user's locations instead (a keyed hash of salt, user and location; time is not used)."""
+    """[user_id, item_id, c, *COVERAGE_COLUMNS]: each user's first ``locations_per_user`` (M)
+    locations by its own first visit (ties by location id; no time counts as latest), visits
+    capped at ``visits_per_location`` (C). With ``random_salt`` the M are a uniformly random
+    choice among the user's locations instead (a keyed hash of salt, user and location; time is
+    not used).
+
+    The coverage columns let the location sums count, in the same job, what bounding did (for
+    the operator, NOT private): on each user's first pair, 1 (a user), the user's number of
+    locations and of visits before bounding, and 1 if it has more than M locations. Those are
+    counts over the ranking's own window (a frame of the whole user), so they need no shuffle or
+    sort of their own."""
     pairs = checkins.groupBy("user_id", "item_id").agg(F.sum("visits").alias("c"), F.min("time").alias("first"))
     by = [keyed_position([F.col("user_id"), F.col("item_id")], random_salt)] if random_salt is not None \
         else [F.col("first").asc_nulls_last(), F.col("item_id")]
     order = Window.partitionBy("user_id").orderBy(*by)
-    ranked = pairs.withColumn("_rank", F.row_number().over(order))
+    whole_user = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    ranked = pairs.withColumns({"_rank": F.row_number().over(order), "_locations": F.count(F.lit(1)).over(whole_user),
+                                "_visits": F.sum("c").over(whole_user)})
+    first = F.col("_rank") == 1
     return ranked.where(F.col("_rank") <= locations_per_user).select(
-        "user_id", "item_id", F.least(F.col("c"), F.lit(visits_per_location)).alias("c"))
+        "user_id", "item_id", F.least(F.col("c"), F.lit(visits_per_location)).alias("c"),
+        first.cast("long").alias("_coverage_users"),
+        F.when(first, F.col("_locations")).otherwise(0).cast("long").alias("_coverage_pairs"),
+        (first & (F.col("_locations") > locations_per_user)).cast("long").alias("_coverage_users_truncated"),
+        F.when(first, F.col("_visits")).otherwise(0).cast("long").alias("_coverage_visits"))

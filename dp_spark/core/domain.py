@@ -19,6 +19,8 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import gzip
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,10 @@ class ItemDomain:
         return np.where(self.ids[pos] == item_ids, pos, -1)
 
 
+# A number as an attribute value: ASCII digits, an optional point and exponent (not "nan", "1_000").
+NUMBER = r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"
+
+
 @dataclass(frozen=True)
 class AttributeDomain:
     """Attribute values as strings (the records' attr column is compared as a string)."""
@@ -65,6 +71,17 @@ class AttributeDomain:
     def index_of(self, values: Any) -> np.ndarray:
         lookup = {v: i for i, v in enumerate(self.values)}
         return np.array([lookup.get(str(v), -1) for v in values], dtype=np.int64)
+
+    @property
+    def numbers(self) -> tuple[float, ...] | None:
+        """The values as numbers, when every one reads as a finite number and no two are equal
+        as numbers; None otherwise. A numeric domain is compared with the records by value, so a
+        CSV's "4.0" (or a double 4.0) is the domain's "4" (dp_spark.io.validation)."""
+        if not all(re.fullmatch(NUMBER, value.strip()) for value in self.values):
+            return None
+        numbers = [float(value) for value in self.values]
+        finite = all(math.isfinite(n) for n in numbers)
+        return tuple(numbers) if finite and len(set(numbers)) == len(numbers) else None
 
 
 def _from_ids(ids: Any, description: str, titles: dict[int, str] | None = None) -> ItemDomain:

@@ -15,6 +15,7 @@ from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import USER_UNIT, Budget, PrivacyUnit
 from dp_spark.errors import ConfigError
+from dp_spark.families.guards import Guards
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class RunInputs:
     rng: RandomSource
     seed: int | None
     progress: Callable[[str], None]
+    guards: Guards = Guards()  # checked on the records' coverage before any noise is drawn
 
 
 @dataclass(frozen=True)

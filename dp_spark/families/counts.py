@@ -17,6 +17,7 @@ from dp_spark.algorithms import sampling
 from dp_spark.bounding import keys
 from dp_spark.core.accuracy import POST_PROCESSED
 from dp_spark.errors import ConfigError
+from dp_spark.families import guards
 from dp_spark.families.base import (ConfigTables, Domains, Family, FamilyOutput, RunInputs, require,
                                    rows_per_user)
 from dp_spark.families.publisher_accuracy import publisher_accuracy
@@ -93,8 +94,12 @@ def run(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
     items, attributes = inputs.domains.items, inputs.domains.attributes
     validated = validate_records(inputs.records, items, attributes,
                                  one_per_user_salt=_popularity_salt(params, inputs.seed))
-    inputs.progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
     try:
+        # Everything the guards need is known from validation's pass: each user keeps min(n, l).
+        coverage = guards.bounded_coverage(validated.diagnostics["rows_read"], validated.rows_outside_domain,
+                                           validated.users_by_n, params.l, params.bound_name)
+        guards.check(inputs.guards, coverage, inputs.progress, validated.explain)  # before HPA's first noise
+        inputs.progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
         common = dict(items=items, attributes=attributes, l=params.l, epsilons=inputs.split, budget=inputs.budget,
                       rng=inputs.rng, seed=inputs.seed, user_counts=validated.user_counts,
                       users_by_n=validated.users_by_n,
@@ -107,7 +112,8 @@ def run(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
         validated.release()
     if params.consistent:
         release = sampling.made_consistent(release, params.l, inputs.split)
-    return FamilyOutput(tables_of(release, inputs.domains), {**validated.diagnostics, **release.diagnostics})
+    return FamilyOutput(tables_of(release, inputs.domains), {**validated.diagnostics, **release.diagnostics,
+                                                             "coverage": coverage.to_json()})
 
 
 def _describe(params: CountsParams, epsilon: Fraction, domains: Domains) -> str:

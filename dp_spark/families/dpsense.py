@@ -19,6 +19,7 @@ from dp_spark.algorithms import dpsense
 from dp_spark.bounding import item_rows
 from dp_spark.core import accuracy
 from dp_spark.errors import ConfigError
+from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, rows_per_user
 from dp_spark.io.validation import validate_records
 
@@ -46,9 +47,10 @@ class DPSenseParams:
         return self.algorithm == "dpsense_s"
 
 
-def _limited_counts(params: DPSenseParams, inputs: RunInputs, records) -> tuple[np.ndarray, int, Fraction]:
+def _limited_counts(params: DPSenseParams, inputs: RunInputs, records) -> tuple[np.ndarray, int, Fraction, dict]:
     """Bound and aggregate: each user's row, θ (and α) chosen by the exponential mechanism from
-    the length aggregates, and the column counts of the rows limited to θ (NOT private)."""
+    the length aggregates, the column counts of the rows limited to θ, and what the limit kept
+    (all NOT private but θ and α)."""
     items, split = inputs.domains.items, inputs.split
     rows = item_rows.rows_of(records)
     try:
@@ -63,23 +65,35 @@ def _limited_counts(params: DPSenseParams, inputs: RunInputs, records) -> tuple[
             alpha = Fraction(1)
         counts = item_columns.limited_counts(rows, items, theta, params.limit, inputs.seed,
                                              grid_bits=dpsense.GRID_BITS)
+        truncation = rows.truncation(theta)
     finally:
         rows.release()
-    return counts, theta, alpha
+    return counts, theta, alpha, truncation
 
 
 def run(params: DPSenseParams, inputs: RunInputs) -> FamilyOutput:
     validated = validate_records(inputs.records, inputs.domains.items, None)
-    inputs.progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
+    rows_read, outside = validated.diagnostics["rows_read"], validated.rows_outside_domain
     try:
-        counts, theta, alpha = _limited_counts(params, inputs, validated.records)
+        # θ is chosen with noise, so before the noise only the domain's coverage can be guarded.
+        guards.check(inputs.guards, guards.Coverage(rows_read, outside, users=int(validated.users_by_n.sum())),
+                     inputs.progress, validated.explain)
+        inputs.progress(f"{rows_read:,} records read; bounding and counting")
+        counts, theta, alpha, truncation = _limited_counts(params, inputs, validated.records)
     finally:
         validated.release()
     noisy = dpsense.publish_columns(counts, theta, params.limit, inputs.split["epsilon_counts"], inputs.budget,
                                     inputs.rng) * float(alpha)
     table = pd.DataFrame({"item_id": inputs.domains.items.ids, "noisy_count": noisy})
+    # Rows here are a user's distinct items; bounding keeps Σ min(r, θ) of them (by mass, when normalised).
+    coverage = guards.Coverage(rows_read, outside, users=truncation["users"],
+                               rows_kept_by_bounding=truncation["kept"], users_truncated=truncation["truncated"],
+                               bound=f"theta = {theta}", kept_of=truncation["pairs"],
+                               unit="distinct (user, item) pairs")
+    for line in guards.coverage_lines(coverage)[1:]:
+        inputs.progress(line)
     # θ* and α* are outputs of the exponential mechanism: private, and needed to read the counts.
-    return FamilyOutput({"item_counts": table}, dict(validated.diagnostics),
+    return FamilyOutput({"item_counts": table}, {**validated.diagnostics, "coverage": coverage.to_json()},
                         chosen={"theta": theta, "alpha": float(alpha)})
 
 

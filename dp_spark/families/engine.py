@@ -21,6 +21,7 @@ from dp_spark.core.domain import ItemDomain
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget
 from dp_spark.families.base import Domains, Family, FamilyOutput, RunInputs
+from dp_spark.families.guards import Guards
 
 DIAGNOSTICS_NOTE = (
     "NOT PRIVATE: computed from the raw records without noise, for the operator's "
@@ -36,12 +37,14 @@ class Computed:
 
 
 def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fraction, split: dict[str, Fraction],
-            seed: int | None, source: dict, progress: Callable[[str], None]) -> Computed:
+            seed: int | None, source: dict, progress: Callable[[str], None], guards: Guards = Guards()) -> Computed:
     """Run ``family`` on ``records`` (our standard columns, not yet validated) and build the
-    report. ``source`` is the report's description of where the records came from."""
+    report. ``source`` is the report's description of where the records came from; ``guards``
+    may refuse the run from the records' coverage, before any noise (families.guards)."""
+    guards.check_family(family.name, params.algorithm)
     budget = Budget(epsilon, family.delta(params), unit=family.privacy_unit(params, records),
                     fixed_seed=seed is not None)
-    inputs = RunInputs(records, domains, split, budget, RandomSource(seed), seed, progress)
+    inputs = RunInputs(records, domains, split, budget, RandomSource(seed), seed, progress, guards)
     output = family.run(params, inputs)
     if not budget.private:
         progress(family.not_private_warning)

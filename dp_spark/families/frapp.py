@@ -234,6 +234,10 @@ def run(params: FrappParams, inputs: RunInputs) -> FamilyOutput:
     itemsets = fm.itemsets_table(found, attributes)
     published = fm.labelled(perturbed, attributes, scheme.name in frapp.BIT_SCHEMES)
     lengths = {str(k): int(v) for k, v in itemsets["length"].value_counts().sort_index().items()}
+    # A value outside its attribute's domain is an error (fm.coded), so no row is dropped; the
+    # rows kept by bounding are the published N.
+    bound = f"records_per_user = {params.records_per_user}" if diagnostics["users"] == "given" else None
+    diagnostics["coverage"] = {"rows_outside_domain": {}, "rows_kept_by_bounding": rows, "bound": bound}
     return FamilyOutput({"perturbed_records": published, "frequent_itemsets": itemsets}, diagnostics,
                         rows={"perturbed_records": rows, "frequent_itemsets": len(itemsets)},
                         algorithm_extra={"frequent_itemsets_per_length": lengths})

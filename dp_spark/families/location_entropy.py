@@ -21,14 +21,15 @@ from dp_spark.bounding.keys import new_salt
 from dp_spark.bounding.user_locations import bounded_pairs
 from dp_spark.core import accuracy
 from dp_spark.errors import ConfigError
+from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int
+from dp_spark.io.checkins import validate_checkins
+from dp_spark.io.validation import describe_mismatch, outside_item_domain
+
 
 # C's largest supported value: Limit-SS and Limit-CB tabulate LS*(C, n) in Python up to n ≈ C/ln C
 # (entropy_sensitivity.smooth_sensitivity_table), a hang at C = 10^12.
 MAX_VISITS_PER_LOCATION = 1_000_000
-from dp_spark.io.checkins import validate_checkins
-
-
 LOCATION_CHOICES = ("first_visit", "random")
 
 
@@ -93,12 +94,31 @@ def run(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
                     f"and C = {params.C} visits")
     bounds = le.Bounds(params.M, params.C)
     salt = None if by_time else new_salt(inputs.seed, "entropy_locations")
-    stats = le.stats_of(location_sums(bounded_pairs(records, bounds.M, bounds.C, salt), items))
+    sums = location_sums(bounded_pairs(records, bounds.M, bounds.C, salt), items)
+    coverage = _coverage(diagnostics, sums, params)
+
+    def explain() -> str:
+        outside = outside_item_domain(inputs.records, items)
+        return describe_mismatch(inputs.records, "item_id", outside, f"the location set is {items.description}")
+
+    guards.check(inputs.guards, coverage, inputs.progress, explain)  # before any noise
+    stats = le.stats_of(sums)
     release = le.publish(stats, params.variant, bounds, inputs.split, inputs.budget, inputs.rng,
                          delta=params.delta, k=params.k, xi=params.xi)
     diagnostics = {**diagnostics, **release.diagnostics,
-                   "locations_with_users_after_bounding": int((stats.users > 0).sum())}
+                   "locations_with_users_after_bounding": int((stats.users > 0).sum()), "coverage": coverage.to_json()}
     return FamilyOutput({"location_entropy": entropy_table(items, release)}, diagnostics)
+
+
+def _coverage(diagnostics: dict, sums, params: EntropyParams) -> guards.Coverage:
+    """What bounding to M locations and C visits kept, counted in the location sums' own job."""
+    counted = sums.coverage
+    return guards.Coverage(
+        diagnostics["rows_read"], {"location_id": diagnostics["rows_outside_location_set"]}, users=counted["users"],
+        rows_kept_by_bounding=int(sums.users.sum()), users_truncated=counted["users_truncated"],
+        bound=f"M = {params.M} locations, C = {params.C} visits", kept_of=counted["pairs"],
+        unit="user-location pairs",
+        extra={"visits_in_domain": counted["visits"], "visits_kept_by_bounding": int(sums.visits.sum())})
 
 
 def _describe(params: EntropyParams, epsilon: Fraction, domains: Domains) -> str:

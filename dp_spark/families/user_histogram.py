@@ -18,6 +18,7 @@ from dp_spark.aggregates import user_quantities
 
 from dp_spark.algorithms import histogram
 from dp_spark.errors import ConfigError
+from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require
 from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark.io.validation import validate_records
@@ -76,15 +77,21 @@ def _table(params: HistogramParams, noisy: np.ndarray) -> pd.DataFrame:
 
 def run(params: HistogramParams, inputs: RunInputs) -> FamilyOutput:
     validated = validate_records(inputs.records, inputs.domains.items, None)
-    inputs.progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
+    rows_read, outside = validated.diagnostics["rows_read"], validated.rows_outside_domain
+    # Every user adds one to one bin, with all of its in-domain rows: bounding drops no row.
+    coverage = guards.Coverage(rows_read, outside, users=int(validated.users_by_n.sum()),
+                               rows_kept_by_bounding=rows_read - sum(outside.values()), users_truncated=0,
+                               bound="one bin per user")
     try:
+        guards.check(inputs.guards, coverage, inputs.progress, validated.explain)
+        inputs.progress(f"{rows_read:,} records read; bounding and counting")
         true = user_quantities.true_histogram(validated.records, params.quantity, np.asarray(params.bins),
                                         validated.user_counts)
         noisy = histogram.publish_histogram(true, inputs.split["epsilon_histogram"], inputs.budget, inputs.rng,
                                             params.publisher, params.publisher_options)
     finally:
         validated.release()
-    return FamilyOutput({"histogram": _table(params, noisy)}, dict(validated.diagnostics))
+    return FamilyOutput({"histogram": _table(params, noisy)}, {**validated.diagnostics, "coverage": coverage.to_json()})
 
 
 def _describe(params: HistogramParams, epsilon: Fraction, domains: Domains) -> str:

@@ -7,6 +7,7 @@ the public domain are dropped and counted in the NOT-private diagnostics.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import pandas as pd
 
@@ -15,7 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from dp_spark.bounding import keys
-from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.core.domain import NUMBER, AttributeDomain, ItemDomain
 from dp_spark.errors import DataError
 from dp_spark.io.session import default_parallelism
 
@@ -23,6 +24,8 @@ ID_COLUMNS = ("user_id", "item_id")
 
 
 _INTEGER_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+# A whole number written as a decimal: "4.0", "-12.", "1.5E7" (checked to be whole after parsing).
+DECIMAL_ID = r"[+-]?[0-9]+(\.[0-9]{0,18})?([eE]\+?[0-9]{1,2})?"
 
 
 def _integer_problems(df: DataFrame, column: str) -> tuple[Column, Column]:
@@ -32,7 +35,15 @@ def _integer_problems(df: DataFrame, column: str) -> tuple[Column, Column]:
     if isinstance(field_type, _INTEGER_TYPES):
         return F.lit(False), c.cast("long")
     if isinstance(field_type, T.StringType):
-        as_long = F.trim(c).try_cast("long")
+        # Compared as values: "4.0" or "1.5E7" (a CSV written from doubles) is an id, as the
+        # double 4.0 is below. Only ASCII digits, at most 18 after the point and no negative
+        # exponent, so the decimal holds the number exactly; parsed only where the plain long
+        # parse failed (coalesce stops at the first value).
+        text = F.trim(c)
+        as_decimal = F.when(text.rlike(f"^{DECIMAL_ID}\\z"), text.try_cast("decimal(38,18)"))
+        in_range = (as_decimal >= F.lit(-(2**63))) & (as_decimal <= F.lit(2**63 - 1))
+        whole = F.when(in_range & (as_decimal == F.floor(as_decimal)), as_decimal.cast("long"))
+        as_long = F.coalesce(text.try_cast("long"), whole)
         return c.isNotNull() & as_long.isNull(), as_long
     if isinstance(field_type, (T.FloatType, T.DoubleType, T.DecimalType)):
         # try_cast truncates 1.5 to 1 and saturates 2^63 to 2^63 - 1 (which equals 2^63 again as a
@@ -51,6 +62,68 @@ def _in_item_domain(item: Column, items: ItemDomain | None) -> Column:
     return F.coalesce(inside, F.lit(False))
 
 
+def outside_item_domain(df: DataFrame, items: ItemDomain, column: str = "item_id") -> Column:
+    """Rows whose id (read as validation reads it) is not in ``items``."""
+    _bad, item = _integer_problems(df, column)
+    return ~_in_item_domain(item, items)
+
+
+def _attribute_values(df: DataFrame, attributes: AttributeDomain) -> tuple[Column, Column]:
+    """(whether the row's attr is in the domain, the attr as the domain's own string).
+
+    Compared as values, not as text: when every domain value is a number, the column is read as
+    a number (a string column trimmed first) and looked up among the domain's numbers, so "4.0",
+    " 4" and the double 4.0 are all the domain's "4". Otherwise (names such as "Mon") the column
+    is compared as a string. An integer column against integers written plainly is compared as
+    text, which is the same comparison and keeps the plan of the common case unchanged."""
+    field_type = df.schema["attr"].dataType
+    raw = F.col("attr")
+    as_text = raw.cast("string")
+    numbers = attributes.numbers
+    plain_integers = numbers is not None and all(v == str(int(n)) for v, n in zip(attributes.values, numbers))
+    if numbers is None or (isinstance(field_type, _INTEGER_TYPES) and plain_integers):
+        return F.coalesce(as_text.isin(list(attributes.values)), F.lit(False)), as_text
+    if isinstance(field_type, T.StringType):  # ASCII numbers only: not "NaN", "4d" or "0x1p3", which Java parses
+        text = F.trim(raw)
+        number = F.when(text.rlike(f"^{NUMBER}\\z"), text.try_cast("double"))
+    else:
+        number = raw.try_cast("double")
+    lookup = F.create_map(*[F.lit(x) for pair in zip(numbers, attributes.values) for x in pair])
+    value = F.try_element_at(lookup, number)
+    return value.isNotNull(), value
+
+
+def _quoted(values) -> str:
+    return ", ".join(f'"{v}"' for v in values)
+
+
+def _domain_values(attributes: AttributeDomain) -> str:
+    shown = _quoted(attributes.values[:5]) + (", ..." if len(attributes) > 5 else "")
+    kind = "numbers, compared by value" if attributes.numbers is not None else "strings, compared as text"
+    return f"the domain holds {shown} ({len(attributes)} values: {kind})"
+
+
+def outside_examples(df: DataFrame, column: str, outside: Column, limit: int = 3) -> list[str]:
+    """Up to ``limit`` distinct raw values of ``column`` in rows where ``outside`` holds. Reads
+    the records until it has them (a job of its own): only for a warning or a refusal. NOT private."""
+    rows = df.where(outside).select(F.col(column).cast("string").alias("v")).limit(50 * limit).collect()
+    seen: list[str] = []
+    for row in rows:
+        if row["v"] not in seen:
+            seen.append(row["v"])
+    return seen[:limit]
+
+
+def describe_mismatch(df: DataFrame, column: str, outside: Column, domain: str) -> str:
+    """'attr values look like "monday" (a string column); the domain holds "Mon", ...': the
+    sentence a warning or refusal gives. NOT private (it quotes raw values)."""
+    examples = outside_examples(df, column, outside)
+    if not examples:
+        return ""
+    kind = df.schema[column].dataType.simpleString()
+    return f"{column} values outside the domain look like {_quoted(examples)} (a {kind} column); {domain}"
+
+
 @dataclass(frozen=True)
 class ValidatedRecords:
     records: DataFrame  # in-domain rows only, ids as long, attr as string
@@ -61,6 +134,11 @@ class ValidatedRecords:
     # [user_id, _sampled_item]: one in-domain record per user, drawn uniformly (validate_records'
     # one_per_user_salt); None when not asked for. NOT private.
     one_per_user: DataFrame | None = None
+    # Rows outside the domain by column (item_id, and attr when there is an attribute domain), each
+    # row counted once: a row outside both is counted under item_id. NOT private.
+    rows_outside_domain: dict[str, int] | None = None
+    # Says which values did not match the domain, quoting a few (NOT private; reads records).
+    explain: Callable[[], str] = lambda: ""
 
     def release(self) -> None:
         """Drop the cached per-user table once the job no longer needs it."""
@@ -105,9 +183,8 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     """
     _bad, user = _integer_problems(df, "user_id")
     _bad, item = _integer_problems(df, "item_id")
-    attr = F.col("attr").cast("string")
+    in_attrs, attr = _attribute_values(df, attributes) if attributes else (F.lit(True), None)
     in_items = _in_item_domain(item, items)
-    in_attrs = F.coalesce(attr.isin(list(attributes.values)), F.lit(False)) if attributes else F.lit(True)
     item_field = df.schema["item_id"]
     item_can_be_bad = item_field.nullable or not isinstance(item_field.dataType, _INTEGER_TYPES)
     sums = {"_n": in_items & in_attrs, "out_items": ~in_items}
@@ -165,7 +242,18 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         # Rows whose item is in the domain but whose attribute value is not.
         "rows_outside_attribute_domain": stats["rows"] - stats["_n"] - stats["out_items"],
     }
+    outside = {"item_id": stats["out_items"],
+               **({"attr": diagnostics["rows_outside_attribute_domain"]} if attributes else {})}
     counts = per_user.where(F.col("_n") > 0).select("user_id", "_n")
     users_by_n = groups[groups["_n"] > 0].groupby("_n")["users"].sum()
     one_per_user = per_user.where(F.col("_n") > 0).select("user_id", "_sampled_item") if sample else None
-    return ValidatedRecords(records, diagnostics, counts, per_user, users_by_n, one_per_user)
+
+    def explain() -> str:
+        parts = []
+        if stats["out_items"]:
+            parts.append(describe_mismatch(df, "item_id", ~in_items, f"the domain is {items.description}"))
+        if attributes and diagnostics["rows_outside_attribute_domain"]:
+            parts.append(describe_mismatch(df, "attr", in_items & ~in_attrs, _domain_values(attributes)))
+        return "; ".join(p for p in parts if p)
+
+    return ValidatedRecords(records, diagnostics, counts, per_user, users_by_n, one_per_user, outside, explain)

@@ -26,6 +26,7 @@ from dp_spark.io.catalog import check_output_table
 from dp_spark.io.sources import SourceSpec
 from dp_spark.families.base import ConfigTables, require
 from dp_spark.families.frapp import FrappParams
+from dp_spark.families.guards import GUARD_KEYS, Guards, guards_of
 from dp_spark.families.location_entropy import EntropyParams
 from dp_spark.families.registry import BY_ALGORITHM, family_of
 from dp_spark.core.privacy import as_epsilon
@@ -37,8 +38,9 @@ STANDARD_COLUMNS = ("user_id", "item_id", "attr", "time", "visits")  # time, vis
 
 # Allowed keys per section; "spark" is free-form (Spark configuration keys).
 _SCHEMA: dict[str, tuple[str, ...]] = {
-    "": ("output", "output_table", "seed", "run_date", "source", "domain", "privacy", "algorithm", "publisher", "budget_store",
-         "spark"),
+    "": ("output", "output_table", "seed", "run_date", "source", "domain", "privacy", "algorithm", "publisher",
+         "budget_store", "spark", "guards"),
+    "guards": GUARD_KEYS,
     "budget_store": ("path", "dataset", "epsilon_cap", "delta_cap"),
     "source": ("format", "path", "table", "sep", "header", "names", "columns"),
     "source.columns": STANDARD_COLUMNS,
@@ -71,6 +73,7 @@ class JobConfig:
     run_date: str | None = None  # YYYY-MM-DD: the release goes to output/run_date=.../ (scheduled runs)
     budget_store: StoreSpec | None = None  # the dataset's budget across runs (dp_spark.jobs.budget_store)
     output_table: str | None = None  # "db.name": the release also as catalog tables db.name_<table> (io.catalog)
+    guards: Guards = Guards()  # [guards]: refuse a run whose records the domain barely covers (families.guards)
 
     def with_params(self, **changes) -> JobConfig:
         """This config with some parameters changed (checked again by the parameter class)."""
@@ -188,7 +191,7 @@ def _check_keys(raw: dict[str, Any]) -> None:
                 raise ConfigError(f"unknown config key {dotted!r}{hint}")
 
     check("", raw)
-    for section in ("source", "domain", "privacy", "algorithm", "publisher", "budget_store"):
+    for section in ("source", "domain", "privacy", "algorithm", "publisher", "budget_store", "guards"):
         value = raw.get(section, {})
         if not isinstance(value, dict):
             raise ConfigError(f"config section [{section}] must be a table")
@@ -233,8 +236,10 @@ def build_config(raw: dict[str, Any]) -> JobConfig:
     """Validate a parsed config (after overrides) into a JobConfig."""
     _check_keys(raw)
     cfg = _job_config(raw)
+    guards = guards_of(raw.get("guards"))
+    guards.check_family(family_of(cfg.algorithm).name, cfg.algorithm)
     return dataclasses.replace(cfg, run_date=run_date(raw.get("run_date")), budget_store=_budget_store(raw),
-                               output_table=check_output_table(raw.get("output_table")))
+                               output_table=check_output_table(raw.get("output_table")), guards=guards)
 
 
 def run_date(value: Any) -> str | None:

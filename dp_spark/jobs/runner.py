@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from dp_spark.core.domain import ItemDomain, attribute_domain, item_domain, refuse_source_table
 from dp_spark.core.progress import Progress, stage
-from dp_spark.errors import ConfigError
+from dp_spark.errors import ConfigError, GuardRefused
 from dp_spark.families.base import Domains, plan_split
 from dp_spark.families.engine import Computed, compute
 from dp_spark.families.registry import family_of
@@ -77,7 +77,7 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
         records = read_source(cfg, spark, domains)
     with stage(progress, "release"):
         return compute(family, cfg.params, records, domains, cfg.epsilon, split, cfg.seed, source_description(cfg),
-                       progress)
+                       progress, cfg.guards)
 
 
 def claimed_delta(cfg: JobConfig) -> float:
@@ -177,9 +177,10 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
         run["budget_store"] = charged
     try:
         result = _release(cfg, spark, progress, target, run)
-    except BaseException as exc:  # the charge stays: noise may have been drawn
+    except BaseException as exc:  # the charge stays: noise may have been drawn (or, refused, the data decided)
         if store is not None:
-            budget_store.finish(store, run["budget_store"]["run_id"], "failed",
+            budget_store.finish(store, run["budget_store"]["run_id"],
+                                "refused" if isinstance(exc, GuardRefused) else "failed",
                                 error=f"{type(exc).__name__}: {str(exc).strip()[:300]}")
         raise
     if store is not None:
