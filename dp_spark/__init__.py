@@ -10,10 +10,6 @@ The pipeline is bound -> aggregate -> publish; every epsilon is spent through th
 docs/api.md shows every function; docs/architecture.md the layout of the package.
 """
 
-from dp_spark.api import (
-    DatasetBudget, Plan, Release, dft, dpsense, dpsense_s, frapp, gs, hpa, location_entropy, lpa, plan, sra,
-    user_histogram,
-)
 from dp_spark.core.privacy import BudgetExceeded
 from dp_spark.errors import ConfigError, DataError, DpSparkError, GuardRefused
 from dp_spark.version import __version__
@@ -23,3 +19,20 @@ __all__ = [
     "Plan", "Release", "dft", "dpsense", "dpsense_s", "frapp", "gs", "hpa", "location_entropy", "lpa", "plan", "sra",
     "user_histogram",
 ]
+
+# The API's names are loaded on first use: ``import dp_spark`` (and so every ``dp-spark`` command,
+# whose modules live in this package) then does not pay for pandas and PySpark until it needs them.
+_API_NAMES = frozenset({"DatasetBudget", "Plan", "Release", "dft", "dpsense", "dpsense_s", "frapp", "gs", "hpa",
+                        "location_entropy", "lpa", "plan", "sra", "user_histogram"})
+
+
+def __getattr__(name: str):
+    if name in _API_NAMES:
+        from dp_spark import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'dp_spark' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _API_NAMES)
