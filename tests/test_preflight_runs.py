@@ -72,6 +72,24 @@ def test_a_read_only_output_directory_is_refused_before_the_charge(spark, tmp_pa
         parent.chmod(0o755)
 
 
+def _sysfs_refuses_files() -> bool:
+    """Whether /sys exists and refuses new files even to root (Linux's sysfs does)."""
+    try:
+        with open(f"/sys/dp-spark-write-check-{os.getpid()}", "w"):
+            pass
+    except OSError:
+        return os.path.isdir("/sys")
+    return False
+
+
+@pytest.mark.skipif(not _sysfs_refuses_files(), reason="needs a directory that refuses files to everyone (/sys)")
+def test_an_output_nobody_may_write_is_refused_before_the_charge_even_as_root(spark, tmp_path, capsys):
+    # The chmod tests above cannot run as root (CI does): sysfs refuses new files to root too.
+    err = refused_before_the_charge(tmp_path, capsys, [str(job(tmp_path, output="/sys/dp-spark-out"))],
+                                    "Permission denied")
+    assert "/sys" in err[-1]
+
+
 def test_an_unreachable_budget_store_is_refused_before_the_charge(spark, tmp_path, capsys):
     (tmp_path / "a_file").write_text("x")
     config = job(tmp_path, store=tmp_path / "a_file" / "budget.json")
