@@ -234,6 +234,17 @@ def test_plan_of_every_shipped_config(monkeypatch, capsys):
         assert "kind" in capsys.readouterr().out
 
 
+def test_plan_of_a_user_histogram_without_an_item_domain(tmp_path, capsys):
+    """The histogram may leave out domain.items (every record counts): plan as run does."""
+    config = tmp_path / "histogram.toml"
+    config.write_text('output = "out"\n[source]\nformat = "parquet"\npath = "nowhere.parquet"\n[privacy]\n'
+                      'epsilon = 1\n[algorithm]\nname = "user_histogram"\nquantity = "records"\n'
+                      'bins = [1, 2, 5]\n')
+    assert main(["plan", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "no item domain" in out and "histogram" in out
+
+
 def test_api_plan_matches_the_cli_and_charges_nothing(tmp_path, capsys):
     budget = dp_spark.DatasetBudget(0.1)
     planned = dp_spark.plan("sra", items=range(1, 501), attribute="attr", attributes=["a", "b", "c"], l=4,

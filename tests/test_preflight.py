@@ -285,3 +285,30 @@ def test_a_missing_source_path_is_refused_and_a_glob_left_to_spark(tmp_path):
     check_source_path(str(tmp_path / "day=*" / "*.parquet"))
     check_source_path(None)  # a table source
     check_source_path(str(tmp_path))
+
+
+class _Conf:
+    def __init__(self, settings):
+        self.settings = settings
+
+    def get(self, key, default=None):
+        return self.settings.get(key, default)
+
+
+class _Session:
+    def __init__(self, settings):
+        self.conf = _Conf(settings)
+
+
+def test_a_path_without_a_scheme_is_checked_only_where_it_means_a_local_file(monkeypatch):
+    # On a cluster whose default file system is HDFS, "data/ratings" is an HDFS path the driver's
+    # disk knows nothing of: refusing it there would refuse a source Spark reads fine.
+    from dp_spark.jobs.preflight import schemeless_paths_are_local
+
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
+    monkeypatch.delenv("YARN_CONF_DIR", raising=False)
+    assert schemeless_paths_are_local(None)
+    assert schemeless_paths_are_local(_Session({"spark.hadoop.fs.defaultFS": "file:///"}))
+    assert not schemeless_paths_are_local(_Session({"spark.hadoop.fs.defaultFS": "hdfs://namenode:8020"}))
+    monkeypatch.setenv("HADOOP_CONF_DIR", "/etc/hadoop/conf")
+    assert not schemeless_paths_are_local(_Session({}))

@@ -29,12 +29,10 @@ def plan(args) -> int:
     import json
 
     from dp_spark.core import accuracy
-    from dp_spark.core.domain import attribute_domain, item_domain
-    from dp_spark.families.base import Domains
     from dp_spark.families.engine import accuracy_section
     from dp_spark.families.registry import family_of
     from dp_spark.jobs.config import load_config
-    from dp_spark.jobs.runner import plan_budget
+    from dp_spark.jobs.runner import job_domains, plan_budget
 
     alpha = accuracy.DEFAULT_ALPHA if args.alpha is None else args.alpha
     if not 0 < alpha < 1:
@@ -42,14 +40,14 @@ def plan(args) -> int:
     cfg = load_config(args.config, args.overrides)
     split = plan_budget(cfg)
     family = family_of(cfg.algorithm)
-    domains = Domains(None)
-    if family.uses_item_domain:
-        spark = None
-        if "table" in cfg.items:  # the one case that needs Spark: the domain is a table's ids
-            from dp_spark.io.session import get_session
+    spark = None
+    if family.uses_item_domain and "table" in cfg.items:  # the one case that needs Spark: a table's ids
+        from dp_spark.core.domain import refuse_source_table
+        from dp_spark.io.session import get_session
 
-            spark = get_session(args.master, cfg.spark)
-        domains = Domains(item_domain(cfg.items, spark, cfg.source), attribute_domain(cfg.attributes))
+        spark = get_session(args.master, cfg.spark)
+        refuse_source_table(cfg.items, spark, cfg.source)  # as run refuses it: a private domain
+    domains = job_domains(cfg, spark)
     section = accuracy_section(family, cfg.params, cfg.epsilon, domains, split, alpha)
     if args.json:
         print(json.dumps(section, indent=2))

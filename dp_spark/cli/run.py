@@ -96,6 +96,8 @@ def _halfwidth_value(report: dict, table: str, column: str, alpha: float = 0.05,
         chosen = algorithm["chosen"]
         return accuracy_at(params, split, chosen["theta"], chosen["alpha"], alpha).ci_halfwidth
     if alpha != 0.05:
+        if not noise["distribution"].startswith("discrete Laplace") or "divided" in noise["distribution"]:
+            return None  # the scale of an averaged noise (ALPA's) is not one of integer noise
         return accuracy.discrete_laplace_halfwidth(noise["scale"], alpha)  # counts: integer noise
     return noise["ci95_halfwidth"]
 

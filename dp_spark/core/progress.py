@@ -39,7 +39,9 @@ class Progress:
         self.started = time.monotonic()
         self.fields: dict = {}
         self.ended = False
-        self._lock = threading.Lock()  # the JVM's lines arrive on another thread
+        # The JVM's lines arrive on another thread; reentrant, as a signal handler may log while
+        # the main thread is inside _emit.
+        self._lock = threading.RLock()
 
     def context(self, **fields) -> None:
         self.fields.update({k: v for k, v in fields.items() if v is not None})

@@ -121,9 +121,11 @@ def _existing_tables(spark, output_table: str) -> list[str]:
     return [t for t in names if OWNER_PROPERTY in _properties(spark, t)]
 
 
-def preflight(cfg, spark, progress) -> None:
+def preflight(cfg, spark, progress, release_tables=lambda: ()) -> None:
     """Before the charge: the source table exists; the output tables' database exists and their
-    tables, if any, show this output with this partitioning."""
+    tables, if any, show this output with this partitioning. ``release_tables()`` names the
+    tables this release will write (asked only with an output_table): a table of such a name
+    that dp-spark did not create is refused here, not after the release is written."""
     check_source_table(spark, cfg.source)
     if cfg.output_table is None:
         return
@@ -136,7 +138,9 @@ def preflight(cfg, spark, progress) -> None:
         progress(f"WARNING: output_table {cfg.output_table!r} goes to the in-memory catalog, which ends with this "
                  f"session; for tables other jobs can read set {SETTING} = \"hive\" in [spark]")
     owner = release_store.location(cfg.output).uri
-    for table in _existing_tables(spark, cfg.output_table):
+    planned = [table_name(cfg.output_table, name) for name in release_tables()]
+    taken = [t for t in planned if spark.catalog.tableExists(t.replace("`", ""))]
+    for table in dict.fromkeys([*_existing_tables(spark, cfg.output_table), *taken]):
         _check_owned(spark, table, owner, cfg.run_date is not None)
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from dp_spark.errors import ConfigError, PreflightError
+from dp_spark.errors import ConfigError, Interrupted, PreflightError
 from dp_spark.core.privacy import BudgetExceeded, as_epsilon
 
 FORMAT = "dp-spark budget store 2"  # the caps are stored in the file
@@ -309,8 +309,21 @@ def charge(spec: StoreSpec, epsilon: Fraction, delta: float, run: dict) -> dict:
             "delta_cap": delta_limit, "delta_charged_total": spent_delta + delta}
 
 
+def stored_error(exc: BaseException) -> str:
+    """What the store keeps of a run's failure: the kind, never the message. Messages of errors
+    found while reading can quote the data (a raw value, a count of bad rows), and the store is a
+    long-lived file that ``dp-spark budget show`` prints; the message is in the run's own log.
+    A signal and an operating-system error name no data, so theirs are kept."""
+    if isinstance(exc, Interrupted):
+        return f"Interrupted: {exc}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{type(exc).__name__}: {exc.strerror}"
+    return f"{type(exc).__name__} (the message is in the run's log; not stored, as it may quote the data)"
+
+
 def finish(spec: StoreSpec, run_id: str, status: str, **details) -> None:
-    """Record how a charged run ended ("released" or "failed"); the charge stays either way."""
+    """Record how a charged run ended ("released", "failed" or "refused" by a guard); the charge stays
+    either way."""
     path = Path(spec.path)
     with _locked(path):
         state = _load(path, spec.dataset)

@@ -7,15 +7,18 @@ when the config was loaded (families/*.py); here are the checks that need the fi
 
 - the output location takes a file (a probe is created and deleted beside the release);
 - the budget store's directory exists (or can be created) and takes a file;
-- the source path exists, where the driver can see it (a Spark glob or a scheme pyarrow cannot
-  reach is left for Spark to read);
+- the source path exists, where the driver can see it (a Spark glob, a scheme pyarrow cannot
+  reach, or a path without a scheme where the default file system may not be local is left for
+  Spark to read);
 - the item domain, when it is a file or a catalogue, can be read and decoded (the same read as
   the release's, so a broken or mis-encoded file fails here, not after the charge).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyarrow import fs as pafs
 
@@ -28,15 +31,31 @@ from dp_spark.jobs import budget_store
 _GLOB = frozenset("*?[]{}")
 
 
-def check(cfg: Any, target: str, uses_item_domain: bool) -> None:
+def check(cfg: Any, target: str, uses_item_domain: bool, spark=None) -> None:
     """Every pre-flight check of a run (``cfg``, a jobs.config.JobConfig, not imported here so
     the import chain stays short) writing ``target``; raises on the first that fails."""
     release_store.probe_writable(target)
     if cfg.budget_store is not None:
         budget_store.check_reachable(cfg.budget_store)
-    check_source_path(cfg.source.path)
+    if cfg.source.path and (_has_scheme(cfg.source.path) or schemeless_paths_are_local(spark)):
+        check_source_path(cfg.source.path)
     if uses_item_domain and any(kind in cfg.items for kind in ("file", "catalogue")):
         item_domain(cfg.items)  # reads the file; a table domain is read (by Spark) in the release
+
+
+def _has_scheme(path: str) -> bool:
+    scheme = urlsplit(path).scheme
+    return len(scheme) > 1  # one letter: a Windows drive
+
+
+def schemeless_paths_are_local(spark=None) -> bool:
+    """Whether Spark reads a path without a scheme from the local file system, so that the driver
+    can check it. Not where a Hadoop configuration may set another default file system (a
+    cluster's core-site.xml saying hdfs://...): there the path is left for Spark to read."""
+    if os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR"):
+        return False
+    default_fs = spark.conf.get("spark.hadoop.fs.defaultFS", None) if spark is not None else None
+    return default_fs is None or default_fs.startswith("file:")
 
 
 def check_source_path(path: str | None) -> None:

@@ -15,7 +15,7 @@ from dp_spark.core.domain import ItemDomain, attribute_domain, item_domain, refu
 from dp_spark.core.progress import Progress, stage
 from dp_spark.errors import ConfigError, GuardRefused
 from dp_spark.families.base import Domains, plan_split
-from dp_spark.families.engine import Computed, compute
+from dp_spark.families.engine import Computed, compute, planned_accuracy
 from dp_spark.families.registry import family_of
 from dp_spark.io import catalog, checkins, output_lock, release_store, sources
 from dp_spark.jobs import budget_store, preflight
@@ -26,7 +26,7 @@ def _family(cfg: JobConfig):
     return family_of(cfg.algorithm)
 
 
-def _domains(cfg: JobConfig, spark=None) -> Domains:
+def job_domains(cfg: JobConfig, spark=None) -> Domains:
     """The job's public domains; a table domain is read through ``spark``."""
     if not _family(cfg).uses_item_domain:
         return Domains(None)
@@ -68,7 +68,7 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
     progress = progress or Progress()
     family = _family(cfg)
     split = plan_budget(cfg)
-    domains = _domains(cfg, spark)
+    domains = job_domains(cfg, spark)
     progress(family.describe(cfg.params, cfg.epsilon, domains))
     if domains.items is not None and domains.items.public_by_assertion:
         progress(f"WARNING: {domains.items.public_by_assertion}")
@@ -78,6 +78,13 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
     with stage(progress, "release"):
         return compute(family, cfg.params, records, domains, cfg.epsilon, split, cfg.seed, source_description(cfg),
                        progress, cfg.guards)
+
+
+def release_tables(cfg: JobConfig, spark) -> list[str]:
+    """The names of the tables this job's release writes, known from the config and the public
+    domains before any record is read: the expected-error plan has a section for each
+    (tests/test_accuracy.py checks that against real releases)."""
+    return list(planned_accuracy(_family(cfg), cfg.params, cfg.epsilon, job_domains(cfg, spark), plan_budget(cfg)))
 
 
 def claimed_delta(cfg: JobConfig) -> float:
@@ -150,7 +157,7 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
     with stage(progress, "plan"):
         plan_budget(cfg)
         refuse_source_table(cfg.items, spark, cfg.source)  # before the budget store is charged
-        catalog.preflight(cfg, spark, progress)  # source table found, output tables ours
+        catalog.preflight(cfg, spark, progress, lambda: release_tables(cfg, spark))  # source found, tables ours
         if cfg.run_date is not None:
             release_store.check_partitioned_output(spark, cfg.output, "run_date")
         release_store.check_output_location(spark, target)
@@ -164,7 +171,7 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
         if replacing:
             progress(f"--force: replacing the release for run date {cfg.run_date} at {target}; this run spends "
                      f"epsilon {float(cfg.epsilon):g} again")
-        preflight.check(cfg, target, _family(cfg).uses_item_domain)  # nothing charged or read yet
+        preflight.check(cfg, target, _family(cfg).uses_item_domain, spark)  # nothing charged or read yet
     run = {"run_date": cfg.run_date, "forced": replacing}
     store = cfg.budget_store
     if store is not None:
@@ -179,9 +186,12 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
         result = _release(cfg, spark, progress, target, run)
     except BaseException as exc:  # the charge stays: noise may have been drawn (or, refused, the data decided)
         if store is not None:
-            budget_store.finish(store, run["budget_store"]["run_id"],
-                                "refused" if isinstance(exc, GuardRefused) else "failed",
-                                error=f"{type(exc).__name__}: {str(exc).strip()[:300]}")
+            status = "refused" if isinstance(exc, GuardRefused) else "failed"
+            try:
+                budget_store.finish(store, run["budget_store"]["run_id"], status, error=budget_store.stored_error(exc))
+            except Exception as store_failure:  # the run's own failure is what the caller must see
+                progress(f"WARNING: could not mark the run {status} in the budget store ({store_failure}); it stays "
+                         "charged there")
         raise
     if store is not None:
         with stage(progress, "record"):
