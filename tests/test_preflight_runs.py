@@ -54,8 +54,9 @@ def refused_before_the_charge(tmp_path, capsys, args, message) -> list[str]:
 def test_an_output_under_a_file_is_refused_before_the_charge(spark, tmp_path, capsys):
     (tmp_path / "a_file").write_text("x")
     config = job(tmp_path, output=tmp_path / "a_file" / "out")
-    refused_before_the_charge(tmp_path, capsys, [str(config)], f"output '{tmp_path}/a_file/out' cannot be used: "
-                                                               "Not a directory")
+    # The output's lock, taken first, finds it: its file cannot be made under a file.
+    refused_before_the_charge(tmp_path, capsys, [str(config)], f"{tmp_path}/a_file exists and is a file, not a "
+                                                               "directory: the output cannot be written there")
     assert (tmp_path / "a_file").read_text() == "x"
 
 

@@ -58,8 +58,13 @@ def json_lines(text: str) -> list[dict]:
 def session_settings(monkeypatch):
     """What get_session would give the builder, with no JVM started: getOrCreate returns the
     builder's options, and the log settings are not installed in this process's environment."""
+    import pyspark
     from pyspark.sql import SparkSession
 
+    # With the suite's session running, SparkConf() would read that JVM's settings as if a site
+    # had set them (spark.ui.showConsoleProgress among them): start from none.
+    real_conf = pyspark.SparkConf
+    monkeypatch.setattr(pyspark, "SparkConf", lambda: real_conf(loadDefaults=False))
     monkeypatch.setattr(session, "install_log4j2", lambda settings: False)
     monkeypatch.setattr(SparkSession.Builder, "getOrCreate", lambda builder: dict(builder._options))
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)

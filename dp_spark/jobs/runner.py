@@ -104,17 +104,24 @@ def existing_release(cfg: JobConfig, progress=None) -> JobResult | None:
     through pyarrow.fs alone, so that a retried run answers without starting Spark. None (run the
     job, whose plan checks again) when there is no run date, no release yet, or the location
     cannot be read from here; also with catalog tables, whose registration the job repeats (it
-    finishes a run killed between writing and registering)."""
+    finishes a run killed between writing and registering).
+
+    Under the output's lock, like any run, it first finishes what a killed run left (a release
+    moved aside, staging, the dead run's lock): a retry after a crash leaves a clean output. A
+    lock another run holds gives None, and the job's own plan then refuses the run as busy."""
     if cfg.run_date is None or cfg.output_table is not None:
         return None
     target = release_location(cfg)
+    progress = progress or Progress()
     try:
-        if not release_store.release_exists(None, target):
-            return None
-        report = release_store.read_report(None, target)
-    except (ConfigError, OSError, ValueError):  # unreachable, or a report being replaced: let the job decide
+        with output_lock.held(target, progress):
+            release_store.check_output_location(None, target)
+            if not release_store.release_exists(None, target):
+                return None
+            report = release_store.read_report(None, target)
+    except (ConfigError, OSError, ValueError):  # unreachable, busy, or not a release: let the job decide
         return None
-    (progress or Progress())(f"the release for run date {cfg.run_date} already exists at {target}: nothing to do "
+    progress(f"the release for run date {cfg.run_date} already exists at {target}: nothing to do "
                              "and no budget spent (--force draws new noise and spends the budget again)")
     return JobResult(target, report, {}, None, status="unchanged")
 
