@@ -103,6 +103,8 @@ def test_the_log4j2_file_ships_with_the_package():
     text = session.LOG4J2_FILE.read_text()
     assert re.search(r"^rootLogger.level = warn$", text, re.M)
     assert "org.apache.hadoop.util.NativeCodeLoader" in text
+    # MovieLens 1M's release printed "Stage 19 contains a task of very large size (1549 KiB)".
+    assert "contains a task of very large size" in text
 
 
 def test_the_log_file_is_installed_unless_the_site_has_its_own(tmp_path):
