@@ -45,12 +45,15 @@ def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fra
     budget = Budget(epsilon, family.delta(params), unit=family.privacy_unit(params, records),
                     fixed_seed=seed is not None)
     inputs = RunInputs(records, domains, split, budget, RandomSource(seed), seed, progress, guards)
+    # The expected error is a function of the config alone: worked out before any noise is drawn,
+    # so that a failure there cannot come after the budget is spent.
+    planned = planned_accuracy(family, params, epsilon, domains, split)
+    expected = accuracy_section(family, params, epsilon, domains, split)
     output = family.run(params, inputs)
     if not budget.private:
         progress(family.not_private_warning)
-    output = replace(output, tables=with_halfwidth_columns(output.tables, planned_accuracy(family, params, epsilon,
-                                                                                           domains, split)))
-    report = build_report(family, params, budget, domains, split, output, seed, source)
+    output = replace(output, tables=with_halfwidth_columns(output.tables, planned))
+    report = build_report(family, params, budget, domains, split, output, seed, source, expected)
     return Computed(output.tables, report, domains.items)
 
 
@@ -92,9 +95,9 @@ def with_halfwidth_columns(tables: dict[str, Any], planned: dict[str, dict[str, 
 
 
 def build_report(family: Family, params: Any, budget: Budget, domains: Domains, split: dict[str, Fraction],
-                 output: FamilyOutput, seed: int | None, source: dict) -> dict:
+                 output: FamilyOutput, seed: int | None, source: dict, expected: dict) -> dict:
     """privacy.json: everything outside ``diagnostics_not_private`` depends only on the
-    parameters, the public domains and the noisy outputs."""
+    parameters, the public domains and the noisy outputs (``expected``: the accuracy section)."""
     section = family.report_section(params)
     items, attributes = domains.items, domains.attributes
     tables = output.tables
@@ -133,7 +136,7 @@ def build_report(family: Family, params: Any, budget: Budget, domains: Domains, 
         "domain": domain,
         # The number of rows is public: each table has one row per public domain value, and
         # FRAPP's perturbed records are as many as its records (its N, published exactly).
-        "accuracy": accuracy_section(family, params, budget.total, domains, split),
+        "accuracy": expected,  # accuracy_section, worked out before the run
         "outputs": {name: {"rows": rows.get(name, len(frame) if isinstance(frame, pd.DataFrame) else None),
                            "columns": list(frame.columns)} for name, frame in tables.items()},
         "diagnostics_not_private": {"note": DIAGNOSTICS_NOTE, **output.diagnostics},
