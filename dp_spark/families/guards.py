@@ -9,7 +9,7 @@ truncated (users with more records than the bound). These numbers come from the 
 without noise: they are NOT private, and go only to the console (labelled NOT PRIVATE) and to
 privacy.json's ``diagnostics_not_private.coverage``.
 
-**Guards** (a job's ``[guards]`` table, or the API's keywords of the same names) refuse a run
+**Guards** (a job's ``[guards]`` table, or the API's ``guards=`` dict with the same keys) refuse a run
 from these numbers, after the records are checked and before any noise is drawn or anything is
 written (:class:`dp_spark.errors.GuardRefused`, exit 2):
 
