@@ -235,50 +235,55 @@ def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: st
 
 def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None,
             attributes=None, epsilon_split=None, publisher=None, publisher_options=None, consistent=False,
-            seed=None, budget=None, guards=None, progress=None) -> Release:
+            seed=None, budget=None, guards=None, progress=None, candidates=None, effective_items=None) -> Release:
     params = CountsParams(algorithm, l, d, publisher or BASELINE_PUBLISHERS.get(algorithm, "laplace"),
-                          dict(publisher_options or {}), consistent)
+                          dict(publisher_options or {}), consistent, candidates, effective_items)
     return _record_release(params, df, privacy_unit, item, attribute, items, attributes, epsilon, epsilon_split,
                            seed, budget, progress, guards)
 
 
 def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
-        guards=None, progress=None) -> Release:
+        guards=None, progress=None, l_candidates=None, effective_items=None) -> Release:
     """Item counts (and item x attribute counts) with at most ``l`` records per user, a uniform
-    sample of each user's own (paper 000's SRA). Tables: item_counts, edge_counts."""
+    sample of each user's own (paper 000's SRA). Tables: item_counts, edge_counts.
+
+    ``l="auto"`` chooses l privately from ``l_candidates`` (default 1, 2, 4, ..., 256) with a
+    tenth of ε (``epsilon_split["epsilon_bound"]``); the choice is in ``release.report["algorithm"]["chosen"]``
+    (docs/bound_selection.md)."""
     return _counts("sra", df, items=items, l=l, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
-                   guards=guards, progress=progress)
+                   guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items)
 
 
 def hpa(df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
-        guards=None, progress=None) -> Release:
+        guards=None, progress=None, l_candidates=None, effective_items=None) -> Release:
     """Like :func:`sra`, but each user keeps its ``l`` records of highest noisy popularity,
-    measured on ``d`` records per user (paper 000's HPA)."""
+    measured on ``d`` records per user (paper 000's HPA). ``l="auto"`` as for :func:`sra`."""
     return _counts("hpa", df, items=items, l=l, d=d, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
-                   guards=guards, progress=progress)
+                   guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items)
 
 
 def _baseline(algorithm: str):
     def release(df, *, items, m, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
                 epsilon_split=None, publisher_options=None, seed=None, budget=None, guards=None,
-                progress=None) -> Release:
+                progress=None, m_candidates=None, effective_items=None) -> Release:
         return _counts(algorithm, df, items=items, l=m, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                        attribute=attribute, attributes=attributes, epsilon_split=epsilon_split,
                        publisher_options=publisher_options, seed=seed, budget=budget, guards=guards,
-                       progress=progress)
+                       progress=progress, candidates=m_candidates, effective_items=effective_items)
 
     release.__name__ = release.__qualname__ = algorithm
     return release
 
 
 lpa = _baseline("lpa")
-lpa.__doc__ = "Paper 000's LPA: a uniform sample of at most ``m`` records per user, discrete Laplace counts."
+lpa.__doc__ = ("Paper 000's LPA: a uniform sample of at most ``m`` records per user, discrete Laplace counts. "
+               "``m=\"auto\"`` chooses m privately, as :func:`sra` does l.")
 dft = _baseline("dft")
 dft.__doc__ = "Paper 000's DFT: as :func:`lpa`, published with the Fourier perturbation algorithm."
 gs = _baseline("gs")

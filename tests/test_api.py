@@ -59,6 +59,8 @@ CASES = {
         seed=SEED)),
     "movielens_sra": (lambda d: [], lambda spark, d: dp_spark.sra(
         movielens(spark), items=CATALOGUE, attribute="attr", attributes=GROUPS, l=30, epsilon=1, seed=SEED)),
+    "movielens_sra_auto": (lambda d: [], lambda spark, d: dp_spark.sra(
+        movielens(spark), items=CATALOGUE, attribute="attr", attributes=GROUPS, l="auto", epsilon=1, seed=SEED)),
     "movielens_hpa": (lambda d: [], lambda spark, d: dp_spark.hpa(
         movielens(spark), items=CATALOGUE, attribute="attr", attributes=GROUPS, l=30, d=20, epsilon=1, seed=SEED)),
     "movielens_compare": (lambda d: [], lambda spark, d: dp_spark.hpa(

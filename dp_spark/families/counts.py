@@ -13,13 +13,13 @@ from typing import Any
 
 import pandas as pd
 
-from dp_spark.algorithms import sampling
+from dp_spark.algorithms import bound_selection, sampling
 from dp_spark.bounding import keys
-from dp_spark.core.accuracy import POST_PROCESSED
+from dp_spark.core.accuracy import POST_PROCESSED, UPPER_BOUND
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
-from dp_spark.families.base import (ConfigTables, Domains, Family, FamilyOutput, RunInputs, require,
-                                   rows_per_user)
+from dp_spark.families.base import (MAX_ROWS_PER_USER, ROWS_PER_USER_LIMIT, ConfigTables, Domains, Family,
+                                   FamilyOutput, RunInputs, positive_int, require, rows_per_user)
 from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark.io.validation import validate_records
 from dp_spark.publishers.options import publisher_choice
@@ -30,22 +30,38 @@ ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
 BASELINE_PUBLISHERS = {"lpa": "laplace", "dft": "fourier", "gs": "grouping"}
 
 
+AUTO = "auto"  # the per-user bound chosen privately (algorithms.bound_selection)
+
+
 @dataclass(frozen=True)
 class CountsParams:
-    """``l``: records kept per user (a config's ``algorithm.m`` for the baselines); ``d``: HPA's
-    records per user in its popularity sample; ``consistent``: make items and edges agree."""
+    """``l``: records kept per user (a config's ``algorithm.m`` for the baselines), or "auto" to
+    choose it privately from ``candidates`` with a share of ε (``effective_items``: how many
+    items the bias is taken to spread over, default a quarter of the domain; docs/bound_selection.md);
+    ``d``: HPA's records per user in its popularity sample; ``consistent``: make items and edges agree."""
 
     algorithm: str = "sra"
-    l: int = 10
+    l: int | str = 10
     d: int = 1
     publisher: str = "laplace"
     publisher_options: dict[str, Any] = field(default_factory=dict)
     consistent: bool = False
+    candidates: tuple[int, ...] | None = None
+    effective_items: int | None = None
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
             raise ConfigError(f"unknown counts algorithm {self.algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
-        rows_per_user(self.l, f"algorithm.{self.bound_name}")
+        if self.l == AUTO:
+            object.__setattr__(self, "candidates", _candidates(self.candidates, self.bound_name))
+            if self.effective_items is not None:
+                positive_int(self.effective_items, "algorithm.effective_items")
+        else:
+            rows_per_user(self.l, f"algorithm.{self.bound_name}")
+            for key, value in ((f"{self.bound_name}_candidates", self.candidates),
+                               ("effective_items", self.effective_items)):
+                if value is not None:
+                    raise ConfigError(f"algorithm.{key} is used only with {self.bound_name} = \"auto\"")
         rows_per_user(self.d, "algorithm.d")
         if self.algorithm != "hpa" and self.d != 1:
             raise ConfigError(f"algorithm.d is an HPA parameter; {self.algorithm} does not use it")
@@ -60,9 +76,41 @@ class CountsParams:
         """What a config calls the per-user bound: m for the baselines, l otherwise."""
         return "m" if self.algorithm in BASELINE_PUBLISHERS else "l"
 
+    @property
+    def auto(self) -> bool:
+        return self.l == AUTO
+
+    @property
+    def largest_bound(self) -> int:
+        """The bound, or with "auto" the largest it can be: the noise is at most that bound's."""
+        return self.candidates[-1] if self.auto else self.l
+
+
+def _candidates(values: Any, bound_name: str) -> tuple[int, ...]:
+    """The public candidate bounds of "auto" (bound_selection's default when not given)."""
+    key = f"algorithm.{bound_name}_candidates"
+    if values is None:
+        return bound_selection.DEFAULT_CANDIDATES
+    if not isinstance(values, (list, tuple)):
+        raise ConfigError(f"{key} must be a list of integers, got {values!r}")
+    try:
+        checked = bound_selection.candidates_checked(values)
+    except ValueError as e:
+        raise ConfigError(f"{key}: {e}") from None
+    if checked[-1] > MAX_ROWS_PER_USER:
+        raise ConfigError(f"{key} has {int(checked[-1]):,}, above the supported maximum {MAX_ROWS_PER_USER:,}: "
+                          f"{ROWS_PER_USER_LIMIT}")
+    return tuple(int(b) for b in checked)
+
 
 def _split(params: CountsParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
-    return sampling.default_split(params.algorithm, epsilon, domains.attributes is not None)
+    """The papers' split; with "auto", a tenth of ε first chooses the bound and the papers' split
+    shares the rest."""
+    with_edges = domains.attributes is not None
+    if not params.auto:
+        return sampling.default_split(params.algorithm, epsilon, with_edges)
+    bound = epsilon * bound_selection.DEFAULT_SHARE
+    return {"epsilon_bound": bound, **sampling.default_split(params.algorithm, epsilon - bound, with_edges)}
 
 
 def _split_keys(params: CountsParams, domains: Domains) -> tuple[str, ...]:
@@ -95,12 +143,13 @@ def run(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
     validated = validate_records(inputs.records, items, attributes,
                                  one_per_user_salt=_popularity_salt(params, inputs.seed))
     try:
+        l, chosen = _bound(params, inputs, validated.users_by_n)
         # Everything the guards need is known from validation's pass: each user keeps min(n, l).
         coverage = guards.bounded_coverage(validated.diagnostics["rows_read"], validated.rows_outside_domain,
-                                           validated.users_by_n, params.l, params.bound_name)
+                                           validated.users_by_n, l, params.bound_name)
         guards.check(inputs.guards, coverage, inputs.progress, validated.explain)  # before HPA's first noise
         inputs.progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
-        common = dict(items=items, attributes=attributes, l=params.l, epsilons=inputs.split, budget=inputs.budget,
+        common = dict(items=items, attributes=attributes, l=l, epsilons=inputs.split, budget=inputs.budget,
                       rng=inputs.rng, seed=inputs.seed, user_counts=validated.user_counts,
                       users_by_n=validated.users_by_n,
                       publisher=sampling.Publisher(params.publisher, dict(params.publisher_options)))
@@ -111,20 +160,50 @@ def run(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
     finally:
         validated.release()
     if params.consistent:
-        release = sampling.made_consistent(release, params.l, inputs.split)
+        release = sampling.made_consistent(release, l, inputs.split)
     return FamilyOutput(tables_of(release, inputs.domains), {**validated.diagnostics, **release.diagnostics,
-                                                             "coverage": coverage.to_json()})
+                                                             "coverage": coverage.to_json()}, chosen=chosen)
+
+
+def error_model(params: CountsParams, domains: Domains, split: dict[str, Fraction]) -> bound_selection.ErrorModel:
+    """The public constants of the bound's quality: each count table's cells, its part of ε, and
+    the cells its bias is taken to spread over (``effective_items``, times the attribute values
+    for the edges)."""
+    items = len(domains.items)
+    effective = Fraction(params.effective_items) if params.effective_items else \
+        Fraction(items) * bound_selection.DEFAULT_EFFECTIVE_SHARE
+    tables = [bound_selection.TableNoise(items, split["epsilon_items"], effective)]
+    if domains.attributes is not None:
+        h = len(domains.attributes)
+        tables.append(bound_selection.TableNoise(items * h, split["epsilon_edges"], effective * h))
+    return bound_selection.ErrorModel.of(tables)
+
+
+def _bound(params: CountsParams, inputs: RunInputs, users_by_n: pd.Series) -> tuple[int, dict | None]:
+    """The per-user bound and, when it was chosen privately, the report's ``chosen`` (a DP output)."""
+    if not params.auto:
+        return params.l, None
+    l = bound_selection.choose_bound({int(n): int(u) for n, u in users_by_n.items()}, params.candidates,
+                                     error_model(params, inputs.domains, inputs.split), inputs.split["epsilon_bound"],
+                                     inputs.budget, inputs.rng, step=f"choose {params.bound_name}")
+    inputs.progress(f"{params.bound_name} = {l}, chosen privately from {list(params.candidates)}")
+    return l, {params.bound_name: l}
 
 
 def _describe(params: CountsParams, epsilon: Fraction, domains: Domains) -> str:
-    return (f"{params.algorithm.upper()} with epsilon {float(epsilon):g}, {params.bound_name} = {params.l}, "
+    bound = f"auto (chosen privately from {list(params.candidates)})" if params.auto else params.l
+    return (f"{params.algorithm.upper()} with epsilon {float(epsilon):g}, {params.bound_name} = {bound}, "
             f"publisher {params.publisher}; {len(domains.items):,} items"
             + (f" x {len(domains.attributes)} attribute values" if domains.attributes else ""))
 
 
 def _report_section(params: CountsParams) -> dict:
+    selection = {f"{params.bound_name}_candidates": list(params.candidates),
+                 "effective_items": params.effective_items or "a quarter of the item domain",
+                 "quality": "docs/bound_selection.md"} if params.auto else {}
     return {
-        "parameters": {params.bound_name: params.l, **({"d": params.d} if params.algorithm == "hpa" else {})},
+        "parameters": {params.bound_name: params.l, **selection,
+                       **({"d": params.d} if params.algorithm == "hpa" else {})},
         "specification": sampling.SPEC_SECTIONS[params.algorithm],
         "post_processing": ("item and edge counts made consistent and non-negative (weighted least squares; no "
                             "budget)") if params.consistent else None,
@@ -138,6 +217,10 @@ CONSISTENT_NOTE = ("then made consistent and non-negative by weighted least squa
                    "values only, but clipping at zero raises small counts, a bias not shown")
 
 
+AUTO_NOTE = ("{name} is chosen privately from the candidates: the noise is that of the chosen {name}, at most "
+             "these numbers (at the largest candidate, {name} = {largest}); privacy.json's algorithm.chosen says which")
+
+
 def _accuracy(params: CountsParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
               alpha: float) -> dict:
     """Each table's noisy_count: the publisher at L1 sensitivity l and its part of epsilon."""
@@ -146,7 +229,11 @@ def _accuracy(params: CountsParams, epsilon: Fraction, domains: Domains, split: 
         cells["edge_counts"] = (len(domains.items) * len(domains.attributes), split["epsilon_edges"])
     tables = {}
     for table, (count, part) in cells.items():
-        noise = publisher_accuracy(params.publisher, params.publisher_options, params.l, part, count, alpha)
+        noise = publisher_accuracy(params.publisher, params.publisher_options, params.largest_bound, part, count,
+                                   alpha)
+        if params.auto and noise.kind != POST_PROCESSED:
+            noise = replace(noise, kind=UPPER_BOUND, note="; ".join(filter(None, [noise.note, AUTO_NOTE.format(
+                name=params.bound_name, largest=params.largest_bound)])))
         if params.consistent:
             noise = replace(noise, kind=POST_PROCESSED, note="; ".join(filter(None, [noise.note, CONSISTENT_NOTE])))
         tables[table] = {"noisy_count": noise}
@@ -162,7 +249,12 @@ def from_config(c: ConfigTables) -> CountsParams:
     other = "l" if bound == "m" else "m"
     if other in algorithm:
         raise ConfigError(f"algorithm.{other} is not used by {name}; its per-user bound is algorithm.{bound}")
-    l = rows_per_user(require(algorithm, bound, "algorithm"), f"algorithm.{bound}")
+    for key in (f"{other}_candidates",):
+        if key in algorithm:
+            raise ConfigError(f"algorithm.{key} is not used by {name}; its per-user bound is algorithm.{bound}")
+    l = require(algorithm, bound, "algorithm")
+    if l != AUTO:
+        l = rows_per_user(l, f"algorithm.{bound}")
     d = rows_per_user(algorithm.get("d", 1), "algorithm.d")
     if name != "hpa" and "d" in algorithm:
         raise ConfigError(f"algorithm.d is an HPA parameter; {name} does not use it")
@@ -176,9 +268,14 @@ def from_config(c: ConfigTables) -> CountsParams:
         raise ConfigError("algorithm.consistent needs edge counts: set domain.attributes")
     if c.attributes is None and "epsilon_edges" in parts:
         raise ConfigError("privacy.epsilon_edges is set but domain.attributes is not: no edge counts to publish")
-    return CountsParams(name, l, d, publisher, options, consistent)
+    return CountsParams(name, l, d, publisher, options, consistent, algorithm.get(f"{bound}_candidates"),
+                        algorithm.get("effective_items"))
+
+
+def _with_chosen(params: CountsParams, chosen: dict) -> CountsParams:
+    return replace(params, l=chosen[params.bound_name], candidates=None, effective_items=None)
 
 
 FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, default_split=_split,
                 split_keys=_split_keys, run=run, describe=_describe, report_section=_report_section,
-                from_config=from_config, accuracy=_accuracy)
+                from_config=from_config, accuracy=_accuracy, with_chosen=_with_chosen)

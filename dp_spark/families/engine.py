@@ -52,6 +52,10 @@ def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fra
     output = family.run(params, inputs)
     if not budget.private:
         progress(family.not_private_warning)
+    if output.chosen is not None and family.with_chosen is not None:
+        # A bound chosen privately is a DP output: the noise it implies is post-processing of it.
+        planned, expected = chosen_accuracy(family, family.with_chosen(params, output.chosen), epsilon, domains,
+                                            split, output.chosen)
     output = replace(output, tables=with_halfwidth_columns(output.tables, planned))
     report = build_report(family, params, budget, domains, split, output, seed, source, expected)
     return Computed(output.tables, report, domains.items)
@@ -67,10 +71,24 @@ def planned_accuracy(family: Family, params: Any, epsilon: Fraction, domains: Do
 def accuracy_section(family: Family, params: Any, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
                      alpha: float = accuracy.DEFAULT_ALPHA) -> dict:
     """privacy.json's ``accuracy``: public, like the ledger (a function of the config and domains)."""
-    tables = planned_accuracy(family, params, epsilon, domains, split, alpha)
+    return section_of(planned_accuracy(family, params, epsilon, domains, split, alpha), alpha)
+
+
+def section_of(planned: dict[str, dict[str, accuracy.Accuracy]], alpha: float = accuracy.DEFAULT_ALPHA) -> dict:
     return {"alpha": alpha, "caveat": accuracy.CAVEAT,
             "tables": {table: {column: noise.to_json() for column, noise in columns.items()}
-                       for table, columns in tables.items()}}
+                       for table, columns in planned.items()}}
+
+
+def chosen_accuracy(family: Family, params: Any, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
+                    chosen: dict) -> tuple[dict, dict]:
+    """The accuracy at a privately chosen parameter (``params`` with it put in): the planned
+    accuracy and privacy.json's section, each column's note saying what it was worked out at."""
+    said = ", ".join(f"{name} = {value}" for name, value in chosen.items())
+    planned = {table: {column: replace(noise, note="; ".join(filter(None, [noise.note, f"at the privately chosen {said}"])))
+                       for column, noise in columns.items()}
+               for table, columns in planned_accuracy(family, params, epsilon, domains, split).items()}
+    return planned, section_of(planned)
 
 
 def halfwidth_column(column: str, columns: dict) -> str:
