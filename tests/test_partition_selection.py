@@ -5,9 +5,11 @@ and the Spark path on string and integer ids."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from decimal import Context, Decimal
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -148,6 +150,15 @@ def test_the_audit_passes_the_grid_and_flags_the_lowered_threshold():
         assert not result.flagged, (target.name, result.lower_bound, result.event)
     control = audit.run(TARGETS["partition_selection_threshold_lowered"], 20_000, seed=7)
     assert control.negative_control and control.flagged, (control.lower_bound, control.event)
+
+
+def test_the_claim_is_documented_beside_the_modules():
+    spec = importlib.util.spec_from_file_location("claims", Path(__file__).with_name("test_claims_documented.py"))
+    claims = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(claims)
+    claims.check_claim("docs/partition_selection.md", "partition_selection")
+    for module in ("dp_spark/algorithms/partition_selection.py", "dp_spark/families/private_keys.py"):
+        claims.check_docstring_points_to(module, "docs/partition_selection.md", "partition_selection")
 
 
 # ---------------------------------------------------------------------------
