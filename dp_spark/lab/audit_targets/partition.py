@@ -3,8 +3,8 @@ a user's keys on neighbouring inputs.
 
 D′ adds one user who contributes to ``l0`` keys (the most the bound allows). On D each of those
 keys has ``n`` users, on D′ ``n + 1``: ``n = 0`` is the case δ pays for (on D the keys are not
-in the data at all, so they can never be released), and ``n`` at the median count is where the
-release probability moves fastest. The statistic is how many of the ``l0`` keys are released:
+in the data at all, so they can never be released), and ``n`` one below the median count is
+where the release probability moves fastest. The statistic is how many of the ``l0`` keys are released:
 the keys are independent and alike, so that count carries all the information the released set
 holds about the user. The claim audited is the whole (ε, δ) of the user, not a per-key share.
 
