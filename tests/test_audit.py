@@ -15,7 +15,8 @@ from dp_spark.lab.audit_targets import entropy as audit_entropy
 from dp_spark.cli import main
 
 NEGATIVE_CONTROLS = ("negative_control_half_noise", "dpa_ahp_as_published", "limit_ss_paper_beta",
-                     "old_limit_ss_rounded_scale", "old_ran_gd_clipping", "old_entropy_ledger_scale")
+                     "old_limit_ss_rounded_scale", "old_ran_gd_clipping", "old_entropy_ledger_scale",
+                     "partition_selection_threshold_lowered")
 SLOW = {"alpa", "fourier", "grouping", "ahp", "dpa_ahp", "sdpa_ahp", "dpa_ahp_first_pass", "sra", "hpa", "dpsense",
         "dpsense_sample", "entropy_limit_ss_ledger", "entropy_limit_cb_dp_ledger"}
 # Flagged until the fixes of issue 27 on other branches are merged: the Limit-SS ledger must stop
@@ -68,6 +69,7 @@ CONTROL_TRIALS = {
     "old_limit_ss_rounded_scale": None,  # 12,000,000: 0.052-0.068 [0.02]; at 3M it ranged from 0 to 0.053
     "old_ran_gd_clipping": None,  # 100,000: 0.19-0.20 [0.095]
     "old_entropy_ledger_scale": None,  # 20,000: 7.9 [5]; deterministic and different on D and D'
+    "partition_selection_threshold_lowered": None,  # 200,000: ~6.5 [1]; D never releases a key it lacks
 }
 
 

@@ -51,6 +51,7 @@ MECHANISMS = {
     (mechanisms, "RandomSource"): "docs/mechanisms.md",
     (mechanisms, "bernoulli_exp_minus"): "docs/mechanisms.md",
     (mechanisms, "bernoulli_exp_minus_fraction"): "docs/mechanisms.md",
+    (mechanisms, "bernoulli_dyadic"): "docs/mechanisms.md",
     (mechanisms, "discrete_laplace"): "docs/mechanisms.md",
     (mechanisms, "discrete_laplace_each"): "docs/mechanisms.md",
     (mechanisms, "exponential_mechanism"): "docs/mechanisms.md",

@@ -23,7 +23,8 @@ from dp_spark.core.privacy import Budget, BudgetExceeded, LedgerEntry
 
 ROOT = Path(__file__).resolve().parents[1]
 # The samplers that turn random words into noise; outside core, only a Budget may call them.
-SAMPLERS = frozenset({"discrete_laplace", "discrete_laplace_each", "_discrete_laplace", "exponential_mechanism"})
+SAMPLERS = frozenset({"discrete_laplace", "discrete_laplace_each", "_discrete_laplace", "exponential_mechanism",
+                       "bernoulli_dyadic"})
 MECHANISMS_MODULE = "dp_spark.core.mechanisms"
 
 

@@ -24,7 +24,7 @@ rounding anywhere, so the mechanism's pure ε-DP holds as proven, with δ = 0.
 
 Claim: docs/mechanisms.md, "Privacy claim: RandomSource", "Privacy claim: bernoulli_exp_minus,
 bernoulli_exp_minus_fraction", "Privacy claim: discrete_laplace, discrete_laplace_each", "Privacy
-claim: exponential_mechanism".
+claim: exponential_mechanism", "Privacy claim: bernoulli_dyadic".
 """
 
 from __future__ import annotations
@@ -138,6 +138,21 @@ def bernoulli_exp_minus(rng: RandomSource, num: np.ndarray, den: np.ndarray) -> 
         first_failure[advanced] += np.uint64(1)
         pending = advanced
     return first_failure % np.uint64(2) == 1
+
+
+def bernoulli_dyadic(rng: RandomSource, numerators, bits: int) -> np.ndarray:
+    """Exact Bernoulli(numerators[i] / 2^bits) per entry, 0 ≤ numerator ≤ 2^bits, bits ≤ 62: a
+    uniform integer below 2^bits is compared with the numerator, so a probability that is a
+    multiple of 2^-bits is drawn with no rounding at all."""
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 62:
+        raise ValueError(f"bits must be an integer in [1, 62], got {bits!r}")
+    wanted = np.asarray(numerators)
+    if wanted.dtype.kind not in "iu":  # Python ints of any size, or a list: checked one by one
+        wanted = np.array([int(v) for v in wanted.ravel()], dtype=object)
+    if wanted.size and (wanted.min() < 0 or wanted.max() > 1 << bits):
+        raise ValueError(f"numerators must lie in [0, 2^{bits}]")
+    wanted = wanted.astype(np.uint64).ravel()
+    return rng.below(np.full(wanted.size, 1 << bits, dtype=np.uint64)) < wanted
 
 
 def _geometric_exp_minus_one(rng: RandomSource, n: int) -> np.ndarray:

@@ -5,8 +5,8 @@ an entry that would take the total past the budget, so an overspending job
 fails before anything is written.
 
 The budget also hands out the noise: :meth:`Budget.discrete_laplace`,
-:meth:`Budget.discrete_laplace_each` and :meth:`Budget.exponential_mechanism`
-spend the entry first and only then draw, at the scale the entry records. Code
+:meth:`Budget.discrete_laplace_each`, :meth:`Budget.exponential_mechanism` and
+:meth:`Budget.bernoulli_dyadic` spend the entry first and only then draw, at the scale the entry records. Code
 outside ``dp_spark.core`` draws noise only through them, so noise that the
 ledger does not pay for cannot be drawn (a test reads the source to hold this).
 
@@ -257,6 +257,17 @@ class Budget:
                              f"mechanism it names uses {float(inverse_factor):g}")
         self.spend(entry)
         return mechanisms.exponential_mechanism(rng, scores, entry.epsilon, entry.sensitivity, monotone)
+
+    def bernoulli_dyadic(self, entry: LedgerEntry, rng: mechanisms.RandomSource, numerators, bits: int
+                         ) -> np.ndarray:
+        """Spend ``entry``, then draw one exact Bernoulli(numerators[i] / 2^bits) per candidate: a
+        mechanism whose output is yes or no per candidate, with the probabilities its claim works
+        out in advance (partition selection: docs/partition_selection.md). The candidates may be
+        found in the data (the keys users contributed), so their number is a draw's length, not
+        ``entry.cells``, which records only what is public."""
+        _check_noise_covers_sensitivity(entry)
+        self.spend(entry)
+        return mechanisms.bernoulli_dyadic(rng, numerators, bits)
 
     @property
     def private(self) -> bool:

@@ -20,7 +20,9 @@ from dp_spark.lab.audit import Family, Target, point_name
 from dp_spark.lab.audit_targets import entropy as ent
 from dp_spark.lab.audit_targets import frapp as fr
 from dp_spark.lab.audit_targets import jobs, old_code
+from dp_spark.lab.audit_targets import partition
 from dp_spark.lab.audit_targets import primitives as prim
+from dp_spark.algorithms import partition_selection as ps
 from dp_spark.errors import ConfigError
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget, LedgerEntry
@@ -143,6 +145,40 @@ def frapp_user_target(name: str, eps: Fraction) -> Target:
                   "(1, 1)", fr.user_sampler(built), trials=100_000)
 
 
+# Partition selection: the grid's ε with δ in {1e-2, 1e-6} and l0 in {1, 4}, the user's keys new
+# (0 users against 1: what δ pays for) or one below the median count against it (where the release
+# probability moves fastest and one of its ε bounds holds with equality: the audit's bound comes
+# close to the claim there).
+# The points named by ε alone are δ = 1e-2, l0 = 1 at the median count.
+PARTITION_DELTAS = (1e-2, 1e-6)
+PARTITION_L0 = (1, 4)
+PARTITION_TRIALS = 200_000
+
+
+def partition_target(name: str, eps: Fraction, delta: float = PARTITION_DELTAS[0], l0: int = 1,
+                     at_median: bool = False, shift: int = 0) -> Target:
+    params = ps.SelectionParams(eps, delta, l0)
+    n = ps.median_count(params) - 1 if at_median else 0  # D′ reaches the median count
+    control = "NEGATIVE CONTROL: threshold lowered by one; " if shift else ""
+    return Target(name, float(eps), delta,
+                  f"{control}partition selection, eps = {float(eps):g}, delta = {delta:g}, l0 = {l0}: D' adds a user "
+                  f"with {l0} keys of {n} users each on D; statistic: how many of them are released",
+                  partition.presence_sampler(params, n, shift), negative_control=bool(shift), trials=PARTITION_TRIALS)
+
+
+def partition_family() -> Family:
+    points = []
+    for eps in EPSILONS:
+        for delta in PARTITION_DELTAS:
+            for l0 in PARTITION_L0:
+                for where in ("0", "median"):
+                    base = (delta, l0, where) == (PARTITION_DELTAS[0], 1, "median")
+                    name = point_name("partition_selection", eps=eps) if base else point_name(
+                        "partition_selection", eps=eps, delta=delta, l0=l0, n=where)
+                    points.append(partition_target(name, eps, delta, l0, where == "median"))
+    return Family("partition_selection", tuple(points))
+
+
 def _refused(*_args):
     raise RuntimeError("a refused grid point has no release to sample")
 
@@ -193,6 +229,7 @@ def negative_controls() -> list[Target]:
                old_code.old_ledger_sampler(ent.LEDGER_USERS, ent.LEDGER_BOUNDS.C, ent.LEDGER_BOUNDS.M,
                                            ENTROPY_EPSILON, ent.LEDGER_DELTA, ent.XI),
                negative_control=True, trials=20_000),
+        partition_target("partition_selection_threshold_lowered", DEFAULT_EPSILON, shift=1),
     ]
 
 
@@ -221,6 +258,7 @@ def _families() -> dict[str, Family]:
           for s in ("det_gd", "mask", "cut_paste")],
         Family("frapp_ran_gd", tuple(frapp_target(point_name("frapp_ran_gd", gamma=g), "ran_gd", g) for g in GAMMAS)),
         _eps_family("frapp_records_per_user", frapp_user_target),
+        partition_family(),
         *[Family(c.name, (c,)) for c in negative_controls()],
     ]
     families = {f.name: f for f in out}
