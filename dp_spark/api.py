@@ -26,7 +26,7 @@ from dp_spark.core.privacy import BudgetExceeded, as_epsilon
 from dp_spark.core.progress import Progress
 from dp_spark.errors import ConfigError, DataError
 from dp_spark.families.base import Domains, Family, plan_split
-from dp_spark.families.counts import BASELINE_PUBLISHERS, CountsParams
+from dp_spark.families.counts import BASELINE_PUBLISHERS, PRIVATE_ITEMS, CountsParams
 from dp_spark.families.dpsense import DPSenseParams
 from dp_spark.families.engine import accuracy_section, compute
 from dp_spark.families.frapp import frapp_params
@@ -235,18 +235,30 @@ def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: st
 
 def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None,
             attributes=None, epsilon_split=None, publisher=None, publisher_options=None, consistent=False,
-            seed=None, budget=None, guards=None, progress=None, candidates=None, effective_items=None) -> Release:
+            seed=None, budget=None, guards=None, progress=None, candidates=None, effective_items=None,
+            delta=None, keys_per_user=None) -> Release:
+    private = isinstance(items, str) and items == PRIVATE_ITEMS
+    if delta is not None and not private:
+        raise ConfigError(f"delta is spent only by partition selection: give items=\"{PRIVATE_ITEMS}\" or no delta")
+    if private and delta is None:
+        raise ConfigError(f"items=\"{PRIVATE_ITEMS}\" needs delta (e.g. 1e-6): partition selection spends it")
     params = CountsParams(algorithm, l, d, publisher or BASELINE_PUBLISHERS.get(algorithm, "laplace"),
-                          dict(publisher_options or {}), consistent, candidates, effective_items)
-    return _record_release(params, df, privacy_unit, item, attribute, items, attributes, epsilon, epsilon_split,
-                           seed, budget, progress, guards)
+                          dict(publisher_options or {}), consistent, candidates, effective_items, private,
+                          keys_per_user, 0.0 if delta is None else delta)
+    return _record_release(params, df, privacy_unit, item, attribute, None if private else items, attributes,
+                           epsilon, epsilon_split, seed, budget, progress, guards)
 
 
 def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
-        guards=None, progress=None, l_candidates=None, effective_items=None) -> Release:
+        guards=None, progress=None, l_candidates=None, effective_items=None, delta=None,
+        keys_per_user=None) -> Release:
     """Item counts (and item x attribute counts) with at most ``l`` records per user, a uniform
     sample of each user's own (paper 000's SRA). Tables: item_counts, edge_counts.
+
+    ``items="private"`` (with ``delta``) releases only the items that partition selection picks,
+    each user counted on at most ``keys_per_user`` distinct items (default ``l``), with half of ε
+    (docs/partition_selection.md); item ids may then be strings.
 
     ``l="auto"`` chooses l privately from ``l_candidates`` (default 1, 2, 4, ..., 256) with a
     tenth of ε (``epsilon_split["epsilon_bound"]``); the choice is in ``release.report["algorithm"]["chosen"]``
@@ -254,28 +266,32 @@ def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attrib
     return _counts("sra", df, items=items, l=l, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
-                   guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items)
+                   guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items,
+                   delta=delta, keys_per_user=keys_per_user)
 
 
 def hpa(df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
-        guards=None, progress=None, l_candidates=None, effective_items=None) -> Release:
+        guards=None, progress=None, l_candidates=None, effective_items=None, delta=None,
+        keys_per_user=None) -> Release:
     """Like :func:`sra`, but each user keeps its ``l`` records of highest noisy popularity,
     measured on ``d`` records per user (paper 000's HPA). ``l="auto"`` as for :func:`sra`."""
     return _counts("hpa", df, items=items, l=l, d=d, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
-                   guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items)
+                   guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items,
+                   delta=delta, keys_per_user=keys_per_user)
 
 
 def _baseline(algorithm: str):
     def release(df, *, items, m, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
                 epsilon_split=None, publisher_options=None, seed=None, budget=None, guards=None,
-                progress=None, m_candidates=None, effective_items=None) -> Release:
+                progress=None, m_candidates=None, effective_items=None, delta=None, keys_per_user=None) -> Release:
         return _counts(algorithm, df, items=items, l=m, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                        attribute=attribute, attributes=attributes, epsilon_split=epsilon_split,
                        publisher_options=publisher_options, seed=seed, budget=budget, guards=guards,
-                       progress=progress, candidates=m_candidates, effective_items=effective_items)
+                       progress=progress, candidates=m_candidates, effective_items=effective_items, delta=delta,
+                       keys_per_user=keys_per_user)
 
     release.__name__ = release.__qualname__ = algorithm
     return release

@@ -53,6 +53,7 @@ class FamilyOutput:
     chosen: dict | None = None
     rows: dict[str, int] | None = None  # rows per table, where a table is a Spark DataFrame
     algorithm_extra: dict = field(default_factory=dict)  # more of the report's algorithm section
+    domains: Domains | None = None  # the domains released over, when the run chose them (private items)
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,18 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from dp_spark.algorithms import bound_selection, sampling
 from dp_spark.bounding import keys
 from dp_spark.core.accuracy import POST_PROCESSED, UPPER_BOUND
+from dp_spark.core.domain import ItemDomain, item_domain_of_ids
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
 from dp_spark.families.base import (MAX_ROWS_PER_USER, ROWS_PER_USER_LIMIT, ConfigTables, Domains, Family,
                                    FamilyOutput, RunInputs, positive_int, require, rows_per_user)
+from dp_spark.families.private_keys import private_keys
 from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark.io.validation import validate_records
 from dp_spark.publishers.options import publisher_choice
@@ -31,6 +34,8 @@ BASELINE_PUBLISHERS = {"lpa": "laplace", "dft": "fourier", "gs": "grouping"}
 
 
 AUTO = "auto"  # the per-user bound chosen privately (algorithms.bound_selection)
+PRIVATE_ITEMS = "private"  # domain.items: the items selected privately (algorithms.partition_selection)
+DEFAULT_KEYS_PER_USER = 10  # partition selection's distinct items per user when l is "auto"
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,11 @@ class CountsParams:
     consistent: bool = False
     candidates: tuple[int, ...] | None = None
     effective_items: int | None = None
+    # domain.items = "private": the items are selected by partition selection, which keeps at most
+    # keys_per_user distinct items per user (default: l) and spends privacy.delta.
+    private_items: bool = False
+    keys_per_user: int | None = None
+    delta: float = 0.0
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
@@ -70,6 +80,24 @@ class CountsParams:
         name, options = publisher_choice({"name": self.publisher, **self.publisher_options}, self.algorithm,
                                          BASELINE_PUBLISHERS.get(self.algorithm))
         object.__setattr__(self, "publisher_options", options)
+        self._check_private_items()
+
+    def _check_private_items(self):
+        if not self.private_items:
+            if self.keys_per_user is not None or self.delta != 0.0:
+                raise ConfigError(f"algorithm.keys_per_user and privacy.delta are used only with "
+                                  f"domain.items = \"{PRIVATE_ITEMS}\"")
+            return
+        if self.publisher != "laplace":
+            raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs the laplace publisher ({self.algorithm} uses "
+                              f"{self.publisher}, whose noise depends on the domain's size before the run)")
+        default = self.l if isinstance(self.l, int) else DEFAULT_KEYS_PER_USER
+        object.__setattr__(self, "keys_per_user", rows_per_user(
+            default if self.keys_per_user is None else self.keys_per_user, "algorithm.keys_per_user"))
+        if isinstance(self.delta, bool) or not isinstance(self.delta, (int, float)) or not 0 < self.delta < 1:
+            raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs privacy.delta in (0, 1) for partition "
+                              f"selection, got {self.delta!r}")
+        object.__setattr__(self, "delta", float(self.delta))
 
     @property
     def bound_name(self) -> str:
@@ -103,14 +131,19 @@ def _candidates(values: Any, bound_name: str) -> tuple[int, ...]:
     return tuple(int(b) for b in checked)
 
 
+PARTITION_SHARE = Fraction(1, 2)
+
+
 def _split(params: CountsParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
-    """The papers' split; with "auto", a tenth of ε first chooses the bound and the papers' split
-    shares the rest."""
+    """The papers' split; with private items, half of ε first selects them, and with "auto" a
+    tenth of ε chooses the bound; the papers' split shares the rest."""
     with_edges = domains.attributes is not None
-    if not params.auto:
-        return sampling.default_split(params.algorithm, epsilon, with_edges)
-    bound = epsilon * bound_selection.DEFAULT_SHARE
-    return {"epsilon_bound": bound, **sampling.default_split(params.algorithm, epsilon - bound, with_edges)}
+    first = {}
+    if params.private_items:  # half of ε selects the items, as PipelineDP shares it with one metric
+        first["epsilon_partition"] = epsilon * PARTITION_SHARE
+    if params.auto:
+        first["epsilon_bound"] = epsilon * bound_selection.DEFAULT_SHARE
+    return {**first, **sampling.default_split(params.algorithm, epsilon - sum(first.values(), Fraction(0)), with_edges)}
 
 
 def _split_keys(params: CountsParams, domains: Domains) -> tuple[str, ...]:
@@ -139,6 +172,21 @@ def tables_of(release: sampling.CountsRelease, domains: Domains) -> dict[str, pd
 def run(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
     if params.consistent and inputs.domains.attributes is None:
         raise ConfigError("algorithm.consistent needs edge counts: set domain.attributes")
+    selection = None
+    if params.private_items:
+        selection = _selected_items(params, inputs)
+        inputs = replace(inputs, domains=replace(inputs.domains, items=selection.domain))
+        if not len(selection.domain):
+            return _nothing_selected(params, inputs, selection)
+    output = _counted(params, inputs)
+    if selection is None:
+        return output
+    return replace(output, domains=inputs.domains, chosen={**(output.chosen or {}), "items_selected": len(selection.domain)},
+                   diagnostics={**output.diagnostics, "partition_selection": selection.diagnostics})
+
+
+def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
+    """Bound, count and publish over the (public or privately selected) item domain."""
     items, attributes = inputs.domains.items, inputs.domains.attributes
     validated = validate_records(inputs.records, items, attributes,
                                  one_per_user_salt=_popularity_salt(params, inputs.seed))
@@ -163,6 +211,33 @@ def run(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
         release = sampling.made_consistent(release, l, inputs.split)
     return FamilyOutput(tables_of(release, inputs.domains), {**validated.diagnostics, **release.diagnostics,
                                                              "coverage": coverage.to_json()}, chosen=chosen)
+
+
+@dataclass(frozen=True)
+class SelectedItems:
+    domain: Any  # ItemDomain of the released keys (a DP output)
+    diagnostics: dict  # NOT private
+
+
+def _selected_items(params: CountsParams, inputs: RunInputs) -> SelectedItems:
+    """The items partition selection releases (docs/partition_selection.md), as the release's domain."""
+    inputs.progress(f"selecting the items privately (at most {params.keys_per_user} distinct items per user)")
+    selected = private_keys(inputs.records, params.keys_per_user, inputs.split["epsilon_partition"], params.delta,
+                            inputs.budget, inputs.rng, inputs.seed, step="select items")
+    inputs.progress(f"{selected.keys.size:,} items selected privately")
+    said = f"{selected.keys.size:,} items selected privately by partition selection (docs/partition_selection.md)"
+    domain = item_domain_of_ids(selected.keys, said) if selected.keys.size else ItemDomain(selected.keys, said)
+    return SelectedItems(domain, selected.diagnostics)
+
+
+def _nothing_selected(params: CountsParams, inputs: RunInputs, selection: SelectedItems) -> FamilyOutput:
+    """No item had enough users to be released: empty tables, and nothing more is spent."""
+    inputs.progress("WARNING: no item was selected; the tables are empty (too few users per item for this "
+                    "epsilon_partition and delta)")
+    empty = sampling.CountsRelease(np.zeros(0, dtype=np.int64), None if inputs.domains.attributes is None
+                                   else np.zeros((0, len(inputs.domains.attributes)), dtype=np.int64))
+    return FamilyOutput(tables_of(empty, inputs.domains), {"partition_selection": selection.diagnostics},
+                        chosen={"items_selected": 0}, domains=inputs.domains)
 
 
 def error_model(params: CountsParams, domains: Domains, split: dict[str, Fraction]) -> bound_selection.ErrorModel:
@@ -192,8 +267,10 @@ def _bound(params: CountsParams, inputs: RunInputs, users_by_n: pd.Series) -> tu
 
 def _describe(params: CountsParams, epsilon: Fraction, domains: Domains) -> str:
     bound = f"auto (chosen privately from {list(params.candidates)})" if params.auto else params.l
+    items = (f"items selected privately (delta {params.delta:g}, at most {params.keys_per_user} per user)"
+             if params.private_items else f"{len(domains.items):,} items")
     return (f"{params.algorithm.upper()} with epsilon {float(epsilon):g}, {params.bound_name} = {bound}, "
-            f"publisher {params.publisher}; {len(domains.items):,} items"
+            f"publisher {params.publisher}; {items}"
             + (f" x {len(domains.attributes)} attribute values" if domains.attributes else ""))
 
 
@@ -201,8 +278,10 @@ def _report_section(params: CountsParams) -> dict:
     selection = {f"{params.bound_name}_candidates": list(params.candidates),
                  "effective_items": params.effective_items or "a quarter of the item domain",
                  "quality": "docs/bound_selection.md"} if params.auto else {}
+    private = {"items": PRIVATE_ITEMS, "keys_per_user": params.keys_per_user, "delta": params.delta,
+               "partition_selection": "docs/partition_selection.md"} if params.private_items else {}
     return {
-        "parameters": {params.bound_name: params.l, **selection,
+        "parameters": {params.bound_name: params.l, **selection, **private,
                        **({"d": params.d} if params.algorithm == "hpa" else {})},
         "specification": sampling.SPEC_SECTIONS[params.algorithm],
         "post_processing": ("item and edge counts made consistent and non-negative (weighted least squares; no "
@@ -224,9 +303,10 @@ AUTO_NOTE = ("{name} is chosen privately from the candidates: the noise is that 
 def _accuracy(params: CountsParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
               alpha: float) -> dict:
     """Each table's noisy_count: the publisher at L1 sensitivity l and its part of epsilon."""
-    cells = {"item_counts": (len(domains.items), split["epsilon_items"])}
+    items = 0 if domains.items is None else len(domains.items)  # private items: unknown before the run (laplace only)
+    cells = {"item_counts": (items, split["epsilon_items"])}
     if domains.attributes is not None:
-        cells["edge_counts"] = (len(domains.items) * len(domains.attributes), split["epsilon_edges"])
+        cells["edge_counts"] = (items * len(domains.attributes), split["epsilon_edges"])
     tables = {}
     for table, (count, part) in cells.items():
         noise = publisher_accuracy(params.publisher, params.publisher_options, params.largest_bound, part, count,
@@ -268,14 +348,23 @@ def from_config(c: ConfigTables) -> CountsParams:
         raise ConfigError("algorithm.consistent needs edge counts: set domain.attributes")
     if c.attributes is None and "epsilon_edges" in parts:
         raise ConfigError("privacy.epsilon_edges is set but domain.attributes is not: no edge counts to publish")
+    private = c.domain.get("items") == PRIVATE_ITEMS
+    if private and "delta" not in c.privacy:
+        raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs privacy.delta (e.g. 1e-6): partition selection "
+                          "spends it")
     return CountsParams(name, l, d, publisher, options, consistent, algorithm.get(f"{bound}_candidates"),
-                        algorithm.get("effective_items"))
+                        algorithm.get("effective_items"), private, algorithm.get("keys_per_user"),
+                        c.privacy.get("delta", 0.0))
 
 
 def _with_chosen(params: CountsParams, chosen: dict) -> CountsParams:
-    return replace(params, l=chosen[params.bound_name], candidates=None, effective_items=None)
+    if params.bound_name not in chosen:
+        return params
+    return replace(params, l=chosen[params.bound_name], candidates=None, effective_items=None,
+                   keys_per_user=params.keys_per_user)
 
 
 FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, default_split=_split,
                 split_keys=_split_keys, run=run, describe=_describe, report_section=_report_section,
-                from_config=from_config, accuracy=_accuracy, with_chosen=_with_chosen)
+                from_config=from_config, accuracy=_accuracy, with_chosen=_with_chosen,
+                delta=lambda params: params.delta, config_keys=("keys_per_user", "l_candidates", "m_candidates", "effective_items"))

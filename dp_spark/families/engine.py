@@ -57,6 +57,7 @@ def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fra
         planned, expected = chosen_accuracy(family, family.with_chosen(params, output.chosen), epsilon, domains,
                                             split, output.chosen)
     output = replace(output, tables=with_halfwidth_columns(output.tables, planned))
+    domains = output.domains or domains  # items selected privately are a DP output, public from here on
     report = build_report(family, params, budget, domains, split, output, seed, source, expected)
     return Computed(output.tables, report, domains.items)
 

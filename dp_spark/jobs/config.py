@@ -25,6 +25,7 @@ from dp_spark.errors import ConfigError
 from dp_spark.io.catalog import check_output_table
 from dp_spark.io.sources import SourceSpec
 from dp_spark.families.base import ConfigTables, require
+from dp_spark.families.counts import PRIVATE_ITEMS
 from dp_spark.families.frapp import FrappParams
 from dp_spark.families.guards import GUARD_KEYS, Guards, guards_of
 from dp_spark.families.location_entropy import EntropyParams
@@ -45,16 +46,17 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "source": ("format", "path", "table", "sep", "header", "names", "columns"),
     "source.columns": STANDARD_COLUMNS,
     "domain": ("items", "attributes", "records"),
-    "privacy": ("epsilon", "gamma", "epsilon_bound", "epsilon_items", "epsilon_edges", "epsilon_popularity", "epsilon_theta",
-                "epsilon_counts", "epsilon_entropy", "epsilon_visits", "epsilon_users", "delta"),
+    "privacy": ("epsilon", "gamma", "epsilon_partition", "epsilon_bound", "epsilon_items", "epsilon_edges",
+                "epsilon_popularity", "epsilon_theta", "epsilon_counts", "epsilon_entropy", "epsilon_visits",
+                "epsilon_users", "delta"),
     "algorithm": ("name", "l", "d", "m", "consistent", "quantity", "bins", "theta_max", "limit", "variant",
                   "locations_per_user", "visits_per_location", "k", "xi", "outputs", "scheme", "sup_min",
                   "records_per_user", "cp_k", "cp_rho", "location_choice", "l_candidates", "m_candidates",
-                  "effective_items"),
+                  "effective_items", "keys_per_user"),
     "publisher": ("name", "k", "grid_bits", "rho", "eta", "delta", "ranking_share", "reproduce_paper"),
 }
-EPSILON_PARTS = ("epsilon_bound", "epsilon_popularity", "epsilon_items", "epsilon_edges", "epsilon_theta",
-                 "epsilon_counts", "epsilon_entropy", "epsilon_visits", "epsilon_users")
+EPSILON_PARTS = ("epsilon_partition", "epsilon_bound", "epsilon_popularity", "epsilon_items", "epsilon_edges",
+                 "epsilon_theta", "epsilon_counts", "epsilon_entropy", "epsilon_visits", "epsilon_users")
 CHECKIN_FORMATS = ("checkins", "checkins-synthetic")
 WHOLE_RECORD_FORMATS = ("adult", "parquet", "csv", "table")
 
@@ -305,8 +307,10 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
     # A family that only filters by the item domain may go without one: then every record counts.
     items = domain.get("items", {}) if family is not None and family.item_domain_optional \
         else require(domain, "items", "domain")
-    if not isinstance(items, dict):
-        raise ConfigError("domain.items must be a table such as { range = [1, 17770] }")
+    if items == PRIVATE_ITEMS:
+        items = {}  # the release selects its items privately (the family's parameters say so)
+    elif not isinstance(items, dict):
+        raise ConfigError(f"domain.items must be a table such as {{ range = [1, 17770] }}, or \"{PRIVATE_ITEMS}\"")
     attributes = domain.get("attributes")
 
     privacy = raw.get("privacy", {})
@@ -323,6 +327,8 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
             raise ConfigError(f"algorithm.{key} is a {' and '.join(owners)} parameter; {name} does not use it")
     if name != "entropy":
         for key in ("epsilon_entropy", "epsilon_visits", "epsilon_users", "delta"):
+            if key == "delta" and domain.get("items") == PRIVATE_ITEMS:
+                continue  # partition selection spends it
             if key in raw.get("privacy", {}):
                 raise ConfigError(f"privacy.{key} is a location-entropy parameter; {name} does not use it")
         if source.format in CHECKIN_FORMATS:
