@@ -192,8 +192,9 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     One pass: a per-user aggregation that counts each user's in-domain rows
     (which bounding reuses), then summed per row count on that small cached
     table (bounding reuses the users per row count too). Null or
-    non-integer ids are an error; ids outside the domain are dropped and
-    counted in the NOT-private diagnostics.
+    non-integer ids are an error (item ids: non-integer only against an
+    integer domain; a string domain compares them as strings); ids outside
+    the domain are dropped and counted in the NOT-private diagnostics.
 
     The pass keeps as few running sums as it can (each costs about a tenth of
     the scan; docs/performance.md): an unusable user id lands in the null
