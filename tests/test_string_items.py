@@ -281,3 +281,10 @@ def test_the_other_item_families_take_string_ids_too(spark, ratings, algorithm, 
         other = by_str.tables[name]
         pd.testing.assert_frame_equal(_as_int_ids(other) if "item_id" in other else other, table, check_dtype=False)
     assert by_str.report["diagnostics_not_private"]["rows_outside_item_domain"] > 0
+
+
+def test_a_string_location_set_is_refused_by_location_entropy(spark):
+    """Location ids stay integers: a string set is refused, not compared with a long column."""
+    df = spark.createDataFrame(pd.DataFrame({"user_id": [1, 2], "location_id": [1, 2]}))
+    with pytest.raises(ConfigError, match="location ids must be integers"):
+        dp_spark.location_entropy(df, locations=["a", "b"], epsilon=1, location_choice="random", seed=SEED)
