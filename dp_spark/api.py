@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Iterable, Mapping
 
-import numpy as np
 import pandas as pd
 
 from dp_spark.bounding.keys import with_record_id
@@ -145,8 +144,8 @@ class _Planning:
 
 
 def _items(items: Any, what: str = "items") -> ItemDomain:
-    """A public id domain from a range (step 1), a sequence of integer ids, or a config-style
-    table such as {"range": [1, 17770]} or {"file": "ids.txt"}."""
+    """A public id domain from a range (step 1), a sequence of integer or string ids, or a
+    config-style table such as {"range": [1, 17770]} or {"file": "ids.txt"}."""
     if isinstance(items, ItemDomain):
         return items
     if isinstance(items, range):
@@ -156,12 +155,10 @@ def _items(items: Any, what: str = "items") -> ItemDomain:
     if isinstance(items, Mapping):
         return item_domain(dict(items))
     if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
-        raise ConfigError(f"{what} must be a range, a sequence of integer ids or a table such as "
+        raise ConfigError(f"{what} must be a range, a sequence of integer or string ids or a table such as "
                           f"{{'range': [1, 100]}}, got {items!r}")
-    ids = np.asarray(list(items))
-    if ids.size and not np.issubdtype(ids.dtype, np.integer):
-        raise ConfigError(f"{what} must hold integer ids, got values of type {ids.dtype}")
-    return item_domain_of_ids(ids, f"{ids.size:,} ids given to the API")
+    ids = list(items)  # integers or strings; item_domain_of_ids refuses a mix and other types
+    return item_domain_of_ids(ids, f"{len(ids):,} ids given to the API")
 
 
 def _attributes(values: Any) -> AttributeDomain | None:

@@ -21,7 +21,10 @@ from dp_spark.core.domain import AttributeDomain, ItemDomain
 
 
 def _packable(items: ItemDomain, h: int) -> bool:
-    """Whether item_id·h + (h − 1) stays within a signed 64-bit long for every id in the domain."""
+    """Whether item_id·h + (h − 1) stays within a signed 64-bit long for every id in the domain
+    (never for string ids)."""
+    if items.is_string:
+        return False
     return int(items.ids.min()) >= -(2**63) // h and int(items.ids.max()) <= (2**63 - h) // h
 
 
@@ -37,9 +40,10 @@ def edge_key(items: ItemDomain, attributes: AttributeDomain | None) -> Column:
     (item_id alone without attributes), so that a per-user selection carries one primitive per
     row (:meth:`dp_spark.bounding.user_records.Selection.counted`). For a large domain, or ids too large to
     pack (beyond about 2^63 / h), a struct of (item, attr) whose attribute is looked up on the
-    driver: correct, but slower through a selection.
+    driver: correct, but slower through a selection. String ids (a string domain) are the
+    string item_id without attributes, and the struct with them.
     """
-    item = F.col("item_id").cast("long")
+    item = F.col("item_id").cast("string" if items.is_string else "long")
     if not attributes:
         return item
     h = len(attributes)
@@ -58,8 +62,10 @@ def edges_from_tally(tally: pd.DataFrame, items: ItemDomain, attributes: Attribu
     keys = tally["_key"]
     if keys.isna().any():
         raise ValueError(OUTSIDE)
-    if keys.dtype == object:  # the struct form: a dict per key with Arrow, a Row without
-        item_ids = np.array([k["item"] for k in keys], dtype=np.int64)
+    if items.is_string and not attributes:  # the string item id itself
+        item_ids, attr_pos = keys.to_numpy(dtype=object), np.zeros(len(keys), dtype=np.int64)
+    elif keys.dtype == object:  # the struct form: a dict per key with Arrow, a Row without
+        item_ids = np.array([k["item"] for k in keys], dtype=object if items.is_string else np.int64)
         attr_pos = attributes.index_of([k["attr"] for k in keys])
     else:
         item_ids, attr_pos = np.divmod(keys.to_numpy(dtype=np.int64), h)

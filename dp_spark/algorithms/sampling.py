@@ -156,6 +156,7 @@ def with_item_values(records: DataFrame, items: ItemDomain, values: np.ndarray, 
     read at item_id − low: one string goes to Spark and is folded into the array once, and
     Spark's generated code reads it by reference. Against the broadcast join that serves other
     domains, HPA at 10M rows in one session: 5.81 → 5.38 s (docs/performance.md, sixth round).
+    A string domain (never a range) is joined on its string ids the same way.
     """
     values = np.asarray(values, dtype=np.int64)
     if items.id_range and len(items) <= LITERAL_LOOKUP_MAX_ITEMS:
@@ -163,8 +164,8 @@ def with_item_values(records: DataFrame, items: ItemDomain, values: np.ndarray, 
         position = (F.col("item_id") - F.lit(items.id_range[0]) + 1).cast("int")
         return records.withColumn(name, F.element_at(table, position))
     # Through Arrow: a list of 17,770 Python tuples took a few tenths of a second to ship.
-    lookup = records.sparkSession.createDataFrame(pd.DataFrame({"item_id": np.asarray(items.ids, dtype=np.int64),
-                                                               name: values}))
+    ids = items.ids if items.is_string else np.asarray(items.ids, dtype=np.int64)
+    lookup = records.sparkSession.createDataFrame(pd.DataFrame({"item_id": ids, name: values}))
     return records.join(F.broadcast(lookup), "item_id")
 
 

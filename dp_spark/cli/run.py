@@ -58,7 +58,7 @@ def _print_summary(result) -> None:
     plus = _halfwidth(report, "item_counts", "noisy_count")
     print("\nTop-10 items by noisy count" + (" (± the 95% half-width of the noise alone)" if plus else "") + ":")
     for rank, row in enumerate(top.itertuples(index=False), 1):
-        title = result.items.titles.get(int(row.item_id), "")
+        title = result.items.titles.get(int(row.item_id), "") if result.items.titles else ""  # ids may be strings
         count = f"{row.noisy_count:>11,.1f}" if isinstance(row.noisy_count, float) else f"{row.noisy_count:>9,}"
         print(f"  {rank:>2}. item {row.item_id:<7} {count}{plus}  {title}")
     # Among n cells of noise alone, about 10 exceed the level with P(Z > level) = 10/n: a top-10 not

@@ -1,9 +1,14 @@
 """Public domains: the item catalogue and the attribute values (ALGORITHMS.md §1.2).
 
 Releasing the keys a ``groupBy`` happens to return is not DP, so every count is
-published over a domain fixed in advance: an integer range, a file of ids, a
-Spark table of ids, or a named catalogue (MovieLens ``movies.dat``). None of
-these is ever derived from the private records. Records whose item or
+published over a domain fixed in advance: an integer range, a list of ids, a
+file of ids, a Spark table of ids, or a named catalogue (MovieLens
+``movies.dat``). None of these is ever derived from the private records.
+
+Item ids are integers or strings (SKUs, venue hashes), never both: a list that
+mixes the two is refused, and a file or table whose ids are not all integers is
+read as strings. Against a string domain the records' item ids are compared as
+strings (an integer column by its decimal form, dp_spark.io.validation). Records whose item or
 attribute lies outside the domain are dropped before bounding (a per-record,
 data-independent filter, so it does not affect the guarantee).
 
@@ -35,7 +40,8 @@ CATALOGUES = ("movielens",)
 
 @dataclass(frozen=True)
 class ItemDomain:
-    """Sorted unique integer item ids, plus optional titles for display."""
+    """Sorted unique item ids, plus optional titles for display: int64, or (a string domain)
+    Python strings in an object array, sorted by code point."""
 
     ids: np.ndarray
     description: str
@@ -47,9 +53,20 @@ class ItemDomain:
     def __len__(self) -> int:
         return int(self.ids.size)
 
+    @property
+    def is_string(self) -> bool:
+        """Whether the ids are strings (records' item ids are then compared as strings)."""
+        return self.ids.dtype == object
+
     def index_of(self, item_ids: np.ndarray) -> np.ndarray:
-        """Positions of the given ids in the domain, -1 where an id is not in it."""
-        item_ids = np.asarray(item_ids, dtype=np.int64)
+        """Positions of the given ids in the domain, -1 where an id is not in it. Against a
+        string domain an id is looked up by its string form (the integer 7 as "7")."""
+        if self.is_string:
+            item_ids = _string_array([str(v) for v in np.asarray(item_ids, dtype=object).reshape(-1)])
+        else:
+            item_ids = np.asarray(item_ids, dtype=np.int64)
+        if item_ids.size == 0:
+            return np.zeros(0, dtype=np.int64)
         pos = np.searchsorted(self.ids, item_ids)
         pos = np.minimum(pos, self.ids.size - 1)
         return np.where(self.ids[pos] == item_ids, pos, -1)
@@ -84,6 +101,13 @@ class AttributeDomain:
         return tuple(numbers) if finite and len(set(numbers)) == len(numbers) else None
 
 
+def _string_array(values: list[str]) -> np.ndarray:
+    """Strings as a 1-d object array (np.asarray would make a fixed-width "<U" array)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
 def _from_ids(ids: Any, description: str, titles: dict[int, str] | None = None) -> ItemDomain:
     arr = np.unique(np.asarray(ids, dtype=np.int64))
     if arr.size == 0:
@@ -91,9 +115,38 @@ def _from_ids(ids: Any, description: str, titles: dict[int, str] | None = None) 
     return ItemDomain(ids=arr, description=description, titles=titles or {})
 
 
+def _from_strings(ids: list[str], description: str) -> ItemDomain:
+    if not ids:
+        raise ConfigError(f"item domain {description} is empty")
+    # Sorted by code point, as Python sorts strings (and as Spark sorts them, by UTF-8 bytes).
+    return ItemDomain(ids=_string_array(sorted(set(ids))), description=description)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, (str, np.str_))
+
+
 def item_domain_of_ids(ids: Any, description: str) -> ItemDomain:
-    """A domain of the given integer ids (sorted, duplicates dropped), e.g. a list passed to the API."""
-    return _from_ids(ids, description)
+    """A domain of the given ids (sorted, duplicates dropped), e.g. a list passed to the API:
+    integers, or strings. A list mixing the two is refused rather than guessed at: "7" and 7
+    would be one id or two depending on the guess."""
+    if isinstance(ids, np.ndarray) and np.issubdtype(ids.dtype, np.integer):
+        return _from_ids(ids, description)
+    values = list(ids.tolist() if isinstance(ids, np.ndarray) else ids)
+    if values and all(_is_str(v) for v in values):
+        return _from_strings([str(v) for v in values], description)
+    if all(_is_int(v) for v in values):
+        return _from_ids(np.asarray(values, dtype=np.int64), description)
+    kinds = sorted({type(v).__name__ for v in values})
+    if any(_is_str(v) for v in values) and any(_is_int(v) for v in values):
+        raise ConfigError(f"item domain {description} mixes integer and string ids; write every id as a string "
+                          "(or every one as an integer)")
+    raise ConfigError(f"item domain {description} must hold integer or string ids, got values of type "
+                      f"{', '.join(kinds)}")
 
 
 def _int_range(spec: Any, name: str) -> tuple[int, int]:
@@ -165,23 +218,37 @@ def _fallback_note(used: str, asked: str | None) -> str:
 
 
 def read_id_file(path: str, encoding: str | None = None) -> np.ndarray:
-    """One integer id per line (first comma/tab-separated field); '#' starts a comment. Read in
-    ``encoding``, or UTF-8 falling back to cp1252 and Latin-1 (only the ids are used)."""
+    """One id per line (first comma/tab-separated field, spaces around it dropped); '#' starts a
+    comment. Integer ids (int64) when every line's id is an integer, else every id as a string
+    (an object array). Read in ``encoding``, or UTF-8 falling back to cp1252 and Latin-1."""
     return _id_file(path, encoding)[0]
 
 
-def _id_file(path: str, encoding: str | None) -> tuple[np.ndarray, str]:
+def _as_integers(texts: list[str]) -> tuple[list[int] | None, int | None]:
+    """(the texts as integers, None), or (None, the index of the first that is not one)."""
+    out = []
+    for index, text in enumerate(texts):
+        try:
+            out.append(int(text))
+        except ValueError:
+            return None, index
+    return out, None
+
+
+def _id_file(path: str, encoding: str | None) -> tuple[np.ndarray, str, str]:
+    """(ids, the encoding read in, a note for the description when the ids are strings)."""
     lines, used = _read_lines(path, "item domain file", encoding)
-    ids = []
+    texts, numbers = [], []
     for number, line in enumerate(lines, 1):
         text = line.split("#", 1)[0].replace("\t", ",").split(",", 1)[0].strip()
-        if not text:
-            continue
-        try:
-            ids.append(int(text))
-        except ValueError:
-            raise ConfigError(f"item domain file {path!r} line {number}: {text!r} is not an integer id") from None
-    return np.array(ids, dtype=np.int64), used
+        if text:
+            texts.append(text)
+            numbers.append(number)
+    integers, first_other = _as_integers(texts)
+    if integers is not None:
+        return np.array(integers, dtype=np.int64), used, ""
+    note = f" (string ids: line {numbers[first_other]}, {texts[first_other]!r}, is not an integer)"
+    return _string_array(texts), used, note
 
 
 def read_movielens_catalogue(path: str, encoding: str = "iso-8859-1") -> tuple[np.ndarray, dict[int, str]]:
@@ -202,9 +269,9 @@ def read_movielens_catalogue(path: str, encoding: str = "iso-8859-1") -> tuple[n
 def item_domain(spec: dict[str, Any], spark: Any = None, source: Any = None) -> ItemDomain:
     """Build the item domain from ``[domain] items = {...}``; ``source`` (the job's SourceSpec)
     is what a table of ids must not be."""
-    kinds = [k for k in ("range", "file", "table", "catalogue") if k in spec]
+    kinds = [k for k in ("range", "ids", "file", "table", "catalogue") if k in spec]
     if len(kinds) != 1:
-        raise ConfigError("domain.items needs exactly one of range, file, table or catalogue")
+        raise ConfigError("domain.items needs exactly one of range, ids, file, table or catalogue")
     kind = kinds[0]
     if "encoding" in spec and kind not in ("file", "catalogue"):
         raise ConfigError("domain.items.encoding applies to a file or a catalogue")
@@ -213,10 +280,16 @@ def item_domain(spec: dict[str, Any], spark: Any = None, source: Any = None) -> 
         if hi - lo >= 50_000_000:
             raise ConfigError(f"domain.items.range [{lo}, {hi}] has more than 50 million items")
         return ItemDomain(ids=np.arange(lo, hi + 1, dtype=np.int64), description=f"range [{lo}, {hi}]", id_range=(lo, hi))
+    if kind == "ids":
+        ids = spec["ids"]
+        if not isinstance(ids, list) or not ids:
+            raise ConfigError(f"domain.items.ids must be a non-empty list of ids, got {ids!r}")
+        return item_domain_of_ids(ids, f"list of {len(ids):,} ids")
     if kind == "file":
         asked = _encoding(spec, None)
-        ids, used = _id_file(spec["file"], asked)
-        return _from_ids(ids, f"file {spec['file']}{_fallback_note(used, asked)}")
+        ids, used, note = _id_file(spec["file"], asked)
+        description = f"file {spec['file']}{_fallback_note(used, asked)}{note}"
+        return _from_strings(ids.tolist(), description) if note else _from_ids(ids, description)
     if kind == "catalogue":
         if spec["catalogue"] not in CATALOGUES or "path" not in spec:
             raise ConfigError(f"domain.items.catalogue must be one of {CATALOGUES} with a path")
@@ -299,10 +372,27 @@ def _table_domain(spark: Any, name: str, column: str, source: Any = None) -> Ite
         rows = spark.table(name).select(column).distinct().toPandas()
     except Exception as exc:  # AnalysisException: missing table or column
         raise ConfigError(f"cannot read item domain table {name!r} column {column!r}: {exc}") from None
-    domain = _from_ids(rows[column].to_numpy(), f"table {name}.{column}")
+    domain = _table_ids(rows[column], f"table {name}.{column}")
     assertion = (f"the item ids are the distinct values of table {name} column {column}, which the operator "
                  "asserts is public and not derived from the private records; dp-spark cannot check that")
     return dataclasses.replace(domain, public_by_assertion=assertion)
+
+
+def _table_ids(values: Any, description: str) -> ItemDomain:
+    """A table column's distinct values as a domain. A numeric column, or a string column whose
+    every value reads as an integer, gives integer ids (as before string ids existed); any other
+    string column gives string ids. A null in a string column is refused: it is no id."""
+    if values.dtype != object:
+        return _from_ids(values.to_numpy(), description)
+    texts = values.tolist()
+    if any(v is None for v in texts):
+        raise ConfigError(f"item domain {description} holds null ids")
+    if not all(_is_str(v) for v in texts):
+        return _from_ids(values.to_numpy(), description)
+    integers, first_other = _as_integers(texts)
+    if integers is not None:
+        return _from_ids(np.array(integers, dtype=np.int64), description)
+    return _from_strings(texts, f"{description} (string ids: {texts[first_other]!r} is not an integer)")
 
 
 def attribute_domain(spec: Any) -> AttributeDomain | None:

@@ -25,7 +25,7 @@ from dp_spark.io import sources
 from dp_spark.io import validation
 from dp_spark.io.sources import SourceSpec
 from dp_spark.core.domain import ItemDomain
-from dp_spark.errors import DataError
+from dp_spark.errors import ConfigError, DataError
 
 CHECKIN_FIELDS = ("user_id", "item_id", "time", "lat", "lon")
 PAPER_TABLE_2 = {  # paper 004 Table 2 (ALGORITHMS.md §9.5)
@@ -94,6 +94,8 @@ def validate_checkins(df: DataFrame, locations: ItemDomain, first_m: int | None 
     when time is not used). Then a time that is neither a number nor a timestamp is an error, and
     so is a user with more than M locations of which one has no time: the choice would silently
     fall to location ids (ALGORITHMS.md §7.3)."""
+    if locations.is_string:
+        raise ConfigError(f"location ids must be integers; the location set {locations.description} holds strings")
     _bad, user = validation._integer_problems(df, "user_id")
     _bad, item = validation._integer_problems(df, "item_id")
     visits = F.col("visits").try_cast("long")

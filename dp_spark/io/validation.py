@@ -2,6 +2,10 @@
 
 ``validate_records`` checks ids in one aggregate pass and casts them; ids outside
 the public domain are dropped and counted in the NOT-private diagnostics.
+
+User ids are integers. Item ids are integers, or strings when the item domain is a string
+domain (``ItemDomain.is_string``): then the item column is compared as a string, exactly (no
+trimming, case-sensitive), and an integer column by its decimal form (42 is "42", never "042").
 """
 
 from __future__ import annotations
@@ -55,6 +59,27 @@ def _integer_problems(df: DataFrame, column: str) -> tuple[Column, Column]:
     raise DataError(f"column {column} has type {field_type.simpleString()}; expected integer ids")
 
 
+def _string_item(df: DataFrame, column: str) -> tuple[Column, Column]:
+    """(is not a valid string id, the value as a string) for the item column against a string
+    domain. A string column as it is; an integer column by its decimal form. Other types are
+    refused rather than cast: a double 4.0 would read as "4.0", which no one means."""
+    field_type = df.schema[column].dataType
+    c = F.col(column)
+    if isinstance(field_type, T.StringType):
+        return F.lit(False), c
+    if isinstance(field_type, _INTEGER_TYPES):
+        return F.lit(False), c.cast("string")
+    raise DataError(f"column {column} has type {field_type.simpleString()}; a string item domain compares "
+                    "string or integer ids")
+
+
+def _item_values(df: DataFrame, items: ItemDomain | None, column: str = "item_id") -> tuple[Column, Column]:
+    """(is not a valid id, the id as the domain holds it: a long, or a string for a string domain)."""
+    if items is not None and items.is_string:
+        return _string_item(df, column)
+    return _integer_problems(df, column)
+
+
 def _in_item_domain(item: Column, items: ItemDomain | None) -> Column:
     if items is None:  # no item domain (user_histogram may go without): every integer id counts
         return F.lit(True)
@@ -64,7 +89,7 @@ def _in_item_domain(item: Column, items: ItemDomain | None) -> Column:
 
 def outside_item_domain(df: DataFrame, items: ItemDomain, column: str = "item_id") -> Column:
     """Rows whose id (read as validation reads it) is not in ``items``."""
-    _bad, item = _integer_problems(df, column)
+    _bad, item = _item_values(df, items, column)
     return ~_in_item_domain(item, items)
 
 
@@ -126,7 +151,7 @@ def describe_mismatch(df: DataFrame, column: str, outside: Column, domain: str) 
 
 @dataclass(frozen=True)
 class ValidatedRecords:
-    records: DataFrame  # in-domain rows only, ids as long, attr as string
+    records: DataFrame  # in-domain rows only, ids as long (item ids as string for a string domain), attr as string
     diagnostics: dict  # NOT private: raw counts for the operator
     user_counts: DataFrame  # [user_id, _n]: in-domain rows per user (cached; see release)
     cached: DataFrame  # the persisted per-user table behind user_counts
@@ -145,9 +170,10 @@ class ValidatedRecords:
         self.cached.unpersist()
 
 
-def _id_problem(df: DataFrame, column: str, rows: int) -> str | None:
-    """Why ``column`` is unusable (null or non-integer values), or None. Error path only."""
-    bad, _typed = _integer_problems(df, column)
+def _id_problem(df: DataFrame, column: str, rows: int, items: ItemDomain | None = None) -> str | None:
+    """Why ``column`` is unusable (null or non-integer values), or None. Error path only.
+    ``items`` is the domain the item column is read against."""
+    bad, _typed = _item_values(df, items, column) if column == "item_id" else _integer_problems(df, column)
     stats = df.agg(F.sum(F.col(column).isNull().cast("long")).alias("nulls"),
                    F.sum(bad.cast("long")).alias("bad")).first()
     if stats["nulls"]:
@@ -166,8 +192,9 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     One pass: a per-user aggregation that counts each user's in-domain rows
     (which bounding reuses), then summed per row count on that small cached
     table (bounding reuses the users per row count too). Null or
-    non-integer ids are an error; ids outside the domain are dropped and
-    counted in the NOT-private diagnostics.
+    non-integer ids are an error (item ids: non-integer only against an
+    integer domain; a string domain compares them as strings); ids outside
+    the domain are dropped and counted in the NOT-private diagnostics.
 
     The pass keeps as few running sums as it can (each costs about a tenth of
     the scan; docs/performance.md): an unusable user id lands in the null
@@ -182,7 +209,7 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     (HPA's popularity sample with d = 1), without a pass of its own.
     """
     _bad, user = _integer_problems(df, "user_id")
-    _bad, item = _integer_problems(df, "item_id")
+    _bad, item = _item_values(df, items)
     in_attrs, attr = _attribute_values(df, attributes) if attributes else (F.lit(True), None)
     in_items = _in_item_domain(item, items)
     item_field = df.schema["item_id"]
@@ -222,7 +249,7 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         per_user.unpersist()
         raise DataError("the source has no records")
     for column in ID_COLUMNS if stats["bad_users"] or stats["bad_items"] else ():
-        problem = _id_problem(df, column, stats["rows"])
+        problem = _id_problem(df, column, stats["rows"], items)
         if problem:
             per_user.unpersist()
             raise DataError(problem)
