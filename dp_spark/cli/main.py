@@ -1,4 +1,4 @@
-"""``dp-spark run | plan | generate | bench | evaluate | audit | budget``: the command line.
+"""``dp-spark run | plan | tune | generate | bench | evaluate | audit | budget``: the command line.
 
 Exit status, for people and schedulers alike:
 
@@ -29,7 +29,7 @@ import signal
 import sys
 import traceback
 
-from dp_spark.cli import budget, measure, plan, run
+from dp_spark.cli import budget, measure, plan, run, tune
 from dp_spark.cli.exits import EXIT_BUDGET, EXIT_INPUT, EXIT_RUNTIME, quiet_spark_error_logs, root_cause
 from dp_spark.core.privacy import BudgetExceeded
 from dp_spark.errors import DpSparkError, Interrupted
@@ -105,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     budget.add_parser(commands)
     plan.add_parser(commands)
+    tune.add_parser(commands)
 
     audit_report = commands.add_parser(
         "audit-report", help="run a job on its source and on the source without one user, and compare the two "
@@ -134,6 +135,7 @@ def _versions() -> str:
 
 COMMANDS = {"run": run.run, "generate": run.generate, "bench": measure.bench, "evaluate": measure.evaluate,
             "audit": measure.audit, "budget": budget.budget, "audit-report": measure.audit_report, "plan": plan.plan}
+COMMANDS["tune"] = tune.tune
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,9 +5,10 @@ inputs chosen as the worst cases of their sensitivity analyses, and the negative
 mechanism's grid (``dp-spark audit NAME --grid``): ε ∈ {0.1, 1, 5} for every family, γ ∈ {1.1, 1.5,
 e, 19} for FRAPP, and the boundary inputs where a mechanism is weakest (Limit-SS with many users
 near the ξ floor of smooth sensitivity, publishers on all-empty bins where thresholding and
-clipping start). Grid points are named
+clipping start, the bound selection on candidate lists from two close bounds to a range of 1 to
+100,000, over one and two tables). Grid points are named
 ``family[key=value,...]``. Each sampler calls the same functions the jobs call; the samplers are
-in :mod:`.primitives`, :mod:`.entropy`, :mod:`.frapp` and :mod:`.jobs`, and the negative
+in :mod:`.primitives`, :mod:`.bounds`, :mod:`.entropy`, :mod:`.frapp` and :mod:`.jobs`, and the negative
 controls built from old, broken code paths in :mod:`.old_code`.
 """
 
@@ -17,12 +18,14 @@ import math
 from fractions import Fraction
 
 from dp_spark.lab.audit import Family, Target, point_name
+from dp_spark.lab.audit_targets import bounds
 from dp_spark.lab.audit_targets import entropy as ent
 from dp_spark.lab.audit_targets import frapp as fr
 from dp_spark.lab.audit_targets import jobs, old_code
 from dp_spark.lab.audit_targets import partition
 from dp_spark.lab.audit_targets import primitives as prim
 from dp_spark.algorithms import partition_selection as ps
+from dp_spark.algorithms import bound_selection as bs
 from dp_spark.errors import ConfigError
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget, LedgerEntry
@@ -30,6 +33,8 @@ from dp_spark.core.privacy import Budget, LedgerEntry
 EPSILONS = (Fraction(1, 10), Fraction(1), Fraction(5))
 GAMMAS = (Fraction(11, 10), Fraction(3, 2), Fraction(271828, 100000), Fraction(19))  # 271828/100000: just under e
 DEFAULT_EPSILON = Fraction(1)
+# The bound selection's ε: the grid's, and 0.01, a share as small as a tenth of ε = 0.1.
+BOUND_EPSILONS = (Fraction(1, 100), *EPSILONS)
 ENTROPY_EPSILON = Fraction(5)  # the single-point entropy targets (the grid adds 0.1 and 1)
 DEFAULT_GAMMA = GAMMAS[2]
 PUBLISHERS = {"laplace": "LPA", "alpa": "ALPA", "fourier": "FPA (k = 2)", "grouping": "GS", "ahp": "AHP",
@@ -96,6 +101,28 @@ def first_pass_target(name: str, eps: Fraction) -> Target:
                   f"corrected DPA-AHP (delta = 1), eps = {float(eps):g}: ranking pass and first pass, bins [2, 2] "
                   "against [2, 1], measured on bin 1 (the bin that differs)", prim.first_pass_sampler(eps, False),
                   trials=10_000)
+
+
+def bound_selection_target(name: str, eps: Fraction, candidates: str = "many", tables: int = 1) -> Target:
+    listed = bounds.CANDIDATES[candidates]
+    return Target(name, float(eps), 0.0,
+                  f"private bound selection (choose_bound), candidates {list(listed)}, T = {tables}, eps = "
+                  f"{float(eps):g}: D' adds a user with {3 * listed[-1]} records (all scores move by up to Delta q = "
+                  f"{float(bs.quality_sensitivity(listed, bounds.pair(listed, tables, eps).model)):g})",
+                  bounds.choose_bound_sampler(eps, listed, tables))
+
+
+def bound_selection_family() -> Family:
+    """Every ε on the many candidates with one table (``bound_selection[eps=…]``), and the other
+    candidate lists and two tables at every ε (``bound_selection[eps=…,cands=…,tables=…]``)."""
+    points = []
+    for eps in BOUND_EPSILONS:
+        for candidates in bounds.CANDIDATES:
+            for tables in bounds.TABLES:
+                extra = {} if (candidates, tables) == ("many", 1) else {"cands": candidates, "tables": tables}
+                points.append(bound_selection_target(point_name("bound_selection", eps=eps, **extra), eps, candidates,
+                                                     tables))
+    return Family("bound_selection", tuple(points))
 
 
 def job_target(name: str, job: str, eps: Fraction) -> Target:
@@ -230,6 +257,10 @@ def negative_controls() -> list[Target]:
                                            ENTROPY_EPSILON, ent.LEDGER_DELTA, ent.XI),
                negative_control=True, trials=20_000),
         partition_target("partition_selection_threshold_lowered", DEFAULT_EPSILON, shift=1),
+        Target("bound_selection_half_sensitivity", float(DEFAULT_EPSILON), 0.0,
+               f"NEGATIVE CONTROL: choose_bound at Delta q = A(b_K - b_1), the square root of A forgotten (half "
+               f"of Delta q at A = 1/4), candidates {list(bounds.CANDIDATES['wide'])}, eps = 1: true eps 1.89",
+               bounds.half_sensitivity_sampler(DEFAULT_EPSILON), negative_control=True, trials=20_000),
     ]
 
 
@@ -246,6 +277,7 @@ def _families() -> dict[str, Family]:
     out = [
         _eps_family("discrete_laplace", discrete_laplace_target),
         _eps_family("exponential_mechanism", exponential_target),
+        bound_selection_family(),
         *[publisher_family(p) for p in PUBLISHERS],
         _eps_family("dpa_ahp_first_pass", first_pass_target),
         *[_eps_family(job, lambda name, eps, job=job: job_target(name, job, eps)) for job in SPARK_JOBS],

@@ -1,0 +1,73 @@
+"""``dp-spark tune CONF``: the expected item-count error of a counts job at every candidate
+per-user bound, and what the private bound selection would pick. NOT PRIVATE: it reads the raw
+records (:mod:`dp_spark.lab.tune`, imported inside the function like the other lab commands)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from dp_spark.cli.exits import EXIT_OK, to_stderr
+from dp_spark.errors import DpSparkError
+
+
+def add_parser(commands) -> None:
+    tune = commands.add_parser("tune", help="NOT PRIVATE: expected item-count error of a counts config at each "
+                               "candidate per-user bound, from the raw records")
+    tune.add_argument("config", help="counts job config (sra, hpa, lpa, dft, gs), e.g. conf/demo.toml")
+    tune.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a config key (repeatable), as for run")
+    tune.add_argument("--candidates", help="comma-separated bounds to show (default: the config's candidates, "
+                      "else 1,2,5,10,20,50,100,200)")
+    tune.add_argument("--bound-share", type=Fraction, default=None,
+                      help="share of epsilon the private bound selection would spend (default 1/10)")
+    tune.add_argument("--json", action="store_true", help="print the result as JSON")
+    tune.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
+
+
+def _bounds(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise DpSparkError(f"--candidates must be comma-separated integers, got {text!r}") from None
+
+
+def tune(args) -> int:
+    import json
+
+    from dp_spark.io.session import get_session
+    from dp_spark.jobs.config import load_config
+    from dp_spark.lab import tune
+
+    cfg = load_config(args.config, args.overrides)
+    share = tune.BOUND_SHARE if args.bound_share is None else args.bound_share
+    if not 0 < share < 1:
+        raise DpSparkError(f"--bound-share must be strictly between 0 and 1, got {share}")
+    candidates = _bounds(args.candidates)
+    tune.candidates_of(candidates, cfg.params)  # refuse bad candidates before Spark starts
+    if cfg.algorithm not in tune.COUNTS_ALGORITHMS:
+        raise DpSparkError(f"tune works on counts configs ({', '.join(tune.COUNTS_ALGORITHMS)}); "
+                           f"{cfg.algorithm!r} is not one")
+    spark = get_session(args.master, cfg.spark)
+    rows, setup = tune.run(cfg, spark, candidates, share, to_stderr)
+    result = tune.report(rows, setup, share, cfg.l, args.config)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return EXIT_OK
+    print(tune.NOT_PRIVATE)
+    print(f"{args.config}: {setup.algorithm.upper()}, publisher {setup.publisher}, epsilon {float(setup.epsilon):g} "
+          f"(items {float(setup.split['epsilon_items']):g}), {setup.item_cells:,} items   NOT PRIVATE")
+    print(f"method: {result['method']}   NOT PRIVATE")
+    selection = result["bound_selection"]
+    print(f"q(b), P(pick): l = \"auto\" spending {selection['share']:g} of epsilon ({selection['epsilon']:g}), "
+          f"Delta q = {selection['sensitivity']}, N = {selection['noise_per_unit']:.6g}   NOT PRIVATE")
+    print("\n".join(tune.table(rows, cfg.l)))
+    top = tune.best(rows)
+    configured = next((r for r in rows if r.bound == cfg.l), None)
+    line = f"lowest expected MSE: bound {top.bound} ({top.expected_mse:.4g})"
+    if configured is not None:
+        line += f"; the config's {cfg.l}: {configured.expected_mse:.4g}"
+    print(f"{line}   NOT PRIVATE")
+    print(tune.NOT_PRIVATE)
+    return EXIT_OK

@@ -1,0 +1,197 @@
+"""``dp-spark tune CONF``: the expected item-count error of a counts job at every candidate
+per-user bound, from the raw records. NOT PRIVATE: it reads the true data without noise, like
+``evaluate``; it is for the operator choosing a bound (or a candidate list), never for publication.
+
+For each candidate b it shows SRA's exact expected error (:mod:`dp_spark.lab.bound_curve`):
+the truncation bias and the sampling variance of keeping min(n, b) records per user, and the
+publisher's noise variance at L1 sensitivity b and the item counts' share of ε. Beside them, the
+quality q(b) that ``l = "auto"`` would score (:mod:`dp_spark.algorithms.bound_selection`) and the
+probability that its exponential mechanism picks b.
+
+HPA keeps each user's most popular records rather than a uniform sample, so its bias on popular
+items is smaller than SRA's: for HPA the curve is SRA's formula as a guide (an upper bound on
+the bias in spirit, not a theorem), with HPA's noise. The baselines (lpa, dft, gs) are SRA with
+their publisher: exact for lpa; for dft and gs the noise is the publisher's per-cell figure
+(``plan``'s) and the bias their smoothing adds is not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from dp_spark.algorithms import bound_selection
+from dp_spark.core.accuracy import DEFAULT_ALPHA
+from dp_spark.core.mechanisms import exponential_probabilities
+from dp_spark.errors import ConfigError
+from dp_spark.families.publisher_accuracy import publisher_accuracy
+from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors
+
+# The bounds shown when neither the config nor --candidates names any, and the share of ε that
+# ``l = "auto"`` spends on the choice: the product's defaults.
+DEFAULT_CANDIDATES = bound_selection.DEFAULT_CANDIDATES
+BOUND_SHARE = bound_selection.DEFAULT_SHARE
+COUNTS_ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
+
+
+@dataclass(frozen=True)
+class TuneRow:
+    """One candidate bound: its expected error at the config's ε, and the mechanism's view."""
+
+    bound: int
+    expected_dropped: float  # records dropped, in expectation
+    bias_squared: float  # mean over items
+    sampling_variance: float  # mean over items
+    noise_variance: float  # per item
+    expected_mse: float
+    quality: float  # q(b) of bound_selection
+    pick_probability: float  # P(the mechanism picks b) at ε_bound
+
+    def to_json(self) -> dict:
+        return dict(vars(self))
+
+
+@dataclass(frozen=True)
+class TuneSetup:
+    """The public side of a tune: the counts job's parameters and the numbers of cells."""
+
+    algorithm: str
+    publisher: str
+    publisher_options: dict
+    epsilon: Fraction
+    split: Mapping[str, Fraction]  # the config's split, all of ε on the release
+    item_cells: int
+    edge_cells: int | None  # None without attributes
+
+    @property
+    def tables(self) -> int:
+        return 1 if self.edge_cells is None else 2
+
+    def noise_variance(self, bound: int) -> float:
+        """The publisher's per-item noise variance at sensitivity ``bound``, the item share of ε."""
+        noise = publisher_accuracy(self.publisher, self.publisher_options, bound, self.split["epsilon_items"],
+                                   self.item_cells, DEFAULT_ALPHA)
+        return noise.sd**2
+
+    def error_model(self, share: Fraction) -> bound_selection.ErrorModel:
+        """The quality's public constants as ``l = "auto"`` sets them (families.counts.error_model):
+        each table's ε shrunk by the bound's ``share``, the bias spread over a quarter of the items."""
+        effective = Fraction(self.item_cells) * bound_selection.DEFAULT_EFFECTIVE_SHARE
+        tables = [bound_selection.TableNoise(self.item_cells, self.split["epsilon_items"] * (1 - share), effective)]
+        if self.edge_cells is not None:
+            values = self.edge_cells // self.item_cells
+            tables.append(bound_selection.TableNoise(self.edge_cells, self.split["epsilon_edges"] * (1 - share),
+                                                     effective * values))
+        return bound_selection.ErrorModel.of(tables)
+
+
+def candidates_of(given: Sequence[int] | None, params=None) -> tuple[int, ...]:
+    """The bounds to show: ``given`` (--candidates), else the config's candidate list when its
+    parameters carry one, else DEFAULT_CANDIDATES."""
+    chosen = given or getattr(params, "candidates", None) or DEFAULT_CANDIDATES
+    try:
+        return tuple(int(b) for b in bound_selection.candidates_checked(chosen))
+    except ValueError as exc:
+        raise ConfigError(f"tune: {exc}") from None
+
+
+def tune_rows(pairs: pd.DataFrame, users_by_n: Mapping[int, int], candidates: Sequence[int], setup: TuneSetup,
+              share: Fraction = BOUND_SHARE) -> list[TuneRow]:
+    """Every candidate's row (see the module). ``pairs``: (user_id, item_id), one row per
+    in-domain record; ``users_by_n``: users per number of in-domain records."""
+    candidates = tuple(int(b) for b in bound_selection.candidates_checked(candidates))
+    if not 0 < share < 1:
+        raise ValueError(f"the bound's share of epsilon must be in (0, 1), got {share}")
+    errors = sra_sampling_errors(pairs, candidates, setup.item_cells)
+    model = setup.error_model(share)
+    scores = bound_selection.quality(users_by_n, candidates, model)
+    sensitivity = bound_selection.quality_sensitivity(candidates, model)
+    picks = exponential_probabilities(np.asarray(scores, dtype=float), setup.epsilon * share, sensitivity,
+                                      monotone=True)
+    rows = []
+    for error, score, pick in zip(errors, scores, picks):
+        noise = setup.noise_variance(error.bound)
+        rows.append(TuneRow(error.bound, error.expected_dropped, error.bias_squared, error.sampling_variance, noise,
+                            error.expected_mse(noise), float(score), float(pick)))
+    return rows
+
+
+def method_note(algorithm: str) -> str:
+    if algorithm == "hpa":
+        return ("SRA's formula as a guide: HPA keeps each user's most popular records, so its bias on popular items "
+                "is smaller than shown; noise at HPA's item share")
+    if algorithm in ("dft", "gs"):
+        return "SRA's exact sampling error; noise as plan reports it per cell (the publisher's smoothing bias not shown)"
+    return "SRA's exact expectation: bias, sampling variance and the publisher's noise"
+
+
+def best(rows: Sequence[TuneRow]) -> TuneRow:
+    return min(rows, key=lambda r: r.expected_mse)
+
+
+def table(rows: Sequence[TuneRow], configured: int | None = None) -> list[str]:
+    """The rows as text, each line labelled; the lowest expected MSE marked with *, the config's
+    bound with <."""
+    top = best(rows)
+    lines = [f"{'bound':>7} {'dropped':>11} {'bias^2':>11} {'samp var':>10} {'noise var':>11} {'exp. MSE':>11} "
+             f"{'q(b)':>13} {'P(pick)':>8}"]
+    for r in rows:
+        mark = ("*" if r is top else " ") + ("<" if r.bound == configured else " ")
+        lines.append(f"{r.bound:>7} {r.expected_dropped:>11.1f} {r.bias_squared:>11.4g} {r.sampling_variance:>10.4g} "
+                     f"{r.noise_variance:>11.4g} {r.expected_mse:>11.4g} {r.quality:>13.6g} {r.pick_probability:>8.3f} "
+                     f"{mark}")
+    return [f"{line}   NOT PRIVATE" for line in lines]
+
+
+def report(rows: Sequence[TuneRow], setup: TuneSetup, share: Fraction, configured: int | None, source: str) -> dict:
+    top = best(rows)
+    return {
+        "not_private": NOT_PRIVATE,
+        "source": source,
+        "algorithm": setup.algorithm,
+        "publisher": setup.publisher,
+        "epsilon": float(setup.epsilon),
+        "epsilon_items": float(setup.split["epsilon_items"]),
+        "item_cells": setup.item_cells,
+        "count_tables": setup.tables,
+        "method": method_note(setup.algorithm),
+        "bound_selection": {"epsilon": float(setup.epsilon * share), "share": float(share),
+                            "bias_weight": float(setup.error_model(share).bias_weight),
+                            "noise_per_unit": float(setup.error_model(share).noise_per_unit),
+                            "sensitivity": float(bound_selection.quality_sensitivity([r.bound for r in rows],
+                                                                                     setup.error_model(share)))},
+        "configured_bound": configured,
+        "best_bound": top.bound,
+        "rows": [r.to_json() for r in rows],
+    }
+
+
+def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress) -> tuple[list[TuneRow], TuneSetup]:
+    """Read the config's records as a job does, and tune. NOT PRIVATE."""
+    from dp_spark.core.domain import attribute_domain, item_domain
+    from dp_spark.io import sources, validation
+    from dp_spark.jobs.runner import plan_budget
+
+    if cfg.algorithm not in COUNTS_ALGORITHMS:
+        raise ConfigError(f"tune works on counts configs ({', '.join(COUNTS_ALGORITHMS)}); {cfg.algorithm!r} is not one")
+    bounds = candidates_of(candidates, cfg.params)
+    split = plan_budget(cfg)
+    items = item_domain(cfg.items, spark, cfg.source)
+    attributes = attribute_domain(cfg.attributes)
+    setup = TuneSetup(cfg.algorithm, cfg.params.publisher, dict(cfg.params.publisher_options), cfg.epsilon, split,
+                      len(items), None if attributes is None else len(items) * len(attributes))
+    progress(f"reading {cfg.source.path or cfg.source.table}; the error curve uses the raw records WITHOUT noise")
+    # As the job validates them (attributes too), so the in-domain records are the job's.
+    validated = validation.validate_records(sources.read_records(spark, cfg.source, attributes is not None), items,
+                                            attributes)
+    try:
+        pairs = validated.records.select("user_id", "item_id").toPandas()
+        users_by_n = {int(n): int(u) for n, u in validated.users_by_n.items()}
+    finally:
+        validated.release()
+    progress(f"{len(pairs):,} in-domain records of {sum(users_by_n.values()):,} users")
+    return tune_rows(pairs, users_by_n, bounds, setup, share), setup

@@ -1,0 +1,131 @@
+"""`dp-spark tune` (NOT private): SRA's expected item-count error at a bound against a hand
+computation and a simulation of SRA's sampling, and the command on the demo config."""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dp_spark.cli import main
+from dp_spark.io import datasets
+from dp_spark.lab import bound_curve, tune
+
+from tests.conftest import ROOT
+
+
+def discrete_laplace_variance(scale: float) -> float:
+    """2r/(1 − r)², r = e^(−1/scale): written out here, not taken from core.accuracy."""
+    r = math.exp(-1 / scale)
+    return 2 * r / (1 - r) ** 2
+
+
+# User 1 has four records (items 10, 10, 20, 30), user 2 one (item 10); four items in the domain.
+HAND = pd.DataFrame({"user_id": [1, 1, 1, 1, 2], "item_id": [10, 10, 20, 30, 10]})
+HAND_SETUP = tune.TuneSetup("sra", "laplace", {}, Fraction(1), {"epsilon_items": Fraction(1)}, 4, None)
+
+
+def test_expected_error_matches_the_hand_computation():
+    # b = 2: user 1 keeps each record with probability 1/2, user 2 keeps theirs.
+    # E[count] = 10: 2·1/2 + 1 = 2, 20: 1/2, 30: 1/2; true 3, 1, 1: bias 1, 1/2, 1/2 -> bias² sum 3/2.
+    # Hypergeometric (2 drawn of 4): item 10 (k = 2) 2·(1/2)(1/2)·2/3 = 1/3; items 20, 30 (k = 1)
+    # 2·(1/4)(3/4)·2/3 = 1/4 each -> 5/6. Mean over 4 items: (3/2 + 5/6)/4 = 7/12.
+    error = bound_curve.sra_sampling_errors(HAND, [2], cells=4)[0]
+    assert error.bias_squared == pytest.approx(3 / 8)
+    assert error.sampling_variance == pytest.approx(5 / 24)
+    assert error.expected_dropped == pytest.approx(2)
+    noise = discrete_laplace_variance(2)  # sensitivity 2, epsilon_items 1
+    assert bound_curve.sra_expected_mse(HAND, 2, 4, noise) == pytest.approx(7 / 12 + noise)
+    row = tune.tune_rows(HAND, {4: 1, 1: 1}, [2, 4], HAND_SETUP)[0]
+    assert row.expected_mse == pytest.approx(7 / 12 + noise, rel=1e-12)
+    assert row.noise_variance == pytest.approx(noise, rel=1e-12)
+
+
+def test_a_bound_at_the_heaviest_user_has_no_bias_and_only_noise():
+    error = bound_curve.sra_sampling_errors(HAND, [4, 50], cells=4)
+    assert [(e.bias_squared, e.sampling_variance, e.expected_dropped) for e in error] == [(0, 0, 0)] * 2
+
+
+def test_quality_and_pick_probabilities_by_hand():
+    # Candidates 1, 2, one table of 4 cells at ε_items·(1 − 1/10) = 9/10: A = 1/(4/4) = 1 and
+    # V = 2·4/(9/10)² = 800/81. Loss(1) = 1 (user 1, capped at 2, drops 1), Loss(2) = 0:
+    # q(1) = −√(1 + 800/81) = −3.2980 -> −3.30 on the grid, q(2) = −√(3200/81) = −6.2854 -> −6.29.
+    # Δq = √1·(2 − 1) + 1/100 = 1.01, ε_bound = 1/10: P(1) = 1/(1 + e^(−0.1·2.99/1.01)).
+    rows = tune.tune_rows(HAND, {4: 1, 1: 1}, [1, 2], HAND_SETUP)
+    assert [r.quality for r in rows] == pytest.approx([-3.30, -6.29])
+    assert rows[0].pick_probability == pytest.approx(1 / (1 + math.exp(-0.1 * 2.99 / 1.01)))
+    assert sum(r.pick_probability for r in rows) == pytest.approx(1)
+
+
+def simulated_counts(pairs: pd.DataFrame, bound: int, runs: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(item ids, counts of shape runs x items): each user keeps a uniform sample of
+    min(n, bound) of their records (SRA's bounding), drawn with numpy."""
+    rng = np.random.default_rng(seed)
+    codes, ids = pd.factorize(pairs["item_id"])
+    per_user = [codes[idx] for idx in pairs.groupby("user_id").indices.values()]
+    counts = np.empty((runs, ids.size))
+    for run in range(runs):
+        kept = np.concatenate([u if u.size <= bound else rng.choice(u, bound, replace=False) for u in per_user])
+        counts[run] = np.bincount(kept, minlength=ids.size)
+    return np.asarray(ids), counts
+
+
+def test_the_formula_matches_a_simulation_of_sras_sampling():
+    # 60 users with 1 to 40 records over 12 items (popular items likelier, repeats allowed).
+    rng = np.random.default_rng(7)
+    rows = [(u, int(rng.choice(12, p=np.arange(12, 0, -1) / 78))) for u in range(60)
+            for _ in range(int(rng.integers(1, 41)))]
+    pairs = pd.DataFrame(rows, columns=["user_id", "item_id"])
+    runs = 3000
+    for bound in (1, 5, 20):
+        ids, counts = simulated_counts(pairs, bound, runs, seed=bound)
+        moments = bound_curve.sra_item_moments(pairs, bound).loc[ids]
+        # Per item, tolerance four standard errors: of the mean, sd/sqrt(runs); of the sample
+        # variance, about var·sqrt(2/runs) (near-normal counts).
+        mean, var = counts.mean(axis=0), counts.var(axis=0, ddof=1)
+        assert np.all(np.abs(moments["expected"] - mean) <= 4 * np.sqrt(moments["variance"] / runs) + 1e-9), bound
+        assert np.all(np.abs(moments["variance"] - var) <= 4 * moments["variance"] * np.sqrt(2 / runs) + 1e-9), bound
+        # And the item MSE the bound gives (bias² + variance), four standard errors of its mean.
+        true = moments["true"].to_numpy()
+        mse = ((true - counts) ** 2).sum(axis=1) / 15
+        error = bound_curve.sra_sampling_errors(pairs, [bound], cells=15)[0]
+        assert error.bias_squared + error.sampling_variance == pytest.approx(
+            mse.mean(), abs=4 * mse.std(ddof=1) / math.sqrt(runs)), bound
+
+
+def test_bad_candidates_and_inputs_are_refused():
+    with pytest.raises(Exception, match="strictly increasing"):
+        tune.candidates_of([5, 2])
+    assert tune.candidates_of(None) == tune.DEFAULT_CANDIDATES
+    with pytest.raises(ValueError, match="user_id"):
+        bound_curve.sra_sampling_errors(pd.DataFrame({"item_id": [1]}), [1], 1)
+    with pytest.raises(ValueError, match="more than"):
+        bound_curve.sra_sampling_errors(HAND, [1], 2)
+
+
+def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
+    data = tmp_path / "netflix.parquet"
+    datasets.generate_netflix(20_000, str(data), seed=3, progress=lambda _: None)
+    conf = ["tune", str(ROOT / "conf/demo.toml"), "--set", f"source.path={data}"]
+    assert main([*conf, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["not_private"].startswith("NOT PRIVATE")
+    assert [r["bound"] for r in result["rows"]] == list(tune.DEFAULT_CANDIDATES)
+    assert result["configured_bound"] == 10 and result["count_tables"] == 2 and result["item_cells"] == 17_770
+    # Edges in the demo: the items get epsilon/2, so the noise at bound b is discrete Laplace of scale 2b.
+    for row in result["rows"]:
+        assert row["noise_variance"] == pytest.approx(discrete_laplace_variance(2 * row["bound"]), rel=1e-9)
+    # The Spark path reads the records a job reads: the same curve as from the file read with pandas.
+    pairs = pd.read_parquet(data, columns=["user_id", "item_id"])
+    errors = bound_curve.sra_sampling_errors(pairs, tune.DEFAULT_CANDIDATES, 17_770)
+    assert [r["bias_squared"] for r in result["rows"]] == pytest.approx([e.bias_squared for e in errors])
+    assert sum(r["pick_probability"] for r in result["rows"]) == pytest.approx(1)
+    assert result["best_bound"] == min(result["rows"], key=lambda r: r["expected_mse"])["bound"]
+    assert main([*conf, "--candidates", "2,8"]) == 0
+    text = capsys.readouterr().out.strip().splitlines()
+    assert all("NOT PRIVATE" in line for line in text)
+    assert main([*conf, "--candidates", "8,2"]) == 2
