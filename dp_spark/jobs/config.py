@@ -46,14 +46,15 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "source.columns": STANDARD_COLUMNS,
     "domain": ("items", "attributes", "records"),
     "privacy": ("epsilon", "gamma", "epsilon_items", "epsilon_edges", "epsilon_popularity", "epsilon_theta",
-                "epsilon_counts", "epsilon_entropy", "epsilon_visits", "epsilon_users", "delta"),
+                "epsilon_counts", "epsilon_entropy", "epsilon_visits", "epsilon_users", "delta", "epsilon_bound"),
     "algorithm": ("name", "l", "d", "m", "consistent", "quantity", "bins", "theta_max", "limit", "variant",
                   "locations_per_user", "visits_per_location", "k", "xi", "outputs", "scheme", "sup_min",
-                  "records_per_user", "cp_k", "cp_rho", "location_choice"),
+                  "records_per_user", "cp_k", "cp_rho", "location_choice",
+                  "locations_per_user_candidates", "visits_per_location_candidates"),
     "publisher": ("name", "k", "grid_bits", "rho", "eta", "delta", "ranking_share", "reproduce_paper"),
 }
 EPSILON_PARTS = ("epsilon_popularity", "epsilon_items", "epsilon_edges", "epsilon_theta", "epsilon_counts",
-                 "epsilon_entropy", "epsilon_visits", "epsilon_users")
+                 "epsilon_entropy", "epsilon_visits", "epsilon_users", "epsilon_bound")
 CHECKIN_FORMATS = ("checkins", "checkins-synthetic")
 WHOLE_RECORD_FORMATS = ("adult", "parquet", "csv", "table")
 
