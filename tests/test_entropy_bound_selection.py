@@ -117,10 +117,10 @@ def test_the_choice_follows_the_exponential_mechanism_and_is_paid_for():
     users = [[(int(x), int(v)) for x, v in zip(rng_data.permutation(LOCATIONS)[:k], rng_data.integers(1, 12, k))]
              for k in rng_data.integers(1, 6, 300)]
     sums = sums_of(users)
-    epsilon_entropy, epsilon = Fraction(2), Fraction(1, 2)
+    epsilon_entropy, epsilon = Fraction(2), Fraction(6)
     scores = ebs.quality(sums, "limit", epsilon_entropy, LOCATIONS).reshape(-1)
     expected = exponential_probabilities(scores, epsilon, ebs.quality_sensitivity(MS, CS))
-    assert expected.max() < 0.9  # a spread the test can see
+    assert 0.15 < expected.max() < 0.9  # a spread the test can see
     rng = RandomSource(30)
     draws = []
     for _ in range(3000):
