@@ -188,6 +188,16 @@ def test_an_auto_job_reports_the_chosen_bounds_and_pays_for_them(spark, tmp_path
     assert report["accuracy"]["tables"]["location_entropy"]["noisy_entropy"]["kind"] == "upper_bound"
     assert not any("halfwidth" in column for column in table.columns)
     assert len(table) == 200 and table["noisy_entropy"].notna().all()
+    # The API passes "auto" and the candidates through to the same release.
+    import dp_spark
+
+    release = dp_spark.location_entropy(
+        spark.read.parquet(str(tmp_path / "checkins")), locations=range(1, 201), M="auto", C="auto",
+        C_candidates=[1, 5, 20], outputs=["entropy", "users"], time="first_time", visits="visits", epsilon=5, seed=3)
+    assert release.report["algorithm"]["chosen"] == chosen
+    assert [e["step"] for e in release.report["ledger"]] == [e["step"] for e in report["ledger"]]
+    np.testing.assert_array_equal(release.tables["location_entropy"].sort_values("location_id")["noisy_entropy"],
+                                  table.sort_values("location_id")["noisy_entropy"])
 
 
 def test_an_explicit_bound_share_is_spent(spark, tmp_path):
