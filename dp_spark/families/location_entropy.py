@@ -288,8 +288,10 @@ def _auto_accuracy(params: EntropyParams, epsilon: Fraction, domains: Domains, s
           for name, M, C in (("most", Ms[-1], Cs[-1]), ("least", Ms[0], Cs[0]))}
     most = _accuracy(at["most"], epsilon, domains, split, alpha)["location_entropy"]
     least = _accuracy(at["least"], epsilon, domains, split, alpha)["location_entropy"]
-    chosen = ("M and C are chosen privately from public candidates (privacy.json algorithm.chosen after the run) "
-              "and the noise grows with them: ")
+    which = {(True, True): "M and C are", (True, False): "M is", (False, True): "C is"}[
+        (params.M == AUTO, params.C == AUTO)]
+    chosen = (f"{which} chosen privately from public candidates (privacy.json algorithm.chosen after the run) "
+              "and the noise grows with M and C: ")
     columns = {}
     for column, noise in most.items():
         if noise.kind == accuracy.LOWER_BOUND:
