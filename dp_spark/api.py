@@ -334,12 +334,17 @@ def dpsense_s(df, *, items, epsilon, theta_max=256, limit="normalize", privacy_u
 def location_entropy(df, *, locations, epsilon, M=5, C=5, variant="limit", k=50, xi=1e-3, delta=1e-8,
                      outputs=("entropy",), privacy_unit="user_id", location="location_id", visits=None, time=None,
                      location_choice="first_visit", epsilon_split=None, seed=None, budget=None, guards=None,
-                     progress=None) -> Release:
+                     progress=None, M_candidates=None, C_candidates=None) -> Release:
     """The entropy of each public location's visits (paper 004), each user bounded to ``M``
     locations and ``C`` visits at each. Rows are check-ins: one visit each, or ``visits`` of
     them; ``time`` orders a user's check-ins for the choice of its M locations (needed when a user
-    has more than M, unless ``location_choice="random"`` keeps a uniformly random M)."""
-    params = EntropyParams(variant, M, C, k, xi, delta, tuple(outputs), location_choice)
+    has more than M, unless ``location_choice="random"`` keeps a uniformly random M).
+    ``M="auto"`` and/or ``C="auto"`` choose the bound privately from ``M_candidates`` /
+    ``C_candidates`` (public lists; None: the defaults) with the split's ``epsilon_bound``; the
+    chosen values are in ``report["algorithm"]["chosen"]``."""
+    params = EntropyParams(variant, M, C, k, xi, delta, tuple(outputs), location_choice,
+                           M_candidates=None if M_candidates is None else tuple(M_candidates),
+                           C_candidates=None if C_candidates is None else tuple(C_candidates))
     domains = Domains(_items(locations, "locations"))
     if isinstance(df, _Planning):
         return _plan(family_of("entropy"), params, domains, epsilon, epsilon_split, df)

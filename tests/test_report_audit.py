@@ -158,7 +158,7 @@ name = "{algorithm}"
 """
 
 
-def entropy_config(path: str, variant: str) -> str:
+def entropy_config(path: str, variant: str, bounds: str = "locations_per_user = 5\nvisits_per_location = 5") -> str:
     return f"""
 [source]
 format = "csv"
@@ -171,8 +171,7 @@ epsilon = 5.0
 [algorithm]
 name = "entropy"
 variant = "{variant}"
-locations_per_user = 5
-visits_per_location = 5
+{bounds}
 {'k = 20' if variant.startswith('limit_cb') else ''}
 outputs = ["entropy", "visits", "users"]
 """
@@ -217,6 +216,11 @@ JOBS = {
     "dpsense_s": ("ratings", lambda p: ratings_config(p, "dpsense_s", "theta_max = 32", attributes=False)),
     **{f"entropy_{v}": ("checkins", lambda p, v=v: entropy_config(p, v))
        for v in ("baseline", "limit", "limit_ss", "limit_cb", "limit_cb_dp")},
+    # M and C chosen privately: the chosen values and the release's scale may differ, nothing else.
+    **{f"entropy_{v}_auto": ("checkins", lambda p, v=v: entropy_config(
+        p, v, 'locations_per_user = "auto"\nvisits_per_location = "auto"\nvisits_per_location_candidates = [1, 5, 20]\n'
+        'location_choice = "random"'))
+       for v in ("limit", "limit_cb_dp")},
     **{f"frapp_{s}": ("people", lambda p, s=s: frapp_config(p, s)) for s in ("det_gd", "ran_gd", "mask", "cut_paste")},
 }
 

@@ -197,26 +197,28 @@ class EntropyRelease:
 
 
 def publish(stats: LocationStats, variant: str, bounds: Bounds, epsilons: dict, budget: Budget, rng: RandomSource,
-            delta: float = 1e-8, k: int = 50, xi: float = 1e-3) -> EntropyRelease:
-    """The variant's entropy release and any visit or user counts, every step paid into ``budget``."""
+            delta: float = 1e-8, k: int = 50, xi: float = 1e-3, step_suffix: str = "") -> EntropyRelease:
+    """The variant's entropy release and any visit or user counts, every step paid into ``budget``
+    (``step_suffix`` is added to every step's name, e.g. when the bounds were chosen privately)."""
     eps = epsilons["epsilon_entropy"]
+    step = "entropy" + step_suffix
     if variant in ("limit", "baseline"):
-        noisy = laplace_entropy(stats, sens.global_sensitivity(bounds.C), bounds.M, eps, budget, rng, "entropy",
+        noisy = laplace_entropy(stats, sens.global_sensitivity(bounds.C), bounds.M, eps, budget, rng, step,
                                 f"discrete Laplace on the grid 2^-{GRID_BITS}")
     elif variant == "limit_ss":
-        noisy = smooth_entropy(stats.entropy, stats.users, bounds, eps, delta, budget, rng, xi, "entropy")
+        noisy = smooth_entropy(stats.entropy, stats.users, bounds, eps, delta, budget, rng, xi, step)
     elif variant == "limit_cb":
-        noisy = laplace_entropy(stats, sens.crowd_sensitivity(bounds.C, k), bounds.M, eps, budget, rng, "entropy",
+        noisy = laplace_entropy(stats, sens.crowd_sensitivity(bounds.C, k), bounds.M, eps, budget, rng, step,
                                 f"discrete Laplace on the grid 2^-{GRID_BITS}, k = {k} crowd",
                                 not_private=CROWD_BLENDING)
         noisy = np.where(stats.users >= k, noisy, np.nan)
     elif variant == "limit_cb_dp":
         eps_select = eps * SELECTION_SHARE
-        selection = LedgerEntry("entropy (selection by noisy users)", "discrete Laplace", eps_select,
+        selection = LedgerEntry("entropy (selection by noisy users)" + step_suffix, "discrete Laplace", eps_select,
                                 Fraction(bounds.M), as_scale(Fraction(bounds.M) / eps_select), int(stats.users.size))
         chosen = stats.users + budget.discrete_laplace(selection, rng) >= k
         noisy = smooth_entropy(stats.entropy, stats.users, bounds, eps - eps_select, delta, budget, rng, xi,
-                               "entropy")
+                               step)
         noisy = np.where(chosen, noisy, np.nan)
     else:
         raise ValueError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
@@ -224,7 +226,7 @@ def publish(stats: LocationStats, variant: str, bounds: Bounds, epsilons: dict, 
     for name, true, sensitivity in (("visits", stats.visits, bounds.M * bounds.C), ("users", stats.users, bounds.M)):
         key = f"epsilon_{name}"
         if key in epsilons:
-            entry = LedgerEntry(name, "discrete Laplace", epsilons[key], Fraction(sensitivity),
+            entry = LedgerEntry(name + step_suffix, "discrete Laplace", epsilons[key], Fraction(sensitivity),
                                 as_scale(Fraction(sensitivity) / epsilons[key]), int(true.size))
             extra[name] = true + budget.discrete_laplace(entry, rng)
     published = int(np.isfinite(noisy).sum())

@@ -31,13 +31,7 @@ def bounded_pairs(checkins: DataFrame, locations_per_user: int, visits_per_locat
     locations and of visits before bounding, and 1 if it has more than M locations. Those are
     counts over the ranking's own window (a frame of the whole user), so they need no shuffle or
     sort of their own."""
-    pairs = checkins.groupBy("user_id", "item_id").agg(F.sum("visits").alias("c"), F.min("time").alias("first"))
-    by = [keyed_position([F.col("user_id"), F.col("item_id")], random_salt)] if random_salt is not None \
-        else [F.col("first").asc_nulls_last(), F.col("item_id")]
-    order = Window.partitionBy("user_id").orderBy(*by)
-    whole_user = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    ranked = pairs.withColumns({"_rank": F.row_number().over(order), "_locations": F.count(F.lit(1)).over(whole_user),
-                                "_visits": F.sum("c").over(whole_user)})
+    ranked = _ranked(checkins, random_salt)
     first = F.col("_rank") == 1
     return ranked.where(F.col("_rank") <= locations_per_user).select(
         "user_id", "item_id", F.least(F.col("c"), F.lit(visits_per_location)).alias("c"),
@@ -45,3 +39,28 @@ def bounded_pairs(checkins: DataFrame, locations_per_user: int, visits_per_locat
         F.when(first, F.col("_locations")).otherwise(0).cast("long").alias("_coverage_pairs"),
         (first & (F.col("_locations") > locations_per_user)).cast("long").alias("_coverage_users_truncated"),
         F.when(first, F.col("_visits")).otherwise(0).cast("long").alias("_coverage_visits"))
+
+
+def ranked_pairs(checkins: DataFrame, locations_per_user: int, visits_per_location: int,
+                 random_salt: int | None = None) -> DataFrame:
+    """[user_id, item_id, c, rank, locations, visits]: what :func:`bounded_pairs` keeps at the
+    largest candidate bounds (M_K, C_K), with each pair's rank in its user's own order and the
+    user's locations and visits before bounding. The pairs bounded_pairs keeps at any M ≤ M_K,
+    C ≤ C_K are those of rank ≤ M, with c capped at C: one ranking serves every candidate
+    (the private choice of M and C, algorithms.entropy_bound_selection)."""
+    ranked = _ranked(checkins, random_salt)
+    return ranked.where(F.col("_rank") <= locations_per_user).select(
+        "user_id", "item_id", F.least(F.col("c"), F.lit(visits_per_location)).alias("c"),
+        F.col("_rank").alias("rank"), F.col("_locations").alias("locations"), F.col("_visits").alias("visits"))
+
+
+def _ranked(checkins: DataFrame, random_salt: int | None) -> DataFrame:
+    """Each (user, location) pair with its visits c, its rank in the user's own order (first
+    visit, or the keyed hash with ``random_salt``), and the user's locations and visits."""
+    pairs = checkins.groupBy("user_id", "item_id").agg(F.sum("visits").alias("c"), F.min("time").alias("first"))
+    by = [keyed_position([F.col("user_id"), F.col("item_id")], random_salt)] if random_salt is not None \
+        else [F.col("first").asc_nulls_last(), F.col("item_id")]
+    order = Window.partitionBy("user_id").orderBy(*by)
+    whole_user = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    return pairs.withColumns({"_rank": F.row_number().over(order), "_locations": F.count(F.lit(1)).over(whole_user),
+                              "_visits": F.sum("c").over(whole_user)})

@@ -8,17 +8,19 @@ crowd-blending sensitivity). Claim and argument: docs/location_entropy.md and do
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from fractions import Fraction
 
 import pandas as pd
 
-from dp_spark.aggregates.location_sums import location_sums
+from dp_spark.aggregates.location_sums import candidate_sums, location_sums
+from dp_spark.algorithms import entropy_bound_selection as ebs
 from dp_spark.algorithms import location_entropy as le
 from dp_spark.algorithms import entropy_sensitivity
 from dp_spark.bounding.keys import new_salt
-from dp_spark.bounding.user_locations import bounded_pairs
+from dp_spark.bounding.user_locations import bounded_pairs, ranked_pairs
 from dp_spark.core import accuracy
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
@@ -31,6 +33,7 @@ from dp_spark.io.validation import describe_mismatch, outside_item_domain
 # (entropy_sensitivity.smooth_sensitivity_table), a hang at C = 10^12.
 MAX_VISITS_PER_LOCATION = 1_000_000
 LOCATION_CHOICES = ("first_visit", "random")
+AUTO = "auto"  # M or C chosen privately from public candidates (algorithms.entropy_bound_selection)
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,9 @@ class EntropyParams:
     ``k`` is the crowd of the Limit-CB variants, ``xi`` the smoothness floor and ``delta`` the δ
     of Limit-SS and Limit-CB-DP; ``outputs`` lists "entropy" and optionally "visits", "users".
     ``location_choice``: which M locations a user with more keeps: its first M by first visit
-    ("first_visit", which needs the times), or a uniformly random M ("random")."""
+    ("first_visit", which needs the times), or a uniformly random M ("random").
+    ``M`` and/or ``C`` may be "auto": chosen privately from ``M_candidates`` / ``C_candidates``
+    (public; None: the defaults) with the ε share privacy.epsilon_bound (docs/bound_selection.md)."""
 
     variant: str = "limit"
     M: int = 5
@@ -50,6 +55,8 @@ class EntropyParams:
     outputs: tuple[str, ...] = ("entropy",)
     location_choice: str = "first_visit"
     algorithm: str = "entropy"
+    M_candidates: tuple[int, ...] | None = None
+    C_candidates: tuple[int, ...] | None = None
 
     def __post_init__(self):
         if self.location_choice not in LOCATION_CHOICES:
@@ -57,9 +64,7 @@ class EntropyParams:
                               f"got {self.location_choice!r}")
         if self.variant not in le.VARIANTS:
             raise ConfigError(f"algorithm.variant must be one of {', '.join(le.VARIANTS)}, got {self.variant!r}")
-        positive_int(self.M, "algorithm.locations_per_user")
-        positive_int(self.C, "algorithm.visits_per_location", MAX_VISITS_PER_LOCATION,
-                     "the smooth-sensitivity tables are computed on the driver over about C/ln C user counts")
+        self._check_bounds()
         positive_int(self.k, "algorithm.k")
         if isinstance(self.xi, bool) or not isinstance(self.xi, (int, float)) or not self.xi > 0:
             raise ConfigError(f"algorithm.xi must be a number > 0, got {self.xi!r}")
@@ -74,6 +79,39 @@ class EntropyParams:
         object.__setattr__(self, "xi", float(self.xi))
         object.__setattr__(self, "delta", float(self.delta))
 
+    def _check_bounds(self) -> None:
+        why_c = "the smooth-sensitivity tables are computed on the driver over about C/ln C user counts"
+        for name, value, field_name, maximum, why, default in (
+                ("locations_per_user", self.M, "M_candidates", None, "", ebs.DEFAULT_M_CANDIDATES),
+                ("visits_per_location", self.C, "C_candidates", MAX_VISITS_PER_LOCATION, why_c,
+                 ebs.DEFAULT_C_CANDIDATES)):
+            candidates = getattr(self, field_name)
+            if value != AUTO:
+                positive_int(value, f"algorithm.{name}", maximum, why)
+                if candidates is not None:
+                    raise ConfigError(f"algorithm.{name}_candidates is used only with algorithm.{name} = \"auto\"")
+                continue
+            if self.variant == "baseline":
+                raise ConfigError(f"algorithm.{name} = \"auto\" does not apply to the baseline, whose bounds are the "
+                                  "public maxima; use variant \"limit\"")
+            try:
+                checked = ebs.candidates_checked(default if candidates is None else candidates,
+                                                 f"algorithm.{name}_candidates", maximum)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+            object.__setattr__(self, field_name, checked)
+
+    @property
+    def auto(self) -> bool:
+        """Whether M or C is chosen privately (then the split has a part epsilon_bound)."""
+        return AUTO in (self.M, self.C)
+
+    @property
+    def grid(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The candidate M and C (a fixed bound is its only candidate)."""
+        return (self.M_candidates if self.M == AUTO else (self.M,),
+                self.C_candidates if self.C == AUTO else (self.C,))
+
     @property
     def spends_delta(self) -> bool:
         return self.variant in le.DELTA_VARIANTS
@@ -87,6 +125,8 @@ def entropy_table(items, release: le.EntropyRelease) -> pd.DataFrame:
 
 
 def run(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
+    if params.auto:
+        return _run_auto(params, inputs)
     items = inputs.domains.items
     by_time = params.location_choice == "first_visit"
     records, diagnostics = validate_checkins(inputs.records, items, params.M if by_time else None)
@@ -110,8 +150,60 @@ def run(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
     return FamilyOutput({"location_entropy": entropy_table(items, release)}, diagnostics)
 
 
-def _coverage(diagnostics: dict, sums, params: EntropyParams) -> guards.Coverage:
-    """What bounding to M locations and C visits kept, counted in the location sums' own job."""
+def _run_auto(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
+    """M and/or C chosen privately (docs/bound_selection.md, "Privacy claim: entropy_bound_selection"):
+    one aggregation gives the location sums at every candidate pair, the exponential mechanism
+    picks one with epsilon_bound, and the release uses that pair's sums, like a fixed-bound run."""
+    items = inputs.domains.items
+    Ms, Cs = params.grid
+    if params.M == AUTO and inputs.guards.max_truncated_fraction is not None:
+        raise ConfigError("guards.max_truncated_fraction needs a public M; with algorithm.locations_per_user = "
+                          "\"auto\" M is chosen privately, after the guards are checked")
+    by_time = params.location_choice == "first_visit"
+    # The smallest candidate is the strictest: a user it truncates needs a time on every check-in.
+    records, diagnostics = validate_checkins(inputs.records, items, Ms[0] if by_time else None)
+    inputs.progress(f"{diagnostics['rows_read']:,} check-in rows read; location sums at {len(Ms) * len(Cs)} "
+                    f"candidate bounds (M in {list(Ms)}, C in {list(Cs)})")
+    salt = None if by_time else new_salt(inputs.seed, "entropy_locations")
+    grid = candidate_sums(ranked_pairs(records, Ms[-1], Cs[-1], salt), items, Ms, Cs)
+
+    def explain() -> str:
+        outside = outside_item_domain(inputs.records, items)
+        return describe_mismatch(inputs.records, "item_id", outside, f"the location set is {items.description}")
+
+    # Before the choice (noise), only what does not depend on it can be guarded: the location set's
+    # coverage, and truncation when M is fixed.
+    before = guards.Coverage(diagnostics["rows_read"], {"location_id": diagnostics["rows_outside_location_set"]},
+                             users=grid.coverage["users"],
+                             users_truncated=grid.coverage["users_truncated"][0] if len(Ms) == 1 else None,
+                             bound=f"M = {Ms[0]} locations" if len(Ms) == 1 else None)
+    guards.check(inputs.guards, before, inputs.progress, explain)
+    i, j = ebs.choose_bounds(grid, params.variant, inputs.split["epsilon_entropy"], len(items),
+                             inputs.split["epsilon_bound"], inputs.budget, inputs.rng, k=params.k,
+                             delta=params.delta, xi=params.xi)
+    bounds = le.Bounds(Ms[i], Cs[j])
+    sums = grid.at(i, j)
+    coverage = _coverage(diagnostics, sums, bounds)
+    for line in guards.coverage_lines(coverage)[1:]:
+        inputs.progress(line)
+    stats = le.stats_of(sums)
+    release = le.publish(stats, params.variant, bounds, inputs.split, inputs.budget, inputs.rng,
+                         delta=params.delta, k=params.k, xi=params.xi, step_suffix=CHOSEN_SUFFIX)
+    diagnostics = {**diagnostics, **release.diagnostics,
+                   "locations_with_users_after_bounding": int((stats.users > 0).sum()), "coverage": coverage.to_json()}
+    # M and C are outputs of the exponential mechanism: private, and needed to read the entropies.
+    return FamilyOutput({"location_entropy": entropy_table(items, release)}, diagnostics,
+                        chosen={"M": bounds.M, "C": bounds.C})
+
+
+# The release's ledger steps after a private choice of M, C: their sensitivity and scale follow
+# from the chosen bounds (a DP output), which the report audit allows for these steps only.
+CHOSEN_SUFFIX = " (at the chosen M, C)"
+
+
+def _coverage(diagnostics: dict, sums, params) -> guards.Coverage:
+    """What bounding to M locations and C visits kept, counted in the location sums' own job.
+    ``params``: anything with the bounds M and C."""
     counted = sums.coverage
     return guards.Coverage(
         diagnostics["rows_read"], {"location_id": diagnostics["rows_outside_location_set"]}, users=counted["users"],
@@ -122,13 +214,19 @@ def _coverage(diagnostics: dict, sums, params: EntropyParams) -> guards.Coverage
 
 
 def _describe(params: EntropyParams, epsilon: Fraction, domains: Domains) -> str:
-    return (f"location entropy ({params.variant}) with epsilon {float(epsilon):g}, M = {params.M}, C = {params.C}; "
+    Ms, Cs = params.grid
+    m = params.M if params.M != AUTO else f"chosen privately from {list(Ms)}"
+    c = params.C if params.C != AUTO else f"chosen privately from {list(Cs)}"
+    return (f"location entropy ({params.variant}) with epsilon {float(epsilon):g}, M = {m}, C = {c}; "
             f"{len(domains.items):,} public locations; outputs {', '.join(params.outputs)}")
 
 
 def _report_section(params: EntropyParams) -> dict:
     parameters = {"variant": params.variant, "M": params.M, "C": params.C, "k": params.k, "xi": params.xi,
                   "delta": params.delta, "outputs": list(params.outputs), "location_choice": params.location_choice}
+    for name, candidates in (("M_candidates", params.M_candidates), ("C_candidates", params.C_candidates)):
+        if candidates is not None:
+            parameters[name] = list(candidates)
     return {"parameters": parameters, "specification": le.SPEC_SECTIONS.get(params.variant),
             "post_processing": None, "publisher": None}
 
@@ -169,11 +267,42 @@ def _entropy_accuracy(params: EntropyParams, split: dict[str, Fraction], alpha: 
 def _accuracy(params: EntropyParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
               alpha: float) -> dict:
     """The entropy's noise by variant; visits and users have discrete Laplace at L1 sensitivity M·C and M."""
+    if params.auto:
+        return _auto_accuracy(params, epsilon, domains, split, alpha)
     columns = {"noisy_entropy": _entropy_accuracy(params, split, alpha)}
     for name, sensitivity in (("visits", params.M * params.C), ("users", params.M)):
         if name in params.outputs:
             columns[f"noisy_{name}"] = accuracy.discrete_laplace(Fraction(sensitivity) / split[f"epsilon_{name}"],
                                                                  alpha)
+    return {"location_entropy": columns}
+
+
+def _auto_accuracy(params: EntropyParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
+                   alpha: float) -> dict:
+    """With M or C chosen privately the noise is known only after the run: these are the numbers
+    at the largest candidates (M_K, C_K), the most noise any choice gives (kind upper_bound), and
+    for Limit-SS and Limit-CB-DP's entropy, whose numbers are already a lower bound, at the
+    smallest M (the least). No column is exact, so the table gets no ci95 column."""
+    Ms, Cs = params.grid
+    at = {name: dataclasses.replace(params, M=M, C=C, M_candidates=None, C_candidates=None)
+          for name, M, C in (("most", Ms[-1], Cs[-1]), ("least", Ms[0], Cs[0]))}
+    most = _accuracy(at["most"], epsilon, domains, split, alpha)["location_entropy"]
+    least = _accuracy(at["least"], epsilon, domains, split, alpha)["location_entropy"]
+    which = {(True, True): "M and C are", (True, False): "M is", (False, True): "C is"}[
+        (params.M == AUTO, params.C == AUTO)]
+    chosen = (f"{which} chosen privately from public candidates (privacy.json algorithm.chosen after the run) "
+              "and the noise grows with M and C: ")
+    columns = {}
+    for column, noise in most.items():
+        if noise.kind == accuracy.LOWER_BOUND:
+            noise = least[column]
+            columns[column] = dataclasses.replace(noise, note=f"{chosen}these are the numbers at the smallest "
+                                                              f"M = {Ms[0]}; {noise.note}")
+        else:
+            columns[column] = dataclasses.replace(
+                noise, kind=accuracy.UPPER_BOUND,
+                note=f"{chosen}these are the numbers at the largest candidates M = {Ms[-1]}, C = {Cs[-1]}, the most "
+                     "noise possible" + (f"; {noise.note}" if noise.note else ""))
     return {"location_entropy": columns}
 
 
@@ -191,6 +320,14 @@ def from_config(c: ConfigTables) -> EntropyParams:
         raise ConfigError("entropy adds its own noise; remove [publisher]")
     variant = algorithm.get("variant", "limit")
     baseline = variant == "baseline"
+    candidates = {}
+    for key, field_name in (("locations_per_user_candidates", "M_candidates"),
+                            ("visits_per_location_candidates", "C_candidates")):
+        if key in algorithm:
+            value = algorithm[key]
+            if not isinstance(value, list):
+                raise ConfigError(f"algorithm.{key} must be a list of integers such as [1, 2, 5, 10], got {value!r}")
+            candidates[field_name] = tuple(value)
     params = EntropyParams(
         variant=variant,
         M=algorithm.get("locations_per_user", 100 if baseline else 5),
@@ -198,20 +335,36 @@ def from_config(c: ConfigTables) -> EntropyParams:
         k=algorithm.get("k", 50), xi=algorithm.get("xi", 1e-3), delta=c.privacy.get("delta", 1e-8),
         outputs=algorithm.get("outputs", ["entropy"]),
         location_choice=algorithm.get("location_choice", "first_visit"),
+        **candidates,
     )
     for key in c.parts:
-        if key.removeprefix("epsilon_") not in params.outputs:
+        if key == "epsilon_bound":
+            if not params.auto:
+                raise ConfigError("privacy.epsilon_bound is spent only when algorithm.locations_per_user or "
+                                  "algorithm.visits_per_location is \"auto\"")
+        elif key.removeprefix("epsilon_") not in params.outputs:
             raise ConfigError(f"privacy.{key} is not an output of this entropy job (outputs: "
                               f"{', '.join(params.outputs)})")
     return params
 
 
+def _default_split(params: EntropyParams, epsilon: Fraction) -> dict[str, Fraction]:
+    """The outputs share ε equally (le.default_split); with M or C "auto", epsilon_bound takes a
+    tenth first."""
+    if not params.auto:
+        return le.default_split(epsilon, params.outputs)
+    bound = epsilon * ebs.DEFAULT_SHARE
+    return {"epsilon_bound": bound, **le.default_split(epsilon - bound, params.outputs)}
+
+
 FAMILY = Family(
     name="location_entropy", algorithms=("entropy",), params_type=EntropyParams,
-    default_split=lambda params, epsilon, domains: le.default_split(epsilon, params.outputs),
-    split_keys=lambda params, domains: tuple(f"epsilon_{name}" for name in params.outputs),
+    default_split=lambda params, epsilon, domains: _default_split(params, epsilon),
+    split_keys=lambda params, domains: (("epsilon_bound",) if params.auto else ())
+    + tuple(f"epsilon_{name}" for name in params.outputs),
     run=run, describe=_describe, report_section=_report_section, from_config=from_config, reads="checkins",
-    config_keys=("variant", "locations_per_user", "visits_per_location", "k", "xi", "outputs", "location_choice"),
+    config_keys=("variant", "locations_per_user", "visits_per_location", "k", "xi", "outputs", "location_choice",
+                 "locations_per_user_candidates", "visits_per_location_candidates"),
     delta=lambda params: params.delta if params.spends_delta else 0.0, accuracy=_accuracy,
     not_private_warning=("WARNING: Limit-CB is only crowd-blending private, NOT differentially private; "
                          "privacy.json says why."),

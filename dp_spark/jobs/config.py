@@ -52,7 +52,8 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "algorithm": ("name", "l", "d", "m", "consistent", "quantity", "bins", "theta_max", "limit", "variant",
                   "locations_per_user", "visits_per_location", "k", "xi", "outputs", "scheme", "sup_min",
                   "records_per_user", "cp_k", "cp_rho", "location_choice", "l_candidates", "m_candidates",
-                  "effective_items", "keys_per_user"),
+                  "effective_items", "keys_per_user", "locations_per_user_candidates",
+                  "visits_per_location_candidates"),
     "publisher": ("name", "k", "grid_bits", "rho", "eta", "delta", "ranking_share", "reproduce_paper"),
 }
 EPSILON_PARTS = ("epsilon_partition", "epsilon_bound", "epsilon_popularity", "epsilon_items", "epsilon_edges",

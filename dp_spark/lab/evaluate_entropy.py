@@ -37,6 +37,9 @@ BASELINE_BOUNDS = le.Bounds(M=100, C=1000)  # Fig. 2's public C_max, M_max
 def method_config(cfg: JobConfig, method: str) -> JobConfig:
     if method not in le.VARIANTS:
         raise ConfigError(f"unknown method {method!r} for an entropy config; expected some of {', '.join(le.VARIANTS)}")
+    if cfg.params.auto:
+        raise ConfigError("evaluate compares fixed bounds: set algorithm.locations_per_user and "
+                          "algorithm.visits_per_location to numbers (\"auto\" is not evaluated yet)")
     return cfg.with_params(variant=method)
 
 

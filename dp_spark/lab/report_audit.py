@@ -45,13 +45,19 @@ ALLOWED: tuple[Allowed, ...] = (
     # DPSense and DPSense-S: θ* (and α*) are drawn by the exponential mechanism, whose epsilon_theta is
     # in the ledger; the reader needs them to use the counts.
     Allowed("algorithm.chosen", "θ*/α* are outputs of DPSense's exponential mechanism (ledger step theta or "
-            "theta_alpha)"),
+            "theta_alpha); location entropy's M, C of its exponential mechanism (step bound (M, C))"),
     # The column counts are released with sensitivity θ* and scale θ*/epsilon_counts: functions of the
     # DP output θ* above, hence post-processing of it (sequential composition).
     Allowed("ledger[*].sensitivity_l1", "DPSense's column-count sensitivity is θ*, a DP output",
             step=r"column_counts"),
     Allowed("ledger[*].noise_scale", "DPSense's column-count scale is θ*/epsilon_counts, θ* a DP output",
             step=r"column_counts"),
+    # Location entropy with M or C "auto": the release's steps (named "... (at the chosen M, C)") have
+    # sensitivity and scale from the chosen M and C, outputs of the exponential mechanism (step "bound (M, C)").
+    Allowed("ledger[*].sensitivity_l1", "location entropy's sensitivity follows from the privately chosen M, C",
+            step=r".* \(at the chosen M, C\)"),
+    Allowed("ledger[*].noise_scale", "location entropy's scale follows from the privately chosen M, C",
+            step=r".* \(at the chosen M, C\)"),
     # AHP (and DPA-AHP / SDPA-AHP, which end in AHP's second phase) clusters the bins by their noisy
     # first-pass values: the number of clusters is post-processing of that release.
     Allowed("ledger[*].cells", "AHP's number of clusters comes from its noisy first pass (a DP output)",
