@@ -64,6 +64,9 @@ def _print_summary(result) -> None:
     # Among n cells of noise alone, about 10 exceed the level with P(Z > level) = 10/n: a top-10 not
     # clearly above it may be there by noise alone (computed from the scale and domain size only).
     cells = len(result.tables["item_counts"])
+    if not cells:  # items selected privately, and none was
+        print("  (no items)")
+        return
     level = _halfwidth_value(report, "item_counts", "noisy_count", alpha=min(0.999, 20 / cells), exact_only=True)
     width = _halfwidth_value(report, "item_counts", "noisy_count")
     if level is not None and len(top) and max(level, width) >= float(top["noisy_count"].min()):

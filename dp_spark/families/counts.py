@@ -35,7 +35,10 @@ BASELINE_PUBLISHERS = {"lpa": "laplace", "dft": "fourier", "gs": "grouping"}
 
 AUTO = "auto"  # the per-user bound chosen privately (algorithms.bound_selection)
 PRIVATE_ITEMS = "private"  # domain.items: the items selected privately (algorithms.partition_selection)
-DEFAULT_KEYS_PER_USER = 10  # partition selection's distinct items per user when l is "auto"
+# Partition selection's distinct items per user unless algorithm.keys_per_user says otherwise: each
+# key gets ε_partition/10, so at ε = 1, δ = 1e-6 an item needs about 260 users to be released as
+# often as not (docs/partition_selection.md), where l = 30 would need about 750.
+DEFAULT_KEYS_PER_USER = 10
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class CountsParams:
     candidates: tuple[int, ...] | None = None
     effective_items: int | None = None
     # domain.items = "private": the items are selected by partition selection, which keeps at most
-    # keys_per_user distinct items per user (default: l) and spends privacy.delta.
+    # keys_per_user distinct items per user (default DEFAULT_KEYS_PER_USER) and spends privacy.delta.
     private_items: bool = False
     keys_per_user: int | None = None
     delta: float = 0.0
@@ -91,9 +94,8 @@ class CountsParams:
         if self.publisher != "laplace":
             raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs the laplace publisher ({self.algorithm} uses "
                               f"{self.publisher}, whose noise depends on the domain's size before the run)")
-        default = self.l if isinstance(self.l, int) else DEFAULT_KEYS_PER_USER
         object.__setattr__(self, "keys_per_user", rows_per_user(
-            default if self.keys_per_user is None else self.keys_per_user, "algorithm.keys_per_user"))
+            DEFAULT_KEYS_PER_USER if self.keys_per_user is None else self.keys_per_user, "algorithm.keys_per_user"))
         if isinstance(self.delta, bool) or not isinstance(self.delta, (int, float)) or not 0 < self.delta < 1:
             raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs privacy.delta in (0, 1) for partition "
                               f"selection, got {self.delta!r}")
@@ -195,6 +197,8 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
         # Everything the guards need is known from validation's pass: each user keeps min(n, l).
         coverage = guards.bounded_coverage(validated.diagnostics["rows_read"], validated.rows_outside_domain,
                                            validated.users_by_n, l, params.bound_name)
+        if params.private_items:
+            coverage = _unselected_apart(coverage)
         guards.check(inputs.guards, coverage, inputs.progress, validated.explain)  # before HPA's first noise
         inputs.progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
         common = dict(items=items, attributes=attributes, l=l, epsilons=inputs.split, budget=inputs.budget,
@@ -238,6 +242,15 @@ def _nothing_selected(params: CountsParams, inputs: RunInputs, selection: Select
                                    else np.zeros((0, len(inputs.domains.attributes)), dtype=np.int64))
     return FamilyOutput(tables_of(empty, inputs.domains), {"partition_selection": selection.diagnostics},
                         chosen={"items_selected": 0}, domains=inputs.domains)
+
+
+def _unselected_apart(coverage: guards.Coverage) -> guards.Coverage:
+    """With items selected privately, the rows of the items left out are not a mismatch with the
+    domain (nothing for the dropped-fraction guard or its warning): counted apart."""
+    unselected = coverage.rows_outside_domain.get("item_id", 0)
+    outside = {column: rows for column, rows in coverage.rows_outside_domain.items() if column != "item_id"}
+    return replace(coverage, rows_outside_domain=outside, kept_of=coverage.rows_read - coverage.rows_dropped,
+                   extra={**coverage.extra, "rows_of_items_not_selected": unselected})
 
 
 def error_model(params: CountsParams, domains: Domains, split: dict[str, Fraction]) -> bound_selection.ErrorModel:

@@ -245,11 +245,22 @@ def read_report(spark: SparkSession, output: str) -> dict:
         return json.loads(stream.read().decode("utf-8"))
 
 
+def _empty_schema(frame):
+    """The Spark schema of an empty pandas table (Spark cannot infer one from no rows): its dtypes
+    through Arrow, a column of no known type (an empty object column) as a string."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    arrow = pa.Schema.from_pandas(frame, preserve_index=False)
+    return from_arrow_schema(pa.schema([f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in arrow]))
+
+
 def _write_table(spark: SparkSession, frame, table: Location) -> None:
     if isinstance(frame, DataFrame):  # large: written by the executors, as many files as partitions
         frame.write.parquet(table.uri)
     else:
-        spark.createDataFrame(frame).coalesce(1).write.parquet(table.uri)
+        spark.createDataFrame(frame, schema=_empty_schema(frame) if frame.empty else None).coalesce(1).write.parquet(
+            table.uri)
     if _kind(table) != pafs.FileType.Directory:
         raise DataError(f"Spark wrote {table.uri!r} where pyarrow cannot see it (a path without a scheme "
                         "is a local path here; on a cluster whose default filesystem is not local, give "

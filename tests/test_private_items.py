@@ -1,0 +1,129 @@
+"""``domain.items = "private"``: a counts release over the items partition selection releases
+(docs/partition_selection.md), in the API and in a job. The mechanism itself is tested in
+test_partition_selection.py; here, that a release selects, pays ε and δ, counts only the selected
+items, reports them as a DP output, and that bad settings are refused before anything is read."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pandas as pd
+import pytest
+
+import dp_spark
+from dp_spark.errors import ConfigError
+from dp_spark.families import counts
+from dp_spark.families.base import Domains, plan_split
+from dp_spark.families.registry import family_of
+from dp_spark.jobs.config import load_config
+from tests.conftest import ROOT, shared_data
+
+
+def _records(spark, popular, rare_users=3):
+    """300 users with one record of each popular item; ``rare_users`` users with item "rare"."""
+    rows = [(u, item) for u in range(300) for item in popular] + [(1000 + u, "rare")
+                                                 for u in range(rare_users)]
+    return spark.createDataFrame(pd.DataFrame(rows, columns=["user_id", "item_id"]).astype({"item_id": str}))
+
+
+def test_a_private_release_selects_pays_and_counts_only_the_selected_items(spark):
+    df = _records(spark, ["sku-a", "sku-b", "sku-c"])
+    release = dp_spark.sra(df, items="private", delta=1e-6, l=3, keys_per_user=3, epsilon=2, seed=1)
+    table = release["item_counts"]
+    # 300 users each: far past the always-released count (80 at ε_partition = 1, l0 = 3); 3 users:
+    # released with probability π(3) < 1e-5.
+    assert table["item_id"].tolist() == ["sku-a", "sku-b", "sku-c"]
+    assert ((table["noisy_count"] - 300).abs() < 60).all()
+    report = release.report
+    assert report["algorithm"]["chosen"] == {"items_selected": 3}
+    assert report["algorithm"]["parameters"]["items"] == "private"
+    assert report["algorithm"]["parameters"]["keys_per_user"] == 3
+    assert report["domain"]["item_count"] == 3 and "selected privately" in report["domain"]["items"]
+    steps = {entry["step"]: entry for entry in release.ledger}
+    assert steps["select items"]["delta"] == 1e-6 and steps["select items"]["epsilon_exact"] == "1"
+    assert steps["item_counts"]["epsilon_exact"] == "1" and steps["item_counts"]["cells"] == 3
+    assert report["delta_spent"] == pytest.approx(1e-6)
+    assert report["diagnostics_not_private"]["partition_selection"] == {"keys_seen": 4, "keys_selected": 3}
+    # The rows of the item left out are counted apart, not as rows outside a public domain.
+    coverage = report["diagnostics_not_private"]["coverage"]
+    assert coverage["rows_outside_domain"] == {} and coverage["rows_of_items_not_selected"] == 3
+    assert coverage["kept_of"] == 900 and coverage["rows_kept_by_bounding"] == 900
+
+
+def test_integer_ids_and_edges_work_too(spark):
+    rows = [(u, item, "x" if u % 2 else "y") for u in range(200) for item in (7, 8)]
+    df = spark.createDataFrame(pd.DataFrame(rows, columns=["user_id", "item_id", "attr"]))
+    release = dp_spark.sra(df, items="private", delta=1e-6, l=2, keys_per_user=2, epsilon=4, attribute="attr",
+                           attributes=["x", "y"], seed=3)
+    assert release["item_counts"]["item_id"].tolist() == [7, 8]
+    assert len(release["edge_counts"]) == 4
+    assert set(release.report["algorithm"]["epsilon_split"]) == {"epsilon_partition", "epsilon_items",
+                                                                 "epsilon_edges"}
+
+
+def test_nothing_selected_gives_empty_tables_and_spends_no_more(spark, tmp_path):
+    df = _records(spark, [], rare_users=3)
+    release = dp_spark.sra(df, items="private", delta=1e-6, l=1, epsilon=1, seed=4)
+    assert release["item_counts"].empty
+    release.write(str(tmp_path / "empty"))  # an empty table is written with its columns
+    assert list(pd.read_parquet(tmp_path / "empty" / "item_counts").columns) == list(release["item_counts"].columns)
+    assert release.report["algorithm"]["chosen"] == {"items_selected": 0}
+    assert [entry["step"] for entry in release.ledger] == ["select items"]
+
+
+def test_auto_and_private_items_split_the_budget_in_order():
+    params = counts.CountsParams("sra", "auto", private_items=True, delta=1e-6)
+    split = plan_split(family_of("sra"), params, Fraction(1), Domains(None))
+    assert split == {"epsilon_partition": Fraction(1, 2), "epsilon_bound": Fraction(1, 10),
+                     "epsilon_items": Fraction(2, 5)}
+    assert params.keys_per_user == counts.DEFAULT_KEYS_PER_USER == 10
+    assert counts.CountsParams("sra", 7, private_items=True, delta=1e-6, keys_per_user=3).keys_per_user == 3
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(private_items=True), "needs privacy.delta in"),
+    (dict(private_items=True, delta=1.5), "needs privacy.delta in"),
+    (dict(private_items=True, delta=1e-6, publisher="ahp"), "needs the laplace publisher"),
+    (dict(delta=1e-6), "used only with domain.items"),
+    (dict(keys_per_user=3), "used only with domain.items"),
+    (dict(private_items=True, delta=1e-6, keys_per_user=0), "keys_per_user must be an integer"),
+])
+def test_bad_private_settings_are_refused(arguments, message):
+    with pytest.raises(ConfigError, match=message):
+        counts.CountsParams("sra", 5, **arguments)
+
+
+def test_the_api_needs_delta_with_private_items_and_refuses_it_without():
+    with pytest.raises(ConfigError, match="needs delta"):
+        dp_spark.plan("sra", items="private", l=3, epsilon=1)
+    with pytest.raises(ConfigError, match="spent only by partition selection"):
+        dp_spark.plan("sra", items=range(1, 5), l=3, epsilon=1, delta=1e-6)
+
+
+def test_the_config_reads_private_items():
+    cfg = load_config(ROOT / "conf/movielens_sra.toml", ['domain.items="private"', "privacy.delta=1e-6",
+                                                         "algorithm.keys_per_user=5"])
+    assert cfg.params.private_items and cfg.params.keys_per_user == 5 and cfg.params.delta == 1e-6
+    assert cfg.items == {}
+    with pytest.raises(ConfigError, match="needs privacy.delta"):
+        load_config(ROOT / "conf/movielens_sra.toml", ['domain.items="private"'])
+    with pytest.raises(ConfigError, match="location-entropy parameter"):
+        load_config(ROOT / "conf/movielens_sra.toml", ["privacy.delta=1e-6"])
+
+
+def test_a_private_items_job_runs_and_writes_the_selected_items(spark, tmp_path):
+    from dp_spark.cli import main
+    out = tmp_path / "private"
+    assert main(["run", str(ROOT / "conf/movielens_sra.toml"), "--set", "source.format=movielens-100k",
+                 "--set", f"source.path={shared_data('ml-100k')}", "--set", 'domain.items="private"',
+                 "--set", "privacy.delta=1e-6", "--set", "privacy.epsilon=8", "--set", "algorithm.keys_per_user=3",
+                 "--set", "seed=2", "--set", f"output={out}"]) == 0
+    items = pd.read_parquet(out / "item_counts")
+    # Some of ML-100K's movies, not all: each user adds to 3 of theirs, and the least rated are left out.
+    assert 0 < len(items) < 1682
+    # At the default of 10 items per user and ε = 1, no ML-100K movie has enough users: empty tables.
+    empty = tmp_path / "empty"
+    assert main(["run", str(ROOT / "conf/movielens_sra.toml"), "--set", "source.format=movielens-100k",
+                 "--set", f"source.path={shared_data('ml-100k')}", "--set", 'domain.items="private"',
+                 "--set", "privacy.delta=1e-6", "--set", "seed=2", "--set", f"output={empty}"]) == 0
+    assert pd.read_parquet(empty / "item_counts").empty
