@@ -124,3 +124,12 @@ def test_a_baseline_chooses_m(spark):
     assert set(release.report["algorithm"]["chosen"]) == {"m"}
     assert release.report["algorithm"]["chosen"]["m"] in (1, 2, 4)
     assert [e["step"] for e in release.ledger][0] == "choose m"
+
+
+def test_hpa_chooses_l_before_its_popularity_and_keeps_the_papers_split_of_the_rest(spark):
+    df = _everyone_rates_everything(spark, 100, 8)
+    release = dp_spark.hpa(df, items=range(1, 9), l="auto", l_candidates=[1, 8], d=1, epsilon=8, seed=4)
+    assert [e["step"] for e in release.ledger][:2] == ["choose l", "popularity"]
+    assert release.report["algorithm"]["chosen"] == {"l": 8}  # every record kept wins by far at ε = 8
+    split = release.report["algorithm"]["epsilon_split"]
+    assert split["epsilon_bound"] == pytest.approx(0.8) and split["epsilon_popularity"] == pytest.approx(0.72)
