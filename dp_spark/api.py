@@ -254,7 +254,7 @@ def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attrib
     sample of each user's own (paper 000's SRA). Tables: item_counts, edge_counts.
 
     ``items="private"`` (with ``delta``) releases only the items that partition selection picks,
-    each user counted on at most ``keys_per_user`` distinct items (default ``l``), with half of ε
+    each user counted on at most ``keys_per_user`` distinct items (default 10), with half of ε
     (docs/partition_selection.md); item ids may then be strings.
 
     ``l="auto"`` chooses l privately from ``l_candidates`` (default 1, 2, 4, ..., 256) with a

@@ -71,6 +71,29 @@ def test_nothing_selected_gives_empty_tables_and_spends_no_more(spark, tmp_path)
     assert [entry["step"] for entry in release.ledger] == ["select items"]
 
 
+def test_one_user_spelled_several_ways_is_one_user_for_the_selection(spark):
+    # Validation reads "1", "01", " 1" and "1.0" as user 1 (the privacy unit). Bounded by the raw
+    # text, that user would put forward 4 items with keys_per_user = 1 (a review's finding).
+    from dp_spark.aggregates.key_users import users_per_key
+    from dp_spark.bounding.user_keys import bounded_keys
+    from dp_spark.io.validation import keyed_by_user
+
+    df = spark.createDataFrame(pd.DataFrame({"user_id": ["1", "01", " 1", "1.0", "2"],
+                                             "item_id": ["a", "b", "c", "d", "a"]}))
+    keys, users = users_per_key(bounded_keys(keyed_by_user(df), 1, seed=0))
+    assert users.sum() == 2  # user 1 counts once, on one of its items, and user 2 once
+    raw_keys, raw_users = users_per_key(bounded_keys(df, 1, seed=0))
+    assert raw_users.sum() == 5  # the negative control: by the raw text, user 1 counts four times
+
+
+def test_a_double_item_column_is_refused_before_the_selection_draws(spark):
+    # Refused in keyed_by_user, which runs before private_keys draws (a selected domain holds
+    # integer or string ids only).
+    df = spark.createDataFrame(pd.DataFrame({"user_id": [1, 2], "item_id": [1.5, 2.0]}))
+    with pytest.raises(dp_spark.DataError, match="integer or string ids"):
+        dp_spark.sra(df, items="private", delta=1e-6, l=1, epsilon=1)
+
+
 def test_auto_and_private_items_split_the_budget_in_order():
     params = counts.CountsParams("sra", "auto", private_items=True, delta=1e-6)
     split = plan_split(family_of("sra"), params, Fraction(1), Domains(None))
@@ -109,6 +132,15 @@ def test_the_config_reads_private_items():
         load_config(ROOT / "conf/movielens_sra.toml", ['domain.items="private"'])
     with pytest.raises(ConfigError, match="location-entropy parameter"):
         load_config(ROOT / "conf/movielens_sra.toml", ["privacy.delta=1e-6"])
+
+@pytest.mark.parametrize("algorithm", ["dpsense", "user_histogram"])
+def test_only_the_counts_take_private_items(tmp_path, algorithm):
+    extra = 'quantity = "records"\nbins = [1, 5]' if algorithm == "user_histogram" else ""
+    config = tmp_path / "job.toml"
+    config.write_text(f"""output = "out"\n[source]\nformat = "csv"\npath = "r.csv"\n[domain]\nitems = "private"
+[privacy]\nepsilon = 1.0\ndelta = 1e-6\n[algorithm]\nname = "{algorithm}"\n{extra}\n""")
+    with pytest.raises(ConfigError, match='domain.items = "private" is for'):
+        load_config(config)
 
 
 def test_a_private_items_job_runs_and_writes_the_selected_items(spark, tmp_path):

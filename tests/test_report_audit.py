@@ -222,6 +222,10 @@ JOBS = {
         'location_choice = "random"'))
        for v in ("limit", "limit_cb_dp")},
     **{f"frapp_{s}": ("people", lambda p, s=s: frapp_config(p, s)) for s in ("det_gd", "ran_gd", "mask", "cut_paste")},
+    # The counts' bound chosen privately, and items selected privately (issue 30).
+    "sra_auto": ("ratings", lambda p: ratings_config(p, "sra", 'l = "auto"\nl_candidates = [1, 5, 20]')),
+    "sra_private_items": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\nkeys_per_user = 1").replace(
+        "items = { range = [1, 20] }", 'items = "private"').replace("epsilon = 1.0", "epsilon = 40.0\ndelta = 1e-6")),
 }
 
 

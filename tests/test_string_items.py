@@ -84,7 +84,7 @@ def test_a_file_of_integers_is_an_integer_domain_and_any_other_line_makes_it_str
     assert read_id_file(str(skus)).tolist() == ["10", "02", "sku-9"]
     domain = item_domain({"file": str(skus)})
     assert domain.is_string and domain.ids.tolist() == ["02", "10", "sku-9"]
-    assert "line 3, 'sku-9', is not an integer" in domain.description
+    assert "line 2, '02', is not a plain integer" in domain.description  # a leading zero: a string
 
 
 # --- Validation and counts (spark) ---------------------------------------------------------
@@ -288,3 +288,14 @@ def test_a_string_location_set_is_refused_by_location_entropy(spark):
     df = spark.createDataFrame(pd.DataFrame({"user_id": [1, 2], "location_id": [1, 2]}))
     with pytest.raises(ConfigError, match="location ids must be integers"):
         dp_spark.location_entropy(df, locations=["a", "b"], epsilon=1, location_choice="random", seed=SEED)
+
+
+def test_a_file_of_integer_looking_ids_that_are_not_canonical_is_read_as_strings(tmp_path):
+    # int() would read "007" and "7" as one id (and "1_000" as 1000): a review's finding.
+    from dp_spark.core.domain import item_domain
+    path = tmp_path / "ids.txt"
+    path.write_text("007\n7\n1_000\n")
+    domain = item_domain({"file": str(path)})
+    assert sorted(domain.ids.tolist()) == ["007", "1_000", "7"]
+    path.write_text("7\n-3\n0\n")
+    assert sorted(item_domain({"file": str(path)}).ids.tolist()) == [-3, 0, 7]

@@ -129,3 +129,18 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
     text = capsys.readouterr().out.strip().splitlines()
     assert all("NOT PRIVATE" in line for line in text)
     assert main([*conf, "--candidates", "8,2"]) == 2
+
+
+def test_an_auto_config_is_scored_as_its_job_scores_it():
+    # The split of an l = "auto" config already leaves the bound's tenth out: tune must not take it
+    # out again (a review's finding), and it uses the config's effective_items.
+    from dp_spark.families import counts
+    from dp_spark.families.base import Domains, plan_split
+    from dp_spark.families.registry import family_of
+    from dp_spark.core.domain import ItemDomain
+
+    params = counts.CountsParams("sra", "auto", effective_items=3)
+    domains = Domains(ItemDomain(np.arange(1, 5), "1..4"))
+    split = plan_split(family_of("sra"), params, Fraction(1), domains)
+    setup = tune.TuneSetup("sra", "laplace", {}, Fraction(1), split, 4, None, effective_items=3)
+    assert setup.error_model(tune.BOUND_SHARE) == counts.error_model(params, domains, split)

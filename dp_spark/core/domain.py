@@ -224,14 +224,19 @@ def read_id_file(path: str, encoding: str | None = None) -> np.ndarray:
     return _id_file(path, encoding)[0]
 
 
+# An integer id as text: ASCII digits with an optional minus, no leading zero (Python's int() also
+# takes "007", "1_000" and other scripts' digits, which would merge ids such as "007" and "7").
+CANONICAL_INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
+
+
 def _as_integers(texts: list[str]) -> tuple[list[int] | None, int | None]:
-    """(the texts as integers, None), or (None, the index of the first that is not one)."""
+    """(the texts as integers, None) when every one is an integer written the one canonical way,
+    or (None, the index of the first that is not): then the ids are strings, "007" and "7" two."""
     out = []
     for index, text in enumerate(texts):
-        try:
-            out.append(int(text))
-        except ValueError:
+        if not CANONICAL_INTEGER.fullmatch(text):
             return None, index
+        out.append(int(text))
     return out, None
 
 
@@ -247,7 +252,7 @@ def _id_file(path: str, encoding: str | None) -> tuple[np.ndarray, str, str]:
     integers, first_other = _as_integers(texts)
     if integers is not None:
         return np.array(integers, dtype=np.int64), used, ""
-    note = f" (string ids: line {numbers[first_other]}, {texts[first_other]!r}, is not an integer)"
+    note = f" (string ids: line {numbers[first_other]}, {texts[first_other]!r}, is not a plain integer)"
     return _string_array(texts), used, note
 
 
@@ -392,7 +397,7 @@ def _table_ids(values: Any, description: str) -> ItemDomain:
     integers, first_other = _as_integers(texts)
     if integers is not None:
         return _from_ids(np.array(integers, dtype=np.int64), description)
-    return _from_strings(texts, f"{description} (string ids: {texts[first_other]!r} is not an integer)")
+    return _from_strings(texts, f"{description} (string ids: {texts[first_other]!r} is not a plain integer)")
 
 
 def attribute_domain(spec: Any) -> AttributeDomain | None:

@@ -107,9 +107,10 @@ class Family:
     # public domains, never the records): (params, epsilon, domains, split, alpha) ->
     # {table: {column: core.accuracy.Accuracy}}. None: the family states none.
     accuracy: Callable[[Any, Fraction, Domains, dict[str, Fraction], float], dict[str, dict[str, Any]]] | None = None
-    # (params, chosen) -> params with the privately chosen values put in (algorithm.chosen), so that
-    # the report's accuracy is that of the chosen bound. None: the family chooses nothing it states.
-    with_chosen: Callable[[Any, dict], Any] | None = None
+    # (params, chosen) -> (params with the privately chosen values put in, those values), so that
+    # the report's accuracy is that of the chosen bound; None when ``chosen`` (algorithm.chosen)
+    # holds nothing the accuracy depends on. None: the family chooses nothing the accuracy states.
+    with_chosen: Callable[[Any, dict], tuple[Any, dict] | None] | None = None
     # Said on the console when a release's mechanism is not differentially private.
     not_private_warning: str = ("WARNING: this release reproduces a published flaw and is NOT differentially "
                                 "private; privacy.json says why. Do not publish it.")

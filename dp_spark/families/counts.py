@@ -24,7 +24,7 @@ from dp_spark.families.base import (MAX_ROWS_PER_USER, ROWS_PER_USER_LIMIT, Conf
                                    FamilyOutput, RunInputs, positive_int, require, rows_per_user)
 from dp_spark.families.private_keys import private_keys
 from dp_spark.families.publisher_accuracy import publisher_accuracy
-from dp_spark.io.validation import validate_records
+from dp_spark.io.validation import keyed_by_user, validate_records
 from dp_spark.publishers.options import publisher_choice
 
 ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
@@ -199,7 +199,9 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
                                            validated.users_by_n, l, params.bound_name)
         if params.private_items:
             coverage = _unselected_apart(coverage)
-        guards.check(inputs.guards, coverage, inputs.progress, validated.explain)  # before HPA's first noise
+        # Before HPA's first noise and the counts' (after the choice of l and the items', when those
+        # are private: docs/bound_selection.md, "Guards").
+        guards.check(inputs.guards, coverage, inputs.progress, validated.explain)
         inputs.progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
         common = dict(items=items, attributes=attributes, l=l, epsilons=inputs.split, budget=inputs.budget,
                       rng=inputs.rng, seed=inputs.seed, user_counts=validated.user_counts,
@@ -226,8 +228,8 @@ class SelectedItems:
 def _selected_items(params: CountsParams, inputs: RunInputs) -> SelectedItems:
     """The items partition selection releases (docs/partition_selection.md), as the release's domain."""
     inputs.progress(f"selecting the items privately (at most {params.keys_per_user} distinct items per user)")
-    selected = private_keys(inputs.records, params.keys_per_user, inputs.split["epsilon_partition"], params.delta,
-                            inputs.budget, inputs.rng, inputs.seed, step="select items")
+    selected = private_keys(keyed_by_user(inputs.records), params.keys_per_user, inputs.split["epsilon_partition"],
+                            params.delta, inputs.budget, inputs.rng, inputs.seed, step="select items")
     inputs.progress(f"{selected.keys.size:,} items selected privately")
     said = f"{selected.keys.size:,} items selected privately by partition selection (docs/partition_selection.md)"
     domain = item_domain_of_ids(selected.keys, said) if selected.keys.size else ItemDomain(selected.keys, said)
@@ -370,11 +372,13 @@ def from_config(c: ConfigTables) -> CountsParams:
                         c.privacy.get("delta", 0.0))
 
 
-def _with_chosen(params: CountsParams, chosen: dict) -> CountsParams:
+def _with_chosen(params: CountsParams, chosen: dict) -> tuple[CountsParams, dict] | None:
+    """The parameters at the privately chosen bound (the number of items selected does not change
+    any cell's noise)."""
     if params.bound_name not in chosen:
-        return params
-    return replace(params, l=chosen[params.bound_name], candidates=None, effective_items=None,
-                   keys_per_user=params.keys_per_user)
+        return None
+    bound = chosen[params.bound_name]
+    return replace(params, l=bound, candidates=None, effective_items=None), {params.bound_name: bound}
 
 
 FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, default_split=_split,

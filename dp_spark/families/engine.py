@@ -52,10 +52,10 @@ def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fra
     output = family.run(params, inputs)
     if not budget.private:
         progress(family.not_private_warning)
-    if output.chosen is not None and family.with_chosen is not None:
+    resolved = family.with_chosen(params, output.chosen) if output.chosen and family.with_chosen else None
+    if resolved is not None:
         # A bound chosen privately is a DP output: the noise it implies is post-processing of it.
-        planned, expected = chosen_accuracy(family, family.with_chosen(params, output.chosen), epsilon, domains,
-                                            split, output.chosen)
+        planned, expected = chosen_accuracy(family, *resolved, epsilon, domains, split)
     output = replace(output, tables=with_halfwidth_columns(output.tables, planned))
     domains = output.domains or domains  # items selected privately are a DP output, public from here on
     report = build_report(family, params, budget, domains, split, output, seed, source, expected)
@@ -81,8 +81,8 @@ def section_of(planned: dict[str, dict[str, accuracy.Accuracy]], alpha: float = 
                        for table, columns in planned.items()}}
 
 
-def chosen_accuracy(family: Family, params: Any, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
-                    chosen: dict) -> tuple[dict, dict]:
+def chosen_accuracy(family: Family, params: Any, chosen: dict, epsilon: Fraction, domains: Domains,
+                    split: dict[str, Fraction]) -> tuple[dict, dict]:
     """The accuracy at a privately chosen parameter (``params`` with it put in): the planned
     accuracy and privacy.json's section, each column's note saying what it was worked out at."""
     said = ", ".join(f"{name} = {value}" for name, value in chosen.items())

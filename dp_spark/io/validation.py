@@ -185,6 +185,20 @@ def _id_problem(df: DataFrame, column: str, rows: int, items: ItemDomain | None 
     return None
 
 
+def keyed_by_user(df: DataFrame) -> DataFrame:
+    """(user_id, item_id) with the user id parsed as validation parses it, for partition selection:
+    "1", " 01" and "1.0" are one user (the privacy unit), so one user's bound on distinct items
+    cannot be multiplied by spelling the id several ways. Rows whose user id does not parse are
+    left out (validation refuses them afterwards). Item ids must be integers or strings, as a
+    selected domain's are; checked here, before any budget is spent."""
+    item_type = df.schema["item_id"].dataType
+    if not isinstance(item_type, (*_INTEGER_TYPES, T.StringType)):
+        raise DataError(f"column item_id has type {item_type.simpleString()}; items selected privately need integer "
+                        "or string ids")
+    _bad, user = _integer_problems(df, "user_id")
+    return df.select(user.alias("user_id"), F.col("item_id")).where(F.col("user_id").isNotNull())
+
+
 def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDomain | None,
                      one_per_user_salt: int | None = None) -> ValidatedRecords:
     """Check ids, cast them, and drop rows outside the public domain.

@@ -25,7 +25,7 @@ from dp_spark.errors import ConfigError
 from dp_spark.io.catalog import check_output_table
 from dp_spark.io.sources import SourceSpec
 from dp_spark.families.base import ConfigTables, require
-from dp_spark.families.counts import PRIVATE_ITEMS
+from dp_spark.families.counts import ALGORITHMS as COUNTS_ALGORITHMS, PRIVATE_ITEMS
 from dp_spark.families.frapp import FrappParams
 from dp_spark.families.guards import GUARD_KEYS, Guards, guards_of
 from dp_spark.families.location_entropy import EntropyParams
@@ -309,6 +309,9 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
     items = domain.get("items", {}) if family is not None and family.item_domain_optional \
         else require(domain, "items", "domain")
     if items == PRIVATE_ITEMS:
+        if family is None or family.name != "counts":
+            raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" is for the counts ({', '.join(COUNTS_ALGORITHMS)}) "
+                              f"only; {name!r} needs a public item domain")
         items = {}  # the release selects its items privately (the family's parameters say so)
     elif not isinstance(items, dict):
         raise ConfigError(f"domain.items must be a table such as {{ range = [1, 17770] }}, or \"{PRIVATE_ITEMS}\"")

@@ -45,7 +45,8 @@ ALLOWED: tuple[Allowed, ...] = (
     # DPSense and DPSense-S: θ* (and α*) are drawn by the exponential mechanism, whose epsilon_theta is
     # in the ledger; the reader needs them to use the counts.
     Allowed("algorithm.chosen", "θ*/α* are outputs of DPSense's exponential mechanism (ledger step theta or "
-            "theta_alpha); location entropy's M, C of its exponential mechanism (step bound (M, C))"),
+            "theta_alpha); location entropy's M, C of its exponential mechanism (step bound (M, C)); the counts' "
+            "l or m (step choose l / choose m) and the number of items partition selection released (select items)"),
     # The column counts are released with sensitivity θ* and scale θ*/epsilon_counts: functions of the
     # DP output θ* above, hence post-processing of it (sequential composition).
     Allowed("ledger[*].sensitivity_l1", "DPSense's column-count sensitivity is θ*, a DP output",
@@ -88,15 +89,43 @@ FRAPP_ALLOWED = (Allowed("outputs.perturbed_records.rows", "FRAPP publishes ever
                          "N is public under its local guarantee (one record, replacement neighbours)"),)
 
 
+# Counts with l = "auto" (or m): the release's sensitivity and scale are the chosen bound, an output
+# of the exponential mechanism (ledger step "choose l"), and so is the accuracy worked out at it.
+# Only for reports whose config asked for "auto" (a public fact), so a fixed-bound job keeps the
+# full check.
+COUNTS_COUNT_STEPS = r"item_counts|edge_counts|popularity"
+COUNTS_AUTO_ALLOWED = (
+    Allowed("ledger[*].sensitivity_l1", "the counts' sensitivity is the privately chosen bound (a DP output)",
+            step=COUNTS_COUNT_STEPS),
+    Allowed("ledger[*].noise_scale", "the counts' scale follows from the privately chosen bound (a DP output)",
+            step=COUNTS_COUNT_STEPS),
+    Allowed("accuracy", "worked out at the privately chosen bound (post-processing of a DP output)"),
+)
+# Counts over items selected privately: the selected items are the output of partition selection
+# (ledger step "select items"), and the domain, the cells and the tables' rows follow from them.
+PRIVATE_ITEMS_ALLOWED = (
+    Allowed("domain.items", "the items selected privately (a DP output): their number"),
+    Allowed("domain.item_count", "the number of items selected privately (a DP output)"),
+    Allowed("ledger[*].cells", "one cell per item selected privately (a DP output)", step=COUNTS_COUNT_STEPS),
+    Allowed("outputs", "one row per item selected privately (a DP output)"),
+)
+
+
 def allowed_for(report: dict) -> tuple[Allowed, ...]:
-    """The allow-list for a report of this job family."""
+    """The allow-list for a report of this job family (and of its config's public choices)."""
     algorithm = report.get("algorithm")
     name = algorithm.get("name") if isinstance(algorithm, dict) else None
     # N is outside a local replacement guarantee, and the report says so (not_hidden); under the
     # add/remove-one-user relation of the central families it would be a leak.
     if name == "frapp" and report.get("neighbouring_relation") == "replacement":
         return ALLOWED + FRAPP_ALLOWED
-    return ALLOWED
+    parameters = algorithm.get("parameters", {}) if isinstance(algorithm, dict) else {}
+    extra = ()
+    if any(parameters.get(bound) == "auto" for bound in ("l", "m")):
+        extra += COUNTS_AUTO_ALLOWED
+    if parameters.get("items") == "private":
+        extra += PRIVATE_ITEMS_ALLOWED
+    return ALLOWED + extra
 
 
 # ---------------------------------------------------------------------------

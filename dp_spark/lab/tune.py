@@ -66,6 +66,7 @@ class TuneSetup:
     split: Mapping[str, Fraction]  # the config's split, all of ε on the release
     item_cells: int
     edge_cells: int | None  # None without attributes
+    effective_items: int | None = None  # the config's, else a quarter of the items
 
     @property
     def tables(self) -> int:
@@ -80,11 +81,14 @@ class TuneSetup:
     def error_model(self, share: Fraction) -> bound_selection.ErrorModel:
         """The quality's public constants as ``l = "auto"`` sets them (families.counts.error_model):
         each table's ε shrunk by the bound's ``share``, the bias spread over a quarter of the items."""
-        effective = Fraction(self.item_cells) * bound_selection.DEFAULT_EFFECTIVE_SHARE
-        tables = [bound_selection.TableNoise(self.item_cells, self.split["epsilon_items"] * (1 - share), effective)]
+        effective = Fraction(self.effective_items) if self.effective_items else \
+            Fraction(self.item_cells) * bound_selection.DEFAULT_EFFECTIVE_SHARE
+        # A config with l = "auto" has its split with the bound's share taken out already.
+        kept = 1 if "epsilon_bound" in self.split else 1 - share
+        tables = [bound_selection.TableNoise(self.item_cells, self.split["epsilon_items"] * kept, effective)]
         if self.edge_cells is not None:
             values = self.edge_cells // self.item_cells
-            tables.append(bound_selection.TableNoise(self.edge_cells, self.split["epsilon_edges"] * (1 - share),
+            tables.append(bound_selection.TableNoise(self.edge_cells, self.split["epsilon_edges"] * kept,
                                                      effective * values))
         return bound_selection.ErrorModel.of(tables)
 
@@ -178,12 +182,16 @@ def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress)
 
     if cfg.algorithm not in COUNTS_ALGORITHMS:
         raise ConfigError(f"tune works on counts configs ({', '.join(COUNTS_ALGORITHMS)}); {cfg.algorithm!r} is not one")
+    if getattr(cfg.params, "private_items", False):
+        raise ConfigError('tune needs a public item domain; this config selects its items privately '
+                          '(domain.items = "private")')
     bounds = candidates_of(candidates, cfg.params)
     split = plan_budget(cfg)
     items = item_domain(cfg.items, spark, cfg.source)
     attributes = attribute_domain(cfg.attributes)
     setup = TuneSetup(cfg.algorithm, cfg.params.publisher, dict(cfg.params.publisher_options), cfg.epsilon, split,
-                      len(items), None if attributes is None else len(items) * len(attributes))
+                      len(items), None if attributes is None else len(items) * len(attributes),
+                      getattr(cfg.params, "effective_items", None))
     progress(f"reading {cfg.source.path or cfg.source.table}; the error curve uses the raw records WITHOUT noise")
     # As the job validates them (attributes too), so the in-domain records are the job's.
     validated = validation.validate_records(sources.read_records(spark, cfg.source, attributes is not None), items,
