@@ -10,18 +10,18 @@ No Spark runs: a release is one ``choose_bounds`` call.
 The neighbours, where the sensitivity argument is least loose (a search over small crowds, in
 the report of this target's branch, found no pair of inputs doing better):
 
-* D: |L| = M_K public locations, each with ``CROWD`` users who have one visit there and nowhere
-  else. Every candidate's entropies equal the reference's: D(M, C) = 0 everywhere.
-* D′ adds one user with C_K visits at each of the M_K locations (its own order, location 0
-  first). At the reference (M_K, C_K) the user dominates every location and pulls its entropy
+* D: |L| = M_K public locations, each with a small crowd of users who visit it and nowhere else
+  (``LAYOUTS``: on the default grid 15 users with one visit each).
+* D′ adds one user who visits all M_K locations (its own order, location 0 first; on the
+  default grid with C_K visits at each). At the reference (M_K, C_K) the user dominates every location and pulls its entropy
   down by about GS(C_K); at a small C the capped user is one more single visit and pushes the
   entropy up; where M_i leaves the user out, only the reference moves. So every candidate but
   the reference gets further from it, by up to about half of Δq (the rest of Δq is the room the
   proof leaves for both H̄ and the reference moving the other way, which one user cannot do at
   once), and the reference's score does not move at all.
-* ε_entropy (public) is set so that on D′ the candidates with the least noise lead the
-  reference by ``TILT`` exponent units, so on D they lead by TILT plus what the user moved: the
-  reference is rare on D and nearly e^(pair ε) times likelier on D′.
+* ε_entropy (public) is set so that D′ picks the reference with probability
+  REFERENCE_ON_D_PRIME (on the default grid even ε_entropy = 10^6 leaves it near 1/42 at small
+  ε): D picks it less often, by up to e^(pair ε).
 
 The statistic is the chosen candidate's index i·|C| + j; the exact ε of a pair is
 :func:`pair_epsilon`.
