@@ -6,9 +6,10 @@ mechanism's grid (``dp-spark audit NAME --grid``): ε ∈ {0.1, 1, 5} for every 
 e, 19} for FRAPP, and the boundary inputs where a mechanism is weakest (Limit-SS with many users
 near the ξ floor of smooth sensitivity, publishers on all-empty bins where thresholding and
 clipping start, the bound selection on candidate lists from two close bounds to a range of 1 to
-100,000, over one and two tables). Grid points are named
+100,000, over one and two tables, location entropy's choice of (M, C) on a small and the
+default grid, for limit and limit_ss). Grid points are named
 ``family[key=value,...]``. Each sampler calls the same functions the jobs call; the samplers are
-in :mod:`.primitives`, :mod:`.bounds`, :mod:`.entropy`, :mod:`.frapp` and :mod:`.jobs`, and the negative
+in :mod:`.primitives`, :mod:`.bounds`, :mod:`.entropy_bounds`, :mod:`.entropy`, :mod:`.frapp` and :mod:`.jobs`, and the negative
 controls built from old, broken code paths in :mod:`.old_code`.
 """
 
@@ -20,6 +21,7 @@ from fractions import Fraction
 from dp_spark.lab.audit import Family, Target, point_name
 from dp_spark.lab.audit_targets import bounds
 from dp_spark.lab.audit_targets import entropy as ent
+from dp_spark.lab.audit_targets import entropy_bounds as ebounds
 from dp_spark.lab.audit_targets import frapp as fr
 from dp_spark.lab.audit_targets import jobs, old_code
 from dp_spark.lab.audit_targets import partition
@@ -123,6 +125,33 @@ def bound_selection_family() -> Family:
                 points.append(bound_selection_target(point_name("bound_selection", eps=eps, **extra), eps, candidates,
                                                      tables))
     return Family("bound_selection", tuple(points))
+
+
+# The choice of location entropy's (M, C): one choose_bounds call per release, 1-2 ms on the
+# default grid, so 10,000 releases per side keep its 16 points within a few minutes.
+ENTROPY_BOUND_TRIALS = 10_000
+
+
+def entropy_bound_selection_target(name: str, eps: Fraction, grid: str = "default", variant: str = "limit"
+                                   ) -> Target:
+    Ms, Cs = ebounds.GRIDS[grid]
+    return Target(name, float(eps), 0.0,
+                  f"private choice of location entropy's (M, C) (choose_bounds, {variant}), M in {list(Ms)}, C in "
+                  f"{list(Cs)}, eps = {float(eps):g}: D' adds a user with C_K visits at M_K = {Ms[-1]} locations",
+                  ebounds.choose_bounds_sampler(eps, grid, variant), trials=ENTROPY_BOUND_TRIALS)
+
+
+def entropy_bound_selection_family() -> Family:
+    """Every ε on the default grid with limit (``entropy_bound_selection[eps=…]``), and the small
+    grid and limit_ss at every ε (``entropy_bound_selection[eps=…,grid=…,variant=…]``)."""
+    points = []
+    for eps in BOUND_EPSILONS:
+        for grid in ebounds.GRIDS:
+            for variant in ebounds.VARIANTS:
+                extra = {} if (grid, variant) == ("default", "limit") else {"grid": grid, "variant": variant}
+                points.append(entropy_bound_selection_target(point_name("entropy_bound_selection", eps=eps, **extra),
+                                                             eps, grid, variant))
+    return Family("entropy_bound_selection", tuple(points))
 
 
 def job_target(name: str, job: str, eps: Fraction) -> Target:
@@ -261,6 +290,10 @@ def negative_controls() -> list[Target]:
                f"NEGATIVE CONTROL: choose_bound at Delta q = A(b_K - b_1), the square root of A forgotten (half "
                f"of Delta q at A = 1/4), candidates {list(bounds.CANDIDATES['wide'])}, eps = 1: true eps 1.89",
                bounds.half_sensitivity_sampler(DEFAULT_EPSILON), negative_control=True, trials=20_000),
+        Target("entropy_bound_selection_per_location", float(DEFAULT_EPSILON), 0.0,
+               "NEGATIVE CONTROL: choose_bounds' quality sampled at Delta q = 2 u(C_K), one location's move (the "
+               "factor M_K = 30 forgotten), default grid, limit, eps = 1: true eps 6.9",
+               ebounds.per_location_sampler(DEFAULT_EPSILON), negative_control=True, trials=2_000),
     ]
 
 
@@ -278,6 +311,7 @@ def _families() -> dict[str, Family]:
         _eps_family("discrete_laplace", discrete_laplace_target),
         _eps_family("exponential_mechanism", exponential_target),
         bound_selection_family(),
+        entropy_bound_selection_family(),
         *[publisher_family(p) for p in PUBLISHERS],
         _eps_family("dpa_ahp_first_pass", first_pass_target),
         *[_eps_family(job, lambda name, eps, job=job: job_target(name, job, eps)) for job in SPARK_JOBS],

@@ -1,0 +1,188 @@
+"""Audit samplers for the private choice of location entropy's M and C
+(``entropy_bound_selection.choose_bounds``, issue 30), and its negative control.
+
+The mechanism reads the per-location sums at every candidate pair (``CandidateSums``: users,
+visits and Σ c ln c at (M_i, C_j)); they are built here on the driver, user by user, exactly as
+``aggregates.location_sums.candidate_sums`` adds them up over ``ranked_pairs`` (each user keeps
+its first M_i locations, visits capped at C_j; the product's Spark test checks that equality).
+No Spark runs: a release is one ``choose_bounds`` call.
+
+The neighbours, where the sensitivity argument is least loose (a search over small crowds, in
+the report of this target's branch, found no pair of inputs doing better):
+
+* D: |L| = M_K public locations, each with a small crowd of users who visit it and nowhere else
+  (``LAYOUTS``: on the default grid 15 users with one visit each).
+* D′ adds one user who visits all M_K locations (its own order, location 0 first; on the
+  default grid with C_K visits at each). At the reference (M_K, C_K) the user dominates every location and pulls its entropy
+  down by about GS(C_K); at a small C the capped user is one more single visit and pushes the
+  entropy up; where M_i leaves the user out, only the reference moves. So every candidate but
+  the reference gets further from it, by up to about half of Δq (the rest of Δq is the room the
+  proof leaves for both H̄ and the reference moving the other way, which one user cannot do at
+  once), and the reference's score does not move at all.
+* ε_entropy (public) is set so that D′ picks the reference with probability
+  REFERENCE_ON_D_PRIME (on the default grid even ε_entropy = 10^6 leaves it near 1/42 at small
+  ε): D picks it less often, by up to e^(pair ε).
+
+The statistic is the chosen candidate's index i·|C| + j; the exact ε of a pair is
+:func:`pair_epsilon`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from dp_spark.aggregates.location_sums import CandidateSums
+from dp_spark.algorithms import entropy_bound_selection as ebs
+from dp_spark.core.mechanisms import RandomSource, exponential_probabilities
+from dp_spark.core.privacy import Budget, LedgerEntry
+
+GRIDS = {
+    "small": ((1, 2), (1, 5)),
+    "default": (ebs.DEFAULT_M_CANDIDATES, ebs.DEFAULT_C_CANDIDATES),
+}
+VARIANTS = ("limit", "limit_ss")
+# Per grid, the M_K locations the added user touches, in its order: (the visits of the users there
+# on D, each with that one location only; the added user's visits). A search over crowds of up to
+# four users, and of up to 100 one-visit users with two more, found these best for the pair
+# (reference, the least-bounded candidates).
+LAYOUTS = {
+    "small": (((1, 1, 1), 5), ((3,), 3)),
+    "default": (((1,) * 15, 50),) * 30,
+}
+REFERENCE_ON_D_PRIME = 0.1  # ε_entropy is set so that D′ picks the reference with this probability
+K, DELTA, XI = 50, 1e-8, 1e-3  # the config's defaults (algorithm.k, privacy.delta, xi)
+
+User = list[tuple[int, int]]  # (location, visits) in the user's own order
+
+
+@dataclass(frozen=True)
+class EntropyBoundPair:
+    """Neighbouring inputs of ``choose_bounds`` and the public parameters of its quality."""
+
+    Ms: tuple[int, ...]
+    Cs: tuple[int, ...]
+    variant: str
+    epsilon_entropy: Fraction
+    sums: tuple[CandidateSums, CandidateSums]  # D, D'
+
+    @property
+    def locations(self) -> int:
+        return self.sums[0].users.shape[1]
+
+    def scores(self, side: int) -> np.ndarray:
+        """The product's quality on one side, flattened in choose_bounds' order i·|C| + j."""
+        return ebs.quality(self.sums[side], self.variant, self.epsilon_entropy, self.locations, K, DELTA,
+                           XI).reshape(-1)
+
+
+def candidate_sums_of(users: list[User], locations: int, Ms: tuple[int, ...], Cs: tuple[int, ...]
+                      ) -> CandidateSums:
+    """What ``candidate_sums`` computes, user by user: at (M_i, C_j) each user keeps its first M_i
+    locations, visits capped at C_j (NOT private)."""
+    n = np.zeros((len(Ms), locations), dtype=np.int64)
+    c = np.zeros((len(Ms), len(Cs), locations), dtype=np.int64)
+    s = np.zeros((len(Ms), len(Cs), locations))
+    for pairs in users:
+        for i, M in enumerate(Ms):
+            for location, visits in pairs[:M]:
+                n[i, location] += 1
+                for j, C in enumerate(Cs):
+                    kept = min(visits, C)
+                    c[i, j, location] += kept
+                    s[i, j, location] += kept * math.log(kept)
+    return CandidateSums(tuple(Ms), tuple(Cs), n, c, s, {})
+
+
+def neighbours(grid: str) -> tuple[CandidateSums, CandidateSums]:
+    """The sums on D (the layout's crowds, one location per user) and on D′ (plus the user who
+    visits all M_K locations)."""
+    Ms, Cs = GRIDS[grid]
+    layout = LAYOUTS[grid]
+    if len(layout) != Ms[-1] or max(v for crowd, added in layout for v in (*crowd, added)) > Cs[-1]:
+        raise ValueError(f"the {grid} layout must touch M_K = {Ms[-1]} locations with visits <= C_K")
+    crowd = [[(location, visits)] for location, (visits_there, _) in enumerate(layout) for visits in visits_there]
+    added = [(location, visits) for location, (_, visits) in enumerate(layout)]
+    return (candidate_sums_of(crowd, len(layout), Ms, Cs), candidate_sums_of(crowd + [added], len(layout), Ms, Cs))
+
+
+def _reference_probability(sums: CandidateSums, variant: str, epsilon: Fraction, epsilon_entropy: Fraction,
+                           sensitivity: Fraction) -> float:
+    """P(the reference (M_K, C_K) is chosen) on ``sums``."""
+    q = ebs.quality(sums, variant, epsilon_entropy, sums.users.shape[1], K, DELTA, XI).reshape(-1)
+    return float(exponential_probabilities(q, epsilon, sensitivity)[-1])
+
+
+def pair(grid: str, variant: str, epsilon: Fraction, sensitivity: Fraction | None = None) -> EntropyBoundPair:
+    """The pair of :func:`neighbours` on ``grid``, with ε_entropy found by bisection (in log
+    space, then rounded to a short Fraction: it is public, so any value is fair) such that D′
+    picks the reference with probability REFERENCE_ON_D_PRIME when the mechanism runs at
+    ``sensitivity`` (default the claimed Δq). The probability rises with ε_entropy (less noise
+    weighs on the reference, the noisiest candidate)."""
+    Ms, Cs = GRIDS[grid]
+    sums = neighbours(grid)
+    sensitivity = Fraction(ebs.quality_sensitivity(Ms, Cs)) if sensitivity is None else sensitivity
+    low, high = math.log(1e-3), math.log(1e6)
+    for _ in range(50):
+        middle = (low + high) / 2
+        p = _reference_probability(sums[1], variant, epsilon, Fraction(math.exp(middle)).limit_denominator(10**6),
+                                   sensitivity)
+        low, high = (middle, high) if p < REFERENCE_ON_D_PRIME else (low, middle)
+    epsilon_entropy = Fraction(math.exp(low)).limit_denominator(10**6)
+    return EntropyBoundPair(Ms, Cs, variant, epsilon_entropy, sums)
+
+
+def pair_epsilon(p: EntropyBoundPair, epsilon: Fraction, sensitivity: Fraction | None = None,
+                 monotone: bool = False) -> float:
+    """The pair's true ε when the mechanism runs at ``epsilon`` with ``sensitivity`` (default the
+    claimed Δq) and the general factor 2 (``monotone``: without it): the largest
+    |ln P_D(o)/P_D′(o)| over the candidates (for a discrete output no event does better)."""
+    sensitivity = ebs.quality_sensitivity(p.Ms, p.Cs) if sensitivity is None else sensitivity
+    d, d2 = (np.asarray(exponential_probabilities(p.scores(side), epsilon, sensitivity, monotone=monotone),
+                        dtype=float) for side in (0, 1))
+    return float(np.max(np.abs(np.log(d / d2))))
+
+
+def choose_bounds_sampler(epsilon: Fraction, grid: str, variant: str):
+    """The candidate ``choose_bounds`` picks (index i·|C| + j), once per trial, on D or D′."""
+    p = pair(grid, variant, epsilon)
+
+    def sample(side, trials, seed, _spark):
+        rng = RandomSource(seed)
+        sums = p.sums[side]
+        out = np.empty(trials)
+        for t in range(trials):
+            i, j = ebs.choose_bounds(sums, p.variant, p.epsilon_entropy, p.locations, epsilon, Budget(epsilon), rng,
+                                     K, DELTA, XI)
+            out[t] = i * len(p.Cs) + j
+        return out
+    return sample
+
+
+def per_location_sensitivity(p: EntropyBoundPair) -> Fraction:
+    """The bug the control plants: Δq = 2·u(C_K), one location's move, the factor M_K forgotten
+    (one user touches up to M_K locations)."""
+    return Fraction(ebs.quality_sensitivity(p.Ms, p.Cs), max(p.Ms))
+
+
+def per_location_sampler(epsilon: Fraction, grid: str = "default", variant: str = "limit"):
+    """NEGATIVE CONTROL: ``choose_bounds``' quality sampled at :func:`per_location_sensitivity`,
+    M_K = 30 times too small on the default grid. The pair is tuned at that sensitivity, as the
+    buggy code would draw with it."""
+    wrong = per_location_sensitivity(pair(grid, variant, epsilon))
+    p = pair(grid, variant, epsilon, wrong)
+
+    def sample(side, trials, seed, _spark):
+        rng = RandomSource(seed)
+        scores = p.scores(side)
+        out = np.empty(trials)
+        for t in range(trials):
+            entry = LedgerEntry("negative control", "exponential mechanism at one location's sensitivity", epsilon,
+                                wrong, 2 * wrong / epsilon, len(scores),
+                                not_private="the quality's sensitivity without the factor M_K")
+            out[t] = Budget(epsilon).exponential_mechanism(entry, rng, scores)
+        return out
+    return sample
