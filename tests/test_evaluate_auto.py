@@ -29,6 +29,9 @@ def test_auto_methods_take_the_configs_candidates_or_the_defaults():
     auto = load_config(ROOT / "conf/movielens_sra.toml", ["algorithm.l=\"auto\"", CANDIDATES])
     hpa = evaluate.method_config(auto, "hpa_auto", None)
     assert (hpa.algorithm, hpa.params.l, hpa.params.candidates) == ("hpa", "auto", (5, 20, 80))
+    # An "auto" config is evaluated with its private choice unless told otherwise.
+    assert evaluate.evaluator_of(auto).default_methods(auto) == "sra_auto"
+    assert evaluate.evaluator_of(cfg).default_methods(cfg) == "sra"
     # A baseline from an "auto" config is a fixed bound: the candidates go.
     assert evaluate.method_config(auto, "lpa", 50).params.candidates is None
 
@@ -105,3 +108,4 @@ def test_fixed_entropy_methods_refuse_an_auto_config(tmp_path):
     with pytest.raises(ConfigError, match="or use the method limit_auto"):
         evaluate.method_config(cfg, "limit", None)
     assert evaluate.method_config(cfg, "limit_auto", None).params.M == "auto"
+    assert evaluate.evaluator_of(cfg).default_methods(cfg) == "limit_auto"

@@ -342,7 +342,8 @@ EVALUATORS = {  # by family name (dp_spark.families.registry)
     "counts": Evaluator(
         _counts_method, lambda cfg, configs, spark, methods, runs, m, progress: _evaluate_counts(
             cfg, configs, methods, spark, runs, progress),
-        lambda cfg: cfg.algorithm, lambda cfg, m: {"l": cfg.l, "m": m, "publisher": cfg.publisher,
+        lambda cfg: f"{cfg.algorithm}_auto" if f"{cfg.algorithm}_auto" in AUTO_METHODS and cfg.params.auto
+        else cfg.algorithm, lambda cfg, m: {"l": cfg.l, "m": m, "publisher": cfg.publisher,
                                                    "oracle": ORACLE_NOTE}),
     "user_histogram": Evaluator(
         _histogram_method, lambda cfg, configs, spark, methods, runs, m, progress: _evaluate_histogram(
@@ -355,7 +356,8 @@ EVALUATORS = {  # by family name (dp_spark.families.registry)
     "location_entropy": Evaluator(
         _entropy_method, lambda cfg, configs, spark, methods, runs, m, progress: _evaluate_entropy(
             configs, spark, runs, progress),
-        lambda cfg: cfg.entropy["variant"], lambda cfg, m: {k: cfg.entropy[k] for k in ("M", "C", "k", "delta")}),
+        lambda cfg: "limit_auto" if cfg.params.auto and cfg.entropy["variant"] == "limit" else cfg.entropy["variant"],
+        lambda cfg, m: {k: cfg.entropy[k] for k in ("M", "C", "k", "delta")}),
     "frapp": Evaluator(
         _frapp_method, lambda cfg, configs, spark, methods, runs, m, progress: _evaluate_frapp(
             cfg, spark, methods, runs, progress),
