@@ -225,74 +225,91 @@ def cmd_runs(args) -> None:
     for r in rows:
         lines.append(f"| {r['dataset']} | {r['epsilon']:g} | {r['method']} | {r['mean']:.4g} ± {r['se']:.2g} | "
                      f"{r['runs']} | {', '.join(f'{b}: {c}' for b, c in r['chosen'].items())} |")
-    write(args.out, f"runs-{args.dataset}-eps{args.epsilon:g}", rows, "\n".join(lines))
+    algorithms = "-".join(dict.fromkeys(method.partition("@")[0] for method in args.methods.split(",")))
+    write(args.out, f"runs-{algorithms}-{args.dataset}-eps{args.epsilon:g}", rows, "\n".join(lines))
 
 
 # ---------------------------------------------------------------------------
 # Partition selection on MovieLens 1M, no item domain.
 
 
+BOUNDED_EDGES = np.array([0, 25, 50, 75, 100, 125, 150, 175, 200, 250, 300, 400, 10**9])
+
+
 def cmd_partition(args) -> None:
+    """Seeded releases (seeds 0..runs−1) of dp_spark.sra with items = "private". Beside each, the
+    items' user counts after the release's own bound on distinct items per user (the same seed
+    draws the same bound), so the empirical release rate can be set against π(n) exactly."""
     import dp_spark
+    from dp_spark.aggregates.key_users import users_per_key
     from dp_spark.algorithms import partition_selection as ps
+    from dp_spark.bounding.user_keys import bounded_keys
 
     pairs, _cells = read_pairs("ml-1m", None)
-    truth = pairs.groupby("item_id")["user_id"].nunique()  # distinct users per item (ML-1M: one rating each)
+    raw_users = pairs.groupby("item_id")["user_id"].nunique()
     records = pairs.groupby("item_id").size()
+    top_true = {k: set(records.sort_values(ascending=False, kind="stable").index[:k]) for k in (10, 100)}
     spark = spark_session()
     frame = pairs_frame(spark, pairs)
-    l0 = counts.DEFAULT_KEYS_PER_USER if args.l == "auto" else int(args.l)
-    params = ps.SelectionParams(Fraction(args.epsilon) * counts.PARTITION_SHARE, args.delta, l0)
     l = args.l if args.l == "auto" else int(args.l)
-    released, precision, bucket_hits = [], {10: [], 100: []}, []
-    edges = np.array([0, 50, 100, 150, 200, 250, 300, 400, 500, 1000, 10**9])
-    in_bucket = np.digitize(truth.to_numpy(), edges) - 1
+    l0 = int(args.keys_per_user) if args.keys_per_user else (counts.DEFAULT_KEYS_PER_USER if l == "auto" else l)
+    params = ps.SelectionParams(Fraction(args.epsilon) * counts.PARTITION_SHARE, args.delta, l0)
+    released, precision = [], {10: [], 100: []}
+    kept_by_bucket = np.zeros(BOUNDED_EDGES.size - 1)
+    seen_by_bucket = np.zeros(BOUNDED_EDGES.size - 1)
+    pi_by_bucket = np.zeros(BOUNDED_EDGES.size - 1)
+    max_bounded = []
     for seed in range(args.runs):
         started = time.monotonic()
-        release = dp_spark.sra(frame, items="private", l=l, epsilon=args.epsilon, delta=args.delta, seed=seed)
+        release = dp_spark.sra(frame, items="private", l=l, epsilon=args.epsilon, delta=args.delta, seed=seed,
+                               keys_per_user=l0)
         table = release["item_counts"]
         kept = set(table["item_id"].tolist())
         released.append(len(kept))
-        noisy = table.set_index("item_id")["noisy_count"]
+        noisy = table.set_index("item_id")["noisy_count"].sort_values(ascending=False, kind="stable")
         for k in precision:
-            top_true = set(records.sort_values(ascending=False, kind="stable").index[:k])
-            top_noisy = set(noisy.sort_values(ascending=False, kind="stable").index[:k])
-            precision[k].append(len(top_true & top_noisy) / k)
-        bucket_hits.append(np.bincount(in_bucket, weights=truth.index.isin(kept).astype(float),
-                                       minlength=edges.size - 1))
-        print(f"seed {seed}: {len(kept)} items released ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+            precision[k].append(len(top_true[k] & set(noisy.index[:k])) / k)
+        keys, users = users_per_key(bounded_keys(frame, l0, seed), "item_id")
+        bucket = np.digitize(users, BOUNDED_EDGES) - 1
+        seen_by_bucket += np.bincount(bucket, minlength=BOUNDED_EDGES.size - 1)
+        kept_by_bucket += np.bincount(bucket, weights=np.isin(keys, list(kept)).astype(float),
+                                      minlength=BOUNDED_EDGES.size - 1)
+        pi_by_bucket += np.bincount(bucket, weights=ps.release_probabilities(params, users),
+                                    minlength=BOUNDED_EDGES.size - 1)
+        max_bounded.append(int(users.max()))
+        print(f"seed {seed}: {len(kept)} items released, most users of an item after bounding {users.max()} "
+              f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
     frame.unpersist()
-    # Users per item before the per-user bound; the release table is over bounded users, so the
-    # formula's probability at the unbounded count is an upper bound for heavy raters' items.
-    per_bucket = np.bincount(in_bucket, minlength=edges.size - 1)
-    hits = np.sum(bucket_hits, axis=0)
-    buckets = []
-    for b in range(edges.size - 1):
-        members = truth.to_numpy()[in_bucket == b]
-        if members.size == 0:
-            continue
-        buckets.append({"users": f"[{edges[b]}, {edges[b + 1]})", "items": int(per_bucket[b]),
-                        "empirical_release_rate": float(hits[b] / (per_bucket[b] * args.runs)),
-                        "formula_rate_at_raw_users": float(np.mean(ps.release_probabilities(params, members)))})
-    row = {"epsilon": args.epsilon, "delta": args.delta, "keys_per_user": l0, "l": l,
-           "epsilon_partition": float(params.epsilon), "items_with_ratings": int(truth.size),
+    buckets = [{"bounded_users": f"[{BOUNDED_EDGES[b]}, {BOUNDED_EDGES[b + 1]})", "item_runs": int(seen_by_bucket[b]),
+                "released": int(kept_by_bucket[b]), "empirical_rate": float(kept_by_bucket[b] / seen_by_bucket[b]),
+                "expected_rate": float(pi_by_bucket[b] / seen_by_bucket[b])}
+               for b in range(BOUNDED_EDGES.size - 1) if seen_by_bucket[b]]
+    median = ps.median_count(params)
+    row = {"epsilon": args.epsilon, "delta": args.delta, "l": l, "keys_per_user": l0,
+           "epsilon_partition": float(params.epsilon), "runs": args.runs, "items_with_ratings": int(raw_users.size),
            "released": summary([float(x) for x in released]), "released_min": min(released),
            "released_max": max(released), "top10": summary(precision[10]), "top100": summary(precision[100]),
-           "median_count": ps.median_count(params), "median_count_formula": ps.median_count_formula(params),
-           "true_items_at_or_above_median_count": int((truth >= ps.median_count(params)).sum()),
-           "buckets": buckets}
+           "median_count": median, "median_count_formula": ps.median_count_formula(params),
+           "threshold": ps.threshold(params),
+           "items_with_raw_users_at_or_above_median": int((raw_users >= median).sum()),
+           "most_users_after_bounding": max(max_bounded), "buckets": buckets,
+           "expected_released_total": float(pi_by_bucket.sum() / args.runs)}
     lines = [f"ε = {args.epsilon:g}, δ = {args.delta:g}, l = {l}, keys_per_user = {l0}, ε_partition = "
-             f"{float(params.epsilon):g}, {args.runs} seeded runs; {truth.size} items have ratings",
-             "", f"- items released: {row['released']['mean']:.1f} ± {row['released']['se']:.2g} "
-             f"(min {row['released_min']}, max {row['released_max']})",
-             f"- top-10 precision {row['top10']['mean']:.3f}, top-100 precision {row['top100']['mean']:.3f}",
-             f"- smallest user count released with probability >= 1/2: {row['median_count']} (exact table), "
-             f"{row['median_count_formula']} (closed form); {row['true_items_at_or_above_median_count']} items have "
-             "at least that many users", "",
-             "| users per item (raw) | items | released, empirical | formula at the raw count |", "|---|---:|---:|---:|"]
-    lines += [f"| {b['users']} | {b['items']} | {b['empirical_release_rate']:.3f} | {b['formula_rate_at_raw_users']:.3f} |"
-              for b in buckets]
-    write(args.out, "partition-ml-1m", row, "\n".join(lines))
+             f"{float(params.epsilon):g}, {args.runs} seeded runs (seeds 0..{args.runs - 1}); "
+             f"{raw_users.size} items have ratings",
+             "", f"- items released: mean {row['released']['mean']:.1f} ± {row['released']['se']:.2g} s.e. "
+             f"(min {row['released_min']}, max {row['released_max']}); expected from π at the bounded counts "
+             f"{row['expected_released_total']:.1f}",
+             f"- top-10 precision {row['top10']['mean']:.3f} ± {row['top10']['se']:.2g}, top-100 precision "
+             f"{row['top100']['mean']:.3f} ± {row['top100']['se']:.2g} (against the true record counts)",
+             f"- smallest user count (after the bound on distinct items) released with probability >= 1/2: "
+             f"{median} (exact table; closed form {row['median_count_formula']}); always released from "
+             f"{row['threshold']}; the most users any item keeps after bounding: {row['most_users_after_bounding']}; "
+             f"{row['items_with_raw_users_at_or_above_median']} items have that many users before bounding", "",
+             "| users per item after bounding | item-runs | released | rate | π(n), mean |", "|---|---:|---:|---:|---:|"]
+    lines += [f"| {b['bounded_users']} | {b['item_runs']} | {b['released']} | {b['empirical_rate']:.3f} | "
+              f"{b['expected_rate']:.3f} |" for b in buckets]
+    write(args.out, f"partition-ml-1m-l0-{l0}", row, "\n".join(lines))
 
 
 # ---------------------------------------------------------------------------
@@ -312,22 +329,30 @@ def cmd_speed(args) -> None:
                              "privacy": {"epsilon": 1.0},
                              "algorithm": {"name": "sra", "l": l}, "seed": 1})
 
-    jobs = {"sra": config(10), "sra_auto": config("auto")}
+    # The bound "auto" picks changes SRA's own work (the sample is larger at a larger l), so SRA at
+    # the chosen l is timed too: auto against it is the cost of choosing.
+    first = compute_release(config("auto"), spark, lambda message: None)
+    chosen = first.report["algorithm"]["chosen"]["l"]
+    jobs = {"sra": config(10), "sra_auto": config("auto"), "sra_at_chosen": config(chosen)}
     times = {name: [] for name in jobs}
     for round_ in range(args.warmups + args.repeats):
         for name, cfg in (jobs.items() if round_ % 2 == 0 else reversed(jobs.items())):
             started = time.perf_counter()
-            compute_release(cfg, spark, lambda message: None)
+            result = compute_release(cfg, spark, lambda message: None)
             took = time.perf_counter() - started
             if round_ >= args.warmups:
                 times[name].append(took)
-            print(f"round {round_}: {name} {took:.1f} s", file=sys.stderr)
+            picked = (result.report["algorithm"].get("chosen") or {}).get("l", "")
+            print(f"round {round_}: {name} {took:.1f} s {picked}", file=sys.stderr)
     medians = {name: statistics.median(t) for name, t in times.items()}
     row = {"table": args.netflix, "rows": int(spark.read.parquet(args.netflix).count()), "times": times,
-           "median": medians, "ratio": medians["sra_auto"] / medians["sra"]}
-    text = (f"{row['rows']:,} rows, item and edge (weekday) counts as `dp-spark bench`'s sra, ε = 1, {args.repeats} timed runs each after {args.warmups} "
-            f"warm-up rounds, interleaved: sra (l = 10) median {medians['sra']:.1f} s, sra with l = \"auto\" "
-            f"median {medians['sra_auto']:.1f} s, ratio {row['ratio']:.2f}")
+           "median": medians, "chosen_l_first_run": chosen, "ratio": medians["sra_auto"] / medians["sra"],
+           "ratio_at_chosen": medians["sra_auto"] / medians["sra_at_chosen"]}
+    text = (f"{row['rows']:,} rows, item and edge (weekday) counts as `dp-spark bench`'s sra, ε = 1, {args.repeats} "
+            f"timed runs each after {args.warmups} warm-up rounds, interleaved: sra (l = 10) median "
+            f"{medians['sra']:.2f} s; sra with l = \"auto\" median {medians['sra_auto']:.2f} s (ratio "
+            f"{row['ratio']:.2f}); sra at the l auto chose ({chosen}) median {medians['sra_at_chosen']:.2f} s "
+            f"(auto/that {row['ratio_at_chosen']:.2f})")
     write(args.out, f"speed-{row['rows']}", row, text)
 
 
@@ -358,7 +383,8 @@ def main(argv=None) -> None:
     p = sub.add_parser("partition")
     p.add_argument("--epsilon", type=float, default=1.0)
     p.add_argument("--delta", type=float, default=1e-6)
-    p.add_argument("--l", default="auto", help="SRA's l; keys_per_user is its default (10 with \"auto\")")
+    p.add_argument("--l", default="auto", help="SRA's l (default auto)")
+    p.add_argument("--keys-per-user", help="default: l, or 10 with \"auto\" (as the product)")
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--out", required=True)
     p.set_defaults(run=cmd_partition)
