@@ -9,6 +9,14 @@ except HPA, whose selection depends on its noisy popularity and is therefore
 redone in every run. With a fixed seed the bounding is the same across runs
 and only the noise varies; the spread reported is the noise's, not the
 sample's.
+
+``sra_auto`` and ``hpa_auto`` choose the bound privately in every run, as a
+release with ``l = "auto"`` does (a tenth of ε, the exponential mechanism over
+the candidates), and report the chosen bound beside the errors. Each comes with
+its oracle, ``sra_oracle`` / ``hpa_oracle``: the fixed method run at every
+candidate with the same runs and seeds, and the candidate of lowest mean item
+MSE kept. The oracle picks its bound by looking at the true counts: it is NOT
+private, a yardstick for the private choice only.
 """
 
 from __future__ import annotations
@@ -34,7 +42,10 @@ from dp_spark.lab import evaluate_entropy
 from dp_spark.lab import evaluate_frapp
 from dp_spark.lab import metrics
 from dp_spark.algorithms import histogram, sampling
-from dp_spark.families.counts import BASELINE_PUBLISHERS
+from dp_spark.algorithms import bound_selection
+from dp_spark.families import counts as counts_family
+from dp_spark.families.base import Domains
+from dp_spark.families.counts import AUTO, BASELINE_PUBLISHERS
 from dp_spark.families.registry import family_of
 from dp_spark.jobs.config import JobConfig
 from dp_spark.core.domain import attribute_domain, item_domain
@@ -43,7 +54,10 @@ from dp_spark.jobs.runner import plan_budget
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget
 
-METHODS = ("sra", "hpa", "lpa", "dft", "gs")
+AUTO_METHODS = {"sra_auto": "sra", "hpa_auto": "hpa"}  # the bound chosen privately in every run
+METHODS = ("sra", "hpa", "lpa", "dft", "gs", *AUTO_METHODS)
+ORACLE_NOTE = ("<method>_oracle: the candidate bound of lowest mean item MSE, run with the same seeds; chosen on the "
+               "true counts, NOT private")
 NOT_PRIVATE = ("NOT PRIVATE: errors against true counts computed from the raw records without noise; "
                "for comparing methods only")
 TOP_K = 10
@@ -88,8 +102,15 @@ def _counts_method(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
             raise ConfigError(f"method {method!r} needs the public per-user bound: pass --m")
         publisher = BASELINE_PUBLISHERS[method]
         options = cfg.publisher_options if cfg.publisher == publisher else {}
-        changed = cfg.with_params(algorithm=method, l=m, d=1, publisher=publisher, publisher_options=options)
+        changed = cfg.with_params(algorithm=method, l=m, d=1, publisher=publisher, publisher_options=options,
+                                  candidates=None, effective_items=None)
         return dataclasses.replace(changed, epsilon_parts={})
+    if method in AUTO_METHODS:  # the config's candidates when it has them, else the defaults
+        algorithm = AUTO_METHODS[method]
+        keep = cfg.params.auto
+        return cfg.with_params(algorithm=algorithm, l=AUTO, d=cfg.d if algorithm == "hpa" else 1,
+                               candidates=cfg.params.candidates if keep else None,
+                               effective_items=cfg.params.effective_items if keep else None)
     # HPA keeps the config's d; the others sample no popularity.
     return cfg.with_params(algorithm=method, d=cfg.d if method == "hpa" else 1)
 
@@ -122,35 +143,79 @@ class Truth:
     edges: np.ndarray
 
 
-def _run_method(cfg, records, user_counts, items, attributes, truth: Truth, runs, progress):
-    """Yield (query, metric, value) for every run of one method."""
+def _fixed(cfg: JobConfig, l: int) -> JobConfig:
+    return cfg.with_params(l=l, candidates=None, effective_items=None)
+
+
+class _Bounded:
+    """SRA's bounded counts at each bound, aggregated once per bound (the sample is seeded)."""
+
+    def __init__(self, records, user_counts, items, attributes, publisher, seed):
+        self._args = (records, user_counts, items, attributes, publisher, seed)
+        self._counts = {}
+
+    def at(self, l: int):
+        if l not in self._counts:
+            records, user_counts, items, attributes, publisher, seed = self._args
+            sample = user_records.sample_selection(records, l, seed=seed, counts=user_counts)
+            self._counts[l] = sampling.bounded_counts(sample, items, attributes, publisher, seed)
+        return self._counts[l]
+
+
+def _release_metrics(release, l, split, truth: Truth, attributes):
+    """(query, metric, value) of one release against the truth."""
+    yield "bounded", "rows", float(release.diagnostics["rows_after_bounding"])
+    for metric, value in item_metrics(truth.items, release.item_counts).items():
+        yield "items", metric, value
+    if attributes:
+        for metric, value in edge_metrics(truth.edges, release.edge_counts).items():
+            yield "edges", metric, value
+        # The same release made consistent (post-processing): does it lower the error?
+        fitted = sampling.made_consistent(release, l, split)
+        for metric, value in item_metrics(truth.items, fitted.item_counts).items():
+            yield "items_consistent", metric, value
+        for metric, value in edge_metrics(truth.edges, fitted.edge_counts).items():
+            yield "edges_consistent", metric, value
+
+
+def _run_method(cfg, records, validated, items, attributes, truth: Truth, runs, progress, bounded: _Bounded):
+    """Yield (query, metric, value) for every run of one method; with "auto" the bound is chosen
+    privately in each run (a tenth of ε, as the release does) and reported as ("bound", l)."""
     split = plan_budget(cfg)
     publisher = sampling.Publisher(cfg.publisher, dict(cfg.publisher_options))
-    fixed = None
-    if cfg.algorithm != "hpa":
-        sample = user_records.sample_selection(records, cfg.l, seed=cfg.seed, counts=user_counts)
-        fixed = sampling.bounded_counts(sample, items, attributes, publisher, cfg.seed)
+    model = counts_family.error_model(cfg.params, Domains(items, attributes), split) if cfg.params.auto else None
+    by_n = {int(n): int(u) for n, u in validated.users_by_n.items()}
     for run in range(runs):
-        progress(f"{cfg.algorithm}: run {run + 1}/{runs}")
+        progress(f"{cfg.algorithm}{'_auto' if model else ''}: run {run + 1}/{runs}")
         rng = RandomSource(None if cfg.seed is None else cfg.seed + run)
         budget = Budget(cfg.epsilon)
-        if fixed is None:
-            release = sampling.hpa(records, items, attributes, cfg.l, cfg.d, split, budget, rng,
-                                   seed=cfg.seed, user_counts=user_counts, publisher=publisher)
+        l = cfg.l
+        if model is not None:
+            l = bound_selection.choose_bound(by_n, cfg.params.candidates, model, split["epsilon_bound"], budget, rng,
+                                             step=f"choose {cfg.bound_name}")
+            yield "bound", cfg.bound_name, float(l)
+        if cfg.algorithm == "hpa":
+            release = sampling.hpa(records, items, attributes, l, cfg.d, split, budget, rng,
+                                   seed=cfg.seed, user_counts=validated.user_counts, publisher=publisher)
         else:
-            release = sampling.publish_counts(fixed, cfg.l, split, budget, rng, publisher)
-        yield "bounded", "rows", float(release.diagnostics["rows_after_bounding"])
-        for metric, value in item_metrics(truth.items, release.item_counts).items():
-            yield "items", metric, value
-        if attributes:
-            for metric, value in edge_metrics(truth.edges, release.edge_counts).items():
-                yield "edges", metric, value
-            # The same release made consistent (post-processing): does it lower the error?
-            fitted = sampling.made_consistent(release, cfg.l, split)
-            for metric, value in item_metrics(truth.items, fitted.item_counts).items():
-                yield "items_consistent", metric, value
-            for metric, value in edge_metrics(truth.edges, fitted.edge_counts).items():
-                yield "edges_consistent", metric, value
+            release = sampling.publish_counts(bounded.at(l), l, split, budget, rng, publisher)
+        yield from _release_metrics(release, l, split, truth, attributes)
+
+
+def _oracle(cfg, records, validated, items, attributes, truth: Truth, runs, progress, bounded: _Bounded) -> dict:
+    """The fixed method at every candidate of an "auto" config, the same runs and seeds; the
+    candidate of lowest mean item MSE, with ("bound", l) added. NOT private: it looks at the truth."""
+    best, best_mse = None, None
+    for l in cfg.params.candidates:
+        values = defaultdict(list)
+        for query, metric, value in _run_method(_fixed(cfg, l), records, validated, items, attributes, truth, runs,
+                                                lambda message: progress(f"oracle at {cfg.bound_name} = {l}: {message}"),
+                                                bounded):
+            values[(query, metric)].append(value)
+        mse = statistics.fmean(values[("items", "mse")])
+        if best_mse is None or mse < best_mse:
+            best, best_mse = {("bound", cfg.bound_name): [float(l)] * runs, **values}, mse
+    return best
 
 
 def histogram_metrics(true: np.ndarray, released: np.ndarray, queries: np.ndarray) -> dict[str, float]:
@@ -229,7 +294,8 @@ def _evaluate_frapp(cfg: JobConfig, spark, methods: list[str], runs: int, progre
     return [record for method, values in results for record in _summaries(method, dataset, values)]
 
 
-def _evaluate_counts(cfg: JobConfig, configs: list[JobConfig], spark, runs: int, progress) -> list[dict]:
+def _evaluate_counts(cfg: JobConfig, configs: list[JobConfig], methods: list[str], spark, runs: int,
+                     progress) -> list[dict]:
     items = item_domain(cfg.items, spark, cfg.source)
     attributes = attribute_domain(cfg.attributes)
     progress(f"reading {cfg.source.path or cfg.source.table}; true counts are computed WITHOUT noise")
@@ -242,12 +308,19 @@ def _evaluate_counts(cfg: JobConfig, configs: list[JobConfig], spark, runs: int,
     try:
         edges = item_edges.edge_counts(cached, items, attributes)
         truth = Truth(item_edges.item_counts(edges).astype(float), edges.astype(float))
-        for method_cfg in configs:
+        bounded = {}  # SRA's bounded counts, per publisher
+        for method, method_cfg in zip(methods, configs):
+            publisher = sampling.Publisher(method_cfg.publisher, dict(method_cfg.publisher_options))
+            key = (publisher.name, tuple(sorted(publisher.options.items())))
+            counts_at = bounded.setdefault(key, _Bounded(cached, validated.user_counts, items, attributes, publisher,
+                                                         method_cfg.seed))
+            run = (cached, validated, items, attributes, truth, runs, progress, counts_at)
             values = defaultdict(list)
-            for query, metric, value in _run_method(method_cfg, cached, validated.user_counts, items,
-                                                    attributes, truth, runs, progress):
+            for query, metric, value in _run_method(method_cfg, *run):
                 values[(query, metric)].append(value)
-            records += _summaries(method_cfg.algorithm, dataset, values)
+            records += _summaries(method, dataset, values)
+            if method_cfg.params.auto:
+                records += _summaries(f"{method_cfg.algorithm}_oracle", dataset, _oracle(method_cfg, *run))
     finally:
         cached.unpersist()
         validated.release()
@@ -268,8 +341,10 @@ class Evaluator:
 EVALUATORS = {  # by family name (dp_spark.families.registry)
     "counts": Evaluator(
         _counts_method, lambda cfg, configs, spark, methods, runs, m, progress: _evaluate_counts(
-            cfg, configs, spark, runs, progress),
-        lambda cfg: cfg.algorithm, lambda cfg, m: {"l": cfg.l, "m": m, "publisher": cfg.publisher}),
+            cfg, configs, methods, spark, runs, progress),
+        lambda cfg: f"{cfg.algorithm}_auto" if f"{cfg.algorithm}_auto" in AUTO_METHODS and cfg.params.auto
+        else cfg.algorithm, lambda cfg, m: {"l": cfg.l, "m": m, "publisher": cfg.publisher,
+                                                   "oracle": ORACLE_NOTE}),
     "user_histogram": Evaluator(
         _histogram_method, lambda cfg, configs, spark, methods, runs, m, progress: _evaluate_histogram(
             configs, spark, runs, progress),
@@ -281,7 +356,8 @@ EVALUATORS = {  # by family name (dp_spark.families.registry)
     "location_entropy": Evaluator(
         _entropy_method, lambda cfg, configs, spark, methods, runs, m, progress: _evaluate_entropy(
             configs, spark, runs, progress),
-        lambda cfg: cfg.entropy["variant"], lambda cfg, m: {k: cfg.entropy[k] for k in ("M", "C", "k", "delta")}),
+        lambda cfg: "limit_auto" if cfg.params.auto and cfg.entropy["variant"] == "limit" else cfg.entropy["variant"],
+        lambda cfg, m: {k: cfg.entropy[k] for k in ("M", "C", "k", "delta")}),
     "frapp": Evaluator(
         _frapp_method, lambda cfg, configs, spark, methods, runs, m, progress: _evaluate_frapp(
             cfg, spark, methods, runs, progress),
