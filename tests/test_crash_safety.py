@@ -82,6 +82,8 @@ def test_sigkill_at_each_stage(spark, tmp_path, capsys, stage):
     assert runs[0]["status"] == "released"
     if stage == "charge":
         assert len(runs) in (1, 2)  # the kill may land before or after the charge is written
+    elif stage == "record":  # the kill may land before or after the store records the release
+        assert len(runs) == 2 and runs[1]["status"] in ("charged", "released") and runs[1]["forced"]
     else:
         assert len(runs) == 2 and runs[1]["status"] == "charged" and runs[1]["forced"]
 
