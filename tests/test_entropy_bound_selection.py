@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dp_spark.lab.audit_targets.entropy_bounds import candidate_sums_of
 from dp_spark.aggregates.location_sums import CandidateSums, candidate_sums, location_sums
 from dp_spark.algorithms import entropy_bound_selection as ebs
 from dp_spark.algorithms import entropy_sensitivity as sens
@@ -38,20 +39,9 @@ user_strategy = st.lists(st.tuples(st.integers(0, LOCATIONS - 1), st.integers(1,
 
 
 def sums_of(users: list[list[tuple[int, int]]], Ms=MS, Cs=CS) -> CandidateSums:
-    """What candidate_sums computes, by brute force per user: at (M_i, C_j) each user keeps its
-    first M_i locations, visits capped at C_j."""
-    n = np.zeros((len(Ms), LOCATIONS), dtype=np.int64)
-    c = np.zeros((len(Ms), len(Cs), LOCATIONS), dtype=np.int64)
-    s = np.zeros((len(Ms), len(Cs), LOCATIONS))
-    for pairs in users:
-        for i, M in enumerate(Ms):
-            for location, visits in pairs[:M]:
-                n[i, location] += 1
-                for j, C in enumerate(Cs):
-                    kept = min(visits, C)
-                    c[i, j, location] += kept
-                    s[i, j, location] += kept * np.log(kept)
-    return CandidateSums(tuple(Ms), tuple(Cs), n, c, s, {})
+    """What candidate_sums computes, by brute force per user (the audit's driver-side version):
+    at (M_i, C_j) each user keeps its first M_i locations, visits capped at C_j."""
+    return candidate_sums_of(users, LOCATIONS, tuple(Ms), tuple(Cs))
 
 
 def quality(users, variant="limit", epsilon=Fraction(1), Ms=MS, Cs=CS) -> np.ndarray:

@@ -17,7 +17,7 @@ def add_parser(commands) -> None:
     tune.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                       help="override a config key (repeatable), as for run")
     tune.add_argument("--candidates", help="comma-separated bounds to show (default: the config's candidates, "
-                      "else 1,2,5,10,20,50,100,200)")
+                      "else 1,2,4,...,256)")
     tune.add_argument("--bound-share", type=Fraction, default=None,
                       help="share of epsilon the private bound selection would spend (default 1/10)")
     tune.add_argument("--json", action="store_true", help="print the result as JSON")
