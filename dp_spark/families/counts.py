@@ -183,7 +183,8 @@ def run(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
     output = _counted(params, inputs)
     if selection is None:
         return output
-    return replace(output, domains=inputs.domains, chosen={**(output.chosen or {}), "items_selected": len(selection.domain)},
+    chosen = {**(output.chosen or {}), "items_selected": len(selection.domain)}
+    return replace(output, domains=inputs.domains, chosen=chosen,
                    diagnostics={**output.diagnostics, "partition_selection": selection.diagnostics})
 
 
@@ -384,4 +385,5 @@ def _with_chosen(params: CountsParams, chosen: dict) -> tuple[CountsParams, dict
 FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, default_split=_split,
                 split_keys=_split_keys, run=run, describe=_describe, report_section=_report_section,
                 from_config=from_config, accuracy=_accuracy, with_chosen=_with_chosen,
-                delta=lambda params: params.delta, config_keys=("keys_per_user", "l_candidates", "m_candidates", "effective_items"))
+                delta=lambda params: params.delta,
+                config_keys=("keys_per_user", "l_candidates", "m_candidates", "effective_items"))

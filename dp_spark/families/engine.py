@@ -86,7 +86,8 @@ def chosen_accuracy(family: Family, params: Any, chosen: dict, epsilon: Fraction
     """The accuracy at a privately chosen parameter (``params`` with it put in): the planned
     accuracy and privacy.json's section, each column's note saying what it was worked out at."""
     said = ", ".join(f"{name} = {value}" for name, value in chosen.items())
-    planned = {table: {column: replace(noise, note="; ".join(filter(None, [noise.note, f"at the privately chosen {said}"])))
+    note = f"at the privately chosen {said}"
+    planned = {table: {column: replace(noise, note="; ".join(filter(None, [noise.note, note])))
                        for column, noise in columns.items()}
                for table, columns in planned_accuracy(family, params, epsilon, domains, split).items()}
     return planned, section_of(planned)
