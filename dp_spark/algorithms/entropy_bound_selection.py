@@ -37,6 +37,7 @@ import numpy as np
 
 from dp_spark.aggregates.location_sums import CandidateSums
 from dp_spark.algorithms import entropy_sensitivity as sens
+from dp_spark.algorithms.bound_selection import candidates_checked as bound_candidates_checked
 from dp_spark.algorithms import location_entropy as le
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget, LedgerEntry
@@ -56,13 +57,13 @@ def candidates_checked(values: Sequence[int], name: str, maximum: int | None = N
         raise ValueError(f"{name} must be a list of integers, got {values!r}")
     if not values or len(values) > MAX_CANDIDATES:
         raise ValueError(f"{name} must list 1 to {MAX_CANDIDATES} candidates, got {len(values)}")
-    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1 for v in values):
-        raise ValueError(f"{name} must be integers >= 1, got {list(values)!r}")
-    if any(b <= a for a, b in zip(values, values[1:])):
-        raise ValueError(f"{name} must be strictly increasing, got {list(values)!r}")
-    if maximum is not None and values[-1] > maximum:
-        raise ValueError(f"{name} must be at most {maximum:,}, got {values[-1]:,}")
-    return tuple(int(v) for v in values)
+    try:  # the counts' check of a candidate list: integers >= 1, strictly increasing
+        checked = tuple(int(v) for v in bound_candidates_checked(values))
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    if maximum is not None and checked[-1] > maximum:
+        raise ValueError(f"{name} must be at most {maximum:,}, got {checked[-1]:,}")
+    return checked
 
 
 def stats_at(sums: CandidateSums, i: int, j: int) -> le.LocationStats:

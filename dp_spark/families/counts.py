@@ -179,7 +179,7 @@ def run(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
         selection = _selected_items(params, inputs)
         inputs = replace(inputs, domains=replace(inputs.domains, items=selection.domain))
         if not len(selection.domain):
-            return _nothing_selected(params, inputs, selection)
+            return _nothing_selected(inputs, selection)
     output = _counted(params, inputs)
     if selection is None:
         return output
@@ -237,7 +237,7 @@ def _selected_items(params: CountsParams, inputs: RunInputs) -> SelectedItems:
     return SelectedItems(domain, selected.diagnostics)
 
 
-def _nothing_selected(params: CountsParams, inputs: RunInputs, selection: SelectedItems) -> FamilyOutput:
+def _nothing_selected(inputs: RunInputs, selection: SelectedItems) -> FamilyOutput:
     """No item had enough users to be released: empty tables, and nothing more is spent."""
     inputs.progress("WARNING: no item was selected; the tables are empty (too few users per item for this "
                     "epsilon_partition and delta)")
