@@ -1,0 +1,145 @@
+"""Exact discrete Laplace noise keyed by cell index, for drawing on the executors (issue 31).
+
+The driver draws noise from one stream (:class:`~dp_spark.core.mechanisms.RandomSource`). On the
+executors each task must draw its own cells' noise, and a retried task must draw the *same*
+noise: otherwise a cell written by a failed attempt and again by its retry could be seen with two
+independent noises, which doubles what that cell leaks. So here the random bits are a function of
+a secret and the cell index only, never of which task or attempt asks:
+
+- a :class:`NoiseSecret` of 32 bytes is drawn once per release on the driver from the OS CSPRNG
+  (or derived from a fixed ``seed`` for reproducible runs, with no guarantee);
+- the cell indices are cut into aligned blocks of :data:`BLOCK_CELLS`; block ``j`` of a noised
+  column gets its own key, keyed BLAKE2b(secret; label, scale, j);
+- the block key feeds a counter-mode stream, SHAKE-256(block key ‖ counter), read as 64-bit
+  words, and the driver's exact sampler (CKS 2020, Algorithms 1 and 2, integer comparisons only)
+  draws the block's :data:`BLOCK_CELLS` values from it.
+
+A range of cells gets the slice of its blocks' values, so the noise of a cell is the same
+whichever partition, batch or attempt covers it. Claim: docs/executor_noise.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from dp_spark.core.mechanisms import RandomSource, _discrete_laplace, as_scale
+
+# Cells per keyed block: a range pays for at most two partial blocks at its ends, and each block is
+# one vectorised run of the sampler (long enough that numpy's per-call cost is small).
+BLOCK_CELLS = 4096
+SECRET_BYTES = 32
+_STREAM_CHUNK_BYTES = 1 << 16
+_PERSON = b"dp-spark-noise-1"  # BLAKE2b personalisation (16 bytes): separates these keys from any other use
+_MAX_CELL = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class NoiseSecret:
+    """The per-release secret every executor's noise is derived from.
+
+    Its bytes are kept out of ``repr`` so the secret does not land in logs, plans or error
+    messages; whoever holds them can regenerate every noise value of the release.
+    """
+
+    key: bytes = field(repr=False)
+    seeded: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.key, bytes) or len(self.key) != SECRET_BYTES:
+            raise ValueError(f"a noise secret must be {SECRET_BYTES} bytes")
+
+    @classmethod
+    def fresh(cls) -> "NoiseSecret":
+        """A new secret from the OS CSPRNG: the only choice for a real release."""
+        return cls(os.urandom(SECRET_BYTES), seeded=False)
+
+    @classmethod
+    def from_seed(cls, seed: int) -> "NoiseSecret":
+        """A secret derived from a fixed integer seed: reproducible, and private to nobody."""
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        material = seed.to_bytes(max(1, -(-seed.bit_length() // 8)), "little")
+        return cls(hashlib.blake2b(material, digest_size=SECRET_BYTES, person=b"dp-spark-seed-1").digest(),
+                   seeded=True)
+
+
+class KeyedStream(RandomSource):
+    """Uniform 64-bit words from SHAKE-256(key ‖ counter), counter = 0, 1, 2, ...
+
+    A deterministic function of ``key``: two streams with the same key give the same words,
+    which is what makes a retried task draw the same noise. Built where it is used, from the
+    secret and a block index; never pickled, since a copy that went on to serve other cells
+    would repeat its words there.
+    """
+
+    def __init__(self, key: bytes):
+        self.seeded = True  # deterministic given the key; the secret, not this object, is private
+        self._bits = None
+        self._key = bytes(key)
+        self._counter = 0
+        self._pool = np.empty(0, dtype=np.uint64)
+
+    def __getstate__(self):
+        raise TypeError("a KeyedStream is not shipped: build it from the NoiseSecret and the block index")
+
+    def words(self, n: int) -> np.ndarray:
+        if n > self._pool.size:
+            chunks = [self._pool]
+            have = self._pool.size
+            while have < n:
+                block = hashlib.shake_256(self._key + self._counter.to_bytes(8, "little"))
+                fresh = np.frombuffer(block.digest(_STREAM_CHUNK_BYTES), dtype="<u8").astype(np.uint64)
+                self._counter += 1
+                chunks.append(fresh)
+                have += fresh.size
+            self._pool = np.concatenate(chunks)
+        taken, self._pool = self._pool[:n], self._pool[n:]
+        return taken
+
+
+def block_key(secret: NoiseSecret, label: str, scale: Fraction, block: int) -> bytes:
+    """The key of one block of one noised column: keyed BLAKE2b over an unambiguous encoding
+    of (label, scale, block index). Two columns of a release need different labels, or they
+    would get the same noise."""
+    if not isinstance(label, str) or not label:
+        raise ValueError("a noised column needs a non-empty label")
+    name = label.encode("utf-8")
+    message = b"".join([
+        len(name).to_bytes(4, "little"), name,
+        scale.numerator.to_bytes(8, "little"), scale.denominator.to_bytes(8, "little"),
+        block.to_bytes(8, "little"),
+    ])
+    return hashlib.blake2b(message, key=secret.key, digest_size=32, person=_PERSON).digest()
+
+
+def block_noise(secret: NoiseSecret, label: str, scale: Fraction | int, block: int) -> np.ndarray:
+    """The :data:`BLOCK_CELLS` exact discrete Laplace values, P(Z = z) ∝ exp(−|z|/scale), of
+    cells ``block·BLOCK_CELLS`` … ``(block+1)·BLOCK_CELLS − 1``."""
+    scale = as_scale(scale)
+    rng = KeyedStream(block_key(secret, label, scale, block))
+    return _discrete_laplace(rng, np.full(BLOCK_CELLS, scale.numerator, dtype=np.uint64),
+                             np.full(BLOCK_CELLS, scale.denominator, dtype=np.uint64))
+
+
+def range_noise(secret: NoiseSecret, label: str, scale: Fraction | int, first: int, last: int) -> np.ndarray:
+    """One exact discrete Laplace value per cell index in ``first`` … ``last`` (both included).
+
+    A function of (secret, label, scale, cell index) only: any range covering a cell gives it the
+    same value, so a retried or re-partitioned task releases the same noise.
+    """
+    for name, value in (("first", first), ("last", last)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= _MAX_CELL:
+            raise ValueError(f"{name} must be a cell index in [0, 2^63), got {value!r}")
+    first, last = int(first), int(last)
+    if first > last:
+        raise ValueError(f"first cell {first} is after last cell {last}")
+    scale = as_scale(scale)
+    first_block, last_block = first // BLOCK_CELLS, last // BLOCK_CELLS
+    values = np.concatenate([block_noise(secret, label, scale, b) for b in range(first_block, last_block + 1)])
+    offset = first - first_block * BLOCK_CELLS
+    return values[offset: offset + (last - first + 1)]
