@@ -24,7 +24,7 @@ from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, 
 from dp_spark.core.privacy import BudgetExceeded, as_epsilon
 from dp_spark.core.progress import Progress
 from dp_spark.errors import ConfigError, DataError
-from dp_spark.families.base import Domains, Family, plan_split
+from dp_spark.families.base import Domains, Execution, Family, plan_split
 from dp_spark.families.counts import BASELINE_PUBLISHERS, PRIVATE_ITEMS, CountsParams
 from dp_spark.families.dpsense import DPSenseParams
 from dp_spark.families.engine import accuracy_section, compute
@@ -82,13 +82,14 @@ class DatasetBudget:
 class Release:
     """The noisy tables of one release by name, and its privacy report. Tables are pandas
     DataFrames (one row per public domain value), except FRAPP's perturbed records, which are as
-    many as the input's records and stay a Spark DataFrame."""
+    many as the input's records, and count tables released on the executors (at least
+    ``executor_noise_cells`` cells), which never reach the driver: those are Spark DataFrames."""
 
     tables: dict[str, Any]
     report: dict
     spark: Any = field(default=None, repr=False, compare=False)
 
-    def __getitem__(self, name: str) -> pd.DataFrame:
+    def __getitem__(self, name: str) -> Any:
         return self.tables[name]
 
     @property
@@ -197,7 +198,8 @@ def _plan(family: Family, params: Any, domains: Domains, epsilon: object, epsilo
 
 
 def _release(family: Family, params: Any, records, domains: Domains, epsilon: object, epsilon_split: dict | None,
-             seed: int | None, budget: DatasetBudget | None, progress, guards: Any = None) -> Release:
+             seed: int | None, budget: DatasetBudget | None, progress, guards: Any = None,
+             execution: Execution = Execution()) -> Release:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
     epsilon, split = _split(family, params, domains, epsilon, epsilon_split)
@@ -210,12 +212,13 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
         budget.charge(epsilon, family.delta(params), f"{params.algorithm} release")
     progress(family.describe(params, epsilon, domains))
     computed = compute(family, params, records, domains, epsilon, split, seed,
-                       {"format": "dataframe", "location": None}, progress, limits)
+                       {"format": "dataframe", "location": None}, progress, limits, execution)
     return Release(computed.tables, computed.report, records.sparkSession)
 
 
 def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: str | None, items: Any,
-                    attributes: Any, epsilon, epsilon_split, seed, budget, progress, guards=None) -> Release:
+                    attributes: Any, epsilon, epsilon_split, seed, budget, progress, guards=None,
+                    execution: Execution = Execution()) -> Release:
     domains = Domains(None if items is None else _items(items), _attributes(attributes))  # None: user_histogram
     if (attribute is None) != (domains.attributes is None):
         raise ConfigError("give both attribute (the column) and attributes (its public values), or neither")
@@ -223,7 +226,7 @@ def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: st
         return _plan(family_of(params.algorithm), params, domains, epsilon, epsilon_split, df)
     records = with_record_id(_standard_columns(df, {"user_id": privacy_unit, "item_id": item, "attr": attribute}))
     return _release(family_of(params.algorithm), params, records, domains, epsilon, epsilon_split, seed, budget,
-                    progress, guards)
+                    progress, guards, execution)
 
 
 # ---------------------------------------------------------------------------
@@ -233,7 +236,7 @@ def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: st
 def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None,
             attributes=None, epsilon_split=None, publisher=None, publisher_options=None, consistent=False,
             seed=None, budget=None, guards=None, progress=None, candidates=None, effective_items=None,
-            delta=None, keys_per_user=None) -> Release:
+            delta=None, keys_per_user=None, executor_noise_cells=None) -> Release:
     private = isinstance(items, str) and items == PRIVATE_ITEMS
     if delta is not None and not private:
         raise ConfigError(f"delta is spent only by partition selection: give items=\"{PRIVATE_ITEMS}\" or no delta")
@@ -242,14 +245,15 @@ def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id
     params = CountsParams(algorithm, l, d, publisher or BASELINE_PUBLISHERS.get(algorithm, "laplace"),
                           dict(publisher_options or {}), consistent, candidates, effective_items, private,
                           keys_per_user, 0.0 if delta is None else delta)
+    execution = Execution() if executor_noise_cells is None else Execution(executor_noise_cells)
     return _record_release(params, df, privacy_unit, item, attribute, None if private else items, attributes,
-                           epsilon, epsilon_split, seed, budget, progress, guards)
+                           epsilon, epsilon_split, seed, budget, progress, guards, execution)
 
 
 def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
         guards=None, progress=None, l_candidates=None, effective_items=None, delta=None,
-        keys_per_user=None) -> Release:
+        keys_per_user=None, executor_noise_cells=None) -> Release:
     """Item counts (and item x attribute counts) with at most ``l`` records per user, a uniform
     sample of each user's own (paper 000's SRA). Tables: item_counts, edge_counts.
 
@@ -259,36 +263,40 @@ def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attrib
 
     ``l="auto"`` chooses l privately from ``l_candidates`` (default 1, 2, 4, ..., 256) with a
     tenth of ε (``epsilon_split["epsilon_bound"]``); the choice is in ``release.report["algorithm"]["chosen"]``
-    (docs/bound_selection.md)."""
+    (docs/bound_selection.md).
+
+    A table of at least ``executor_noise_cells`` cells (default 20 million) is released on the
+    executors and returned as a Spark DataFrame; smaller ones are pandas (docs/executor_noise.md)."""
     return _counts("sra", df, items=items, l=l, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
                    guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items,
-                   delta=delta, keys_per_user=keys_per_user)
+                   delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells)
 
 
 def hpa(df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
         guards=None, progress=None, l_candidates=None, effective_items=None, delta=None,
-        keys_per_user=None) -> Release:
+        keys_per_user=None, executor_noise_cells=None) -> Release:
     """Like :func:`sra`, but each user keeps its ``l`` records of highest noisy popularity,
     measured on ``d`` records per user (paper 000's HPA). ``l="auto"`` as for :func:`sra`."""
     return _counts("hpa", df, items=items, l=l, d=d, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
                    guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items,
-                   delta=delta, keys_per_user=keys_per_user)
+                   delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells)
 
 
 def _baseline(algorithm: str):
     def release(df, *, items, m, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
                 epsilon_split=None, publisher_options=None, seed=None, budget=None, guards=None,
-                progress=None, m_candidates=None, effective_items=None, delta=None, keys_per_user=None) -> Release:
+                progress=None, m_candidates=None, effective_items=None, delta=None, keys_per_user=None,
+                executor_noise_cells=None) -> Release:
         return _counts(algorithm, df, items=items, l=m, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                        attribute=attribute, attributes=attributes, epsilon_split=epsilon_split,
                        publisher_options=publisher_options, seed=seed, budget=budget, guards=guards,
                        progress=progress, candidates=m_candidates, effective_items=effective_items, delta=delta,
-                       keys_per_user=keys_per_user)
+                       keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells)
 
     release.__name__ = release.__qualname__ = algorithm
     return release

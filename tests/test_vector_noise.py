@@ -20,7 +20,7 @@ from dp_spark.core.vector_noise import (
 from tests.stats import chi2_critical, chi2_statistic
 
 SECRET = NoiseSecret.from_seed(2031)
-N = 40 * BLOCK_CELLS  # 163,840 draws per distribution test
+N = 163_840  # draws per distribution test (2.5 blocks)
 
 
 def test_the_same_secret_and_range_give_the_same_noise():

@@ -2,12 +2,18 @@
 
 Spark returns a group only where some record fell. A release needs a cell for every element of
 the public domain, reached or not, so that which cells exist says nothing about the data
-(ALGORITHMS.md §1.2). Every aggregate that leaves Spark goes through :func:`on_domain`.
+(ALGORITHMS.md §1.2). Every aggregate that leaves Spark goes through :func:`on_domain`; a
+table released on the executors places its counts by the items' ranks (:func:`domain_positions`).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from dp_spark.core.domain import ItemDomain
 
 OUTSIDE = "records outside the public domain reached aggregation"
 
@@ -30,3 +36,11 @@ def on_domain(positions, values, shape, dtype=np.int64) -> np.ndarray:
     out = np.zeros(shape, dtype=dtype)
     np.add.at(out, index, np.asarray(values, dtype=dtype))
     return out
+
+
+def domain_positions(spark: SparkSession, items: ItemDomain) -> DataFrame:
+    """DataFrame[item_id, _pos]: each id of a domain held on the driver with its rank (through Arrow)."""
+    item_type = T.StringType() if items.is_string else T.LongType()
+    frame = pd.DataFrame({"item_id": items.ids, "_pos": np.arange(len(items), dtype=np.int64)})
+    return spark.createDataFrame(frame, schema=T.StructType([T.StructField("item_id", item_type, False),
+                                                             T.StructField("_pos", T.LongType(), False)]))

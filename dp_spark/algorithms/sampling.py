@@ -36,6 +36,8 @@ from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget
 from dp_spark import publishers
+from dp_spark.core.vector_noise import NoiseSecret
+from dp_spark.publishers import executor_laplace
 
 SPEC_SECTIONS = {"sra": "ALGORITHMS.md §3.1", "hpa": "ALGORITHMS.md §3.2", "lpa": "ALGORITHMS.md §3.3",
                  "dft": "ALGORITHMS.md §3.4", "gs": "ALGORITHMS.md §3.5"}
@@ -122,6 +124,51 @@ def publish_counts(counts: BoundedCounts, l: int, epsilons: dict[str, Fraction],
     return CountsRelease(noisy_items, noisy_edges, {"rows_after_bounding": int(counts.edges.sum())})
 
 
+@dataclass(frozen=True)
+class ExecutorCounts:
+    """The noisy tables of :func:`publish_counts_on_executors`: Spark DataFrames, never on the driver."""
+
+    item_counts: DataFrame  # item_id, noisy_count
+    edge_counts: DataFrame | None  # item_id, attr, noisy_count
+    diagnostics: dict = field(default_factory=dict)  # NOT private
+
+
+def publish_counts_on_executors(selection: user_records.Selection, items: ItemDomain,
+                                attributes: AttributeDomain | None, l: int, epsilons: dict[str, Fraction],
+                                budget: Budget, secret: NoiseSecret, kept_rows: int | None) -> ExecutorCounts:
+    """:func:`bounded_counts` then :func:`publish_counts` with the laplace publisher, for tables
+    too large for the driver: the counts stay on the executors, where the noise is drawn
+    (publishers.executor_laplace; same mechanism, same sensitivity l, same ledger entries in the
+    same order). ``kept_rows`` (Σ min(n, l), from validation) is a diagnostic only."""
+    edges = item_edges.selected_cell_tally(selection, items, attributes).localCheckpoint(eager=True)
+    h = len(attributes) if attributes else 1
+    item_tally = edges if h == 1 else edges.groupBy(F.expr(f"_cell div {h}").alias("_cell")).agg(
+        F.sum("_count").alias("_count"))
+    noisy_items, _ = executor_laplace.publish(item_tally, executor_laplace.CellGrid(items), l,
+                                              epsilons["epsilon_items"], budget, secret, "item_counts")
+    noisy_edges = None
+    if attributes:
+        noisy_edges, _ = executor_laplace.publish(edges, executor_laplace.CellGrid(items, attributes), l,
+                                                  epsilons["epsilon_edges"], budget, secret, "edge_counts")
+    return ExecutorCounts(noisy_items, noisy_edges,
+                          {} if kept_rows is None else {"rows_after_bounding": int(kept_rows)})
+
+
+def _released(selection: user_records.Selection, items: ItemDomain, attributes: AttributeDomain | None, l: int,
+              epsilons: dict[str, Fraction], budget: Budget, rng: RandomSource, seed: int | None,
+              publisher: Publisher, on_executors: NoiseSecret | None,
+              users_by_n: pd.Series | None) -> CountsRelease | ExecutorCounts:
+    """The selection's counts published on the driver, or on the executors with ``on_executors``
+    (the laplace publisher only: the others need every count at once)."""
+    if on_executors is None:
+        return publish_counts(bounded_counts(selection, items, attributes, publisher, seed), l, epsilons, budget,
+                              rng, publisher)
+    if publisher.name != "laplace" or publisher.options:
+        raise ValueError(f"only the laplace publisher releases on the executors, not {publisher.name}")
+    kept = None if users_by_n is None else user_records.capped_total(users_by_n, l)
+    return publish_counts_on_executors(selection, items, attributes, l, epsilons, budget, on_executors, kept)
+
+
 def sra(
     records: DataFrame,
     items: ItemDomain,
@@ -134,14 +181,15 @@ def sra(
     user_counts: DataFrame | None = None,
     publisher: Publisher = Publisher(),
     users_by_n: pd.Series | None = None,
-) -> CountsRelease:
+    on_executors: NoiseSecret | None = None,
+) -> CountsRelease | ExecutorCounts:
     """Simple Random Algorithm: a uniform sample of ≤ l records per user, then noisy counts.
     ``user_counts`` (rows per user of ``records``) saves a pass when known, and
     ``users_by_n`` (users per row count) a job. The baselines LPA, DFT and GS
-    are this with l = M and their publisher."""
+    are this with l = M and their publisher. ``on_executors``: the noise secret, to release the
+    counts on the executors (:func:`publish_counts_on_executors`)."""
     sample = user_records.sample_selection(records, l, seed=seed, counts=user_counts, users_by_n=users_by_n)
-    counts = bounded_counts(sample, items, attributes, publisher, seed)
-    return publish_counts(counts, l, epsilons, budget, rng, publisher)
+    return _released(sample, items, attributes, l, epsilons, budget, rng, seed, publisher, on_executors, users_by_n)
 
 
 # Domains up to this size are looked up in an array literal rather than joined (with_item_values).
@@ -183,7 +231,8 @@ def hpa(
     publisher: Publisher = Publisher(),
     users_by_n: pd.Series | None = None,
     one_per_user: DataFrame | None = None,
-) -> CountsRelease:
+    on_executors: NoiseSecret | None = None,
+) -> CountsRelease | ExecutorCounts:
     """Hand-Picked Algorithm: noisy popularity from ≤ d records per user, then each
     user's l records of highest noisy popularity (ties at random), then noisy counts.
 
@@ -220,7 +269,7 @@ def hpa(
     # code Spark generates, which a value that changes from run to run would compile anew.
     chosen = user_records.top_selection(scored, l, "_score_rank", seed=seed, counts=user_counts, cutoffs=cutoffs,
                                     max_score=len(item_ranks) - 1, users_by_n=users_by_n)
-    release = publish_counts(bounded_counts(chosen, items, attributes, publisher, seed), l, epsilons, budget, rng,
-                             publisher)
+    release = _released(chosen, items, attributes, l, epsilons, budget, rng, seed, publisher, on_executors,
+                        users_by_n)
     release.diagnostics["rows_in_popularity_sample"] = int(popularity_true.sum())
     return release

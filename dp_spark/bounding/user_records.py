@@ -119,6 +119,11 @@ class Selection:
         redone = self._pick(self.keyed.join(short_users, self.user_col, "left_semi"), value)
         return kept.unionByName(_values_of(redone, self.user_col))
 
+    def kept_values(self, key: Column) -> DataFrame:
+        """DataFrame[user_col, _value]: ``key`` of every selected row, exact, left on the
+        executors (:meth:`counted` brings its tally to the driver instead)."""
+        return self._exact(key)
+
     def rows(self) -> DataFrame:
         """The selected rows, with the columns of the input, exact."""
         row = F.struct(*[F.col(c) for c in self.columns if c != self.user_col])

@@ -229,6 +229,16 @@ class Budget:
         self.spend(entry)
         return np.concatenate([mechanisms.discrete_laplace(rng, scale, size) for size in sizes])
 
+    def discrete_laplace_elsewhere(self, entry: LedgerEntry) -> Fraction:
+        """Spend ``entry``, then give the scale its ``entry.cells`` discrete Laplace values must
+        be drawn at, by a sampler that runs elsewhere: the executors draw them, keyed by cell
+        (core.vector_noise, docs/executor_noise.md). The ledger records the draw before any
+        executor makes it, exactly as :meth:`discrete_laplace` does."""
+        scale = mechanisms.as_scale(Fraction(entry.noise_scale))
+        _check_noise_covers_sensitivity(entry)
+        self.spend(entry)
+        return scale
+
     def discrete_laplace_each(self, entry: LedgerEntry, rng: mechanisms.RandomSource, scales: Sequence,
                               *, grid: Fraction | int = 1) -> np.ndarray:
         """Spend ``entry``, then draw one discrete Laplace value per cell at its own scale

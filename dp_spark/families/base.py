@@ -27,6 +27,25 @@ class Domains:
     attributes: AttributeDomain | None = None
 
 
+# Tables of at least this many cells get their noise on the executors (docs/executor_noise.md):
+# below it the driver's path is faster, and its pandas table of 20 million rows takes about 1 GB.
+DEFAULT_EXECUTOR_NOISE_CELLS = 20_000_000
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Where a release does its work (``[execution]`` in a job config): a table of at least
+    ``executor_noise_cells`` cells is released on the executors, a smaller one on the driver."""
+
+    executor_noise_cells: int = DEFAULT_EXECUTOR_NOISE_CELLS
+
+    def __post_init__(self):
+        positive_int(self.executor_noise_cells, "execution.executor_noise_cells")
+
+    def on_executors(self, cells: int) -> bool:
+        return cells >= self.executor_noise_cells
+
+
 @dataclass(frozen=True)
 class RunInputs:
     """What a family's run reads: the records with our standard column names (not yet
@@ -40,6 +59,7 @@ class RunInputs:
     seed: int | None
     progress: Callable[[str], None]
     guards: Guards = Guards()  # checked on the records' coverage before any noise is drawn
+    execution: Execution = field(default_factory=lambda: Execution())
 
 
 @dataclass(frozen=True)
@@ -54,6 +74,7 @@ class FamilyOutput:
     rows: dict[str, int] | None = None  # rows per table, where a table is a Spark DataFrame
     algorithm_extra: dict = field(default_factory=dict)  # more of the report's algorithm section
     domains: Domains | None = None  # the domains released over, when the run chose them (private items)
+    noise_extra: dict = field(default_factory=dict)  # more of the report's noise section (where it was drawn)
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ from dp_spark.algorithms import bound_selection, sampling
 from dp_spark.bounding import keys
 from dp_spark.core.accuracy import POST_PROCESSED, UPPER_BOUND
 from dp_spark.core.domain import ItemDomain, item_domain_of_ids
+from dp_spark.core.vector_noise import NoiseSecret
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
-from dp_spark.families.base import (MAX_ROWS_PER_USER, ROWS_PER_USER_LIMIT, ConfigTables, Domains, Family,
-                                   FamilyOutput, RunInputs, positive_int, require, rows_per_user)
+from dp_spark.families.base import (MAX_ROWS_PER_USER, ROWS_PER_USER_LIMIT, ConfigTables, Domains, Execution,
+                                   Family, FamilyOutput, RunInputs, positive_int, require, rows_per_user)
 from dp_spark.families.private_keys import private_keys
 from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark.io.validation import keyed_by_user, validate_records
@@ -158,8 +159,12 @@ def _popularity_salt(params: CountsParams, seed: int | None) -> int | None:
     return keys.sample_salt(seed) if params.algorithm == "hpa" and params.d == 1 else None
 
 
-def tables_of(release: sampling.CountsRelease, domains: Domains) -> dict[str, pd.DataFrame]:
+def tables_of(release: sampling.CountsRelease | sampling.ExecutorCounts, domains: Domains) -> dict[str, Any]:
+    """The release's tables: pandas from the driver, Spark DataFrames from the executors."""
     items, attributes = domains.items, domains.attributes
+    if isinstance(release, sampling.ExecutorCounts):
+        tables = {"item_counts": release.item_counts}
+        return tables if release.edge_counts is None else {**tables, "edge_counts": release.edge_counts}
     tables = {"item_counts": pd.DataFrame({"item_id": items.ids, "noisy_count": release.item_counts})}
     if attributes:
         h = len(attributes)
@@ -204,10 +209,15 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
         # are private: docs/bound_selection.md, "Guards").
         guards.check(inputs.guards, coverage, inputs.progress, validated.explain)
         inputs.progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
+        on_executors = _on_executors(params, inputs.domains, inputs.execution)
+        if on_executors:
+            inputs.progress(f"{_largest_table(inputs.domains):,} cells: the noise is drawn on the executors "
+                            f"(execution.executor_noise_cells = {inputs.execution.executor_noise_cells:,})")
         common = dict(items=items, attributes=attributes, l=l, epsilons=inputs.split, budget=inputs.budget,
                       rng=inputs.rng, seed=inputs.seed, user_counts=validated.user_counts,
                       users_by_n=validated.users_by_n,
-                      publisher=sampling.Publisher(params.publisher, dict(params.publisher_options)))
+                      publisher=sampling.Publisher(params.publisher, dict(params.publisher_options)),
+                      on_executors=_noise_secret(inputs.seed) if on_executors else None)
         if params.algorithm != "hpa":
             release = sampling.sra(validated.records, **common)
         else:
@@ -217,7 +227,44 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
     if params.consistent:
         release = sampling.made_consistent(release, l, inputs.split)
     return FamilyOutput(tables_of(release, inputs.domains), {**validated.diagnostics, **release.diagnostics,
-                                                             "coverage": coverage.to_json()}, chosen=chosen)
+                                                             "coverage": coverage.to_json()}, chosen=chosen,
+                        **(_executor_output(inputs.domains, inputs.seed) if on_executors else {}))
+
+
+def _largest_table(domains: Domains) -> int:
+    """The cells of the release's largest table: items × attribute values, or items."""
+    return len(domains.items) * (len(domains.attributes) if domains.attributes else 1)
+
+
+def _on_executors(params: CountsParams, domains: Domains, execution: Execution) -> bool:
+    """Whether the tables are released on the executors: the laplace publisher only (the others
+    need every count at once, and so does making items and edges consistent), and only when the
+    largest table reaches execution.executor_noise_cells. A function of the config and the
+    public domains (items selected privately are a DP output)."""
+    if params.publisher != "laplace" or params.publisher_options or params.consistent:
+        return False
+    return execution.on_executors(_largest_table(domains))
+
+
+def _noise_secret(seed: int | None) -> NoiseSecret:
+    """A fresh secret from the OS for a release; one derived from a fixed seed for a test."""
+    return NoiseSecret.fresh() if seed is None else NoiseSecret.from_seed(seed)
+
+
+def _executor_output(domains: Domains, seed: int | None) -> dict:
+    """The FamilyOutput fields of a release on the executors: each table's rows (public: one per
+    cell) and the report's word on where and how the noise was drawn."""
+    rows = {"item_counts": len(domains.items)}
+    if domains.attributes:
+        rows["edge_counts"] = _largest_table(domains)
+    return {"rows": rows, "noise_extra": {"drawn_on": "executors", "executor_noise": EXECUTOR_NOISE_NOTE + (
+        "; the secret is derived from the fixed seed" if seed is not None else "")}}
+
+
+EXECUTOR_NOISE_NOTE = ("drawn on the executors, cell by cell: each cell's random bits are SHAKE-256 of a keyed "
+                       "BLAKE2b of a 32-byte secret (drawn once on the driver) and the cell's block, so a retried "
+                       "task draws the same noise; exact given those bits, which are uniform under the usual "
+                       "assumption that keyed BLAKE2b and SHAKE-256 are pseudorandom (docs/executor_noise.md)")
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,14 @@ from fractions import Fraction
 from typing import Any, Callable
 
 import pandas as pd
+from pyspark.sql import functions as F
 
 from dp_spark.version import __version__
 from dp_spark.core import accuracy
 from dp_spark.core.domain import ItemDomain
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget
-from dp_spark.families.base import Domains, Family, FamilyOutput, RunInputs
+from dp_spark.families.base import Domains, Execution, Family, FamilyOutput, RunInputs
 from dp_spark.families.guards import Guards
 
 DIAGNOSTICS_NOTE = (
@@ -37,14 +38,16 @@ class Computed:
 
 
 def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fraction, split: dict[str, Fraction],
-            seed: int | None, source: dict, progress: Callable[[str], None], guards: Guards = Guards()) -> Computed:
+            seed: int | None, source: dict, progress: Callable[[str], None], guards: Guards = Guards(),
+            execution: Execution = Execution()) -> Computed:
     """Run ``family`` on ``records`` (our standard columns, not yet validated) and build the
     report. ``source`` is the report's description of where the records came from; ``guards``
-    may refuse the run from the records' coverage, before any noise (families.guards)."""
+    may refuse the run from the records' coverage, before any noise (families.guards);
+    ``execution`` says which tables are released on the executors."""
     guards.check_family(family.name, params.algorithm)
     budget = Budget(epsilon, family.delta(params), unit=family.privacy_unit(params, records),
                     fixed_seed=seed is not None)
-    inputs = RunInputs(records, domains, split, budget, RandomSource(seed), seed, progress, guards)
+    inputs = RunInputs(records, domains, split, budget, RandomSource(seed), seed, progress, guards, execution)
     # The expected error is a function of the config alone: worked out before any noise is drawn,
     # so that a failure there cannot come after the budget is spent.
     planned = planned_accuracy(family, params, epsilon, domains, split)
@@ -100,17 +103,22 @@ def halfwidth_column(column: str, columns: dict) -> str:
 
 
 def with_halfwidth_columns(tables: dict[str, Any], planned: dict[str, dict[str, accuracy.Accuracy]]) -> dict:
-    """The pandas tables with a constant 95% half-width column beside each noisy column whose
-    noise is exactly known before the run (kind "exact"); the others are left as they are."""
+    """The tables (pandas, or Spark DataFrames released on the executors) with a constant 95%
+    half-width column beside each noisy column whose noise is exactly known before the run (kind
+    "exact"); the others are left as they are."""
     out = dict(tables)
     for table, columns in planned.items():
         frame = tables.get(table)
-        if not isinstance(frame, pd.DataFrame):
+        if frame is None or not hasattr(frame, "columns"):
             continue
         exact = {c: noise for c, noise in columns.items() if noise.kind == accuracy.EXACT and c in frame.columns}
-        if exact:
-            out[table] = frame.assign(**{halfwidth_column(c, columns): noise.ci95_halfwidth
-                                         for c, noise in exact.items()})
+        if not exact:
+            continue
+        widths = {halfwidth_column(c, columns): noise.ci95_halfwidth for c, noise in exact.items()}
+        if isinstance(frame, pd.DataFrame):
+            out[table] = frame.assign(**widths)
+        else:
+            out[table] = frame.withColumns({name: F.lit(float(width)) for name, width in widths.items()})
     return out
 
 
@@ -139,6 +147,7 @@ def build_report(family: Family, params: Any, budget: Budget, domains: Domains, 
         **family.extra_noise(params),
         "randomness": "fixed seed: reproducible, not for publication" if seed is not None else "OS CSPRNG",
     }
+    noise.update(output.noise_extra)
     domain = family.domain_section(params, domains) if family.domain_section else {
         "items": items.description,
         **({"items_public_by_assertion": items.public_by_assertion} if items.public_by_assertion else {}),

@@ -24,7 +24,7 @@ from dp_spark.jobs.budget_store import StoreSpec
 from dp_spark.errors import ConfigError
 from dp_spark.io.catalog import check_output_table
 from dp_spark.io.sources import SourceSpec
-from dp_spark.families.base import ConfigTables, require
+from dp_spark.families.base import ConfigTables, Execution, require
 from dp_spark.families.counts import ALGORITHMS as COUNTS_ALGORITHMS, PRIVATE_ITEMS
 from dp_spark.families.frapp import FrappParams
 from dp_spark.families.guards import GUARD_KEYS, Guards, guards_of
@@ -40,8 +40,9 @@ STANDARD_COLUMNS = ("user_id", "item_id", "attr", "time", "visits")  # time, vis
 # Allowed keys per section; "spark" is free-form (Spark configuration keys).
 _SCHEMA: dict[str, tuple[str, ...]] = {
     "": ("output", "output_table", "seed", "run_date", "source", "domain", "privacy", "algorithm", "publisher",
-         "budget_store", "spark", "guards"),
+         "budget_store", "spark", "guards", "execution"),
     "guards": GUARD_KEYS,
+    "execution": ("executor_noise_cells",),
     "budget_store": ("path", "dataset", "epsilon_cap", "delta_cap"),
     "source": ("format", "path", "table", "sep", "header", "names", "columns"),
     "source.columns": STANDARD_COLUMNS,
@@ -78,6 +79,7 @@ class JobConfig:
     budget_store: StoreSpec | None = None  # the dataset's budget across runs (dp_spark.jobs.budget_store)
     output_table: str | None = None  # "db.name": the release also as catalog tables db.name_<table> (io.catalog)
     guards: Guards = Guards()  # [guards]: refuse a run whose records the domain barely covers (families.guards)
+    execution: Execution = Execution()  # [execution]: which tables are released on the executors
 
     def with_params(self, **changes) -> JobConfig:
         """This config with some parameters changed (checked again by the parameter class)."""
@@ -195,7 +197,7 @@ def _check_keys(raw: dict[str, Any]) -> None:
                 raise ConfigError(f"unknown config key {dotted!r}{hint}")
 
     check("", raw)
-    for section in ("source", "domain", "privacy", "algorithm", "publisher", "budget_store", "guards"):
+    for section in ("source", "domain", "privacy", "algorithm", "publisher", "budget_store", "guards", "execution"):
         value = raw.get(section, {})
         if not isinstance(value, dict):
             raise ConfigError(f"config section [{section}] must be a table")
@@ -243,7 +245,8 @@ def build_config(raw: dict[str, Any]) -> JobConfig:
     guards = guards_of(raw.get("guards"))
     guards.check_family(family_of(cfg.algorithm).name, cfg.algorithm)
     return dataclasses.replace(cfg, run_date=run_date(raw.get("run_date")), budget_store=_budget_store(raw),
-                               output_table=check_output_table(raw.get("output_table")), guards=guards)
+                               output_table=check_output_table(raw.get("output_table")), guards=guards,
+                               execution=Execution(**raw.get("execution", {})))
 
 
 def run_date(value: Any) -> str | None:

@@ -77,7 +77,7 @@ def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
         records = read_source(cfg, spark, domains)
     with stage(progress, "release"):
         return compute(family, cfg.params, records, domains, cfg.epsilon, split, cfg.seed, source_description(cfg),
-                       progress, cfg.guards)
+                       progress, cfg.guards, cfg.execution)
 
 
 def release_tables(cfg: JobConfig, spark) -> list[str]:
