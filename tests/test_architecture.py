@@ -30,8 +30,10 @@ def _in_cli(module: str) -> bool:
 # 14 on the reorganised tree (ba9a7fc); 15 since the command line became a package (its face is one
 # more link) and the budget hands out the noise (core.privacy now imports core.mechanisms). The
 # chain runs cli -> lab.bench -> jobs -> families -> algorithms -> publishers -> core; issue 28 aims
-# for at most 7 at the level of folders. Lower this when a change shortens the chain.
-MAX_IMPORT_LAYERS = 15
+# for at most 7 at the level of folders. 16 since the budget hands out the executors' noise too
+# (core.privacy -> core.vector_noise -> core.mechanisms, issue 31). Lower this when a change
+# shortens the chain.
+MAX_IMPORT_LAYERS = 16
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """A real standalone cluster (scripts/cluster.sh): the same seed gives the same
-release as local mode, so sampling does not depend on where tasks run."""
+release as local mode, so sampling does not depend on where tasks run, and neither does the
+noise drawn on the executors."""
 
 import os
 import subprocess
@@ -26,22 +27,27 @@ def test_cluster_output_equals_local_output_for_the_same_seed(tmp_path):
     data = tmp_path / "netflix.parquet"
     datasets.generate_netflix(40_000, str(data), seed=9, progress=lambda _: None)
     common = ["--set", f"source.path={data}", "--set", "seed=21"]
-    local_out, cluster_out = tmp_path / "local", tmp_path / "cluster_out"
-    submit("conf/netflix_sra.toml", "--set", f"output={local_out}", *common)
+    # Noise drawn on the driver (the default at this size), and on the executors (issue 31).
+    where = {"driver": [], "executors": ["--set", "execution.executor_noise_cells=1"]}
+    for name, settings in where.items():
+        submit("conf/netflix_sra.toml", "--set", f"output={tmp_path / ('local_' + name)}", *common, *settings)
     cluster("start", tmp_path)
     try:
-        submit("conf/netflix_sra.toml", "--set", f"output={cluster_out}", *common,
-               spark_args=("--master", f"spark://127.0.0.1:{PORT}"))
+        for name, settings in where.items():
+            submit("conf/netflix_sra.toml", "--set", f"output={tmp_path / ('cluster_' + name)}", *common, *settings,
+                   spark_args=("--master", f"spark://127.0.0.1:{PORT}"))
     finally:
         cluster("stop", tmp_path)
     # The job really ran on the cluster: the master registered it and gave it executors.
     master_log = (tmp_path / "cluster" / "master.log").read_text()
     assert "Registered app dp-spark" in master_log and "Launching executor" in master_log
-    local_report, local_items, local_edges = read_output(local_out)
-    report, items, edges = read_output(cluster_out)
     by_key = lambda df: df.sort_values(list(df.columns[:-1])).reset_index(drop=True)  # noqa: E731
-    pd.testing.assert_frame_equal(by_key(items), by_key(local_items))
-    pd.testing.assert_frame_equal(by_key(edges), by_key(local_edges))
-    assert report["ledger"] == local_report["ledger"]
-    assert (report["diagnostics_not_private"]["rows_after_bounding"]
-            == local_report["diagnostics_not_private"]["rows_after_bounding"])
+    for name in where:
+        local_report, local_items, local_edges = read_output(tmp_path / f"local_{name}")
+        report, items, edges = read_output(tmp_path / f"cluster_{name}")
+        assert (report["noise"].get("drawn_on") == "executors") == (name == "executors")
+        pd.testing.assert_frame_equal(by_key(items), by_key(local_items))
+        pd.testing.assert_frame_equal(by_key(edges), by_key(local_edges))
+        assert report["ledger"] == local_report["ledger"]
+        assert (report["diagnostics_not_private"]["rows_after_bounding"]
+                == local_report["diagnostics_not_private"]["rows_after_bounding"])

@@ -209,3 +209,20 @@ def test_dpsense_keys_are_refused_elsewhere():
     raw["privacy"].update(epsilon_theta=0.5, epsilon_counts=0.9)
     with pytest.raises(BudgetExceeded):
         plan_budget(build_config(raw))
+
+
+def test_execution_sets_where_the_noise_is_drawn():
+    assert build_config(base()).execution.executor_noise_cells == 20_000_000  # the default
+    cfg = build_config({**base(), "execution": {"executor_noise_cells": 1000}})
+    assert cfg.execution.executor_noise_cells == 1000 and cfg.execution.on_executors(1000)
+
+
+@pytest.mark.parametrize("execution, message", [
+    ({"executor_noise_cells": 0}, "execution.executor_noise_cells must be an integer >= 1"),
+    ({"executor_noise_cells": "many"}, "execution.executor_noise_cells must be an integer >= 1"),
+    ({"executor_cells": 10}, "did you mean 'executor_noise_cells'"),
+    ("fast", r"config section \[execution\] must be a table"),
+])
+def test_bad_execution_is_refused(execution, message):
+    with pytest.raises(ConfigError, match=message):
+        build_config({**base(), "execution": execution})

@@ -182,3 +182,29 @@ def test_a_bad_threshold_is_refused(value):
 
 def test_the_threshold_is_inclusive():
     assert Execution(100).on_executors(100) and not Execution(100).on_executors(99)
+
+
+def test_a_job_on_the_executors_writes_what_the_api_releases(spark, tmp_path, capsys):
+    import json
+
+    from dp_spark.cli import main
+
+    df = _records(spark, users=120, per_user=3, items=3000).withColumn("attr", F.col("user_id") % 4)
+    df.write.parquet(str(tmp_path / "records.parquet"))
+    (tmp_path / "job.toml").write_text("\n".join([
+        f'output = "{tmp_path / "out"}"', "seed = 9", "[source]", 'format = "parquet"',
+        f'path = "{tmp_path / "records.parquet"}"', "[domain]", "items = { range = [1, 3000] }",
+        "attributes = [0, 1, 2, 3]", "[privacy]", "epsilon = 1.0", "[algorithm]", 'name = "sra"', "l = 3",
+        "[execution]", "executor_noise_cells = 12000"]) + "\n")
+    assert main(["run", str(tmp_path / "job.toml")]) == 0  # its summary reads the top items back
+    report = json.loads((tmp_path / "out" / "privacy.json").read_text())
+    assert report["noise"]["drawn_on"] == "executors" and report["outputs"]["edge_counts"]["rows"] == 12_000
+    assert "Top-10 items by noisy count" in capsys.readouterr().out
+    records = spark.read.parquet(str(tmp_path / "records.parquet"))
+    release = api.sra(records, items=range(1, 3001), l=3, epsilon=1, attribute="attr", attributes=[0, 1, 2, 3],
+                      seed=9, executor_noise_cells=12_000, progress=lambda _: None)
+    for table, keys in (("item_counts", ["item_id"]), ("edge_counts", ["item_id", "attr"])):
+        written = pd.read_parquet(tmp_path / "out" / table).sort_values(keys).reset_index(drop=True)
+        released = release[table].toPandas().sort_values(keys).reset_index(drop=True)
+        assert len(written) == report["outputs"][table]["rows"]
+        pd.testing.assert_frame_equal(written, released, check_dtype=False)

@@ -23,8 +23,10 @@ from dp_spark.core.privacy import Budget, BudgetExceeded, LedgerEntry
 
 ROOT = Path(__file__).resolve().parents[1]
 # The samplers that turn random words into noise; outside core, only a Budget may call them.
+# core.vector_noise's range_noise and block_noise draw the executors' noise: a budget hands it out
+# as a CellNoise (Budget.discrete_laplace_on_executors).
 SAMPLERS = frozenset({"discrete_laplace", "discrete_laplace_each", "_discrete_laplace", "exponential_mechanism",
-                       "bernoulli_dyadic"})
+                      "bernoulli_dyadic", "range_noise", "block_noise"})
 MECHANISMS_MODULE = "dp_spark.core.mechanisms"
 
 
@@ -160,6 +162,7 @@ def test_the_source_check_sees_a_sampler():
     assert sampler_uses("from dp_spark.core.mechanisms import RandomSource, discrete_laplace\n")
     assert sampler_uses("from dp_spark.core import mechanisms\n")
     assert sampler_uses("import dp_spark.core.mechanisms as m\n")
+    assert sampler_uses("from dp_spark.core.vector_noise import CellNoise, range_noise\n")
     assert not sampler_uses("from dp_spark.core.mechanisms import RandomSource, as_scale\n"
                             "noise = budget.discrete_laplace(entry, rng)\n")
 

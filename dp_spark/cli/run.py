@@ -54,7 +54,7 @@ def _print_summary(result) -> None:
         for row in table[published].nlargest(10, "noisy_entropy").itertuples(index=False):
             print(f"  location {row.location_id:<9} {row.noisy_entropy:8.3f}{plus}")
         return
-    top = result.tables["item_counts"].sort_values(["noisy_count", "item_id"], ascending=[False, True]).head(10)
+    top = _top_items(result, 10)
     plus = _halfwidth(report, "item_counts", "noisy_count")
     print("\nTop-10 items by noisy count" + (" (± the 95% half-width of the noise alone)" if plus else "") + ":")
     for rank, row in enumerate(top.itertuples(index=False), 1):
@@ -63,7 +63,7 @@ def _print_summary(result) -> None:
         print(f"  {rank:>2}. item {row.item_id:<7} {count}{plus}  {title}")
     # Among n cells of noise alone, about 10 exceed the level with P(Z > level) = 10/n: a top-10 not
     # clearly above it may be there by noise alone (computed from the scale and domain size only).
-    cells = len(result.tables["item_counts"])
+    cells = result.report["outputs"]["item_counts"]["rows"]
     if not cells:  # items selected privately, and none was
         print("  (no items)")
         return
@@ -73,6 +73,19 @@ def _print_summary(result) -> None:
         print(f"  NOTE: the noise is as large as these counts: among {cells:,} items, noise alone puts about 10 "
               f"above {max(level, width):,.4g}, so these items may be at the top by noise alone (small data); "
               "their true counts may be near zero.")
+
+
+def _top_items(result, n: int):
+    """The n items of highest noisy count (ties by id), as pandas. A table released on the
+    executors is read back from what was written rather than drawn again."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+
+    table = result.tables["item_counts"]
+    if isinstance(table, pd.DataFrame):
+        return table.sort_values(["noisy_count", "item_id"], ascending=[False, True]).head(n)
+    written = table.sparkSession.read.parquet(f"{result.output.rstrip('/')}/item_counts")
+    return written.orderBy(F.desc("noisy_count"), F.asc("item_id")).limit(n).toPandas()
 
 
 def _halfwidth_value(report: dict, table: str, column: str, alpha: float = 0.05,

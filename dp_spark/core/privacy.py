@@ -36,7 +36,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.core import mechanisms
+from dp_spark.core import mechanisms, vector_noise
 from dp_spark.errors import ConfigError, DpSparkError
 
 MODELS = ("central", "local")
@@ -229,15 +229,17 @@ class Budget:
         self.spend(entry)
         return np.concatenate([mechanisms.discrete_laplace(rng, scale, size) for size in sizes])
 
-    def discrete_laplace_elsewhere(self, entry: LedgerEntry) -> Fraction:
-        """Spend ``entry``, then give the scale its ``entry.cells`` discrete Laplace values must
-        be drawn at, by a sampler that runs elsewhere: the executors draw them, keyed by cell
-        (core.vector_noise, docs/executor_noise.md). The ledger records the draw before any
-        executor makes it, exactly as :meth:`discrete_laplace` does."""
+    def discrete_laplace_on_executors(self, entry: LedgerEntry, secret: vector_noise.NoiseSecret
+                                      ) -> vector_noise.CellNoise:
+        """Spend ``entry``, then hand out the noise of its ``entry.cells`` cells, which the
+        executors draw cell by cell from ``secret`` (core.vector_noise, docs/executor_noise.md):
+        discrete Laplace at scale ``entry.noise_scale``, labelled with the entry's step so that
+        two tables never share noise. The ledger records the draw before any executor makes it,
+        as :meth:`discrete_laplace` does."""
         scale = mechanisms.as_scale(Fraction(entry.noise_scale))
         _check_noise_covers_sensitivity(entry)
         self.spend(entry)
-        return scale
+        return vector_noise.CellNoise(secret, entry.step, scale)
 
     def discrete_laplace_each(self, entry: LedgerEntry, rng: mechanisms.RandomSource, scales: Sequence,
                               *, grid: Fraction | int = 1) -> np.ndarray:

@@ -145,3 +145,18 @@ def range_noise(secret: NoiseSecret, label: str, scale: Fraction | int, first: i
     values = np.concatenate([block_noise(secret, label, scale, b) for b in range(first_block, last_block + 1)])
     offset = first - first_block * BLOCK_CELLS
     return values[offset: offset + (last - first + 1)]
+
+
+@dataclass(frozen=True)
+class CellNoise:
+    """The noise of one noised column, handed out by the budget once its ledger entry is spent
+    (:meth:`dp_spark.core.privacy.Budget.discrete_laplace_on_executors`) and shipped to the
+    executors, where ``noise(first, last)`` is :func:`range_noise` of those cells. It carries
+    the secret, which its ``repr`` leaves out."""
+
+    secret: NoiseSecret
+    label: str
+    scale: Fraction
+
+    def __call__(self, first: int, last: int) -> np.ndarray:
+        return range_noise(self.secret, self.label, self.scale, first, last)

@@ -31,7 +31,7 @@ from dp_spark.aggregates.domain_vector import domain_positions
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.mechanisms import as_scale
 from dp_spark.core.privacy import Budget, LedgerEntry
-from dp_spark.core.vector_noise import BLOCK_CELLS, NoiseSecret, range_noise
+from dp_spark.core.vector_noise import BLOCK_CELLS, CellNoise, NoiseSecret
 
 # Cells per chunk, the unit of work of one call on an executor, about: large enough that Spark's
 # per-group cost is small, small enough that one chunk's pandas table (three columns) stays
@@ -113,7 +113,7 @@ def _no_item(item_type: T.DataType):
     return F.lit("" if isinstance(item_type, T.StringType) else 0).cast(item_type).alias("_item")
 
 
-def _released_chunk(grid: CellGrid, secret: NoiseSecret, label: str, scale: Fraction):
+def _released_chunk(grid: CellGrid, noise: CellNoise):
     """The function each chunk goes through on an executor: zero-filled counts plus noise."""
     width, per_chunk = grid.width, grid.items_per_chunk
     low = grid.items.id_range[0] if grid.items.id_range else None
@@ -128,7 +128,7 @@ def _released_chunk(grid: CellGrid, secret: NoiseSecret, label: str, scale: Frac
         tally = rows[rows["_count"] != _DOMAIN_ROW]
         counts = np.zeros(n * width, dtype=np.int64)
         np.add.at(counts, tally["_cell"].to_numpy(dtype=np.int64) - first_cell, tally["_count"].to_numpy(dtype=np.int64))
-        noisy = counts + range_noise(secret, label, scale, first_cell, first_cell + n * width - 1)
+        noisy = counts + noise(first_cell, first_cell + n * width - 1)
         if low is not None:
             ids = np.arange(low + first_item, low + first_item + n, dtype=np.int64)
         else:
@@ -161,10 +161,10 @@ def publish(tally: DataFrame, grid: CellGrid, sensitivity: int, epsilon: Fractio
     entry = LedgerEntry(step=step, mechanism="discrete Laplace", epsilon=epsilon,
                         sensitivity=Fraction(sensitivity), noise_scale=as_scale(Fraction(sensitivity) / epsilon),
                         cells=grid.cells)
-    scale = budget.discrete_laplace_elsewhere(entry)
+    noise = budget.discrete_laplace_on_executors(entry, secret)
     schema = grid.schema()
     item_type = schema["item_id"].dataType
     counts = tally.select(_chunk_of("_cell", grid.width * grid.items_per_chunk).alias("_chunk"),
                           F.col("_cell").cast("long"), F.col("_count").cast("long"), _no_item(item_type))
     rows = _domain_rows(tally.sparkSession, grid, item_type).unionByName(counts)
-    return rows.groupBy("_chunk").applyInPandas(_released_chunk(grid, secret, step, scale), schema), entry
+    return rows.groupBy("_chunk").applyInPandas(_released_chunk(grid, noise), schema), entry
