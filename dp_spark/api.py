@@ -24,7 +24,7 @@ from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, 
 from dp_spark.core.privacy import BudgetExceeded, as_epsilon
 from dp_spark.core.progress import Progress
 from dp_spark.errors import ConfigError, DataError
-from dp_spark.families.base import Domains, Execution, Family, plan_split
+from dp_spark.families.base import Domains, Execution, Family, check_domain_fits, plan_split
 from dp_spark.families.counts import BASELINE_PUBLISHERS, PRIVATE_ITEMS, CountsParams
 from dp_spark.families.dpsense import DPSenseParams
 from dp_spark.families.engine import accuracy_section, compute
@@ -208,6 +208,7 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
         progress("WARNING: fixed seed: this release is for testing only and NOT private")
     limits = guards if isinstance(guards, Guards) else guards_of(None if guards is None else dict(guards))
     limits.check_family(family.name, params.algorithm)  # before the budget is charged
+    check_domain_fits(family, params, domains, execution)
     if budget is not None:
         budget.charge(epsilon, family.delta(params), f"{params.algorithm} release")
     progress(family.describe(params, epsilon, domains))

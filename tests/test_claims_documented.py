@@ -16,7 +16,7 @@ import pytest
 
 from dp_spark import publishers
 from dp_spark.algorithms import location_entropy
-from dp_spark.core import mechanisms, privacy
+from dp_spark.core import mechanisms, privacy, vector_noise
 from dp_spark.jobs import config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,6 +56,8 @@ MECHANISMS = {
     (mechanisms, "discrete_laplace_each"): "docs/mechanisms.md",
     (mechanisms, "exponential_mechanism"): "docs/mechanisms.md",
     (privacy, "Budget"): "docs/mechanisms.md",
+    (vector_noise, "range_noise"): "docs/mechanisms.md",
+    (vector_noise, "CellNoise"): "docs/mechanisms.md",
 }
 
 # Post-processing that is not a publisher but still claims to cost nothing.

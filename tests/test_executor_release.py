@@ -208,3 +208,36 @@ def test_a_job_on_the_executors_writes_what_the_api_releases(spark, tmp_path, ca
         released = release[table].toPandas().sort_values(keys).reset_index(drop=True)
         assert len(written) == report["outputs"][table]["rows"]
         pd.testing.assert_frame_equal(written, released, check_dtype=False)
+
+
+def test_a_range_of_a_billion_items_never_lands_on_the_driver(spark):
+    # The release is planned, paid for and its true counts tallied; its tables stay lazy Spark
+    # DataFrames, and the domain's ids are never made (they would take 8 GB).
+    df = _records(spark, users=20, per_user=2, items=1000)
+    domain = item_domain({"range": [1, 10**9]})
+    release = api.sra(df, items=domain, l=2, epsilon=1, seed=2, progress=lambda _: None)
+    assert release.report["domain"]["item_count"] == 10**9 and release.report["noise"]["drawn_on"] == "executors"
+    assert release.report["outputs"]["item_counts"]["rows"] == 10**9
+    assert domain._ids is None  # only its bounds were used
+    assert release["item_counts"].columns == ["item_id", "noisy_count", "ci95_halfwidth"]  # not drawn here
+
+
+def test_a_domain_too_large_for_the_driver_is_refused_before_anything_is_read(spark):
+    df = _records(spark, users=20, per_user=2, items=1000)
+    budget = api.DatasetBudget(10)
+    with pytest.raises(ConfigError, match="more than the 50,000,000 a release on the driver holds"):
+        api.dpsense(df, items=range(1, 60_000_001), theta_max=4, epsilon=1, budget=budget)
+    with pytest.raises(ConfigError, match="only the counts"):  # GS needs every count at once
+        api.gs(df, items=range(1, 60_000_001), m=2, epsilon=1, budget=budget)
+    assert budget.spent == 0
+
+
+def test_a_range_domain_keeps_its_bounds_only():
+    domain = item_domain({"range": [-3, 10**12]})
+    assert len(domain) == 10**12 + 4 and not domain.is_string and domain.bounds == (-3, 10**12)
+    np.testing.assert_array_equal(domain.index_of([-4, -3, 0, 10**12, 10**12 + 1]), [-1, 0, 3, 10**12 + 3, -1])
+    assert domain._ids is None
+    small = item_domain({"range": [5, 9]})
+    np.testing.assert_array_equal(small.ids, [5, 6, 7, 8, 9])  # made on first use
+    with pytest.raises(ConfigError, match="more than 2"):
+        item_domain({"range": [0, 2**62]})

@@ -25,7 +25,8 @@ def _packable(items: ItemDomain, h: int) -> bool:
     (never for string ids)."""
     if items.is_string:
         return False
-    return int(items.ids.min()) >= -(2**63) // h and int(items.ids.max()) <= (2**63 - h) // h
+    low, high = items.bounds
+    return int(low) >= -(2**63) // h and int(high) <= (2**63 - h) // h
 
 
 # array_position scans the domain for every row: 5M keys took 0.42 s with 7 values, 0.98 s

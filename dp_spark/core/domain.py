@@ -22,7 +22,6 @@ because the operator asserts so, and the report and the console say that.
 from __future__ import annotations
 
 import codecs
-import dataclasses
 import gzip
 import math
 import re
@@ -36,27 +35,54 @@ import numpy as np
 from dp_spark.errors import ConfigError
 
 CATALOGUES = ("movielens",)
+MAX_ITEMS = 2**62  # a range's size; a cell index (item position x attribute values) is a 64-bit long
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ItemDomain:
     """Sorted unique item ids, plus optional titles for display: int64, or (a string domain)
-    Python strings in an object array, sorted by code point."""
+    Python strings in an object array, sorted by code point.
 
-    ids: np.ndarray
+    A range [lo, hi] keeps only its bounds: its ids are made on first use (``ids``), so a domain
+    of 10⁹ ids released on the executors never has them on the driver."""
+
+    _ids: np.ndarray | None = field(repr=False)
     description: str
     id_range: tuple[int, int] | None = None  # set when the domain is exactly [lo, hi]
     # A sentence when the domain is public only by the operator's word (a table); "" otherwise.
     public_by_assertion: str = ""
     titles: dict[int, str] = field(default_factory=dict, compare=False, repr=False)
 
+    def __init__(self, ids: np.ndarray | None, description: str, id_range: tuple[int, int] | None = None,
+                 public_by_assertion: str = "", titles: dict[int, str] | None = None):
+        if ids is None and id_range is None:
+            raise ValueError("an item domain needs its ids or its range")
+        object.__setattr__(self, "_ids", ids)
+        object.__setattr__(self, "description", description)
+        object.__setattr__(self, "id_range", None if id_range is None else (int(id_range[0]), int(id_range[1])))
+        object.__setattr__(self, "public_by_assertion", public_by_assertion)
+        object.__setattr__(self, "titles", titles or {})
+
+    @property
+    def ids(self) -> np.ndarray:
+        if self._ids is None:  # a range: made once, when some driver-side step needs every id
+            object.__setattr__(self, "_ids", np.arange(self.id_range[0], self.id_range[1] + 1, dtype=np.int64))
+        return self._ids
+
     def __len__(self) -> int:
-        return int(self.ids.size)
+        if self.id_range is not None:
+            return self.id_range[1] - self.id_range[0] + 1
+        return int(self._ids.size)
 
     @property
     def is_string(self) -> bool:
         """Whether the ids are strings (records' item ids are then compared as strings)."""
-        return self.ids.dtype == object
+        return self.id_range is None and self._ids.dtype == object
+
+    @property
+    def bounds(self) -> tuple:
+        """(smallest id, largest id), without making a range's ids."""
+        return self.id_range if self.id_range is not None else (self._ids[0], self._ids[-1])
 
     def index_of(self, item_ids: np.ndarray) -> np.ndarray:
         """Positions of the given ids in the domain, -1 where an id is not in it. Against a
@@ -67,6 +93,9 @@ class ItemDomain:
             item_ids = np.asarray(item_ids, dtype=np.int64)
         if item_ids.size == 0:
             return np.zeros(0, dtype=np.int64)
+        if self.id_range is not None:
+            lo, hi = self.id_range
+            return np.where((item_ids >= lo) & (item_ids <= hi), item_ids - lo, -1)
         pos = np.searchsorted(self.ids, item_ids)
         pos = np.minimum(pos, self.ids.size - 1)
         return np.where(self.ids[pos] == item_ids, pos, -1)
@@ -282,9 +311,10 @@ def item_domain(spec: dict[str, Any], spark: Any = None, source: Any = None) -> 
         raise ConfigError("domain.items.encoding applies to a file or a catalogue")
     if kind == "range":
         lo, hi = _int_range(spec["range"], "domain.items")
-        if hi - lo >= 50_000_000:
-            raise ConfigError(f"domain.items.range [{lo}, {hi}] has more than 50 million items")
-        return ItemDomain(ids=np.arange(lo, hi + 1, dtype=np.int64), description=f"range [{lo}, {hi}]", id_range=(lo, hi))
+        if hi - lo >= MAX_ITEMS:
+            raise ConfigError(f"domain.items.range [{lo}, {hi}] has more than 2^62 items, more than a cell "
+                              "index can count")
+        return ItemDomain(ids=None, description=f"range [{lo}, {hi}]", id_range=(lo, hi))
     if kind == "ids":
         ids = spec["ids"]
         if not isinstance(ids, list) or not ids:
@@ -380,7 +410,7 @@ def _table_domain(spark: Any, name: str, column: str, source: Any = None) -> Ite
     domain = _table_ids(rows[column], f"table {name}.{column}")
     assertion = (f"the item ids are the distinct values of table {name} column {column}, which the operator "
                  "asserts is public and not derived from the private records; dp-spark cannot check that")
-    return dataclasses.replace(domain, public_by_assertion=assertion)
+    return ItemDomain(domain.ids, domain.description, public_by_assertion=assertion)
 
 
 def _table_ids(values: Any, description: str) -> ItemDomain:

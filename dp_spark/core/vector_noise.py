@@ -15,7 +15,8 @@ a secret and the cell index only, never of which task or attempt asks:
   draws the block's :data:`BLOCK_CELLS` values from it.
 
 A range of cells gets the slice of its blocks' values, so the noise of a cell is the same
-whichever partition, batch or attempt covers it. Claim: docs/executor_noise.md.
+whichever partition, batch or attempt covers it. Claim: docs/mechanisms.md, "Privacy claim:
+range_noise, CellNoise"; the design and its measurements: docs/executor_noise.md.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from dp_spark.core import accuracy
 from dp_spark.core.domain import ItemDomain
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget
-from dp_spark.families.base import Domains, Execution, Family, FamilyOutput, RunInputs
+from dp_spark.families.base import Domains, Execution, Family, FamilyOutput, RunInputs, check_domain_fits
 from dp_spark.families.guards import Guards
 
 DIAGNOSTICS_NOTE = (
@@ -45,6 +45,7 @@ def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fra
     may refuse the run from the records' coverage, before any noise (families.guards);
     ``execution`` says which tables are released on the executors."""
     guards.check_family(family.name, params.algorithm)
+    check_domain_fits(family, params, domains, execution)
     budget = Budget(epsilon, family.delta(params), unit=family.privacy_unit(params, records),
                     fixed_seed=seed is not None)
     inputs = RunInputs(records, domains, split, budget, RandomSource(seed), seed, progress, guards, execution)

@@ -14,7 +14,7 @@ from fractions import Fraction
 from dp_spark.core.domain import ItemDomain, attribute_domain, item_domain, refuse_source_table
 from dp_spark.core.progress import Progress, stage
 from dp_spark.errors import ConfigError, GuardRefused
-from dp_spark.families.base import Domains, plan_split
+from dp_spark.families.base import Domains, check_domain_fits, plan_split
 from dp_spark.families.engine import Computed, compute, planned_accuracy
 from dp_spark.families.registry import family_of
 from dp_spark.io import catalog, checkins, output_lock, release_store, sources
@@ -179,6 +179,7 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
             progress(f"--force: replacing the release for run date {cfg.run_date} at {target}; this run spends "
                      f"epsilon {float(cfg.epsilon):g} again")
         preflight.check(cfg, target, _family(cfg).uses_item_domain, spark)  # nothing charged or read yet
+        check_domain_fits(_family(cfg), cfg.params, job_domains(cfg, spark), cfg.execution)
     run = {"run_date": cfg.run_date, "forced": replacing}
     store = cfg.budget_store
     if store is not None:

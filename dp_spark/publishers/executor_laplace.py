@@ -52,6 +52,8 @@ class CellGrid:
     def __post_init__(self):
         if isinstance(self.chunk_cells, bool) or not isinstance(self.chunk_cells, int) or self.chunk_cells < 1:
             raise ValueError(f"chunk_cells must be a positive integer, got {self.chunk_cells!r}")
+        if self.cells >= 2**63:
+            raise ValueError(f"{self.cells:,} cells: a cell index must fit in a 64-bit long")
 
     @property
     def width(self) -> int:
