@@ -92,3 +92,25 @@ def test_the_hpa_jobs_run_paper_000s_netflix_setting_and_d_10():
     assert (paper.algorithm, paper.l, paper.d) == ("hpa", 10, 1)
     assert (d10.algorithm, d10.l, d10.d) == ("hpa", 10, 10)
     assert paper.attributes == d10.attributes == list(datasets.WEEKDAYS)
+
+
+def test_each_job_has_its_own_floor_and_the_edge_floor_always_runs():
+    assert bench.floors_for(["floor", "sra", "hpa"]) == ["floor"]
+    assert bench.floors_for(["dpsense", "dpsense_s", "entropy", "frapp", "user_histogram"]) == [
+        "floor", "floor_distinct", "floor_entropy", "floor_apriori", "floor_user_histogram"]
+    assert set(bench.FLOOR_OF) == set(bench.JOBS) - {"floor"} and set(bench.FLOOR_OF.values()) <= set(bench.FLOORS)
+
+
+def test_the_floors_compute_the_non_private_statistic(spark, tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    ratings = pd.DataFrame({"user_id": [1, 1, 1, 2, 2, 3], "item_id": [5, 5, 6, 5, 7, 7], "weekday": ["Mon"] * 6})
+    spark.createDataFrame(ratings).write.parquet(str(tmp_path / "r.parquet"))
+    assert sorted(bench.floor_distinct(spark, str(tmp_path / "r.parquet"))) == [1, 2, 2]  # items 6, 5, 7
+    assert sorted(bench.floor_user_histogram(spark, str(tmp_path / "r.parquet"))) == [1, 1, 1]  # 3, 2, 1 records
+    checkins = pd.DataFrame({"user_id": [1, 2, 2, 3], "location_id": [9, 9, 9, 4], "visits": [1, 2, 1, 5]})
+    spark.createDataFrame(checkins).write.parquet(str(tmp_path / "c.parquet"))
+    entropies = sorted(bench.floor_entropy(spark, str(tmp_path / "c.parquet")))
+    # Location 9: user 1 one visit of 4, user 2 three; location 4: one user.
+    np.testing.assert_allclose(entropies, [0.0, -(0.25 * np.log(0.25) + 0.75 * np.log(0.75))])

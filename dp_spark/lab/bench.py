@@ -1,4 +1,4 @@
-"""``dp-spark bench``: wall time of each job against the non-private floor.
+"""``dp-spark bench``: wall time of each job against its own non-private floor.
 
 Everything a ratio compares is measured in one Spark session, with the runs
 of the jobs interleaved (floor, sra, hpa, floor, sra, ...) after untimed
@@ -6,8 +6,20 @@ warm-up rounds (two by default: after one, the JVM was still getting
 faster), so a slow minute on a shared machine hits every job alike. A job's
 time is the product path without the write: read, check, bound, count, add
 noise.
-The floor is the same Parquet's item x attribute counts with a plain
-``groupBy().count()`` collected to the driver; item counts are its row sums.
+
+Each job is compared with the least a non-private job computing the same statistic on the same
+data must do (``FLOOR_OF``), collected to the driver:
+
+- ``floor`` (SRA, HPA): the Netflix table's item x attribute counts, a plain ``groupBy().count()``;
+- ``floor_distinct`` (DPSense): distinct users per item;
+- ``floor_user_histogram``: records per user, binned as the job bins them;
+- ``floor_entropy`` (location entropy): each location's exact entropy over its users' visits,
+  on synthetic check-ins (paper 004's Sparse shape) with as many rows as the Netflix table;
+- ``floor_apriori`` (FRAPP): exact Apriori on the raw records, Adult's rows repeated to the
+  Netflix table's row count (the bench reads ../shared/data/adult; the product never ships it).
+
+Every record also gives its ratio to ``floor`` (``ratio_to_edge_floor``), the comparison of
+the benchmarks before per-family floors.
 
 Peak resident memory is read from ``/proc`` (VmHWM, reset before each job
 through ``clear_refs``) for the Python driver and for the JVM, which in local
@@ -37,9 +49,27 @@ from dp_spark.io import datasets
 from dp_spark.io.session import is_connect
 from dp_spark.jobs.config import build_config
 from dp_spark.errors import ConfigError
+from pyspark.sql import functions as F
 
-JOBS = ("floor", "sra", "hpa", "hpa_d10", "dpsense", "dpsense_s", "user_histogram")
+JOBS = ("floor", "sra", "hpa", "hpa_d10", "dpsense", "dpsense_s", "user_histogram", "entropy", "frapp")
 DEFAULT_JOBS = ("floor", "sra", "hpa", "hpa_d10")
+FLOOR_OF = {"sra": "floor", "hpa": "floor", "hpa_d10": "floor", "dpsense": "floor_distinct",
+            "dpsense_s": "floor_distinct", "user_histogram": "floor_user_histogram", "entropy": "floor_entropy",
+            "frapp": "floor_apriori"}
+# What each job reads: the Netflix-shaped table, synthetic check-ins, or whole records (FRAPP).
+DATA_OF = {"entropy": "checkins", "floor_entropy": "checkins", "frapp": "records", "floor_apriori": "records"}
+HISTOGRAM_BINS = 1000
+ENTROPY = {"locations": 10_000, "M": 5, "C": 5, "epsilon": 5.0}  # paper 004's defaults (conf/sparse_entropy.toml)
+# conf/adult_frapp.toml's attributes and support.
+FRAPP_RECORDS = [
+    {"column": "age", "edges": [35, 55, 75], "right_closed": True},
+    {"column": "fnlwgt", "edges": [100000, 200000, 300000, 400000]},
+    {"column": "hours-per-week", "edges": [20, 40, 60, 80]},
+    {"column": "race", "values": ["White", "Black", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other"]},
+    {"column": "sex", "values": ["Male", "Female"]},
+    {"column": "native-country", "values": ["United-States"], "other": "Other"},
+]
+FRAPP_SUP_MIN = 0.02
 # Paper 000's Netflix setting: l = 10, and d = min |T_k|, which is 1 on Netflix (its Table 4),
 # the default d as well. hpa_d10 draws HPA's popularity sample from 10 records per user, as the
 # benchmarks before the ninth round did (docs/performance.md).
@@ -49,13 +79,25 @@ D = {"hpa": 1, "hpa_d10": 10}
 
 def job_config(job: str, data: str):
     """SRA and HPA release item and edge counts; DPSense column counts; user_histogram the
-    records per user in 1,000 bins."""
+    records per user in 1,000 bins; entropy paper 004's limit at its defaults; FRAPP det_gd
+    over conf/adult_frapp.toml's attributes."""
+    if job == "entropy":
+        return build_config({
+            "output": "unused-by-bench", "source": {"format": "checkins-synthetic", "path": data},
+            "domain": {"items": {"range": [1, ENTROPY["locations"]]}}, "privacy": {"epsilon": ENTROPY["epsilon"]},
+            "algorithm": {"name": "entropy", "variant": "limit", "locations_per_user": ENTROPY["M"],
+                          "visits_per_location": ENTROPY["C"]}})
+    if job == "frapp":
+        return build_config({
+            "output": "unused-by-bench", "source": {"format": "parquet", "path": data},
+            "domain": {"records": FRAPP_RECORDS}, "privacy": {"gamma": 19},
+            "algorithm": {"name": "frapp", "scheme": "det_gd", "sup_min": FRAPP_SUP_MIN}})
     domain = {"items": {"range": [1, datasets.NETFLIX_ITEMS]}}
     if job in ("sra", *D):
         algorithm = {"name": "sra", "l": L} if job == "sra" else {"name": "hpa", "l": L, "d": D[job]}
         domain["attributes"] = list(datasets.WEEKDAYS)
     elif job == "user_histogram":
-        algorithm = {"name": job, "quantity": "records", "bins": {"range": [1, 1000]}}
+        algorithm = {"name": job, "quantity": "records", "bins": {"range": [1, HISTOGRAM_BINS]}}
     else:
         algorithm = {"name": job}
     return build_config({
@@ -71,6 +113,42 @@ def floor(spark, data: str) -> np.ndarray:
     """Non-private edge counts, the least any job must do: read two columns, count."""
     rows = spark.read.parquet(data).groupBy("item_id", "weekday").count().toPandas()
     return rows["count"].to_numpy()
+
+
+def floor_distinct(spark, data: str) -> np.ndarray:
+    """Non-private DPSense: the number of distinct users per item."""
+    pairs = spark.read.parquet(data).select("user_id", "item_id").distinct()
+    return pairs.groupBy("item_id").count().toPandas()["count"].to_numpy()
+
+
+def floor_user_histogram(spark, data: str) -> np.ndarray:
+    """Non-private user histogram: users by their number of records, the last bin open-ended."""
+    per_user = spark.read.parquet(data).groupBy("user_id").count()
+    binned = per_user.groupBy(F.least(F.col("count"), F.lit(HISTOGRAM_BINS)).alias("bin")).count()
+    return binned.toPandas()["count"].to_numpy()
+
+
+def floor_entropy(spark, data: str) -> np.ndarray:
+    """Non-private location entropy: H_l = log V_l − Σ_u v_ul log v_ul / V_l over each location's
+    users' visits v_ul (all of them: no bound)."""
+    visits = (spark.read.parquet(data).groupBy("location_id", "user_id").agg(F.sum("visits").alias("v"))
+              .groupBy("location_id").agg(F.sum("v").alias("total"), F.sum(F.col("v") * F.log("v")).alias("vlogv"))
+              .toPandas())
+    return np.log(visits["total"].to_numpy()) - visits["vlogv"].to_numpy() / visits["total"].to_numpy()
+
+
+def floor_apriori(spark, data: str) -> dict:
+    """Non-private FRAPP: exact Apriori on the raw records, over the job's attributes and support."""
+    from dp_spark.algorithms import frapp_mining
+    from dp_spark.families.frapp import attribute_spec
+
+    specs = [attribute_spec(entry, i) for i, entry in enumerate(FRAPP_RECORDS)]
+    table = frapp_mining.coded(spark.read.parquet(data), specs)
+    return frapp_mining.mine(table, frapp_mining.sizes_of([spec.attribute() for spec in specs]), None, FRAPP_SUP_MIN)
+
+
+FLOORS = {"floor": floor, "floor_distinct": floor_distinct, "floor_user_histogram": floor_user_histogram,
+          "floor_entropy": floor_entropy, "floor_apriori": floor_apriori}
 
 
 # ---------------------------------------------------------------------------
@@ -183,17 +261,32 @@ def _median_run(runs: Runs) -> int:
     return ranked[(len(ranked) - 1) // 2]
 
 
-def bench_scale(spark, data: str, rows: int, jobs: list[str], repeats: int, progress, warmups: int = 2) -> list[dict]:
-    """Records {job, rows, median_s, floor_median_s, ratio, ...} for one table."""
+def floors_for(jobs: list[str]) -> list[str]:
+    """The floors the jobs are compared with: ``floor`` always (every ratio_to_edge_floor), then
+    each job's own, in the order the jobs name them."""
+    needed = ["floor"]
+    for job in jobs:
+        own = FLOOR_OF.get(job, job if job in FLOORS else None)
+        if own and own not in needed:
+            needed.append(own)
+    return needed
+
+
+def bench_scale(spark, data: str | dict[str, str], rows: int, jobs: list[str], repeats: int, progress,
+                warmups: int = 2) -> list[dict]:
+    """Records {job, rows, median_s, floor, floor_median_s, ratio, ...} for one scale. ``data``: the
+    Netflix-shaped table, or {"netflix": …, "checkins": …, "records": …} by what the jobs read."""
     from dp_spark.jobs.runner import compute_release
 
+    data = {"netflix": data} if isinstance(data, str) else data
     quiet = lambda _message: None  # noqa: E731
-    runners = {"floor": lambda: floor(spark, data)}
+    floors = floors_for(jobs)
+    runners = {name: lambda name=name: FLOORS[name](spark, data[DATA_OF.get(name, "netflix")]) for name in floors}
     for job in jobs:
-        if job != "floor":
-            cfg = job_config(job, data)
+        if job not in FLOORS:
+            cfg = job_config(job, data[DATA_OF.get(job, "netflix")])
             runners[job] = lambda cfg=cfg: compute_release(cfg, spark, quiet)
-    order = ["floor"] + [j for j in jobs if j != "floor"]
+    order = floors + [j for j in jobs if j not in FLOORS]
     runs = {job: Runs([], [], []) for job in order}
     jvm = _jvm_pid(spark)
     for job in order:  # warm-up, and the peak memory of one run of each job
@@ -215,11 +308,13 @@ def bench_scale(spark, data: str, rows: int, jobs: list[str], repeats: int, prog
             runs[job].shuffle_bytes.append(shuffled)
             runs[job].timelines.append(timeline)
             progress(f"  run {repeat + 1}/{repeats} {job}: {seconds:.2f} s")
-    floor_median = statistics.median(runs["floor"].seconds)
+    edge_floor = statistics.median(runs["floor"].seconds)
     records = []
     for job in order:
         r = runs[job]
         median = statistics.median(r.seconds)
+        own = FLOOR_OF.get(job, job)
+        own_median = statistics.median(runs[own].seconds)
         shuffles = [s for s in r.shuffle_bytes if s is not None]
         middle = _median_run(r)
         timeline = r.timelines[middle]
@@ -227,8 +322,10 @@ def bench_scale(spark, data: str, rows: int, jobs: list[str], repeats: int, prog
             "job": job,
             "rows": rows,
             "median_s": round(median, 3),
-            "floor_median_s": round(floor_median, 3),
-            "ratio": round(median / floor_median, 3),
+            "floor": own,
+            "floor_median_s": round(own_median, 3),
+            "ratio": round(median / own_median, 3),
+            "ratio_to_edge_floor": round(median / edge_floor, 3),
             "rows_per_s": round(rows / median),
             "driver_peak_rss_mb": (r.python_peak_mb or 0) + (r.jvm_peak_mb or 0) or None,
             "python_driver_peak_rss_mb": r.python_peak_mb,
@@ -260,17 +357,18 @@ def machine() -> dict:
 
 def markdown(records: list[dict]) -> str:
     lines = [
-        "| job | rows | median s | floor s | ratio | rows/s | driver peak RSS MB (Python + JVM) | shuffle MB "
-        "| median run: s in Spark jobs |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| job | rows | median s | its floor | floor s | ratio | ratio to edge floor | rows/s "
+        "| driver peak RSS MB (Python + JVM) | shuffle MB | median run: s in Spark jobs |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in records:
         shuffle = f"{r['shuffle_bytes'] / 2**20:.1f}" if r["shuffle_bytes"] is not None else "n/a"
         rss = f"{r['driver_peak_rss_mb']:,.0f}" if r["driver_peak_rss_mb"] else "n/a"
         in_jobs = r.get("median_run_in_spark_jobs_s")
         in_jobs = f"{in_jobs:.2f} of {r['median_run_s']:.2f}" if in_jobs is not None else "n/a"
-        lines.append(f"| {r['job']} | {r['rows']:,} | {r['median_s']:.2f} | {r['floor_median_s']:.2f} | "
-                     f"{r['ratio']:.2f} | {r['rows_per_s']:,} | {rss} | {shuffle} | {in_jobs} |")
+        lines.append(f"| {r['job']} | {r['rows']:,} | {r['median_s']:.2f} | {r['floor']} | {r['floor_median_s']:.2f} "
+                     f"| {r['ratio']:.2f} | {r['ratio_to_edge_floor']:.2f} | {r['rows_per_s']:,} | {rss} | {shuffle} "
+                     f"| {in_jobs} |")
     return "\n".join(lines)
 
 
@@ -282,12 +380,45 @@ def ensure_table(rows: int, data_dir: str, progress) -> str:
     return str(path)
 
 
+# Paper 004's Sparse shape has 19.27 distinct locations per user on average (io.checkins.generate).
+CHECKIN_ROWS_PER_USER = 19.27
+
+
+def ensure_checkins(rows: int, data_dir: str, progress) -> str:
+    """Synthetic check-ins with about ``rows`` rows (one per user and location)."""
+    from dp_spark.io import checkins
+
+    path = Path(data_dir) / f"checkins-{rows}"
+    if not (path / "_stats.json").exists():
+        users = max(1, round(rows / CHECKIN_ROWS_PER_USER))
+        progress(f"generating {path} ({users:,} users, about {rows:,} rows)")
+        checkins.generate(users, str(path), locations=ENTROPY["locations"])
+    return str(path)
+
+
+ADULT = Path(__file__).resolve().parents[3] / "shared" / "data" / "adult"
+
+
+def ensure_records(spark, rows: int, data_dir: str, progress) -> str:
+    """Adult's people repeated (and cut) to ``rows`` records, as Parquet: FRAPP's input at scale."""
+    path = Path(data_dir) / f"adult-{rows}.parquet"
+    if not path.exists():
+        if not ADULT.exists():
+            raise ConfigError(f"the frapp bench repeats Adult's records, which are not at {ADULT}")
+        progress(f"generating {path} ({rows:,} records repeated from Adult)")
+        adult = datasets.load_adult(spark, str(ADULT))
+        copies = -(-rows // adult.count())
+        repeated = adult.crossJoin(spark.range(copies).withColumnRenamed("id", "_copy")).drop("_copy").limit(rows)
+        repeated.repartition(max(1, rows // 1_000_000)).write.parquet(str(path))
+    return str(path)
+
+
 def run(rows_list: list[int], jobs: list[str], out: str, repeats: int, data_dir: str, master: str,
         progress, warmups: int = 2) -> list[dict]:
     """Benchmark every scale, one fresh Spark session each; write ``out``/bench.json."""
     from dp_spark.io.session import get_session
 
-    unknown = sorted(set(jobs) - set(JOBS))
+    unknown = sorted(set(jobs) - set(JOBS) - set(FLOORS))
     if unknown:
         raise ConfigError(f"unknown bench job(s) {', '.join(unknown)}; known: {', '.join(JOBS)}")
     if repeats < 1:
@@ -296,11 +427,16 @@ def run(rows_list: list[int], jobs: list[str], out: str, repeats: int, data_dir:
         raise ConfigError(f"--warmups must be >= 1 (the first one measures peak memory), got {warmups}")
     records = []
     Path(out).mkdir(parents=True, exist_ok=True)
+    reads = {DATA_OF.get(name, "netflix") for name in [*jobs, *floors_for(jobs)]}
     for rows in rows_list:
-        data = ensure_table(rows, data_dir, progress)
         progress(f"benchmarking {', '.join(jobs)} at {rows:,} rows on {master}")
         spark = get_session(master, {"spark.ui.showConsoleProgress": "false"}, app_name=f"dp-spark-bench-{rows}")
         try:
+            data = {"netflix": ensure_table(rows, data_dir, progress)}
+            if "checkins" in reads:
+                data["checkins"] = ensure_checkins(rows, data_dir, progress)
+            if "records" in reads:
+                data["records"] = ensure_records(spark, rows, data_dir, progress)
             records += bench_scale(spark, data, rows, jobs, repeats, progress, warmups)
         finally:
             spark.stop()
