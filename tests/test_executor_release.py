@@ -227,8 +227,10 @@ def test_a_domain_too_large_for_the_driver_is_refused_before_anything_is_read(sp
     budget = api.DatasetBudget(10)
     with pytest.raises(ConfigError, match="more than the 50,000,000 a release on the driver holds"):
         api.dpsense(df, items=range(1, 60_000_001), theta_max=4, epsilon=1, budget=budget)
-    with pytest.raises(ConfigError, match="only the counts"):  # GS needs every count at once
+    with pytest.raises(ConfigError, match="only sra and lpa"):  # GS needs every count at once
         api.gs(df, items=range(1, 60_000_001), m=2, epsilon=1, budget=budget)
+    with pytest.raises(ConfigError, match="popularity is drawn on the driver"):
+        api.hpa(df, items=range(1, 60_000_001), l=2, epsilon=1, budget=budget)
     assert budget.spent == 0
 
 

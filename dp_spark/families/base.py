@@ -132,9 +132,10 @@ class Family:
     # the report's accuracy is that of the chosen bound; None when ``chosen`` (algorithm.chosen)
     # holds nothing the accuracy depends on. None: the family chooses nothing the accuracy states.
     with_chosen: Callable[[Any, dict], tuple[Any, dict] | None] | None = None
-    # (params, domains, execution) -> whether its tables are released on the executors, where
-    # the domain may be larger than the driver's memory (docs/executor_noise.md).
-    on_executors: Callable[[Any, Domains, Execution], bool] = lambda params, domains, execution: False
+    # (params, domains, execution) -> whether this release never needs a value per item on the
+    # driver, so that its item domain may be larger than the driver's memory: its tables go to
+    # the executors and nothing else holds the items (docs/executor_noise.md).
+    beyond_the_driver: Callable[[Any, Domains, Execution], bool] = lambda params, domains, execution: False
     # Said on the console when a release's mechanism is not differentially private.
     not_private_warning: str = ("WARNING: this release reproduces a published flaw and is NOT differentially "
                                 "private; privacy.json says why. Do not publish it.")
@@ -149,11 +150,12 @@ def check_domain_fits(family: Family, params: Any, domains: Domains, execution: 
     """Refuse, before anything is read or spent, an item domain too large for a release on the
     driver, unless this release's tables go to the executors."""
     items = domains.items
-    if items is None or len(items) <= MAX_DRIVER_ITEMS or family.on_executors(params, domains, execution):
+    if items is None or len(items) <= MAX_DRIVER_ITEMS or family.beyond_the_driver(params, domains, execution):
         return
     raise ConfigError(f"the item domain has {len(items):,} items, more than the {MAX_DRIVER_ITEMS:,} a release on "
-                      f"the driver holds; only the counts (sra, hpa, lpa) with the laplace publisher release larger "
-                      f"domains, on the executors (execution.executor_noise_cells, docs/executor_noise.md)")
+                      f"the driver holds; only sra and lpa with the laplace publisher release larger domains, on "
+                      f"the executors (execution.executor_noise_cells; hpa's popularity is drawn on the driver: "
+                      f"docs/executor_noise.md)")
 
 
 def plan_split(family: Family, params: Any, epsilon: Fraction, domains: Domains,

@@ -432,6 +432,7 @@ def _with_chosen(params: CountsParams, chosen: dict) -> tuple[CountsParams, dict
 FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, default_split=_split,
                 split_keys=_split_keys, run=run, describe=_describe, report_section=_report_section,
                 from_config=from_config, accuracy=_accuracy, with_chosen=_with_chosen,
-                delta=lambda params: params.delta, on_executors=lambda params, domains, execution: (
-                    not params.private_items and _on_executors(params, domains, execution)),
+                delta=lambda params: params.delta, beyond_the_driver=lambda params, domains, execution: (
+                    params.algorithm != "hpa" and not params.private_items
+                    and _on_executors(params, domains, execution)),
                 config_keys=("keys_per_user", "l_candidates", "m_candidates", "effective_items"))
