@@ -181,6 +181,50 @@ def test_quality_s_falls_back_to_python_ints_beyond_int64():
     assert all(b == huge * a for a, b in zip(small.ravel(), large.ravel()))
 
 
+def direct_biases(at_max, at_theta, m):
+    return np.array([[sum(abs(int(a) - int(k) * int(b)) for a, b in zip(at_max, row)) for k in m] for row in at_theta])
+
+
+def test_biases_by_sorting_equal_the_direct_sum_with_ties_and_empty_columns():
+    """DPSense-S's Σ_j |a_j − m·b_j| for every θ and α by sorting each column between the m's
+    equals the direct sum: with columns whose ratio a/b equals some m exactly, columns with
+    b = 0 (and a = 0), and ratios just either side of an m."""
+    rng = np.random.default_rng(11)
+    m = np.arange(20, 61, dtype=np.int64)
+    for _ in range(40):
+        d = int(rng.integers(1, 40))
+        at_theta = rng.integers(0, 30, size=(3, d)).astype(np.int64)
+        at_max = rng.integers(0, 2000, size=d).astype(np.int64)
+        tied = rng.random(d) < 0.4
+        at_max[tied] = at_theta[0, tied] * rng.choice(m, size=int(tied.sum())) + rng.integers(-1, 2, size=int(tied.sum()))
+        at_max = np.maximum(at_max, 0)
+        assert dpsense._biases(at_max, at_theta, m).tolist() == direct_biases(at_max, at_theta, m).tolist()
+
+
+def test_biases_stay_exact_where_doubles_cannot_order_the_ratios():
+    """a/b = 20 − 1/b rounds to exactly 20 in doubles once a passes 2^53: the sort would put the
+    column on the wrong side of m = 20 (a bias of −1 instead of 1), so such counts take the
+    direct sum."""
+    b = (1 << 53) // 20 + 7
+    at_max, at_theta, m = np.array([20 * b - 1], dtype=np.int64), np.array([[b]], dtype=np.int64), np.array([20, 21])
+    assert float(at_max[0]) / float(b) == 20.0  # the rounding the direct sum avoids
+    assert dpsense._biases(at_max, at_theta, m).tolist() == [[1, b + 1]]
+
+
+def test_quality_counts_through_doubles_equal_the_int64_product():
+    """The weighted sums go through BLAS in doubles only while they are exact integers there."""
+    rng = np.random.default_rng(5)
+    by_length = rng.integers(0, 1000, size=(30, 9)).astype(np.int64)
+    long_units = rng.integers(0, 1 << 25, size=30).astype(np.int64)
+    thetas = np.arange(1, 9)
+    fast = dpsense.quality_counts(by_length, long_units, thetas)
+    exact = dpsense.quality_counts(by_length.astype(object), long_units.astype(object), thetas, dtype=object)
+    assert fast.dtype == np.int64 and fast.tolist() == exact.tolist()
+    huge = np.full((2, 9), (1 << 31) + 1, dtype=np.int64)  # unit·Σ_r N_j(r) ≥ 2^53: stays in int64
+    assert dpsense.quality_counts(huge, np.zeros(2, dtype=np.int64), thetas).tolist() == \
+        dpsense.quality_counts(huge.astype(object), np.zeros(2, dtype=object), thetas, dtype=object).tolist()
+
+
 def test_limited_counts_equal_the_direct_sum():
     for rows in tiny_matrices(count=10, seed=2):
         limited = dpsense.limited_counts_all(*by_length_of(rows), THETAS)
