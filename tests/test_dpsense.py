@@ -7,6 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
+from pyspark.sql import functions as F
 
 from dp_spark.aggregates import item_columns
 from dp_spark.algorithms import dpsense
@@ -15,6 +16,7 @@ from dp_spark.cli import main
 from dp_spark.core.domain import ItemDomain
 from dp_spark.core.mechanisms import RandomSource, exponential_mechanism, exponential_probabilities
 from dp_spark.core.privacy import Budget
+from dp_spark.io.validation import validate_records
 from tests.conftest import shared_data
 
 THETA_MAX = 4
@@ -279,6 +281,37 @@ def test_spark_aggregates_match_the_direct_computation(spark):
         assert item_columns.column_counts(rows, ITEMS).tolist() == truth.tolist()
     finally:
         rows.release()
+
+
+def test_rows_from_validation_give_the_aggregates_of_rows_built_from_the_records(spark):
+    """The run takes its rows and their users by length from validation's pass: with a repeated
+    record, a record outside the item domain in a user's row, and a user with no record inside,
+    every aggregate equals that of the rows built from the validated records by their own shuffle."""
+    frame = rows_frame(spark, ROWS, duplicate_first=True).unionByName(
+        spark.createDataFrame([(2, 99), (50, 77)], "user_id long, item_id long"))
+    records = frame.withColumn("record_id", F.monotonically_increasing_id())
+    validated = validate_records(records, ITEMS, None, item_sets=True)
+    reference = item_rows.rows_of(validated.records)
+    from_validation = item_rows.Rows(validated.item_sets, validated.users_by_items, owned=False)
+    try:
+        assert from_validation.users_by_length.to_dict() == {1: 2, 2: 1, 3: 1, 4: 1, 5: 1}
+        for theta_max in (2, THETA_MAX):
+            assert (item_columns.length_histogram(from_validation, theta_max).tolist()
+                    == item_columns.length_histogram(reference, theta_max).tolist() == hist_of(ROWS, theta_max).tolist())
+            got = item_columns.length_by_column(from_validation, ITEMS, theta_max, grid_bits=dpsense.QUALITY_GRID_BITS)
+            want = item_columns.length_by_column(reference, ITEMS, theta_max, grid_bits=dpsense.QUALITY_GRID_BITS)
+            assert [a.tolist() for a in got] == [a.tolist() for a in want]
+        for theta in (1, 2, 3, 5):
+            assert from_validation.truncation(theta) == reference.truncation(theta)
+            for limit in item_rows.LIMITS:
+                assert (item_columns.limited_counts(from_validation, ITEMS, theta, limit, 5, grid_bits=dpsense.GRID_BITS)
+                        .tolist() == item_columns.limited_counts(reference, ITEMS, theta, limit, 5,
+                                                                 grid_bits=dpsense.GRID_BITS).tolist())
+    finally:
+        reference.release()
+        from_validation.release()
+        assert validated.cached.is_cached  # validation's cache, released by validation
+        validated.release()
 
 
 @pytest.mark.parametrize("theta", [1, 2, 3, 5])
