@@ -7,6 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
+from pyspark.sql import functions as F
 
 from dp_spark.aggregates import item_columns
 from dp_spark.algorithms import dpsense
@@ -15,6 +16,7 @@ from dp_spark.cli import main
 from dp_spark.core.domain import ItemDomain
 from dp_spark.core.mechanisms import RandomSource, exponential_mechanism, exponential_probabilities
 from dp_spark.core.privacy import Budget
+from dp_spark.io.validation import validate_records
 from tests.conftest import shared_data
 
 THETA_MAX = 4
@@ -181,6 +183,50 @@ def test_quality_s_falls_back_to_python_ints_beyond_int64():
     assert all(b == huge * a for a, b in zip(small.ravel(), large.ravel()))
 
 
+def direct_biases(at_max, at_theta, m):
+    return np.array([[sum(abs(int(a) - int(k) * int(b)) for a, b in zip(at_max, row)) for k in m] for row in at_theta])
+
+
+def test_biases_by_sorting_equal_the_direct_sum_with_ties_and_empty_columns():
+    """DPSense-S's Σ_j |a_j − m·b_j| for every θ and α by sorting each column between the m's
+    equals the direct sum: with columns whose ratio a/b equals some m exactly, columns with
+    b = 0 (and a = 0), and ratios just either side of an m."""
+    rng = np.random.default_rng(11)
+    m = np.arange(20, 61, dtype=np.int64)
+    for _ in range(40):
+        d = int(rng.integers(1, 40))
+        at_theta = rng.integers(0, 30, size=(3, d)).astype(np.int64)
+        at_max = rng.integers(0, 2000, size=d).astype(np.int64)
+        tied = rng.random(d) < 0.4
+        at_max[tied] = at_theta[0, tied] * rng.choice(m, size=int(tied.sum())) + rng.integers(-1, 2, size=int(tied.sum()))
+        at_max = np.maximum(at_max, 0)
+        assert dpsense._biases(at_max, at_theta, m).tolist() == direct_biases(at_max, at_theta, m).tolist()
+
+
+def test_biases_stay_exact_where_doubles_cannot_order_the_ratios():
+    """a/b = 20 − 1/b rounds to exactly 20 in doubles once a passes 2^53: the sort would put the
+    column on the wrong side of m = 20 (a bias of −1 instead of 1), so such counts take the
+    direct sum."""
+    b = (1 << 53) // 20 + 7
+    at_max, at_theta, m = np.array([20 * b - 1], dtype=np.int64), np.array([[b]], dtype=np.int64), np.array([20, 21])
+    assert float(at_max[0]) / float(b) == 20.0  # the rounding the direct sum avoids
+    assert dpsense._biases(at_max, at_theta, m).tolist() == [[1, b + 1]]
+
+
+def test_quality_counts_through_doubles_equal_the_int64_product():
+    """The weighted sums go through BLAS in doubles only while they are exact integers there."""
+    rng = np.random.default_rng(5)
+    by_length = rng.integers(0, 1000, size=(30, 9)).astype(np.int64)
+    long_units = rng.integers(0, 1 << 25, size=30).astype(np.int64)
+    thetas = np.arange(1, 9)
+    fast = dpsense.quality_counts(by_length, long_units, thetas)
+    exact = dpsense.quality_counts(by_length.astype(object), long_units.astype(object), thetas, dtype=object)
+    assert fast.dtype == np.int64 and fast.tolist() == exact.tolist()
+    huge = np.full((2, 9), (1 << 31) + 1, dtype=np.int64)  # unit·Σ_r N_j(r) ≥ 2^53: stays in int64
+    assert dpsense.quality_counts(huge, np.zeros(2, dtype=np.int64), thetas).tolist() == \
+        dpsense.quality_counts(huge.astype(object), np.zeros(2, dtype=object), thetas, dtype=object).tolist()
+
+
 def test_limited_counts_equal_the_direct_sum():
     for rows in tiny_matrices(count=10, seed=2):
         limited = dpsense.limited_counts_all(*by_length_of(rows), THETAS)
@@ -235,6 +281,37 @@ def test_spark_aggregates_match_the_direct_computation(spark):
         assert item_columns.column_counts(rows, ITEMS).tolist() == truth.tolist()
     finally:
         rows.release()
+
+
+def test_rows_from_validation_give_the_aggregates_of_rows_built_from_the_records(spark):
+    """The run takes its rows and their users by length from validation's pass: with a repeated
+    record, a record outside the item domain in a user's row, and a user with no record inside,
+    every aggregate equals that of the rows built from the validated records by their own shuffle."""
+    frame = rows_frame(spark, ROWS, duplicate_first=True).unionByName(
+        spark.createDataFrame([(2, 99), (50, 77)], "user_id long, item_id long"))
+    records = frame.withColumn("record_id", F.monotonically_increasing_id())
+    validated = validate_records(records, ITEMS, None, item_sets=True)
+    reference = item_rows.rows_of(validated.records)
+    from_validation = item_rows.Rows(validated.item_sets, validated.users_by_items, owned=False)
+    try:
+        assert from_validation.users_by_length.to_dict() == {1: 2, 2: 1, 3: 1, 4: 1, 5: 1}
+        for theta_max in (2, THETA_MAX):
+            assert (item_columns.length_histogram(from_validation, theta_max).tolist()
+                    == item_columns.length_histogram(reference, theta_max).tolist() == hist_of(ROWS, theta_max).tolist())
+            got = item_columns.length_by_column(from_validation, ITEMS, theta_max, grid_bits=dpsense.QUALITY_GRID_BITS)
+            want = item_columns.length_by_column(reference, ITEMS, theta_max, grid_bits=dpsense.QUALITY_GRID_BITS)
+            assert [a.tolist() for a in got] == [a.tolist() for a in want]
+        for theta in (1, 2, 3, 5):
+            assert from_validation.truncation(theta) == reference.truncation(theta)
+            for limit in item_rows.LIMITS:
+                assert (item_columns.limited_counts(from_validation, ITEMS, theta, limit, 5, grid_bits=dpsense.GRID_BITS)
+                        .tolist() == item_columns.limited_counts(reference, ITEMS, theta, limit, 5,
+                                                                 grid_bits=dpsense.GRID_BITS).tolist())
+    finally:
+        reference.release()
+        from_validation.release()
+        assert validated.cached.is_cached  # validation's cache, released by validation
+        validated.release()
 
 
 @pytest.mark.parametrize("theta", [1, 2, 3, 5])

@@ -48,7 +48,12 @@ def limited_counts(rows: Rows, items: ItemDomain, theta: int, limit: str, seed: 
 
 
 def length_histogram(rows: Rows, theta_max: int) -> np.ndarray:
-    """Rows by length capped at θ_max: index r = 1..θ_max (0 unused). NOT private."""
+    """Rows by length capped at θ_max: index r = 1..θ_max (0 unused). NOT private. No job when
+    the rows come with their users by length."""
+    if rows.users_by_length is not None:
+        lengths = rows.users_by_length.index.to_numpy(dtype=np.int64)
+        return on_domain(np.minimum(lengths, theta_max), rows.users_by_length.to_numpy(dtype=np.int64),
+                         theta_max + 1)
     capped = rows.per_user.select(F.least(F.col("_r"), F.lit(theta_max)).alias("r")).groupBy("r").count().toPandas()
     return on_domain(capped["r"], capped["count"], theta_max + 1)
 

@@ -21,7 +21,7 @@ from dp_spark.core import accuracy
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, rows_per_user
-from dp_spark.io.validation import validate_records
+from dp_spark.io.validation import ValidatedRecords, validate_records
 
 ALGORITHMS = ("dpsense", "dpsense_s")
 
@@ -47,12 +47,15 @@ class DPSenseParams:
         return self.algorithm == "dpsense_s"
 
 
-def _limited_counts(params: DPSenseParams, inputs: RunInputs, records) -> tuple[np.ndarray, int, Fraction, dict]:
-    """Bound and aggregate: each user's row, θ (and α) chosen by the exponential mechanism from
-    the length aggregates, the column counts of the rows limited to θ, and what the limit kept
-    (all NOT private but θ and α)."""
+def _limited_counts(params: DPSenseParams, inputs: RunInputs,
+                    validated: ValidatedRecords) -> tuple[np.ndarray, int, Fraction, dict]:
+    """Bound and aggregate: each user's row (from validation's pass), θ (and α) chosen by the
+    exponential mechanism from the length aggregates, the column counts of the rows limited to θ,
+    and what the limit kept (all NOT private but θ and α)."""
     items, split = inputs.domains.items, inputs.split
-    rows = item_rows.rows_of(records)
+    # Validation collected the rows and their users by length in its own pass; its cache holds
+    # them, and validated.release() drops it.
+    rows = item_rows.Rows(validated.item_sets, validated.users_by_items, owned=False)
     try:
         if params.scaled:
             by_length, long_units = item_columns.length_by_column(rows, items, params.theta_max,
@@ -72,14 +75,14 @@ def _limited_counts(params: DPSenseParams, inputs: RunInputs, records) -> tuple[
 
 
 def run(params: DPSenseParams, inputs: RunInputs) -> FamilyOutput:
-    validated = validate_records(inputs.records, inputs.domains.items, None)
+    validated = validate_records(inputs.records, inputs.domains.items, None, item_sets=True)
     rows_read, outside = validated.diagnostics["rows_read"], validated.rows_outside_domain
     try:
         # θ is chosen with noise, so before the noise only the domain's coverage can be guarded.
         guards.check(inputs.guards, guards.Coverage(rows_read, outside, users=int(validated.users_by_n.sum())),
                      inputs.progress, validated.explain)
         inputs.progress(f"{rows_read:,} records read; bounding and counting")
-        counts, theta, alpha, truncation = _limited_counts(params, inputs, validated.records)
+        counts, theta, alpha, truncation = _limited_counts(params, inputs, validated)
     finally:
         validated.release()
     noisy = dpsense.publish_columns(counts, theta, params.limit, inputs.split["epsilon_counts"], inputs.budget,
