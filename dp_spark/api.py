@@ -266,8 +266,9 @@ def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attrib
     tenth of ε (``epsilon_split["epsilon_bound"]``); the choice is in ``release.report["algorithm"]["chosen"]``
     (docs/bound_selection.md).
 
-    A table of at least ``executor_noise_cells`` cells (default 20 million) is released on the
-    executors and returned as a Spark DataFrame; smaller ones are pandas (docs/executor_noise.md)."""
+    When the largest table (items × attribute values) has at least ``executor_noise_cells`` cells
+    (default 20 million), every table of the release is released on the executors and returned as
+    a Spark DataFrame; below it they are pandas (docs/executor_noise.md)."""
     return _counts("sra", df, items=items, l=l, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,

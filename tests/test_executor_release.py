@@ -32,7 +32,7 @@ def _tally(spark, cells: list[tuple[int, int]]):
 
 def _released(spark, grid: CellGrid, cells: list[tuple[int, int]], sensitivity=2, epsilon=Fraction(1, 2), step="edge_counts",
               secret=SECRET) -> tuple[pd.DataFrame, Budget]:
-    budget = Budget(1)
+    budget = Budget(1, fixed_seed=True)
     table, entry = executor_laplace.publish(_tally(spark, cells), grid, sensitivity, epsilon, budget, secret, step)
     assert budget.entries == [entry] and entry.cells == grid.cells and entry.noise_scale == sensitivity / epsilon
     keys = ["item_id", "attr"] if grid.attributes else ["item_id"]
@@ -92,7 +92,7 @@ def test_the_release_does_not_depend_on_chunks_or_partitions(spark):
 
 def test_the_ledger_pays_before_any_noise_and_refuses_an_overspend(spark):
     grid = CellGrid(item_domain({"range": [1, 10]}))
-    budget = Budget(Fraction(1, 4))
+    budget = Budget(Fraction(1, 4), fixed_seed=True)
     with pytest.raises(BudgetExceeded):
         executor_laplace.publish(_tally(spark, [(0, 1)]), grid, 1, Fraction(1, 2), budget, SECRET, "item_counts")
     assert budget.entries == []
@@ -243,3 +243,55 @@ def test_a_range_domain_keeps_its_bounds_only():
     np.testing.assert_array_equal(small.ids, [5, 6, 7, 8, 9])  # made on first use
     with pytest.raises(ConfigError, match="more than 2"):
         item_domain({"range": [0, 2**62]})
+
+
+def test_one_step_gets_noise_once_and_from_a_secret_that_matches_the_budget(spark):
+    tally = _tally(spark, [(0, 1)])
+    grid = CellGrid(item_domain({"range": [1, 10]}))
+    with pytest.raises(ValueError, match="seeded noise secret for a budget without a fixed seed"):
+        executor_laplace.publish(tally, grid, 1, Fraction(1, 4), Budget(1), SECRET, "item_counts")
+    with pytest.raises(ValueError, match="fresh noise secret for a budget with a fixed seed"):
+        executor_laplace.publish(tally, grid, 1, Fraction(1, 4), Budget(1, fixed_seed=True), NoiseSecret.fresh(),
+                                 "item_counts")
+    budget = Budget(1, fixed_seed=True)
+    executor_laplace.publish(tally, grid, 1, Fraction(1, 4), budget, SECRET, "item_counts")
+    with pytest.raises(ValueError, match="two tables would share it"):
+        executor_laplace.publish(tally, grid, 1, Fraction(1, 4), budget, SECRET, "item_counts")
+    assert len(budget.entries) == 1
+
+
+@pytest.mark.parametrize("items, attributes", [
+    ({"range": [-40, 59]}, ["a", "b", "c"]),                       # negative ids, packed keys
+    ({"ids": [-(2**62), -3, 0, 17, 2**62]}, [str(v) for v in range(20)]),  # huge ids, struct keys (> 16 values)
+    ({"ids": ["b7", "a", "zz", "7"]}, ["x", "y"]),                  # string ids with attributes
+    ({"ids": ["b7", "a", "zz", "7"]}, None),                        # string ids alone
+])
+def test_the_executors_tally_the_cells_the_driver_counts(spark, items, attributes):
+    from dp_spark.aggregates import item_edges
+    from dp_spark.bounding import user_records
+
+    domain, values = item_domain(items), attribute_domain(attributes) if attributes else None
+    rng = np.random.default_rng(3)
+    ids = domain.ids
+    rows = pd.DataFrame({"user_id": rng.integers(0, 30, 400), "item_id": ids[rng.integers(0, len(ids), 400)],
+                         "record_id": np.arange(400)})
+    if values:
+        rows["attr"] = np.array(values.values, dtype=object)[rng.integers(0, len(values), 400)]
+    selection = user_records.sample_selection(spark.createDataFrame(rows), 4, seed=1)
+    driver = item_edges.selected_edge_counts(selection, domain, values).reshape(-1)
+    tally = item_edges.selected_cell_tally(selection, domain, values).toPandas()
+    executors = np.zeros(driver.size, dtype=np.int64)
+    np.add.at(executors, tally["_cell"].to_numpy(), tally["_count"].to_numpy())
+    np.testing.assert_array_equal(executors, driver)
+    assert driver.sum() == 30 * 4 - sum(max(0, 4 - n) for n in np.bincount(rows["user_id"], minlength=30))
+
+
+def test_a_key_outside_the_domain_fails_the_tally_rather_than_vanish(spark):
+    from pyspark.errors import PySparkException
+
+    from dp_spark.aggregates import item_edges
+
+    domain = item_domain({"ids": [1, 5, 9]})
+    tally = spark.createDataFrame(pd.DataFrame({"_key": [5, 6], "_count": [1, 1]}))
+    with pytest.raises(PySparkException, match="outside the public domain"):
+        item_edges.cells_of_keys(tally, domain, None).collect()

@@ -122,6 +122,11 @@ def cells_of_keys(tally: DataFrame, items: ItemDomain, attributes: AttributeDoma
     decoded = tally.select(item.alias("item_id"), attr.cast("long").alias("_attr"), "_count")
     if items.id_range:
         positioned = decoded.withColumn("_pos", F.col("item_id") - F.lit(items.id_range[0]))
-    else:
-        positioned = decoded.join(domain_positions(tally.sparkSession, items), "item_id")
-    return positioned.select((F.col("_pos") * F.lit(h) + F.col("_attr")).alias("_cell"), "_count")
+    else:  # a left join: a key outside the domain keeps its row, with no position
+        positioned = decoded.join(domain_positions(tally.sparkSession, items), "item_id", "left")
+    cell = F.col("_pos") * F.lit(h) + F.col("_attr")
+    # A key outside the domain (records that skipped validation) fails the release, as
+    # on_domain does on the driver, rather than being dropped or counted in another cell.
+    inside = (F.col("_pos").between(0, len(items) - 1) & F.col("_attr").between(0, h - 1))
+    checked = F.when(F.coalesce(inside, F.lit(False)), cell).otherwise(F.raise_error(F.lit(OUTSIDE)))
+    return positioned.select(checked.cast("long").alias("_cell"), "_count")

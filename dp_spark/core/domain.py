@@ -44,7 +44,8 @@ class ItemDomain:
     Python strings in an object array, sorted by code point.
 
     A range [lo, hi] keeps only its bounds: its ids are made on first use (``ids``), so a domain
-    of 10⁹ ids released on the executors never has them on the driver."""
+    of 10⁹ ids released on the executors never has them on the driver. (``dataclasses.replace``
+    does not work on it: build a new one.)"""
 
     _ids: np.ndarray | None = field(repr=False)
     description: str
@@ -57,6 +58,9 @@ class ItemDomain:
                  public_by_assertion: str = "", titles: dict[int, str] | None = None):
         if ids is None and id_range is None:
             raise ValueError("an item domain needs its ids or its range")
+        if ids is not None and id_range is not None and (
+                len(ids) != id_range[1] - id_range[0] + 1 or len(ids) and (ids[0], ids[-1]) != tuple(id_range)):
+            raise ValueError(f"ids {ids[:3]}... do not make up the range {id_range}")
         object.__setattr__(self, "_ids", ids)
         object.__setattr__(self, "description", description)
         object.__setattr__(self, "id_range", None if id_range is None else (int(id_range[0]), int(id_range[1])))
@@ -311,6 +315,8 @@ def item_domain(spec: dict[str, Any], spark: Any = None, source: Any = None) -> 
         raise ConfigError("domain.items.encoding applies to a file or a catalogue")
     if kind == "range":
         lo, hi = _int_range(spec["range"], "domain.items")
+        if lo < -(2**63) or hi >= 2**63:
+            raise ConfigError(f"domain.items.range [{lo}, {hi}] goes beyond 64-bit integers, which item ids must be")
         if hi - lo >= MAX_ITEMS:
             raise ConfigError(f"domain.items.range [{lo}, {hi}] has more than 2^62 items, more than a cell "
                               "index can count")

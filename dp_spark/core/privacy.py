@@ -167,6 +167,7 @@ class Budget:
         self.unit = unit
         self.fixed_seed = bool(fixed_seed)
         self.entries: list[LedgerEntry] = []
+        self._cells_handed_out: set[str] = set()  # steps whose noise the executors draw
 
     @property
     def delta_spent(self) -> float:
@@ -238,7 +239,13 @@ class Budget:
         as :meth:`discrete_laplace` does."""
         scale = mechanisms.as_scale(Fraction(entry.noise_scale))
         _check_noise_covers_sensitivity(entry)
+        if secret.seeded != self.fixed_seed:  # the report's guarantee must say where the noise came from
+            raise ValueError(f"step {entry.step!r}: a {'seeded' if secret.seeded else 'fresh'} noise secret for a "
+                             f"budget {'with' if self.fixed_seed else 'without'} a fixed seed")
+        if entry.step in self._cells_handed_out:  # the label keys the noise: one step, one noise
+            raise ValueError(f"step {entry.step!r} already has its noise on the executors: two tables would share it")
         self.spend(entry)
+        self._cells_handed_out.add(entry.step)
         return vector_noise.CellNoise(secret, entry.step, scale)
 
     def discrete_laplace_each(self, entry: LedgerEntry, rng: mechanisms.RandomSource, scales: Sequence,

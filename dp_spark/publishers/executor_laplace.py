@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from dp_spark.aggregates.domain_vector import domain_positions
+from dp_spark.aggregates.domain_vector import OUTSIDE, domain_positions
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.mechanisms import as_scale
 from dp_spark.core.privacy import Budget, LedgerEntry
@@ -128,8 +128,11 @@ def _released_chunk(grid: CellGrid, noise: CellNoise):
         n = min(per_chunk, n_items - first_item)
         first_cell = first_item * width
         tally = rows[rows["_count"] != _DOMAIN_ROW]
+        local = tally["_cell"].to_numpy(dtype=np.int64) - first_cell
+        if local.size and (local.min() < 0 or local.max() >= n * width):  # fail closed, as on_domain does
+            raise ValueError(OUTSIDE)
         counts = np.zeros(n * width, dtype=np.int64)
-        np.add.at(counts, tally["_cell"].to_numpy(dtype=np.int64) - first_cell, tally["_count"].to_numpy(dtype=np.int64))
+        np.add.at(counts, local, tally["_count"].to_numpy(dtype=np.int64))
         noisy = counts + noise(first_cell, first_cell + n * width - 1)
         if low is not None:
             ids = np.arange(low + first_item, low + first_item + n, dtype=np.int64)
