@@ -295,3 +295,14 @@ def test_a_key_outside_the_domain_fails_the_tally_rather_than_vanish(spark):
     tally = spark.createDataFrame(pd.DataFrame({"_key": [5, 6], "_count": [1, 1]}))
     with pytest.raises(PySparkException, match="outside the public domain"):
         item_edges.cells_of_keys(tally, domain, None).collect()
+
+
+def test_the_secret_shows_in_no_plan_and_no_message(spark, capsys):
+    secret = NoiseSecret.fresh()
+    table, entry = executor_laplace.publish(_tally(spark, [(0, 1)]), CellGrid(item_domain({"range": [1, 10]})), 1,
+                                            Fraction(1, 4), Budget(1), secret, "item_counts")
+    table.explain(extended=True)
+    shown = capsys.readouterr().out + repr(entry) + repr(secret)
+    assert "ArrowEvalPython" in shown or "FlatMapGroupsInPandas" in shown  # the plan was printed
+    for form in (secret.key.hex(), repr(secret.key), str(list(secret.key))):
+        assert form not in shown
