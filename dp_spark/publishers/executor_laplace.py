@@ -5,9 +5,9 @@ The mechanism is :mod:`dp_spark.publishers.laplace`'s, with the same claim (docs
 sensitivity Δ under the privacy unit, independent discrete Laplace noise of scale Δ/ε on every
 cell, zero counts included. Only where it runs differs. The driver never holds the table: the
 domain is laid out on the executors in chunks of whole items, each chunk's true counts are
-placed on it, and each cell's noise comes from :func:`dp_spark.core.vector_noise.range_noise`,
-a function of (secret, label, scale, cell index) alone, so a retried or re-partitioned task
-writes the same values (docs/executor_noise.md).
+placed on it, and each cell's noise is the :class:`~dp_spark.core.vector_noise.CellNoise` the
+budget hands out: a function of (secret, label, scale, cell index) alone, so a retried or
+re-partitioned task writes the same values (docs/executor_noise.md).
 
 A cell is (item position, attribute position); its index is position·width + attribute, where
 width is the number of attribute values (1 without attributes). The position of an item is its
@@ -91,9 +91,10 @@ class CellGrid:
 _DOMAIN_ROW = -1
 
 
-def _chunk_of(index: str, items_per_chunk: int):
-    """The chunk of a row from its cell (items_per_chunk = cells per chunk) or item position."""
-    return F.expr(f"{index} div {items_per_chunk}")
+def _chunk_of(index: str, per_chunk: int):
+    """The chunk of a row: its cell index divided by the cells per chunk, or its item position
+    divided by the items per chunk."""
+    return F.expr(f"{index} div {per_chunk}")
 
 
 def _domain_rows(spark: SparkSession, grid: CellGrid, item_type: T.DataType) -> DataFrame:
