@@ -38,6 +38,7 @@ import os
 import platform
 import statistics
 import time
+import tomllib
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,16 +61,14 @@ FLOOR_OF = {"sra": "floor", "hpa": "floor", "hpa_d10": "floor", "dpsense": "floo
 DATA_OF = {"entropy": "checkins", "floor_entropy": "checkins", "frapp": "records", "floor_apriori": "records"}
 HISTOGRAM_BINS = 1000
 ENTROPY = {"locations": 10_000, "M": 5, "C": 5, "epsilon": 5.0}  # paper 004's defaults (conf/sparse_entropy.toml)
-# conf/adult_frapp.toml's attributes and support.
-FRAPP_RECORDS = [
-    {"column": "age", "edges": [35, 55, 75], "right_closed": True},
-    {"column": "fnlwgt", "edges": [100000, 200000, 300000, 400000]},
-    {"column": "hours-per-week", "edges": [20, 40, 60, 80]},
-    {"column": "race", "values": ["White", "Black", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other"]},
-    {"column": "sex", "values": ["Male", "Female"]},
-    {"column": "native-country", "values": ["United-States"], "other": "Other"},
-]
-FRAPP_SUP_MIN = 0.02
+# FRAPP's attributes and support: conf/adult_frapp.toml's.
+FRAPP_CONFIG = Path(__file__).resolve().parents[2] / "conf" / "adult_frapp.toml"
+
+
+def frapp_settings() -> tuple[list[dict], float]:
+    """(domain.records, algorithm.sup_min) of the shipped FRAPP config."""
+    config = tomllib.loads(FRAPP_CONFIG.read_text(encoding="utf-8"))
+    return config["domain"]["records"], config["algorithm"]["sup_min"]
 # Paper 000's Netflix setting: l = 10, and d = min |T_k|, which is 1 on Netflix (its Table 4),
 # the default d as well. hpa_d10 draws HPA's popularity sample from 10 records per user, as the
 # benchmarks before the ninth round did (docs/performance.md).
@@ -88,10 +87,11 @@ def job_config(job: str, data: str):
             "algorithm": {"name": "entropy", "variant": "limit", "locations_per_user": ENTROPY["M"],
                           "visits_per_location": ENTROPY["C"]}})
     if job == "frapp":
+        records, sup_min = frapp_settings()
         return build_config({
             "output": "unused-by-bench", "source": {"format": "parquet", "path": data},
-            "domain": {"records": FRAPP_RECORDS}, "privacy": {"gamma": 19},
-            "algorithm": {"name": "frapp", "scheme": "det_gd", "sup_min": FRAPP_SUP_MIN}})
+            "domain": {"records": records}, "privacy": {"gamma": 19},
+            "algorithm": {"name": "frapp", "scheme": "det_gd", "sup_min": sup_min}})
     domain = {"items": {"range": [1, datasets.NETFLIX_ITEMS]}}
     if job in ("sra", *D):
         algorithm = {"name": "sra", "l": L} if job == "sra" else {"name": "hpa", "l": L, "d": D[job]}
@@ -142,9 +142,10 @@ def floor_apriori(spark, data: str) -> dict:
     from dp_spark.algorithms import frapp_mining
     from dp_spark.families.frapp import attribute_spec
 
-    specs = [attribute_spec(entry, i) for i, entry in enumerate(FRAPP_RECORDS)]
+    records, sup_min = frapp_settings()
+    specs = [attribute_spec(entry, i) for i, entry in enumerate(records)]
     table = frapp_mining.coded(spark.read.parquet(data), specs)
-    return frapp_mining.mine(table, frapp_mining.sizes_of([spec.attribute() for spec in specs]), None, FRAPP_SUP_MIN)
+    return frapp_mining.mine(table, frapp_mining.sizes_of([spec.attribute() for spec in specs]), None, sup_min)
 
 
 FLOORS = {"floor": floor, "floor_distinct": floor_distinct, "floor_user_histogram": floor_user_histogram,
