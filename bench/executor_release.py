@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import sys
@@ -35,6 +34,7 @@ from pyspark.sql import functions as F  # noqa: E402
 
 from dp_spark import api  # noqa: E402
 from dp_spark.io.session import get_session  # noqa: E402
+from dp_spark.lab.bench import _jvm_pid, _peak_mb  # noqa: E402  (the bench's own probes: VmHWM from /proc)
 
 
 def records(spark, rows: int, items: int, h: int, users: int):
@@ -62,35 +62,6 @@ def dp_release(df, items: int, h: int, out: str) -> int:
     shutil.rmtree(out, ignore_errors=True)
     release.write(out)
     return release.report["outputs"]["edge_counts"]["rows"] + release.report["outputs"]["item_counts"]["rows"]
-
-
-class PeakRss:
-    """The peak resident memory (VmHWM) of a process, read from /proc after the work."""
-
-    @staticmethod
-    def of(pid: int) -> float:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024 ** 2  # GiB
-        return float("nan")
-
-
-def jvm_pid() -> int | None:
-    """The local JVM started by this process (its child whose command line runs Spark)."""
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    parent = int(fh.read().rsplit(")", 1)[1].split()[1])
-                with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                    command = fh.read()
-            except OSError:
-                continue
-            if parent == me and b"java" in command:
-                return int(entry)
-    return None
 
 
 def main() -> None:
@@ -121,15 +92,15 @@ def main() -> None:
                 rows[job] = dp_release(df, args.items, args.attributes, out)
             times[job].append(time.perf_counter() - start)
             print(f"{job}: {times[job][-1]:.1f} s", flush=True)
-    jvm = jvm_pid()
+    jvm = _jvm_pid(spark)
     result = {
         "items": args.items, "attributes": args.attributes, "cells": args.items * args.attributes,
         "rows": args.rows, "users": args.users, "cores": os.cpu_count(),
         "seconds": {job: statistics.median(values) for job, values in times.items()},
         "all_seconds": times, "rows_written": rows,
         "ratio_dp_to_floor": statistics.median(times["dp"]) / statistics.median(times["floor"]),
-        "driver_python_peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2,
-        "jvm_peak_rss_gib": PeakRss.of(jvm) if jvm else None,
+        "driver_python_peak_rss_gib": _peak_mb(os.getpid()) / 1024,
+        "jvm_peak_rss_gib": _peak_mb(jvm) / 1024 if jvm else None,
     }
     print(json.dumps(result, indent=2))
     if args.out:
