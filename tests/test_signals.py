@@ -166,3 +166,44 @@ def test_only_the_first_signal_raises_and_the_handlers_are_restored():
                 cleaned_up = True
     assert cleaned_up and raised.value.signum == signal.SIGINT and raised.value.exit_code == 130
     assert signal.getsignal(signal.SIGINT) is before and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+# A write whose two tasks sleep 3 s, stopped by a signal after 1 s; then, 4 s later (past the tasks'
+# end had they gone on), what is left beside the output. In a process of its own: the signal cuts a
+# call to the JVM short, which leaves that thread's Py4J connection out of step for good.
+WRITE_STOPPED_MID_JOB = """
+import json, signal, sys, time
+from pathlib import Path
+from pyspark.sql import functions as F
+from dp_spark.errors import Interrupted
+from dp_spark.io import release_store
+from dp_spark.io.session import get_session
+
+spark = get_session("local[2]", {"spark.ui.enabled": "false"})
+slow = F.udf(lambda i: time.sleep(3) or int(i), "long")
+table = spark.range(0, 2, 1, 2).select(slow("id").alias("x"))
+
+def interrupt(signum, frame):
+    raise Interrupted(signum)
+
+signal.signal(signal.SIGALRM, interrupt)
+signal.setitimer(signal.ITIMER_REAL, 1.0)
+try:
+    release_store.write_release(spark, sys.argv[1] + "/out", {"slow": table}, {"x": 1})
+    print(json.dumps({"interrupted": False}))
+except Interrupted:
+    time.sleep(4)
+    print(json.dumps({"interrupted": True, "left": sorted(p.name for p in Path(sys.argv[1]).iterdir())}))
+"""
+
+
+@pytest.mark.system
+def test_a_write_stopped_mid_job_waits_for_its_tasks_and_leaves_no_staging(tmp_path):
+    """The CI failure of 2026-11-26: a signal stops the driver's Python while Spark's write job goes
+    on, and its tasks put files back into the staging directory after it was deleted. The write now
+    cancels its jobs and waits for the tasks before it deletes (without that, this test fails)."""
+    (tmp_path / "release").mkdir()
+    done = subprocess.run([sys.executable, "-c", WRITE_STOPPED_MID_JOB, str(tmp_path / "release")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"interrupted": True, "left": []}

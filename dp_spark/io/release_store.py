@@ -293,6 +293,8 @@ def write_release(spark: SparkSession, output: str, tables: dict, report: dict) 
     """
     target = location(output)
     staging = target.sibling(f".{target.name}.tmp-{uuid.uuid4().hex}")
+    tag = f"dp-spark-write-{uuid.uuid4().hex}"  # this write's Spark jobs, to cancel them on a failure
+    _jobs_tag(spark, tag, add=True)
     try:
         staging.fs.create_dir(staging.path)
         for name, frame in tables.items():
@@ -303,5 +305,63 @@ def write_release(spark: SparkSession, output: str, tables: dict, report: dict) 
             _swap_in(staging, target)
         except OSError as exc:
             raise DataError(f"cannot move the new output into place at {output!r}: {exc}") from None
+    except BaseException as failure:
+        _cancel_jobs(spark, tag)
+        _delete_until_quiet(staging)
+        if isinstance(failure, Exception):  # not a signal mid-call, after which this thread's Py4J link is out of step
+            _jobs_tag(spark, tag, add=False)
+        raise
+    else:
+        _jobs_tag(spark, tag, add=False)
     finally:
         delete(staging)
+
+
+# How long a failed write's cancelled tasks may go on writing: Spark kills a Python worker that does
+# not stop spark.python.task.killTimeout (2 s by default) after its task was cancelled.
+TASKS_SETTLE_SECONDS = 5.0
+
+
+def _is_connect(spark: SparkSession) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect.")
+
+
+def _jobs_tag(spark: SparkSession, tag: str, add: bool) -> None:
+    """Put ``tag`` on (or take it off) the Spark jobs this thread starts."""
+    if _is_connect(spark):
+        (spark.addTag if add else spark.removeTag)(tag)
+    else:
+        (spark.sparkContext.addJobTag if add else spark.sparkContext.removeJobTag)(tag)
+
+
+def _cancel_jobs(spark: SparkSession, tag: str) -> None:
+    """Cancel the jobs with ``tag``, from a new thread: a signal may have cut this thread's call to
+    the JVM short, leaving its answer unread on this thread's Py4J connection, and a new thread has
+    a connection of its own."""
+    import threading
+
+    def cancel():
+        with contextlib.suppress(Exception):  # a session that has stopped runs nothing
+            spark.interruptTag(tag) if _is_connect(spark) else spark.sparkContext.cancelJobsWithTag(tag)
+
+    helper = threading.Thread(target=cancel, name="dp-spark-cancel-write", daemon=True)
+    helper.start()
+    helper.join(30)
+
+
+def _delete_until_quiet(staging: Location, seconds: float = TASKS_SETTLE_SECONDS) -> None:
+    """Delete the staging directory, and again whenever it comes back, for ``seconds``.
+
+    A signal stops the driver's Python while Spark's write job goes on. Cancelling ends the job at
+    once, but its tasks stop only when they next look (a Python worker is killed after Spark's
+    kill timeout), and one still running puts its directories back after they were deleted (seen
+    once in CI: a SIGTERM at the write left a staging directory behind)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        with contextlib.suppress(OSError):  # a task may be writing into it right now: try again
+            delete(staging)
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.2)
