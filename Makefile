@@ -17,7 +17,7 @@ PEER_DATA := data/netflix-$(PEER_ROWS).parquet
 PDP_VENV := .venv-pipelinedp
 TMLT_VENV := .venv-tumult
 
-.PHONY: demo test test-fast bench bench-peers reproduce-000 reproduce-001 reproduce-002 reproduce-003 reproduce-004 install check-java clean
+.PHONY: demo test test-fast package bench bench-peers reproduce-000 reproduce-001 reproduce-002 reproduce-003 reproduce-004 install check-java clean
 
 demo: install check-java $(DEMO_DATA)
 	$(BIN)/dp-spark run conf/demo.toml
@@ -30,6 +30,11 @@ test: $(VENV)/.installed-test check-java
 # The unit tier only (tests/conftest.py): pure Python and numpy, no JVM, so no Java needed; under a minute.
 test-fast: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -m unit
+
+# The driver's environment in one file for a cluster's executors (docs/cluster.md); rebuilt only
+# when the code or .venv's packages changed. scripts/submit.sh --package ships it.
+package: install
+	scripts/package.sh
 
 # Numbers, not a test: see docs/performance.md. BENCH_FULL=1 adds the 100M-row table.
 bench: install check-java
@@ -95,4 +100,4 @@ check-java:
 	  echo "or 'brew install openjdk@17' (macOS), then run make again."; exit 1; }
 
 clean:
-	rm -rf $(VENV) $(PDP_VENV) out data .pytest_cache
+	rm -rf $(VENV) $(PDP_VENV) out data dist .pytest_cache

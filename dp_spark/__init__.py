@@ -10,7 +10,6 @@ The pipeline is bound -> aggregate -> publish; every epsilon is spent through th
 docs/api.md shows every function; docs/architecture.md the layout of the package.
 """
 
-from dp_spark.core.privacy import BudgetExceeded
 from dp_spark.errors import ConfigError, DataError, DpSparkError, GuardRefused
 from dp_spark.version import __version__
 
@@ -21,8 +20,9 @@ __all__ = [
 ]
 
 # The API's names are loaded on first use: ``import dp_spark`` (and so every ``dp-spark`` command,
-# whose modules live in this package) then does not pay for pandas and PySpark until it needs them.
-_API_NAMES = frozenset({"DatasetBudget", "Plan", "Release", "dft", "dpsense", "dpsense_s", "frapp", "gs", "hpa",
+# whose modules live in this package) then does not pay for pandas and PySpark until it needs them,
+# and imports without numpy at all, as the executors' pre-flight check needs (io/executor_env.py).
+_API_NAMES = frozenset({"BudgetExceeded", "DatasetBudget", "Plan", "Release", "dft", "dpsense", "dpsense_s", "frapp", "gs", "hpa",
                         "location_entropy", "lpa", "plan", "sra", "user_histogram"})
 
 

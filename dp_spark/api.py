@@ -33,7 +33,7 @@ from dp_spark.families.guards import Guards, guards_of
 from dp_spark.families.location_entropy import EntropyParams
 from dp_spark.families.registry import family_of
 from dp_spark.families.user_histogram import HistogramParams
-from dp_spark.io import checkins, release_store
+from dp_spark.io import checkins, executor_env, release_store
 
 
 class DatasetBudget:
@@ -209,6 +209,7 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
     limits = guards if isinstance(guards, Guards) else guards_of(None if guards is None else dict(guards))
     limits.check_family(family.name, params.algorithm)  # before the budget is charged
     check_domain_fits(family, params, domains, execution)
+    executor_env.check(records.sparkSession, progress)  # the executors' Python, before any charge
     if budget is not None:
         budget.charge(epsilon, family.delta(params), f"{params.algorithm} release")
     progress(family.describe(params, epsilon, domains))

@@ -7,7 +7,9 @@
 #   scripts/cluster.sh stop
 #
 # Settings: CLUSTER_PORT (7077), CLUSTER_UI_PORT (8080), CLUSTER_WORKERS (2),
-# CLUSTER_WORKER_CORES (1), CLUSTER_WORKER_MEMORY (2g), CLUSTER_DIR (logs and pids).
+# CLUSTER_WORKER_CORES (1), CLUSTER_WORKER_MEMORY (2g), CLUSTER_DIR (logs and pids),
+# CLUSTER_PYTHON: the nodes' own Python, first on the workers' PATH as python3 (default .venv's;
+# a bare one plays a cluster whose nodes lack numpy, pandas and pyarrow).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 port=${CLUSTER_PORT:-7077}
@@ -15,6 +17,7 @@ ui_port=${CLUSTER_UI_PORT:-8080}
 workers=${CLUSTER_WORKERS:-2}
 dir=${CLUSTER_DIR:-$here/out/cluster}
 python=${PYTHON:-$here/.venv/bin/python}
+node_python=${CLUSTER_PYTHON:-$python}
 
 spark_home=$("$python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))') || {
   echo "dp-spark: error: pyspark not importable with $python (run 'make install')" >&2; exit 2; }
@@ -24,7 +27,8 @@ started=()  # names of the processes this start launched, stopped again if the s
 
 launch() {  # name, class, args...
   local name=$1; shift
-  SPARK_HOME="$spark_home" PYSPARK_PYTHON="$python" nohup "$spark_class" "$@" >"$dir/$name.log" 2>&1 &
+  PATH="$dir/node-bin:$PATH" SPARK_HOME="$spark_home" PYSPARK_PYTHON="$node_python" \
+    nohup "$spark_class" "$@" >"$dir/$name.log" 2>&1 &
   echo $! >"$dir/$name.pid"
   started+=("$name")
 }
@@ -81,6 +85,13 @@ case "${1:-}" in
     port_free "$port" || {
       echo "dp-spark: error: port $port on 127.0.0.1 is in use (another Spark master?); stop it, or choose" \
            "another port with CLUSTER_PORT" >&2; exit 1; }
+    # The nodes' python3 (and python, python3.X): what executors run when the job names no Python.
+    mkdir -p "$dir/node-bin"
+    minor=$("$node_python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    for name in python python3 "python$minor"; do  # scripts, not links: a venv is found from the path run
+      printf '#!/bin/sh\nexec "%s" "$@"\n' "$node_python" >"$dir/node-bin/$name"
+      chmod +x "$dir/node-bin/$name"
+    done
     launch master org.apache.spark.deploy.master.Master --host 127.0.0.1 --port "$port" --webui-port "$ui_port"
     wait_for "Starting Spark master" master 60
     grep -Eq "Starting Spark master at spark://127\.0\.0\.1:$port([^0-9]|\$)" "$dir/master.log" ||

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Run a dp-spark job through spark-submit.
 #
-#   scripts/submit.sh CONF.toml [spark-submit options ...] [-- dp-spark options ...]
+#   scripts/submit.sh CONF.toml [--package] [spark-submit options ...] [-- dp-spark options ...]
 #
-# e.g. scripts/submit.sh conf/movielens_sra.toml --master spark://host:7077 -- --set privacy.epsilon=0.5
-# The master defaults to local[*]. dp_spark is zipped and shipped with --py-files;
-# executors need numpy, pandas and pyarrow installed (as on the driver).
+# e.g. scripts/submit.sh conf/movielens_sra.toml --master spark://host:7077 --package -- --set privacy.epsilon=0.5
+# The master defaults to local[*]. dp_spark is zipped and shipped with --py-files. The executors
+# run numpy, pandas and pyarrow code: on a cluster, --package ships the driver's environment as
+# one file (scripts/package.sh builds it when missing or stale) and makes it the executors' Python;
+# without it they use the cluster's Python (spark.pyspark.python, else python3), which the job
+# checks before anything is charged (docs/cluster.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -16,15 +19,25 @@ fi
 conf=$1; shift
 [ -f "$conf" ] || { echo "dp-spark: error: config $conf not found" >&2; exit 2; }
 
-submit_args=() job_args=()
+submit_args=() job_args=() package=0 master="" deploy_mode=client
 while [ $# -gt 0 ]; do
-  if [ "$1" = "--" ]; then shift; job_args=("$@"); break; fi
+  case "$1" in
+    --) shift; job_args=("$@"); break ;;
+    --package) package=1; shift; continue ;;
+    --master) master=${2:-} ;;
+    --master=*) master=${1#--master=} ;;
+    --deploy-mode) deploy_mode=${2:-} ;;
+    --deploy-mode=*) deploy_mode=${1#--deploy-mode=} ;;
+    spark.submit.deployMode=*) deploy_mode=${1#*=} ;;  # the value of a --conf
+  esac
   submit_args+=("$1"); shift
 done
-case " ${submit_args[*]-} " in
-  *" --master "*|*" --master="*) ;;
-  *) submit_args=(--master "local[*]" "${submit_args[@]+"${submit_args[@]}"}") ;;
-esac
+if [ -z "$master" ]; then
+  master="local[*]"
+  submit_args=(--master "$master" "${submit_args[@]+"${submit_args[@]}"}")
+fi
+local_master=0
+[[ "$master" =~ ^local(\[.*\])?$ ]] && local_master=1
 
 spark_submit=${SPARK_SUBMIT:-}
 if [ -z "$spark_submit" ]; then
@@ -32,9 +45,35 @@ if [ -z "$spark_submit" ]; then
   else spark_submit=$(command -v spark-submit || true); fi
 fi
 [ -n "$spark_submit" ] || { echo "dp-spark: error: spark-submit not found (run 'make install' or set SPARK_SUBMIT)" >&2; exit 2; }
-# Use the same Python on the driver and the executors as the one spark-submit came with.
-if [ -z "${PYSPARK_PYTHON:-}" ] && [ -x "$(dirname "$spark_submit")/python" ]; then
-  export PYSPARK_PYTHON="$(dirname "$spark_submit")/python"
+# The driver runs the Python spark-submit came with. In local mode the executors do too; on a
+# cluster that path means nothing on the nodes, so they get the packaged environment (--package)
+# or the cluster's own Python.
+venv_python="$(dirname "$spark_submit")/python"
+if [ -x "$venv_python" ]; then
+  if [ "$local_master" = 1 ] && [ "$package" = 0 ]; then
+    export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$venv_python}"
+  elif [ "$deploy_mode" = client ]; then
+    export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$venv_python}"
+  fi
+fi
+
+if [ "$package" = 1 ]; then
+  env_file=${PACKAGE_OUT:-$here/dist/dp-spark-env.pex}
+  PYTHON="${PYTHON:-$venv_python}" PACKAGE_OUT="$env_file" "$here/scripts/package.sh" >&2
+  # The file lands in each executor's working directory (and the driver's in cluster mode); in
+  # local mode the workers start from here, so they are given its path. On its first run on a
+  # node PEX unpacks itself under ~/.cache/pex (or PEX_ROOT; a temporary directory where neither
+  # can be written), and later runs there start at once.
+  python_of_executors="./$(basename "$env_file")"
+  [ "$local_master" = 1 ] && python_of_executors="$env_file"
+  submit_args+=(--files "$env_file" --conf "spark.pyspark.python=$python_of_executors")
+  if [ "$deploy_mode" != cluster ]; then  # else spark.pyspark.python would name the driver's Python too
+    submit_args+=(--conf "spark.pyspark.driver.python=${PYSPARK_DRIVER_PYTHON:-$venv_python}")
+  fi
+  if [[ "$master" == k8s://* ]] && [[ " ${submit_args[*]} " != *spark.kubernetes.file.upload.path* ]]; then
+    echo "dp-spark: note: on Kubernetes, --files needs --conf spark.kubernetes.file.upload.path=s3a://... (or" \
+         "any store the pods read) to carry $env_file to the pods" >&2
+  fi
 fi
 
 # Spark's log at WARN without the start-up noise (docs/scheduled_runs.md, "Logs for schedulers"):

@@ -49,6 +49,7 @@ TIERS = ("unit", "spark", "system")
 SYSTEM_MODULES = frozenset({
     "test_cluster",       # starts a standalone Spark cluster and runs spark-submit
     "test_crash_safety",  # runs the CLI in a new process and SIGKILLs it
+    "test_package",       # builds the packaged environment, starts a cluster with a bare Python
 })
 TIER_KEY = pytest.StashKey[str]()
 UNDO_KEY = pytest.StashKey[pytest.MonkeyPatch]()  # the unit tier's refusal of SparkSessions

@@ -15,8 +15,10 @@ from tests.test_end_to_end import read_output, submit
 PORT, UI_PORT = "17077", "18080"  # away from the defaults, so a user's own cluster is left alone
 
 
-def cluster(action: str, tmp_path) -> None:
-    env = {"CLUSTER_PORT": PORT, "CLUSTER_UI_PORT": UI_PORT, "CLUSTER_DIR": str(tmp_path / "cluster")}
+def cluster(action: str, tmp_path, port: str = PORT, ui_port: str = UI_PORT, python=None) -> None:
+    """scripts/cluster.sh start|stop, its logs under tmp_path/cluster; ``python``: the nodes' own."""
+    env = {"CLUSTER_PORT": port, "CLUSTER_UI_PORT": ui_port, "CLUSTER_DIR": str(tmp_path / "cluster"),
+           **({"CLUSTER_PYTHON": str(python)} if python else {})}
     done = subprocess.run([str(ROOT / "scripts" / "cluster.sh"), action], cwd=ROOT, capture_output=True,
                           text=True, timeout=180, env={**os.environ, **env})
     assert done.returncode == 0, done.stdout + done.stderr

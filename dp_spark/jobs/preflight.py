@@ -11,7 +11,9 @@ when the config was loaded (families/*.py); here are the checks that need the fi
   reach, or a path without a scheme where the default file system may not be local is left for
   Spark to read);
 - the item domain, when it is a file or a catalogue, can be read and decoded (the same read as
-  the release's, so a broken or mis-encoded file fails here, not after the charge).
+  the release's, so a broken or mis-encoded file fails here, not after the charge);
+- the executors' Python has the driver's numpy, pandas, pyarrow and dp-spark (io/executor_env.py;
+  one small Spark job, skipped in local mode where the workers run the driver's interpreter).
 """
 
 from __future__ import annotations
@@ -24,14 +26,14 @@ from pyarrow import fs as pafs
 
 from dp_spark.core.domain import item_domain
 from dp_spark.errors import ConfigError, PreflightError
-from dp_spark.io import release_store
+from dp_spark.io import executor_env, release_store
 from dp_spark.jobs import budget_store
 
 # Characters that make a Spark path a glob (data/2026-*.parquet), which no file is named after.
 _GLOB = frozenset("*?[]{}")
 
 
-def check(cfg: Any, target: str, uses_item_domain: bool, spark=None) -> None:
+def check(cfg: Any, target: str, uses_item_domain: bool, spark=None, progress=None) -> None:
     """Every pre-flight check of a run (``cfg``, a jobs.config.JobConfig, not imported here so
     the import chain stays short) writing ``target``; raises on the first that fails."""
     release_store.probe_writable(target)
@@ -41,6 +43,8 @@ def check(cfg: Any, target: str, uses_item_domain: bool, spark=None) -> None:
         check_source_path(cfg.source.path)
     if uses_item_domain and any(kind in cfg.items for kind in ("file", "catalogue")):
         item_domain(cfg.items)  # reads the file; a table domain is read (by Spark) in the release
+    if spark is not None:
+        executor_env.check(spark, progress)
 
 
 def _has_scheme(path: str) -> bool:

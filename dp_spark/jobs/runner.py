@@ -178,7 +178,7 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
         if replacing:
             progress(f"--force: replacing the release for run date {cfg.run_date} at {target}; this run spends "
                      f"epsilon {float(cfg.epsilon):g} again")
-        preflight.check(cfg, target, _family(cfg).uses_item_domain, spark)  # nothing charged or read yet
+        preflight.check(cfg, target, _family(cfg).uses_item_domain, spark, progress)  # nothing charged or read yet
         check_domain_fits(_family(cfg), cfg.params, job_domains(cfg, spark), cfg.execution)
     run = {"run_date": cfg.run_date, "forced": replacing}
     store = cfg.budget_store

@@ -1,0 +1,196 @@
+"""The packaged environment on a cluster whose nodes have a bare Python (issue 32).
+
+A standalone cluster (scripts/cluster.sh) whose workers' python3 is a new venv without numpy,
+pandas or pyarrow plays a YARN or Kubernetes cluster whose nodes were never set up for dp-spark.
+Without the package the job stops in pre-flight, before its budget store is charged, with one line
+from dp-spark; with ``--package`` (scripts/package.sh builds the file) the same seeded jobs that run
+code on the executors, FRAPP's perturbation and noise drawn on the executors, give the release of
+local mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from dp_spark.io import datasets
+from tests.conftest import ROOT, shared_data
+from tests.test_cluster import cluster
+
+PORT, UI_PORT = "17177", "18180"  # apart from tests/test_cluster.py's, so both may run
+
+# Seeded jobs with code on the executors: FRAPP's perturbation (mapInPandas) and SRA's noise drawn there.
+FRAPP = ("conf/adult_frapp.toml", "--set", "seed=5")
+SRA_ON_EXECUTORS = ("conf/netflix_sra.toml", "--set", "seed=21", "--set", "execution.executor_noise_cells=1")
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory):
+    """A venv with nothing installed, made from the interpreter this suite's venv came from."""
+    where = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
+    python = where / "bin" / "python"
+    lacks = subprocess.run([str(python), "-c", "import numpy"], capture_output=True, text=True)
+    assert lacks.returncode != 0 and "No module named 'numpy'" in lacks.stderr  # else the test proves nothing
+    return python
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    """scripts/package.sh's file, built for this run (PACKAGE_OUT), and how long that took."""
+    out = tmp_path_factory.mktemp("dist") / "dp-spark-env.pex"
+    done = subprocess.run([str(ROOT / "scripts" / "package.sh")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=900, env={**os.environ, "PACKAGE_OUT": str(out)})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert out.exists() and "built" in done.stdout
+    again = subprocess.run([str(ROOT / "scripts" / "package.sh")], cwd=ROOT, capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "PACKAGE_OUT": str(out)})
+    assert again.returncode == 0 and "up to date" in again.stdout  # not rebuilt while nothing changed
+    return out
+
+
+def submit(conf_and_args, output, *spark_args, env=None) -> subprocess.CompletedProcess:
+    conf, *job_args = conf_and_args
+    cmd = [str(ROOT / "scripts" / "submit.sh"), conf, "--driver-memory", "2g", *spark_args,
+           "--", *job_args, "--set", f"output={output}"]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
+
+
+def sorted_table(path) -> pd.DataFrame:
+    table = pd.read_parquet(path).astype(str)  # FRAPP's itemsets are arrays
+    return table.sort_values(list(table.columns)).reset_index(drop=True)
+
+
+@pytest.mark.slow
+def test_a_bare_python_cluster_refuses_without_the_package_and_matches_local_mode_with_it(
+        tmp_path, bare_python, package):
+    shared_data("adult")
+    netflix = tmp_path / "netflix.parquet"
+    datasets.generate_netflix(20_000, str(netflix), seed=9, progress=lambda _: None)
+    jobs = {"frapp": FRAPP, "sra": (*SRA_ON_EXECUTORS, "--set", f"source.path={netflix}")}
+    tables = {"frapp": ("perturbed_records", "frequent_itemsets"), "sra": ("item_counts", "edge_counts")}
+    for name, job in jobs.items():  # the reference: local mode, the driver's own venv
+        done = submit(job, tmp_path / f"local_{name}")
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    store = tmp_path / "budget.json"
+    with_store = ("--set", f"budget_store.path={store}", "--set", "budget_store.dataset=adult",
+                  "--set", "budget_store.epsilon_cap=10")
+    master = ("--master", f"spark://127.0.0.1:{PORT}")
+    package_env = {"PACKAGE_OUT": str(package)}
+    cluster("start", tmp_path, port=PORT, ui_port=UI_PORT, python=bare_python)
+    try:
+        refused = submit((*FRAPP, *with_store), tmp_path / "refused", *master)
+        packaged = {name: submit(job, tmp_path / f"cluster_{name}", *master, "--package", env=package_env)
+                    for name, job in jobs.items()}
+    finally:
+        cluster("stop", tmp_path)
+
+    # Without the package: one line from dp-spark, no worker's traceback, nothing charged or written.
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    said = refused.stdout + refused.stderr  # spark-submit passes the Python driver's stderr to its stdout
+    errors = [line for line in said.splitlines() if line.startswith("dp-spark: error: ")]
+    assert len(errors) == 1, said[-3000:]
+    assert errors[0].startswith("dp-spark: error: the executors' Python does not match the driver's: no numpy, "
+                                f"pandas, pyarrow in {bare_python}"), errors[0]
+    assert "make package" in errors[0] and "--package" in errors[0]
+    assert "Traceback" not in said
+    assert not (tmp_path / "refused").exists()
+    assert not store.exists() or json.loads(store.read_text())["runs"] == []
+
+    # With it: the release of local mode, drawn on the bare nodes.
+    for name in jobs:
+        assert packaged[name].returncode == 0, packaged[name].stderr[-3000:]
+        for table in tables[name]:
+            pd.testing.assert_frame_equal(sorted_table(tmp_path / f"cluster_{name}" / table),
+                                          sorted_table(tmp_path / f"local_{name}" / table))
+        report = json.loads((tmp_path / f"cluster_{name}" / "privacy.json").read_text())
+        assert report["ledger"] == json.loads((tmp_path / f"local_{name}" / "privacy.json").read_text())["ledger"]
+    sra = json.loads((tmp_path / "cluster_sra" / "privacy.json").read_text())
+    assert sra["noise"].get("drawn_on") == "executors"
+    # The executors really ran the packaged file, on the bare nodes' python3.11.
+    stderr_logs = list((tmp_path / "cluster").glob("work*/app-*/*/stderr"))
+    assert any("dp-spark-env.pex" in log.read_text() for log in stderr_logs)
+
+
+# --- What submit.sh passes to spark-submit, per master (a stand-in spark-submit prints it) ---------
+
+FAKE_SPARK_SUBMIT = """#!/bin/sh
+exec "{python}" -c 'import json, os, sys; print(json.dumps({{"args": sys.argv[1:], "env": {{k: os.environ.get(k)
+    for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}}}}))' "$@"
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_submit(tmp_path_factory):
+    """A spark-submit that prints its arguments, beside a ``python`` (as in a venv's bin), and a
+    packaged file that package.sh finds up to date (so nothing is built)."""
+    where = tmp_path_factory.mktemp("fake")
+    (where / "bin").mkdir()
+    (where / "bin" / "spark-submit").write_text(FAKE_SPARK_SUBMIT.format(python=sys.executable))
+    (where / "bin" / "python").symlink_to(sys.executable)
+    (where / "bin" / "spark-submit").chmod(0o755)
+    pex = where / "dist" / "dp-spark-env.pex"
+    pex.parent.mkdir()
+    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable",
+                             "--disable-pip-version-check"], capture_output=True, text=True, check=True).stdout
+    pex.with_name(pex.name + ".requirements").write_text(
+        "".join(line + "\n" for line in frozen.splitlines() if not line.startswith("pex==")))
+    pex.write_text("stand-in")  # written last: newer than the code
+    return where
+
+
+def passed(fake_submit, *args) -> tuple[dict, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env.update(SPARK_SUBMIT=str(fake_submit / "bin" / "spark-submit"), PYTHON=sys.executable,
+               PACKAGE_OUT=str(fake_submit / "dist" / "dp-spark-env.pex"))
+    done = subprocess.run([str(ROOT / "scripts" / "submit.sh"), "conf/demo.toml", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert ("up to date" in done.stderr) == ("--package" in args)  # the stand-in file was not rebuilt
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def confs(args: list[str]) -> dict:
+    return dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--conf")
+
+
+@pytest.mark.parametrize("master, deploy, executors_python, driver_python", [
+    ("yarn", "client", "./dp-spark-env.pex", "venv"),
+    ("yarn", "cluster", "./dp-spark-env.pex", None),  # the driver runs the file in its container
+    ("spark://host:7077", "client", "./dp-spark-env.pex", "venv"),
+    ("local[2]", "client", "absolute", "venv"),       # local workers start from here
+])
+def test_package_ships_the_file_and_names_it_the_executors_python(fake_submit, master, deploy, executors_python,
+                                                                  driver_python):
+    pex = fake_submit / "dist" / "dp-spark-env.pex"
+    seen, _ = passed(fake_submit, "--master", master, "--deploy-mode", deploy, "--package")
+    args = seen["args"]
+    assert args[args.index("--files") + 1] == str(pex)
+    settings = confs(args)
+    assert settings["spark.pyspark.python"] == (str(pex) if executors_python == "absolute" else executors_python)
+    venv_python = str(fake_submit / "bin" / "python")
+    assert settings.get("spark.pyspark.driver.python") == (venv_python if driver_python else None)
+    assert seen["env"]["PYSPARK_PYTHON"] is None  # the setting decides, not the driver's environment
+    assert "--package" not in args
+
+
+def test_without_the_package_a_cluster_s_executors_keep_their_own_python(fake_submit):
+    venv_python = str(fake_submit / "bin" / "python")
+    seen, _ = passed(fake_submit, "--master", "spark://host:7077")
+    assert "--files" not in seen["args"] and "spark.pyspark.python" not in confs(seen["args"])
+    assert seen["env"] == {"PYSPARK_PYTHON": None, "PYSPARK_DRIVER_PYTHON": venv_python}
+    seen, _ = passed(fake_submit)  # local mode: the workers run the driver's venv, as before
+    assert seen["env"]["PYSPARK_PYTHON"] == venv_python
+
+
+def test_kubernetes_without_an_upload_path_gets_a_note(fake_submit):
+    _, said = passed(fake_submit, "--master", "k8s://https://api:443", "--package")
+    assert "spark.kubernetes.file.upload.path" in said
+    _, said = passed(fake_submit, "--master", "k8s://https://api:443", "--package",
+                     "--conf", "spark.kubernetes.file.upload.path=s3a://b/p")
+    assert "spark.kubernetes.file.upload.path" not in said
