@@ -57,7 +57,9 @@ def submit(conf_and_args, output, *spark_args, env=None) -> subprocess.Completed
     conf, *job_args = conf_and_args
     cmd = [str(ROOT / "scripts" / "submit.sh"), conf, "--driver-memory", "2g", *spark_args,
            "--", *job_args, "--set", f"output={output}"]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
+    # Not the suite's PYSPARK_PYTHON (its session put the driver's venv there): a user's shell has none.
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env={**clean, **(env or {})})
 
 
 def sorted_table(path) -> pd.DataFrame:

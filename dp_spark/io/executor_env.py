@@ -106,21 +106,23 @@ def differences(driver: dict, executors: list[dict]) -> list[str]:
     return lines
 
 
-MAX_PROBE_TASKS = 1024  # one per core up to this: a task each is what reaches every executor
+MAX_PROBE_TASKS = 256  # tasks of the probe job at most: enough to reach the executors of most clusters
 _CHECKED: set[str] = set()  # applications whose executors passed (one probe per session)
 
 
 def needs_check(spark) -> bool:
     """Whether the executors may run another Python than this one: not for a classic session in
-    local mode whose workers run this interpreter (dp_spark.io.session sets that up)."""
+    local mode whose workers run this interpreter (dp_spark.io.session sets that up). A classic
+    context takes its workers' Python from PYSPARK_PYTHON when it starts (spark-submit puts
+    spark.pyspark.python there), else ``python3``."""
     from dp_spark.io.session import is_connect, local_cores
 
     if is_connect(spark):
         return True
-    master = spark.sparkContext.master
-    worker_python = spark.sparkContext.pythonExec
+    worker_python = os.environ.get("PYSPARK_PYTHON", "python3")
     # abspath, not realpath: a bare venv's python is a link to the same interpreter as the driver's venv.
-    return not (local_cores(master) and os.path.abspath(worker_python or "") == os.path.abspath(sys.executable))
+    return not (local_cores(spark.conf.get("spark.master", "")) and
+                os.path.abspath(worker_python) == os.path.abspath(sys.executable))
 
 
 def check(spark, progress=None) -> None:
@@ -152,11 +154,10 @@ def probe(spark, tasks: int | None = None) -> list[dict]:
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
-    from dp_spark.io.session import default_parallelism, is_connect
+    from dp_spark.io.session import default_parallelism
 
-    if tasks is None:  # the cores Spark has now (a classic context knows; Connect reads the settings)
-        tasks = default_parallelism(spark) if is_connect(spark) else spark.sparkContext.defaultParallelism
-        tasks = max(2, min(tasks, MAX_PROBE_TASKS))
+    if tasks is None:  # spark.default.parallelism, a local master's cores, else the shuffle partitions
+        tasks = max(2, min(default_parallelism(spark), MAX_PROBE_TASKS))
     described = F.udf(describe, StringType(), useArrow=False)
     rows = spark.range(0, tasks, 1, tasks).select(described("id").alias("python")).collect()
     return [json.loads(text) for text in sorted({row.python for row in rows})]

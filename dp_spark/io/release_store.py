@@ -293,8 +293,6 @@ def write_release(spark: SparkSession, output: str, tables: dict, report: dict) 
     """
     target = location(output)
     staging = target.sibling(f".{target.name}.tmp-{uuid.uuid4().hex}")
-    tag = f"dp-spark-write-{uuid.uuid4().hex}"  # this write's Spark jobs, to cancel them on a failure
-    _jobs_tag(spark, tag, add=True)
     try:
         staging.fs.create_dir(staging.path)
         for name, frame in tables.items():
@@ -306,13 +304,10 @@ def write_release(spark: SparkSession, output: str, tables: dict, report: dict) 
         except OSError as exc:
             raise DataError(f"cannot move the new output into place at {output!r}: {exc}") from None
     except BaseException as failure:
-        _cancel_jobs(spark, tag)
+        if not isinstance(failure, Exception):  # a signal: Spark's write job goes on without us
+            _interrupt_jobs(spark)
         _delete_until_quiet(staging)
-        if isinstance(failure, Exception):  # not a signal mid-call, after which this thread's Py4J link is out of step
-            _jobs_tag(spark, tag, add=False)
         raise
-    else:
-        _jobs_tag(spark, tag, add=False)
     finally:
         delete(staging)
 
@@ -322,29 +317,21 @@ def write_release(spark: SparkSession, output: str, tables: dict, report: dict) 
 TASKS_SETTLE_SECONDS = 5.0
 
 
-def _is_connect(spark: SparkSession) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect.")
+def _interrupt_jobs(spark: SparkSession) -> None:
+    """Cancel the session's running Spark jobs after a signal stopped the driver's Python mid-write.
 
-
-def _jobs_tag(spark: SparkSession, tag: str, add: bool) -> None:
-    """Put ``tag`` on (or take it off) the Spark jobs this thread starts."""
-    if _is_connect(spark):
-        (spark.addTag if add else spark.removeTag)(tag)
-    else:
-        (spark.sparkContext.addJobTag if add else spark.sparkContext.removeJobTag)(tag)
-
-
-def _cancel_jobs(spark: SparkSession, tag: str) -> None:
-    """Cancel the jobs with ``tag``, from a new thread: a signal may have cut this thread's call to
-    the JVM short, leaving its answer unread on this thread's Py4J connection, and a new thread has
-    a connection of its own."""
+    From a new thread: the signal may have cut this thread's call to the JVM short, leaving its
+    answer unread on this thread's Py4J connection, and a new thread has a connection of its own.
+    All of the session's jobs, not only the write's: a job tag added here would be this thread's
+    only on a classic session, out of reach of another thread; and PySpark's own Ctrl-C handler
+    cancels every job too."""
     import threading
 
-    def cancel():
+    def interrupt():
         with contextlib.suppress(Exception):  # a session that has stopped runs nothing
-            spark.interruptTag(tag) if _is_connect(spark) else spark.sparkContext.cancelJobsWithTag(tag)
+            spark.interruptAll()
 
-    helper = threading.Thread(target=cancel, name="dp-spark-cancel-write", daemon=True)
+    helper = threading.Thread(target=interrupt, name="dp-spark-interrupt-write", daemon=True)
     helper.start()
     helper.join(30)
 
