@@ -44,4 +44,5 @@ started=$SECONDS
   --python "$python" --output-file "$out.tmp"
 mv "$out.tmp" "$out"
 cp "$frozen" "$pins" && chmod 644 "$pins"
-echo "built $out ($(du -h "$out" | cut -f1), $((SECONDS - started)) s) for $("$python" -c 'import sys; print("CPython %d.%d" % sys.version_info[:2])')"
+for_python=$("$python" -c 'import sys; print("CPython %d.%d" % sys.version_info[:2])')
+echo "built $out ($(du -h "$out" | cut -f1), $((SECONDS - started)) s) for $for_python"

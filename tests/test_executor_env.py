@@ -81,7 +81,8 @@ def test_describe_and_import_dp_spark_need_no_numpy_pandas_or_pyspark():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['numpy', 'pandas', 'pyarrow']"  # describe imports them to name their versions
-    code = "import sys, dp_spark, dp_spark.io.executor_env; print([m for m in ('numpy', 'pandas', 'pyspark') if m in sys.modules])"
+    code = ("import sys, dp_spark, dp_spark.io.executor_env; "
+            "print([m for m in ('numpy', 'pandas', 'pyspark') if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
 

@@ -1,5 +1,5 @@
 """Pre-flight on the executors: their Python has the packages dp-spark runs there, at the driver's
-versions, and the driver's dp-spark code (docs/cluster.md, "The executors' Python").
+versions, and the driver's dp-spark code (docs/cluster.md, "The check before the charge").
 
 dp-spark runs numpy, pandas and pyarrow code inside Spark's Python workers (the noise of a table
 released on the executors, FRAPP's perturbation). On a cluster whose nodes have a bare Python the
@@ -140,7 +140,8 @@ def check(spark, progress=None) -> None:
     try:
         seen = probe(spark)
     except Exception as exc:  # noqa: BLE001 - Spark's own failure, shortened below
-        raise PreflightError(f"the executors could not run dp-spark's Python check: {failure_reason(exc)}. {FIX}") from None
+        raise PreflightError(f"the executors could not run dp-spark's Python check: {failure_reason(exc)}. "
+                             f"{FIX}") from None
     problems = differences(this_python(), seen)
     if problems:
         shown = problems[:6] + ([f"... and {len(problems) - 6} more"] if len(problems) > 6 else [])
@@ -176,8 +177,8 @@ _REASONS = ("Cannot run program", "PYTHON_VERSION_MISMATCH", "Python in worker h
 
 
 def failure_reason(exc: BaseException) -> str:
-    """One line from a failed probe job: the first line naming a known cause, else the last line
-    of the first message (never a traceback)."""
+    """One line from a failed probe job: the first line naming a known cause, else the message's
+    first line (never a traceback)."""
     text = str(getattr(exc, "desc", None) or exc)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     for reason in _REASONS:
