@@ -72,3 +72,29 @@ def test_validation_draws_each_users_record_uniformly(spark):
     counts = drawn.set_index("_sampled_item")["count"]
     assert set(counts.index) == {0, 1, 2, 3} and counts.sum() == 800
     assert float(((counts - 200) ** 2 / 200).sum()) < 16.27
+
+
+def test_users_item_sets_keep_the_shuffle_s_partitions(spark):
+    """Each user's item list makes the per-user table as large as the records: squeezed into the
+    default parallelism (2 partitions on local[2]) it ran a 1 GB heap out of memory at 100M rows
+    (docs/scaling.md). A row per user is still coalesced, being small and broadcast."""
+    df = spark.createDataFrame([(u, i, u * 100 + i) for u in range(1, 40) for i in range(1, 1 + u % 7)],
+                               "user_id long, item_id long, record_id long")
+    items = ItemDomain(ids=np.arange(1, 8), description="1..7", id_range=(1, 7))
+    # AQE would merge such small partitions by itself; off, the partitions are the plan's own.
+    settings = {"spark.sql.shuffle.partitions": "12", "spark.sql.adaptive.coalescePartitions.enabled": "false"}
+    before = {key: spark.conf.get(key) for key in settings}
+    try:
+        for key, value in settings.items():
+            spark.conf.set(key, value)
+        with_sets = validation.validate_records(df, items, None, item_sets=True)
+        without = validation.validate_records(df, items, None)
+        try:
+            assert with_sets.cached.rdd.getNumPartitions() == 12
+            assert without.cached.rdd.getNumPartitions() == int(spark.conf.get("spark.default.parallelism"))
+        finally:
+            with_sets.cached.unpersist()
+            without.cached.unpersist()
+    finally:
+        for key, value in before.items():
+            spark.conf.set(key, value)

@@ -268,12 +268,12 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     )
     if sets:
         per_user = per_user.withColumn("_r", F.size("_items"))
-    per_user = (
-        per_user
-        # Few partitions: the table is small and is broadcast several times.
-        .coalesce(default_parallelism(df.sparkSession))
-        .persist()
-    )
+    # Few partitions: the table is small (a row per user) and is broadcast several times. Not with
+    # item sets: then it holds every user's items, as many as the records, and two partitions of
+    # 10^8 items ran the default 1 GB driver heap out of memory in local mode (100M-row bench).
+    if not sets:
+        per_user = per_user.coalesce(default_parallelism(df.sparkSession))
+    per_user = per_user.persist()
     # Grouped by row count rather than summed to one row, at no extra cost: the same job then
     # also gives each n's number of users, from which bounding checks its counts (Σ min(n, l)).
     groups = per_user.groupBy("_n", F.col("user_id").isNull().alias("null_user"), *(["_r"] if sets else [])).agg(
