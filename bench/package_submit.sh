@@ -12,7 +12,6 @@ python=$here/.venv/bin/python
 export CLUSTER_PORT=${CLUSTER_PORT:-17277} CLUSTER_UI_PORT=${CLUSTER_UI_PORT:-18280} CLUSTER_DIR=$out/cluster
 export PACKAGE_OUT=$out/dp-spark-env.pex
 
-seconds() { local t0=$SECONDS; "$@" >>"$out/log.txt" 2>&1; echo $((SECONDS - t0)); }
 now() { date +%s.%N; }
 timed() { local t0; t0=$(now); "$@" >>"$out/log.txt" 2>&1; "$python" -c "print(round($(now) - $t0, 1))"; }
 
@@ -32,8 +31,8 @@ scripts/cluster.sh start >>"$out/log.txt"
 venv_nodes=$(submit venv-nodes)
 scripts/cluster.sh stop >>"$out/log.txt"
 
-"$python" -c 'import sys; print(sys._base_executable)' >"$out/base-python"
-[ -x "$out/bare/bin/python" ] || "$(cat "$out/base-python")" -m venv --without-pip "$out/bare"
+base_python=$("$python" -c 'import sys; print(sys._base_executable)')  # the interpreter .venv was made from
+[ -x "$out/bare/bin/python" ] || "$base_python" -m venv --without-pip "$out/bare"
 # The nodes unpack the file under their own PEX_ROOT, empty at first: the first submit pays for it.
 PEX_ROOT=$out/pex-root-nodes CLUSTER_PYTHON=$out/bare/bin/python scripts/cluster.sh start >>"$out/log.txt"
 bare_refused=$(submit bare-refused || true)

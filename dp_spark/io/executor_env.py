@@ -106,7 +106,7 @@ def differences(driver: dict, executors: list[dict]) -> list[str]:
     return lines
 
 
-MAX_PROBE_TASKS = 256  # tasks of the probe job at most: enough to reach the executors of most clusters
+MAX_PROBE_TASKS = 256  # tasks of the probe job at most
 _CHECKED: set[str] = set()  # applications whose executors passed (one probe per session)
 
 
@@ -150,14 +150,16 @@ def check(spark, progress=None) -> None:
 
 
 def probe(spark, tasks: int | None = None) -> list[dict]:
-    """Each distinct description of the Pythons that ``tasks`` tasks ran in (default: one per
-    core Spark reports), through a plain Python UDF (no Arrow, no pandas: those may be missing)."""
+    """Each distinct description of the Pythons that ``tasks`` tasks ran in, through a plain
+    Python UDF (no Arrow, no pandas: those may be missing). By default as many tasks as Spark's
+    default parallelism (spark.default.parallelism, a local master's cores, else the shuffle
+    partitions), at least 2 and at most MAX_PROBE_TASKS."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
     from dp_spark.io.session import default_parallelism
 
-    if tasks is None:  # spark.default.parallelism, a local master's cores, else the shuffle partitions
+    if tasks is None:
         tasks = max(2, min(default_parallelism(spark), MAX_PROBE_TASKS))
     described = F.udf(describe, StringType(), useArrow=False)
     rows = spark.range(0, tasks, 1, tasks).select(described("id").alias("python")).collect()
