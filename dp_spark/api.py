@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from dp_spark.bounding.keys import with_record_id
+from dp_spark.bounding.keys import with_row_key
 from dp_spark.core import accuracy
 from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain, item_domain_of_ids
 from dp_spark.core.privacy import BudgetExceeded, as_epsilon
@@ -88,6 +88,9 @@ class Release:
     tables: dict[str, Any]
     report: dict
     spark: Any = field(default=None, repr=False, compare=False)
+    # NOT private: raw figures (records read, users, rows outside the domain, rows kept) for the
+    # caller's own checks. Not in the report and never written by write().
+    diagnostics: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __getitem__(self, name: str) -> Any:
         return self.tables[name]
@@ -215,18 +218,21 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
     progress(family.describe(params, epsilon, domains))
     computed = compute(family, params, records, domains, epsilon, split, seed,
                        {"format": "dataframe", "location": None}, progress, limits, execution)
-    return Release(computed.tables, computed.report, records.sparkSession)
+    return Release(computed.tables, computed.report, records.sparkSession, computed.diagnostics)
 
 
 def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: str | None, items: Any,
                     attributes: Any, epsilon, epsilon_split, seed, budget, progress, guards=None,
-                    execution: Execution = Execution()) -> Release:
+                    execution: Execution = Execution(), distinct_records: bool = False) -> Release:
     domains = Domains(None if items is None else _items(items), _attributes(attributes))  # None: user_histogram
     if (attribute is None) != (domains.attributes is None):
         raise ConfigError("give both attribute (the column) and attributes (its public values), or neither")
     if isinstance(df, _Planning):
         return _plan(family_of(params.algorithm), params, domains, epsilon, epsilon_split, df)
-    records = with_record_id(_standard_columns(df, {"user_id": privacy_unit, "item_id": item, "attr": attribute}))
+    if not isinstance(distinct_records, bool):
+        raise ConfigError(f"distinct_records must be True or False, got {distinct_records!r}")
+    records = with_row_key(_standard_columns(df, {"user_id": privacy_unit, "item_id": item, "attr": attribute}),
+                           distinct=distinct_records)
     return _release(family_of(params.algorithm), params, records, domains, epsilon, epsilon_split, seed, budget,
                     progress, guards, execution)
 
@@ -238,7 +244,7 @@ def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: st
 def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None,
             attributes=None, epsilon_split=None, publisher=None, publisher_options=None, consistent=False,
             seed=None, budget=None, guards=None, progress=None, candidates=None, effective_items=None,
-            delta=None, keys_per_user=None, executor_noise_cells=None) -> Release:
+            delta=None, keys_per_user=None, executor_noise_cells=None, distinct_records=False) -> Release:
     private = isinstance(items, str) and items == PRIVATE_ITEMS
     if delta is not None and not private:
         raise ConfigError(f"delta is spent only by partition selection: give items=\"{PRIVATE_ITEMS}\" or no delta")
@@ -249,13 +255,13 @@ def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id
                           keys_per_user, 0.0 if delta is None else delta)
     execution = Execution() if executor_noise_cells is None else Execution(executor_noise_cells)
     return _record_release(params, df, privacy_unit, item, attribute, None if private else items, attributes,
-                           epsilon, epsilon_split, seed, budget, progress, guards, execution)
+                           epsilon, epsilon_split, seed, budget, progress, guards, execution, distinct_records)
 
 
 def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
         guards=None, progress=None, l_candidates=None, effective_items=None, delta=None,
-        keys_per_user=None, executor_noise_cells=None) -> Release:
+        keys_per_user=None, executor_noise_cells=None, distinct_records=False) -> Release:
     """Item counts (and item x attribute counts) with at most ``l`` records per user, a uniform
     sample of each user's own (paper 000's SRA). Tables: item_counts, edge_counts.
 
@@ -269,37 +275,45 @@ def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attrib
 
     When the largest table (items × attribute values) has at least ``executor_noise_cells`` cells
     (default 20 million), every table of the release is released on the executors and returned as
-    a Spark DataFrame; below it they are pandas (docs/executor_noise.md)."""
+    a Spark DataFrame; below it they are pandas (docs/executor_noise.md).
+
+    Identical records of a user (same item and attribute) are each sampled as records of their
+    own, which takes a shuffle of every record to number them; ``distinct_records=True`` vouches
+    that there are none and skips it (if wrong, a user's identical records are kept or dropped
+    together: still private, no longer a uniform sample; docs/sra_hpa.md)."""
     return _counts("sra", df, items=items, l=l, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
                    guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items,
-                   delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells)
+                   delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
+                   distinct_records=distinct_records)
 
 
 def hpa(df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
         guards=None, progress=None, l_candidates=None, effective_items=None, delta=None,
-        keys_per_user=None, executor_noise_cells=None) -> Release:
+        keys_per_user=None, executor_noise_cells=None, distinct_records=False) -> Release:
     """Like :func:`sra`, but each user keeps its ``l`` records of highest noisy popularity,
     measured on ``d`` records per user (paper 000's HPA). ``l="auto"`` as for :func:`sra`."""
     return _counts("hpa", df, items=items, l=l, d=d, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
                    guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items,
-                   delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells)
+                   delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
+                   distinct_records=distinct_records)
 
 
 def _baseline(algorithm: str):
     def release(df, *, items, m, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
                 epsilon_split=None, publisher_options=None, seed=None, budget=None, guards=None,
                 progress=None, m_candidates=None, effective_items=None, delta=None, keys_per_user=None,
-                executor_noise_cells=None) -> Release:
+                executor_noise_cells=None, distinct_records=False) -> Release:
         return _counts(algorithm, df, items=items, l=m, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                        attribute=attribute, attributes=attributes, epsilon_split=epsilon_split,
                        publisher_options=publisher_options, seed=seed, budget=budget, guards=guards,
                        progress=progress, candidates=m_candidates, effective_items=effective_items, delta=delta,
-                       keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells)
+                       keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
+                       distinct_records=distinct_records)
 
     release.__name__ = release.__qualname__ = algorithm
     return release
@@ -367,7 +381,7 @@ def location_entropy(df, *, locations, epsilon, M=5, C=5, variant="limit", k=50,
 
 def frapp(df, *, attributes, epsilon=None, gamma=None, scheme="det_gd", sup_min=0.02, records_per_user=1,
           cp_k=None, cp_rho=None, privacy_unit=None, seed=None, budget=None, guards=None,
-          progress=None) -> Release:
+          progress=None, distinct_records=False) -> Release:
     """Every record perturbed on its own (local DP, paper 003's FRAPP), then the frequent itemsets
     mined from the perturbed records. ``attributes`` lists each column's public domain, e.g.
     ``{"column": "sex", "values": ["F", "M"]}`` or ``{"column": "age", "edges": [35, 55]}``; give
@@ -384,6 +398,8 @@ def frapp(df, *, attributes, epsilon=None, gamma=None, scheme="det_gd", sup_min=
         return _plan(family_of("frapp"), params, Domains(None), params.epsilon, None, df)
     columns = {spec.column: spec.column for spec in params.specs}
     records = _standard_columns(df, {**columns, **({"user_id": privacy_unit} if privacy_unit else {})})
+    if privacy_unit:  # each user's sample keys (distinct_records as for sra)
+        records = with_row_key(records, distinct=distinct_records)
     return _release(family_of("frapp"), params, records, Domains(None), params.epsilon, None, seed, budget, progress,
                     guards)
 

@@ -60,13 +60,14 @@ def movielens_histogram(l: int) -> np.ndarray:
     """Ratings per movie of MovieLens 100K after a uniform sample of ≤ l ratings per user."""
     from dp_spark.aggregates import item_edges
     from dp_spark.bounding import user_records
+    from dp_spark.bounding.keys import with_row_key
     from dp_spark.io import datasets
     from dp_spark.core.domain import ItemDomain
     from dp_spark.io.session import get_session
 
     spark = get_session("local[2]", {"spark.ui.showConsoleProgress": "false"})
     records = datasets.load_movielens_100k(spark, str(ROOT.parent / "shared" / "data" / "ml-100k"))
-    kept = user_records.sample_per_user(records.select("user_id", "item_id", "record_id"), l, seed=0)
+    kept = user_records.sample_per_user(with_row_key(records.select("user_id", "item_id"), distinct=True), l, seed=0)
     items = ItemDomain(ids=np.arange(1, 1683), description="1..1682", id_range=(1, 1682))
     return item_edges.item_counts(item_edges.edge_counts(kept, items, None))
 

@@ -117,7 +117,7 @@ def test_bounded_counts_move_by_at_most_l_when_a_user_is_removed(spark, bound):
         for r in range(n):
             rows.append((user, int(rng.integers(1, 5)), str(rng.choice(["a", "b"])), user * 100 + r, int(rng.integers(0, 3))))
     items, attrs = item_domain({"range": [1, 4]}), attribute_domain(["a", "b"])
-    schema = "user_id long, item_id long, attr string, record_id long, score long"
+    schema = "user_id long, item_id long, attr string, row_key long, score long"
 
     def bounded_counts(data):
         df = spark.createDataFrame(data, schema)

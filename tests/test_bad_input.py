@@ -39,10 +39,15 @@ GOOD = pd.DataFrame({"user_id": [1, 1, 2, 3, 3, 3], "item_id": [1, 2, 2, 3, 4, 5
 
 
 def run(spark, config: Path, *overrides: str) -> int:
-    args = ["run", str(config)]
+    """The job, with its NOT-private diagnostics written beside the config (read by diagnostics())."""
+    args = ["run", str(config), "--diagnostics", str(config.parent / "diagnostics.json")]
     for o in overrides:
         args += ["--set", o]
     return main(args)
+
+
+def diagnostics(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "diagnostics.json").read_text())
 
 
 def expect_error(spark, capsys, config, message, *overrides):
@@ -97,11 +102,10 @@ def test_ids_outside_the_domain_are_dropped_and_counted(spark, capsys, tmp_path)
     frame = GOOD.assign(item_id=[1, 2, 99, 3, 4, 500], attr=["a", "b", "a", "zzz", "a", "a"])
     config = write_config(tmp_path, {"format": "parquet", "path": parquet(tmp_path, frame)})
     assert run(spark, config) == 0
-    report = json.loads((tmp_path / "out" / "privacy.json").read_text())
-    diagnostics = report["diagnostics_not_private"]
-    assert diagnostics["rows_outside_item_domain"] == 2
-    assert diagnostics["rows_outside_attribute_domain"] == 1
-    assert diagnostics["rows_after_bounding"] == 3  # (1,1,a), (1,2,b), (3,4,a); l = 2
+    found = diagnostics(tmp_path)
+    assert found["rows_outside_item_domain"] == 2
+    assert found["rows_outside_attribute_domain"] == 1
+    assert found["rows_after_bounding"] == 3  # (1,1,a), (1,2,b), (3,4,a); l = 2
 
 
 def test_a_failed_rerun_keeps_the_previous_output(spark, capsys, tmp_path):
@@ -129,8 +133,7 @@ def test_csv_source_with_column_mapping(spark, capsys, tmp_path):
     path.write_text("who;what;when\n1;3;a\n2;3;b\n2;4;a\n")
     config = write_config(tmp_path, {"format": "csv", "path": str(path), "sep": ";", "columns": {"user_id": "who", "item_id": "what", "attr": "when"}})
     assert run(spark, config) == 0
-    report = json.loads((tmp_path / "out" / "privacy.json").read_text())
-    assert report["diagnostics_not_private"]["rows_read"] == 3
+    assert diagnostics(tmp_path)["rows_read"] == 3
 
 
 def test_table_source_with_a_file_domain(spark, capsys, tmp_path):
@@ -141,7 +144,7 @@ def test_table_source_with_a_file_domain(spark, capsys, tmp_path):
     assert run(spark, config, f'domain.items={{ file = "{ids}" }}') == 0
     report = json.loads((tmp_path / "out" / "privacy.json").read_text())
     assert report["domain"]["item_count"] == 3
-    assert report["diagnostics_not_private"]["rows_outside_item_domain"] == 2  # items 1 and 5
+    assert diagnostics(tmp_path)["rows_outside_item_domain"] == 2  # items 1 and 5
     assert sorted(pd.read_parquet(tmp_path / "out" / "item_counts")["item_id"]) == [2, 3, 4]
 
 

@@ -17,7 +17,7 @@ from tests.stats import chi2_critical, chi2_statistic
 
 def records(spark, rows_per_user: dict[int, int]):
     rows = [(u, i, u * 1000 + i) for u, n in rows_per_user.items() for i in range(n)]
-    return spark.createDataFrame(rows, "user_id long, item_id long, record_id long")
+    return spark.createDataFrame(rows, "user_id long, item_id long, row_key long")
 
 
 def per_user_positions(sample):
@@ -69,7 +69,7 @@ def test_prefilter_never_changes_the_result(spark, oversample):
     df = records(spark, {u: 10 + 7 * u for u in range(60)})
     l, salt = 8, 12345
     got = user_records.sample_per_user(df, l, salt=salt, oversample=oversample)
-    ranked = df.withColumn("_position", keys.row_position(df, "user_id", salt)).withColumn(
+    ranked = keys.with_salt(df, salt).withColumn("_position", keys.row_position(df, "user_id")).withColumn(
         "_rank", F.row_number().over(Window.partitionBy("user_id").orderBy("_position"))
     )
     brute = ranked.where(F.col("_rank") <= l).select(df.columns)
@@ -122,7 +122,7 @@ def test_top_per_user_keeps_highest_scores_and_breaks_ties_at_random(spark):
     # Every user: 2 rows of score 5, 8 rows of score 1; keep 3 -> both 5s plus one random 1.
     users = 1600
     rows = [(u, i, u * 100 + i, 5 if i < 2 else 1) for u in range(users) for i in range(10)]
-    df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
+    df = spark.createDataFrame(rows, "user_id long, item_id long, row_key long, score long")
     kept = user_records.top_per_user(df, 3, "score", seed=3).toPandas()
     assert (kept.groupby("user_id").size() == 3).all()
     assert (kept.groupby("user_id")["score"].sum() == 11).all()
@@ -171,7 +171,7 @@ def test_cutoffs_never_change_top_per_user(spark):
     for u in range(80, 90):  # niche users: many rows, all of low score
         sizes[u] = len(low_items)
         rows += [(u, int(i), u * 1000 + k, int(item_scores[i])) for k, i in enumerate(low_items)]
-    df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
+    df = spark.createDataFrame(rows, "user_id long, item_id long, row_key long, score long")
     l = 6
     cutoffs = score_cutoffs(item_scores, l)
     assert len(cutoffs) >= 3 and min(sizes.values()) < cutoffs[-1][0] <= max(sizes.values())
@@ -207,7 +207,7 @@ def test_new_cutoffs_reuse_the_generated_code(spark):
     """Each run's cutoffs reach Spark's generated code by reference (docs/performance.md, sixth
     round): selections with different cutoffs, even a different number of them, share their code."""
     df = spark.createDataFrame([(u, i, u * 100 + i, i % 7) for u in range(5) for i in range(20)],
-                               "user_id long, item_id long, record_id long, score long")
+                               "user_id long, item_id long, row_key long, score long")
     codes = [generated_code(user_records.top_selection(df, 3, "score", salt=5, cutoffs=cutoffs).candidates)
              for cutoffs in ([(12, 6), (8, 4)], [(15, 5), (9, 3), (4, 1)])]
     # Three stages: the row counts, the per-user cutoffs and the candidates' scan.
@@ -219,14 +219,14 @@ def test_the_packed_order_picks_the_rows_the_struct_order_picks(spark):
     on scores with many ties it must keep exactly the rows that (-score, position) keeps."""
     rng = np.random.default_rng(8)
     rows = [(u, i, u * 1000 + i, int(rng.integers(0, 4))) for u in range(300) for i in range(int(rng.integers(1, 40)))]
-    df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
+    df = spark.createDataFrame(rows, "user_id long, item_id long, row_key long, score long")
     for max_score in (3, 5, 2**20 - 1):
         packed = user_records.top_per_user(df, 6, "score", salt=11, max_score=max_score)
         assert_df_equality(packed, user_records.top_per_user(df, 6, "score", salt=11), ignore_row_order=True)
 
 
 def test_a_score_outside_max_score_stops_the_selection(spark):
-    df = spark.createDataFrame([(1, 1, 1, 2), (1, 2, 2, 9)], "user_id long, item_id long, record_id long, score long")
+    df = spark.createDataFrame([(1, 1, 1, 2), (1, 2, 2, 9)], "user_id long, item_id long, row_key long, score long")
     with pytest.raises(Exception, match=r"a score outside \[0, 5\]"):
         user_records.top_per_user(df, 1, "score", salt=1, max_score=5).collect()
     with pytest.raises(ValueError, match="max_score"):
@@ -241,7 +241,7 @@ def test_the_exact_count_keeps_large_ids_and_keys_whole(spark):
     item_scores = {i: (100 - i if i < 20 else 0) for i in range(60)}
     rows_of = {0: list(range(40, 60)), big: [0, 1] + list(range(30, 58)), 7: list(range(0, 40))}
     rows = [(u, i, k, item_scores[i]) for u, items in rows_of.items() for k, i in enumerate(items)]
-    df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
+    df = spark.createDataFrame(rows, "user_id long, item_id long, row_key long, score long")
     l = 4
     cutoffs = [(10, 98)]  # users with 10 rows or more send only items 0, 1 and 2
     key = F.col("item_id") + F.lit(2**60)
@@ -269,7 +269,7 @@ def test_the_exact_count_joins_the_row_counts_only_for_a_user_without_candidates
     if with_user_without_candidates:
         rows_of[0] = list(range(40, 60))
     rows = [(u, i, k, item_scores[i]) for u, items in rows_of.items() for k, i in enumerate(items)]
-    df = spark.createDataFrame(rows, "user_id long, item_id long, record_id long, score long")
+    df = spark.createDataFrame(rows, "user_id long, item_id long, row_key long, score long")
     options = {"counts": user_records.user_counts(df)}
     if known_users_by_n:
         options["users_by_n"] = pd.Series(Counter(len(items) for items in rows_of.values()))
@@ -296,3 +296,30 @@ def test_a_long_array_literal_keeps_every_value_exactly(spark):
     values = [-(2**63), -7, 0, 2**53 + 1, 2**63 - 1]
     row = spark.range(1).select(long_array(values).alias("a"), long_array([]).alias("e")).first()
     assert row["a"] == values and row["e"] == []
+
+
+@pytest.mark.parametrize("l, expected", [(1, {"A": 0.75, "B": 0.25}), (2, {"AA": 0.5, "AB": 0.5})])
+def test_identical_records_are_sampled_as_records_of_their_own(spark, l, expected):
+    """Each user holds item A three times and item B once. A uniform sample of l of the 4 records
+    keeps A with probability 3/4 at l = 1, and AA and AB with 1/2 each at l = 2 (of the 6 pairs, 3
+    are two copies of A). 4,000 users, each with its own keys: each frequency within four
+    standard errors (at most 0.032). Negative control: the block sampler of records declared
+    distinct keeps A at l = 1 with probability 1/2 and is caught."""
+    users = 4_000
+    rows = pd.DataFrame([(u, item) for u in range(users) for item in ("A", "A", "A", "B")],
+                        columns=["user_id", "item_id"])
+    df = spark.createDataFrame(rows)
+
+    def frequencies(distinct: bool) -> dict[str, float]:
+        kept = user_records.sample_per_user(keys.with_row_key(df, distinct=distinct), l, seed=39).toPandas()
+        picks = kept.sort_values("item_id").groupby("user_id")["item_id"].agg("".join)
+        assert len(picks) == users and (picks.str.len() == l).all()
+        return (picks.value_counts() / users).to_dict()
+
+    tolerance = 4 * np.sqrt(0.25 / users)
+    found = frequencies(distinct=False)
+    assert set(found) == set(expected)
+    assert all(abs(found[k] - p) < tolerance for k, p in expected.items()), found
+    if l == 1:
+        block = frequencies(distinct=True)
+        assert abs(block["A"] - 0.5) < tolerance and abs(block["A"] - 0.75) > tolerance, block

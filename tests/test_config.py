@@ -46,6 +46,7 @@ def test_misspelled_key_gets_a_suggestion():
         ("algorithm", "l", 2.5, "algorithm.l must be an integer >= 1"),
         ("algorithm", "name", "sraa", "unknown algorithm 'sraa'"),
         ("source", "format", "orc", "unknown source.format 'orc'"),
+        ("source", "distinct_records", "yes", "source.distinct_records must be true or false"),
     ],
 )
 def test_bad_values_name_the_key(section, key, value, message):
@@ -226,3 +227,10 @@ def test_execution_sets_where_the_noise_is_drawn():
 def test_bad_execution_is_refused(execution, message):
     with pytest.raises(ConfigError, match=message):
         build_config({**base(), "execution": execution})
+
+
+def test_distinct_records_is_off_unless_the_operator_vouches():
+    assert build_config(base()).source.distinct_records is False
+    raw = base()
+    raw["source"]["distinct_records"] = True
+    assert build_config(raw).source.distinct_records is True

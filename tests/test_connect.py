@@ -137,7 +137,7 @@ def test_an_api_release_on_connect_equals_the_classic_job(classic_releases, conn
     from dp_spark.io import datasets
 
     groups = ["F_under25", "F_25-34", "F_over34", "M_under25", "M_25-34", "M_over34"]
-    ratings = datasets.load_movielens_100k(connect_spark, str(SHARED_DATA / "ml-100k")).drop("record_id")
+    ratings = datasets.load_movielens_100k(connect_spark, str(SHARED_DATA / "ml-100k"))
     release = dp_spark.sra(ratings, items=range(1, 1683), attribute="attr", attributes=groups, l=20, epsilon=1,
                            seed=SEED)
     _report, classic_tables = released(classic_releases / "sra_edges")

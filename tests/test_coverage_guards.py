@@ -27,14 +27,27 @@ def coverage(rows_read, outside, users=None, truncated=None):
     return guards.Coverage(rows_read, outside, users=users, users_truncated=truncated, bound="l = 2")
 
 
+class Said(list):
+    """A progress that records its lines, with the operator's diagnostics asked for."""
+
+    def __call__(self, message):
+        self.append(message)
+
+    def diagnostic(self, message):
+        self.append(f"NOT PRIVATE: {message}")
+
+
 @pytest.mark.unit
 def test_by_default_only_an_all_outside_run_is_refused():
-    said = []
+    said = Said()
     with pytest.raises(GuardRefused, match="10 of 10 rows .* are outside the public domain"):
-        guards.check(guards.Guards(), coverage(10, {"item_id": 4, "attr": 6}), said.append)
-    guards.check(guards.Guards(), coverage(10, {"item_id": 4, "attr": 5}), said.append)  # 9 of 10: a warning
-    assert any(line.startswith("WARNING (NOT PRIVATE): 90.0% of the rows read") for line in said)
-    assert all("NOT PRIVATE" in line for line in said)
+        guards.check(guards.Guards(), coverage(10, {"item_id": 4, "attr": 6}), said)
+    guards.check(guards.Guards(), coverage(10, {"item_id": 4, "attr": 5}), said)  # 9 of 10: a warning
+    assert any(line.startswith("NOT PRIVATE: WARNING: 90.0% of the rows read") for line in said)
+    assert all(line.startswith("NOT PRIVATE: ") for line in said)
+    quiet = []  # without diagnostics asked for, the figures and the warning stay out of the log
+    guards.check(guards.Guards(), coverage(10, {"item_id": 4, "attr": 5}), quiet.append)
+    assert quiet == []
 
 
 @pytest.mark.unit
@@ -102,6 +115,11 @@ def released(tmp_path: Path) -> dict:
     return json.loads((tmp_path / "out" / "privacy.json").read_text())
 
 
+def diagnostics(tmp_path: Path) -> dict:
+    """What ``--diagnostics`` wrote: the run's NOT-private figures, outside the release."""
+    return json.loads((tmp_path / "diagnostics.json").read_text())
+
+
 def kept_by_sra(frame: pd.DataFrame, l: int) -> int:
     return int(np.minimum(frame.groupby("user_id").size(), l).sum())
 
@@ -112,12 +130,12 @@ def test_a_csv_attribute_read_as_4_0_matches_the_integer_domain(spark, tmp_path,
                           "attr": ["4.0", "5.0", "2.0", " 1 ", "3.0", "4"]})
     frame.to_csv(csv, index=False)
     config = write_job(tmp_path, csv, "csv", "{ range = [1, 5] }")
-    assert main(["run", str(config)]) == 0
+    assert main(["run", str(config), "--diagnostics", str(tmp_path / "diagnostics.json")]) == 0
     report = released(tmp_path)
-    cov = report["diagnostics_not_private"]["coverage"]
+    cov = diagnostics(tmp_path)["coverage"]
     assert cov["rows_outside_domain"] == {"item_id": 0, "attr": 0}
     assert cov["rows_kept_by_bounding"] == kept_by_sra(frame, 2) == 5 > 0
-    assert report["diagnostics_not_private"]["rows_after_bounding"] == 5  # the counts saw the records
+    assert diagnostics(tmp_path)["rows_after_bounding"] == 5  # the counts saw the records
     edges = pd.read_parquet(tmp_path / "out" / "edge_counts")
     assert sorted(edges["attr"].unique()) == ["1", "2", "3", "4", "5"]  # the domain's own spelling
     assert "NOT PRIVATE: 6 rows read; outside the domain: item_id 0, attr 0" in capsys.readouterr().err
@@ -128,7 +146,7 @@ def test_monday_against_mon_is_refused_before_noise_naming_both(spark, tmp_path,
     pd.DataFrame({"user_id": [1, 2, 3], "item_id": [1, 2, 3], "attr": ["monday", "tuesday", "monday"]}) \
         .to_parquet(source)
     config = write_job(tmp_path, source, "parquet", '["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]', store=True)
-    assert main(["run", str(config)]) == 2
+    assert main(["run", str(config), "--diagnostics", str(tmp_path / "diagnostics.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("dp-spark: error: 3 of 3 rows (100.0%) are outside the public domain")
     assert '"monday"' in err and '"Mon"' in err and "string column" in err and "strings, compared as text" in err
@@ -147,9 +165,9 @@ def test_coverage_numbers_are_exact(spark, tmp_path, capsys):
     source = tmp_path / "records.parquet"
     frame.to_parquet(source)
     config = write_job(tmp_path, source, "parquet", '["a", "b"]', "[guards]", "warn_dropped_fraction = 0.5")
-    assert main(["run", str(config)]) == 0
+    assert main(["run", str(config), "--diagnostics", str(tmp_path / "diagnostics.json")]) == 0
     said = capsys.readouterr().err  # progress lines go to stderr
-    cov = released(tmp_path)["diagnostics_not_private"]["coverage"]
+    cov = diagnostics(tmp_path)["coverage"]
     outside_items = ~frame["item_id"].between(1, 20)
     outside_attr = ~outside_items & ~frame["attr"].isin(["a", "b"])
     inside = frame[~outside_items & ~outside_attr]
@@ -185,7 +203,7 @@ def test_entropy_coverage_counts_pairs_and_users_over_m(spark, tmp_path):
                              "time": [1, 2, 3, 1, 2, 1, 2, 3], "visits": [1, 2, 1, 3, 9, 1, 1, 1]})
     release = api.location_entropy(spark.createDataFrame(checkins), locations=range(1, 11), epsilon=1, M=2, C=5,
                                    time="time", visits="visits", seed=2)
-    cov = release.report["diagnostics_not_private"]["coverage"]
+    cov = release.diagnostics["coverage"]
     inside = checkins[checkins["location_id"] <= 10]
     pairs = inside.groupby(["user_id", "location_id"])["visits"].sum()
     locations = pairs.groupby("user_id").size()
@@ -201,7 +219,7 @@ def test_dpsense_coverage_counts_rows_longer_than_the_chosen_theta(spark):
     frame = pd.DataFrame([(u, i) for u, items in rows.items() for i in items], columns=["user_id", "item_id"])
     release = api.dpsense(spark.createDataFrame(frame), items=range(1, 11), epsilon=1, theta_max=8, seed=4)
     theta = release.report["algorithm"]["chosen"]["theta"]
-    cov = release.report["diagnostics_not_private"]["coverage"]
+    cov = release.diagnostics["coverage"]
     lengths = np.array([len(items) for items in rows.values()])
     assert cov["users_truncated"] == int((lengths > theta).sum())
     assert cov["rows_kept_by_bounding"] == int(np.minimum(lengths, theta).sum())

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from dp_spark.aggregates import item_columns
 from dp_spark.algorithms import dpsense
-from dp_spark.bounding import item_rows
+from dp_spark.bounding import item_rows, keys
 from dp_spark.cli import main
 from dp_spark.core.domain import ItemDomain
 from dp_spark.core.mechanisms import RandomSource, exponential_mechanism, exponential_probabilities
@@ -289,7 +289,7 @@ def test_rows_from_validation_give_the_aggregates_of_rows_built_from_the_records
     every aggregate equals that of the rows built from the validated records by their own shuffle."""
     frame = rows_frame(spark, ROWS, duplicate_first=True).unionByName(
         spark.createDataFrame([(2, 99), (50, 77)], "user_id long, item_id long"))
-    records = frame.withColumn("record_id", F.monotonically_increasing_id())
+    records = keys.with_row_key(frame)
     validated = validate_records(records, ITEMS, None, item_sets=True)
     reference = item_rows.rows_of(validated.records)
     from_validation = item_rows.Rows(validated.item_sets, validated.users_by_items, owned=False)

@@ -43,9 +43,9 @@ def test_a_private_release_selects_pays_and_counts_only_the_selected_items(spark
     assert steps["select items"]["delta"] == 1e-6 and steps["select items"]["epsilon_exact"] == "1"
     assert steps["item_counts"]["epsilon_exact"] == "1" and steps["item_counts"]["cells"] == 3
     assert report["delta_spent"] == pytest.approx(1e-6)
-    assert report["diagnostics_not_private"]["partition_selection"] == {"keys_seen": 4, "keys_selected": 3}
+    assert release.diagnostics["partition_selection"] == {"keys_seen": 4, "keys_selected": 3}
     # The rows of the item left out are counted apart, not as rows outside a public domain.
-    coverage = report["diagnostics_not_private"]["coverage"]
+    coverage = release.diagnostics["coverage"]
     assert coverage["rows_outside_domain"] == {} and coverage["rows_of_items_not_selected"] == 3
     assert coverage["kept_of"] == 900 and coverage["rows_kept_by_bounding"] == 900
 

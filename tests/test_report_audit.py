@@ -29,7 +29,6 @@ def report(**changes) -> dict:
         "ledger": [{"step": "item_counts", "epsilon": 0.5, "sensitivity_l1": 5.0, "noise_scale": 10.0, "cells": 20},
                    {"step": "entropy", "epsilon": 0.5, "sensitivity_l1": 0.01, "noise_scale": 0.70547, "cells": 6}],
         "outputs": {"item_counts": {"rows": 20, "columns": ["item_id", "noisy_count"]}},
-        "diagnostics_not_private": {"note": "NOT PRIVATE", "rows_read": 120},
     }
     for path, value in changes.items():
         node = base
@@ -62,12 +61,31 @@ def test_missing_keys_list_lengths_and_types_are_differences():
 
 
 def test_allowed_fields_are_not_reported():
-    other = report(created_utc="2025-06-01T12:00:00+00:00",
-                   diagnostics_not_private={"note": "NOT PRIVATE", "rows_read": 119, "new": 1})
+    other = report(created_utc="2025-06-01T12:00:00+00:00")
     assert report_audit.differences(report(), other) == []
     reasons = {d.path: d.allowed_because for d in report_audit.compare(report(), other)}
-    assert set(reasons) == {"created_utc", "diagnostics_not_private.rows_read", "diagnostics_not_private.new"}
-    assert all(reasons.values())
+    assert set(reasons) == {"created_utc"} and all(reasons.values())
+
+
+def test_raw_diagnostics_in_a_report_are_a_difference():
+    """Negative control for issue 39 finding 3: the raw figures left the report; one that carries
+    them again is flagged, not allowed."""
+    leaky = [report(diagnostics_not_private={"rows_read": n}) for n in (120, 119)]
+    assert report_audit.differences(*leaky) == ["diagnostics_not_private.rows_read: 120 vs 119"]
+
+
+def test_the_allow_list_names_leaf_keys_only():
+    """Issue 39 finding 6: a DP output is allowed by its exact key; a key beside it is not."""
+    auto = report(algorithm={"name": "sra", "parameters": {"l": "auto"}, "chosen": {"l": 4}})
+    other = report(algorithm={"name": "sra", "parameters": {"l": "auto"}, "chosen": {"l": 8, "raw_users": 7}})
+    assert report_audit.differences(auto, other) == ["algorithm.chosen.raw_users: missing vs 7"]
+    fixed = report(algorithm={"name": "sra", "parameters": {"l": 5}, "chosen": {"l": 4}})
+    assert report_audit.differences(fixed, report(algorithm={"name": "sra", "parameters": {"l": 5},
+                                                             "chosen": {"l": 8}})) == [
+        "algorithm.chosen.l: 4 vs 8"]  # l is allowed to differ only when the config asked for "auto"
+    popularity = [report(algorithm={"name": "hpa", "parameters": {"l": "auto"}},
+                         ledger=[{"step": "popularity", "sensitivity_l1": s}]) for s in (1.0, 2.0)]
+    assert report_audit.differences(*popularity) == ["ledger[0].sensitivity_l1: 1.0 vs 2.0"]
 
 
 def test_a_ledger_allowance_holds_only_for_its_step():
@@ -246,7 +264,7 @@ def test_report_is_the_same_without_the_heaviest_user(spark, tmp_path, inputs, j
     reports = report_audit.neighbour_reports(cfg, spark, str(tmp_path / "audit"), user=HEAVY, seed=5)
     allowed = [f"{d} ({d.allowed_because})" for d in reports.compare() if d.allowed_because]
     print("allowed differences:", *allowed, sep="\n  ")
-    assert any(d.path != "created_utc" for d in reports.compare())  # D′ is not D
+    assert reports.diagnostics[0] != reports.diagnostics[1]  # D′ is not D (NOT private: never in the reports)
     assert reports.differences() == []
 
 
@@ -259,17 +277,17 @@ def test_command_removes_the_heaviest_user_and_passes_a_clean_job(spark, tmp_pat
     assert main(["audit-report", config, "--seed", "3"]) == 0
     captured = capsys.readouterr()
     assert f"D' leaves out user {HEAVY}, who has the most rows (40)" in captured.err
-    assert "diagnostics_not_private.rows_read: 200 vs 160" in captured.out  # listed as allowed
+    assert "D 200, D' 160" in captured.out  # the operator's check that D' is not D
     assert "privacy.json is the same on D and D' outside the allow-list" in captured.out
 
 
 def test_command_fails_and_names_a_data_dependent_field(spark, tmp_path, inputs, capsys, monkeypatch):
-    """A leak like finding 1, planted: the report copies the raw row count out of the diagnostics."""
+    """A leak like finding 1, planted: the report copies the raw row count of the diagnostics."""
     honest = engine.build_report
 
-    def leaky(*args, **kwargs):
-        built = honest(*args, **kwargs)
-        built["domain"]["rows"] = built["diagnostics_not_private"]["rows_read"]
+    def leaky(family, params, budget, domains, split, output, *args, **kwargs):
+        built = honest(family, params, budget, domains, split, output, *args, **kwargs)
+        built["domain"]["rows"] = output.diagnostics["rows_read"]
         return built
 
     monkeypatch.setattr(engine, "build_report", leaky)

@@ -25,7 +25,7 @@ def _domains(low: int, high: int):
 
 def _records(spark, item_ids):
     return spark.createDataFrame([(k % 7, int(i), k) for k, i in enumerate(item_ids)],
-                                 "user_id long, item_id long, record_id long")
+                                 "user_id long, item_id long, row_key long")
 
 
 def test_the_array_lookup_gives_what_the_join_gives(spark):
@@ -57,7 +57,7 @@ def test_hpa_with_the_validation_sample_releases_what_it_releases_without(spark,
     items = ItemDomain(ids=np.arange(1, datasets.NETFLIX_ITEMS + 1), description="range",
                        id_range=(1, datasets.NETFLIX_ITEMS))
     attributes = AttributeDomain(tuple(datasets.WEEKDAYS))
-    raw = datasets.LOADERS["netflix-synthetic"](spark, data)
+    raw = keys.with_row_key(datasets.LOADERS["netflix-synthetic"](spark, data), distinct=True)
     seed = 9
     validated = validation.validate_records(raw, items, attributes,
                                     one_per_user_salt=keys.sample_salt(seed))

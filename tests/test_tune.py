@@ -114,6 +114,10 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
     assert main([*conf, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["not_private"].startswith("NOT PRIVATE")
+    assert 'l = "auto"' in result["warning"] and "no longer has the guarantee" in result["warning"]
+    assert main(conf) == 0  # the table for people says it too, first and last
+    said = capsys.readouterr().out.splitlines()
+    assert said[1] == said[-1] == tune.VOIDS_THE_GUARANTEE
     assert [r["bound"] for r in result["rows"]] == list(tune.DEFAULT_CANDIDATES)
     assert result["configured_bound"] == 10 and result["count_tables"] == 2 and result["item_cells"] == 17_770
     # Edges in the demo: the items get epsilon/2, so the noise at bound b is discrete Laplace of scale 2b.
@@ -127,7 +131,7 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
     assert result["best_bound"] == min(result["rows"], key=lambda r: r["expected_mse"])["bound"]
     assert main([*conf, "--candidates", "2,8"]) == 0
     text = capsys.readouterr().out.strip().splitlines()
-    assert all("NOT PRIVATE" in line for line in text)
+    assert all("NOT PRIVATE" in line or line == tune.VOIDS_THE_GUARANTEE for line in text)
     assert main([*conf, "--candidates", "8,2"]) == 2
 
 

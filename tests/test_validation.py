@@ -12,7 +12,7 @@ from dp_spark.core.domain import AttributeDomain, ItemDomain
 def test_user_counts_count_in_domain_rows_and_match_a_recount(spark):
     rows = [(u, i, "a" if i % 3 else "zz", u * 100 + i) for u in range(1, 40) for i in range(u % 7 + 1)]
     rows += [(99, 5000, "a", 99_000)]  # this user's only row is outside the item domain
-    df = spark.createDataFrame(rows, "user_id long, item_id long, attr string, record_id long")
+    df = spark.createDataFrame(rows, "user_id long, item_id long, attr string, row_key long")
     items = ItemDomain(ids=np.arange(0, 10), description="0..9", id_range=(0, 9))
     validated = validation.validate_records(df, items, AttributeDomain(("a",)))
     try:
@@ -37,7 +37,7 @@ def test_the_one_record_sample_of_validation_is_the_samplers_sample_of_one(spark
     # String user ids (cast in validation), and rows outside the item and the attribute domain.
     rows = [(f" {u}", i, "a" if (u + i) % 4 else "zz", u * 100 + i) for u in range(1, 60) for i in range(u % 9 + 1)]
     rows += [("99", 5000, "a", 99_000), ("98", 3, "zz", 98_000)]  # users with no in-domain row
-    df = spark.createDataFrame(rows, "user_id string, item_id long, attr string, record_id long")
+    df = spark.createDataFrame(rows, "user_id string, item_id long, attr string, row_key long")
     items = ItemDomain(ids=np.arange(0, 8), description="0..7", id_range=(0, 7))
     for salt in (11, 2**62 + 5):
         validated = validation.validate_records(df, items, AttributeDomain(("a",)), one_per_user_salt=salt)
@@ -62,7 +62,7 @@ def test_validation_draws_each_users_record_uniformly(spark):
     rows = [(str(u), item, attr, 10 * u + k)
             for u in range(800) for k, (item, attr) in enumerate([(0, "a"), (1, "a"), (2, "a"), (3, "a"),
                                                                   (50, "a"), (4, "zz")])]
-    df = spark.createDataFrame(rows, "user_id string, item_id long, attr string, record_id long")
+    df = spark.createDataFrame(rows, "user_id string, item_id long, attr string, row_key long")
     items = ItemDomain(ids=np.arange(0, 8), description="0..7", id_range=(0, 7))
     validated = validation.validate_records(df, items, AttributeDomain(("a",)), one_per_user_salt=12345)
     try:
@@ -79,7 +79,7 @@ def test_users_item_sets_keep_the_shuffle_s_partitions(spark):
     default parallelism (2 partitions on local[2]) it ran a 1 GB heap out of memory at 100M rows
     (docs/scaling.md). A row per user is still coalesced, being small and broadcast."""
     df = spark.createDataFrame([(u, i, u * 100 + i) for u in range(1, 40) for i in range(1, 1 + u % 7)],
-                               "user_id long, item_id long, record_id long")
+                               "user_id long, item_id long, row_key long")
     items = ItemDomain(ids=np.arange(1, 8), description="1..7", id_range=(1, 7))
     # AQE would merge such small partitions by itself; off, the partitions are the plan's own.
     settings = {"spark.sql.shuffle.partitions": "12", "spark.sql.adaptive.coalescePartitions.enabled": "false"}

@@ -251,7 +251,7 @@ def hpa(
         popularity_true = item_edges.item_counts(item_edges.edge_counts(sampled, items, None))
     else:
         popularity_sample = user_records.sample_selection(
-            records.select("user_id", "item_id", "record_id"), d, seed=seed, counts=user_counts, users_by_n=users_by_n
+            records.select("user_id", "item_id", keys.ROW_KEY), d, seed=seed, counts=user_counts, users_by_n=users_by_n
         )
         popularity_true = item_edges.item_counts(item_edges.selected_edge_counts(popularity_sample, items, None))
     popularity = publishers.publish("laplace", popularity_true, d, epsilons["epsilon_popularity"], budget, rng,

@@ -17,7 +17,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from dp_spark.bounding.keys import new_salt
+from dp_spark.bounding.keys import ROW_KEY, new_salt
 from dp_spark.bounding.user_records import Selection, sample_selection
 
 LIMITS = ("normalize", "sample")
@@ -83,7 +83,7 @@ def normalized_weight(theta: int, grid_bits: int) -> Column:
 
 def sampled_ones(rows: Rows, theta: int, seed: int | None) -> Selection:
     """θ ones of every longer row, drawn uniformly with the keyed sampler; shorter rows keep all."""
-    ones = rows.ones.withColumn("record_id", F.col("item_id"))  # unique within a row: the hash key
+    ones = rows.ones.withColumn(ROW_KEY, F.col("item_id"))  # a row's items are distinct: the item is the key
     counts = rows.per_user.select("user_id", F.col("_r").alias("_n"))
     return sample_selection(ones, theta, salt=new_salt(seed, "dpsense_rows"), counts=counts,
                             users_by_n=rows.users_by_length)

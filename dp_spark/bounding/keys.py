@@ -1,13 +1,30 @@
-"""Record ids, salts and the keyed random position that per-user sampling orders rows by.
+"""Row keys, salts and the keyed random position that per-user sampling orders rows by.
 
-Each row's position is a keyed hash of (salt, user, record id), not ``rand()``: it does not
-depend on row order or partitioning, so a task that Spark retries picks exactly the same rows.
+A row's position is a keyed hash of (salt, user, row key), not ``rand()``: a task that Spark
+retries picks exactly the same rows. The row key (:func:`with_row_key`) is a hash of the row's own
+content and of its occurrence index among the user's identical rows (0 for the first copy, 1 for
+the second, ...). So a row's position is a function of the salt and of that user's records alone:
+adding, removing or moving another user's records, in the scan or across partitions, changes no
+other user's positions, whatever the salt and whether or not it is known. The sensitivity argument
+of every sampler built on it (:mod:`dp_spark.bounding.user_records`) therefore needs no secret and
+no cryptographic property of the hash (docs/sra_hpa.md, "Privacy claim: sra").
 
-Assumed (docs/sra_hpa.md, "Privacy claim: sra"): the salt is fresh and secret, and the hash is
-treated as a random function. The record id is the row's position in the scan, so a user's ids
-shift when another user's rows come before them; only under a secret salt is each user's sample
-uniform and independent of everyone else's. A salt derived from a seed is known, and a seeded
-release has no guarantee anyway (docs/mechanisms.md, "Privacy claim: RandomSource").
+What the hash is assumed to do is for utility only: that under a fresh salt the positions of a
+user's distinct rows behave like independent uniform draws, so that the l smallest are a uniform
+sample of the user's records, duplicates included (each copy has its own occurrence index, and so
+its own position). Two different rows of a user get the same position with probability about
+n²/2^64; they are then ordered arbitrarily.
+
+Identical records need their occurrence index, which takes a shuffle of every record (a window
+over user and content; at 10M rows it costs about three times a non-private count). A source
+whose records are known to be distinct (each user has each content at most once, as in a ratings
+table keyed by user and item) skips it with ``distinct=True``: every occurrence index is then 0.
+If that declaration is wrong, a user's identical records share one position and are kept or
+dropped together: still a function of that user's records alone (private as before), but no
+longer a uniform sample for that user.
+
+The salt never enters a Spark plan as a literal: :func:`with_salt` joins a one-row table that
+holds it, so explain(), the SQL tab and the event log show a column, not its value.
 """
 
 from __future__ import annotations
@@ -15,17 +32,42 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+ROW_KEY = "row_key"  # a row's content and occurrence index among its user's identical rows, hashed
+SALT = "_salt"  # the column with_salt adds
 
 
-def with_record_id(df: DataFrame) -> DataFrame:
-    """Tag each row with its position in the scan (the record id that sampling keys hash); call before any shuffle."""
-    return df.withColumn("record_id", F.monotonically_increasing_id())
+def with_row_key(df: DataFrame, user_col: str = "user_id", distinct: bool = False) -> DataFrame:
+    """``df`` with a column ``row_key``: a 64-bit hash of the row's other columns and its
+    occurrence index among the user's identical rows (every column equal). With ``distinct`` the
+    caller vouches that no user has two identical rows, and the index (which takes a shuffle) is
+    0 for every row.
+
+    A nullable column is hashed with its null flag: Spark's hash skips a null, which would give
+    (null, 1) and (1, null) one key."""
+    columns = list(df.columns)
+    if ROW_KEY in columns:
+        raise ValueError(f"the records already have a {ROW_KEY} column")
+    if distinct:
+        occurrence = F.lit(0)
+    else:
+        identical = Window.partitionBy(*columns).orderBy(*columns)
+        occurrence = F.row_number().over(identical) - 1
+    content = []
+    for field in df.schema.fields:
+        if field.name == user_col:
+            continue
+        content.append(F.col(f"`{field.name}`"))
+        if field.nullable:
+            content.append(F.col(f"`{field.name}`").isNull())
+    return df.withColumn(ROW_KEY, F.xxhash64(*content, occurrence))
 
 
 def new_salt(seed: int | None, purpose: str) -> int:
-    """A 63-bit salt: secret and fresh without a seed, derived from it with one."""
+    """A 63-bit salt: fresh from the OS without a seed, derived from it with one."""
     if seed is None:
         return secrets.randbits(63)
     digest = hashlib.sha256(f"dp-spark:{seed}:{purpose}".encode()).digest()
@@ -39,29 +81,31 @@ def sample_salt(seed: int | None) -> int:
     return new_salt(seed, "sample_per_user")
 
 
+def with_salt(df: DataFrame, salt: int) -> DataFrame:
+    """``df`` with the column ``_salt`` holding ``salt`` in every row, from a broadcast one-row
+    table: the value travels as data, so no plan shows it. The 8 bytes (not a long) also keep the
+    generated code of a stage the same from one salt to the next."""
+    spark = df.sparkSession
+    schema = T.StructType([T.StructField(SALT, T.BinaryType(), False)])
+    one_row = spark.createDataFrame([(bytearray(salt.to_bytes(8, "big")),)], schema)
+    return df.crossJoin(F.broadcast(one_row))
+
+
 def key_columns(df: DataFrame, user_col: str) -> list[str]:
-    """Hash inputs that tell rows apart: the scan-time record id when present
-    (the cheap choice: no other column has to be read), else every column.
-    Rows identical in these columns share a key, so without ``record_id``
-    exact duplicates are sampled together."""
-    if "record_id" in df.columns:
-        return [user_col, "record_id"]
-    return list(df.columns)
+    """What tells a user's rows apart: the row key when present, else every column (rows equal
+    in all of them then share a position and are kept or dropped together)."""
+    if ROW_KEY in df.columns:
+        return [user_col, ROW_KEY]
+    return [user_col] + [c for c in df.columns if c not in (user_col, SALT)]
 
 
-def row_position(df: DataFrame, user_col: str, salt: int) -> Column:
-    """The row's random position: a 63-bit non-negative integer from the keyed hash.
-    Distinct rows of a user tie with probability about n²/2^64.
-
-    The salt goes in as 8 bytes, not as a long: Spark writes a long literal into the code it
-    generates, so each fresh salt would compile the stage, and warm up the compiled code, anew;
-    bytes are passed by reference, and the stage compiled for one run serves the next (runs at
-    10M rows in one session: HPA 6.67 → 6.07 s, SRA 4.13 → 3.89 s; docs/performance.md, fifth
-    round)."""
-    return keyed_position([F.col(c) for c in key_columns(df, user_col)], salt)
+def row_position(df: DataFrame, user_col: str) -> Column:
+    """The row's random position under the salt in ``df``'s ``_salt`` column (:func:`with_salt`):
+    a 63-bit non-negative integer."""
+    return keyed_position([F.col(c) for c in key_columns(df, user_col)])
 
 
-def keyed_position(key: list[Column], salt: int) -> Column:
+def keyed_position(key: list[Column]) -> Column:
     """:func:`row_position` of the row whose key columns (user first, then what tells its rows
-    apart) are ``key``."""
-    return F.shiftrightunsigned(F.xxhash64(F.lit(salt.to_bytes(8, "big")), *key), 1)
+    apart) are ``key``, under the salt in the column ``_salt``."""
+    return F.shiftrightunsigned(F.xxhash64(F.col(SALT), *key), 1)

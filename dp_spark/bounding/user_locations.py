@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from dp_spark.bounding.keys import keyed_position
+from dp_spark.bounding.keys import keyed_position, with_salt
 
 
 # The coverage columns of bounded_pairs (NOT private; summed by aggregates.location_sums).
@@ -58,7 +58,9 @@ def _ranked(checkins: DataFrame, random_salt: int | None) -> DataFrame:
     """Each (user, location) pair with its visits c, its rank in the user's own order (first
     visit, or the keyed hash with ``random_salt``), and the user's locations and visits."""
     pairs = checkins.groupBy("user_id", "item_id").agg(F.sum("visits").alias("c"), F.min("time").alias("first"))
-    by = [keyed_position([F.col("user_id"), F.col("item_id")], random_salt)] if random_salt is not None \
+    if random_salt is not None:
+        pairs = with_salt(pairs, random_salt)
+    by = [keyed_position([F.col("user_id"), F.col("item_id")])] if random_salt is not None \
         else [F.col("first").asc_nulls_last(), F.col("item_id")]
     order = Window.partitionBy("user_id").orderBy(*by)
     whole_user = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)

@@ -7,12 +7,12 @@ therefore changes the output only by that user's kept rows, of which there
 are at most ``l``. Counts over the result have L1 sensitivity ``l``.
 
 Randomness (:mod:`dp_spark.bounding.keys`). Each row's sampling key is a keyed
-hash of (salt, user, record id), not ``rand()``, so a task that Spark retries
-picks exactly the same rows. The argument above assumes the salt is fresh and
-secret: the record id is a scan position, and under a known salt one added
-user could shift which rows other users keep (docs/sra_hpa.md, "Assumed"). A
-salt derived from a seed is known, and a seeded release has no guarantee
-anyway.
+hash of (salt, user, row key), not ``rand()``, so a task that Spark retries
+picks exactly the same rows. The row key hashes the row's content and its
+occurrence index among the user's identical rows, so the key is a function of
+the salt and the user's own records: the argument above holds for any salt,
+known or not, and wherever the other users' rows lie in the scan. The salt
+reaches the rows as data (a broadcast column), never as a literal in a plan.
 
 Cost (docs/performance.md). The selection is one aggregation per user,
 ``min_by(value, order, l)``, which keeps a bounded heap per user instead of
@@ -44,7 +44,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from dp_spark.bounding.cutoffs import best_first, min_score
-from dp_spark.bounding.keys import new_salt, row_position, sample_salt
+from dp_spark.bounding.keys import new_salt, row_position, sample_salt, with_salt
 
 
 def user_counts(df: DataFrame, user_col: str = "user_id") -> DataFrame:
@@ -246,7 +246,8 @@ def sample_selection(
     salt = sample_salt(seed) if salt is None else salt
     counts = user_counts(df, user_col) if counts is None else counts
     columns = df.columns
-    keyed = df.withColumn("_position", row_position(df, user_col, salt)).join(F.broadcast(counts), user_col)
+    # The salt rides on the per-user table that is broadcast anyway: no join of its own per row.
+    keyed = df.join(F.broadcast(with_salt(counts, salt)), user_col).withColumn("_position", row_position(df, user_col))
     # Comparing as doubles is monotone in _position, so the candidates always
     # include every row smaller than any candidate: the pre-filter is exact.
     keep_below = F.lit((l + oversample * (math.sqrt(l) + 2)) * 2.0**63) / F.col("_n")
@@ -299,15 +300,15 @@ def top_selection(
     columns = df.columns
     # The position is part of the order expression rather than a column of ``keyed``, so that
     # Spark hashes only the candidates, not every row.
-    order = best_first(F.col(score_col), row_position(df, user_col, salt), max_score)
-    keyed = df
+    order = best_first(F.col(score_col), row_position(df, user_col), max_score)
     if not cutoffs:
+        keyed = with_salt(df, salt)
         return Selection(keyed, keyed, None, l, order, user_col, columns)
     if any(a[1] <= b[1] or a[0] <= b[0] for a, b in zip(cutoffs, cutoffs[1:])):
         raise ValueError("cutoff row counts and scores must be strictly decreasing")
     counts = user_counts(df, user_col) if counts is None else counts
     per_user = counts.select(user_col, "_n", min_score(F.col("_n"), l, cutoffs).alias("_min_score"))
-    keyed = keyed.join(F.broadcast(per_user), user_col)
+    keyed = df.join(F.broadcast(with_salt(per_user, salt)), user_col)
     candidates = keyed.where(F.col("_min_score").isNull() | (F.col(score_col) >= F.col("_min_score")))
     # Real users stray from the crowd's tastes: on MovieLens 1M some user fell short of its
     # cutoff in every HPA run (l = 5 to 50), so a count of this selection looks for short users

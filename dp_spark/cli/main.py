@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
                           "budget again")
     run.add_argument("--log-format", choices=["text", "json"], default="text",
                      help="progress on stderr as text, or as one JSON object per line for schedulers")
+    run.add_argument("--diagnostics", metavar="FILE",
+                     help="operator only, NOT private: print raw figures (records read, users, rows kept) in the "
+                          "log and write them as JSON to FILE, which must be outside the release")
     run.add_argument("--debug", action="store_true",
                      help="on a runtime failure, print the traceback (Python and Java) before the one-line root "
                           "cause; the JSON log's end event carries it either way")

@@ -61,8 +61,12 @@ def audit_report(args) -> int:
         print(f"\nAllowed to differ ({len(allowed)}):")
         for d in allowed:
             print(f"  {d}\n      because {d.allowed_because}")
-    if all(d.path == "created_utc" for d in found):
-        print(f"\nWARNING: D and D' gave the same report, diagnostics and all: is user {user} in the source?")
+    # FRAPP counts the records it perturbs rather than those it read.
+    rows = [side.get("rows_read", side.get("coverage", {}).get("rows_kept_by_bounding"))
+            for side in reports.diagnostics]
+    print(f"Rows read (NOT private, the operator's check that D' is not D): D {rows[0]}, D' {rows[1]}")
+    if reports.diagnostics[0] == reports.diagnostics[1]:
+        print(f"\nWARNING: D and D' read as many rows: is user {user} in the source?")
     if leaks:
         print(f"\nDIFFERENT outside the allow-list ({len(leaks)}): privacy.json depends on the data")
         for d in leaks:

@@ -11,6 +11,29 @@ from dp_spark.cli.exits import EXIT_INPUT, EXIT_OK, error_fields, status_of, to_
 from dp_spark.errors import DpSparkError, Interrupted
 
 
+def _write_diagnostics(path: str, result) -> None:
+    """The run's raw diagnostics as JSON at ``path`` (local), for the operator alone."""
+    import json
+    import os
+
+    text = json.dumps(result.diagnostics, indent=2, default=str)
+    # Readable by the owner only: it holds raw figures.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text + "\n")
+
+
+def _check_outside_release(path: str, output: str) -> None:
+    """Refuse a diagnostics file inside the release's output, where readers of the release
+    (and catalog tables over it) would find it."""
+    import os
+
+    where = os.path.abspath(output.removeprefix("file://")) if "://" not in output.removeprefix("file://") else None
+    if where is not None and os.path.abspath(path).startswith(where.rstrip(os.sep) + os.sep):
+        raise DpSparkError(f"--diagnostics {path} is inside the release's output {output}: write the NOT-private "
+                           "diagnostics somewhere readers of the release cannot see")
+
+
 def _print_summary(result) -> None:
     report = result.report
     print(f"\nOutputs in {result.output}/")
@@ -189,7 +212,7 @@ def signals_interrupt(signals=(signal.SIGTERM, signal.SIGINT)):
 def run(args) -> int:
     from dp_spark.core.progress import Progress
 
-    progress = Progress(log_format=args.log_format)
+    progress = Progress(log_format=args.log_format, diagnostics=getattr(args, "diagnostics", None) is not None)
     progress.context(config=args.config)
     # JSON mode: Python's warnings too are events, also while summing up.
     with progress.python_logs(), signals_interrupt() as arm_signals:
@@ -205,6 +228,8 @@ def _run_and_end(args, progress, arm_signals) -> int:
         if progress.json and isinstance(exc, (Exception, Interrupted, KeyboardInterrupt)):
             return code  # said in the end event; more text on stderr would break the JSON lines
         raise
+    if getattr(args, "diagnostics", None) and result.diagnostics is not None:
+        _write_diagnostics(args.diagnostics, result)
     progress.end(result.status, EXIT_OK, output=result.output,
                  epsilon_spent=0 if result.status == "unchanged" else result.report.get("epsilon_spent"))
     if result.status == "unchanged":
@@ -229,6 +254,8 @@ def _run_job(args, progress, arm_signals=lambda: None):
         if args.force and cfg.run_date is None:
             raise DpSparkError("--force only applies to a run with a run date (--run-date or run_date)")
         plan_budget(cfg)  # fail on a bad split before starting Spark
+        if getattr(args, "diagnostics", None):
+            _check_outside_release(args.diagnostics, cfg.output)
     progress.context(job=cfg.algorithm, run_date=cfg.run_date)
     if not args.force:
         unchanged = existing_release(cfg, progress)  # a retried run answers without starting Spark

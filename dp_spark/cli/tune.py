@@ -12,7 +12,9 @@ from dp_spark.errors import DpSparkError
 
 def add_parser(commands) -> None:
     tune = commands.add_parser("tune", help="NOT PRIVATE: expected item-count error of a counts config at each "
-                               "candidate per-user bound, from the raw records")
+                               "candidate per-user bound, from the raw records; a bound chosen from it voids the "
+                               "release's guarantee unless the data is public or disjoint from the release's "
+                               "(else use l = \"auto\")")
     tune.add_argument("config", help="counts job config (sra, hpa, lpa, dft, gs), e.g. conf/demo.toml")
     tune.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                       help="override a config key (repeatable), as for run")
@@ -56,6 +58,7 @@ def tune(args) -> int:
         print(json.dumps(result, indent=2))
         return EXIT_OK
     print(tune.NOT_PRIVATE)
+    print(tune.VOIDS_THE_GUARANTEE)
     print(f"{args.config}: {setup.algorithm.upper()}, publisher {setup.publisher}, epsilon {float(setup.epsilon):g} "
           f"(items {float(setup.split['epsilon_items']):g}), {setup.item_cells:,} items   NOT PRIVATE")
     print(f"method: {result['method']}   NOT PRIVATE")
@@ -70,4 +73,5 @@ def tune(args) -> int:
         line += f"; the config's {cfg.l}: {configured.expected_mse:.4g}"
     print(f"{line}   NOT PRIVATE")
     print(tune.NOT_PRIVATE)
+    print(tune.VOIDS_THE_GUARANTEE)
     return EXIT_OK

@@ -13,6 +13,11 @@ In JSON mode every line is an object with ``ts`` (UTC), ``elapsed_s`` and ``even
 
 Context given to :meth:`Progress.context` (job, output, run date) is repeated on every line, so
 lines from several jobs in one log can be told apart.
+
+What the log says is an output too: by default every line depends only on the config, the public
+domains and DP outputs. Raw figures (records read, users, rows kept) go through :func:`diagnostic`
+and are printed only when the operator asks (``diagnostics=True``: ``dp-spark run --diagnostics``),
+each marked NOT PRIVATE; in JSON mode they are ``{"event": "diagnostic", "message": "..."}``.
 """
 
 from __future__ import annotations
@@ -31,11 +36,12 @@ FORMATS = ("text", "json")
 class Progress:
     """Callable with a message; ``stage(name)`` times a block of work."""
 
-    def __init__(self, stream=None, log_format: str = "text"):
+    def __init__(self, stream=None, log_format: str = "text", diagnostics: bool = False):
         if log_format not in FORMATS:
             raise ValueError(f"log format must be one of {FORMATS}, got {log_format!r}")
         self.stream = stream  # None: whatever sys.stderr is at the time of the message
         self.json = log_format == "json"
+        self.diagnostics = diagnostics  # raw, NOT-private figures in the log: only when the operator asks
         self.started = time.monotonic()
         self.fields: dict = {}
         self.ended = False
@@ -89,6 +95,16 @@ class Progress:
         else:
             print(f"[dp-spark {self._elapsed():6.1f}s] {message}", file=self.stream or sys.stderr, flush=True)
 
+    def diagnostic(self, message: str) -> None:
+        """A raw figure for the operator: printed only when diagnostics were asked for."""
+        if not self.diagnostics:
+            return
+        if self.json:
+            self._emit("diagnostic", message=message)
+        else:
+            print(f"[dp-spark {self._elapsed():6.1f}s] NOT PRIVATE: {message}", file=self.stream or sys.stderr,
+                  flush=True)
+
     @contextlib.contextmanager
     def stage(self, name: str):
         """Time a stage; in JSON mode, one line when it starts and one when it ends."""
@@ -121,6 +137,13 @@ class _EventHandler(logging.Handler):
         except Exception:  # noqa: BLE001 - a bad format string must not end the run
             message = str(record.msg)
         self.progress._emit("python_log", level=record.levelname, logger=record.name, message=message)
+
+
+def diagnostic(progress, message: str) -> None:
+    """``progress.diagnostic(message)``; a plain message callable (an API caller's) gets none: raw
+    figures reach an API caller through ``Release.diagnostics`` instead."""
+    if hasattr(progress, "diagnostic"):
+        progress.diagnostic(message)
 
 
 def stage(progress, name: str):

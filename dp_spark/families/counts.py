@@ -18,6 +18,7 @@ from dp_spark.algorithms import bound_selection, sampling
 from dp_spark.bounding import keys
 from dp_spark.core.accuracy import POST_PROCESSED, UPPER_BOUND
 from dp_spark.core.domain import ItemDomain, item_domain_of_ids
+from dp_spark.core.progress import diagnostic
 from dp_spark.core.vector_noise import NoiseSecret
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
@@ -208,7 +209,8 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
         # Before HPA's first noise and the counts' (after the choice of l and the items', when those
         # are private: docs/bound_selection.md, "Guards").
         guards.check(inputs.guards, coverage, inputs.progress, validated.explain)
-        inputs.progress(f"{validated.diagnostics['rows_read']:,} records read; bounding and counting")
+        inputs.progress("records read; bounding and counting")
+        diagnostic(inputs.progress, f"{validated.diagnostics['rows_read']:,} records read")
         on_executors = _on_executors(params, inputs.domains, inputs.execution)
         if on_executors:
             inputs.progress(f"{_largest_table(inputs.domains):,} cells: the noise is drawn on the executors "

@@ -18,6 +18,7 @@ from dp_spark.aggregates import item_columns
 from dp_spark.algorithms import dpsense
 from dp_spark.bounding import item_rows
 from dp_spark.core import accuracy
+from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, rows_per_user
@@ -81,7 +82,8 @@ def run(params: DPSenseParams, inputs: RunInputs) -> FamilyOutput:
         # θ is chosen with noise, so before the noise only the domain's coverage can be guarded.
         guards.check(inputs.guards, guards.Coverage(rows_read, outside, users=int(validated.users_by_n.sum())),
                      inputs.progress, validated.explain)
-        inputs.progress(f"{rows_read:,} records read; bounding and counting")
+        inputs.progress("records read; bounding and counting")
+        diagnostic(inputs.progress, f"{rows_read:,} records read")
         counts, theta, alpha, truncation = _limited_counts(params, inputs, validated)
     finally:
         validated.release()
@@ -94,7 +96,7 @@ def run(params: DPSenseParams, inputs: RunInputs) -> FamilyOutput:
                                bound=f"theta = {theta}", kept_of=truncation["pairs"],
                                unit="distinct (user, item) pairs")
     for line in guards.coverage_lines(coverage)[1:]:
-        inputs.progress(line)
+        diagnostic(inputs.progress, line)
     # θ* and α* are outputs of the exponential mechanism: private, and needed to read the counts.
     return FamilyOutput({"item_counts": table}, {**validated.diagnostics, "coverage": coverage.to_json()},
                         chosen={"theta": theta, "alpha": float(alpha)})

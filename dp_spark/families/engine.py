@@ -26,15 +26,26 @@ from dp_spark.families.guards import Guards
 
 DIAGNOSTICS_NOTE = (
     "NOT PRIVATE: computed from the raw records without noise, for the operator's "
-    "checks only; remove this section before publishing the report"
+    "checks only; never publish it or put it beside the release"
 )
 
 
 @dataclass(frozen=True)
 class Computed:
+    """A release: its noisy tables, its privacy report (config, public domains and DP outputs
+    only) and, apart, the raw diagnostics that go to the operator alone, when asked for."""
+
     tables: dict  # name -> pandas DataFrame of noisy outputs
     report: dict
     items: ItemDomain | None
+    diagnostics: dict | None = None  # NOT private: see diagnostics_of
+
+
+def diagnostics_of(report: dict, diagnostics: dict) -> dict:
+    """The operator's diagnostics file: the NOT-private figures, headed by the note and the
+    release's algorithm and creation time so that it can be matched to its report."""
+    return {"note": DIAGNOSTICS_NOTE, "algorithm": report["algorithm"]["name"],
+            "created_utc": report["created_utc"], **diagnostics}
 
 
 def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fraction, split: dict[str, Fraction],
@@ -63,7 +74,7 @@ def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fra
     output = replace(output, tables=with_halfwidth_columns(output.tables, planned))
     domains = output.domains or domains  # items selected privately are a DP output, public from here on
     report = build_report(family, params, budget, domains, split, output, seed, source, expected)
-    return Computed(output.tables, report, domains.items)
+    return Computed(output.tables, report, domains.items, diagnostics_of(report, output.diagnostics))
 
 
 def planned_accuracy(family: Family, params: Any, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
@@ -125,8 +136,8 @@ def with_halfwidth_columns(tables: dict[str, Any], planned: dict[str, dict[str, 
 
 def build_report(family: Family, params: Any, budget: Budget, domains: Domains, split: dict[str, Fraction],
                  output: FamilyOutput, seed: int | None, source: dict, expected: dict) -> dict:
-    """privacy.json: everything outside ``diagnostics_not_private`` depends only on the
-    parameters, the public domains and the noisy outputs (``expected``: the accuracy section)."""
+    """privacy.json: depends only on the parameters, the public domains and the noisy outputs
+    (``expected``: the accuracy section). The raw diagnostics are not part of it (Computed)."""
     section = family.report_section(params)
     items, attributes = domains.items, domains.attributes
     tables = output.tables
@@ -169,5 +180,4 @@ def build_report(family: Family, params: Any, budget: Budget, domains: Domains, 
         "accuracy": expected,  # accuracy_section, worked out before the run
         "outputs": {name: {"rows": rows.get(name, len(frame) if isinstance(frame, pd.DataFrame) else None),
                            "columns": list(frame.columns)} for name, frame in tables.items()},
-        "diagnostics_not_private": {"note": DIAGNOSTICS_NOTE, **output.diagnostics},
     }

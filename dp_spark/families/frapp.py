@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from dp_spark.algorithms import frapp
 from dp_spark.algorithms import frapp_mining as fm
 from dp_spark.algorithms.frapp_mining import AttributeSpec, Scheme, check_bit_capacity
-from dp_spark.bounding.keys import with_record_id
+from dp_spark.bounding.keys import ROW_KEY, with_row_key
 from dp_spark.bounding.user_records import sample_per_user
 from dp_spark.core import accuracy
 from dp_spark.core.privacy import LedgerEntry, PrivacyUnit, as_epsilon
@@ -196,15 +196,18 @@ def privacy_unit(records_per_user: int, users_known: bool) -> PrivacyUnit:
         (N_PUBLIC, f"how many records each user keeps (at most {per_user}): the relation holds it fixed"))
 
 
-def bounded_records(records: DataFrame, records_per_user: int, seed: int | None) -> tuple[DataFrame, dict]:
-    """At most ``records_per_user`` rows per user (a uniform sample), when the records have a
-    ``user_id`` column; every row is one user otherwise."""
+def bounded_records(records: DataFrame, records_per_user: int, seed: int | None,
+                    distinct: bool = False) -> tuple[DataFrame, dict]:
+    """At most ``records_per_user`` rows per user (a uniform sample, identical records each
+    counted: ``distinct`` vouches there are none), when the records have a ``user_id`` column;
+    every row is one user otherwise."""
     if "user_id" not in records.columns:
         return records, {"users": "not given: every row is taken as one user"}
     if records.where(F.col("user_id").isNull()).limit(1).count():
         raise DataError("the user id column has missing values")
-    kept = sample_per_user(with_record_id(records), records_per_user, seed)
-    return kept.drop("record_id"), {"users": "given"}
+    keyed = records if ROW_KEY in records.columns else with_row_key(records, distinct=distinct)
+    kept = sample_per_user(keyed, records_per_user, seed)
+    return kept.drop(ROW_KEY), {"users": "given"}
 
 
 def _ledger_entry(params: FrappParams, epsilon: Fraction) -> LedgerEntry:

@@ -6,8 +6,9 @@ release (issue 29: an attribute that reads "4.0" against a domain of integers, o
 against "Mon"). So every family that validates and bounds records reports its **coverage**:
 rows read, rows outside the public domain (per column), rows kept by bounding, users, and users
 truncated (users with more records than the bound). These numbers come from the raw records
-without noise: they are NOT private, and go only to the console (labelled NOT PRIVATE) and to
-privacy.json's ``diagnostics_not_private.coverage``.
+without noise: they are NOT private, and go only to the operator who asks for them
+(``dp-spark run --diagnostics FILE``: the console, labelled NOT PRIVATE, and FILE's ``coverage``;
+the API's ``Release.diagnostics``), never to privacy.json or the default log.
 
 **Guards** (a job's ``[guards]`` table, or the API's ``guards=`` dict with the same keys) refuse a run
 from these numbers, after the records are checked and before any noise is drawn or anything is
@@ -20,15 +21,17 @@ written (:class:`dp_spark.errors.GuardRefused`, exit 2):
   per-user bound (counts: ``l``/``m``; location entropy: ``M`` locations). Unset: never refuses.
   Only for families whose bound is public and known before noise (not DPSense, whose θ is
   chosen privately, nor the user histogram, which never truncates).
-* ``warn_dropped_fraction`` (default 0.05): above it, the console prints a WARNING naming the
-  columns and examples of the values that did not match.
+* ``warn_dropped_fraction`` (default 0.05): above it, the diagnostics (when asked for) carry a
+  WARNING naming the columns and examples of the values that did not match.
 
 The dropped fraction counts only rows outside the domain, not rows removed by bounding: bounding
 removing most rows is how the algorithms are meant to work (SRA at l = 10 keeps a few percent of
 a heavy table), and is reported, and guarded by ``max_truncated_fraction``, separately.
 
-Refusing depends on the data, so it is not private either: a budget store keeps the refused
-run's charge (docs/scheduled_runs.md). Nothing here changes what a release publishes.
+Refusing depends on the data, so it is not private either: whether a run releases, its exit
+status and the store's status are then decided by the raw records (issue 39; docs/privacy.md,
+"What readers can see"). A budget store keeps the refused run's charge (docs/scheduled_runs.md).
+Nothing here changes what a release publishes.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from dp_spark.bounding.user_records import capped_total
+from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError, GuardRefused
 
 GUARD_KEYS = ("max_dropped_fraction", "max_truncated_fraction", "warn_dropped_fraction")
@@ -143,17 +147,17 @@ def _percent(part: int, whole: int) -> str:
 
 
 def coverage_lines(coverage: Coverage) -> list[str]:
-    """The console's account of a run's coverage, each line labelled NOT PRIVATE."""
+    """The operator's account of a run's coverage (NOT private: printed only as diagnostics)."""
     c = coverage
     outside = ", ".join(f"{column} {rows:,}" for column, rows in c.rows_outside_domain.items()) or "none"
-    lines = [f"{LABEL}: {c.rows_read:,} rows read; outside the domain: {outside} "
+    lines = [f"{c.rows_read:,} rows read; outside the domain: {outside} "
              f"({_percent(c.rows_dropped, c.rows_read)} of the rows read)"]
     if c.rows_kept_by_bounding is not None:
         inside = c.rows_read - c.rows_dropped if c.kept_of is None else c.kept_of
-        lines.append(f"{LABEL}: bounding ({c.bound}) kept {c.rows_kept_by_bounding:,} of the {inside:,} {c.unit} in "
+        lines.append(f"bounding ({c.bound}) kept {c.rows_kept_by_bounding:,} of the {inside:,} {c.unit} in "
                      f"the domain ({_percent(c.rows_kept_by_bounding, inside)})")
     if c.users_truncated is not None and c.users is not None:
-        lines.append(f"{LABEL}: {c.users_truncated:,} of {c.users:,} users "
+        lines.append(f"{c.users_truncated:,} of {c.users:,} users "
                      f"({_percent(c.users_truncated, c.users)}) had more than the bound ({c.bound}) and were truncated")
     return lines
 
@@ -167,7 +171,7 @@ def check(guards: Guards, coverage: Coverage, progress: Callable[[str], None],
     which values did not match, e.g. 'attr values look like "monday" (string); the domain holds
     "Mon", "Tue", ...'. It is NOT private: console and exception message only."""
     for line in coverage_lines(coverage):
-        progress(line)
+        diagnostic(progress, line)
     dropped, fraction = coverage.rows_dropped, coverage.dropped_fraction
     limit = guards.max_dropped_fraction
     refused = fraction > limit if limit is not None else coverage.rows_read > 0 and dropped == coverage.rows_read
@@ -182,8 +186,8 @@ def check(guards: Guards, coverage: Coverage, progress: Callable[[str], None],
         raise GuardRefused(f"{dropped:,} of {coverage.rows_read:,} rows ({_percent(dropped, coverage.rows_read)}) are "
                            f"outside the public domain ({allowed}); nothing was released"
                            + (f". {LABEL}: {why}" if why else ""))
-    if warned:
-        progress(f"WARNING ({LABEL}): {_percent(dropped, coverage.rows_read)} of the rows read are outside the public "
+    if warned:  # decided by the raw data: for the operator who asked, like the figures above
+        diagnostic(progress, f"WARNING: {_percent(dropped, coverage.rows_read)} of the rows read are outside the public "
                  f"domain and were dropped (warning above guards.warn_dropped_fraction = "
                  f"{guards.warn_dropped_fraction:g})" + (f"; {why}" if why else ""))
     truncated = coverage.truncated_fraction

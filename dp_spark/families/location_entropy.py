@@ -22,6 +22,7 @@ from dp_spark.algorithms import entropy_sensitivity
 from dp_spark.bounding.keys import new_salt
 from dp_spark.bounding.user_locations import bounded_pairs, ranked_pairs
 from dp_spark.core import accuracy
+from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int
@@ -130,7 +131,8 @@ def run(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
     items = inputs.domains.items
     by_time = params.location_choice == "first_visit"
     records, diagnostics = validate_checkins(inputs.records, items, params.M if by_time else None)
-    inputs.progress(f"{diagnostics['rows_read']:,} check-in rows read; bounding users to M = {params.M} locations "
+    diagnostic(inputs.progress, f"{diagnostics['rows_read']:,} check-in rows read")
+    inputs.progress(f"check-in rows read; bounding users to M = {params.M} locations "
                     f"and C = {params.C} visits")
     bounds = le.Bounds(params.M, params.C)
     salt = None if by_time else new_salt(inputs.seed, "entropy_locations")
@@ -162,7 +164,8 @@ def _run_auto(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
     by_time = params.location_choice == "first_visit"
     # The smallest candidate is the strictest: a user it truncates needs a time on every check-in.
     records, diagnostics = validate_checkins(inputs.records, items, Ms[0] if by_time else None)
-    inputs.progress(f"{diagnostics['rows_read']:,} check-in rows read; location sums at {len(Ms) * len(Cs)} "
+    diagnostic(inputs.progress, f"{diagnostics['rows_read']:,} check-in rows read")
+    inputs.progress(f"check-in rows read; location sums at {len(Ms) * len(Cs)} "
                     f"candidate bounds (M in {list(Ms)}, C in {list(Cs)})")
     salt = None if by_time else new_salt(inputs.seed, "entropy_locations")
     grid = candidate_sums(ranked_pairs(records, Ms[-1], Cs[-1], salt), items, Ms, Cs)
@@ -185,7 +188,7 @@ def _run_auto(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
     sums = grid.at(i, j)
     coverage = _coverage(diagnostics, sums, bounds)
     for line in guards.coverage_lines(coverage)[1:]:
-        inputs.progress(line)
+        diagnostic(inputs.progress, line)
     stats = le.stats_of(sums)
     release = le.publish(stats, params.variant, bounds, inputs.split, inputs.budget, inputs.rng,
                          delta=params.delta, k=params.k, xi=params.xi, step_suffix=CHOSEN_SUFFIX)

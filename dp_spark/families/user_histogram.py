@@ -17,6 +17,7 @@ import pandas as pd
 from dp_spark.aggregates import user_quantities
 
 from dp_spark.algorithms import histogram
+from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require
@@ -84,7 +85,8 @@ def run(params: HistogramParams, inputs: RunInputs) -> FamilyOutput:
                                bound="one bin per user")
     try:
         guards.check(inputs.guards, coverage, inputs.progress, validated.explain)
-        inputs.progress(f"{rows_read:,} records read; bounding and counting")
+        inputs.progress("records read; bounding and counting")
+        diagnostic(inputs.progress, f"{rows_read:,} records read")
         true = user_quantities.true_histogram(validated.records, params.quantity, np.asarray(params.bins),
                                         validated.user_counts)
         noisy = histogram.publish_histogram(true, inputs.split["epsilon_histogram"], inputs.budget, inputs.rng,

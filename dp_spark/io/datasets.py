@@ -1,8 +1,7 @@
 """Known datasets: MovieLens loaders and the synthetic Netflix-shaped table.
 
-Loaders return DataFrame[user_id, item_id, attr, record_id] with ids as read
-(validation casts them). ``record_id`` is taken at the ratings scan, before the
-join with user demographics.
+Loaders return DataFrame[user_id, item_id, attr] with ids as read (validation
+casts them); ``io.sources.read_records`` adds each row's key.
 
 MovieLens edges follow paper 000 §6.2: attribute = (gender, age group) with the
 age groups under 25, 25-34 and over 34, i.e. six values.
@@ -46,21 +45,17 @@ def _with_demographics(ratings, users):
 
     attr = F.concat_ws("_", F.col("gender"), _age_group(F.col("age")))
     users = users.select("user_id", attr.alias("attr"))
-    return ratings.join(F.broadcast(users), "user_id", "left").select("user_id", "item_id", "attr", "record_id")
+    return ratings.join(F.broadcast(users), "user_id", "left").select("user_id", "item_id", "attr")
 
 
 def _load_movielens(spark, ratings_file: Path, ratings_sep: str, users_file: Path, users_sep: str,
                     gender_field: int, age_field: int):
-    """Ratings (user, item first) tagged with record ids at the scan, then joined with
-    each user's (gender, age group). Separators are Java regular expressions."""
+    """Ratings (user, item first) joined with each user's (gender, age group). Separators are
+    Java regular expressions."""
     from pyspark.sql import functions as F
 
-    from dp_spark.bounding.keys import with_record_id
-
     parts = F.split(F.col("value"), ratings_sep)
-    ratings = with_record_id(spark.read.text(str(ratings_file))).select(
-        parts[0].alias("user_id"), parts[1].alias("item_id"), "record_id"
-    )
+    ratings = spark.read.text(str(ratings_file)).select(parts[0].alias("user_id"), parts[1].alias("item_id"))
     fields = F.split(F.col("value"), users_sep)
     users = spark.read.text(str(users_file)).select(
         F.trim(fields[0]).alias("user_id"),
@@ -95,16 +90,14 @@ NETFLIX_SPARK_SCHEMA = "user_id long, item_id int, weekday string"  # what gener
 
 def load_netflix_synthetic(spark, path: str):
     """The Parquet table written by :func:`generate_netflix`; attr = weekday."""
-    from dp_spark.bounding.keys import with_record_id
-
     if not Path(path).exists() and "://" not in path:
         raise DataError(
             f"synthetic Netflix table {path!r} not found; create it with "
             f"'dp-spark generate netflix --rows 1000000 --out {path}'"
         )
     # The schema is ours, so Spark need not run a job to read it from the file footers.
-    df = with_record_id(spark.read.schema(NETFLIX_SPARK_SCHEMA).parquet(path))
-    return df.select("user_id", "item_id", df["weekday"].alias("attr"), "record_id")
+    df = spark.read.schema(NETFLIX_SPARK_SCHEMA).parquet(path)
+    return df.select("user_id", "item_id", df["weekday"].alias("attr"))
 
 
 ADULT_COLUMNS = ("age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
@@ -142,6 +135,10 @@ LOADERS = {
     "movielens-100k": load_movielens_100k,
     "netflix-synthetic": load_netflix_synthetic,
 }
+# Each user has each (item, attribute) at most once: MovieLens has one rating per (user, movie),
+# and generate_netflix draws a user's items without replacement. Their records need no occurrence
+# index (bounding.keys.with_row_key).
+DISTINCT_RECORDS = frozenset(LOADERS)
 
 
 # ---------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """Reading records: one DataFrame with our standard columns, whatever the source.
 
 ``read_records`` returns ``user_id``, ``item_id`` (and ``attr`` when edges are
-wanted) in the source's own types, plus ``record_id``: a row identifier assigned
-right at the file scan (file split + position), so it is the same when Spark
-re-runs a task. Bounding uses it to give every record its own sampling key.
+wanted) in the source's own types, plus ``row_key``: a hash of the row's content
+and its occurrence index among the user's identical rows
+(:func:`dp_spark.bounding.keys.with_row_key`), the same whatever the scan order
+or the other users' rows. Bounding gives every record its own sampling key from it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dp_spark.bounding.keys import with_record_id
+from dp_spark.bounding.keys import ROW_KEY, with_row_key
 from dp_spark.errors import ConfigError, DataError
 from dp_spark.io import datasets
 from dp_spark.io.validation import _integer_problems
@@ -33,6 +34,9 @@ class SourceSpec:
     # Set only by `dp-spark audit-report` (a NOT private test): the source minus this user, the
     # neighbouring input D′ (io.without_dropped_user). No config key sets it.
     drop_user: int | None = None
+    # source.distinct_records: the operator vouches that no user has two identical records, so
+    # the rows' occurrence indices (a shuffle of every record) are not computed (bounding.keys).
+    distinct_records: bool = False
 
 
 def _read_raw(spark: SparkSession, source: SourceSpec) -> DataFrame:
@@ -87,28 +91,30 @@ def _reads_as_data(text: str) -> bool:
 
 
 def read_records(spark: SparkSession, source: SourceSpec, want_attr: bool) -> DataFrame:
-    """Records as DataFrame[user_id, item_id, attr?, record_id] (ids not yet validated)."""
+    """Records as DataFrame[user_id, item_id, attr?, row_key] (ids not yet validated)."""
     wanted = ["user_id", "item_id"] + (["attr"] if want_attr else [])
     if source.format in datasets.LOADERS:
         if source.columns:
             raise ConfigError(f"source.columns is not used with the named loader {source.format!r}")
-        return without_dropped_user(datasets.LOADERS[source.format](spark, source.path).select(*wanted, "record_id"),
-                                    source)
-    df = with_record_id(_read_raw(spark, source))
-    selected = []
-    for ours in wanted:
-        theirs = source.columns.get(ours, ours)
-        if theirs not in df.columns:
-            available = ", ".join(c for c in df.columns if c != "record_id")
-            raise DataError(f"source column {theirs!r} (for {ours}) not found; the source has columns: {available}")
-        selected.append(F.col(f"`{theirs}`").alias(ours))
-    return without_dropped_user(df.select(*selected, "record_id"), source)
+        records = datasets.LOADERS[source.format](spark, source.path).select(*wanted)
+    else:
+        df = _read_raw(spark, source)
+        selected = []
+        for ours in wanted:
+            theirs = source.columns.get(ours, ours)
+            if theirs not in df.columns:
+                raise DataError(f"source column {theirs!r} (for {ours}) not found; the source has columns: "
+                                f"{', '.join(df.columns)}")
+            selected.append(F.col(f"`{theirs}`").alias(ours))
+        records = df.select(*selected)
+    distinct = source.distinct_records or source.format in datasets.DISTINCT_RECORDS
+    return with_row_key(without_dropped_user(records, source), distinct=distinct)
 
 
 def without_dropped_user(df: DataFrame, source: SourceSpec, column: str = "user_id") -> DataFrame:
     """``df`` without the rows of ``source.drop_user``; ``df`` itself when that is None (always, for
-    a release). Applied after ``with_record_id``, so every other row keeps its record id and hence
-    its sampling key: the job sees exactly D minus one user. Rows whose user id is not an integer
+    a release). Every other row keeps its row key and hence its sampling key (a function of its
+    user's records alone): the job sees exactly D minus one user. Rows whose user id is not an integer
     are kept, for validation to report."""
     if source.drop_user is None:
         return df
@@ -131,4 +137,7 @@ def read_whole_records(spark: SparkSession, source: SourceSpec) -> DataFrame:
         return df
     if "user_id" in df.columns and name != "user_id":
         raise DataError(f"the source has a column user_id besides its user column {name!r}: rename one of them")
-    return without_dropped_user(df.withColumnRenamed(name, "user_id"), source)
+    if ROW_KEY in df.columns:
+        raise DataError(f"the source has a column named {ROW_KEY}, which dp-spark adds: rename it")
+    return with_row_key(without_dropped_user(df.withColumnRenamed(name, "user_id"), source),
+                        distinct=source.distinct_records)

@@ -244,10 +244,10 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         sums["bad_items"] = item.isNull()
     sample_inputs, sample = [], []
     if one_per_user_salt is not None:
-        if "record_id" not in df.columns:
-            raise ValueError("a sample in validation needs the record_id column (io.read_records adds it)")
-        # The key that bounding hashes for the validated records: the user id as a long, the record id.
-        position = keys.keyed_position([user, F.col("record_id")], one_per_user_salt)
+        if keys.ROW_KEY not in df.columns:
+            raise ValueError(f"a sample in validation needs the {keys.ROW_KEY} column (io.read_records adds it)")
+        # The key that bounding hashes for the validated records: the user id as a long, the row key.
+        position = keys.keyed_position([user, F.col(keys.ROW_KEY)])
         in_domain = in_items & in_attrs
         sample_inputs = [F.when(in_domain, item).alias("_sample_item"), F.when(in_domain, position).alias("_sample_at")]
         # min_by passes over rows whose order is null: a user's rows outside the domain are never drawn.
@@ -259,8 +259,11 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         # order of the items is not used.
         sets_input = [F.when(in_items & in_attrs, item).alias("_set_item")]
         sets = [F.array_distinct(F.collect_list("_set_item")).alias("_items")]
+    # The sample's salt comes as a column of a joined one-row table (never a literal in the plan);
+    # only this aggregation's input carries it.
+    scanned = keys.with_salt(df, one_per_user_salt) if sample else df
     per_user = (
-        df.select(user.alias("user_id"), *[flag.alias(name) for name, flag in sums.items()], *sample_inputs,
+        scanned.select(user.alias("user_id"), *[flag.alias(name) for name, flag in sums.items()], *sample_inputs,
                   *sets_input)
         .groupBy("user_id")
         .agg(F.count(F.lit(1)).alias("rows"), *[F.sum(F.col(name).cast("long")).alias(name) for name in sums],
@@ -295,7 +298,7 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         user.alias("user_id"),
         item.alias("item_id"),
         *([attr.alias("attr")] if attributes else []),
-        "record_id",
+        *([keys.ROW_KEY] if keys.ROW_KEY in df.columns else []),
     )
     # On clean data the filter keeps every row, and leaving it out spares each later pass the
     # attribute check, and the popularity sample the attribute column (docs/performance.md).

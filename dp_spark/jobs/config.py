@@ -44,7 +44,7 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "guards": GUARD_KEYS,
     "execution": ("executor_noise_cells",),
     "budget_store": ("path", "dataset", "epsilon_cap", "delta_cap"),
-    "source": ("format", "path", "table", "sep", "header", "names", "columns"),
+    "source": ("format", "path", "table", "sep", "header", "names", "columns", "distinct_records"),
     "source.columns": STANDARD_COLUMNS,
     "domain": ("items", "attributes", "records"),
     "privacy": ("epsilon", "gamma", "epsilon_partition", "epsilon_bound", "epsilon_items", "epsilon_edges",
@@ -227,6 +227,9 @@ def _source(raw: dict[str, Any]) -> SourceSpec:
     if not isinstance(header, bool):
         raise ConfigError(f"source.header must be true or false, got {header!r}")
     columns = {k: str(v) for k, v in table.get("columns", {}).items()}
+    distinct = table.get("distinct_records", False)
+    if not isinstance(distinct, bool):
+        raise ConfigError(f"source.distinct_records must be true or false, got {distinct!r}")
     return SourceSpec(
         format=fmt,
         path=table.get("path"),
@@ -235,6 +238,7 @@ def _source(raw: dict[str, Any]) -> SourceSpec:
         header=header,
         names=tuple(names) if names else None,
         columns=columns,
+        distinct_records=distinct,
     )
 
 

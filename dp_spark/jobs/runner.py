@@ -47,6 +47,7 @@ class JobResult:
     tables: dict  # name -> pandas DataFrame of noisy outputs
     items: ItemDomain | None  # None for FRAPP, whose domain is the attributes' product
     status: str = "released"  # "unchanged": the run date's release already existed; nothing was spent
+    diagnostics: dict | None = None  # NOT private, for the operator (dp-spark run --diagnostics FILE)
 
 
 def read_source(cfg: JobConfig, spark, domains: Domains):
@@ -133,7 +134,7 @@ def _release(cfg: JobConfig, spark, progress, target: str, run: dict) -> JobResu
         progress(f"writing {target}")
         release_store.write_release(spark, target, computed.tables, report)
         _register_tables(cfg, spark, progress, target, report)
-    return JobResult(target, report, computed.tables, computed.items)
+    return JobResult(target, report, computed.tables, computed.items, diagnostics=computed.diagnostics)
 
 
 def _register_tables(cfg: JobConfig, spark, progress, target: str, report: dict) -> None:

@@ -4,9 +4,12 @@ A job run on an input D and on its neighbour D′ (one user removed) must write 
 privacy.json, except for
 
 - fields that are not derived from the data at all (the wall clock), and
-- fields that are outputs of a DP mechanism, or post-processing of one, and
-- the ``diagnostics_not_private`` section, which says it is NOT private and must be removed
-  before the report is published.
+- fields that are outputs of a DP mechanism, or post-processing of one, each named by its exact
+  leaf key and justified below.
+
+The raw diagnostics are not in the report at all: they go to the operator, when asked
+(``dp-spark run --diagnostics FILE``, ``Release.diagnostics``), so a report that carries any is a
+difference like any other.
 
 Everything else — every ledger entry's epsilon, sensitivity and noise scale, the guarantee, the
 domain, the output shapes — must be a function of the config and the public domains only, or
@@ -40,13 +43,15 @@ class Allowed:
 
 ALLOWED: tuple[Allowed, ...] = (
     Allowed("created_utc", "the wall clock when the report was written: not derived from the data"),
-    Allowed("diagnostics_not_private", "declared NOT private (raw counts for the operator's checks); the "
-            "report says to remove the section before publishing it"),
     # DPSense and DPSense-S: θ* (and α*) are drawn by the exponential mechanism, whose epsilon_theta is
     # in the ledger; the reader needs them to use the counts.
-    Allowed("algorithm.chosen", "θ*/α* are outputs of DPSense's exponential mechanism (ledger step theta or "
-            "theta_alpha); location entropy's M, C of its exponential mechanism (step bound (M, C)); the counts' "
-            "l or m (step choose l / choose m) and the number of items partition selection released (select items)"),
+    Allowed("algorithm.chosen.theta", "θ* is an output of DPSense's exponential mechanism (ledger step theta or "
+            "theta_alpha)"),
+    Allowed("algorithm.chosen.alpha", "α* is an output of DPSense-S's exponential mechanism (ledger step "
+            "theta_alpha)"),
+    # Location entropy's M and C are outputs of its exponential mechanism (ledger step bound (M, C)).
+    Allowed("algorithm.chosen.M", "location entropy's M is an output of its exponential mechanism (step bound (M, C))"),
+    Allowed("algorithm.chosen.C", "location entropy's C is an output of its exponential mechanism (step bound (M, C))"),
     # The column counts are released with sensitivity θ* and scale θ*/epsilon_counts: functions of the
     # DP output θ* above, hence post-processing of it (sequential composition).
     Allowed("ledger[*].sensitivity_l1", "DPSense's column-count sensitivity is θ*, a DP output",
@@ -93,21 +98,40 @@ FRAPP_ALLOWED = (Allowed("outputs.perturbed_records.rows", "FRAPP publishes ever
 # of the exponential mechanism (ledger step "choose l"), and so is the accuracy worked out at it.
 # Only for reports whose config asked for "auto" (a public fact), so a fixed-bound job keeps the
 # full check.
-COUNTS_COUNT_STEPS = r"item_counts|edge_counts|popularity"
+# HPA's popularity step has sensitivity d, a config value, whatever l is chosen: not covered.
+COUNTS_COUNT_STEPS = r"item_counts|edge_counts"
+# The accuracy leaves that follow from the scale (the note names the chosen bound).
+ACCURACY_LEAVES = ("scale", "sd", "ci95_halfwidth", "note")
+
+
+def _accuracy_allowed(report: dict) -> tuple[Allowed, ...]:
+    """Each accuracy leaf that follows from the privately chosen bound, with the (1 − α) key of the
+    report's own α."""
+    from dp_spark.core.accuracy import confidence_label
+
+    alpha = report.get("accuracy", {}).get("alpha") if isinstance(report.get("accuracy"), dict) else None
+    leaves = ACCURACY_LEAVES + ((f"ci{confidence_label(alpha)}_halfwidth",) if isinstance(alpha, float) else ())
+    return tuple(Allowed(f"accuracy.tables.*.*.{leaf}", "worked out at the privately chosen bound "
+                         "(post-processing of a DP output)") for leaf in dict.fromkeys(leaves))
+
+
 COUNTS_AUTO_ALLOWED = (
+    Allowed("algorithm.chosen.l", "the counts' l is an output of the exponential mechanism (step choose l)"),
+    Allowed("algorithm.chosen.m", "the baselines' m is an output of the exponential mechanism (step choose m)"),
     Allowed("ledger[*].sensitivity_l1", "the counts' sensitivity is the privately chosen bound (a DP output)",
             step=COUNTS_COUNT_STEPS),
     Allowed("ledger[*].noise_scale", "the counts' scale follows from the privately chosen bound (a DP output)",
             step=COUNTS_COUNT_STEPS),
-    Allowed("accuracy", "worked out at the privately chosen bound (post-processing of a DP output)"),
 )
 # Counts over items selected privately: the selected items are the output of partition selection
 # (ledger step "select items"), and the domain, the cells and the tables' rows follow from them.
 PRIVATE_ITEMS_ALLOWED = (
+    Allowed("algorithm.chosen.items_selected", "the number of items partition selection released (step select "
+            "items)"),
     Allowed("domain.items", "the items selected privately (a DP output): their number"),
     Allowed("domain.item_count", "the number of items selected privately (a DP output)"),
     Allowed("ledger[*].cells", "one cell per item selected privately (a DP output)", step=COUNTS_COUNT_STEPS),
-    Allowed("outputs", "one row per item selected privately (a DP output)"),
+    Allowed("outputs.*.rows", "one row per item selected privately (a DP output)"),
 )
 
 
@@ -122,7 +146,7 @@ def allowed_for(report: dict) -> tuple[Allowed, ...]:
     parameters = algorithm.get("parameters", {}) if isinstance(algorithm, dict) else {}
     extra = ()
     if any(parameters.get(bound) == "auto" for bound in ("l", "m")):
-        extra += COUNTS_AUTO_ALLOWED
+        extra += COUNTS_AUTO_ALLOWED + _accuracy_allowed(report)
     if parameters.get("items") == "private":
         extra += PRIVATE_ITEMS_ALLOWED
     return ALLOWED + extra
@@ -286,6 +310,8 @@ class NeighbourReports:
     user: int  # the user removed from D to make D′
     on_d: dict  # privacy.json of the run on D
     on_d_prime: dict  # privacy.json of the run on D′
+    # Each run's NOT-private diagnostics (never in the reports): that rows_read differs shows D′ is not D.
+    diagnostics: tuple[dict, dict] = ({}, {})
 
     def compare(self) -> list[Difference]:
         return compare(self.on_d, self.on_d_prime)
@@ -305,9 +331,10 @@ def neighbour_reports(cfg, spark, workdir: str, user: int | None = None, seed: i
     if user is None:
         user, _rows = heaviest_user(cfg, spark)
     base = workdir.rstrip("/")
-    reports = []
+    reports, diagnostics = [], []
     for name, dropped in (("D", None), ("D_prime", user)):
         side = audit_config(cfg, f"{base}/{name}", seed, dropped)
         result = run_job(side, spark, progress)
         reports.append(release_store.read_report(spark, result.output))
-    return NeighbourReports(user, *reports)
+        diagnostics.append(result.diagnostics or {})
+    return NeighbourReports(user, *reports, diagnostics=tuple(diagnostics))

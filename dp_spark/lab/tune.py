@@ -151,10 +151,20 @@ def table(rows: Sequence[TuneRow], configured: int | None = None) -> list[str]:
     return [f"{line}   NOT PRIVATE" for line in lines]
 
 
+# Choosing l by looking at this table makes l a function of the raw records: the release at that l
+# is then not covered by its own privacy report, which still says pure epsilon-DP (issue 39).
+VOIDS_THE_GUARANTEE = (
+    "WARNING: a bound chosen from this table depends on the raw records, and a release at it no longer has the "
+    "guarantee its privacy.json states. Use it on public data, or on data disjoint from what you will release "
+    "(an earlier period, a held-out set of users); on the data you release, set l = \"auto\" (docs/bound_selection.md), "
+    "which spends part of epsilon to choose l privately.")
+
+
 def report(rows: Sequence[TuneRow], setup: TuneSetup, share: Fraction, configured: int | None, source: str) -> dict:
     top = best(rows)
     return {
         "not_private": NOT_PRIVATE,
+        "warning": VOIDS_THE_GUARANTEE,
         "source": source,
         "algorithm": setup.algorithm,
         "publisher": setup.publisher,

@@ -173,4 +173,8 @@ def publish(tally: DataFrame, grid: CellGrid, sensitivity: int, epsilon: Fractio
     counts = tally.select(_chunk_of("_cell", grid.width * grid.items_per_chunk).alias("_chunk"),
                           F.col("_cell").cast("long"), F.col("_count").cast("long"), _no_item(item_type))
     rows = _domain_rows(tally.sparkSession, grid, item_type).unionByName(counts)
+    # As many partitions as chunks, by hash of the chunk: which are empty, and so how many files the
+    # table is written as, is a function of the domain alone. Left to Spark, adaptive execution
+    # would merge partitions by their bytes, which the true counts' rows decide (issue 39).
+    rows = rows.repartition(grid.chunks, "_chunk")
     return rows.groupBy("_chunk").applyInPandas(_released_chunk(grid, noise), schema), entry

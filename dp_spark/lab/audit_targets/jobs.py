@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from dp_spark import publishers
+from dp_spark.bounding.keys import ROW_KEY
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget
 
@@ -27,7 +28,7 @@ def records(spark, side: int, heavy_records: int, items: int = JOB_ITEMS, heavy_
     rows = [(u, 1 + (u + j) % items, u * 100 + j) for u in range(10) for j in range(1 + u % 4)]
     if side:
         rows += [(99, 1 + j % heavy_items, 9900 + j) for j in range(heavy_records)]
-    return spark.createDataFrame(pd.DataFrame(rows, columns=["user_id", "item_id", "record_id"]))
+    return spark.createDataFrame(pd.DataFrame(rows, columns=["user_id", "item_id", ROW_KEY]))
 
 
 def item_domain(items: int = JOB_ITEMS):
@@ -112,7 +113,7 @@ def _dpsense_inputs(spark, side: int, scaled: bool, limit: str):
     data = records(spark, side, 0)
     if side:
         data = data.unionByName(spark.createDataFrame(
-            pd.DataFrame({"user_id": 99, "item_id": np.arange(1, JOB_ITEMS + 1), "record_id": 0})))
+            pd.DataFrame({"user_id": 99, "item_id": np.arange(1, JOB_ITEMS + 1), ROW_KEY: 0})))
     items = item_domain()
     rows = item_rows.rows_of(data)
     try:

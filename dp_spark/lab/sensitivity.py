@@ -1,0 +1,207 @@
+"""The sensitivity audit: every keyed bounding path's pre-noise aggregates on D and on adversarial
+neighbours D′ = D plus one user, with the seed (and so every salt) known to the adversary.
+
+A mechanism's noise is scaled to a stated sensitivity: the most that adding or removing one user
+moves its aggregates (L1, and L∞ where stated). This audit measures that move directly, with no
+noise and no statistics: for each family below it builds the bounded aggregates of D and of D′,
+where the added user's records come first in the scan, last, spread between the others' records,
+or the whole table is reshuffled across partitions, and each user may hold identical records. A
+bounding step that let one user's presence change another user's kept records (issue 39: a
+sampling key that hashed the scan position) shows up as a move far above the sensitivity.
+
+Pure data in, numbers out; ``tests/test_sensitivity.py`` runs it on every family in CI.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from dp_spark.aggregates import item_columns, item_edges
+from dp_spark.aggregates.key_users import users_per_key
+from dp_spark.algorithms import sampling
+from dp_spark.bounding import item_rows, keys, user_keys, user_locations, user_records
+from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.families.frapp import bounded_records
+from dp_spark.io.validation import validate_records
+
+SEED = 11  # known to the adversary: every salt is derived from it
+ITEMS = 12
+ATTRS = ("a", "b", "c")
+BOUND = 3  # l, d, l0, θ, M and records per user alike
+VISITS_CAP = 2  # location entropy's C
+LAYOUTS = ("first", "last", "spread", "reshuffled")
+
+
+def table(users: int = 30, seed: int = 5, duplicates: bool = True) -> pd.DataFrame:
+    """D: ``users`` users with 1 to 14 records over ITEMS items and ATTRS; with ``duplicates`` most
+    users repeat some of their records exactly (same item and attribute)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for user in range(1, users + 1):
+        n = int(rng.integers(1, 15))
+        cells = rng.choice(ITEMS * len(ATTRS), size=n, replace=duplicates or n > ITEMS * len(ATTRS))
+        rows += [(user, 1 + int(c) // len(ATTRS), ATTRS[int(c) % len(ATTRS)]) for c in cells]
+    return pd.DataFrame(rows, columns=["user_id", "item_id", "attr"])
+
+
+def added_user(user_id: int, duplicates: bool = True) -> pd.DataFrame:
+    """The user D′ adds: ten records, several of them identical when ``duplicates``."""
+    cells = [0, 0, 0, 5, 7, 7, 9, 12, 20, 33] if duplicates else [0, 1, 2, 5, 7, 8, 9, 12, 20, 33]
+    return pd.DataFrame([(user_id, 1 + c // len(ATTRS), ATTRS[c % len(ATTRS)]) for c in cells],
+                        columns=["user_id", "item_id", "attr"])
+
+
+def neighbour(base: pd.DataFrame, extra: pd.DataFrame, layout: str) -> pd.DataFrame:
+    """D′ as a row order: the extra user's records first, last, or spread evenly between D's rows;
+    "reshuffled" permutes every row of D′ (the caller also spreads it over more partitions)."""
+    if layout == "first":
+        return pd.concat([extra, base], ignore_index=True)
+    if layout == "last":
+        return pd.concat([base, extra], ignore_index=True)
+    if layout == "spread":
+        at = np.linspace(0, len(base), len(extra), endpoint=False).astype(int)
+        parts, start = [], 0
+        for k, cut in enumerate(at):
+            parts += [base.iloc[start:cut], extra.iloc[[k]]]
+            start = cut
+        return pd.concat(parts + [base.iloc[start:]], ignore_index=True)
+    if layout == "reshuffled":
+        whole = pd.concat([base, extra], ignore_index=True)
+        return whole.iloc[np.random.default_rng(1).permutation(len(whole))].reset_index(drop=True)
+    raise ValueError(f"unknown layout {layout!r}")
+
+
+def frame(spark: SparkSession, rows: pd.DataFrame, layout: str = "first") -> DataFrame:
+    """The rows as Spark reads them, in their order; "reshuffled" over five partitions."""
+    df = spark.createDataFrame(rows, "user_id long, item_id long, attr string")
+    return df.repartition(5) if layout == "reshuffled" else df.coalesce(2)
+
+
+ITEM_DOMAIN = ItemDomain(ids=np.arange(1, ITEMS + 1, dtype=np.int64), description="sensitivity audit",
+                         id_range=(1, ITEMS))
+ATTRIBUTE_DOMAIN = AttributeDomain(ATTRS)
+
+
+def _keyed(df: DataFrame, distinct: bool) -> DataFrame:
+    return keys.with_row_key(df, distinct=distinct)
+
+
+def sra(df: DataFrame, distinct: bool) -> np.ndarray:
+    """SRA, LPA, DFT: each user's uniform sample of l records, counted per (item, attribute)."""
+    selection = user_records.sample_selection(_keyed(df, distinct), BOUND, SEED)
+    return item_edges.selected_edge_counts(selection, ITEM_DOMAIN, ATTRIBUTE_DOMAIN).ravel()
+
+
+def gs_one_record(df: DataFrame, distinct: bool) -> np.ndarray:
+    """GS's ordering sample: one record of each user's bounded records."""
+    bounded = user_records.sample_selection(_keyed(df, distinct), BOUND, SEED).rows()
+    return sampling._one_record_per_user(bounded, ITEM_DOMAIN, ATTRIBUTE_DOMAIN, SEED).ravel()
+
+
+def hpa_popularity(df: DataFrame, distinct: bool) -> np.ndarray:
+    """HPA's popularity sample with d = 1, drawn in validation's pass."""
+    validated = validate_records(_keyed(df, distinct), ITEM_DOMAIN, ATTRIBUTE_DOMAIN,
+                                 one_per_user_salt=keys.sample_salt(SEED))
+    try:
+        sampled = validated.one_per_user.select(F.col("_sampled_item").alias("item_id"))
+        return item_edges.item_counts(item_edges.edge_counts(sampled, ITEM_DOMAIN, None))
+    finally:
+        validated.release()
+
+
+def hpa_top(df: DataFrame, distinct: bool) -> np.ndarray:
+    """HPA's top-l: each user's l records of highest (public) score, ties by the keyed position."""
+    scores = (np.arange(ITEMS) * 7) % 5  # many ties, so the keys decide
+    scored = _keyed(df, distinct).withColumn("_score", F.element_at(F.array(*[F.lit(int(s)) for s in scores]),
+                                                                    F.col("item_id").cast("int")))
+    selection = user_records.top_selection(scored, BOUND, "_score", SEED)
+    return item_edges.selected_edge_counts(selection, ITEM_DOMAIN, ATTRIBUTE_DOMAIN).ravel()
+
+
+def partition_keys(df: DataFrame, distinct: bool) -> np.ndarray:
+    """Partition selection's bounded keys: users per item, each user on at most l0 items."""
+    found, users = users_per_key(user_keys.bounded_keys(df, BOUND, SEED))
+    vector = np.zeros(ITEMS, dtype=np.int64)
+    vector[found.astype(np.int64) - 1] = users
+    return vector
+
+
+def dpsense_sampled(df: DataFrame, distinct: bool) -> np.ndarray:
+    """DPSense with the sampling limit: column counts after θ random ones of every longer row."""
+    rows = item_rows.rows_of(df.select("user_id", "item_id"))
+    try:
+        return item_columns.sampled_counts(rows, ITEM_DOMAIN, BOUND, SEED)
+    finally:
+        rows.release()
+
+
+def entropy_random(df: DataFrame, distinct: bool) -> np.ndarray:
+    """Location entropy with random locations: each user's M random locations, visits capped at C;
+    the capped visits per location."""
+    checkins = df.select("user_id", "item_id", F.lit(1).alias("visits"), F.lit(None).cast("timestamp").alias("time"))
+    pairs = user_locations.bounded_pairs(checkins, BOUND, VISITS_CAP, keys.new_salt(SEED, "entropy_locations"))
+    table = pairs.groupBy("item_id").agg(F.sum("c").alias("c")).toPandas()
+    vector = np.zeros(ITEMS, dtype=np.int64)
+    vector[table["item_id"].to_numpy(dtype=np.int64) - 1] = table["c"].to_numpy(dtype=np.int64)
+    return vector
+
+
+def frapp_sample(df: DataFrame, distinct: bool) -> np.ndarray:
+    """FRAPP's records per user: each user's uniform sample of k whole records (counted per cell)."""
+    kept, _ = bounded_records(df, BOUND, SEED, distinct=distinct)
+    return item_edges.edge_counts(kept, ITEM_DOMAIN, ATTRIBUTE_DOMAIN).ravel()
+
+
+@dataclass(frozen=True)
+class Family:
+    """A family's aggregate under audit and its stated sensitivity (L1, and L∞ when it is less)."""
+
+    name: str
+    aggregate: Callable[[DataFrame, bool], np.ndarray]
+    l1: int
+    linf: int | None = None
+
+
+FAMILIES = (
+    Family("sra", sra, BOUND),
+    Family("gs_one_record", gs_one_record, 1),
+    Family("hpa_popularity", hpa_popularity, 1),
+    Family("hpa_top", hpa_top, BOUND),
+    Family("partition_keys", partition_keys, BOUND, linf=1),
+    Family("dpsense_sampled", dpsense_sampled, BOUND),
+    Family("entropy_random", entropy_random, BOUND * VISITS_CAP, linf=VISITS_CAP),
+    Family("frapp_sample", frapp_sample, BOUND),
+)
+
+
+@dataclass(frozen=True)
+class Move:
+    """How far one added user moved a family's aggregates in one layout."""
+
+    family: str
+    layout: str
+    l1: int
+    linf: int
+
+    def within(self, family: Family) -> bool:
+        return self.l1 <= family.l1 and (family.linf is None or self.linf <= family.linf)
+
+
+def moves(spark: SparkSession, family: Family, base: pd.DataFrame, extras: list[pd.DataFrame],
+          distinct: bool = False) -> list[Move]:
+    """The family's move from D to D′ in every layout, D read in its own order; the layouts take
+    the added users of ``extras`` in turn (so one run tries several odd ids)."""
+    on_d = family.aggregate(frame(spark, base), distinct)
+    found = []
+    for k, layout in enumerate(LAYOUTS):
+        extra = extras[k % len(extras)]
+        on_d2 = family.aggregate(frame(spark, neighbour(base, extra, layout), layout), distinct)
+        delta = np.abs(on_d2.astype(np.int64) - on_d.astype(np.int64))
+        found.append(Move(family.name, layout, int(delta.sum()), int(delta.max(initial=0))))
+    return found

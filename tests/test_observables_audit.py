@@ -1,0 +1,142 @@
+"""The observables audit (issue 39): the report audit's D against D minus one user, extended from
+privacy.json to what a reader of the outputs or the scheduler sees. For each job below, run as
+`dp-spark run` with a budget store, once with the text log and once with the JSON log, on D and on
+D′, these must be equal: the exit status; which files the release holds and how many (part files
+counted per table); the budget store's record of the run (status, epsilon spent, ledger steps);
+and the default log, with times, paths and the DP outputs it names set aside.
+
+Not compared: the noisy values themselves (on stdout and in the tables), and the JVM's own log
+lines (Spark's warnings), which are not dp-spark's. Raw figures reach the log only with
+--diagnostics, which these runs do not pass; a run that printed one by default would differ
+between D and D′, and `test_the_audit_sees_a_raw_figure_in_the_default_log` checks that it would be
+caught."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dp_spark.cli import main
+from tests.test_report_audit import HEAVY, JOBS, write_checkins, write_people, write_ratings
+
+AUDITED = ("sra", "hpa", "lpa", "dpsense", "user_histogram", "entropy_limit", "frapp_det_gd", "sra_on_executors")
+# Log lines that name a DP output, with the output replaced by a letter before comparing.
+DP_OUTPUTS_IN_LOG = (
+    (r"\d+ perturbed records", "N perturbed records"),                # FRAPP's N, public under its local model
+    (r"length (\d+): \d+ candidates, \d+ frequent", r"length \1: C candidates, F frequent"),  # mined from them
+)
+
+
+@pytest.fixture(scope="module")
+def sides(tmp_path_factory):
+    """Each input as D and as D′ (without user HEAVY), at the same name in two folders."""
+    root = tmp_path_factory.mktemp("observables")
+    (root / "D").mkdir()
+    (root / "D_prime").mkdir()
+    made = {}
+    for name, write, user in (("ratings", write_ratings, "user_id"), ("checkins", write_checkins, "user_id"),
+                              ("people", write_people, "person")):
+        d = Path(write(root / "D" / f"{name}.csv"))
+        frame = pd.read_csv(d)
+        d_prime = root / "D_prime" / f"{name}.csv"
+        frame[frame[user] != HEAVY].to_csv(d_prime, index=False)
+        made[name] = (str(d), str(d_prime))
+    return made
+
+
+def run_side(tmp_path: Path, side: str, config_text: str, log_format: str, capsys) -> dict:
+    """One `dp-spark run`; everything a reader of its outputs or its scheduler sees, with the
+    side's folder written as <side>."""
+    folder = tmp_path / side / log_format
+    folder.mkdir(parents=True)
+    config = folder / "job.toml"
+    store = f'[budget_store]\npath = "{folder / "budget.json"}"\ndataset = "audit"\nepsilon_cap = 100\n'
+    config.write_text(f'output = "{folder / "out"}"\nseed = 5\n' + config_text + "\n" + store)
+    capsys.readouterr()
+    code = main(["run", str(config), "--log-format", log_format])
+    err = capsys.readouterr().err.replace(str(folder), "<side>")
+    err = re.sub(r"/observables\d*/D(_prime)?/", "/<input>/", err)
+    return {"exit": code, "files": release_files(folder / "out"), "store": store_record(folder / "budget.json"),
+            "log": log_lines(err, log_format)}
+
+
+def release_files(out: Path) -> list[str]:
+    """The release's files: each table's part files counted, every other file by name."""
+    if not out.exists():
+        return []
+    shown = []
+    for path in sorted(out.rglob("*")):
+        if path.is_dir():
+            parts = [p for p in path.iterdir() if p.name.startswith("part-")]
+            if parts:
+                shown.append(f"{path.relative_to(out)}/: {len(parts)} part files")
+        elif not path.name.startswith(("part-", ".part-")):
+            shown.append(str(path.relative_to(out)))
+    return shown
+
+
+def store_record(path: Path) -> list[dict]:
+    runs = json.loads(path.read_text()).get("runs", []) if path.exists() else []
+    return [{"status": r.get("status"), "epsilon_spent": r.get("epsilon_spent"),
+             "steps": [e.get("step") for e in r.get("ledger") or []]} for r in runs]
+
+
+def log_lines(err: str, log_format: str) -> list[str]:
+    lines = []
+    for line in err.splitlines():
+        if log_format == "json":
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if event.get("event") in ("spark_log", "python_log"):
+                continue
+            for key in ("ts", "elapsed_s", "seconds", "run_id"):
+                event.pop(key, None)
+            line = json.dumps(event, sort_keys=True)
+        else:
+            if not line.startswith("[dp-spark"):
+                continue  # the JVM's own lines
+            line = re.sub(r"^\[dp-spark +[\d.]+s\] ", "", line)
+        for pattern, replacement in DP_OUTPUTS_IN_LOG:
+            line = re.sub(pattern, replacement, line)
+        lines.append(line)
+    return lines
+
+
+def observed(spark, tmp_path, sides, job: str, capsys) -> dict[str, tuple[dict, dict]]:
+    data, config = JOBS[job]
+    found = {}
+    for log_format in ("text", "json"):
+        d, d_prime = (run_side(tmp_path, side, config(path), log_format, capsys)
+                      for side, path in zip(("D", "D_prime"), sides[data]))
+        found[log_format] = (d, d_prime)
+    return found
+
+
+@pytest.mark.parametrize("job", AUDITED)
+def test_what_readers_see_is_the_same_without_one_user(spark, tmp_path, sides, job, capsys):
+    for log_format, (d, d_prime) in observed(spark, tmp_path, sides, job, capsys).items():
+        assert d["exit"] == 0 and d["log"], (log_format, d)
+        for what in ("exit", "files", "store", "log"):
+            assert d[what] == d_prime[what], (log_format, what)
+
+
+def test_the_audit_sees_a_raw_figure_in_the_default_log(spark, tmp_path, sides, capsys, monkeypatch):
+    """Negative control: a job that prints its raw row count by default (as every family did
+    before issue 39) differs between D and D′."""
+    from dp_spark.core import progress
+
+    def raw_by_default(progress_, message):
+        progress_(message)
+
+    monkeypatch.setattr(progress, "diagnostic", raw_by_default)
+    from dp_spark.families import counts
+    monkeypatch.setattr(counts, "diagnostic", raw_by_default)
+    d, d_prime = observed(spark, tmp_path, sides, "sra", capsys)["text"]
+    assert d["log"] != d_prime["log"]
+    assert any("records read" in line and line not in d_prime["log"] for line in d["log"])
