@@ -10,7 +10,9 @@ noise.
 Each job is compared with the least a non-private job computing the same statistic on the same
 data must do (``FLOOR_OF``), collected to the driver:
 
-- ``floor`` (SRA, HPA): the Netflix table's item x attribute counts, a plain ``groupBy().count()``;
+- ``floor`` (SRA, HPA): the Netflix table's item x attribute counts, a plain ``groupBy().count()``
+  (also for ``sra_exact``: SRA on the same table read as a plain Parquet source, records not
+  declared distinct, so identical records are numbered first);
 - ``floor_distinct`` (DPSense): distinct users per item;
 - ``floor_user_histogram``: records per user, binned as the job bins them;
 - ``floor_entropy`` (location entropy): each location's exact entropy over its users' visits,
@@ -52,9 +54,9 @@ from dp_spark.jobs.config import build_config
 from dp_spark.errors import ConfigError
 from pyspark.sql import functions as F
 
-JOBS = ("floor", "sra", "hpa", "hpa_d10", "dpsense", "dpsense_s", "user_histogram", "entropy", "frapp")
+JOBS = ("floor", "sra", "sra_exact", "hpa", "hpa_d10", "dpsense", "dpsense_s", "user_histogram", "entropy", "frapp")
 DEFAULT_JOBS = ("floor", "sra", "hpa", "hpa_d10")
-FLOOR_OF = {"sra": "floor", "hpa": "floor", "hpa_d10": "floor", "dpsense": "floor_distinct",
+FLOOR_OF = {"sra": "floor", "sra_exact": "floor", "hpa": "floor", "hpa_d10": "floor", "dpsense": "floor_distinct",
             "dpsense_s": "floor_distinct", "user_histogram": "floor_user_histogram", "entropy": "floor_entropy",
             "frapp": "floor_apriori"}
 # What each job reads: the Netflix-shaped table, synthetic check-ins, or whole records (FRAPP).
@@ -93,6 +95,14 @@ def job_config(job: str, data: str):
             "domain": {"records": records}, "privacy": {"gamma": 19},
             "algorithm": {"name": "frapp", "scheme": "det_gd", "sup_min": sup_min}})
     domain = {"items": {"range": [1, datasets.NETFLIX_ITEMS]}}
+    if job == "sra_exact":
+        # The same table read as a plain Parquet source, whose records nobody vouched distinct:
+        # the sample numbers identical records (bounding.keys.with_row_key), a shuffle of every row.
+        return build_config({
+            "output": "unused-by-bench",
+            "source": {"format": "parquet", "path": data, "columns": {"attr": "weekday"}},
+            "domain": {**domain, "attributes": list(datasets.WEEKDAYS)},
+            "privacy": {"epsilon": 1.0}, "algorithm": {"name": "sra", "l": L}})
     if job in ("sra", *D):
         algorithm = {"name": "sra", "l": L} if job == "sra" else {"name": "hpa", "l": L, "d": D[job]}
         domain["attributes"] = list(datasets.WEEKDAYS)
