@@ -1,4 +1,4 @@
-"""The sensitivity audit: every keyed bounding path's pre-noise aggregates on D and on adversarial
+"""The sensitivity audit: every family's bounded pre-noise aggregates on D and on adversarial
 neighbours D′ = D plus one user, with the seed (and so every salt) known to the adversary.
 
 A mechanism's noise is scaled to a stated sensitivity: the most that adding or removing one user
@@ -22,9 +22,9 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dp_spark.aggregates import item_columns, item_edges
+from dp_spark.aggregates import item_columns, item_edges, user_quantities
 from dp_spark.aggregates.key_users import users_per_key
-from dp_spark.algorithms import sampling
+from dp_spark.algorithms import dpsense, sampling
 from dp_spark.bounding import item_rows, keys, user_keys, user_locations, user_records
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.families.frapp import bounded_records
@@ -35,6 +35,7 @@ ITEMS = 12
 ATTRS = ("a", "b", "c")
 BOUND = 3  # l, d, l0, θ, M and records per user alike
 VISITS_CAP = 2  # location entropy's C
+HISTOGRAM_EDGES = (1, 2, 4, 8, 16)  # the user histogram's public bins (the last one open)
 LAYOUTS = ("first", "last", "spread", "reshuffled")
 
 
@@ -152,6 +153,37 @@ def entropy_random(df: DataFrame, distinct: bool) -> np.ndarray:
     return vector
 
 
+def user_histogram(df: DataFrame, distinct: bool) -> np.ndarray:
+    """The user histogram: each user's record count, in one of the public bins."""
+    validated = validate_records(_keyed(df, distinct), ITEM_DOMAIN, None)
+    try:
+        return user_quantities.true_histogram(validated.records, "records", np.array(HISTOGRAM_EDGES),
+                                              validated.user_counts)
+    finally:
+        validated.release()
+
+
+def dpsense_normalized(df: DataFrame, distinct: bool) -> np.ndarray:
+    """DPSense with the normalising limit: column sums of rows weighted ⌊min(1, θ/r)·2^k⌋, in
+    grid units (a row adds at most θ·2^k)."""
+    rows = item_rows.rows_of(df.select("user_id", "item_id"))
+    try:
+        return item_columns.normalized_counts(rows, ITEM_DOMAIN, BOUND, grid_bits=dpsense.GRID_BITS)
+    finally:
+        rows.release()
+
+
+def entropy_first_visits(df: DataFrame, distinct: bool) -> np.ndarray:
+    """Location entropy's default choice: each user's first M locations by its own first visit
+    (no times here, so by location id), visits capped at C; the capped visits per location."""
+    checkins = df.select("user_id", "item_id", F.lit(1).alias("visits"), F.lit(None).cast("timestamp").alias("time"))
+    table = user_locations.bounded_pairs(checkins, BOUND, VISITS_CAP).groupBy("item_id").agg(
+        F.sum("c").alias("c")).toPandas()
+    vector = np.zeros(ITEMS, dtype=np.int64)
+    vector[table["item_id"].to_numpy(dtype=np.int64) - 1] = table["c"].to_numpy(dtype=np.int64)
+    return vector
+
+
 def frapp_sample(df: DataFrame, distinct: bool) -> np.ndarray:
     """FRAPP's records per user: each user's uniform sample of k whole records (counted per cell)."""
     kept, _ = bounded_records(df, BOUND, SEED, distinct=distinct)
@@ -177,6 +209,10 @@ FAMILIES = (
     Family("dpsense_sampled", dpsense_sampled, BOUND),
     Family("entropy_random", entropy_random, BOUND * VISITS_CAP, linf=VISITS_CAP),
     Family("frapp_sample", frapp_sample, BOUND),
+    # Families that bound without a random key: checked the same way.
+    Family("user_histogram", user_histogram, 1),
+    Family("dpsense_normalized", dpsense_normalized, BOUND << dpsense.GRID_BITS),
+    Family("entropy_first_visits", entropy_first_visits, BOUND * VISITS_CAP, linf=VISITS_CAP),
 )
 
 
