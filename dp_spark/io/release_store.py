@@ -304,18 +304,19 @@ def write_release(spark: SparkSession, output: str, tables: dict, report: dict) 
         except OSError as exc:
             raise DataError(f"cannot move the new output into place at {output!r}: {exc}") from None
     except BaseException as failure:
-        stopped = not isinstance(failure, Exception)  # a signal: Spark's write job goes on without us
-        if stopped:
+        if not isinstance(failure, Exception):  # a signal: Spark's write job goes on without us
             _interrupt_jobs(spark)
-        _delete_until_quiet(staging, busy=_tasks_running(spark) if stopped else None)
+        _delete_until_quiet(staging)
         raise
     finally:
         delete(staging)
 
 
 # How long a failed write's cancelled tasks may go on writing: Spark kills a Python worker that does
-# not stop spark.python.task.killTimeout (2 s by default) after its task was cancelled.
-TASKS_SETTLE_SECONDS = 5.0
+# not stop spark.python.task.killTimeout (2 s by default) after its task was cancelled. 5 s was not
+# enough on a loaded machine (a fresh-clone CI run, 2026-11-27, left a staging directory behind);
+# Spark's status tracker would tell when the tasks end, but only on a classic session.
+TASKS_SETTLE_SECONDS = 10.0
 
 
 def _interrupt_jobs(spark: SparkSession) -> None:
@@ -337,39 +338,8 @@ def _interrupt_jobs(spark: SparkSession) -> None:
     helper.join(30)
 
 
-# The longest a stopped write waits for its cancelled tasks to end, when Spark can say they run.
-TASKS_END_MAX_SECONDS = 60.0
-
-
-def _tasks_running(spark: SparkSession):
-    """A function saying whether the session still has a stage running (a classic session), asked
-    from a new thread for the reason :func:`_interrupt_jobs` gives; None where Spark cannot say
-    (Spark Connect), and then only the fixed settle time applies."""
-    import threading
-
-    try:
-        tracker = spark.sparkContext.statusTracker()
-    except Exception:  # Spark Connect has no SparkContext
-        return None
-
-    def busy() -> bool:
-        answer = []
-
-        def ask():
-            with contextlib.suppress(Exception):
-                answer.append(bool(tracker.getActiveStageIds()))
-
-        helper = threading.Thread(target=ask, name="dp-spark-write-tasks", daemon=True)
-        helper.start()
-        helper.join(10)
-        return answer[0] if answer else False
-
-    return busy
-
-
-def _delete_until_quiet(staging: Location, seconds: float = TASKS_SETTLE_SECONDS, busy=None) -> None:
-    """Delete the staging directory, and again whenever it comes back, for ``seconds``, and then
-    for as long as ``busy()`` says the cancelled tasks still run (at most TASKS_END_MAX_SECONDS).
+def _delete_until_quiet(staging: Location, seconds: float = TASKS_SETTLE_SECONDS) -> None:
+    """Delete the staging directory, and again whenever it comes back, for ``seconds``.
 
     A signal stops the driver's Python while Spark's write job goes on. Cancelling ends the job at
     once, but its tasks stop only when they next look (a Python worker is killed after Spark's
@@ -377,15 +347,10 @@ def _delete_until_quiet(staging: Location, seconds: float = TASKS_SETTLE_SECONDS
     once in CI: a SIGTERM at the write left a staging directory behind)."""
     import time
 
-    started = time.monotonic()
+    deadline = time.monotonic() + seconds
     while True:
         with contextlib.suppress(OSError):  # a task may be writing into it right now: try again
             delete(staging)
-        waited = time.monotonic() - started
-        # On a loaded machine a cancelled task outlived the fixed settle time and put the staging
-        # directory back (CI, 2026-11-27): past it, wait on Spark's word that no stage runs.
-        if waited >= seconds and (busy is None or waited >= TASKS_END_MAX_SECONDS or not busy()):
-            with contextlib.suppress(OSError):
-                delete(staging)
+        if time.monotonic() >= deadline:
             return
         time.sleep(0.2)
