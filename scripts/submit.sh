@@ -62,8 +62,8 @@ if [ "$package" = 1 ]; then
   PYTHON="${PYTHON:-$venv_python}" PACKAGE_OUT="$env_file" "$here/scripts/package.sh" >&2
   # The file lands in each executor's working directory (and the driver's in cluster mode); in
   # local mode the workers start from here, so they are given its path. On its first run on a
-  # node PEX unpacks itself under ~/.cache/pex (or PEX_ROOT; a temporary directory where neither
-  # can be written), and later runs there start at once.
+  # node PEX unpacks itself into its cache (PEX_ROOT, else a cache directory in the node user's
+  # home, else a temporary directory), and later runs there start at once.
   python_of_executors="./$(basename "$env_file")"
   [ "$local_master" = 1 ] && python_of_executors="$env_file"
   submit_args+=(--files "$env_file" --conf "spark.pyspark.python=$python_of_executors")
