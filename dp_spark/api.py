@@ -187,15 +187,21 @@ def _standard_columns(df, columns: dict[str, str | None]):
 
 
 def _split(family: Family, params: Any, domains: Domains, epsilon: object,
-           epsilon_split: dict | None) -> tuple[Fraction, dict[str, Fraction]]:
+           epsilon_split: dict | None, limits: Guards = Guards()) -> tuple[Fraction, dict[str, Fraction]]:
     epsilon = as_epsilon(epsilon, "epsilon")
     overrides = {k: as_epsilon(v, f"epsilon_split[{k!r}]") for k, v in (epsilon_split or {}).items()}
-    return epsilon, plan_split(family, params, epsilon, domains, overrides)
+    return epsilon, plan_split(family, params, epsilon, domains, overrides, limits)
+
+
+def _guards(guards: Any) -> Guards:
+    return guards if isinstance(guards, Guards) else guards_of(None if guards is None else dict(guards))
 
 
 def _plan(family: Family, params: Any, domains: Domains, epsilon: object, epsilon_split: dict | None,
-          planning: _Planning) -> Plan:
-    epsilon, split = _split(family, params, domains, epsilon, epsilon_split)
+          planning: _Planning, guards: Any = None) -> Plan:
+    limits = _guards(guards)
+    limits.check_family(family.name, params.algorithm)
+    epsilon, split = _split(family, params, domains, epsilon, epsilon_split, limits)
     return Plan(params.algorithm, family.describe(params, epsilon, domains), {k: float(v) for k, v in split.items()},
                 accuracy_section(family, params, epsilon, domains, split, planning.alpha))
 
@@ -205,11 +211,11 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
              execution: Execution = Execution()) -> Release:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
-    epsilon, split = _split(family, params, domains, epsilon, epsilon_split)
+    limits = _guards(guards)
+    epsilon, split = _split(family, params, domains, epsilon, epsilon_split, limits)
     progress = progress or Progress()
     if seed is not None:
         progress("WARNING: fixed seed: this release is for testing only and NOT private")
-    limits = guards if isinstance(guards, Guards) else guards_of(None if guards is None else dict(guards))
     limits.check_family(family.name, params.algorithm)  # before the budget is charged
     check_domain_fits(family, params, domains, execution)
     executor_env.check(records.sparkSession, progress)  # the executors' Python, before any charge
@@ -228,7 +234,7 @@ def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: st
     if (attribute is None) != (domains.attributes is None):
         raise ConfigError("give both attribute (the column) and attributes (its public values), or neither")
     if isinstance(df, _Planning):
-        return _plan(family_of(params.algorithm), params, domains, epsilon, epsilon_split, df)
+        return _plan(family_of(params.algorithm), params, domains, epsilon, epsilon_split, df, guards)
     if not isinstance(distinct_records, bool):
         raise ConfigError(f"distinct_records must be True or False, got {distinct_records!r}")
     records = with_row_key(_standard_columns(df, {"user_id": privacy_unit, "item_id": item, "attr": attribute}),
@@ -372,7 +378,7 @@ def location_entropy(df, *, locations, epsilon, M=5, C=5, variant="limit", k=50,
                            C_candidates=None if C_candidates is None else tuple(C_candidates))
     domains = Domains(_items(locations, "locations"))
     if isinstance(df, _Planning):
-        return _plan(family_of("entropy"), params, domains, epsilon, epsilon_split, df)
+        return _plan(family_of("entropy"), params, domains, epsilon, epsilon_split, df, guards)
     records = checkins.standard_checkins(_standard_columns(
         df, {"user_id": privacy_unit, "item_id": location, "time": time, "visits": visits}), time or "time")
     return _release(family_of("entropy"), params, records, domains, epsilon, epsilon_split, seed, budget, progress,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import dp_spark
 from dp_spark.cli import main
 
 
@@ -58,22 +59,47 @@ def expect_error(spark, capsys, config, message, *overrides):
     assert not (config.parent / "out").exists()
 
 
-@pytest.mark.parametrize(
-    "frame, message",
-    [
-        (GOOD.rename(columns={"item_id": "movie"}), "source column 'item_id' (for item_id) not found; the source has columns: user_id, movie, attr"),
-        (GOOD.assign(user_id=[1, None, 2, 3, 3, 3]), "column user_id has 1 null values (of 6 rows)"),
-        (GOOD.assign(user_id=["1", "u2", "2", "3", "3", "3"]), "column user_id has 1 non-integer values, e.g. 'u2'"),
-        (GOOD.assign(item_id=[1, 2, None, 3, 4, 5]), "column item_id has 1 null values (of 6 rows)"),
-        (GOOD.assign(item_id=["1", "2", "x7", "3", "4", "5"]), "column item_id has 1 non-integer values, e.g. 'x7' (of 6 rows)"),
-        (GOOD.assign(item_id=[1.0, 2.0, 2.5, 3.0, 4.0, 5.0]), "column item_id has 1 non-integer values, e.g. '2.5'"),
-        (GOOD.iloc[0:0], "the source has no records"),
-    ],
-    ids=["missing-column", "null-user", "non-integer-user", "null-item", "non-integer-item", "fractional-item", "empty"],
-)
-def test_bad_records(spark, capsys, tmp_path, frame, message):
+MALFORMED = [
+    (GOOD.assign(user_id=[1, None, 2, 3, 3, 3]), "column user_id has null values", "1 of 6 rows"),
+    (GOOD.assign(user_id=["1", "u2", "2", "3", "3", "3"]), "column user_id has non-integer values",
+     "1 of 6 rows, e.g. 'u2'"),
+    (GOOD.assign(item_id=[1, 2, None, 3, 4, 5]), "column item_id has null values", "1 of 6 rows"),
+    (GOOD.assign(item_id=["1", "2", "x7", "3", "4", "5"]), "column item_id has non-integer values", "e.g. 'x7'"),
+    (GOOD.assign(item_id=[1.0, 2.0, 2.5, 3.0, 4.0, 5.0]), "column item_id has non-integer values", "e.g. '2.5'"),
+    (GOOD.iloc[0:0], "the source has no records", "0 rows"),
+]
+MALFORMED_IDS = ["null-user", "non-integer-user", "null-item", "non-integer-item", "fractional-item", "empty"]
+
+
+def test_a_missing_column_is_an_error(spark, capsys, tmp_path):
+    frame = GOOD.rename(columns={"item_id": "movie"})
     config = write_config(tmp_path, {"format": "parquet", "path": parquet(tmp_path, frame)})
-    expect_error(spark, capsys, config, message)
+    expect_error(spark, capsys, config, "source column 'item_id' (for item_id) not found; the source has columns: "
+                                        "user_id, movie, attr")
+
+
+@pytest.mark.parametrize("frame, message, detail", MALFORMED, ids=MALFORMED_IDS)
+def test_malformed_records_are_dropped_and_counted_for_the_operator(spark, capsys, tmp_path, frame, message, detail):
+    config = write_config(tmp_path, {"format": "parquet", "path": parquet(tmp_path, frame)})
+    assert run(spark, config) == 0  # one bad record must not decide whether the run releases
+    found = diagnostics(tmp_path)
+    user_ok = pd.to_numeric(frame["user_id"], errors="coerce").notna()
+    assert found["rows_invalid_user_id"] == int((~user_ok).sum())
+    assert found["rows_read"] == len(frame)
+    report = json.loads((tmp_path / "out" / "privacy.json").read_text())
+    assert "conditional_on" not in report and "invalid" not in json.dumps(report)
+
+
+@pytest.mark.parametrize("frame, message, detail", MALFORMED, ids=MALFORMED_IDS)
+def test_strict_mode_refuses_malformed_records(spark, capsys, tmp_path, frame, message, detail):
+    config = write_config(tmp_path, {"format": "parquet", "path": parquet(tmp_path, frame)})
+    code = run(spark, config, "guards.strict=true")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith(f"dp-spark: error: {message}") and "guards.strict refuses" in err[-1]
+    assert detail not in err[-1]  # how many and which: for the operator who asked (--diagnostics)
+    assert any(line.endswith(f"NOT PRIVATE: {message}: {detail}") or detail in line for line in err[:-1]
+               if "NOT PRIVATE" in line)
+    assert not (tmp_path / "out").exists()
 
 
 def test_misspelled_column_mapping(spark, capsys, tmp_path):
@@ -113,7 +139,7 @@ def test_a_failed_rerun_keeps_the_previous_output(spark, capsys, tmp_path):
     assert run(spark, config) == 0
     before = (tmp_path / "out" / "privacy.json").read_text()
     GOOD.assign(user_id=[1, None, 2, 3, 3, 3]).to_parquet(tmp_path / "records.parquet")
-    assert run(spark, config) == 2
+    assert run(spark, config, "guards.strict=true") == 2
     assert (tmp_path / "out" / "privacy.json").read_text() == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out")) == []
 
@@ -156,3 +182,32 @@ def test_missing_java_says_how_to_install_it(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(DpSparkError, match="Java 17 is required.*openjdk-17"):
         check_java()
+
+
+EMPTY_RELEASES = {
+    "sra": lambda df: dp_spark.sra(df, items=range(1, 6), l=2, epsilon=1, seed=1),
+    "sra_auto": lambda df: dp_spark.sra(df, items=range(1, 6), l="auto", epsilon=1, seed=1),
+    "hpa": lambda df: dp_spark.hpa(df, items=range(1, 6), l=2, epsilon=1, seed=1),
+    "lpa": lambda df: dp_spark.lpa(df, items=range(1, 6), m=2, epsilon=1, seed=1),
+    "dft": lambda df: dp_spark.dft(df, items=range(1, 6), m=2, epsilon=1, seed=1),
+    "gs": lambda df: dp_spark.gs(df, items=range(1, 6), m=2, epsilon=1, seed=1),
+    "sra_private_items": lambda df: dp_spark.sra(df, items="private", l=2, epsilon=1, delta=1e-6, seed=1),
+    "sra_guarded": lambda df: dp_spark.sra(df, items=range(1, 6), l=2, epsilon=1, seed=1,
+                                           guards={"epsilon": 0.1, "max_dropped_fraction": 1,
+                                                   "max_truncated_fraction": 1}),  # draws, never refuses
+    "user_histogram": lambda df: dp_spark.user_histogram(df, quantity="records", bins=[1, 2, 4], epsilon=1, seed=1),
+    "dpsense": lambda df: dp_spark.dpsense(df, items=range(1, 6), epsilon=1, seed=1),
+    "dpsense_s": lambda df: dp_spark.dpsense_s(df, items=range(1, 6), epsilon=1, seed=1),
+    "entropy": lambda df: dp_spark.location_entropy(df.withColumnRenamed("item_id", "location_id"),
+                                                    locations=range(1, 6), M=2, C=2, epsilon=1, seed=1,
+                                                    location_choice="random"),
+}
+
+
+@pytest.mark.parametrize("name", list(EMPTY_RELEASES))
+def test_every_central_family_releases_noise_on_an_empty_source(spark, name):
+    """No records is one user's neighbour of one user's records: the run must release there too
+    (a refusal would tell the two apart). Only guards.strict refuses it."""
+    empty = spark.createDataFrame([], "user_id long, item_id long")
+    release = EMPTY_RELEASES[name](empty)
+    assert release.report["epsilon_spent"] > 0 and release.tables

@@ -214,23 +214,27 @@ def test_new_cutoffs_reuse_the_generated_code(spark):
     assert "GeneratedIteratorForCodegenStage3" in codes[0] and codes[0] == codes[1]
 
 
-def test_the_packed_order_picks_the_rows_the_struct_order_picks(spark):
-    """With max_score the order is one long, (max_score - score) above the position's top bits;
-    on scores with many ties it must keep exactly the rows that (-score, position) keeps."""
+def test_equal_scores_are_ordered_by_the_whole_position(spark):
+    """HPA's order is (−score, position) with all 64 bits of the position: two rows of equal score
+    whose positions differ only in their low bits do not tie (the long that packed the score with
+    the position's top bits tied them, and Spark kept whichever row it met first: issue 39)."""
+    from dp_spark.bounding.cutoffs import best_first
+
+    rows = [(5, 2**40 + 1), (5, 2**40), (7, 2**62), (5, -(2**40))]
+    df = spark.createDataFrame(rows, "score long, position long")
+    ordered = df.select("score", "position", best_first(F.col("score"), F.col("position")).alias("o")) \
+        .orderBy("o").collect()
+    assert [(r["score"], r["position"]) for r in ordered] == [(7, 2**62), (5, -(2**40)), (5, 2**40), (5, 2**40 + 1)]
+    assert len({tuple(r["o"]) for r in ordered}) == len(rows)
+
+
+def test_the_top_selection_does_not_depend_on_how_the_rows_are_read(spark):
     rng = np.random.default_rng(8)
     rows = [(u, i, u * 1000 + i, int(rng.integers(0, 4))) for u in range(300) for i in range(int(rng.integers(1, 40)))]
     df = spark.createDataFrame(rows, "user_id long, item_id long, row_key long, score long")
-    for max_score in (3, 5, 2**20 - 1):
-        packed = user_records.top_per_user(df, 6, "score", salt=11, max_score=max_score)
-        assert_df_equality(packed, user_records.top_per_user(df, 6, "score", salt=11), ignore_row_order=True)
-
-
-def test_a_score_outside_max_score_stops_the_selection(spark):
-    df = spark.createDataFrame([(1, 1, 1, 2), (1, 2, 2, 9)], "user_id long, item_id long, row_key long, score long")
-    with pytest.raises(Exception, match=r"a score outside \[0, 5\]"):
-        user_records.top_per_user(df, 1, "score", salt=1, max_score=5).collect()
-    with pytest.raises(ValueError, match="max_score"):
-        user_records.top_selection(df, 1, "score", salt=1, max_score=-1)
+    reread = spark.createDataFrame(rows[::-1], "user_id long, item_id long, row_key long, score long").repartition(7)
+    assert_df_equality(user_records.top_per_user(df, 6, "score", salt=11),
+                       user_records.top_per_user(reread, 6, "score", salt=11), ignore_row_order=True)
 
 
 def test_the_exact_count_keeps_large_ids_and_keys_whole(spark):

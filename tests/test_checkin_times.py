@@ -1,14 +1,19 @@
-"""Location entropy keeps each user's first M locations by time: without times that order
-(no time column, empty or unparseable times) the run is refused rather than ordered by location
-id, unless algorithm.location_choice = "random" asks for a random M."""
+"""Location entropy keeps each user's first M locations by time: a source without a time column
+is refused (its schema is public) unless algorithm.location_choice = "random" asks for a random M;
+a check-in whose time is empty or does not parse counts as the latest, and guards.strict refuses
+such records instead of ordering them."""
+
+import re
 
 import pandas as pd
 import pytest
+from pyspark.sql import functions as F
 
 import dp_spark
 from dp_spark.bounding.user_locations import bounded_pairs
 from dp_spark.cli import main
 from dp_spark.errors import ConfigError, DataError
+from dp_spark.io.checkins import standard_checkins
 from dp_spark.jobs.config import build_config
 
 # users 1 and 2 have three locations each (more than M = 2), user 3 one
@@ -22,33 +27,55 @@ def frame(spark, times=None):
     return spark.createDataFrame(data)
 
 
+class Diagnosed:
+    """A progress with the operator's diagnostics asked for, recording them."""
+
+    diagnostics = True
+
+    def __init__(self, said):
+        self.said = said
+
+    def __call__(self, message):
+        pass
+
+    def diagnostic(self, message):
+        self.said.append(message)
+
+
 def entropy(df, **options):
     return dp_spark.location_entropy(df, locations=range(1, 5), M=2, C=3, epsilon=1, seed=3, **options)
 
 
-def test_no_time_column_is_refused_when_a_user_has_more_than_m_locations(spark):
-    with pytest.raises(DataError, match=r"2 users have more than M = 2 locations, and the source has no time column"
-                                        r".*location_choice = \"random\""):
-        entropy(frame(spark))
-    # nobody above M: the order decides nothing, and the run goes ahead
-    few = spark.createDataFrame(pd.DataFrame([(1, 1), (1, 2), (2, 3)], columns=["user_id", "location_id"]))
-    assert len(entropy(few)["location_entropy"]) == 4
+def test_no_time_column_is_refused_whatever_the_records(spark):
+    # The schema is public: the refusal does not depend on whether anyone has more than M locations.
+    for records in (frame(spark), spark.createDataFrame(pd.DataFrame([(1, 1), (1, 2), (2, 3)],
+                                                                     columns=["user_id", "location_id"]))):
+        with pytest.raises(DataError, match=r"the source has no time column.*location_choice = \"random\""):
+            entropy(records)
 
 
-def test_times_that_do_not_parse_are_refused_with_an_example(spark):
+def test_times_that_do_not_parse_count_as_latest_or_in_strict_mode_are_refused(spark):
     times = ["2020-01-01 10:00:00", "2020-01-02", "yesterday", "17", "3.5", "later", None]
-    with pytest.raises(DataError, match=r"column ts has 2 values that are neither numbers nor timestamps, "
-                                        r"e.g. '(yesterday|later)' \(of 7 rows\)"):
-        entropy(frame(spark, times), time="ts")
+    release = entropy(frame(spark, times), time="ts")  # one bad time must not decide whether the run releases
+    assert len(release["location_entropy"]) == 4
+    said = []
+    with pytest.raises(DataError, match=r"column ts has values that are neither numbers nor timestamps") as refused:
+        entropy(frame(spark, times), time="ts", guards={"strict": True}, progress=Diagnosed(said))
+    assert "yesterday" not in str(refused.value) and "later" not in str(refused.value)
+    assert any(re.search(r"2 of 7 rows, e.g. '(yesterday|later)'", line) for line in said)
 
 
-def test_empty_times_of_a_user_above_m_are_refused(spark):
-    times = ["1", "2", None, "1", "2", "3", None]  # user 1's location 3 has no time; user 3 does not matter
-    with pytest.raises(DataError, match=r"1 user has more than M = 2 locations, and the column ts is empty in 2 "
-                                        r"of 7 rows"):
-        entropy(frame(spark, times), time="ts")
+def test_untimed_check_ins_count_as_latest(spark):
+    # User 1's location 3 has no time: kept last, so with M = 2 its locations 1 and 2 are kept.
+    times = ["1", "2", None, "1", "2", "3", None]
+    kept = bounded_pairs(standard_checkins(frame(spark, times).withColumnRenamed("location_id", "item_id"), "ts")
+                         .withColumn("time", F.col("time").cast("double")), 2, 3).toPandas()
+    assert sorted(kept.loc[kept["user_id"] == 1, "item_id"]) == [1, 2]
+    assert len(entropy(frame(spark, times), time="ts")["location_entropy"]) == 4
+    with pytest.raises(DataError, match=r"some users have more than M = 2 locations and check-ins without a time"):
+        entropy(frame(spark, times), time="ts", guards={"strict": True})
     complete = ["1", "2", "3", "1", "2", "3", None]
-    assert len(entropy(frame(spark, complete), time="ts")["location_entropy"]) == 4
+    assert len(entropy(frame(spark, complete), time="ts", guards={"strict": True})["location_entropy"]) == 4
 
 
 def test_random_choice_needs_no_time_and_is_reported(spark):

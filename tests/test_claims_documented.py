@@ -60,8 +60,10 @@ MECHANISMS = {
     (vector_noise, "CellNoise"): "docs/mechanisms.md",
 }
 
-# Post-processing that is not a publisher but still claims to cost nothing.
-POST_PROCESSING = {"consistency": ("docs/publishers.md", "dp_spark/publishers/consistency.py")}
+# Post-processing that is not a publisher but still claims to cost nothing, and the guards, whose
+# noisy figures decide whether a run releases.
+POST_PROCESSING = {"consistency": ("docs/publishers.md", "dp_spark/publishers/consistency.py"),
+                   "guards": ("docs/privacy.md", "dp_spark/families/guards.py")}
 
 
 # ---------------------------------------------------------------------------

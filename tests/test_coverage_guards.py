@@ -1,12 +1,17 @@
-"""Coverage for the operator (rows read, outside the domain, kept by bounding, users truncated)
-and the guards that refuse a run before any noise is drawn (issue 29, "Silent all-noise release").
+"""Coverage for the operator (rows read, outside the domain, kept by bounding, users truncated;
+issue 29) and the guards that refuse a run on noisy coverage figures, before the algorithm's
+noise (issue 39: whether a run releases is seen by its readers, so only DP outputs decide it).
 
 Jobs run in-process through ``cli.main`` with the suite's SparkSession; expected numbers are
 computed here from the records themselves.
 """
 
+import itertools
 import json
+import re
+from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -15,12 +20,14 @@ import pytest
 from dp_spark import api
 from dp_spark.cli import main
 from dp_spark.core.domain import AttributeDomain
-from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.mechanisms import RandomSource, discrete_laplace_pmf
+from dp_spark.core.privacy import Budget
 from dp_spark.errors import ConfigError, GuardRefused
 from dp_spark.families import guards
+from dp_spark.io.validation import SHARE_GRID
 
 
-# --- Unit: the guard's decisions ---------------------------------------------------------------
+# --- Unit: what the operator is told, and the guards' noisy decision --------------------------
 
 
 def coverage(rows_read, outside, users=None, truncated=None):
@@ -30,6 +37,8 @@ def coverage(rows_read, outside, users=None, truncated=None):
 class Said(list):
     """A progress that records its lines, with the operator's diagnostics asked for."""
 
+    diagnostics = True
+
     def __call__(self, message):
         self.append(message)
 
@@ -37,39 +46,130 @@ class Said(list):
         self.append(f"NOT PRIVATE: {message}")
 
 
+def run_inputs(limits: guards.Guards, epsilon=10, seed=1):
+    """What guards.check reads of a family's RunInputs: the guards, a budget and a random source."""
+    return SimpleNamespace(guards=limits, budget=Budget(epsilon), rng=RandomSource(seed))
+
+
 @pytest.mark.unit
-def test_by_default_only_an_all_outside_run_is_refused():
+def test_coverage_is_told_only_to_an_operator_who_asked_and_decides_nothing():
     said = Said()
-    with pytest.raises(GuardRefused, match="10 of 10 rows .* are outside the public domain"):
-        guards.check(guards.Guards(), coverage(10, {"item_id": 4, "attr": 6}), said)
-    guards.check(guards.Guards(), coverage(10, {"item_id": 4, "attr": 5}), said)  # 9 of 10: a warning
-    assert any(line.startswith("NOT PRIVATE: WARNING: 90.0% of the rows read") for line in said)
+    guards.tell(guards.Guards(), coverage(10, {"item_id": 4, "attr": 6}), said)  # every row outside: no refusal
+    assert any(line.startswith("NOT PRIVATE: WARNING: 100.0% of the rows read") for line in said)
     assert all(line.startswith("NOT PRIVATE: ") for line in said)
     quiet = []  # without diagnostics asked for, the figures and the warning stay out of the log
-    guards.check(guards.Guards(), coverage(10, {"item_id": 4, "attr": 5}), quiet.append)
-    assert quiet == []
+    explained = []
+    guards.tell(guards.Guards(), coverage(10, {"item_id": 4, "attr": 5}), quiet.append, lambda: explained.append(1))
+    assert quiet == [] and explained == []  # nor are records read to explain it
+    below = Said()
+    guards.tell(guards.Guards(warn_dropped_fraction=0.5), coverage(10, {"item_id": 3}), below)
+    assert not any("WARNING" in line for line in below)
+    inputs = run_inputs(guards.Guards())
+    assert guards.check(inputs, guards.GuardFigures(users=10, dropped_share=10 * SHARE_GRID)) is None
+    assert inputs.budget.entries == []  # no limit: nothing drawn, nothing spent
 
 
 @pytest.mark.unit
-def test_the_limits_from_the_config_are_applied():
-    quiet = []
-    guards.check(guards.Guards(max_dropped_fraction=1), coverage(10, {"item_id": 10}), quiet.append)  # never refuses
-    with pytest.raises(GuardRefused, match=r"guards.max_dropped_fraction = 0.2"):
-        guards.check(guards.Guards(max_dropped_fraction=0.2), coverage(10, {"item_id": 3}), quiet.append)
-    guards.check(guards.Guards(max_dropped_fraction=0.3), coverage(10, {"item_id": 3}), quiet.append)
-    with pytest.raises(GuardRefused, match=r"3 of 4 users \(75.0%\) have more records than the bound l = 2"):
-        guards.check(guards.Guards(max_truncated_fraction=0.5), coverage(10, {}, users=4, truncated=3), quiet.append)
-    guards.check(guards.Guards(max_truncated_fraction=0.75), coverage(10, {}, users=4, truncated=3), quiet.append)
-    below = []
-    guards.check(guards.Guards(warn_dropped_fraction=0.5), coverage(10, {"item_id": 3}), below.append)
-    assert not any("WARNING" in line for line in below)
+def test_the_guards_decide_on_noisy_figures_paid_in_the_ledger():
+    # 1000 users, 30% of each one's rows outside the domain, 400 of them over the bound.
+    figures = guards.GuardFigures(users=1000, dropped_share=1000 * (3 * SHARE_GRID // 10), users_truncated=400)
+    both = guards.Guards(max_dropped_fraction=0.35, max_truncated_fraction=0.45, epsilon=3)
+    inputs = run_inputs(both)
+    section = guards.check(inputs, figures, bound="l = 2")
+    # Scales 1/ε_each = 1 user and SHARE_GRID share units: each fraction moves by well under 1%.
+    assert section["dropped_fraction_noisy"] == pytest.approx(0.3, abs=0.01)
+    assert section["truncated_fraction_noisy"] == pytest.approx(0.4, abs=0.01)
+    assert abs(section["users_noisy"] - 1000) <= 15
+    assert {k: section[k] for k in ("epsilon", "max_dropped_fraction", "max_truncated_fraction")} == \
+        {"epsilon": 3.0, "max_dropped_fraction": 0.35, "max_truncated_fraction": 0.45}
+    steps = {e.step: e for e in inputs.budget.entries}
+    assert set(steps) == {"guard: users", "guard: share of rows outside the domain", "guard: users over the bound"}
+    assert inputs.budget.spent == 3  # ε_guards in three equal parts
+    assert steps["guard: share of rows outside the domain"].sensitivity == SHARE_GRID
+    assert all(e.noise_scale == e.sensitivity / e.epsilon for e in steps.values())
+    over_the_bound = r"40\.\d% of the users have more records than the bound \(l = 2\)"
+    for limits, message in ((guards.Guards(max_dropped_fraction=0.25, epsilon=2), "on average 30"),
+                            (guards.Guards(max_truncated_fraction=0.35, epsilon=2), over_the_bound)):
+        with pytest.raises(GuardRefused, match=message) as refused:
+            guards.check(run_inputs(limits), figures, bound="l = 2")
+        assert "1000" not in str(refused.value) and "400" not in str(refused.value)  # no raw figure
+
+
+@pytest.mark.unit
+def test_plan_states_the_scale_the_guards_draw_at():
+    limits = guards.Guards(max_dropped_fraction=0.1, epsilon=0.05)
+    assert guards.figure_scale(limits) == 40
+    inputs = run_inputs(limits)
+    guards.check(inputs, guards.GuardFigures(users=1000, dropped_share=0))
+    assert [e.noise_scale for e in inputs.budget.entries] == [40, 40 * SHARE_GRID]  # the share in 1/SHARE_GRID units
+    assert "scale 40 users" in guards.planned(limits) and "5.7%" in guards.planned(limits)
+
+
+def refusal_probability(users: int, share: int, limit: float, user_scale: float) -> float:
+    """P(the dropped-fraction guard refuses), exactly (up to floating point), for figures (users,
+    share) and the scales the guard draws at: Ũ = U + Z_u, S̃ = S + Z_s, refused when
+    S̃ > limit · SHARE_GRID · max(Ũ, 1)."""
+    r_s = np.exp(-1.0 / (user_scale * SHARE_GRID))
+
+    def at_least(k):  # P(Z_s >= k) for integers k, Z_s discrete Laplace at the share's scale
+        k = np.asarray(k, dtype=float)
+        upper = r_s ** np.maximum(k, 1) / (1 + r_s)
+        return np.where(k >= 1, upper, 1 - r_s ** np.maximum(1 - k, 1) / (1 + r_s))
+
+    z = np.arange(-int(60 * user_scale), int(60 * user_scale) + 1)  # past e^-60 of the mass
+    noisy_users = np.maximum(users + z, 1)
+    threshold = np.floor(limit * SHARE_GRID * noisy_users - share) + 1
+    return float(np.sum(discrete_laplace_pmf(z, user_scale) * at_least(threshold)))
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("epsilon", [0.01, 0.1, 1.0])
+def test_the_refusal_is_epsilon_dp_across_its_range(epsilon):
+    """Whether a run is refused is what its readers see: at the scale the guard draws at, the
+    probability of each outcome moves by at most e^ε_guards when one user is added, for users
+    whose rows are all outside the domain and for users with none, small tables and large,
+    limits near the true fraction and far from it. The accounting composes two figures, so the
+    decision alone loses about ε/2 here. Negative control: a third of the scale breaks the bound."""
+    scale = float(guards.figure_scale(guards.Guards(max_dropped_fraction=0.5, epsilon=epsilon)))
+    worst, worst_third = 0.0, 0.0
+    for users, fraction, limit in itertools.product((0, 3, 50, 2000), (0.0, 0.3, 1.0), (0.05, 0.3, 0.5, 0.95)):
+        share = int(users * fraction * SHARE_GRID)
+        for added in (0, SHARE_GRID):  # the added user has no row outside, or every row
+            for b, record in ((scale, "worst"), (scale / 3, "worst_third")):
+                p, q = (refusal_probability(u, s, limit, b) for u, s in ((users, share), (users + 1, share + added)))
+                for x, y in ((p, q), (1 - p, 1 - q)):
+                    if min(x, y) > 1e-12:
+                        ratio = abs(np.log(x / y))
+                        worst, worst_third = ((max(worst, ratio), worst_third) if record == "worst"
+                                              else (worst, max(worst_third, ratio)))
+    assert worst <= epsilon * (1 + 1e-6), worst
+    assert worst_third > epsilon * 1.2, worst_third
+
+
+@pytest.mark.unit
+def test_a_guard_at_small_epsilon_is_a_coin_not_the_data():
+    # ε_guards = 0.01 over 50 users: the noisy fraction is mostly noise, and decides either way on
+    # the same data, so which way it goes says little about any one user.
+    figures = guards.GuardFigures(users=50, dropped_share=25 * SHARE_GRID)
+    outcomes = set()
+    for seed in range(40):
+        try:
+            guards.check(run_inputs(guards.Guards(max_dropped_fraction=0.5, epsilon=0.01), seed=seed), figures)
+            outcomes.add("released")
+        except GuardRefused:
+            outcomes.add("refused")
+    assert outcomes == {"released", "refused"}
 
 
 @pytest.mark.unit
 @pytest.mark.parametrize("table, message", [
-    ({"max_dropped_fraction": 1.5}, "guards.max_dropped_fraction must be a number in [0, 1]"),
-    ({"max_truncated_fraction": "half"}, "guards.max_truncated_fraction must be a number in [0, 1]"),
+    ({"max_dropped_fraction": 1.5, "epsilon": 0.1}, "guards.max_dropped_fraction must be a number in [0, 1]"),
+    ({"max_truncated_fraction": "half", "epsilon": 0.1}, "guards.max_truncated_fraction must be a number in [0, 1]"),
     ({"max_droped_fraction": 0.1}, "unknown config key 'guards.max_droped_fraction'"),
+    ({"max_dropped_fraction": 0.1}, "set guards.epsilon"),
+    ({"epsilon": 0.1}, "guards.epsilon is spent only by a limit"),
+    ({"max_dropped_fraction": 0.1, "epsilon": -1}, "guards.epsilon"),
+    ({"strict": "yes"}, "guards.strict must be true or false"),
 ])
 def test_bad_guards_are_config_errors(table, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
@@ -77,10 +177,27 @@ def test_bad_guards_are_config_errors(table, message):
 
 
 @pytest.mark.unit
-def test_a_truncation_limit_is_refused_where_the_bound_is_chosen_with_noise():
+def test_the_guards_epsilon_comes_off_the_top_of_the_split():
+    from dp_spark.families.base import Domains, plan_split
+    from dp_spark.families.registry import family_of
+    from dp_spark.families.counts import CountsParams
+    params, family = CountsParams("sra", l=2), family_of("sra")
+    limits = guards.Guards(max_dropped_fraction=0.5, epsilon=Fraction(1, 10))
+    assert plan_split(family, params, Fraction(1), Domains(None), guards=limits) == \
+        {"epsilon_items": Fraction(9, 10), "epsilon_guards": Fraction(1, 10)}
+    assert plan_split(family, params, Fraction(1), Domains(None)) == {"epsilon_items": Fraction(1)}
+    with pytest.raises(ConfigError, match="leaves nothing"):
+        plan_split(family, params, Fraction(1, 10), Domains(None), guards=limits)
+
+
+@pytest.mark.unit
+def test_limits_are_refused_where_they_cannot_be_checked_before_noise():
     with pytest.raises(ConfigError, match="guards.max_truncated_fraction is not checked for dpsense"):
-        guards.Guards(max_truncated_fraction=0.1).check_family("dpsense", "dpsense")
-    guards.Guards(max_truncated_fraction=0.1).check_family("counts", "sra")
+        guards.Guards(max_truncated_fraction=0.1, epsilon=0.1).check_family("dpsense", "dpsense")
+    with pytest.raises(ConfigError, match="guards' limits are not checked for frapp"):
+        guards.Guards(max_dropped_fraction=0.1, epsilon=0.1).check_family("frapp", "frapp")
+    guards.Guards(max_truncated_fraction=0.1, epsilon=0.1).check_family("counts", "sra")
+    guards.Guards(strict=True).check_family("frapp", "frapp")
 
 
 @pytest.mark.unit
@@ -141,19 +258,47 @@ def test_a_csv_attribute_read_as_4_0_matches_the_integer_domain(spark, tmp_path,
     assert "NOT PRIVATE: 6 rows read; outside the domain: item_id 0, attr 0" in capsys.readouterr().err
 
 
-def test_monday_against_mon_is_refused_before_noise_naming_both(spark, tmp_path, capsys):
+def monday_job(tmp_path: Path, *extra: str) -> Path:
+    """300 users whose day reads "monday" against a domain of "Mon", ...: every row outside it."""
     source = tmp_path / "visits.parquet"
-    pd.DataFrame({"user_id": [1, 2, 3], "item_id": [1, 2, 3], "attr": ["monday", "tuesday", "monday"]}) \
+    pd.DataFrame({"user_id": range(300), "item_id": [1, 2, 3] * 100, "attr": ["monday", "tuesday"] * 150}) \
         .to_parquet(source)
-    config = write_job(tmp_path, source, "parquet", '["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]', store=True)
+    return write_job(tmp_path, source, "parquet", '["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]', *extra,
+                     store=True)
+
+
+def test_monday_against_mon_is_refused_on_noisy_figures(spark, tmp_path, capsys):
+    config = monday_job(tmp_path, "[guards]", "max_dropped_fraction = 0.5", "epsilon = 0.1")
     assert main(["run", str(config), "--diagnostics", str(tmp_path / "diagnostics.json")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith("dp-spark: error: 3 of 3 rows (100.0%) are outside the public domain")
-    assert '"monday"' in err and '"Mon"' in err and "string column" in err and "strings, compared as text" in err
+    said = capsys.readouterr().err.strip().splitlines()
+    assert re.match(r"dp-spark: error: on average (9\d|100)\.\d% of a user's rows are outside", said[-1])
+    assert "(noisy)" in said[-1]
+    assert "monday" not in said[-1] and "300" not in said[-1]  # the refusal quotes DP figures only
+    # The operator who asked is told which values missed the domain, as a diagnostic.
+    [warning] = [line for line in said if "WARNING" in line and "domain" in line]
+    assert "NOT PRIVATE: WARNING: 100.0%" in warning and '"monday"' in warning and '"Mon"' in warning
     assert not (tmp_path / "out").exists()
     [run] = json.loads((tmp_path / "budget.json").read_text())["runs"]
     assert run["status"] == "refused" and run["epsilon"] == 1.0 and run["error"].startswith("GuardRefused")
-    assert "monday" not in run["error"] and "3 of 3" not in run["error"]  # raw data: console only, never the store
+    assert "monday" not in run["error"]
+
+
+def test_plan_shows_the_guards_part_and_noise(tmp_path, capsys):
+    config = monday_job(tmp_path, "[guards]", "max_dropped_fraction = 0.5", "epsilon = 0.1")
+    assert main(["plan", str(config)]) == 0
+    said = capsys.readouterr().out
+    assert "epsilon_guards 0.1" in said and "epsilon_items 0.45, epsilon_edges 0.45" in said
+    assert "guards: each noisy figure has discrete Laplace noise of scale 20 users" in said
+
+
+def test_without_a_guard_an_all_outside_run_releases_noise(spark, tmp_path, capsys):
+    # The default decides nothing from the records: the release happens (noise only), and only an
+    # operator who asks for diagnostics hears why.
+    config = monday_job(tmp_path)
+    assert main(["run", str(config)]) == 0
+    said = capsys.readouterr().err
+    assert "monday" not in said and "outside" not in said
+    assert released(tmp_path)["epsilon_spent"] == 1.0 and "guards" not in released(tmp_path)
 
 
 def test_coverage_numbers_are_exact(spark, tmp_path, capsys):
@@ -183,19 +328,31 @@ def test_coverage_numbers_are_exact(spark, tmp_path, capsys):
     assert "WARNING (NOT PRIVATE)" not in said  # 3 of 13 rows dropped is under the 0.5 set above
 
 
-def test_the_guard_fires_before_any_noise_is_drawn(spark, monkeypatch):
-    def no_noise(self, n):
-        raise RuntimeError("noise drawn")
+def test_the_guards_draw_first_and_a_refusal_stops_the_release(spark, monkeypatch):
+    steps = []
+    drawn = Budget.discrete_laplace
 
-    monkeypatch.setattr(RandomSource, "words", no_noise)
-    records = spark.createDataFrame(pd.DataFrame({"user_id": [1, 2, 3, 4], "item_id": [1, 2, 3, 30]}))
-    with pytest.raises(RuntimeError, match="noise drawn"):  # the patch does stop a release that gets that far
-        api.hpa(records, items=range(1, 11), l=2, epsilon=1, seed=1, guards={"max_dropped_fraction": 0.25})
-    with pytest.raises(GuardRefused, match="1 of 4 rows"):  # HPA's popularity noise comes first in its run
-        api.hpa(records, items=range(1, 11), l=2, epsilon=1, seed=1, guards={"max_dropped_fraction": 0.2})
-    with pytest.raises(GuardRefused, match=r"2 of 4 users \(50.0%\) have more records"):
-        many = spark.createDataFrame(pd.DataFrame({"user_id": [1, 1, 1, 2, 2, 2, 3, 4], "item_id": [1] * 8}))
-        api.sra(many, items=range(1, 11), l=2, epsilon=1, seed=1, guards={"max_truncated_fraction": 0.25})
+    def recorded(self, entry, *args, **kwargs):
+        steps.append(entry.step)
+        return drawn(self, entry, *args, **kwargs)
+
+    monkeypatch.setattr(Budget, "discrete_laplace", recorded)
+    # 400 users with 4 rows each: one of each user's rows is outside the domain (a share of 1/4);
+    # users 0-199 have 3 rows in it, more than l = 2.
+    frame = pd.DataFrame([(u, i) for u in range(400) for i in ([1, 2, 3, 30] if u < 200 else [1, 2, 30])],
+                         columns=["user_id", "item_id"])
+    records = spark.createDataFrame(frame)
+    kw = dict(items=range(1, 11), l=2, epsilon=30, seed=1)
+    release = api.hpa(records, **kw, guards={"max_dropped_fraction": 0.4, "epsilon": 20})
+    assert steps[:2] == ["guard: users", "guard: share of rows outside the domain"]  # before HPA's popularity
+    assert release.report["guards"]["dropped_fraction_noisy"] == pytest.approx(
+        (200 * 1 / 4 + 200 * 1 / 3) / 400, abs=0.01)
+    steps.clear()
+    with pytest.raises(GuardRefused, match="on average 29"):
+        api.hpa(records, **kw, guards={"max_dropped_fraction": 0.25, "epsilon": 20})
+    assert steps == ["guard: users", "guard: share of rows outside the domain"]  # nothing of HPA's own
+    with pytest.raises(GuardRefused, match=r"50\.\d% of the users have more records than the bound \(l = 2\)"):
+        api.sra(records, **kw, guards={"max_truncated_fraction": 0.25, "epsilon": 20})
 
 
 def test_entropy_coverage_counts_pairs_and_users_over_m(spark, tmp_path):

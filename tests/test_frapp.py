@@ -356,7 +356,7 @@ def test_exact_apriori_reproduces_table_3_census_row(spark, tmp_path):
 
     cfg = build_config(adult_config(tmp_path))
     specs = list(cfg.frapp["specs"])
-    table = fm.coded(read_whole_records(spark, cfg.source), specs).cache()
+    table = fm.coded(read_whole_records(spark, cfg.source), specs)[0].cache()
     assert table.count() == 48_842  # adult.data and adult.test, '?' kept
     found = fm.mine(table, fm.sizes_of([s.attribute() for s in specs]), None, 0.02)
     per_length = [sum(len(i) == k for i in found) for k in range(1, 7)]
@@ -419,13 +419,19 @@ def test_job_publishes_the_records_it_mined(spark, tmp_path, scheme):
 
 
 @pytest.mark.spark  # cli.main starts the session itself
-def test_job_refuses_values_outside_the_domain(tmp_path, capsys):
+def test_records_outside_the_domain_are_dropped_or_in_strict_mode_refused(tmp_path, capsys):
     config = people_config(tmp_path)
     text = open(config).read().replace('values = ["F", "M"]', 'values = ["F"]')
     open(config, "w").write(text)
+    assert main(["run", config, "--diagnostics", str(tmp_path / "diagnostics.json")]) == 0
+    found = json.loads((tmp_path / "diagnostics.json").read_text())["coverage"]
+    report = json.loads((tmp_path / "out" / "privacy.json").read_text())
+    dropped = found["rows_outside_domain"]["records"]
+    assert dropped > 0 and report["outputs"]["perturbed_records"]["rows"] == found["rows_kept_by_bounding"]
+    open(config, "w").write(text + "\n[guards]\nstrict = true\n")
     assert main(["run", config]) == 2
-    assert "outside its public domain" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "column 'sex' has values missing or outside its public domain" in err and str(dropped) not in err
 
 
 @pytest.mark.parametrize("change, message", [

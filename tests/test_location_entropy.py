@@ -225,7 +225,8 @@ def test_text_checkins_are_read_with_their_times(spark, tmp_path):
             "privacy": {"epsilon": 1}, "algorithm": {"name": "entropy"}}).source), LOCATIONS)
     rows = records.orderBy("time").toPandas()
     assert rows[["user_id", "item_id"]].values.tolist() == [[2, 3], [1, 2], [1, 3]]
-    assert diagnostics == {"rows_read": 3, "rows_outside_location_set": 0}
+    assert diagnostics == {"rows_read": 3, "rows_outside_location_set": 0, "rows_invalid_user_id": 0,
+                           "rows_invalid_item_id": 0, "rows_invalid_visits": 0}
 
 
 def test_evaluate_compares_the_variants(spark, tmp_path):

@@ -23,7 +23,8 @@ import pytest
 from dp_spark.cli import main
 from tests.test_report_audit import HEAVY, JOBS, write_checkins, write_people, write_ratings
 
-AUDITED = ("sra", "hpa", "lpa", "dpsense", "user_histogram", "entropy_limit", "frapp_det_gd", "sra_on_executors")
+AUDITED = ("sra", "hpa", "lpa", "dpsense", "user_histogram", "entropy_limit", "frapp_det_gd", "sra_on_executors",
+           "sra_guarded")
 # Log lines that name a DP output, with the output replaced by a letter before comparing.
 DP_OUTPUTS_IN_LOG = (
     (r"\d+ perturbed records", "N perturbed records"),                # FRAPP's N, public under its local model
@@ -59,7 +60,7 @@ def run_side(tmp_path: Path, side: str, config_text: str, log_format: str, capsy
     capsys.readouterr()
     code = main(["run", str(config), "--log-format", log_format])
     err = capsys.readouterr().err.replace(str(folder), "<side>")
-    err = re.sub(r"/observables\d*/D(_prime)?/", "/<input>/", err)
+    err = re.sub(r"/(observables\d*|test_malformed_records_change\w*)/D(_prime)?/", "/<input>/", err)
     return {"exit": code, "files": release_files(folder / "out"), "store": store_record(folder / "budget.json"),
             "log": log_lines(err, log_format)}
 
@@ -140,3 +141,32 @@ def test_the_audit_sees_a_raw_figure_in_the_default_log(spark, tmp_path, sides, 
     d, d_prime = observed(spark, tmp_path, sides, "sra", capsys)["text"]
     assert d["log"] != d_prime["log"]
     assert any("records read" in line and line not in d_prime["log"] for line in d["log"])
+
+
+# Rows that belong to no usable user or lie outside every domain: a user id that is no integer, an
+# empty one, an item or location that is no id, a visit count of 0 (issue 39, finding 1).
+MALFORMED_ROWS = {
+    "ratings": pd.DataFrame({"user_id": ["x", "", "9999", "9999"], "item_id": ["3", "4", "seven", "99"],
+                             "attr": ["a", "b", "a", "zzz"]}),
+    "checkins": pd.DataFrame({"user_id": ["x", "9999", "9999"], "item_id": ["1", "seven", "2"],
+                              "visits": ["1", "1", "0"], "time": ["1", "2", "3"]}),
+}
+
+
+@pytest.mark.parametrize("job", ["sra", "entropy_limit", "dpsense"])
+def test_malformed_records_change_nothing_a_reader_sees(spark, tmp_path, job, capsys):
+    """D against D plus rows that validation drops: by default the run releases either way, with
+    the same files, store record and log; only --diagnostics counts them."""
+    data, config = JOBS[job]
+    write = {"ratings": write_ratings, "checkins": write_checkins}[data]
+    (tmp_path / "D").mkdir()
+    (tmp_path / "D_prime").mkdir()
+    d = Path(write(tmp_path / "D" / f"{data}.csv"))
+    frame = pd.read_csv(d, dtype=str)
+    pd.concat([frame.iloc[:5], MALFORMED_ROWS[data], frame.iloc[5:]], ignore_index=True) \
+        .to_csv(tmp_path / "D_prime" / f"{data}.csv", index=False)
+    sides = [run_side(tmp_path / "runs", side, config(str(tmp_path / side / f"{data}.csv")), "text", capsys)
+             for side in ("D", "D_prime")]
+    assert sides[0]["exit"] == 0
+    for what in ("exit", "files", "store", "log"):
+        assert sides[0][what] == sides[1][what], what

@@ -135,11 +135,13 @@ def write_ratings(path) -> str:
 
 def write_checkins(path) -> str:
     """Finding 1's shape: 31 users at location 1 (30 without HEAVY), fewer elsewhere; HEAVY has
-    exactly M = 5 locations with C = 5 visits each, so bounding keeps all of them."""
+    exactly M = 5 locations with C = 5 visits each, so bounding keeps all of them. Each check-in
+    has a time (its row number): the default keeps each user's first M locations by time."""
     rows = [(u, 1, 1 + u % 4) for u in range(1, 31)]
     rows += [(u, 2 + u % 5, 1 + u % 3) for u in range(1, 31)]
     rows += [(HEAVY, loc, 5) for loc in range(1, 6)]
-    pd.DataFrame(rows, columns=["user_id", "item_id", "visits"]).to_csv(path, index=False)
+    frame = pd.DataFrame(rows, columns=["user_id", "item_id", "visits"])
+    frame.assign(time=range(len(frame))).to_csv(path, index=False)
     return str(path)
 
 
@@ -248,6 +250,15 @@ JOBS = {
     "sra_on_executors": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\n[execution]\nexecutor_noise_cells = 1")),
     "hpa_on_executors": ("ratings", lambda p: ratings_config(p, "hpa", "l = 5\nd = 2\n[execution]\n"
                                                                        "executor_noise_cells = 1")),
+    # Guards decide on noisy figures (issue 39): their noisy values may differ, nothing else; strict
+    # mode's report says its guarantee is conditional, on both sides.
+    "sra_guarded": ("ratings", lambda p: ratings_config(
+        p, "sra", "l = 5\n[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\nmax_truncated_fraction = 1")),
+    "dpsense_guarded_strict": ("ratings", lambda p: ratings_config(
+        p, "dpsense", "theta_max = 32\n[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\nstrict = true",
+        attributes=False)),
+    "entropy_limit_guarded": ("checkins", lambda p: entropy_config(p, "limit") +
+                              "[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\nmax_truncated_fraction = 1\n"),
 }
 
 

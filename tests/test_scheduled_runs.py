@@ -144,11 +144,12 @@ def test_a_split_over_the_job_epsilon_exits_3(spark, tmp_path, capsys):
 def test_bad_input_after_the_charge_exits_2_and_stays_charged(spark, tmp_path, capsys):
     source = tmp_path / "bad.parquet"
     RECORDS.assign(user_id=[1, None, 2, 3, 3, 3, 4]).to_parquet(source)
-    assert main(["run", str(job(tmp_path, source=source)), "--run-date", "2026-11-20"]) == 2
-    assert "column user_id has 1 null values" in capsys.readouterr().err
+    strict = ["--set", "guards.strict=true"]  # by default the bad row is dropped and the run releases
+    assert main(["run", str(job(tmp_path, source=source)), "--run-date", "2026-11-20", *strict]) == 2
+    assert "column user_id has null values; guards.strict refuses" in capsys.readouterr().err
     [run] = store_runs(tmp_path)
     assert run["status"] == "failed" and run["charged_utc"]  # conservative: the charge stays
-    # The store keeps the kind of error, not its message, which counts the data's bad rows.
+    # The store keeps the kind of error, not its message.
     assert run["error"].startswith("DataError") and "null" not in run["error"]
     assert not (tmp_path / "out").exists()
 

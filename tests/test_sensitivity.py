@@ -50,6 +50,37 @@ def test_the_audit_catches_a_key_that_hashes_the_scan_position(spark, monkeypatc
     assert not first.within(family) and first.l1 > 5 * family.l1
 
 
+def test_the_audit_catches_a_guard_on_raw_row_counts(spark):
+    """Negative control: issue 29's guard compared the rows outside the domain with the rows read.
+    One user moves that count by as many rows as it holds outside the domain, not by one."""
+    from pyspark.sql import functions as F
+
+    def rows_outside(df, distinct):
+        outside = ~F.col("item_id").between(*sens.GUARD_DOMAIN.id_range)
+        return np.array([df.where(outside).count()], dtype=np.int64)
+
+    family = sens.Family("rows outside the domain", rows_outside, 1)
+    found = sens.moves(spark, family, sens.table(), [sens.added_user(-5).assign(item_id=12)])
+    assert not any(m.within(family) for m in found) and found[0].l1 == 10  # all ten of its records
+    guarded = next(f for f in sens.FAMILIES if f.name == "guard_figures")  # the same user, in the guards' figures
+    heavy_outside = [sens.added_user(-5).assign(item_id=12)]
+    assert all(m.within(guarded) for m in sens.moves(spark, guarded, sens.table(), heavy_outside))
+
+
+def test_a_user_with_malformed_ids_moves_the_guards_within_their_sensitivity(spark):
+    """Rows with a null or non-integer id belong to no user and are dropped: a D′ that adds them
+    (spread through the table) moves nothing the guards count by more than SHARE_GRID."""
+    base = sens.table().astype({"user_id": "object", "item_id": "object"})
+    extra = sens.added_user(9_999).astype({"user_id": "object", "item_id": "object"})
+    extra.loc[[0, 1, 2], "user_id"] = [None, "x", "1.5"]
+    extra.loc[[3, 4], "item_id"] = [None, "seven"]
+    strings = [frame.astype(str).replace("None", None) for frame in (base, extra)]
+    family = next(f for f in sens.FAMILIES if f.name == "guard_figures")
+    as_text = "user_id string, item_id string, attr string"
+    for move in sens.moves(spark, family, strings[0], [strings[1]], schema=as_text):
+        assert move.within(family), move
+
+
 def _ratings(users: int = 300, per_user: int = 10, items: int = 40) -> pd.DataFrame:
     rng = np.random.default_rng(39)
     return pd.DataFrame([(u, int(i)) for u in range(1, users + 1)

@@ -132,10 +132,14 @@ def test_a_double_item_column_is_refused_against_a_string_domain(spark):
         validate_records(df, item_domain({"ids": ["1", "2"]}), None)
 
 
-def test_a_null_item_id_is_an_error_against_a_string_domain(spark):
+def test_a_null_item_id_against_a_string_domain_is_dropped_or_in_strict_mode_an_error(spark):
     df = _records(spark, ["a", None, "b"], [1, 2, 3], "string")
-    with pytest.raises(DataError, match="item_id has 1 null values"):
-        validate_records(df, item_domain({"ids": ["a", "b"]}), None)
+    validated = validate_records(df, item_domain({"ids": ["a", "b"]}), None)
+    assert validated.diagnostics["rows_invalid_item_id"] == 1
+    assert sorted(validated.records.toPandas()["item_id"]) == ["a", "b"]
+    validated.release()
+    with pytest.raises(DataError, match="item_id has null values"):
+        validate_records(df, item_domain({"ids": ["a", "b"]}), None, strict=True)
 
 
 def test_edge_counts_over_string_items_and_attributes(spark):

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from dp_spark.algorithms import frapp
 from dp_spark.errors import DataError
+from dp_spark.io.validation import refuse_strictly
 from dp_spark.core.mechanisms import RandomSource
 
 
@@ -118,19 +119,25 @@ def code_columns(count: int) -> list[str]:
     return [f"_a{j}" for j in range(count)]
 
 
-def coded(df: DataFrame, specs: list[AttributeSpec]) -> DataFrame:
-    """DataFrame[_a0, …]: every record as value indices; a value outside its domain is an error,
-    found in one aggregate pass."""
+def coded(df: DataFrame, specs: list[AttributeSpec], strict: bool = True, progress=None) -> tuple[DataFrame, int]:
+    """(DataFrame[_a0, …]: the records as value indices, the number of records dropped), from
+    one aggregate pass. A record with a value missing or outside its attribute's domain is an
+    error when ``strict`` (the count goes to ``progress`` as a diagnostic), dropped otherwise."""
     missing = [s.column for s in specs if s.column not in df.columns]
     if missing:
         raise DataError(f"source has no column {', '.join(missing)} (it has: {', '.join(df.columns)})")
     table = df.select(*[code_column(spec).alias(f"_a{j}") for j, spec in enumerate(specs)])
-    bad = table.agg(*[F.sum(F.col(f"_a{j}").isNull().cast("long")).alias(f"b{j}") for j in range(len(specs))]).first()
+    unusable = F.lit(False)
+    for j in range(len(specs)):
+        unusable = unusable | F.col(f"_a{j}").isNull()
+    bad = table.agg(*[F.sum(F.col(f"_a{j}").isNull().cast("long")).alias(f"b{j}") for j in range(len(specs))],
+                    F.sum(unusable.cast("long")).alias("dropped")).first()
     for j, spec in enumerate(specs):
-        if bad[f"b{j}"]:
-            raise DataError(f"column {spec.column!r}: {bad[f'b{j}']:,} values are missing or outside its public "
-                            "domain (list them in 'values', or give the attribute an 'other' value)")
-    return table
+        if strict and bad[f"b{j}"]:
+            refuse_strictly(f"column {spec.column!r} has values missing or outside its public domain (list them in "
+                            "'values', or give the attribute an 'other' value)", f"{bad[f'b{j}']:,} values", progress)
+    dropped = int(bad["dropped"] or 0)
+    return (table.where(~unusable) if dropped else table), dropped
 
 
 def perturb(table: DataFrame, scheme: Scheme, seed: int | None = None) -> DataFrame:

@@ -258,17 +258,15 @@ def hpa(
                                     "popularity")
 
     item_scores = np.maximum(popularity.values, 0)
-    # The selection orders by each score's rank among the distinct scores, which orders the
-    # same and needs at most log2(m) bits, so the order fits in one long with the position.
+    # The selection orders by each score's rank among the distinct scores, which orders the same
+    # (and keeps the generated code the same from run to run: docs/performance.md, fifth round).
     distinct_scores, item_ranks = np.unique(item_scores, return_inverse=True)
     scored = with_item_values(records, items, item_ranks, "_score_rank")
     # The cutoffs only decide which rows the selection looks at, never its result.
     cutoffs = [(min_rows, int(np.searchsorted(distinct_scores, score)))
                for min_rows, score in score_cutoffs(item_scores, l)]
-    # The bound is the domain's size, not the number of distinct scores: it is written into the
-    # code Spark generates, which a value that changes from run to run would compile anew.
     chosen = user_records.top_selection(scored, l, "_score_rank", seed=seed, counts=user_counts, cutoffs=cutoffs,
-                                    max_score=len(item_ranks) - 1, users_by_n=users_by_n)
+                                        users_by_n=users_by_n)
     release = _released(chosen, items, attributes, l, epsilons, budget, rng, seed, publisher, on_executors,
                         users_by_n)
     release.diagnostics["rows_in_popularity_sample"] = int(popularity_true.sum())

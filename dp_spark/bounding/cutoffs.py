@@ -70,31 +70,13 @@ def _least_rows_expecting(weights: np.ndarray, need: float, most: int = 1 << 40)
     return low
 
 
-# Scores of at most this many bits share one long with the position (:func:`best_first`).
-PACKED_SCORE_BITS = 20
-
-
-def best_first(score: Column, position: Column, max_score: int | None) -> Column:
-    """An order in which a higher score comes first and equal scores go by smaller position.
-
-    Without ``max_score``, or with one of more than PACKED_SCORE_BITS bits, it is the struct
-    (−score, position). Otherwise (every score in [0, max_score], b bits) it is one long:
-    max_score − score in the top b of 63 bits, the position's top 63 − b bits below. Spark's
-    sort aggregate compares a long much faster than a struct (HPA's selection at 10M rows:
-    1.86 s against 2.37 s; docs/performance.md, fifth round). The price: two of a user's rows of
-    equal score whose positions agree in their top 63 − b bits (probability below n²/2^(64−b)
-    for a user with n rows; below 2·10^-4 per run on the full Netflix-shaped table, b = 15) tie,
-    and Spark keeps either. That changes which of a user's rows are kept, never how many, so the
-    selection is still a per-user transform of at most l rows.
-    """
-    if max_score is not None and max_score < 0:
-        raise ValueError(f"max_score must be >= 0, got {max_score}")
-    if max_score is None or max_score.bit_length() > PACKED_SCORE_BITS:
-        return F.struct((-score).alias("_score"), position.alias("_position"))
-    bits = max(max_score.bit_length(), 1)
-    packed = F.shiftleft(F.lit(max_score).cast("long") - score, 63 - bits) + F.shiftright(position, bits)
-    in_range = score.between(0, max_score)
-    return F.when(in_range, packed).otherwise(F.raise_error(F.lit(f"a score outside [0, {max_score}]")))
+def best_first(score: Column, position: Column) -> Column:
+    """An order in which a higher score comes first and equal scores go by smaller position: the
+    struct (−score, position). Two of a user's rows tie only when their 64-bit positions are
+    equal. (Until issue 39 a score of few bits shared one long with the position's top bits,
+    which Spark compares faster; two rows then tied whenever those bits agreed, and which one
+    Spark kept depended on the order the rows arrived in, which other users' rows can change.)"""
+    return F.struct((-score).alias("_score"), position.alias("_position"))
 
 
 def long_array(values) -> Column:

@@ -271,7 +271,6 @@ def top_selection(
     salt: int | None = None,
     counts: DataFrame | None = None,
     cutoffs: list[tuple[int, int]] | None = None,
-    max_score: int | None = None,
     users_by_n: pd.Series | None = None,
 ) -> Selection:
     """Each user's ``l`` rows with the highest ``score_col`` (a non-null
@@ -288,8 +287,6 @@ def top_selection(
     strictly below l kept ones and could never be chosen; otherwise the user
     is redone from all of its rows. The result is the same either way.
 
-    ``max_score``, when every score lies in [0, max_score], makes the order one long
-    (:func:`dp_spark.bounding.cutoffs.best_first`); a score outside that range stops the job with an error.
     ``users_by_n`` (users per row count of ``counts``) saves a count of the selection a job.
     """
     if l < 1:
@@ -300,7 +297,7 @@ def top_selection(
     columns = df.columns
     # The position is part of the order expression rather than a column of ``keyed``, so that
     # Spark hashes only the candidates, not every row.
-    order = best_first(F.col(score_col), row_position(df, user_col), max_score)
+    order = best_first(F.col(score_col), row_position(df, user_col))
     if not cutoffs:
         keyed = with_salt(df, salt)
         return Selection(keyed, keyed, None, l, order, user_col, columns)

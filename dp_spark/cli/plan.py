@@ -30,6 +30,7 @@ def plan(args) -> int:
 
     from dp_spark.core import accuracy
     from dp_spark.families.engine import accuracy_section
+    from dp_spark.families import guards
     from dp_spark.families.registry import family_of
     from dp_spark.jobs.config import load_config
     from dp_spark.jobs.runner import job_domains, plan_budget
@@ -54,6 +55,8 @@ def plan(args) -> int:
         return EXIT_OK
     print(f"Plan: {family.describe(cfg.params, cfg.epsilon, domains)}")
     print("epsilon split: " + ", ".join(f"{k} {float(v):g}" for k, v in split.items()))
+    if cfg.guards.active:
+        print(guards.planned(cfg.guards))
     print("Nothing was read and no budget was spent. Expected error of each released value (the noise alone):\n")
     print("\n".join(accuracy.format_section(section)))
     return EXIT_OK

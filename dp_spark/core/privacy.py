@@ -155,17 +155,19 @@ class Budget:
     """A total epsilon and the ledger of what has been spent from it, for one privacy unit.
 
     ``fixed_seed``: the noise comes from a fixed seed, so the release has no guarantee (the
-    ledger is unchanged: it describes the mechanism).
+    ledger is unchanged: it describes the mechanism). ``condition``: what the guarantee is
+    conditional on, when anything (guards.strict: the run completing).
     """
 
     def __init__(self, total: object, delta: float = 0.0, unit: PrivacyUnit = USER_UNIT,
-                 fixed_seed: bool = False):
+                 fixed_seed: bool = False, condition: str = ""):
         self.total = as_epsilon(total)
         if not 0 <= delta < 1:
             raise ConfigError(f"delta must be in [0, 1), got {delta!r}")
         self.delta_total = float(delta)
         self.unit = unit
         self.fixed_seed = bool(fixed_seed)
+        self.condition = condition
         self.entries: list[LedgerEntry] = []
         self._cells_handed_out: set[str] = set()  # steps whose noise the executors draw
 
@@ -307,6 +309,8 @@ class Budget:
         """What this release guarantees: nothing when its noise came from a fixed seed."""
         if self.fixed_seed and self.private:
             return f"{SEEDED_GUARANTEE}; with fresh randomness the mechanisms give {self.mechanism_guarantee()}"
+        if self.condition and self.private:
+            return f"{self.mechanism_guarantee()}, conditional: {self.condition}"
         return self.mechanism_guarantee()
 
     def to_json(self) -> dict:
@@ -317,6 +321,7 @@ class Budget:
             "private": self.private and not self.fixed_seed,
             # Only *whether* a seed was fixed: its value would let anyone regenerate the noise.
             "fixed_seed": self.fixed_seed,
+            **({"conditional_on": self.condition} if self.condition else {}),
             "epsilon_total": float(self.total),
             "epsilon_spent": float(self.spent),
             "epsilon_spent_exact": str(self.spent),

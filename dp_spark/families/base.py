@@ -15,7 +15,7 @@ from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import USER_UNIT, Budget, PrivacyUnit
 from dp_spark.errors import ConfigError
-from dp_spark.families.guards import Guards
+from dp_spark.families.guards import SPLIT_KEY as GUARDS_SPLIT_KEY, Guards
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,7 @@ class FamilyOutput:
     algorithm_extra: dict = field(default_factory=dict)  # more of the report's algorithm section
     domains: Domains | None = None  # the domains released over, when the run chose them (private items)
     noise_extra: dict = field(default_factory=dict)  # more of the report's noise section (where it was drawn)
+    guards: dict | None = None  # the guards' limits and noisy figures (families.guards.check), when set
 
 
 @dataclass(frozen=True)
@@ -159,16 +160,23 @@ def check_domain_fits(family: Family, params: Any, domains: Domains, execution: 
 
 
 def plan_split(family: Family, params: Any, epsilon: Fraction, domains: Domains,
-               overrides: dict[str, Fraction] | None = None) -> dict[str, Fraction]:
+               overrides: dict[str, Fraction] | None = None, guards: Guards = Guards()) -> dict[str, Fraction]:
     """The family's default split of ``epsilon`` with the caller's named parts put in; refuses a
-    part the family does not spend and a split over the total (before any record is read)."""
-    split = family.default_split(params, epsilon, domains)
+    part the family does not spend and a split over the total (before any record is read).
+    Guards with limits take ``guards.epsilon`` first (``epsilon_guards``); the family's default
+    split shares the rest."""
+    if guards.active and guards.epsilon >= epsilon:
+        raise ConfigError(f"guards.epsilon {float(guards.epsilon):g} leaves nothing of epsilon {float(epsilon):g} "
+                          "for the release")
+    split = family.default_split(params, epsilon - guards.spent, domains)
     known = family.split_keys(params, domains)
     for key, value in (overrides or {}).items():
         if key not in known:
             raise ConfigError(f"privacy.{key} is not a part of this {params.algorithm} release "
                               f"(its parts: {', '.join(known)})")
         split[key] = value
+    if guards.active:
+        split[GUARDS_SPLIT_KEY] = guards.epsilon
     Budget(epsilon).check_plan(split)
     return split
 

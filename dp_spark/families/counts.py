@@ -198,7 +198,8 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
     """Bound, count and publish over the (public or privately selected) item domain."""
     items, attributes = inputs.domains.items, inputs.domains.attributes
     validated = validate_records(inputs.records, items, attributes,
-                                 one_per_user_salt=_popularity_salt(params, inputs.seed))
+                                 one_per_user_salt=_popularity_salt(params, inputs.seed),
+                                 strict=inputs.guards.strict, progress=inputs.progress)
     try:
         l, chosen = _bound(params, inputs, validated.users_by_n)
         # Everything the guards need is known from validation's pass: each user keeps min(n, l).
@@ -206,9 +207,12 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
                                            validated.users_by_n, l, params.bound_name)
         if params.private_items:
             coverage = _unselected_apart(coverage)
+        guards.tell(inputs.guards, coverage, inputs.progress, validated.explain)
         # Before HPA's first noise and the counts' (after the choice of l and the items', when those
         # are private: docs/bound_selection.md, "Guards").
-        guards.check(inputs.guards, coverage, inputs.progress, validated.explain)
+        decided = guards.check(inputs, guards.figures_of(validated, attributes_only=params.private_items,
+                                                         users_truncated=coverage.users_truncated),
+                               bound=coverage.bound)
         inputs.progress("records read; bounding and counting")
         diagnostic(inputs.progress, f"{validated.diagnostics['rows_read']:,} records read")
         on_executors = _on_executors(params, inputs.domains, inputs.execution)
@@ -230,6 +234,7 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
         release = sampling.made_consistent(release, l, inputs.split)
     return FamilyOutput(tables_of(release, inputs.domains), {**validated.diagnostics, **release.diagnostics,
                                                              "coverage": coverage.to_json()}, chosen=chosen,
+                        guards=decided,
                         **(_executor_output(inputs.domains, inputs.seed) if on_executors else {}))
 
 

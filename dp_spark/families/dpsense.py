@@ -76,12 +76,14 @@ def _limited_counts(params: DPSenseParams, inputs: RunInputs,
 
 
 def run(params: DPSenseParams, inputs: RunInputs) -> FamilyOutput:
-    validated = validate_records(inputs.records, inputs.domains.items, None, item_sets=True)
+    validated = validate_records(inputs.records, inputs.domains.items, None, item_sets=True,
+                                 strict=inputs.guards.strict, progress=inputs.progress)
     rows_read, outside = validated.diagnostics["rows_read"], validated.rows_outside_domain
     try:
         # θ is chosen with noise, so before the noise only the domain's coverage can be guarded.
-        guards.check(inputs.guards, guards.Coverage(rows_read, outside, users=int(validated.users_by_n.sum())),
-                     inputs.progress, validated.explain)
+        guards.tell(inputs.guards, guards.Coverage(rows_read, outside, users=int(validated.users_by_n.sum())),
+                    inputs.progress, validated.explain)
+        decided = guards.check(inputs, guards.figures_of(validated))
         inputs.progress("records read; bounding and counting")
         diagnostic(inputs.progress, f"{rows_read:,} records read")
         counts, theta, alpha, truncation = _limited_counts(params, inputs, validated)
@@ -99,7 +101,7 @@ def run(params: DPSenseParams, inputs: RunInputs) -> FamilyOutput:
         diagnostic(inputs.progress, line)
     # θ* and α* are outputs of the exponential mechanism: private, and needed to read the counts.
     return FamilyOutput({"item_counts": table}, {**validated.diagnostics, "coverage": coverage.to_json()},
-                        chosen={"theta": theta, "alpha": float(alpha)})
+                        chosen={"theta": theta, "alpha": float(alpha)}, guards=decided)
 
 
 def _describe(params: DPSenseParams, epsilon: Fraction, domains: Domains) -> str:

@@ -22,6 +22,7 @@ from dp_spark.core.domain import ItemDomain
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget
 from dp_spark.families.base import Domains, Execution, Family, FamilyOutput, RunInputs, check_domain_fits
+from dp_spark.families import guards
 from dp_spark.families.guards import Guards
 
 DIAGNOSTICS_NOTE = (
@@ -49,17 +50,18 @@ def diagnostics_of(report: dict, diagnostics: dict) -> dict:
 
 
 def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fraction, split: dict[str, Fraction],
-            seed: int | None, source: dict, progress: Callable[[str], None], guards: Guards = Guards(),
+            seed: int | None, source: dict, progress: Callable[[str], None], limits: Guards = Guards(),
             execution: Execution = Execution()) -> Computed:
     """Run ``family`` on ``records`` (our standard columns, not yet validated) and build the
-    report. ``source`` is the report's description of where the records came from; ``guards``
-    may refuse the run from the records' coverage, before any noise (families.guards);
+    report. ``source`` is the report's description of where the records came from; the guards
+    (``limits``) may refuse the run from noisy coverage figures, before the algorithm's noise
+    (families.guards);
     ``execution`` says which tables are released on the executors."""
-    guards.check_family(family.name, params.algorithm)
+    limits.check_family(family.name, params.algorithm)
     check_domain_fits(family, params, domains, execution)
     budget = Budget(epsilon, family.delta(params), unit=family.privacy_unit(params, records),
-                    fixed_seed=seed is not None)
-    inputs = RunInputs(records, domains, split, budget, RandomSource(seed), seed, progress, guards, execution)
+                    fixed_seed=seed is not None, condition=guards.STRICT_CONDITION if limits.strict else "")
+    inputs = RunInputs(records, domains, split, budget, RandomSource(seed), seed, progress, limits, execution)
     # The expected error is a function of the config alone: worked out before any noise is drawn,
     # so that a failure there cannot come after the budget is spent.
     planned = planned_accuracy(family, params, epsilon, domains, split)
@@ -180,4 +182,6 @@ def build_report(family: Family, params: Any, budget: Budget, domains: Domains, 
         "accuracy": expected,  # accuracy_section, worked out before the run
         "outputs": {name: {"rows": rows.get(name, len(frame) if isinstance(frame, pd.DataFrame) else None),
                            "columns": list(frame.columns)} for name, frame in tables.items()},
+        # The guards' limits (config) and the noisy figures they decided on (DP outputs).
+        **({"guards": output.guards} if output.guards is not None else {}),
     }

@@ -29,7 +29,8 @@ from dp_spark.bounding.user_records import sample_per_user
 from dp_spark.core import accuracy
 from dp_spark.core.privacy import LedgerEntry, PrivacyUnit, as_epsilon
 from dp_spark.core.progress import stage
-from dp_spark.errors import ConfigError, DataError
+from dp_spark.errors import ConfigError
+from dp_spark.io.validation import refuse_strictly
 from dp_spark.families.base import (ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int, require,
                                    rows_per_user)
 
@@ -197,14 +198,16 @@ def privacy_unit(records_per_user: int, users_known: bool) -> PrivacyUnit:
 
 
 def bounded_records(records: DataFrame, records_per_user: int, seed: int | None,
-                    distinct: bool = False) -> tuple[DataFrame, dict]:
+                    distinct: bool = False, strict: bool = False, progress=None) -> tuple[DataFrame, dict]:
     """At most ``records_per_user`` rows per user (a uniform sample, identical records each
     counted: ``distinct`` vouches there are none), when the records have a ``user_id`` column;
-    every row is one user otherwise."""
+    every row is one user otherwise. A row without a user id belongs to no user: dropped, or,
+    when ``strict`` (guards.strict), an error."""
     if "user_id" not in records.columns:
         return records, {"users": "not given: every row is taken as one user"}
-    if records.where(F.col("user_id").isNull()).limit(1).count():
-        raise DataError("the user id column has missing values")
+    if strict and records.where(F.col("user_id").isNull()).limit(1).count():
+        refuse_strictly("the user id column has missing values", "at least one row", progress)
+    records = records.where(F.col("user_id").isNotNull())
     keyed = records if ROW_KEY in records.columns else with_row_key(records, distinct=distinct)
     kept = sample_per_user(keyed, records_per_user, seed)
     return kept.drop(ROW_KEY), {"users": "given"}
@@ -225,8 +228,10 @@ def _ledger_entry(params: FrappParams, epsilon: Fraction) -> LedgerEntry:
 def run(params: FrappParams, inputs: RunInputs) -> FamilyOutput:
     specs, scheme = list(params.specs), params.scheme
     attributes = [s.attribute() for s in specs]
-    records, diagnostics = bounded_records(inputs.records, params.records_per_user, inputs.seed)
-    table = fm.coded(records, specs)
+    strict = inputs.guards.strict
+    records, diagnostics = bounded_records(inputs.records, params.records_per_user, inputs.seed, strict=strict,
+                                           progress=inputs.progress)
+    table, dropped = fm.coded(records, specs, strict, inputs.progress)
     inputs.budget.spend(_ledger_entry(params, inputs.budget.total))  # before any randomness is drawn
     inputs.progress("perturbing the records")
     perturbed = fm.perturb(table, scheme, inputs.seed).localCheckpoint(eager=True)
@@ -237,10 +242,11 @@ def run(params: FrappParams, inputs: RunInputs) -> FamilyOutput:
     itemsets = fm.itemsets_table(found, attributes)
     published = fm.labelled(perturbed, attributes, scheme.name in frapp.BIT_SCHEMES)
     lengths = {str(k): int(v) for k, v in itemsets["length"].value_counts().sort_index().items()}
-    # A value outside its attribute's domain is an error (fm.coded), so no row is dropped; the
-    # rows kept by bounding are the published N.
+    # Records with a value outside its attribute's domain are dropped (or, strict, refused) after
+    # bounding; the rows kept are the published N.
     bound = f"records_per_user = {params.records_per_user}" if diagnostics["users"] == "given" else None
-    diagnostics["coverage"] = {"rows_outside_domain": {}, "rows_kept_by_bounding": rows, "bound": bound}
+    diagnostics["coverage"] = {"rows_outside_domain": {"records": dropped}, "rows_kept_by_bounding": rows,
+                               "bound": bound}
     return FamilyOutput({"perturbed_records": published, "frequent_itemsets": itemsets}, diagnostics,
                         rows={"perturbed_records": rows, "frequent_itemsets": len(itemsets)},
                         algorithm_extra={"frequent_itemsets_per_length": lengths})

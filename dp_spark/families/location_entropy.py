@@ -26,7 +26,7 @@ from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int
-from dp_spark.io.checkins import validate_checkins
+from dp_spark.io.checkins import guard_figures, validate_checkins
 from dp_spark.io.validation import describe_mismatch, outside_item_domain
 
 
@@ -130,7 +130,8 @@ def run(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
         return _run_auto(params, inputs)
     items = inputs.domains.items
     by_time = params.location_choice == "first_visit"
-    records, diagnostics = validate_checkins(inputs.records, items, params.M if by_time else None)
+    records, diagnostics = validate_checkins(inputs.records, items, params.M if by_time else None,
+                                             strict=inputs.guards.strict, progress=inputs.progress)
     diagnostic(inputs.progress, f"{diagnostics['rows_read']:,} check-in rows read")
     inputs.progress(f"check-in rows read; bounding users to M = {params.M} locations "
                     f"and C = {params.C} visits")
@@ -143,13 +144,23 @@ def run(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
         outside = outside_item_domain(inputs.records, items)
         return describe_mismatch(inputs.records, "item_id", outside, f"the location set is {items.description}")
 
-    guards.check(inputs.guards, coverage, inputs.progress, explain)  # before any noise
+    guards.tell(inputs.guards, coverage, inputs.progress, explain)
+    decided = _guarded(inputs, coverage.users_truncated, coverage.bound)  # before any noise
     stats = le.stats_of(sums)
     release = le.publish(stats, params.variant, bounds, inputs.split, inputs.budget, inputs.rng,
                          delta=params.delta, k=params.k, xi=params.xi)
     diagnostics = {**diagnostics, **release.diagnostics,
                    "locations_with_users_after_bounding": int((stats.users > 0).sum()), "coverage": coverage.to_json()}
-    return FamilyOutput({"location_entropy": entropy_table(items, release)}, diagnostics)
+    return FamilyOutput({"location_entropy": entropy_table(items, release)}, diagnostics, guards=decided)
+
+
+def _guarded(inputs: RunInputs, users_truncated: int | None, bound: str | None) -> dict | None:
+    """The guards' decision (families.guards.check); their share figure is counted in a pass of
+    its own, only when a guard is set."""
+    if not inputs.guards.active:
+        return None
+    users, share = guard_figures(inputs.records, inputs.domains.items)
+    return guards.check(inputs, guards.GuardFigures(users, share, users_truncated), bound=bound)
 
 
 def _run_auto(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
@@ -163,7 +174,8 @@ def _run_auto(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
                           "\"auto\" M is chosen privately, after the guards are checked")
     by_time = params.location_choice == "first_visit"
     # The smallest candidate is the strictest: a user it truncates needs a time on every check-in.
-    records, diagnostics = validate_checkins(inputs.records, items, Ms[0] if by_time else None)
+    records, diagnostics = validate_checkins(inputs.records, items, Ms[0] if by_time else None,
+                                             strict=inputs.guards.strict, progress=inputs.progress)
     diagnostic(inputs.progress, f"{diagnostics['rows_read']:,} check-in rows read")
     inputs.progress(f"check-in rows read; location sums at {len(Ms) * len(Cs)} "
                     f"candidate bounds (M in {list(Ms)}, C in {list(Cs)})")
@@ -180,7 +192,8 @@ def _run_auto(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
                              users=grid.coverage["users"],
                              users_truncated=grid.coverage["users_truncated"][0] if len(Ms) == 1 else None,
                              bound=f"M = {Ms[0]} locations" if len(Ms) == 1 else None)
-    guards.check(inputs.guards, before, inputs.progress, explain)
+    guards.tell(inputs.guards, before, inputs.progress, explain)
+    decided = _guarded(inputs, before.users_truncated, before.bound)
     i, j = ebs.choose_bounds(grid, params.variant, inputs.split["epsilon_entropy"], len(items),
                              inputs.split["epsilon_bound"], inputs.budget, inputs.rng, k=params.k,
                              delta=params.delta, xi=params.xi)
@@ -196,7 +209,7 @@ def _run_auto(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
                    "locations_with_users_after_bounding": int((stats.users > 0).sum()), "coverage": coverage.to_json()}
     # M and C are outputs of the exponential mechanism: private, and needed to read the entropies.
     return FamilyOutput({"location_entropy": entropy_table(items, release)}, diagnostics,
-                        chosen={"M": bounds.M, "C": bounds.C})
+                        chosen={"M": bounds.M, "C": bounds.C}, guards=decided)
 
 
 # The release's ledger steps after a private choice of M, C: their sensitivity and scale follow

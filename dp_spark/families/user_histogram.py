@@ -77,14 +77,16 @@ def _table(params: HistogramParams, noisy: np.ndarray) -> pd.DataFrame:
 
 
 def run(params: HistogramParams, inputs: RunInputs) -> FamilyOutput:
-    validated = validate_records(inputs.records, inputs.domains.items, None)
+    validated = validate_records(inputs.records, inputs.domains.items, None, strict=inputs.guards.strict,
+                                 progress=inputs.progress)
     rows_read, outside = validated.diagnostics["rows_read"], validated.rows_outside_domain
     # Every user adds one to one bin, with all of its in-domain rows: bounding drops no row.
     coverage = guards.Coverage(rows_read, outside, users=int(validated.users_by_n.sum()),
                                rows_kept_by_bounding=rows_read - sum(outside.values()), users_truncated=0,
                                bound="one bin per user")
     try:
-        guards.check(inputs.guards, coverage, inputs.progress, validated.explain)
+        guards.tell(inputs.guards, coverage, inputs.progress, validated.explain)
+        decided = guards.check(inputs, guards.figures_of(validated))
         inputs.progress("records read; bounding and counting")
         diagnostic(inputs.progress, f"{rows_read:,} records read")
         true = user_quantities.true_histogram(validated.records, params.quantity, np.asarray(params.bins),
@@ -93,7 +95,8 @@ def run(params: HistogramParams, inputs: RunInputs) -> FamilyOutput:
                                             params.publisher, params.publisher_options)
     finally:
         validated.release()
-    return FamilyOutput({"histogram": _table(params, noisy)}, {**validated.diagnostics, "coverage": coverage.to_json()})
+    return FamilyOutput({"histogram": _table(params, noisy)}, {**validated.diagnostics, "coverage": coverage.to_json()},
+                        guards=decided)
 
 
 def _describe(params: HistogramParams, epsilon: Fraction, domains: Domains) -> str:

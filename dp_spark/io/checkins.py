@@ -86,40 +86,82 @@ def standard_checkins(df: DataFrame, time_name: str = "time") -> DataFrame:
     return df.select("user_id", "item_id", as_time.alias("time"), visits.alias("visits"), raw)
 
 
-def validate_checkins(df: DataFrame, locations: ItemDomain, first_m: int | None = None) -> tuple[DataFrame, dict]:
-    """Ids cast to long (null or non-integer ids are an error), visits checked (a positive
-    integer), rows outside the public location set dropped and counted (NOT private).
-
-    ``first_m``: the M of a job that keeps each user's first M locations by first visit (None
-    when time is not used). Then a time that is neither a number nor a timestamp is an error, and
-    so is a user with more than M locations of which one has no time: the choice would silently
-    fall to location ids (ALGORITHMS.md §7.3)."""
+def _checked(df: DataFrame, locations: ItemDomain):
+    """(user id as a long, location id as a long, visits as a long, whether the location is in
+    the set, whether the row is kept): null where a value is unusable; a row is kept when its user
+    id is usable, its location in the set and its visits a positive whole number."""
     if locations.is_string:
         raise ConfigError(f"location ids must be integers; the location set {locations.description} holds strings")
     _bad, user = validation._integer_problems(df, "user_id")
     _bad, item = validation._integer_problems(df, "item_id")
     visits = F.col("visits").try_cast("long")
-    inside = F.coalesce(item.between(*locations.id_range) if locations.id_range else item.isin(locations.ids.tolist()),
+    in_set = F.coalesce(item.between(*locations.id_range) if locations.id_range else item.isin(locations.ids.tolist()),
                         F.lit(False))
+    return user, item, visits, in_set, in_set & F.coalesce(visits >= 1, F.lit(False)) & user.isNotNull()
+
+
+def validate_checkins(df: DataFrame, locations: ItemDomain, first_m: int | None = None, strict: bool = False,
+                      progress=None) -> tuple[DataFrame, dict]:
+    """Ids cast to long, visits checked (a positive integer), rows outside the public location
+    set dropped and counted (NOT private), and so are rows with a null or non-integer id or
+    unusable visits: whether a run goes on must not depend on one record.
+
+    ``first_m``: the M of a job that keeps each user's first M locations by first visit (None
+    when time is not used). The source must then have a time column (its schema is public: a
+    DataError otherwise); a check-in whose time is empty or does not parse counts as the latest
+    (bounding's order, ties by location id).
+
+    ``strict`` (guards.strict): unusable ids or visits, or no records at all, are a DataError
+    instead, and with ``first_m`` so are a time that is neither a number nor a timestamp and a
+    user with more than M locations of which one has no time (the choice would fall to location
+    ids, ALGORITHMS.md §7.3); ``progress`` gets how many (a diagnostic)."""
+    user, item, visits, in_set, kept = _checked(df, locations)
+    if first_m is not None and df.schema["time_raw"].metadata.get("source_column") is None:
+        raise DataError("algorithm.location_choice = \"first_visit\" keeps each user's first M locations by time, "
+                        "and the source has no time column: name it (source.columns.time), or set "
+                        "algorithm.location_choice = \"random\" to keep a uniformly random M")
     stats = df.agg(
         F.count(F.lit(1)).alias("rows"),
         F.sum(user.isNull().cast("long")).alias("bad_users"),
         F.sum(item.isNull().cast("long")).alias("bad_items"),
-        F.sum((visits.isNull() | (visits < 1)).cast("long")).alias("bad_visits"),
-        F.sum((~inside).cast("long")).alias("outside"),
+        F.sum(F.coalesce(visits < 1, F.lit(True)).cast("long")).alias("bad_visits"),
+        F.sum((~in_set).cast("long")).alias("outside"),
         *_time_sums(df, first_m),
-    ).first()
-    if not stats["rows"]:
-        raise DataError("the check-in source has no records")
+    ).first().asDict()
+    stats = {name: value or 0 for name, value in stats.items()}  # sums over no rows are null
+    records = df.select(user.alias("user_id"), item.alias("item_id"), "time", visits.alias("visits")).where(kept)
+    if strict:
+        _refuse_malformed(stats, progress)
+        if first_m is not None:
+            _refuse_unordered(df, records, stats, first_m, progress)
+    return records, {"rows_read": stats["rows"], "rows_outside_location_set": stats["outside"] - stats["bad_items"],
+                     "rows_invalid_user_id": stats["bad_users"], "rows_invalid_item_id": stats["bad_items"],
+                     "rows_invalid_visits": stats["bad_visits"]}
+
+
+def _refuse_malformed(stats, progress) -> None:
+    rows = stats["rows"]
+    if not rows:
+        validation.refuse_strictly("the check-in source has no records", "0 rows", progress)
     for column, count in (("user_id", stats["bad_users"]), ("item_id", stats["bad_items"])):
         if count:
-            raise DataError(f"column {column} has {count} null or non-integer values (of {stats['rows']} rows)")
+            validation.refuse_strictly(f"column {column} has null or non-integer values", f"{count:,} of {rows:,} rows",
+                                       progress)
     if stats["bad_visits"]:
-        raise DataError(f"column visits has {stats['bad_visits']} values that are not positive integers")
-    records = df.select(user.alias("user_id"), item.alias("item_id"), "time", visits.alias("visits")).where(inside)
-    if first_m is not None:
-        _refuse_unordered(df, records, stats, first_m)
-    return records, {"rows_read": stats["rows"], "rows_outside_location_set": stats["outside"] - stats["bad_items"]}
+        validation.refuse_strictly("column visits has values that are not positive integers",
+                                   f"{stats['bad_visits']:,} of {rows:,} rows", progress)
+
+
+def guard_figures(df: DataFrame, locations: ItemDomain) -> tuple[int, int]:
+    """(users with a usable id, the sum over them of ⌊SHARE_GRID · d/n⌋, d of a user's n rows
+    not kept by validate_checkins): the guards' figures (families.guards; NOT private until
+    noised). A pass of its own, run only when a guard is set."""
+    user, _item, _visits, _in_set, kept = _checked(df, locations)
+    per_user = (df.select(user.alias("user_id"), (~kept).cast("long").alias("d")).where(F.col("user_id").isNotNull())
+                .groupBy("user_id").agg(F.count(F.lit(1)).alias("n"), F.sum("d").alias("d")))
+    row = per_user.agg(F.count(F.lit(1)).alias("users"),
+                       F.sum(F.expr(f"d * {validation.SHARE_GRID} div n")).alias("share")).first()
+    return int(row["users"]), int(row["share"] or 0)
 
 
 def _time_sums(df: DataFrame, first_m: int | None) -> list:
@@ -129,28 +171,28 @@ def _time_sums(df: DataFrame, first_m: int | None) -> list:
     return [F.sum(unparsed.cast("long")).alias("bad_times"), F.sum(F.col("time").isNull().cast("long")).alias("untimed")]
 
 
-def _refuse_unordered(df: DataFrame, records: DataFrame, stats, first_m: int) -> None:
-    """DataError when time cannot order what bounding keeps (see validate_checkins); the extra
-    pass over the pairs runs only when some check-in has no time."""
+def _refuse_unordered(df: DataFrame, records: DataFrame, stats, first_m: int, progress) -> None:
+    """guards.strict: DataError when time cannot order what bounding keeps (see
+    validate_checkins); the extra pass over the pairs runs only when some check-in has no time."""
     name = df.schema["time_raw"].metadata.get("source_column")
     if stats["bad_times"]:
         example = df.where(F.col("time_raw").isNotNull() & F.col("time").isNull()).select("time_raw").first()[0]
-        raise DataError(f"column {name} has {stats['bad_times']} values that are neither numbers nor timestamps, "
-                        f"e.g. {example!r} (of {stats['rows']} rows); each user's first M locations are chosen "
-                        "by time, so every check-in needs one")
+        validation.refuse_strictly(f"column {name} has values that are neither numbers nor timestamps (each user's "
+                                   "first M locations are chosen by time, so every check-in needs one)",
+                                   f"{stats['bad_times']:,} of {stats['rows']:,} rows, e.g. {example!r}", progress)
     if not stats["untimed"]:
         return
     firsts = records.groupBy("user_id", "item_id").agg(F.min("time").alias("first"))
     users = firsts.groupBy("user_id").agg(F.count(F.lit(1)).alias("n"), F.count("first").alias("timed")) \
         .where((F.col("n") > first_m) & (F.col("timed") < F.col("n"))).count()
     if users:
-        missing = (f"the column {name} is empty in {stats['untimed']} of {stats['rows']} rows" if name
-                   else "the source has no time column")
+        missing = f"the column {name} is empty in {stats['untimed']:,} of {stats['rows']:,} rows"
         who = "1 user has" if users == 1 else f"{users:,} users have"
-        raise DataError(f"{who} more than M = {first_m} locations, and {missing}: their first M by "
-                        "first visit are not known (they would silently be chosen by location id). Give every "
-                        "check-in a time (source.columns.time), or set algorithm.location_choice = \"random\" "
-                        "to keep a uniformly random M")
+        validation.refuse_strictly(
+            f"some users have more than M = {first_m} locations and check-ins without a time: their first M by "
+            "first visit are not known (they would be chosen by location id). Give every check-in a time "
+            "(source.columns.time), or set algorithm.location_choice = \"random\" to keep a uniformly random M",
+            f"{who} more than M locations; {missing}", progress)
 
 
 # ---------------------------------------------------------------------------

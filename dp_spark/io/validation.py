@@ -21,10 +21,15 @@ from pyspark.sql import types as T
 
 from dp_spark.bounding import keys
 from dp_spark.core.domain import NUMBER, AttributeDomain, ItemDomain
+from dp_spark.core.progress import diagnostic
 from dp_spark.errors import DataError
 from dp_spark.io.session import default_parallelism
 
 ID_COLUMNS = ("user_id", "item_id")
+# A user's share of rows outside the domain, for the guards (families.guards), is counted in
+# steps of 1/SHARE_GRID: ⌊SHARE_GRID · outside / rows⌋, an integer in [0, SHARE_GRID], so that
+# its sum over users is exact and moves by at most SHARE_GRID with one user.
+SHARE_GRID = 1024
 
 
 _INTEGER_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -169,33 +174,48 @@ class ValidatedRecords:
     rows_outside_domain: dict[str, int] | None = None
     # Says which values did not match the domain, quoting a few (NOT private; reads records).
     explain: Callable[[], str] = lambda: ""
+    # For the guards (NOT private until they noise them): users with a usable id, and the sums
+    # over them of ⌊SHARE_GRID · share⌋ of their rows outside the domain ("all"), and of their
+    # rows whose attribute is outside its domain ("attr"; with items selected privately, the
+    # items left out are no mismatch).
+    users_read: int = 0
+    dropped_share: dict[str, int] | None = None
 
     def release(self) -> None:
         """Drop the cached per-user table once the job no longer needs it."""
         self.cached.unpersist()
 
 
-def _id_problem(df: DataFrame, column: str, rows: int, items: ItemDomain | None = None) -> str | None:
-    """Why ``column`` is unusable (null or non-integer values), or None. Error path only.
-    ``items`` is the domain the item column is read against."""
+def _id_problem(df: DataFrame, column: str, rows: int, items: ItemDomain | None = None) -> tuple[str, str] | None:
+    """Why ``column`` is unusable (null or non-integer values), or None: (what is wrong, the
+    count and an example, which quote the records: NOT private). Error path only. ``items`` is
+    the domain the item column is read against."""
     bad, _typed = _item_values(df, items, column) if column == "item_id" else _integer_problems(df, column)
     stats = df.agg(F.sum(F.col(column).isNull().cast("long")).alias("nulls"),
                    F.sum(bad.cast("long")).alias("bad")).first()
     if stats["nulls"]:
-        return f"column {column} has {stats['nulls']} null values (of {rows} rows)"
+        return f"column {column} has null values", f"{stats['nulls']:,} of {rows:,} rows"
     if stats["bad"]:
         example = df.where(bad).select(F.col(column).cast("string")).first()[0]
-        return (f"column {column} has {stats['bad']} non-integer values, e.g. {example!r} (of {rows} rows); ids "
-                "must be whole numbers in the 64-bit range")
+        return (f"column {column} has non-integer values (ids must be whole numbers within the range of a long)",
+                f"{stats['bad']:,} of {rows:,} rows, e.g. {example!r}")
     return None
+
+
+def refuse_strictly(problem: str, detail: str, progress) -> None:
+    """guards.strict: refuse the source. The message names the problem only; how many rows and
+    which values (NOT private) go to the operator's diagnostics."""
+    diagnostic(progress, f"{problem}: {detail}")
+    raise DataError(f"{problem}; guards.strict refuses such a source (without it, these rows are dropped and "
+                    "counted in the diagnostics: dp-spark run --diagnostics)")
 
 
 def keyed_by_user(df: DataFrame) -> DataFrame:
     """(user_id, item_id) with the user id parsed as validation parses it, for partition selection:
     "1", " 01" and "1.0" are one user (the privacy unit), so one user's bound on distinct items
     cannot be multiplied by spelling the id several ways. Rows whose user id does not parse are
-    left out (validation refuses them afterwards). Item ids must be integers or strings, as a
-    selected domain's are; checked here, before any budget is spent."""
+    left out (validation drops them too, or refuses them when strict). Item ids must be integers
+    or strings, as a selected domain's are; checked here, before any budget is spent."""
     item_type = df.schema["item_id"].dataType
     if not isinstance(item_type, (*_INTEGER_TYPES, T.StringType)):
         raise DataError(f"column item_id has type {item_type.simpleString()}; items selected privately need integer "
@@ -205,15 +225,19 @@ def keyed_by_user(df: DataFrame) -> DataFrame:
 
 
 def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDomain | None,
-                     one_per_user_salt: int | None = None, item_sets: bool = False) -> ValidatedRecords:
+                     one_per_user_salt: int | None = None, item_sets: bool = False, strict: bool = False,
+                     progress=None) -> ValidatedRecords:
     """Check ids, cast them, and drop rows outside the public domain.
 
     One pass: a per-user aggregation that counts each user's in-domain rows
     (which bounding reuses), then summed per row count on that small cached
-    table (bounding reuses the users per row count too). Null or
-    non-integer ids are an error (item ids: non-integer only against an
-    integer domain; a string domain compares them as strings); ids outside
-    the domain are dropped and counted in the NOT-private diagnostics.
+    table (bounding reuses the users per row count too). Ids outside the
+    domain are dropped and counted in the NOT-private diagnostics, and so
+    are rows with a null or non-integer id (item ids: non-integer only
+    against an integer domain; a string domain compares them as strings):
+    whether a run goes on must not depend on one record. With ``strict``
+    (guards.strict) such ids, or no records at all, are a DataError instead;
+    ``progress`` then gets how many (a diagnostic).
 
     The pass keeps as few running sums as it can (each costs about a tenth of
     the scan; docs/performance.md): an unusable user id lands in the null
@@ -282,18 +306,21 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     groups = per_user.groupBy("_n", F.col("user_id").isNull().alias("null_user"), *(["_r"] if sets else [])).agg(
         F.count(F.lit(1)).alias("users"), F.sum("rows").alias("rows"), F.sum("out_items").alias("out_items"),
         (F.sum("bad_items") if item_can_be_bad else F.lit(0)).alias("bad_items"),
+        # The guards' share sums, exact in integers (SHARE_GRID); the null user's group is left out below.
+        F.sum(F.expr(f"(rows - _n) * {SHARE_GRID} div rows")).alias("share_all"),
+        F.sum(F.expr(f"(rows - _n - out_items) * {SHARE_GRID} div rows")).alias("share_attr"),
     ).toPandas()
     stats = {"rows": int(groups["rows"].sum()), "_n": int((groups["_n"] * groups["users"]).sum()),
              "out_items": int(groups["out_items"].sum()), "bad_items": int(groups["bad_items"].sum()),
-             "bad_users": int(groups.loc[groups["null_user"], "rows"].sum())}
-    if not stats["rows"]:
-        per_user.unpersist()
-        raise DataError("the source has no records")
-    for column in ID_COLUMNS if stats["bad_users"] or stats["bad_items"] else ():
-        problem = _id_problem(df, column, stats["rows"], items)
+             "bad_users": int(groups.loc[groups["null_user"].astype(bool), "rows"].sum())}
+    if strict:
+        problem = ("the source has no records", "0 rows") if not stats["rows"] else None
+        for column in ID_COLUMNS if stats["bad_users"] or stats["bad_items"] else ():
+            problem = problem or _id_problem(df, column, stats["rows"], items)
         if problem:
             per_user.unpersist()
-            raise DataError(problem)
+            refuse_strictly(*problem, progress)
+    usable = groups[~groups["null_user"].astype(bool)]
     records = df.select(
         user.alias("user_id"),
         item.alias("item_id"),
@@ -304,19 +331,25 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     # attribute check, and the popularity sample the attribute column (docs/performance.md).
     if stats["_n"] < stats["rows"]:
         records = records.where(in_items & in_attrs)
+    if stats["bad_users"]:  # rows whose user id is unusable belong to no user: dropped
+        records = records.where(F.col("user_id").isNotNull())
     diagnostics = {
         "rows_read": stats["rows"],
         "rows_outside_item_domain": stats["out_items"],
         # Rows whose item is in the domain but whose attribute value is not.
         "rows_outside_attribute_domain": stats["rows"] - stats["_n"] - stats["out_items"],
+        # Dropped for a null or non-integer id (item ids: counted under rows_outside_item_domain too).
+        "rows_invalid_user_id": stats["bad_users"],
+        "rows_invalid_item_id": stats["bad_items"],
     }
     outside = {"item_id": stats["out_items"],
                **({"attr": diagnostics["rows_outside_attribute_domain"]} if attributes else {})}
-    counts = per_user.where(F.col("_n") > 0).select("user_id", "_n")
-    users_by_n = groups[groups["_n"] > 0].groupby("_n")["users"].sum()
-    one_per_user = per_user.where(F.col("_n") > 0).select("user_id", "_sampled_item") if sample else None
-    sets_per_user = per_user.where(F.col("_n") > 0).select("user_id", "_items", "_r") if sets else None
-    users_by_items = groups[groups["_n"] > 0].groupby("_r")["users"].sum() if sets else None
+    with_rows = (F.col("_n") > 0) & F.col("user_id").isNotNull()
+    counts = per_user.where(with_rows).select("user_id", "_n")
+    users_by_n = usable[usable["_n"] > 0].groupby("_n")["users"].sum().astype("int64")
+    one_per_user = per_user.where(with_rows).select("user_id", "_sampled_item") if sample else None
+    sets_per_user = per_user.where(with_rows).select("user_id", "_items", "_r") if sets else None
+    users_by_items = usable[usable["_n"] > 0].groupby("_r")["users"].sum().astype("int64") if sets else None
 
     def explain() -> str:
         parts = []
@@ -327,4 +360,6 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         return "; ".join(p for p in parts if p)
 
     return ValidatedRecords(records, diagnostics, counts, per_user, users_by_n, one_per_user, sets_per_user,
-                            users_by_items, outside, explain)
+                            users_by_items, outside, explain, users_read=int(usable["users"].sum()),
+                            dropped_share={"all": int(usable["share_all"].sum()),
+                                           "attr": int(usable["share_attr"].sum())})

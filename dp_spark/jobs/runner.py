@@ -37,7 +37,7 @@ def job_domains(cfg: JobConfig, spark=None) -> Domains:
 def plan_budget(cfg: JobConfig) -> dict[str, Fraction]:
     """The epsilon split this job will spend; refuses one that exceeds the total."""
     with_edges = Domains(None, attribute_domain(cfg.attributes))  # the split needs only whether there are edges
-    return plan_split(_family(cfg), cfg.params, cfg.epsilon, with_edges, cfg.epsilon_parts)
+    return plan_split(_family(cfg), cfg.params, cfg.epsilon, with_edges, cfg.epsilon_parts, cfg.guards)
 
 
 @dataclass(frozen=True)

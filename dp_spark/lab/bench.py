@@ -154,7 +154,7 @@ def floor_apriori(spark, data: str) -> dict:
 
     records, sup_min = frapp_settings()
     specs = [attribute_spec(entry, i) for i, entry in enumerate(records)]
-    table = frapp_mining.coded(spark.read.parquet(data), specs)
+    table = frapp_mining.coded(spark.read.parquet(data), specs)[0]
     return frapp_mining.mine(table, frapp_mining.sizes_of([spec.attribute() for spec in specs]), None, sup_min)
 
 

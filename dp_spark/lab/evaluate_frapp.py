@@ -46,7 +46,7 @@ def run_methods(cfg: JobConfig, spark, methods: list[str], runs: int, progress) 
     sizes = fm.sizes_of([s.attribute() for s in specs])
     sup_min = cfg.frapp["sup_min"]
     records, _ = bounded_records(read_whole_records(spark, cfg.source), cfg.params.records_per_user, cfg.seed)
-    table = fm.coded(records, specs).localCheckpoint(eager=True)
+    table = fm.coded(records, specs)[0].localCheckpoint(eager=True)
     progress(f"exact Apriori on the raw records (NOT private), support {sup_min:g}")
     truth = fm.mine(table, sizes, None, sup_min, progress)
     results = []

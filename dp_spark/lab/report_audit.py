@@ -76,6 +76,13 @@ ALLOWED: tuple[Allowed, ...] = (
             "(post-processing of the local-DP release)"),
     Allowed("outputs.frequent_itemsets.rows", "FRAPP's itemsets are mined from the perturbed records "
             "(post-processing of the local-DP release)"),
+    # The guards' figures: discrete Laplace releases in the ledger (steps "guard: ..."), and the
+    # fractions are post-processing of them. Their limits and ε are config, so not listed.
+    Allowed("guards.users_noisy", "the guards' noisy user count (ledger step guard: users)"),
+    Allowed("guards.dropped_fraction_noisy", "post-processing of the guards' noisy share sum and user count "
+            "(ledger steps guard: ...)"),
+    Allowed("guards.truncated_fraction_noisy", "post-processing of the guards' noisy count of users over the "
+            "bound and user count (ledger steps guard: ...)"),
 )
 
 # The step names of ledger entries that carry a number chosen from a DP output (the cluster count,

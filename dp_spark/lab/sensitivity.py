@@ -28,7 +28,8 @@ from dp_spark.algorithms import dpsense, sampling
 from dp_spark.bounding import item_rows, keys, user_keys, user_locations, user_records
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.families.frapp import bounded_records
-from dp_spark.io.validation import validate_records
+from dp_spark.io.checkins import guard_figures as guard_figures_of_checkins
+from dp_spark.io.validation import SHARE_GRID, validate_records
 
 SEED = 11  # known to the adversary: every salt is derived from it
 ITEMS = 12
@@ -78,9 +79,12 @@ def neighbour(base: pd.DataFrame, extra: pd.DataFrame, layout: str) -> pd.DataFr
     raise ValueError(f"unknown layout {layout!r}")
 
 
-def frame(spark: SparkSession, rows: pd.DataFrame, layout: str = "first") -> DataFrame:
+SCHEMA = "user_id long, item_id long, attr string"
+
+
+def frame(spark: SparkSession, rows: pd.DataFrame, layout: str = "first", schema: str = SCHEMA) -> DataFrame:
     """The rows as Spark reads them, in their order; "reshuffled" over five partitions."""
-    df = spark.createDataFrame(rows, "user_id long, item_id long, attr string")
+    df = spark.createDataFrame(rows, schema)
     return df.repartition(5) if layout == "reshuffled" else df.coalesce(2)
 
 
@@ -190,6 +194,34 @@ def frapp_sample(df: DataFrame, distinct: bool) -> np.ndarray:
     return item_edges.edge_counts(kept, ITEM_DOMAIN, ATTRIBUTE_DOMAIN).ravel()
 
 
+# The guards count coverage against narrower domains, so that D has rows outside them.
+GUARD_DOMAIN = ItemDomain(ids=np.arange(1, ITEMS - 2, dtype=np.int64), description="guard audit",
+                          id_range=(1, ITEMS - 3))
+GUARD_ATTRIBUTES = AttributeDomain(ATTRS[:2])
+
+
+def guard_figures(df: DataFrame, distinct: bool) -> np.ndarray:
+    """The guards' figures from validation's pass (families.guards.GuardFigures): users, the
+    dropped-share sum and the users over the bound, the counts of users scaled by SHARE_GRID so
+    that every coordinate's sensitivity is SHARE_GRID."""
+    validated = validate_records(_keyed(df, distinct), GUARD_DOMAIN, GUARD_ATTRIBUTES)
+    try:
+        n = validated.users_by_n.index.to_numpy()
+        truncated = int(validated.users_by_n[n > BOUND].sum())
+        return np.array([validated.users_read * SHARE_GRID, validated.dropped_share["all"],
+                         validated.dropped_share["attr"], truncated * SHARE_GRID], dtype=np.int64)
+    finally:
+        validated.release()
+
+
+def entropy_guard_figures(df: DataFrame, distinct: bool) -> np.ndarray:
+    """Location entropy's guard figures (io.checkins.guard_figures): users (scaled by SHARE_GRID)
+    and the dropped-share sum."""
+    checkins = df.select("user_id", "item_id", F.lit(1).alias("visits"))
+    users, share = guard_figures_of_checkins(checkins, GUARD_DOMAIN)
+    return np.array([users * SHARE_GRID, share], dtype=np.int64)
+
+
 @dataclass(frozen=True)
 class Family:
     """A family's aggregate under audit and its stated sensitivity (L1, and L∞ when it is less)."""
@@ -213,6 +245,9 @@ FAMILIES = (
     Family("user_histogram", user_histogram, 1),
     Family("dpsense_normalized", dpsense_normalized, BOUND << dpsense.GRID_BITS),
     Family("entropy_first_visits", entropy_first_visits, BOUND * VISITS_CAP, linf=VISITS_CAP),
+    # The guards' noisy figures: each coordinate moves by at most SHARE_GRID (families.guards).
+    Family("guard_figures", guard_figures, 4 * SHARE_GRID, linf=SHARE_GRID),
+    Family("entropy_guard_figures", entropy_guard_figures, 2 * SHARE_GRID, linf=SHARE_GRID),
 )
 
 
@@ -230,14 +265,15 @@ class Move:
 
 
 def moves(spark: SparkSession, family: Family, base: pd.DataFrame, extras: list[pd.DataFrame],
-          distinct: bool = False) -> list[Move]:
+          distinct: bool = False, schema: str = SCHEMA) -> list[Move]:
     """The family's move from D to D′ in every layout, D read in its own order; the layouts take
-    the added users of ``extras`` in turn (so one run tries several odd ids)."""
-    on_d = family.aggregate(frame(spark, base), distinct)
+    the added users of ``extras`` in turn (so one run tries several odd ids). ``schema``: the
+    columns' types (string ids to try malformed ones)."""
+    on_d = family.aggregate(frame(spark, base, schema=schema), distinct)
     found = []
     for k, layout in enumerate(LAYOUTS):
         extra = extras[k % len(extras)]
-        on_d2 = family.aggregate(frame(spark, neighbour(base, extra, layout), layout), distinct)
+        on_d2 = family.aggregate(frame(spark, neighbour(base, extra, layout), layout, schema), distinct)
         delta = np.abs(on_d2.astype(np.int64) - on_d.astype(np.int64))
         found.append(Move(family.name, layout, int(delta.sum()), int(delta.max(initial=0))))
     return found

@@ -81,8 +81,7 @@ def hpa_sampler(epsilon: Fraction):
             key = tuple(int(r) for r in ranks)
             if key not in by_ranking:
                 scored = sampling.with_item_values(data, items, ranks, "_score_rank")
-                chosen = user_records.top_selection(scored, HPA_L, "_score_rank", seed=BOUNDING_SEED,
-                                                max_score=len(ranks) - 1)
+                chosen = user_records.top_selection(scored, HPA_L, "_score_rank", seed=BOUNDING_SEED)
                 by_ranking[key] = sampling.bounded_counts(chosen, items, None, sampling.Publisher(), BOUNDING_SEED)
             return by_ranking[key]
 
