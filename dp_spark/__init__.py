@@ -10,8 +10,24 @@ The pipeline is bound -> aggregate -> publish; every epsilon is spent through th
 docs/api.md shows every function; docs/architecture.md the layout of the package.
 """
 
+import os as _os
+import sys as _sys
+
 from dp_spark.errors import ConfigError, DataError, DpSparkError, GuardRefused
 from dp_spark.version import __version__
+
+# Spark's local Python workers run PYSPARK_PYTHON, else whatever `python3` comes first on the PATH,
+# fixed when the SparkContext starts. A script or notebook kernel started as .venv/bin/python
+# (the venv not on the PATH) would get a bare python3 without numpy, pandas or pyarrow. So a
+# session built after `import dp_spark` runs its local workers in this interpreter. Not under
+# spark-submit or the pyspark shell (PYSPARK_GATEWAY_PORT), whose Python is the submitter's
+# choice, never over a choice already made, and not while a context runs: its workers' Python is
+# fixed, and the executors' check (io/executor_env.py) reads the variable to know it.
+# docs/cluster.md: a plain-Python driver of a cluster sets PYSPARK_PYTHON to the nodes' Python.
+_context = getattr(_sys.modules.get("pyspark"), "SparkContext", None)
+if (not _os.environ.get("PYSPARK_PYTHON") and not _os.environ.get("PYSPARK_GATEWAY_PORT") and _sys.executable
+        and getattr(_context, "_active_spark_context", None) is None):
+    _os.environ["PYSPARK_PYTHON"] = _sys.executable
 
 __all__ = [
     "__version__", "BudgetExceeded", "ConfigError", "DataError", "DatasetBudget", "DpSparkError", "GuardRefused",

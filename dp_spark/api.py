@@ -173,8 +173,19 @@ def _attributes(values: Any) -> AttributeDomain | None:
     return attribute_domain(list(values) if not isinstance(values, Mapping) else dict(values))
 
 
+def _spark_dataframe(df) -> None:
+    """Refuse anything but a Spark DataFrame (classic or Connect) before it is touched."""
+    from pyspark.sql import DataFrame
+
+    if not isinstance(df, DataFrame):
+        kind = f"{type(df).__module__}.{type(df).__qualname__}"
+        hint = " (a pandas DataFrame: pass spark.createDataFrame(frame))" if kind.startswith("pandas.") else ""
+        raise ConfigError(f"the records must be a Spark DataFrame, got {kind}{hint}")
+
+
 def _standard_columns(df, columns: dict[str, str | None]):
     """``df`` with the named columns renamed to ours (user_id, item_id, ...), others dropped."""
+    _spark_dataframe(df)
     selected = []
     for ours, theirs in columns.items():
         if theirs is None:
@@ -211,6 +222,9 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
              execution: Execution = Execution()) -> Release:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
+    if budget is not None and not isinstance(budget, DatasetBudget):
+        raise ConfigError(f"budget must be a dp_spark.DatasetBudget shared by the releases of one dataset "
+                          f"(e.g. DatasetBudget(epsilon=5)), got {budget!r}")
     limits = _guards(guards)
     epsilon, split = _split(family, params, domains, epsilon, epsilon_split, limits)
     progress = progress or Progress()
@@ -252,6 +266,9 @@ def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id
             seed=None, budget=None, guards=None, progress=None, candidates=None, effective_items=None,
             delta=None, keys_per_user=None, executor_noise_cells=None, distinct_records=False) -> Release:
     private = isinstance(items, str) and items == PRIVATE_ITEMS
+    if items is None:
+        raise ConfigError(f"{algorithm} needs items: the public item ids (a range, a list, a table such as "
+                          f"{{'range': [1, 100]}}), or items=\"{PRIVATE_ITEMS}\" to select them privately")
     if delta is not None and not private:
         raise ConfigError(f"delta is spent only by partition selection: give items=\"{PRIVATE_ITEMS}\" or no delta")
     if private and delta is None:
@@ -368,8 +385,8 @@ def location_entropy(df, *, locations, epsilon, M=5, C=5, variant="limit", k=50,
                      progress=None, M_candidates=None, C_candidates=None) -> Release:
     """The entropy of each public location's visits (paper 004), each user bounded to ``M``
     locations and ``C`` visits at each. Rows are check-ins: one visit each, or ``visits`` of
-    them; ``time`` orders a user's check-ins for the choice of its M locations (needed when a user
-    has more than M, unless ``location_choice="random"`` keeps a uniformly random M).
+    them; ``time`` orders a user's check-ins for the choice of its M locations (needed by the
+    default ``location_choice="first_visit"``; ``"random"`` keeps a uniformly random M instead).
     ``M="auto"`` and/or ``C="auto"`` choose the bound privately from ``M_candidates`` /
     ``C_candidates`` (public lists; None: the defaults) with the split's ``epsilon_bound``; the
     chosen values are in ``report["algorithm"]["chosen"]``."""

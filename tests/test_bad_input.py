@@ -211,3 +211,15 @@ def test_every_central_family_releases_noise_on_an_empty_source(spark, name):
     empty = spark.createDataFrame([], "user_id long, item_id long")
     release = EMPTY_RELEASES[name](empty)
     assert release.report["epsilon_spent"] > 0 and release.tables
+
+
+def test_api_arguments_of_the_wrong_kind_cost_nothing(spark):
+    """Issue 40: a budget that is not a DatasetBudget, or no items, is a ConfigError before the
+    DatasetBudget is charged or a record read."""
+    df = spark.createDataFrame(GOOD[["user_id", "item_id"]])
+    budget = dp_spark.DatasetBudget(epsilon=2)
+    with pytest.raises(dp_spark.ConfigError, match="budget must be a dp_spark.DatasetBudget"):
+        dp_spark.sra(df, items=range(1, 21), l=2, epsilon=1, budget=5.0)
+    with pytest.raises(dp_spark.ConfigError, match="sra needs items"):
+        dp_spark.sra(df, items=None, l=2, epsilon=1, budget=budget)
+    assert budget.charges == []

@@ -42,6 +42,8 @@ def test_misspelled_key_gets_a_suggestion():
     [
         ("privacy", "epsilon", 0, "privacy.epsilon must be > 0"),
         ("privacy", "epsilon", -1, "privacy.epsilon must be > 0"),
+        ("privacy", "epsilon", "1.0", "privacy.epsilon must be a number, not the string '1.0'"),
+        ("privacy", "epsilon_items", "0.5", "privacy.epsilon_items must be a number, not the string"),
         ("algorithm", "l", 0, "algorithm.l must be an integer >= 1"),
         ("algorithm", "l", 2.5, "algorithm.l must be an integer >= 1"),
         ("algorithm", "name", "sraa", "unknown algorithm 'sraa'"),
@@ -234,3 +236,25 @@ def test_distinct_records_is_off_unless_the_operator_vouches():
     raw = base()
     raw["source"]["distinct_records"] = True
     assert build_config(raw).source.distinct_records is True
+
+
+def test_the_api_refuses_an_epsilon_given_as_text_before_anything_runs():
+    import dp_spark
+
+    with pytest.raises(ConfigError, match="epsilon must be a number, not the string '1.0'"):
+        dp_spark.plan("sra", items=range(1, 5), l=2, epsilon="1.0")
+    with pytest.raises(ConfigError, match="budget epsilon must be a number, not the string"):
+        dp_spark.DatasetBudget(epsilon="5")
+    assert dp_spark.plan("sra", items=range(1, 5), l=2, epsilon=1.0).epsilon_split == {"epsilon_items": 1.0}
+
+
+def test_api_arguments_of_the_wrong_kind_are_config_errors_before_anything_is_read():
+    import pandas as pd
+
+    import dp_spark
+
+    frame = pd.DataFrame({"user_id": [1, 2], "item_id": [1, 2]})
+    with pytest.raises(ConfigError, match=r"Spark DataFrame, got pandas\.core\.frame\.DataFrame .*createDataFrame"):
+        dp_spark.sra(frame, items=range(1, 3), l=1, epsilon=1)
+    with pytest.raises(ConfigError, match="sra needs items"):
+        dp_spark.sra(frame, items=None, l=1, epsilon=1)

@@ -110,6 +110,17 @@ def executors_with_another_numpy(monkeypatch):
     monkeypatch.setattr(executor_env, "needs_check", lambda spark: True)
     monkeypatch.setattr(executor_env, "_CHECKED", set())
     monkeypatch.setattr(executor_env, "this_python", lambda: driver)
+    monkeypatch.setattr(executor_env, "_local_classic", lambda spark: False)
+
+
+def test_a_local_session_gets_the_local_fix_in_one_line(spark, executors_with_another_numpy, monkeypatch):
+    """In local mode the cluster's advice (package, submit) does not apply: the message says how
+    the workers' Python is chosen there (issue 40)."""
+    monkeypatch.setattr(executor_env, "_local_classic", lambda spark: True)
+    with pytest.raises(PreflightError, match=r"^in local mode Spark's Python workers run .*numpy \S+ in .*"
+                                             r"os\.environ\['PYSPARK_PYTHON'\] = sys\.executable") as refused:
+        executor_env.check(spark)
+    assert "make package" not in str(refused.value)
 
 
 def test_an_api_call_is_refused_before_its_budget_is_charged(spark, executors_with_another_numpy):

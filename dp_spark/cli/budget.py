@@ -36,7 +36,7 @@ def budget(args) -> int:
         info = budget_store.summary(args.path, args.dataset)
         print(json.dumps(info, indent=2) if args.json else budget_store.summary_text(info))
         return EXIT_OK
-    epsilon_cap = as_epsilon(args.epsilon_cap, "--epsilon-cap")
+    epsilon_cap = as_epsilon(args.epsilon_cap, "--epsilon-cap", text=True)
     delta_cap = None if args.delta_cap is None else budget_store.check_delta_cap(args.delta_cap, "--delta-cap")
     if args.action == "create":
         budget_store.create(args.path, args.dataset, epsilon_cap, delta_cap, args.reason)

@@ -89,12 +89,17 @@ class BudgetExceeded(DpSparkError):
     """A spend (or a planned split) would exceed the total epsilon."""
 
 
-def as_epsilon(value: object, name: str = "epsilon") -> Fraction:
+def as_epsilon(value: object, name: str = "epsilon", text: bool = False) -> Fraction:
     """Turn a config value into an exact positive epsilon, or raise ConfigError.
 
     Decimal strings of floats are taken literally (0.45 -> 9/20), so budgets
-    written in a config add up the way a reader expects.
+    written in a config add up the way a reader expects. A string is a number
+    only where text is what the value comes as (``text``: a command-line flag
+    such as ``--epsilon-cap 1/3``, the budget store's exact fractions); in a
+    config or an API call "1.0" is a mistake to point out, not to guess at.
     """
+    if isinstance(value, str) and not text:
+        raise ConfigError(f"{name} must be a number, not the string {value!r} (write it without quotes)")
     if isinstance(value, bool) or not isinstance(value, (int, float, str, Fraction)):
         raise ConfigError(f"{name} must be a number, got {value!r}")
     try:

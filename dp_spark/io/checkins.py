@@ -13,6 +13,8 @@ lines, tab- or comma-separated (the first line decides); ``parquet``, ``csv`` an
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
 from pathlib import Path
 
@@ -37,14 +39,24 @@ PAPER_TABLE_2 = {  # paper 004 Table 2 (ALGORITHMS.md §9.5)
 }
 
 
-def _text_checkins(spark: SparkSession, path: str) -> DataFrame:
-    files = sorted(Path(path).glob("*")) if Path(path).is_dir() else [Path(path)]
+# Compressed text Spark reads by its file name's extension; the first line is read the same way.
+_OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
+
+
+def _first_line(path: Path, encoding: str) -> str:
+    opener = _OPENERS.get(path.suffix, open)
+    with opener(path, "rt", encoding=encoding, errors="replace") as handle:
+        return handle.readline()
+
+
+def _text_checkins(spark: SparkSession, path: str, encoding: str = "utf-8") -> DataFrame:
+    files = sorted(p for p in Path(path).glob("*") if not p.name.startswith((".", "_"))) if Path(path).is_dir() \
+        else [Path(path)]
     if not files or not files[0].exists():
         raise DataError(f"check-in file {path!r} not found")
-    with open(files[0], encoding="utf-8", errors="replace") as handle:
-        first = handle.readline()
+    first = _first_line(files[0], encoding)
     sep = "\t" if "\t" in first else ","
-    raw = spark.read.option("sep", sep).option("header", False).csv(path)
+    raw = spark.read.option("sep", sep).option("header", False).option("encoding", encoding).csv(path)
     if len(raw.columns) < 2:
         raise DataError(f"{path!r}: expected at least user and location per line, separated by tabs or commas")
     names = CHECKIN_FIELDS[: len(raw.columns)] + tuple(f"_extra{i}" for i in range(len(raw.columns) - 5))
@@ -54,7 +66,7 @@ def _text_checkins(spark: SparkSession, path: str) -> DataFrame:
 def read_checkins(spark: SparkSession, source: SourceSpec) -> DataFrame:
     """[user_id, item_id, time (double or null), visits (long)], ids not yet checked."""
     if source.format == "checkins":
-        df = _text_checkins(spark, source.path)
+        df = _text_checkins(spark, source.path, source.encoding)
     elif source.format == "checkins-synthetic":
         df = spark.read.parquet(source.path).withColumnRenamed("location_id", "item_id") \
             .withColumnRenamed("first_time", "time")

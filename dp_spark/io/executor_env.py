@@ -125,6 +125,24 @@ def needs_check(spark) -> bool:
                 os.path.abspath(worker_python) == os.path.abspath(sys.executable))
 
 
+def _local_classic(spark) -> bool:
+    from dp_spark.io.session import is_connect, local_cores
+
+    return not is_connect(spark) and bool(local_cores(spark.conf.get("spark.master", "")))
+
+
+def _local_mismatch(what: str):
+    """The one line for a local session whose workers run another Python: the cluster advice
+    (package, submit) does not apply there."""
+    from dp_spark.errors import PreflightError
+
+    worker_python = os.environ.get("PYSPARK_PYTHON", "python3")
+    return PreflightError(f"in local mode Spark's Python workers run {worker_python!r} (fixed when the session "
+                          f"started), not this interpreter, and {what}: set os.environ['PYSPARK_PYTHON'] = "
+                          "sys.executable (or import dp_spark) before the SparkSession starts, or start Python with "
+                          "the venv first on the PATH")
+
+
 def check(spark, progress=None) -> None:
     """Refuse (PreflightError) executors whose Python differs from the driver's, before any
     budget is charged; once per application, and not at all where :func:`needs_check` says no."""
@@ -137,12 +155,17 @@ def check(spark, progress=None) -> None:
         return
     if progress is not None:
         progress("checking the executors' Python (numpy, pandas, pyarrow and dp-spark as on the driver)")
+    local = _local_classic(spark)
     try:
         seen = probe(spark)
     except Exception as exc:  # noqa: BLE001 - Spark's own failure, shortened below
+        if local:
+            raise _local_mismatch(f"they could not run dp-spark's check ({failure_reason(exc)})") from None
         raise PreflightError(f"the executors could not run dp-spark's Python check: {failure_reason(exc)}. "
                              f"{FIX}") from None
     problems = differences(this_python(), seen)
+    if problems and local:
+        raise _local_mismatch(problems[0])
     if problems:
         shown = problems[:6] + ([f"... and {len(problems) - 6} more"] if len(problems) > 6 else [])
         raise PreflightError("the executors' Python does not match the driver's: " + "; ".join(shown) + f". {FIX}")

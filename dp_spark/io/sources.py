@@ -37,6 +37,9 @@ class SourceSpec:
     # source.distinct_records: the operator vouches that no user has two identical records, so
     # the rows' occurrence indices (a shuffle of every record) are not computed (bounding.keys).
     distinct_records: bool = False
+    # source.encoding: the character set of a CSV or check-in text file, as Spark names it
+    # ("utf-8", "iso-8859-1", "utf-16le", ...; jobs.config.SPARK_CHARSETS).
+    encoding: str = "utf-8"
 
 
 def _read_raw(spark: SparkSession, source: SourceSpec) -> DataFrame:
@@ -44,7 +47,8 @@ def _read_raw(spark: SparkSession, source: SourceSpec) -> DataFrame:
         if source.format == "parquet":
             return spark.read.parquet(source.path)
         if source.format == "csv":
-            reader = spark.read.option("sep", source.sep).option("header", source.header)
+            reader = spark.read.option("sep", source.sep).option("header", source.header) \
+                .option("encoding", source.encoding)
             df = reader.csv(source.path)
             if source.header:
                 refuse_data_as_header(df.columns, source)

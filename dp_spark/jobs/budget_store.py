@@ -112,7 +112,7 @@ def _load(path: Path, dataset: str | None) -> dict | None:
                           f"not {dataset!r}")
     if state["format"] == FORMAT:
         try:
-            as_epsilon(state.get("epsilon_cap"), "epsilon_cap")
+            as_epsilon(state.get("epsilon_cap"), "epsilon_cap", text=True)
             check_delta_cap(state.get("delta_cap"), "delta_cap")
         except ConfigError as exc:
             raise ConfigError(f"budget store {str(path)!r} has a damaged cap: {exc}") from None

@@ -10,6 +10,7 @@ Relative paths are taken relative to the directory the job is started from.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import dataclasses
 import datetime as dt
@@ -44,7 +45,7 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "guards": GUARD_KEYS,
     "execution": ("executor_noise_cells",),
     "budget_store": ("path", "dataset", "epsilon_cap", "delta_cap"),
-    "source": ("format", "path", "table", "sep", "header", "names", "columns", "distinct_records"),
+    "source": ("format", "path", "table", "sep", "header", "names", "columns", "distinct_records", "encoding"),
     "source.columns": STANDARD_COLUMNS,
     "domain": ("items", "attributes", "records"),
     "privacy": ("epsilon", "gamma", "epsilon_partition", "epsilon_bound", "epsilon_items", "epsilon_edges",
@@ -230,6 +231,7 @@ def _source(raw: dict[str, Any]) -> SourceSpec:
     distinct = table.get("distinct_records", False)
     if not isinstance(distinct, bool):
         raise ConfigError(f"source.distinct_records must be true or false, got {distinct!r}")
+    encoding = _encoding(table.get("encoding"), fmt)
     return SourceSpec(
         format=fmt,
         path=table.get("path"),
@@ -239,7 +241,36 @@ def _source(raw: dict[str, Any]) -> SourceSpec:
         names=tuple(names) if names else None,
         columns=columns,
         distinct_records=distinct,
+        encoding=encoding,
     )
+
+
+TEXT_FORMATS = ("csv", "checkins")
+# The character sets Spark 4's CSV reader takes (its CSVOptions refuse others), by Python's
+# canonical codec name, which the first-line peek of a check-in file uses.
+SPARK_CHARSETS = {"utf-8": "utf-8", "iso8859-1": "iso-8859-1", "ascii": "us-ascii", "utf-16": "utf-16",
+                  "utf-16-be": "utf-16be", "utf-16-le": "utf-16le", "utf-32": "utf-32"}
+
+
+def _encoding(value: Any, fmt: str) -> str:
+    """source.encoding as Spark names it, checked before anything is read: an unknown one, one
+    Spark cannot read, or one for a source that is not text, is refused."""
+    if value is None:
+        return "utf-8"
+    if fmt not in TEXT_FORMATS:
+        raise ConfigError(f"source.encoding applies to text sources ({', '.join(TEXT_FORMATS)}), not {fmt!r}")
+    if not isinstance(value, str):
+        raise ConfigError(f"source.encoding must be a character set name such as \"latin-1\", got {value!r}")
+    try:
+        name = codecs.lookup(value).name
+    except LookupError:
+        raise ConfigError(f"unknown source.encoding {value!r}; Spark reads {', '.join(SPARK_CHARSETS.values())}") \
+            from None
+    if name not in SPARK_CHARSETS:
+        raise ConfigError(f"Spark cannot read source.encoding {value!r}: it reads "
+                          f"{', '.join(SPARK_CHARSETS.values())}; convert the file first, e.g. `iconv -f {value} "
+                          "-t utf-8`")
+    return SPARK_CHARSETS[name]
 
 
 def build_config(raw: dict[str, Any]) -> JobConfig:
