@@ -29,7 +29,7 @@ import signal
 import sys
 import traceback
 
-from dp_spark.cli import budget, measure, plan, run, tune
+from dp_spark.cli import budget, measure, plan, run, spark_args, tune
 from dp_spark.cli.exits import EXIT_BUDGET, EXIT_INPUT, EXIT_RUNTIME, quiet_spark_error_logs, root_cause
 from dp_spark.core.privacy import BudgetExceeded
 from dp_spark.errors import DpSparkError, Interrupted
@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("config", help="job config, e.g. conf/demo.toml")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a config key, e.g. --set privacy.epsilon=0.5 (repeatable)")
-    run.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
+    spark_args.add_arguments(run)
     run.add_argument("--run-date", metavar="YYYY-MM-DD",
                      help="write the release to OUTPUT/run_date=YYYY-MM-DD/ (same as the config key run_date); "
                           "re-running a date that has a release does nothing")
@@ -81,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--out", default="evaluation", help="directory for evaluation.json and evaluation.md")
     evaluate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                           help="override a config key (repeatable)")
-    evaluate.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
+    spark_args.add_arguments(evaluate)
 
     audit = commands.add_parser("audit", help="empirical lower bound on a mechanism's epsilon (exit 4 if above "
                                 "its claim)")
@@ -121,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     audit_report.add_argument("--seed", type=int, default=0, help="the seed of both runs (default 0)")
     audit_report.add_argument("--out", help="keep both releases here (D/ and D_prime/); default: a temporary "
                               "local directory, removed afterwards")
-    audit_report.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
+    spark_args.add_arguments(audit_report)
     return parser
 
 

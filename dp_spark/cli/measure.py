@@ -3,6 +3,7 @@ NOT private; they import the lab (dp_spark.lab) inside the functions only."""
 
 from __future__ import annotations
 
+from dp_spark.cli import spark_args
 from dp_spark.cli.exits import EXIT_AUDIT, EXIT_OK, to_stderr
 from dp_spark.errors import DpSparkError
 
@@ -40,7 +41,7 @@ def audit_report(args) -> int:
 
     cfg = load_config(args.config, args.overrides)
     plan_budget(cfg)  # fail on a bad split before starting Spark
-    spark = get_session(args.master, cfg.spark)
+    spark = get_session(spark_args.master_of(args), cfg.spark)
     workdir = args.out or tempfile.mkdtemp(prefix="dp-spark-audit-report-")
     try:
         user = args.remove_user
@@ -106,7 +107,7 @@ def evaluate(args) -> int:
         raise DpSparkError(f"--m must be >= 1, got {args.m}")
     for method in methods:
         evaluate.method_config(cfg, method, args.m)  # refuse a bad method before Spark starts
-    spark = get_session(args.master, cfg.spark)
+    spark = get_session(spark_args.master_of(args), cfg.spark)
     records = evaluate.evaluate(cfg, spark, methods, args.runs, args.m, to_stderr)
     meta = {"config": args.config, "runs": args.runs, "epsilon": float(cfg.epsilon), "seed": cfg.seed,
             **evaluator.meta(cfg, args.m)}

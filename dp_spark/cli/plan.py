@@ -9,6 +9,7 @@ section. Spark starts only when the item domain is a table.
 
 from __future__ import annotations
 
+from dp_spark.cli import spark_args
 from dp_spark.cli.exits import EXIT_OK
 from dp_spark.errors import ConfigError
 
@@ -22,7 +23,7 @@ def add_parser(commands) -> None:
     plan.add_argument("--alpha", type=float, default=None,
                       help="also show the (1 - alpha) interval (default 0.1: the 90%% interval)")
     plan.add_argument("--json", action="store_true", help="print privacy.json's accuracy section as JSON")
-    plan.add_argument("--master", help="Spark master URL, used only for a domain read from a table")
+    spark_args.add_arguments(plan, "Spark master URL, used only for a domain read from a table")
 
 
 def plan(args) -> int:
@@ -46,7 +47,7 @@ def plan(args) -> int:
         from dp_spark.core.domain import refuse_source_table
         from dp_spark.io.session import get_session
 
-        spark = get_session(args.master, cfg.spark)
+        spark = get_session(spark_args.master_of(args), cfg.spark)
         refuse_source_table(cfg.items, spark, cfg.source)  # as run refuses it: a private domain
     domains = job_domains(cfg, spark)
     section = accuracy_section(family, cfg.params, cfg.epsilon, domains, split, alpha)

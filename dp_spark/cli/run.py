@@ -7,6 +7,7 @@ import io
 import signal
 import threading
 
+from dp_spark.cli import spark_args
 from dp_spark.cli.exits import EXIT_INPUT, EXIT_OK, error_fields, status_of, to_stderr
 from dp_spark.errors import DpSparkError, Interrupted
 
@@ -262,7 +263,7 @@ def _run_job(args, progress, arm_signals=lambda: None):
         if unchanged is not None:
             return unchanged
     with progress.stage("spark"):
-        spark = get_session(args.master, cfg.spark, progress_bar=False if progress.json else None,
+        spark = get_session(spark_args.master_of(args), cfg.spark, progress_bar=False if progress.json else None,
                             jvm_stderr=progress.spark_log if progress.json else None)
         arm_signals()  # again: a classic session has put its own handler on SIGINT
     return run_job(cfg, spark, progress, force=args.force)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from dp_spark.cli import spark_args
 from dp_spark.cli.exits import EXIT_OK, to_stderr
 from dp_spark.errors import DpSparkError
 
@@ -23,7 +24,7 @@ def add_parser(commands) -> None:
     tune.add_argument("--bound-share", type=Fraction, default=None,
                       help="share of epsilon the private bound selection would spend (default 1/10)")
     tune.add_argument("--json", action="store_true", help="print the result as JSON")
-    tune.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
+    spark_args.add_arguments(tune)
 
 
 def _bounds(text: str | None) -> list[int] | None:
@@ -51,7 +52,7 @@ def tune(args) -> int:
     if cfg.algorithm not in tune.COUNTS_ALGORITHMS:
         raise DpSparkError(f"tune works on counts configs ({', '.join(tune.COUNTS_ALGORITHMS)}); "
                            f"{cfg.algorithm!r} is not one")
-    spark = get_session(args.master, cfg.spark)
+    spark = get_session(spark_args.master_of(args), cfg.spark)
     rows, setup = tune.run(cfg, spark, candidates, share, to_stderr)
     result = tune.report(rows, setup, share, cfg.l, args.config)
     if args.json:

@@ -380,7 +380,7 @@ def _reads_source(spark: Any, table: Any, source: Any) -> bool:
     # Spark lists the files under the source path (qualified as the domain table's are, on any
     # filesystem and without a JVM call from Python, so on Spark Connect too); nothing is read.
     try:
-        source_files = spark.read.option("recursiveFileLookup", "true").text(source.path).inputFiles()
+        source_files = spark.read.option("recursiveFileLookup", "true").text(source.spark_path).inputFiles()
     except Exception:  # a missing source: reading it later will say so
         return False
     return bool(files & {_location(f) for f in source_files})

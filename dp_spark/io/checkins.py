@@ -66,9 +66,9 @@ def _text_checkins(spark: SparkSession, path: str, encoding: str = "utf-8") -> D
 def read_checkins(spark: SparkSession, source: SourceSpec) -> DataFrame:
     """[user_id, item_id, time (double or null), visits (long)], ids not yet checked."""
     if source.format == "checkins":
-        df = _text_checkins(spark, source.path, source.encoding)
+        df = _text_checkins(spark, source.spark_path, source.encoding)
     elif source.format == "checkins-synthetic":
-        df = spark.read.parquet(source.path).withColumnRenamed("location_id", "item_id") \
+        df = spark.read.parquet(source.spark_path).withColumnRenamed("location_id", "item_id") \
             .withColumnRenamed("first_time", "time")
     else:
         df = sources._read_raw(spark, source)

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from dp_spark.errors import DpSparkError, PreflightError
+from dp_spark.errors import ConfigError, DpSparkError, PreflightError
 
 # Settings every dp-spark job wants, under spark-submit too (the session is
 # built here); a job's [spark] table overrides them.
@@ -112,14 +112,39 @@ def local_cores(master: str) -> int | None:
     return (os.cpu_count() or 1) if count == "*" else int(count)
 
 
+CONNECT_SCHEME = "sc://"
+
+
+def connect_url(master: str | None, conf: dict[str, str], environ=os.environ) -> str | None:
+    """The Spark Connect server a session should use, or None for a classic session: a master
+    given as ``sc://...`` (``--remote`` and ``--master`` alike), else the job's ``spark.remote``,
+    else ``SPARK_REMOTE``. Under spark-submit the JVM is already up: classic."""
+    if master is not None:
+        if master.startswith(CONNECT_SCHEME):
+            return master
+        other = conf.get("spark.remote") or environ.get("SPARK_REMOTE")
+        if other:
+            raise ConfigError(f"both a Spark master ({master}) and a Spark Connect server ({other}, from "
+                              f"{'spark.remote' if conf.get('spark.remote') else 'SPARK_REMOTE'}) are given: "
+                              "keep one")
+        return None
+    if environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    return conf.get("spark.remote") or environ.get("SPARK_REMOTE") or None
+
+
 def get_session(master: str | None = None, conf: dict[str, str] | None = None, app_name: str = "dp-spark",
                 progress_bar: bool | None = None, jvm_stderr: Callable[[str], None] | None = None):
     """The active session, or a new one: ``master`` if given, else the master
-    spark-submit set, else ``local[*]``.
+    spark-submit set, else ``local[*]``; a Spark Connect session when :func:`connect_url`
+    names a server.
 
     Spark's console progress bar is on when ``progress_bar`` says so, by default when stderr is a
     terminal. A driver JVM launched here logs through LOG4J2_FILE (unless the site has its own),
     and with ``jvm_stderr`` writes its stderr, line by line, to that callable instead of ours."""
+    url = connect_url(master, conf or {})
+    if url is not None:
+        return connect_session(url, {k: v for k, v in (conf or {}).items() if k != "spark.remote"}, app_name)
     check_java()
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
@@ -160,26 +185,60 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None, a
     return spark
 
 
+def connect_session(url: str, conf: dict[str, str], app_name: str = "dp-spark"):
+    """A Spark Connect session on the server at ``url`` (``sc://host:port``; ``local[N]`` starts
+    one in this process, which needs Java). The server was configured when it started: of the
+    job's settings only runtime SQL ones can be set here; any other the server does not hold
+    gives a SparkSettingNotApplied warning, as on a classic session already running."""
+    from pyspark.sql import SparkSession
+
+    local_server = not url.startswith(CONNECT_SCHEME)
+    if local_server:
+        check_java()
+    builder = SparkSession.builder.remote(url).appName(app_name)
+    if local_server:  # the server starts here, with the settings a classic local session gets
+        for key, value in {**DEFAULT_SPARK_CONF, **conf}.items():
+            builder = builder.config(key, value)
+    with warnings.catch_warnings():  # the client sets static settings again once started: refused, checked below
+        warnings.filterwarnings("ignore", "Failed to set spark", UserWarning)
+        spark = builder.getOrCreate()
+    for key, value in conf.items():
+        if spark.conf.isModifiable(key):
+            spark.conf.set(key, value)
+    warn_unapplied(spark, conf)
+    check_catalog(spark, conf)
+    return spark
+
+
 class SparkSettingNotApplied(UserWarning):
     """A job's Spark setting that the session already running did not take."""
 
 
 def warn_unapplied(spark, conf: dict[str, str]) -> None:
     """Warn about each of the job's settings the session does not hold: a session that already
-    existed keeps the settings it started with, except runtime SQL ones (e.g. executor memory
-    cannot change once the JVM is up)."""
-    from pyspark import SparkContext
+    existed (or a Spark Connect server) keeps the settings it started with, except runtime SQL
+    ones (e.g. executor memory cannot change once the JVM is up)."""
+    if is_connect(spark):
+        # No context here; the server's own settings are what its sessions report.
+        def started_with(key):
+            return spark.conf.get(key, None)
+        where = "the Spark Connect server keeps the settings it started with; give it where the server starts " \
+                "(start-connect-server.sh --conf)"
+    else:
+        from pyspark import SparkContext
 
-    # get_session builds classic sessions only: the running context is in this process.
-    started_with = SparkContext.getOrCreate().getConf()
+        # Classic: the running context is in this process.
+        started_with = SparkContext.getOrCreate().getConf().get
+        where = "the Spark session was already running; give it when Spark starts (spark-submit --conf or " \
+                "spark-defaults.conf)"
     for key, value in conf.items():
         # A session already running copies every setting into its SQL conf, so spark.conf.get alone
         # would say yes; only runtime SQL settings act there, the others acted (or not) at start.
-        held = spark.conf.get(key, None) if spark.conf.isModifiable(key) else started_with.get(key, None)
+        held = spark.conf.get(key, None) if spark.conf.isModifiable(key) else started_with(key)
         if held != value:
-            warnings.warn(f"Spark setting {key} = {value} not applied: the Spark session was already running "
-                          f"(it holds {held if held is not None else 'no value'}); give it when Spark starts "
-                          "(spark-submit --conf or spark-defaults.conf)", SparkSettingNotApplied, stacklevel=3)
+            warnings.warn(f"Spark setting {key} = {value} not applied (the session holds "
+                          f"{held if held is not None else 'no value'}): {where}", SparkSettingNotApplied,
+                          stacklevel=3)
 
 
 CATALOG_SETTING = "spark.sql.catalogImplementation"  # "hive" or "in-memory"; fixed when Spark starts

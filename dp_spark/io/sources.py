@@ -10,8 +10,10 @@ or the other users' rows. Bounding gives every record its own sampling key from 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -41,15 +43,25 @@ class SourceSpec:
     # ("utf-8", "iso-8859-1", "utf-16le", ...; jobs.config.SPARK_CHARSETS).
     encoding: str = "utf-8"
 
+    @property
+    def spark_path(self) -> str | None:
+        """``path`` as Spark is to read it: a path without a scheme is local to where the job was
+        started, so it is made absolute (a Spark Connect server resolves a relative path against its
+        own working directory)."""
+        if self.path is None:
+            return None
+        scheme = urlsplit(self.path).scheme
+        return os.path.abspath(self.path) if len(scheme) <= 1 else self.path  # one letter: a Windows drive
+
 
 def _read_raw(spark: SparkSession, source: SourceSpec) -> DataFrame:
     try:
         if source.format == "parquet":
-            return spark.read.parquet(source.path)
+            return spark.read.parquet(source.spark_path)
         if source.format == "csv":
             reader = spark.read.option("sep", source.sep).option("header", source.header) \
                 .option("encoding", source.encoding)
-            df = reader.csv(source.path)
+            df = reader.csv(source.spark_path)
             if source.header:
                 refuse_data_as_header(df.columns, source)
             if source.names:
@@ -100,7 +112,7 @@ def read_records(spark: SparkSession, source: SourceSpec, want_attr: bool) -> Da
     if source.format in datasets.LOADERS:
         if source.columns:
             raise ConfigError(f"source.columns is not used with the named loader {source.format!r}")
-        records = datasets.LOADERS[source.format](spark, source.path).select(*wanted)
+        records = datasets.LOADERS[source.format](spark, source.spark_path).select(*wanted)
     else:
         df = _read_raw(spark, source)
         selected = []
@@ -130,7 +142,7 @@ def read_whole_records(spark: SparkSession, source: SourceSpec) -> DataFrame:
     """Whole records with their own columns (FRAPP), the user id column (source.columns.user_id,
     by default user_id) renamed to ``user_id`` when the source has one; without it every row is
     taken as one user."""
-    df = datasets.RAW_LOADERS[source.format](spark, source.path) if source.format in datasets.RAW_LOADERS \
+    df = datasets.RAW_LOADERS[source.format](spark, source.spark_path) if source.format in datasets.RAW_LOADERS \
         else _read_raw(spark, source)
     name = source.columns.get("user_id", "user_id")
     if name not in df.columns:
