@@ -232,6 +232,7 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
         progress("WARNING: fixed seed: this release is for testing only and NOT private")
     limits.check_family(family.name, params.algorithm)  # before the budget is charged
     check_domain_fits(family, params, domains, execution)
+    family.check_schema(params, records, domains)  # the columns' names and types are public: no charge yet
     executor_env.check(records.sparkSession, progress)  # the executors' Python, before any charge
     if budget is not None:
         budget.charge(epsilon, family.delta(params), f"{params.algorithm} release")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from dp_spark.jobs import runner
 from dp_spark.io import release_store
 from dp_spark.cli import main
 
@@ -76,13 +77,18 @@ def test_rerunning_a_date_is_a_no_op_unless_forced(spark, tmp_path, capsys):
     assert (tmp_path / "out" / "run_date=2026-11-20" / "privacy.json").read_text() != before
 
 
-def test_a_run_over_the_cap_is_refused_before_reading_data(spark, tmp_path, capsys):
+def refuse_reading(monkeypatch) -> None:
+    """Make reading the records fail (exit 1): a run that ends in status 3 was refused before."""
+    def read(*args, **kwargs):
+        raise RuntimeError("the records were read")
+    monkeypatch.setattr(runner, "compute_release", read)
+
+
+def test_a_run_over_the_cap_is_refused_before_reading_data(spark, tmp_path, capsys, monkeypatch):
     config = job(tmp_path, cap=1.5)
     assert main(["run", str(config), "--run-date", "2026-11-20"]) == 0
     capsys.readouterr()
-    # The source is unreadable (but there, for the pre-flight): only a refusal that happens before
-    # reading can give status 3 here.
-    (tmp_path / "records.parquet").write_text("not parquet")
+    refuse_reading(monkeypatch)
     assert main(["run", str(config), "--run-date", "2026-11-21"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("dp-spark: budget refused: dataset 'toy' has spent epsilon 1 of its cap 1.5")
@@ -90,11 +96,11 @@ def test_a_run_over_the_cap_is_refused_before_reading_data(spark, tmp_path, caps
     assert len(store_runs(tmp_path)) == 1
 
 
-def test_a_config_cannot_raise_the_stores_cap(spark, tmp_path, capsys):
+def test_a_config_cannot_raise_the_stores_cap(spark, tmp_path, capsys, monkeypatch):
     """The first run creates the store with cap 1; a later config (or --set) saying 100 is refused."""
     assert main(["run", str(job(tmp_path, cap=1)), "--run-date", "2026-11-20"]) == 0
     source = tmp_path / "records.parquet"
-    source.write_text("not parquet")  # status 3 below means: refused before reading
+    refuse_reading(monkeypatch)  # status 3 below means: refused before reading
     capsys.readouterr()
     assert main(["run", str(job(tmp_path, cap=100, source=source)), "--run-date", "2026-11-21"]) == 3
     err = capsys.readouterr().err.strip().splitlines()[-1]

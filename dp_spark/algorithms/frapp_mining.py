@@ -119,13 +119,19 @@ def code_columns(count: int) -> list[str]:
     return [f"_a{j}" for j in range(count)]
 
 
+def check_columns(df: DataFrame, specs: list[AttributeSpec]) -> None:
+    """A DataError when the records lack an attribute's column (their schema is public: checked
+    before the charge too)."""
+    missing = [s.column for s in specs if s.column not in df.columns]
+    if missing:
+        raise DataError(f"source has no column {', '.join(missing)} (it has: {', '.join(df.columns)})")
+
+
 def coded(df: DataFrame, specs: list[AttributeSpec], strict: bool = True, progress=None) -> tuple[DataFrame, int]:
     """(DataFrame[_a0, …]: the records as value indices, the number of records dropped), from
     one aggregate pass. A record with a value missing or outside its attribute's domain is an
     error when ``strict`` (the count goes to ``progress`` as a diagnostic), dropped otherwise."""
-    missing = [s.column for s in specs if s.column not in df.columns]
-    if missing:
-        raise DataError(f"source has no column {', '.join(missing)} (it has: {', '.join(df.columns)})")
+    check_columns(df, specs)
     table = df.select(*[code_column(spec).alias(f"_a{j}") for j, spec in enumerate(specs)])
     unusable = F.lit(False)
     for j in range(len(specs)):

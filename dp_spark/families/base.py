@@ -137,6 +137,10 @@ class Family:
     # driver, so that its item domain may be larger than the driver's memory: its tables go to
     # the executors and nothing else holds the items (docs/executor_noise.md).
     beyond_the_driver: Callable[[Any, Domains, Execution], bool] = lambda params, domains, execution: False
+    # (params, records, domains) -> None, or a DataError when the records' columns cannot be read as
+    # this family reads them (a missing column, a type no id can have). The schema is public, and
+    # Spark knows it without reading a record: checked before any budget is charged.
+    check_schema: Callable[[Any, Any, Domains], None] = lambda params, records, domains: None
     # Said on the console when a release's mechanism is not differentially private.
     not_private_warning: str = ("WARNING: this release reproduces a published flaw and is NOT differentially "
                                 "private; privacy.json says why. Do not publish it.")

@@ -26,7 +26,7 @@ from dp_spark.families.base import (MAX_ROWS_PER_USER, ROWS_PER_USER_LIMIT, Conf
                                    Family, FamilyOutput, RunInputs, positive_int, require, rows_per_user)
 from dp_spark.families.private_keys import private_keys
 from dp_spark.families.publisher_accuracy import publisher_accuracy
-from dp_spark.io.validation import keyed_by_user, validate_records
+from dp_spark.io.validation import check_schema, keyed_by_user, validate_records
 from dp_spark.publishers.options import publisher_choice
 
 ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
@@ -442,4 +442,6 @@ FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, 
                 delta=lambda params: params.delta, beyond_the_driver=lambda params, domains, execution: (
                     params.algorithm != "hpa" and not params.private_items
                     and _on_executors(params, domains, execution)),
-                config_keys=("keys_per_user", "l_candidates", "m_candidates", "effective_items"))
+                config_keys=("keys_per_user", "l_candidates", "m_candidates", "effective_items"),
+                check_schema=lambda params, records, domains: check_schema(records, domains.items,
+                                                                           params.private_items))

@@ -22,7 +22,7 @@ from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, rows_per_user
-from dp_spark.io.validation import ValidatedRecords, validate_records
+from dp_spark.io.validation import ValidatedRecords, check_schema, validate_records
 
 ALGORITHMS = ("dpsense", "dpsense_s")
 
@@ -157,6 +157,7 @@ FAMILY = Family(
     default_split=lambda params, epsilon, domains: dpsense.default_split(epsilon),
     split_keys=lambda params, domains: ("epsilon_theta", "epsilon_counts"),
     run=run, describe=_describe, from_config=from_config, config_keys=("theta_max", "limit"), accuracy=_accuracy,
+    check_schema=lambda params, records, domains: check_schema(records, domains.items),
     report_section=lambda params: {"parameters": {"theta_max": params.theta_max, "limit": params.limit},
                                    "specification": dpsense.SPEC_SECTIONS[params.algorithm],
                                    "post_processing": None, "publisher": None},

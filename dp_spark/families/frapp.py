@@ -311,4 +311,5 @@ FAMILY = Family(
     config_keys=FRAPP_KEYS, uses_item_domain=False,
     privacy_unit=lambda params, records: privacy_unit(params.records_per_user, "user_id" in records.columns),
     noise_section=_noise, domain_section=_domain, accuracy=_accuracy,
+    check_schema=lambda params, records, domains: fm.check_columns(records, list(params.specs)),
 )

@@ -26,7 +26,7 @@ from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int
-from dp_spark.io.checkins import guard_figures, validate_checkins
+from dp_spark.io.checkins import check_schema, guard_figures, validate_checkins
 from dp_spark.io.validation import describe_mismatch, outside_item_domain
 
 
@@ -382,6 +382,8 @@ FAMILY = Family(
     config_keys=("variant", "locations_per_user", "visits_per_location", "k", "xi", "outputs", "location_choice",
                  "locations_per_user_candidates", "visits_per_location_candidates"),
     delta=lambda params: params.delta if params.spends_delta else 0.0, accuracy=_accuracy,
+    check_schema=lambda params, records, domains: check_schema(records, domains.items,
+                                                               params.location_choice == "first_visit"),
     not_private_warning=("WARNING: Limit-CB is only crowd-blending private, NOT differentially private; "
                          "privacy.json says why."),
 )

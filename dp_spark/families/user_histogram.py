@@ -22,7 +22,7 @@ from dp_spark.errors import ConfigError
 from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require
 from dp_spark.families.publisher_accuracy import publisher_accuracy
-from dp_spark.io.validation import validate_records
+from dp_spark.io.validation import check_schema, validate_records
 from dp_spark.publishers.options import publisher_choice
 
 # The most bins a histogram may have (each one a released cell and a label in privacy.json).
@@ -164,4 +164,5 @@ FAMILY = Family(name="user_histogram", algorithms=("user_histogram",), params_ty
                 default_split=_split, split_keys=lambda params, domains: ("epsilon_histogram",), run=run,
                 describe=_describe, report_section=_report_section, from_config=from_config,
                 config_keys=("quantity", "bins"), extra_domain=_extra_domain, domain_section=_domain_section,
-                item_domain_optional=True, accuracy=_accuracy)
+                item_domain_optional=True, accuracy=_accuracy,
+                check_schema=lambda params, records, domains: check_schema(records, domains.items))

@@ -112,6 +112,17 @@ def _checked(df: DataFrame, locations: ItemDomain):
     return user, item, visits, in_set, in_set & F.coalesce(visits >= 1, F.lit(False)) & user.isNotNull()
 
 
+def check_schema(df: DataFrame, locations: ItemDomain, by_time: bool) -> None:
+    """A DataError (or ConfigError) when the check-ins cannot be read as the job reads them: ids of a
+    type no id can have, string location ids, or no time column for a choice by first visit. The
+    schema is public: checked before the charge (and again on validation)."""
+    _checked(df, locations)
+    if by_time and df.schema["time_raw"].metadata.get("source_column") is None:
+        raise DataError("algorithm.location_choice = \"first_visit\" keeps each user's first M locations by time, "
+                        "and the source has no time column: name it (source.columns.time), or set "
+                        "algorithm.location_choice = \"random\" to keep a uniformly random M")
+
+
 def validate_checkins(df: DataFrame, locations: ItemDomain, first_m: int | None = None, strict: bool = False,
                       progress=None) -> tuple[DataFrame, dict]:
     """Ids cast to long, visits checked (a positive integer), rows outside the public location
@@ -127,11 +138,8 @@ def validate_checkins(df: DataFrame, locations: ItemDomain, first_m: int | None 
     instead, and with ``first_m`` so are a time that is neither a number nor a timestamp and a
     user with more than M locations of which one has no time (the choice would fall to location
     ids, ALGORITHMS.md §7.3); ``progress`` gets how many (a diagnostic)."""
+    check_schema(df, locations, first_m is not None)
     user, item, visits, in_set, kept = _checked(df, locations)
-    if first_m is not None and df.schema["time_raw"].metadata.get("source_column") is None:
-        raise DataError("algorithm.location_choice = \"first_visit\" keeps each user's first M locations by time, "
-                        "and the source has no time column: name it (source.columns.time), or set "
-                        "algorithm.location_choice = \"random\" to keep a uniformly random M")
     stats = df.agg(
         F.count(F.lit(1)).alias("rows"),
         F.sum(user.isNull().cast("long")).alias("bad_users"),

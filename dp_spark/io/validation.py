@@ -224,6 +224,16 @@ def keyed_by_user(df: DataFrame) -> DataFrame:
     return df.select(user.alias("user_id"), F.col("item_id")).where(F.col("user_id").isNotNull())
 
 
+def check_schema(df: DataFrame, items: ItemDomain | None, private_items: bool = False) -> None:
+    """A DataError when the user or item column has a type no id can have (validate_records and
+    keyed_by_user would find it later, after the charge); reads no record."""
+    _integer_problems(df, "user_id")
+    if private_items:
+        keyed_by_user(df)
+    else:
+        _item_values(df, items)
+
+
 def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDomain | None,
                      one_per_user_salt: int | None = None, item_sets: bool = False, strict: bool = False,
                      progress=None) -> ValidatedRecords:

@@ -12,6 +12,7 @@ when the config was loaded (families/*.py); here are the checks that need the fi
   Spark to read);
 - the item domain, when it is a file or a catalogue, can be read and decoded (the same read as
   the release's, so a broken or mis-encoded file fails here, not after the charge);
+- (jobs/runner.check_source_schema, after these) the source's schema reads as the job needs;
 - the executors' Python has the driver's numpy, pandas, pyarrow and dp-spark (io/executor_env.py;
   one small Spark job, skipped in local mode where the workers run the driver's interpreter).
 """

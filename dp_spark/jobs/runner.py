@@ -60,6 +60,14 @@ def read_source(cfg: JobConfig, spark, domains: Domains):
     return sources.read_records(spark, cfg.source, want_attr=domains.attributes is not None)
 
 
+def check_source_schema(cfg: JobConfig, spark, domains: Domains) -> None:
+    """Whether the source reads as the job needs, from its schema alone: Spark resolves the column
+    names and types (file footers, a CSV's header line; no record is read) and the family checks
+    them. The schema is public, so a misnamed or missing column, a file of the wrong shape or a
+    headerless CSV read with a header is refused here, before the budget store is charged."""
+    _family(cfg).check_schema(cfg.params, read_source(cfg, spark, domains), domains)
+
+
 def source_description(cfg: JobConfig) -> dict:
     return {"format": cfg.source.format, "location": cfg.source.path or cfg.source.table}
 
@@ -180,7 +188,9 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
             progress(f"--force: replacing the release for run date {cfg.run_date} at {target}; this run spends "
                      f"epsilon {float(cfg.epsilon):g} again")
         preflight.check(cfg, target, _family(cfg).uses_item_domain, spark, progress)  # nothing charged or read yet
-        check_domain_fits(_family(cfg), cfg.params, job_domains(cfg, spark), cfg.execution)
+        domains = job_domains(cfg, spark)
+        check_domain_fits(_family(cfg), cfg.params, domains, cfg.execution)
+        check_source_schema(cfg, spark, domains)
     run = {"run_date": cfg.run_date, "forced": replacing}
     store = cfg.budget_store
     if store is not None:
