@@ -21,10 +21,10 @@ import pandas as pd
 from dp_spark.bounding.keys import with_row_key
 from dp_spark.core import accuracy
 from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain, item_domain_of_ids
-from dp_spark.core.privacy import BudgetExceeded, as_epsilon
+from dp_spark.core.privacy import BudgetExceeded, as_epsilon, epsilon_warning, release_epsilon
 from dp_spark.core.progress import Progress
 from dp_spark.errors import ConfigError, DataError
-from dp_spark.families.base import Domains, Execution, Family, check_domain_fits, plan_split
+from dp_spark.families.base import Domains, Execution, Family, check_domain_fits, output_size, plan_split
 from dp_spark.families.counts import BASELINE_PUBLISHERS, PRIVATE_ITEMS, CountsParams
 from dp_spark.families.dpsense import DPSenseParams
 from dp_spark.families.engine import accuracy_section, compute
@@ -199,8 +199,8 @@ def _standard_columns(df, columns: dict[str, str | None]):
 
 def _split(family: Family, params: Any, domains: Domains, epsilon: object,
            epsilon_split: dict | None, limits: Guards = Guards()) -> tuple[Fraction, dict[str, Fraction]]:
-    epsilon = as_epsilon(epsilon, "epsilon")
-    overrides = {k: as_epsilon(v, f"epsilon_split[{k!r}]") for k, v in (epsilon_split or {}).items()}
+    epsilon = release_epsilon(epsilon, "epsilon")
+    overrides = {k: release_epsilon(v, f"epsilon_split[{k!r}]") for k, v in (epsilon_split or {}).items()}
     return epsilon, plan_split(family, params, epsilon, domains, overrides, limits)
 
 
@@ -230,8 +230,11 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
     progress = progress or Progress()
     if seed is not None:
         progress("WARNING: fixed seed: this release is for testing only and NOT private")
+    if epsilon_warning(epsilon):
+        progress(epsilon_warning(epsilon))
     limits.check_family(family.name, params.algorithm)  # before the budget is charged
     check_domain_fits(family, params, domains, execution)
+    output_size(family, params, domains, execution)
     family.check_schema(params, records, domains)  # the columns' names and types are public: no charge yet
     executor_env.check(records.sparkSession, progress)  # the executors' Python, before any charge
     if budget is not None:
@@ -265,7 +268,8 @@ def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: st
 def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None,
             attributes=None, epsilon_split=None, publisher=None, publisher_options=None, consistent=False,
             seed=None, budget=None, guards=None, progress=None, candidates=None, effective_items=None,
-            delta=None, keys_per_user=None, executor_noise_cells=None, distinct_records=False) -> Release:
+            delta=None, keys_per_user=None, executor_noise_cells=None, max_output_rows=None,
+            distinct_records=False) -> Release:
     private = isinstance(items, str) and items == PRIVATE_ITEMS
     if items is None:
         raise ConfigError(f"{algorithm} needs items: the public item ids (a range, a list, a table such as "
@@ -277,7 +281,8 @@ def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id
     params = CountsParams(algorithm, l, d, publisher or BASELINE_PUBLISHERS.get(algorithm, "laplace"),
                           dict(publisher_options or {}), consistent, candidates, effective_items, private,
                           keys_per_user, 0.0 if delta is None else delta)
-    execution = Execution() if executor_noise_cells is None else Execution(executor_noise_cells)
+    execution = Execution(**{k: v for k, v in {"executor_noise_cells": executor_noise_cells,
+                                               "max_output_rows": max_output_rows}.items() if v is not None})
     return _record_release(params, df, privacy_unit, item, attribute, None if private else items, attributes,
                            epsilon, epsilon_split, seed, budget, progress, guards, execution, distinct_records)
 
@@ -285,7 +290,8 @@ def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id
 def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
         guards=None, progress=None, l_candidates=None, effective_items=None, delta=None,
-        keys_per_user=None, executor_noise_cells=None, distinct_records=False) -> Release:
+        keys_per_user=None, executor_noise_cells=None, max_output_rows=None,
+        distinct_records=False) -> Release:
     """Item counts (and item x attribute counts) with at most ``l`` records per user, a uniform
     sample of each user's own (paper 000's SRA). Tables: item_counts, edge_counts.
 
@@ -299,7 +305,8 @@ def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attrib
 
     When the largest table (items × attribute values) has at least ``executor_noise_cells`` cells
     (default 20 million), every table of the release is released on the executors and returned as
-    a Spark DataFrame; below it they are pandas (docs/executor_noise.md).
+    a Spark DataFrame; below it they are pandas (docs/executor_noise.md). A release of more than
+    ``max_output_rows`` rows (default 10^9) is refused before anything is read or charged.
 
     Identical records of a user (same item and attribute) are each sampled as records of their
     own, which takes a shuffle of every record to number them; ``distinct_records=True`` vouches
@@ -310,13 +317,14 @@ def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attrib
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
                    guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items,
                    delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
-                   distinct_records=distinct_records)
+                   max_output_rows=max_output_rows, distinct_records=distinct_records)
 
 
 def hpa(df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
         guards=None, progress=None, l_candidates=None, effective_items=None, delta=None,
-        keys_per_user=None, executor_noise_cells=None, distinct_records=False) -> Release:
+        keys_per_user=None, executor_noise_cells=None, max_output_rows=None,
+        distinct_records=False) -> Release:
     """Like :func:`sra`, but each user keeps its ``l`` records of highest noisy popularity,
     measured on ``d`` records per user (paper 000's HPA). ``l="auto"`` as for :func:`sra`."""
     return _counts("hpa", df, items=items, l=l, d=d, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
@@ -324,20 +332,21 @@ def hpa(df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", a
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
                    guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items,
                    delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
-                   distinct_records=distinct_records)
+                   max_output_rows=max_output_rows, distinct_records=distinct_records)
 
 
 def _baseline(algorithm: str):
     def release(df, *, items, m, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
                 epsilon_split=None, publisher_options=None, seed=None, budget=None, guards=None,
                 progress=None, m_candidates=None, effective_items=None, delta=None, keys_per_user=None,
-                executor_noise_cells=None, distinct_records=False) -> Release:
+                executor_noise_cells=None, max_output_rows=None,
+                distinct_records=False) -> Release:
         return _counts(algorithm, df, items=items, l=m, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                        attribute=attribute, attributes=attributes, epsilon_split=epsilon_split,
                        publisher_options=publisher_options, seed=seed, budget=budget, guards=guards,
                        progress=progress, candidates=m_candidates, effective_items=effective_items, delta=delta,
                        keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
-                       distinct_records=distinct_records)
+                       max_output_rows=max_output_rows, distinct_records=distinct_records)
 
     release.__name__ = release.__qualname__ = algorithm
     return release

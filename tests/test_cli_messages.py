@@ -37,3 +37,28 @@ def test_an_epsilon_too_small_to_keep_is_refused_by_name_not_as_zero(capsys):
                        "with denominators up to 10^9")
     with pytest.raises(ConfigError, match="privacy.epsilon_items = 1e-12 is too small"):
         as_epsilon(1e-12, "privacy.epsilon_items")
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
+    """``dp-spark budget show | head``: 128 + SIGPIPE, no BrokenPipeError traceback."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from dp_spark.jobs.budget_store import StoreSpec, charge, finish
+
+    store = StoreSpec(str(tmp_path / "budget.json"), "toy", Fraction(10**6), None)
+    run = charge(store, Fraction(1), 0.0, {"algorithm": "sra", "output": "out", "run_date": None, "forced": False})
+    finish(store, run["run_id"], "released", release="out", epsilon_spent=1.0, ledger=[])
+    state = json.loads(Path(store.path).read_text())
+    state["runs"] = [{**state["runs"][0], "run_id": f"{state['runs'][0]['run_id']}-{n}"} for n in range(1500)]
+    Path(store.path).write_text(json.dumps(state))  # a listing longer than a pipe's buffer (64 KiB)
+    shown = subprocess.Popen([sys.executable, "-m", "dp_spark.cli", "budget", "show", "--path", store.path],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert shown.stdout.readline()
+    shown.stdout.close()  # what head does after its lines
+    assert shown.wait(timeout=120) == 128 + signal.SIGPIPE
+    err = shown.stderr.read().decode()
+    assert "Traceback" not in err and "BrokenPipeError" not in err

@@ -141,6 +141,16 @@ COMMANDS = {"run": run.run, "generate": run.generate, "bench": measure.bench, "e
 COMMANDS["tune"] = tune.tune
 
 
+def stdout_closed() -> int:
+    """Exit as a Unix tool whose reader has gone does: quietly, 128 + SIGPIPE. Standard output is
+    pointed at /dev/null first, or Python's own flush at exit would fail on the closed pipe again."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     with run.json_usage_errors(argv):  # with --log-format json, a usage error is a JSON end event too
@@ -150,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         quiet_spark_error_logs()
     try:
         return COMMANDS[args.command](args)
+    except BrokenPipeError:  # the reader stopped early (`dp-spark budget show | head`): not an error of ours
+        return stdout_closed()
     except Interrupted as exc:  # a BaseException: the run has already cleaned up on the way here
         print(f"dp-spark: interrupted: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -30,6 +30,8 @@ def plan(args) -> int:
     import json
 
     from dp_spark.core import accuracy
+    from dp_spark.core.privacy import epsilon_warning
+    from dp_spark.families.base import describe_output_size, output_size
     from dp_spark.families.engine import accuracy_section
     from dp_spark.families import guards
     from dp_spark.families.registry import family_of
@@ -50,12 +52,16 @@ def plan(args) -> int:
         spark = get_session(spark_args.master_of(args), cfg.spark)
         refuse_source_table(cfg.items, spark, cfg.source)  # as run refuses it: a private domain
     domains = job_domains(cfg, spark)
+    rows = output_size(family, cfg.params, domains, cfg.execution)  # refuses what run would refuse
     section = accuracy_section(family, cfg.params, cfg.epsilon, domains, split, alpha)
     if args.json:
         print(json.dumps(section, indent=2))
         return EXIT_OK
     print(f"Plan: {family.describe(cfg.params, cfg.epsilon, domains)}")
     print("epsilon split: " + ", ".join(f"{k} {float(v):g}" for k, v in split.items()))
+    if epsilon_warning(cfg.epsilon):
+        print(epsilon_warning(cfg.epsilon))
+    print(f"output: {describe_output_size(rows)}")
     if cfg.guards.active:
         print(guards.planned(cfg.guards))
     print("Nothing was read and no budget was spent. Expected error of each released value (the noise alone):\n")

@@ -117,6 +117,33 @@ def as_epsilon(value: object, name: str = "epsilon", text: bool = False) -> Frac
     return kept
 
 
+# One release's epsilon: above MEANINGFUL_EPSILON the guarantee protects next to nothing (a warning
+# says so); above MAX_EPSILON it is refused, as a slip (1e300 for 1e-3) rather than a choice, and
+# because the samplers' exact arithmetic grows with it (docs/choosing_epsilon.md).
+MEANINGFUL_EPSILON = 10
+MAX_EPSILON = 100
+
+
+def release_epsilon(value: object, name: str = "epsilon") -> Fraction:
+    """as_epsilon for the epsilon of one release (or a part of it): refused above MAX_EPSILON.
+    Caps of a dataset's cumulative spend are not releases and take as_epsilon."""
+    eps = as_epsilon(value, name)
+    if eps > MAX_EPSILON:
+        raise ConfigError(f"{name} = {float(eps):.4g} is above {MAX_EPSILON}, where a release protects no one (any "
+                          f"one user's data may change the odds of a guess about them by a factor of e^{MAX_EPSILON}); "
+                          "public deployments spend between about 0.1 and 10 per release: docs/choosing_epsilon.md")
+    return eps
+
+
+def epsilon_warning(epsilon: Fraction | float) -> str | None:
+    """A WARNING line for an epsilon whose protection is meaningless, or None."""
+    if epsilon <= MEANINGFUL_EPSILON:
+        return None
+    return (f"WARNING: epsilon {float(epsilon):g} protects next to nothing: the release may change the odds of a "
+            f"guess about any one user by a factor of up to e^{float(epsilon):g} = {math.exp(float(epsilon)):.3g} "
+            f"(above {MEANINGFUL_EPSILON}, the guarantee is a formality; docs/choosing_epsilon.md)")
+
+
 def _plain(value: object) -> str:
     """A number as a reader writes it: 0 and 1/3, not Fraction(0, 1)."""
     return str(value) if isinstance(value, Fraction) else repr(value)

@@ -30,6 +30,10 @@ class Domains:
 # Tables of at least this many cells get their noise on the executors (docs/executor_noise.md):
 # below it the driver's path is faster, and its pandas table of 20 million rows takes about 1 GB.
 DEFAULT_EXECUTOR_NOISE_CELLS = 20_000_000
+# A release of more rows than this is refused unless [execution] max_output_rows raises it: a
+# domain typed as { range = [1, 10^12] } would otherwise start writing 10^12 rows (terabytes).
+# 10^9 rows of counts are about 10 GB of Parquet (docs/scheduled_runs.md, "Output size").
+DEFAULT_MAX_OUTPUT_ROWS = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -38,9 +42,11 @@ class Execution:
     ``executor_noise_cells`` cells is released on the executors, a smaller one on the driver."""
 
     executor_noise_cells: int = DEFAULT_EXECUTOR_NOISE_CELLS
+    max_output_rows: int = DEFAULT_MAX_OUTPUT_ROWS
 
     def __post_init__(self):
         positive_int(self.executor_noise_cells, "execution.executor_noise_cells")
+        positive_int(self.max_output_rows, "execution.max_output_rows")
 
     def on_executors(self, cells: int) -> bool:
         return cells >= self.executor_noise_cells
@@ -141,6 +147,9 @@ class Family:
     # this family reads them (a missing column, a type no id can have). The schema is public, and
     # Spark knows it without reading a record: checked before any budget is charged.
     check_schema: Callable[[Any, Any, Domains], None] = lambda params, records, domains: None
+    # (params, domains) -> {table: its number of rows}, from the config and the public domains
+    # alone; None where the size depends on the data (FRAPP's records, items selected privately).
+    output_rows: Callable[[Any, Domains], dict[str, int | None]] = lambda params, domains: {}
     # Said on the console when a release's mechanism is not differentially private.
     not_private_warning: str = ("WARNING: this release reproduces a published flaw and is NOT differentially "
                                 "private; privacy.json says why. Do not publish it.")
@@ -161,6 +170,24 @@ def check_domain_fits(family: Family, params: Any, domains: Domains, execution: 
                       f"the driver holds; only sra and lpa with the laplace publisher release larger domains, on "
                       f"the executors (execution.executor_noise_cells; hpa's popularity is drawn on the driver: "
                       f"docs/executor_noise.md)")
+
+
+def output_size(family: Family, params: Any, domains: Domains, execution: Execution) -> dict[str, int | None]:
+    """{table: rows} of the release (None: depends on the data); refuses, before anything is read
+    or spent, a release of more rows than ``execution.max_output_rows``."""
+    rows = family.output_rows(params, domains)
+    total = sum(n for n in rows.values() if n is not None)
+    if total > execution.max_output_rows:
+        raise ConfigError(f"the release would write {total:,} rows ({describe_output_size(rows)}), more than "
+                          f"execution.max_output_rows = {execution.max_output_rows:,}: check the domain (a range "
+                          "typed one digit too long?), or raise the limit if you mean it "
+                          f"(--set execution.max_output_rows={total}; in the API max_output_rows={total})")
+    return rows
+
+
+def describe_output_size(rows: dict[str, int | None]) -> str:
+    return "; ".join(f"{table} {'a number of rows that depends on the data' if n is None else f'{n:,} rows'}"
+                     for table, n in rows.items())
 
 
 def plan_split(family: Family, params: Any, epsilon: Fraction, domains: Domains,

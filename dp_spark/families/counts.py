@@ -370,6 +370,15 @@ AUTO_NOTE = ("{name} is chosen privately from the candidates: the noise is that 
              "these numbers (at the largest candidate, {name} = {largest}); privacy.json's algorithm.chosen says which")
 
 
+def _output_rows(params: CountsParams, domains: Domains) -> dict[str, int | None]:
+    """A row per item, and per item and attribute value; items selected privately: as many as it selects."""
+    items = None if domains.items is None else len(domains.items)
+    rows = {"item_counts": items}
+    if domains.attributes is not None:
+        rows["edge_counts"] = None if items is None else items * len(domains.attributes)
+    return rows
+
+
 def _accuracy(params: CountsParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
               alpha: float) -> dict:
     """Each table's noisy_count: the publisher at L1 sensitivity l and its part of epsilon."""
@@ -444,4 +453,5 @@ FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, 
                     and _on_executors(params, domains, execution)),
                 config_keys=("keys_per_user", "l_candidates", "m_candidates", "effective_items"),
                 check_schema=lambda params, records, domains: check_schema(records, domains.items,
-                                                                           params.private_items))
+                                                                           params.private_items),
+                output_rows=_output_rows)

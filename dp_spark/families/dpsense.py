@@ -158,6 +158,7 @@ FAMILY = Family(
     split_keys=lambda params, domains: ("epsilon_theta", "epsilon_counts"),
     run=run, describe=_describe, from_config=from_config, config_keys=("theta_max", "limit"), accuracy=_accuracy,
     check_schema=lambda params, records, domains: check_schema(records, domains.items),
+    output_rows=lambda params, domains: {"item_counts": len(domains.items)},
     report_section=lambda params: {"parameters": {"theta_max": params.theta_max, "limit": params.limit},
                                    "specification": dpsense.SPEC_SECTIONS[params.algorithm],
                                    "post_processing": None, "publisher": None},

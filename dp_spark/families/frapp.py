@@ -14,6 +14,7 @@ Claim: docs/frapp.md, "Privacy claim: frapp".
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -27,7 +28,7 @@ from dp_spark.algorithms.frapp_mining import AttributeSpec, Scheme, check_bit_ca
 from dp_spark.bounding.keys import ROW_KEY, with_row_key
 from dp_spark.bounding.user_records import sample_per_user
 from dp_spark.core import accuracy
-from dp_spark.core.privacy import LedgerEntry, PrivacyUnit, as_epsilon
+from dp_spark.core.privacy import MAX_EPSILON, LedgerEntry, PrivacyUnit, as_epsilon, release_epsilon
 from dp_spark.core.progress import stage
 from dp_spark.errors import ConfigError
 from dp_spark.io.validation import refuse_strictly
@@ -124,8 +125,11 @@ def frapp_params(algorithm: dict[str, Any], privacy: dict[str, Any], domain: dic
         gamma = as_epsilon(privacy["gamma"], "privacy.gamma")
         if gamma <= 1:
             raise ConfigError(f"privacy.gamma must be > 1, got {privacy['gamma']!r}")
+        if gamma > math.exp(MAX_EPSILON):
+            raise ConfigError(f"privacy.gamma = {float(gamma):.4g} is above e^{MAX_EPSILON}: epsilon = ln gamma "
+                              f"must be at most {MAX_EPSILON} (docs/choosing_epsilon.md)")
     else:
-        gamma = frapp.gamma_below(as_epsilon(privacy["epsilon"], "privacy.epsilon"))
+        gamma = frapp.gamma_below(release_epsilon(privacy["epsilon"], "privacy.epsilon"))
         if gamma <= 1:
             raise ConfigError(f"privacy.epsilon {privacy['epsilon']!r} is too small for FRAPP")
     scheme = algorithm.get("scheme", "det_gd")
@@ -312,4 +316,5 @@ FAMILY = Family(
     privacy_unit=lambda params, records: privacy_unit(params.records_per_user, "user_id" in records.columns),
     noise_section=_noise, domain_section=_domain, accuracy=_accuracy,
     check_schema=lambda params, records, domains: fm.check_columns(records, list(params.specs)),
+    output_rows=lambda params, domains: {"perturbed_records": None, "frequent_itemsets": None},
 )

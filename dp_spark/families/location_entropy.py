@@ -384,6 +384,7 @@ FAMILY = Family(
     delta=lambda params: params.delta if params.spends_delta else 0.0, accuracy=_accuracy,
     check_schema=lambda params, records, domains: check_schema(records, domains.items,
                                                                params.location_choice == "first_visit"),
+    output_rows=lambda params, domains: {"location_entropy": len(domains.items)},
     not_private_warning=("WARNING: Limit-CB is only crowd-blending private, NOT differentially private; "
                          "privacy.json says why."),
 )

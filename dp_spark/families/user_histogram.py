@@ -165,4 +165,5 @@ FAMILY = Family(name="user_histogram", algorithms=("user_histogram",), params_ty
                 describe=_describe, report_section=_report_section, from_config=from_config,
                 config_keys=("quantity", "bins"), extra_domain=_extra_domain, domain_section=_domain_section,
                 item_domain_optional=True, accuracy=_accuracy,
-                check_schema=lambda params, records, domains: check_schema(records, domains.items))
+                check_schema=lambda params, records, domains: check_schema(records, domains.items),
+                output_rows=lambda params, domains: {"histogram": len(params.bins)})

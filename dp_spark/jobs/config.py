@@ -31,7 +31,7 @@ from dp_spark.families.frapp import FrappParams
 from dp_spark.families.guards import GUARD_KEYS, Guards, guards_of
 from dp_spark.families.location_entropy import EntropyParams
 from dp_spark.families.registry import BY_ALGORITHM, family_of
-from dp_spark.core.privacy import as_epsilon
+from dp_spark.core.privacy import as_epsilon, release_epsilon
 
 SOURCE_FORMATS = ("parquet", "csv", "table", "movielens-1m", "movielens-100k", "netflix-synthetic", "checkins",
                   "checkins-synthetic", "adult")
@@ -43,7 +43,7 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "": ("output", "output_table", "seed", "run_date", "source", "domain", "privacy", "algorithm", "publisher",
          "budget_store", "spark", "guards", "execution"),
     "guards": GUARD_KEYS,
-    "execution": ("executor_noise_cells",),
+    "execution": ("executor_noise_cells", "max_output_rows"),
     "budget_store": ("path", "dataset", "epsilon_cap", "delta_cap"),
     "source": ("format", "path", "table", "sep", "header", "names", "columns", "distinct_records", "encoding"),
     "source.columns": STANDARD_COLUMNS,
@@ -356,8 +356,8 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
     attributes = domain.get("attributes")
 
     privacy = raw.get("privacy", {})
-    epsilon = as_epsilon(require(privacy, "epsilon", "privacy"), "privacy.epsilon")
-    parts = {k: as_epsilon(privacy[k], f"privacy.{k}") for k in EPSILON_PARTS if k in privacy}
+    epsilon = release_epsilon(require(privacy, "epsilon", "privacy"), "privacy.epsilon")
+    parts = {k: release_epsilon(privacy[k], f"privacy.{k}") for k in EPSILON_PARTS if k in privacy}
 
     algorithm = raw.get("algorithm", {})
     name = require(algorithm, "name", "algorithm")

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dp_spark.core.domain import ItemDomain, attribute_domain, item_domain, refuse_source_table
+from dp_spark.core.privacy import epsilon_warning
 from dp_spark.core.progress import Progress, stage
 from dp_spark.errors import ConfigError, GuardRefused
-from dp_spark.families.base import Domains, check_domain_fits, plan_split
+from dp_spark.families.base import Domains, check_domain_fits, describe_output_size, output_size, plan_split
 from dp_spark.families.engine import Computed, compute, planned_accuracy
 from dp_spark.families.registry import family_of
 from dp_spark.io import catalog, checkins, output_lock, release_store, sources
@@ -170,6 +171,8 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
     if cfg.seed is not None:
         progress("WARNING: fixed seed: this release is for testing only and NOT private (whoever learns the "
                  "seed can regenerate the noise)")
+    if epsilon_warning(cfg.epsilon):
+        progress(epsilon_warning(cfg.epsilon))
     with stage(progress, "plan"):
         plan_budget(cfg)
         refuse_source_table(cfg.items, spark, cfg.source)  # before the budget store is charged
@@ -190,6 +193,7 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
         preflight.check(cfg, target, _family(cfg).uses_item_domain, spark, progress)  # nothing charged or read yet
         domains = job_domains(cfg, spark)
         check_domain_fits(_family(cfg), cfg.params, domains, cfg.execution)
+        progress(f"output: {describe_output_size(output_size(_family(cfg), cfg.params, domains, cfg.execution))}")
         check_source_schema(cfg, spark, domains)
     run = {"run_date": cfg.run_date, "forced": replacing}
     store = cfg.budget_store
