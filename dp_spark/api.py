@@ -18,12 +18,13 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from dp_spark import display
 from dp_spark.bounding.keys import with_row_key
 from dp_spark.core import accuracy
 from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain, item_domain_of_ids
 from dp_spark.core.privacy import BudgetExceeded, as_epsilon, epsilon_warning, release_epsilon
 from dp_spark.core.progress import Progress
-from dp_spark.errors import ConfigError, DataError
+from dp_spark.errors import ConfigError, DataError, GuardRefused
 from dp_spark.families.base import Domains, Execution, Family, check_domain_fits, output_size, plan_split
 from dp_spark.families.counts import BASELINE_PUBLISHERS, PRIVATE_ITEMS, CountsParams
 from dp_spark.families.dpsense import DPSenseParams
@@ -73,12 +74,89 @@ class DatasetBudget:
                                  f"in all ({self.delta_spent:g} spent)")
         self.charges.append({"what": what, "epsilon": epsilon, "delta": delta})
 
+    def finish(self, charge: Any, status: str, exc: BaseException | None = None, report: dict | None = None) -> None:
+        """How a charged release ended; kept only by a persistent store (:meth:`from_store`)."""
+
     def __repr__(self) -> str:
         return (f"DatasetBudget(epsilon={float(self.epsilon):g}, spent={float(self.spent):g}, "
                 f"releases={len(self.charges)})")
 
+    @staticmethod
+    def from_store(path: str, dataset: str, epsilon_cap: object = None, delta_cap: float | None = None) -> StoreBudget:
+        """The dataset's budget in the persistent store the jobs use (``[budget_store]``,
+        docs/scheduled_runs.md), so that a notebook's releases and the scheduled runs share one cap
+        and a kernel restart forgets nothing. Each release is charged in the store before it reads a
+        record and recorded there as released, failed or refused; the store's cap rules apply (a
+        store is created only with ``epsilon_cap``, and a cap above the stored one is refused)."""
+        return StoreBudget(path, dataset, epsilon_cap, delta_cap)
 
-@dataclass(frozen=True)
+
+class StoreBudget(DatasetBudget):
+    """A :class:`DatasetBudget` kept in a budget store file (:meth:`DatasetBudget.from_store`):
+    ``spent`` and ``remaining`` are read from the store, so they include every other run's spend."""
+
+    def __init__(self, path: str, dataset: str, epsilon_cap: object = None, delta_cap: float | None = None):
+        from dp_spark.jobs import budget_store
+
+        if not isinstance(path, str) or not isinstance(dataset, str) or not path or not dataset:
+            raise ConfigError("from_store needs the store's path and the dataset's name, both strings")
+        cap = None if epsilon_cap is None else as_epsilon(epsilon_cap, "epsilon_cap")
+        self.spec = budget_store.StoreSpec(path, dataset, cap, None if delta_cap is None else float(delta_cap))
+        self.charges = []
+        budget_store.check_reachable(self.spec)
+
+    def _summary(self) -> dict | None:
+        """The store as ``dp-spark budget show --json`` reads it; None before its first charge."""
+        from pathlib import Path
+
+        from dp_spark.jobs import budget_store
+
+        return budget_store.summary(self.spec.path, self.spec.dataset) if Path(self.spec.path).exists() else None
+
+    @property
+    def epsilon(self) -> Fraction:
+        info = self._summary()
+        if info is None or info["epsilon"]["cap"] is None:
+            return self.spec.epsilon_cap or Fraction(0)
+        return Fraction(info["epsilon"]["cap"])
+
+    @property
+    def spent(self) -> Fraction:
+        info = self._summary()
+        return Fraction(0) if info is None else Fraction(info["epsilon"]["spent"])
+
+    @property
+    def delta(self) -> float:
+        info = self._summary()
+        return (self.spec.delta_cap or 0.0) if info is None else info["delta"]["cap"] or 0.0
+
+    @property
+    def delta_spent(self) -> float:
+        info = self._summary()
+        return 0.0 if info is None else info["delta"]["spent"]
+
+    def charge(self, epsilon: Fraction, delta: float, what: str) -> dict:
+        from dp_spark.jobs import budget_store
+
+        charged = budget_store.charge(self.spec, epsilon, delta, {"algorithm": what, "output": None,
+                                                                   "run_date": None, "forced": False, "api": True})
+        self.charges.append({"what": what, "epsilon": epsilon, "delta": delta, "run_id": charged["run_id"]})
+        return charged
+
+    def finish(self, charge: Any, status: str, exc: BaseException | None = None, report: dict | None = None) -> None:
+        from dp_spark.jobs import budget_store
+
+        details = {"error": budget_store.stored_error(exc)} if exc is not None else {}
+        if report is not None:
+            details.update(epsilon_spent=report["epsilon_spent"], ledger=report["ledger"])
+        budget_store.finish(self.spec, charge["run_id"], status, **details)
+
+    def __repr__(self) -> str:
+        return (f"DatasetBudget.from_store({self.spec.path!r}, {self.spec.dataset!r}): epsilon "
+                f"{float(self.spent):g} spent of {float(self.epsilon):g}")
+
+
+@dataclass(frozen=True, repr=False)
 class Release:
     """The noisy tables of one release by name, and its privacy report. Tables are pandas
     DataFrames (one row per public domain value), except FRAPP's perturbed records, which are as
@@ -94,6 +172,30 @@ class Release:
 
     def __getitem__(self, name: str) -> Any:
         return self.tables[name]
+
+    def __repr__(self) -> str:
+        """A few lines: the algorithm, the spend, the guarantee, each table's size and noise, the ledger."""
+        return "\n".join(display.summary_lines(self.report, self.tables))
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the same, with each table's first rows."""
+        return display.summary_html(self.report, self.tables)
+
+    def plot(self, table: str | None = None, top: int = display.TOP):
+        """A matplotlib Figure of one table (default: the first with a released value): a
+        histogram's bars, or the ``top`` largest values, with the 95% half-width of the noise as
+        error bars where it is exact. Needs matplotlib (``pip install 'dp-spark[plot]'``)."""
+        names = display.plotted(self.report, self.tables)
+        if table is None:
+            if not names:
+                raise ConfigError("this release has no table to plot (a Spark DataFrame is not collected: "
+                                  "release.to_spark(name))")
+            table = names[0]
+        elif table not in names:
+            raise ConfigError(f"no plot of {table!r}: plotted tables are {', '.join(names) or 'none'}")
+        return display.figure(self.report, self.tables, table, top)
 
     @property
     def ledger(self) -> list[dict]:
@@ -237,11 +339,17 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
     output_size(family, params, domains, execution)
     family.check_schema(params, records, domains)  # the columns' names and types are public: no charge yet
     executor_env.check(records.sparkSession, progress)  # the executors' Python, before any charge
-    if budget is not None:
-        budget.charge(epsilon, family.delta(params), f"{params.algorithm} release")
+    charge = None if budget is None else budget.charge(epsilon, family.delta(params), f"{params.algorithm} release")
     progress(family.describe(params, epsilon, domains))
-    computed = compute(family, params, records, domains, epsilon, split, seed,
-                       {"format": "dataframe", "location": None}, progress, limits, execution)
+    try:
+        computed = compute(family, params, records, domains, epsilon, split, seed,
+                           {"format": "dataframe", "location": None}, progress, limits, execution)
+    except BaseException as exc:  # the charge stays: noise may have been drawn (or, refused, the data decided)
+        if budget is not None:
+            budget.finish(charge, "refused" if isinstance(exc, GuardRefused) else "failed", exc=exc)
+        raise
+    if budget is not None:
+        budget.finish(charge, "released", report=computed.report)
     return Release(computed.tables, computed.report, records.sparkSession, computed.diagnostics)
 
 

@@ -29,7 +29,7 @@ import signal
 import sys
 import traceback
 
-from dp_spark.cli import budget, measure, plan, run, spark_args, tune
+from dp_spark.cli import budget, measure, plan, report, run, spark_args, tune
 from dp_spark.cli.exits import EXIT_BUDGET, EXIT_INPUT, EXIT_RUNTIME, quiet_spark_error_logs, root_cause
 from dp_spark.core.privacy import BudgetExceeded
 from dp_spark.errors import DpSparkError, Interrupted
@@ -108,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     budget.add_parser(commands)
     plan.add_parser(commands)
+    report.add_parser(commands)
     tune.add_parser(commands)
 
     audit_report = commands.add_parser(
@@ -139,6 +140,7 @@ def _versions() -> str:
 COMMANDS = {"run": run.run, "generate": run.generate, "bench": measure.bench, "evaluate": measure.evaluate,
             "audit": measure.audit, "budget": budget.budget, "audit-report": measure.audit_report, "plan": plan.plan}
 COMMANDS["tune"] = tune.tune
+COMMANDS["report"] = report.report
 
 
 def stdout_closed() -> int:

@@ -1,0 +1,105 @@
+"""A release shown to a person (issue 40): ``print(release)`` is a short summary, Jupyter gets HTML
+with each table's first rows and its ± column, ``release.plot()`` draws a table, and
+``dp-spark report OUT`` shows a written release as text or as one self-contained HTML page,
+which a real headless Chromium renders (its screenshot must show the page and its plots)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dp_spark
+from dp_spark import display
+from dp_spark.cli import main
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def releases(spark):
+    rng = np.random.default_rng(0)
+    frame = spark.createDataFrame(pd.DataFrame({"user_id": rng.integers(0, 300, 3000),
+                                                "item_id": rng.integers(1, 40, 3000),
+                                                "attr": rng.choice(["a", "b"], 3000)}))
+    return {
+        "counts": dp_spark.sra(frame, items=range(1, 41), attribute="attr", attributes=["a", "b"], l=5, epsilon=1,
+                               seed=1),
+        "histogram": dp_spark.user_histogram(frame, quantity="records", bins=[1, 5, 10, 20], epsilon=1, seed=1),
+        "private": dp_spark.sra(frame, items="private", delta=1e-6, l=5, epsilon=1, seed=1),
+    }
+
+
+def test_printing_a_release_gives_a_short_summary(releases):
+    text = str(releases["counts"])
+    assert text == repr(releases["counts"]) and len(text.splitlines()) <= 12 and len(text) < 1200
+    assert "epsilon 1 spent of 1" in text
+    assert re.search(r"item_counts +40 rows +noisy_count ±\d+ \(95%\)", text)
+    assert re.search(r"edge_counts +80 rows", text)
+    assert "discrete Laplace" in text and releases["counts"].report["guarantee"] in text
+    assert "count is unknown, not zero" not in text
+    assert "count is unknown, not zero" in str(releases["private"])
+
+
+def test_the_notebook_view_shows_the_ledger_and_first_rows_with_their_halfwidth(releases):
+    page = releases["counts"]._repr_html_()
+    assert "<h4>Ledger</h4>" in page and page.count("<table") == 3
+    first = releases["counts"]["item_counts"].head(display.SHOWN_ROWS)
+    for value in first["noisy_count"]:
+        assert f"<td>{value:,}</td>" in page or f"<td>{value}</td>" in page
+    assert "<th>ci95_halfwidth</th>" in page
+    hostile = dict(releases["counts"].report, guarantee="<script>alert(1)</script>")
+    assert "<script>" not in display.summary_html(hostile, releases["counts"].tables)
+
+
+def test_plot_draws_the_top_values_or_the_histograms_bins(releases):
+    counts = releases["counts"].plot()
+    bars = counts.axes[0].patches
+    assert len(bars) == display.TOP
+    top = releases["counts"]["item_counts"].nlargest(display.TOP, "noisy_count")["noisy_count"]
+    assert sorted(bar.get_width() for bar in bars) == sorted(top)
+    histogram = releases["histogram"].plot()
+    assert [bar.get_height() for bar in histogram.axes[0].patches] == list(releases["histogram"]["histogram"]
+                                                                          ["noisy_count"])
+    with pytest.raises(dp_spark.ConfigError, match="no plot of 'nope'"):
+        releases["counts"].plot("nope")
+
+
+def test_report_prints_a_written_release(releases, tmp_path, capsys):
+    releases["counts"].write(str(tmp_path / "out"))
+    assert main(["report", str(tmp_path / "out")]) == 0
+    assert capsys.readouterr().out.strip() == str(releases["counts"]).strip()
+    assert main(["report", str(tmp_path / "nothing")]) == 2
+    assert "holds no dp-spark release" in capsys.readouterr().err
+
+
+@pytest.mark.system
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium; .ci/run does)")
+@pytest.mark.parametrize("kind", ["counts", "histogram"])
+def test_the_html_report_renders_in_headless_chromium(releases, tmp_path, capsys, kind):
+    from matplotlib.image import imread
+
+    releases[kind].write(str(tmp_path / "out"))
+    page = tmp_path / "report.html"
+    assert main(["report", str(tmp_path / "out"), "--html", str(page)]) == 0
+    text = page.read_text()
+    assert "src=" not in text and "<link" not in text and "<script" not in text  # self-contained
+    browse = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"file://{page}"]
+    dom = subprocess.run([*browse[:-1], "--dump-dom", browse[-1]], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    rendered = dom.stdout
+    assert "<h2>Plots</h2>" in rendered and "Ledger" in rendered
+    assert rendered.count("<svg") == len(releases[kind].tables)  # a plot per table
+    shot = tmp_path / "page.png"
+    done = subprocess.run([*browse[:-1], "--window-size=1000,1600", f"--screenshot={shot}", browse[-1]],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
+    pixels = imread(shot)[..., :3]
+    assert pixels.shape[:2] == (1600, 1000)
+    ink = (pixels.mean(axis=2) < 0.5).mean()  # dark pixels: text, bars and axes were drawn
+    blue = ((pixels[..., 2] > 0.55) & (pixels[..., 0] < 0.45)).mean()  # the bars' colour
+    assert ink > 0.01 and blue > 0.005
