@@ -469,13 +469,20 @@ gs = _baseline("gs")
 gs.__doc__ = "Paper 000's GS: as :func:`lpa`, published by grouping and smoothing."
 
 
-def user_histogram(df, *, quantity, bins, epsilon, items=None, privacy_unit="user_id", item="item_id",
+def user_histogram(df, *, bins, epsilon, quantity="records", items=None, privacy_unit="user_id", item="item_id",
                    publisher="laplace", publisher_options=None, seed=None, budget=None, guards=None,
                    progress=None) -> Release:
-    """How many users have how many records (``quantity="records"``) or distinct items
+    """How many users have how many records (``quantity="records"``, the default) or distinct items
     (``"distinct_items"``), in public ``bins`` (increasing edges, the last bin open-ended).
-    ``items``, if given, keeps only records of those items; without it every record counts."""
+    ``items``, if given, keeps only records of those items; without it every record counts, and
+    records per user need no item column (``item=None``, or a DataFrame without one)."""
+    from pyspark.sql import DataFrame, functions as F
+
     params = HistogramParams(quantity, bins, publisher, dict(publisher_options or {}))
+    if items is None and quantity == "records" and not isinstance(df, _Planning) and (
+            item is None or (isinstance(df, DataFrame) and item not in df.columns)):
+        # Every record counts once for its user, whatever its item: one stand-in item for all.
+        df, item = df.withColumn("_any_item", F.lit(0)), "_any_item"
     return _record_release(params, df, privacy_unit, item, None, items, None, epsilon, None, seed, budget, progress,
                            guards)
 

@@ -69,6 +69,19 @@ def _selected_privately(report: dict) -> bool:
     return "items_selected" in (report["algorithm"].get("chosen") or {})
 
 
+def short_mechanism(entry: dict, width: int = 40) -> str:
+    """A ledger entry's mechanism in a few words for a console or a table (privacy.json has it whole)."""
+    text = entry["mechanism"]
+    for stop in (", ", ": ", " ("):
+        text = text.split(stop, 1)[0]
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def noise_scale_text(entry: dict) -> str:
+    """The entry's noise scale, or '-' for a selection, which adds no noise of a scale to a value."""
+    return "-" if entry["mechanism"].startswith("partition selection") else f"{entry['noise_scale']:g}"
+
+
 def summary_lines(report: dict, tables: dict[str, Any]) -> list[str]:
     """A release in a few lines: algorithm, spend, guarantee, each table's size and noise, ledger."""
     lines = [f"dp-spark release: {_algorithm_line(report)}; epsilon {report['epsilon_spent']:g} spent of "
@@ -85,8 +98,8 @@ def summary_lines(report: dict, tables: dict[str, Any]) -> list[str]:
         lines.append(f"  note: {ABSENT_NOTE}")
     lines.append("  ledger:")
     for entry in report["ledger"]:
-        lines.append(f"    {entry['step']:<18} {entry['mechanism']:<22} epsilon {entry['epsilon']:<8g} "
-                     f"sensitivity {entry['sensitivity_l1']:g}, scale {entry['noise_scale']:g}, "
+        lines.append(f"    {entry['step']:<18} {short_mechanism(entry):<22} epsilon {entry['epsilon']:<8g} "
+                     f"sensitivity {entry['sensitivity_l1']:g}, scale {noise_scale_text(entry)}, "
                      f"{entry['cells']:,} cells")
     return lines
 
@@ -96,9 +109,9 @@ def _html_table(frame: pd.DataFrame) -> str:
 
 
 def _ledger_frame(report: dict) -> pd.DataFrame:
-    return pd.DataFrame([{"step": e["step"], "mechanism": e["mechanism"], "epsilon": e["epsilon"],
+    return pd.DataFrame([{"step": e["step"], "mechanism": short_mechanism(e, 60), "epsilon": e["epsilon"],
                           "delta": e.get("delta", 0.0), "L1 sensitivity": e["sensitivity_l1"],
-                          "noise scale": e["noise_scale"], "cells": e["cells"]} for e in report["ledger"]])
+                          "noise scale": noise_scale_text(e), "cells": e["cells"]} for e in report["ledger"]])
 
 
 def summary_html(report: dict, tables: dict[str, Any], shown_rows: int = SHOWN_ROWS) -> str:

@@ -103,3 +103,27 @@ def test_the_html_report_renders_in_headless_chromium(releases, tmp_path, capsys
     ink = (pixels.mean(axis=2) < 0.5).mean()  # dark pixels: text, bars and axes were drawn
     blue = ((pixels[..., 2] > 0.55) & (pixels[..., 0] < 0.45)).mean()  # the bars' colour
     assert ink > 0.01 and blue > 0.005
+
+
+def test_a_private_selection_prints_a_short_ledger_row_and_says_absent_is_not_zero(releases, capsys):
+    from types import SimpleNamespace
+
+    from dp_spark.cli.run import _print_summary
+
+    private = releases["private"]
+    outputs = {name: {"rows": len(table), "columns": list(table.columns)} for name, table in private.tables.items()}
+    _print_summary(SimpleNamespace(report={**private.report, "outputs": outputs}, tables=private.tables, output="x"))
+    out = capsys.readouterr().out
+    ledger = out[out.index("Privacy ledger"):out.index("spent epsilon")].splitlines()[2:]
+    selection = [row for row in ledger if row.strip().startswith("select items")]
+    assert selection and all(len(row) <= 100 for row in ledger)
+    assert selection[0].split()[-2] == "-"  # no noise scale for a selection
+    assert "an item missing from a table was not selected, and its count is unknown, not zero" in out
+
+
+def test_the_diagnostics_count_the_rows_of_items_not_selected_apart():
+    from dp_spark.families.guards import Coverage, coverage_lines
+
+    lines = coverage_lines(Coverage(1000, {}, extra={"rows_of_items_not_selected": 975}))
+    assert lines[0].startswith("1,000 rows read; outside the domain: none")
+    assert lines[1].startswith("975 rows (97.5%) are of items that partition selection did not select")

@@ -63,3 +63,22 @@ def test_no_item_domain_releases_what_a_domain_of_every_item_does(spark, tmp_pat
     # and the domain, when given, still filters: items 1..9 leave out user 3 and two of the others' records
     narrow, _ = release(tmp_path, "narrow", data, "[domain]\nitems = { range = [1, 9] }", quantity)
     assert not narrow["noisy_count"].equals(without["noisy_count"])
+
+
+def test_records_per_user_need_no_quantity_and_no_item_column(spark):
+    """quantity defaults to "records", which counts every record whatever its item: a DataFrame of
+    user ids alone is enough (issue 40), and gives the histogram of the same DataFrame with items."""
+    import pandas as pd
+
+    import dp_spark
+
+    users = pd.DataFrame({"user_id": [1, 1, 1, 2, 3, 3], "item_id": [5, 6, 7, 5, 5, 9]})
+    with_items = dp_spark.user_histogram(spark.createDataFrame(users), bins=[1, 2, 3], epsilon=1, seed=4)
+    alone = dp_spark.user_histogram(spark.createDataFrame(users[["user_id"]]), bins=[1, 2, 3], epsilon=1, seed=4)
+    assert alone["histogram"].equals(with_items["histogram"])
+    assert alone.report["ledger"] == with_items.report["ledger"]
+    by_none = dp_spark.user_histogram(spark.createDataFrame(users), item=None, bins=[1, 2, 3], epsilon=1, seed=4)
+    assert by_none["histogram"].equals(with_items["histogram"])
+    with pytest.raises(dp_spark.DataError, match="column 'item_id' .* not found"):  # distinct items need items
+        dp_spark.user_histogram(spark.createDataFrame(users[["user_id"]]), quantity="distinct_items", bins=[1, 2],
+                                epsilon=1)

@@ -36,6 +36,8 @@ def _check_outside_release(path: str, output: str) -> None:
 
 
 def _print_summary(result) -> None:
+    from dp_spark.display import ABSENT_NOTE, noise_scale_text, short_mechanism
+
     report = result.report
     print(f"\nOutputs in {result.output}/")
     for name, info in report["outputs"].items():
@@ -46,12 +48,12 @@ def _print_summary(result) -> None:
     print(f"\nPrivacy ledger (unit: {unit}; {report['neighbouring_relation']} neighbours, "
           f"{report['privacy_model']} model):")
     step_w = max([12] + [len(e["step"]) for e in report["ledger"]])
-    mech_w = max([17] + [len(e["mechanism"]) for e in report["ledger"]])
+    mech_w = max([17] + [len(short_mechanism(e)) for e in report["ledger"]])
     print(f"  {'step':<{step_w}} {'mechanism':<{mech_w}} {'epsilon':>8} {'sensitivity':>11} {'noise scale':>11}"
           f" {'cells':>9}")
     for e in report["ledger"]:
-        print(f"  {e['step']:<{step_w}} {e['mechanism']:<{mech_w}} {e['epsilon']:>8g} {e['sensitivity_l1']:>11g}"
-              f" {e['noise_scale']:>11g} {e['cells']:>9,}")
+        print(f"  {e['step']:<{step_w}} {short_mechanism(e):<{mech_w}} {e['epsilon']:>8g} {e['sensitivity_l1']:>11g}"
+              f" {noise_scale_text(e):>11} {e['cells']:>9,}")
     print(f"  spent epsilon {report['epsilon_spent']:g} of {report['epsilon_total']:g}"
           f"{'  (FIXED SEED: for testing only, NOT private)' if report['fixed_seed'] else ''}")
     print(f"  guarantee: {report['guarantee']}")
@@ -59,6 +61,8 @@ def _print_summary(result) -> None:
     chosen = report["algorithm"].get("chosen")
     if chosen:
         print("  chosen privately: " + ", ".join(f"{k} = {v:g}" for k, v in chosen.items()))
+    if chosen and "items_selected" in chosen:
+        print(f"  note: {ABSENT_NOTE}")
     if "histogram" in result.tables:
         _print_histogram(result.tables["histogram"], _halfwidth(report, "histogram", "noisy_count"))
         return

@@ -221,6 +221,10 @@ def coverage_lines(coverage: Coverage) -> list[str]:
     outside = ", ".join(f"{column} {rows:,}" for column, rows in c.rows_outside_domain.items()) or "none"
     lines = [f"{c.rows_read:,} rows read; outside the domain: {outside} "
              f"({_percent(c.rows_dropped, c.rows_read)} of the rows read)"]
+    unselected = c.extra.get("rows_of_items_not_selected")
+    if unselected is not None:
+        lines.append(f"{unselected:,} rows ({_percent(unselected, c.rows_read)}) are of items that partition "
+                     "selection did not select: not released, and not counted as outside the domain")
     if c.rows_kept_by_bounding is not None:
         inside = c.rows_read - c.rows_dropped if c.kept_of is None else c.kept_of
         lines.append(f"bounding ({c.bound}) kept {c.rows_kept_by_bounding:,} of the {inside:,} {c.unit} in "

@@ -154,7 +154,7 @@ def from_config(c: ConfigTables) -> HistogramParams:
     if c.parts:
         raise ConfigError(f"privacy.{next(iter(c.parts))} is not used by user_histogram: the whole "
                           "privacy.epsilon goes to the histogram")
-    quantity = require(c.algorithm, "quantity", "algorithm")
+    quantity = c.algorithm.get("quantity", "records")
     bins = require(c.algorithm, "bins", "algorithm")
     publisher, options = publisher_choice(c.publisher)
     return HistogramParams(quantity, bins, publisher, options)
