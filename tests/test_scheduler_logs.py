@@ -274,12 +274,17 @@ def test_json_mode_a_job_failing_on_its_data_ends_with_end(tmp_path):
     assert done.returncode == 2
     assert (events[-1]["event"], events[-1]["status"], events[-1]["exit_code"]) == ("end", "bad_input", 2)
     assert "item_id" in events[-1]["error"]
-    assert ("read", "failed") in [(e.get("stage"), e.get("status")) for e in events]  # with Spark running
+    # Found from the schema with Spark running, before any charge (issue 40).
+    assert ("plan", "failed") in [(e.get("stage"), e.get("status")) for e in events]
 
 
 @pytest.mark.system
-def test_text_mode_stderr_has_no_spark_noise(tmp_path):
-    done = run_cli(str(job(tmp_path)), "--run-date", DATE, cwd=tmp_path)
+@pytest.mark.parametrize("catalog", [[], ["--set", "output_table=default.noise", "--set",
+                                          "spark.sql.catalogImplementation=\"hive\""]], ids=["files", "hive"])
+def test_text_mode_stderr_has_no_spark_noise(tmp_path, catalog):
+    """Nor the Hive metastore's start-up notes on a catalog run (issue 40)."""
+    done = run_cli(str(job(tmp_path)), "--run-date", DATE, *catalog, "--set",
+                   f"spark.sql.warehouse.dir=\"{tmp_path / 'warehouse'}\"", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     noise = [line for line in lines if any(re.search(pattern, line) for pattern in NOISE)]
