@@ -290,3 +290,36 @@ def test_text_mode_stderr_has_no_spark_noise(tmp_path, catalog):
     noise = [line for line in lines if any(re.search(pattern, line) for pattern in NOISE)]
     assert noise == []
     assert [line for line in lines if not line.startswith("[dp-spark")] in ([], [JVM_INCUBATOR_WARNING])
+
+
+FAILING_TASK = """
+from pyspark.sql import functions as F
+from dp_spark.io.session import get_session
+spark = get_session("local[2]", {})
+@F.udf("long")
+def full(x):
+    raise OSError(28, "No space left on device")
+try:
+    spark.range(4).select(full("id")).collect()
+except Exception as exc:
+    print("failed:", type(exc).__name__)
+"""
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_failed_task_logs_its_java_stack_in_full_only_with_debug(tmp_path, debug):
+    """A full disk printed ~310 lines of Java stacks before dp-spark's one line (issue 40): each
+    trace is cut to its first frame unless --debug asked for them whole."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("SPARK_SUBMIT_OPTS", "PYSPARK_GATEWAY_PORT")}
+    environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), environ.get("PYTHONPATH", "")])
+    if debug:
+        environ["SPARK_SUBMIT_OPTS"] = "-Ddpspark.stack=full"  # what --debug adds (cli.main.full_java_stacks)
+    done = subprocess.run([sys.executable, "-c", FAILING_TASK], capture_output=True, text=True, cwd=tmp_path,
+                          env=environ, timeout=300)
+    assert "failed: PythonException" in done.stdout, done.stderr[-2000:]
+    frames = [line for line in done.stderr.splitlines() if line.startswith("\tat ")]
+    if debug:
+        assert len(frames) > 40
+    else:
+        assert len(frames) <= 4 and "(stack trace: --debug)" in done.stderr

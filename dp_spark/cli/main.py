@@ -143,6 +143,16 @@ COMMANDS["tune"] = tune.tune
 COMMANDS["report"] = report.report
 
 
+def full_java_stacks() -> None:
+    """Ask the driver JVM that is about to start for whole stack traces in its log."""
+    import os
+
+    option = "-Ddpspark.stack=full"
+    opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    if option not in opts:
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} {option}".strip()
+
+
 def stdout_closed() -> int:
     """Exit as a Unix tool whose reader has gone does: quietly, 128 + SIGPIPE. Standard output is
     pointed at /dev/null first, or Python's own flush at exit would fail on the closed pipe again."""
@@ -160,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     debug = getattr(args, "debug", True)  # commands without --debug keep their tracebacks
     if not debug:
         quiet_spark_error_logs()
+    else:  # the JVM's own log keeps whole Java stacks too (dp_spark/io/log4j2.properties)
+        full_java_stacks()
     try:
         return COMMANDS[args.command](args)
     except BrokenPipeError:  # the reader stopped early (`dp-spark budget show | head`): not an error of ours
