@@ -8,6 +8,10 @@ In JSON mode every line is an object with ``ts`` (UTC), ``elapsed_s`` and ``even
 - ``{"event": "spark_log", "line": "..."}`` for each line the driver JVM writes to stderr (Spark's
   log at WARN and above, Java's own warnings), and ``{"event": "python_log", "level": "WARNING",
   "logger": "py.warnings", "message": "..."}`` for Python warnings and log records;
+- ``{"event": "heartbeat", "stage": "read", "seconds": 30.0, "estimate_left_s": 95.0}`` every
+  HEARTBEAT_SECONDS while a stage runs (text mode: "still in stage read (5 of 8) after 30s; about
+  1m35s left (the last release of this output took 2m05s)"); the estimate comes from the budget
+  store's record of the last release of the same output, and is left out without one;
 - ``{"event": "end", "status": "released" | "unchanged" | "refused" | "error" | ..., "exit_code": 0}``
   once, last: anything after it is dropped, so that a scheduler can stop reading there.
 
@@ -31,12 +35,22 @@ import threading
 import time
 
 FORMATS = ("text", "json")
+# The stages of ``dp-spark run`` in order (charge and record only with a budget store).
+RUN_STAGES = ("config", "spark", "plan", "charge", "read", "release", "write", "record")
+# A stage still running after this long says so, and again as often, with an estimate when one is known.
+HEARTBEAT_SECONDS = 30.0
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
 class Progress:
     """Callable with a message; ``stage(name)`` times a block of work."""
 
-    def __init__(self, stream=None, log_format: str = "text", diagnostics: bool = False):
+    def __init__(self, stream=None, log_format: str = "text", diagnostics: bool = False,
+                 heartbeat_seconds: float = HEARTBEAT_SECONDS):
         if log_format not in FORMATS:
             raise ValueError(f"log format must be one of {FORMATS}, got {log_format!r}")
         self.stream = stream  # None: whatever sys.stderr is at the time of the message
@@ -48,6 +62,34 @@ class Progress:
         # The JVM's lines arrive on another thread; reentrant, as a signal handler may log while
         # the main thread is inside _emit.
         self._lock = threading.RLock()
+        self.heartbeat_seconds = heartbeat_seconds
+        # An estimate of the work from the read on (expect()): the last release of the same output.
+        self._expected: tuple[float, float] | None = None  # (seconds it took, when this run's work began)
+
+    def expect(self, seconds: float) -> None:
+        """The run's work (read to record) is expected to take about ``seconds``, as the last release
+        of the same output did: long stages then say how much is left."""
+        self._expected = (seconds, time.monotonic())
+
+    def _still_running(self, name: str, began: float) -> None:
+        """The heartbeat of a long stage: which stage, for how long, and an estimate if known."""
+        so_far = time.monotonic() - began
+        position = f" ({RUN_STAGES.index(name) + 1} of {len(RUN_STAGES)})" if name in RUN_STAGES else ""
+        estimate, left = "", None
+        if self._expected is not None:
+            took, since = self._expected
+            left = took - (time.monotonic() - since)
+            estimate = (f"; about {_duration(left)} left (the last release of this output took {_duration(took)})"
+                        if left > 0 else f"; longer than the last release of this output ({_duration(took)})")
+        if self.json:
+            self._emit("heartbeat", stage=name, seconds=round(so_far, 1),
+                       **({} if left is None else {"estimate_left_s": round(max(left, 0.0), 1)}))
+        else:
+            self(f"still in stage {name}{position} after {_duration(so_far)}{estimate}")
+
+    def _heartbeat(self, name: str, began: float, done: threading.Event) -> None:
+        while not done.wait(self.heartbeat_seconds):
+            self._still_running(name, began)
 
     def context(self, **fields) -> None:
         self.fields.update({k: v for k, v in fields.items() if v is not None})
@@ -111,12 +153,18 @@ class Progress:
         began = time.monotonic()
         if self.json:
             self._emit("stage", stage=name, status="started")
+        done = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(name, began, done), name="dp-spark-heartbeat",
+                                daemon=True)
+        beat.start()
         try:
             yield
         except BaseException:
             if self.json:
                 self._emit("stage", stage=name, status="failed", seconds=round(time.monotonic() - began, 3))
             raise
+        finally:
+            done.set()
         if self.json:
             self._emit("stage", stage=name, status="ok", seconds=round(time.monotonic() - began, 3))
 

@@ -309,6 +309,21 @@ def charge(spec: StoreSpec, epsilon: Fraction, delta: float, run: dict) -> dict:
             "delta_cap": delta_limit, "delta_charged_total": spent_delta + delta}
 
 
+def last_release_seconds(spec: StoreSpec, algorithm: str, output: str) -> float | None:
+    """How long the store's last released run of ``algorithm`` into ``output`` (any run date under
+    it) took from its charge to its record; None without one. Progress's estimate for a new run."""
+    if not Path(spec.path).exists():
+        return None
+    with _locked(Path(spec.path)):
+        state = _load(Path(spec.path), spec.dataset)
+    for run in reversed(state["runs"] if state else []):
+        if (run.get("status") == "released" and run.get("algorithm") == algorithm and run.get("finished_utc")
+                and str(run.get("output", "")).startswith(output.rstrip("/"))):
+            took = dt.datetime.fromisoformat(run["finished_utc"]) - dt.datetime.fromisoformat(run["charged_utc"])
+            return took.total_seconds()
+    return None
+
+
 def stored_error(exc: BaseException) -> str:
     """What the store keeps of a run's failure: the kind, never the message. Messages of errors
     found while reading can quote the data (a raw value, a count of bad rows), and the store is a
