@@ -94,7 +94,8 @@ def log_lines(err: str, log_format: str) -> list[str]:
                 event = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if event.get("event") in ("spark_log", "python_log"):
+            # Heartbeats are timing, like ts and elapsed_s: whether one falls in a stage is not compared.
+            if event.get("event") in ("spark_log", "python_log", "heartbeat"):
                 continue
             for key in ("ts", "elapsed_s", "seconds", "run_id"):
                 event.pop(key, None)
@@ -103,6 +104,8 @@ def log_lines(err: str, log_format: str) -> list[str]:
             if not line.startswith("[dp-spark"):
                 continue  # the JVM's own lines
             line = re.sub(r"^\[dp-spark +[\d.]+s\] ", "", line)
+            if line.startswith("still in stage "):
+                continue
         for pattern, replacement in DP_OUTPUTS_IN_LOG:
             line = re.sub(pattern, replacement, line)
         lines.append(line)
