@@ -1,5 +1,5 @@
-"""``dp-spark run`` on a Spark Connect server (issue 40): ``SPARK_REMOTE``, ``--remote`` and
-``--master sc://...`` each run the job on the server and write the same seeded release as a
+"""``dp-spark run`` on a Spark Connect server (issue 40): ``SPARK_REMOTE`` and ``--remote`` each
+run the job on the server and write the same seeded release as a
 classic run; ``output_table`` works there, and a re-run of a released date does nothing.
 
 The server is started as docs/scheduled_runs.md says (PySpark's ``sbin/start-connect-server.sh``),
@@ -105,11 +105,11 @@ def classic(job) -> tuple[dict, dict]:
     return released(cwd / "classic")
 
 
-@pytest.mark.parametrize("how", ["SPARK_REMOTE", "--remote", "--master"])
+@pytest.mark.parametrize("how", ["SPARK_REMOTE", "--remote"])  # --master sc://: tests/test_connect_url.py
 def test_a_job_on_spark_connect_releases_what_a_classic_run_does(server, job, classic, how):
     cwd, args = job
     out = f"connect-{how.strip('-').lower()}"
-    flags = {"SPARK_REMOTE": [], "--remote": ["--remote", server], "--master": ["--master", server]}[how]
+    flags = {"SPARK_REMOTE": [], "--remote": ["--remote", server]}[how]
     done = dp_spark(["run", *args, "--set", f"output={out}", *flags], cwd,
                     remote=server if how == "SPARK_REMOTE" else None)
     assert done.returncode == 0, done.stderr[-3000:]
