@@ -127,3 +127,12 @@ def test_an_api_frapp_without_an_attribute_column_charges_no_budget(spark):
         dp_spark.frapp(frame, attributes=[{"column": "sex", "values": ["F", "M"]}, {"column": "race", "values": ["a"]}],
                        gamma=19, budget=budget)
     assert budget.charges == []
+
+
+def test_an_api_schema_error_leaves_the_persistent_store_without_a_run(spark, tmp_path):
+    frame = spark.createDataFrame(pd.DataFrame({"user_id": [1, 2], "item_id": [[1], [2]]}))
+    store = tmp_path / "budget.json"
+    budget = dp_spark.DatasetBudget.from_store(str(store), "toy", epsilon_cap=5)
+    with pytest.raises(DpSparkError, match="column item_id has type array<bigint>"):
+        dp_spark.sra(frame, items=range(1, 5), l=2, epsilon=1.0, budget=budget)
+    assert store_runs(store) == [] and budget.spent == 0
