@@ -25,7 +25,8 @@ from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, 
 from dp_spark.core.privacy import BudgetExceeded, as_epsilon, epsilon_warning, release_epsilon
 from dp_spark.core.progress import Progress
 from dp_spark.errors import ConfigError, DataError, GuardRefused
-from dp_spark.families.base import Domains, Execution, Family, check_domain_fits, output_size, plan_split
+from dp_spark.families.base import (Domains, Execution, Family, check_domain_fits, describe_output_size, output_size,
+                                   plan_split)
 from dp_spark.families.counts import BASELINE_PUBLISHERS, PRIVATE_ITEMS, CountsParams
 from dp_spark.families.dpsense import DPSenseParams
 from dp_spark.families.engine import accuracy_section, compute
@@ -101,6 +102,9 @@ class StoreBudget(DatasetBudget):
         if not isinstance(path, str) or not isinstance(dataset, str) or not path or not dataset:
             raise ConfigError("from_store needs the store's path and the dataset's name, both strings")
         cap = None if epsilon_cap is None else as_epsilon(epsilon_cap, "epsilon_cap")
+        if delta_cap is not None and (isinstance(delta_cap, bool) or not isinstance(delta_cap, (int, float))
+                                      or not 0 <= delta_cap < 1):
+            raise ConfigError(f"delta_cap must be a number in [0, 1), got {delta_cap!r}")
         self.spec = budget_store.StoreSpec(path, dataset, cap, None if delta_cap is None else float(delta_cap))
         self.charges = []
         budget_store.check_reachable(self.spec)
@@ -118,7 +122,8 @@ class StoreBudget(DatasetBudget):
         info = self._summary()
         if info is None or info["epsilon"]["cap"] is None:
             return self.spec.epsilon_cap or Fraction(0)
-        return Fraction(info["epsilon"]["cap"])
+        stored = Fraction(info["epsilon"]["cap"])  # a lower cap given here limits this budget's charges
+        return stored if self.spec.epsilon_cap is None else min(stored, self.spec.epsilon_cap)
 
     @property
     def spent(self) -> Fraction:
@@ -300,9 +305,10 @@ def _standard_columns(df, columns: dict[str, str | None]):
 
 
 def _split(family: Family, params: Any, domains: Domains, epsilon: object,
-           epsilon_split: dict | None, limits: Guards = Guards()) -> tuple[Fraction, dict[str, Fraction]]:
-    epsilon = release_epsilon(epsilon, "epsilon")
-    overrides = {k: release_epsilon(v, f"epsilon_split[{k!r}]") for k, v in (epsilon_split or {}).items()}
+           epsilon_split: dict | None, limits: Guards = Guards(),
+           seeded: bool = False) -> tuple[Fraction, dict[str, Fraction]]:
+    epsilon = release_epsilon(epsilon, "epsilon", seeded)
+    overrides = {k: release_epsilon(v, f"epsilon_split[{k!r}]", seeded) for k, v in (epsilon_split or {}).items()}
     return epsilon, plan_split(family, params, epsilon, domains, overrides, limits)
 
 
@@ -328,7 +334,7 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
         raise ConfigError(f"budget must be a dp_spark.DatasetBudget shared by the releases of one dataset "
                           f"(e.g. DatasetBudget(epsilon=5)), got {budget!r}")
     limits = _guards(guards)
-    epsilon, split = _split(family, params, domains, epsilon, epsilon_split, limits)
+    epsilon, split = _split(family, params, domains, epsilon, epsilon_split, limits, seeded=seed is not None)
     progress = progress or Progress()
     if seed is not None:
         progress("WARNING: fixed seed: this release is for testing only and NOT private")
@@ -336,7 +342,7 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
         progress(epsilon_warning(epsilon))
     limits.check_family(family.name, params.algorithm)  # before the budget is charged
     check_domain_fits(family, params, domains, execution)
-    output_size(family, params, domains, execution)
+    progress(f"output: {describe_output_size(output_size(family, params, domains, execution))}")
     family.check_schema(params, records, domains)  # the columns' names and types are public: no charge yet
     executor_env.check(records.sparkSession, progress)  # the executors' Python, before any charge
     charge = None if budget is None else budget.charge(epsilon, family.delta(params), f"{params.algorithm} release")
@@ -346,11 +352,20 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
                            {"format": "dataframe", "location": None}, progress, limits, execution)
     except BaseException as exc:  # the charge stays: noise may have been drawn (or, refused, the data decided)
         if budget is not None:
-            budget.finish(charge, "refused" if isinstance(exc, GuardRefused) else "failed", exc=exc)
+            _finish(budget, charge, "refused" if isinstance(exc, GuardRefused) else "failed", progress, exc=exc)
         raise
     if budget is not None:
-        budget.finish(charge, "released", report=computed.report)
+        _finish(budget, charge, "released", progress, report=computed.report)
     return Release(computed.tables, computed.report, records.sparkSession, computed.diagnostics)
+
+
+def _finish(budget: DatasetBudget, charge: Any, status: str, progress, **details) -> None:
+    """Record how a charged release ended; a store that cannot take it keeps the run charged, and
+    the release (or the release's own error) is what the caller gets."""
+    try:
+        budget.finish(charge, status, **details)
+    except Exception as failure:  # noqa: BLE001 - the charge is in the store either way
+        progress(f"WARNING: could not mark the release {status} in the budget store ({failure}); it stays charged")
 
 
 def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: str | None, items: Any,

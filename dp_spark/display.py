@@ -144,12 +144,10 @@ def plotted(report: dict, tables: dict[str, Any]) -> list[str]:
 def figure(report: dict, tables: dict[str, Any], name: str, top: int = TOP):
     """One table's picture (matplotlib Figure): a histogram's bars in bin order, otherwise the
     ``top`` largest released values; error bars at the 95% half-width where the noise is exact."""
-    try:
-        import matplotlib
+    try:  # a Figure of its own, not pyplot's: a notebook's backend and open figures are left alone
+        from matplotlib.figure import Figure
     except ImportError:
         raise ImportError("plots need matplotlib: pip install 'dp-spark[plot]' (or matplotlib)") from None
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
 
     table = tables[name]
     value = value_column(table)

@@ -62,3 +62,14 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
     assert shown.wait(timeout=120) == 128 + signal.SIGPIPE
     err = shown.stderr.read().decode()
     assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
+def test_debug_asks_the_jvm_for_whole_java_stacks(tmp_path, monkeypatch):
+    """--debug reaches the log4j layout (dp_spark/io/log4j2.properties) as -Ddpspark.stack=full."""
+    import os
+
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Dother=1")
+    assert main(["run", str(tmp_path / "missing.toml")]) == 2
+    assert os.environ["SPARK_SUBMIT_OPTS"] == "-Dother=1"
+    assert main(["run", str(tmp_path / "missing.toml"), "--debug"]) == 2
+    assert os.environ["SPARK_SUBMIT_OPTS"] == "-Dother=1 -Ddpspark.stack=full"

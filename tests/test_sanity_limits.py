@@ -93,14 +93,33 @@ def test_a_run_says_its_output_size_and_warns_about_its_epsilon_and_writes_that_
 
 
 @pytest.mark.parametrize("release, expected", [
-    (lambda df: dp_spark.dpsense(df, items=range(1, 8), epsilon=1, seed=1), {"item_counts": 7}),
-    (lambda df: dp_spark.user_histogram(df, quantity="records", bins=[1, 2, 5, 9], items=range(1, 8), epsilon=1,
-                                        seed=1), {"histogram": 4}),
-    (lambda df: dp_spark.location_entropy(df, location="item_id", locations=range(1, 8), epsilon=1,
-                                          location_choice="random", seed=1), {"location_entropy": 7}),
-], ids=["dpsense", "user_histogram", "entropy"])
+    (lambda df, said: dp_spark.dpsense(df, items=range(1, 8), epsilon=1, seed=1, progress=said), {"item_counts": 7}),
+    (lambda df, said: dp_spark.user_histogram(df, quantity="records", bins=[1, 2, 5, 9], items=range(1, 8), epsilon=1,
+                                              seed=1, progress=said), {"histogram": 4}),
+    (lambda df, said: dp_spark.location_entropy(df, location="item_id", locations=range(1, 8), epsilon=1,
+                                                location_choice="random", seed=1, progress=said),
+     {"location_entropy": 7}),
+    (lambda df, said: dp_spark.sra(df, items=range(1, 8), l=2, epsilon=1, seed=1, progress=said),
+     {"item_counts": 7}),
+], ids=["dpsense", "user_histogram", "entropy", "counts"])
 def test_each_familys_planned_size_is_what_it_releases(spark, release, expected):
+    """The size said before the charge (the family's output_rows) is the size released."""
     rng = np.random.default_rng(0)
     frame = spark.createDataFrame(pd.DataFrame({"user_id": rng.integers(0, 30, 200), "item_id": rng.integers(1, 8, 200)}))
-    done = release(frame)
-    assert {name: len(done[name]) for name in expected} == expected
+    said = []
+    done = release(frame, said.append)
+    released = {name: len(done[name]) for name in done.tables}
+    assert released == expected
+    assert f"output: {'; '.join(f'{name} {rows:,} rows' for name, rows in released.items())}" in said
+
+
+def test_a_seeded_test_release_may_go_beyond_the_limit(tmp_path):
+    """A seeded release is for tests and NOT private; a nearly noiseless one shows the bounded values."""
+    assert load_config(missing_source_config(tmp_path), ["privacy.epsilon=1000000", "seed=1"]).epsilon == 10**6
+    assert release_epsilon(1e6, seeded=True) == 10**6
+    with pytest.raises(ConfigError, match="a seeded test release may go beyond"):
+        release_epsilon(1e6)
+
+
+def test_the_warning_of_a_huge_seeded_epsilon_does_not_overflow():
+    assert "more than 10^300" in epsilon_warning(Fraction(10**7))

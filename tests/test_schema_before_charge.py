@@ -81,6 +81,21 @@ def test_a_csv_of_another_shape_costs_nothing(spark, tmp_path, capsys):
                               "source.names lists 2 columns but")
 
 
+def test_an_attribute_column_no_domain_value_can_have_costs_nothing(spark, tmp_path, capsys):
+    dates = GOOD.assign(attr=[dt.date(2026, 1, d) for d in (1, 2, 2, 3)])
+    config = write_job(tmp_path, parquet(tmp_path, dates), domain=["items = { range = [1, 10] }",
+                                                                   "attributes = [1, 2, 3]"])
+    refused_before_the_charge(tmp_path, capsys, [str(config)], "cannot be read as this job reads them")
+
+
+def test_entropy_visits_of_a_type_no_count_has_cost_nothing(spark, tmp_path, capsys):
+    frame = pd.DataFrame({"user_id": [1, 2], "location": [1, 2], "visits": [[1], [2]]})
+    source = [*parquet(tmp_path, frame), "[source.columns]", 'item_id = "location"']
+    config = write_job(tmp_path, source, ['name = "entropy"', 'variant = "limit"', "locations_per_user = 2",
+                                          "visits_per_location = 2", 'location_choice = "random"'])
+    refused_before_the_charge(tmp_path, capsys, [str(config)], "cannot be read as this job reads them")
+
+
 def test_entropy_by_first_visit_without_a_time_column_costs_nothing(spark, tmp_path, capsys):
     (tmp_path / "checkins.txt").write_text("1\t2\n1\t3\n2\t2\n")
     source = ['format = "checkins"', f'path = "{tmp_path / "checkins.txt"}"']

@@ -118,20 +118,23 @@ def as_epsilon(value: object, name: str = "epsilon", text: bool = False) -> Frac
 
 
 # One release's epsilon: above MEANINGFUL_EPSILON the guarantee protects next to nothing (a warning
-# says so); above MAX_EPSILON it is refused, as a slip (1e300 for 1e-3) rather than a choice, and
-# because the samplers' exact arithmetic grows with it (docs/choosing_epsilon.md).
+# says so); above MAX_EPSILON a release is refused, as a slip (1e300 for 1e-3) rather than a choice
+# (docs/choosing_epsilon.md). A seeded release, for tests and NOT private anyway, may go beyond:
+# a nearly noiseless release is how a test sees the bounded values themselves.
 MEANINGFUL_EPSILON = 10
 MAX_EPSILON = 100
 
 
-def release_epsilon(value: object, name: str = "epsilon") -> Fraction:
-    """as_epsilon for the epsilon of one release (or a part of it): refused above MAX_EPSILON.
-    Caps of a dataset's cumulative spend are not releases and take as_epsilon."""
+def release_epsilon(value: object, name: str = "epsilon", seeded: bool = False) -> Fraction:
+    """as_epsilon for the epsilon of one release (or a part of it): refused above MAX_EPSILON
+    unless the release is ``seeded``. Caps of a dataset's cumulative spend are not releases and
+    take as_epsilon."""
     eps = as_epsilon(value, name)
-    if eps > MAX_EPSILON:
+    if eps > MAX_EPSILON and not seeded:
         raise ConfigError(f"{name} = {float(eps):.4g} is above {MAX_EPSILON}, where a release protects no one (any "
                           f"one user's data may change the odds of a guess about them by a factor of e^{MAX_EPSILON}); "
-                          "public deployments spend between about 0.1 and 10 per release: docs/choosing_epsilon.md")
+                          "public deployments spend between about 0.1 and 10 per release (a seeded test release "
+                          "may go beyond): docs/choosing_epsilon.md")
     return eps
 
 
@@ -139,8 +142,9 @@ def epsilon_warning(epsilon: Fraction | float) -> str | None:
     """A WARNING line for an epsilon whose protection is meaningless, or None."""
     if epsilon <= MEANINGFUL_EPSILON:
         return None
+    factor = f"{math.exp(float(epsilon)):.3g}" if epsilon < 700 else "more than 10^300"  # exp overflows past ~709
     return (f"WARNING: epsilon {float(epsilon):g} protects next to nothing: the release may change the odds of a "
-            f"guess about any one user by a factor of up to e^{float(epsilon):g} = {math.exp(float(epsilon)):.3g} "
+            f"guess about any one user by a factor of up to e^{float(epsilon):g} = {factor} "
             f"(above {MEANINGFUL_EPSILON}, the guarantee is a formality; docs/choosing_epsilon.md)")
 
 

@@ -453,5 +453,5 @@ FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, 
                     and _on_executors(params, domains, execution)),
                 config_keys=("keys_per_user", "l_candidates", "m_candidates", "effective_items"),
                 check_schema=lambda params, records, domains: check_schema(records, domains.items,
-                                                                           params.private_items),
+                                                                           params.private_items, domains.attributes),
                 output_rows=_output_rows)

@@ -116,7 +116,11 @@ def check_schema(df: DataFrame, locations: ItemDomain, by_time: bool) -> None:
     """A DataError (or ConfigError) when the check-ins cannot be read as the job reads them: ids of a
     type no id can have, string location ids, or no time column for a choice by first visit. The
     schema is public: checked before the charge (and again on validation)."""
-    _checked(df, locations)
+    def columns() -> DataFrame:
+        user, item, visits, _in_set, kept = _checked(df, locations)
+        return df.select(user.alias("u"), item.alias("i"), visits.alias("v"), kept.alias("k"))
+
+    validation.analysed(columns)
     if by_time and df.schema["time_raw"].metadata.get("source_column") is None:
         raise DataError("algorithm.location_choice = \"first_visit\" keeps each user's first M locations by time, "
                         "and the source has no time column: name it (source.columns.time), or set "

@@ -145,6 +145,11 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None, a
     url = connect_url(master, conf or {})
     if url is not None:
         return connect_session(url, {k: v for k, v in (conf or {}).items() if k != "spark.remote"}, app_name)
+    conf = {k: v for k, v in (conf or {}).items() if k != "spark.remote"}
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # Under spark-submit the job is classic even with SPARK_REMOTE exported for other commands:
+        # PySpark's builder would otherwise turn to Connect.
+        os.environ.pop("SPARK_REMOTE", None)
     check_java()
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession

@@ -224,14 +224,34 @@ def keyed_by_user(df: DataFrame) -> DataFrame:
     return df.select(user.alias("user_id"), F.col("item_id")).where(F.col("user_id").isNotNull())
 
 
-def check_schema(df: DataFrame, items: ItemDomain | None, private_items: bool = False) -> None:
-    """A DataError when the user or item column has a type no id can have (validate_records and
-    keyed_by_user would find it later, after the charge); reads no record."""
-    _integer_problems(df, "user_id")
-    if private_items:
-        keyed_by_user(df)
-    else:
-        _item_values(df, items)
+def check_schema(df: DataFrame, items: ItemDomain | None, private_items: bool = False,
+                 attributes: AttributeDomain | None = None) -> None:
+    """A DataError when the user, item or attribute column has a type no value of its domain can
+    have (validate_records and keyed_by_user would find it later, after the charge); reads no record."""
+    def columns() -> DataFrame:
+        _bad, user = _integer_problems(df, "user_id")
+        selected = [user.alias("user_id")]
+        if private_items:
+            keyed_by_user(df)
+        else:
+            selected.append(_item_values(df, items)[1].alias("item_id"))
+        if attributes is not None:
+            selected.append(_attribute_values(df, attributes)[1].alias("attr"))
+        return df.select(*selected)
+
+    analysed(columns)
+
+
+def analysed(build: Callable[[], DataFrame]) -> None:
+    """Have Spark analyse the DataFrame ``build`` makes (its expressions' types and casts), which
+    reads no record; a column it cannot convert is a DataError."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        build().schema  # classic Spark analyses in select(), Spark Connect when asked for the schema
+    except AnalysisException as exc:
+        first_line = str(exc).strip().splitlines()[0]
+        raise DataError(f"the source's columns cannot be read as this job reads them: {first_line}") from None
 
 
 def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDomain | None,

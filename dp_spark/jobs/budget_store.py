@@ -312,15 +312,18 @@ def charge(spec: StoreSpec, epsilon: Fraction, delta: float, run: dict) -> dict:
 def last_release_seconds(spec: StoreSpec, algorithm: str, output: str) -> float | None:
     """How long the store's last released run of ``algorithm`` into ``output`` (any run date under
     it) took from its charge to its record; None without one. Progress's estimate for a new run."""
-    if not Path(spec.path).exists():
+    base = output.rstrip("/")
+    try:
+        with _locked(Path(spec.path)):
+            state = _load(Path(spec.path), spec.dataset)
+        for run in reversed(state["runs"] if state else []):
+            where = str(run.get("output") or "")
+            if (run.get("status") == "released" and run.get("algorithm") == algorithm and run.get("finished_utc")
+                    and (where == base or where.startswith(base + "/"))):
+                took = dt.datetime.fromisoformat(run["finished_utc"]) - dt.datetime.fromisoformat(run["charged_utc"])
+                return took.total_seconds()
+    except (OSError, ValueError, KeyError, TypeError, ConfigError):  # only an estimate: never fail a run for it
         return None
-    with _locked(Path(spec.path)):
-        state = _load(Path(spec.path), spec.dataset)
-    for run in reversed(state["runs"] if state else []):
-        if (run.get("status") == "released" and run.get("algorithm") == algorithm and run.get("finished_utc")
-                and str(run.get("output", "")).startswith(output.rstrip("/"))):
-            took = dt.datetime.fromisoformat(run["finished_utc"]) - dt.datetime.fromisoformat(run["charged_utc"])
-            return took.total_seconds()
     return None
 
 

@@ -356,8 +356,9 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
     attributes = domain.get("attributes")
 
     privacy = raw.get("privacy", {})
-    epsilon = release_epsilon(require(privacy, "epsilon", "privacy"), "privacy.epsilon")
-    parts = {k: release_epsilon(privacy[k], f"privacy.{k}") for k in EPSILON_PARTS if k in privacy}
+    seeded = raw.get("seed") is not None
+    epsilon = release_epsilon(require(privacy, "epsilon", "privacy"), "privacy.epsilon", seeded)
+    parts = {k: release_epsilon(privacy[k], f"privacy.{k}", seeded) for k in EPSILON_PARTS if k in privacy}
 
     algorithm = raw.get("algorithm", {})
     name = require(algorithm, "name", "algorithm")

@@ -204,11 +204,12 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
                                            "forced": replacing})
         progress(f"charged epsilon {float(cfg.epsilon):g} to dataset {store.dataset!r}: "
                  f"{charged['epsilon_charged_total']:g} of its cap {charged['epsilon_cap']:g} is now used")
-        took = budget_store.last_release_seconds(store, cfg.algorithm, cfg.output)
-        if took is not None and hasattr(progress, "expect"):
-            progress.expect(took)
         run["budget_store"] = charged
     try:
+        if store is not None and hasattr(progress, "expect"):
+            took = budget_store.last_release_seconds(store, cfg.algorithm, cfg.output)
+            if took is not None:
+                progress.expect(took)
         result = _release(cfg, spark, progress, target, run)
     except BaseException as exc:  # the charge stays: noise may have been drawn (or, refused, the data decided)
         if store is not None:
