@@ -8,7 +8,6 @@ source path must reach it made absolute."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -20,6 +19,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import ROOT, SHARED_DATA
+from tests.test_connect import released
 
 pytestmark = pytest.mark.system
 
@@ -84,17 +84,6 @@ def job(tmp_path_factory) -> tuple[Path, list[str]]:
     return cwd, [str(ROOT / "conf" / "movielens_sra.toml"), "--set", "source.format=movielens-100k",
                  "--set", "source.path=ml-100k", "--set", "domain.items={ range = [1, 1682] }",
                  "--set", "algorithm.l=20", "--set", f"seed={SEED}"]
-
-
-def released(directory: Path) -> tuple[dict, dict]:
-    report = json.loads((directory / "privacy.json").read_text())
-    report.pop("run", None)
-    report.pop("created_utc")
-    tables = {}
-    for table in sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
-        frame = pd.read_parquet(table)
-        tables[table.name] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
-    return report, tables
 
 
 @pytest.fixture(scope="module")

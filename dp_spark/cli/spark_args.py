@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dp_spark.errors import ConfigError
+from dp_spark.io.session import CONNECT_SCHEME
 
 REMOTE_HELP = ("Spark Connect server, e.g. sc://host:15002 (default: the SPARK_REMOTE environment variable or "
                "[spark] spark.remote; docs/scheduled_runs.md, Spark Connect)")
@@ -20,6 +21,6 @@ def master_of(args) -> str | None:
         return args.master
     if args.master is not None:
         raise ConfigError(f"--master {args.master} and --remote {remote} both given: keep one")
-    if not remote.startswith("sc://"):
+    if not remote.startswith(CONNECT_SCHEME):
         raise ConfigError(f"--remote takes a Spark Connect URL sc://host:port, got {remote!r}")
     return remote

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from dp_spark.core.domain import ItemDomain, attribute_domain, item_domain, refuse_source_table
 from dp_spark.core.privacy import epsilon_warning
@@ -61,30 +62,34 @@ def read_source(cfg: JobConfig, spark, domains: Domains):
     return sources.read_records(spark, cfg.source, want_attr=domains.attributes is not None)
 
 
-def check_source_schema(cfg: JobConfig, spark, domains: Domains) -> None:
-    """Whether the source reads as the job needs, from its schema alone: Spark resolves the column
-    names and types (file footers, a CSV's header line; no record is read) and the family checks
-    them. The schema is public, so a misnamed or missing column, a file of the wrong shape or a
-    headerless CSV read with a header is refused here, before the budget store is charged."""
-    _family(cfg).check_schema(cfg.params, read_source(cfg, spark, domains), domains)
+def check_source_schema(cfg: JobConfig, spark, domains: Domains):
+    """The job's records (lazy, as read_source gives them) once their schema reads as the job
+    needs: Spark resolves the column names and types (file footers, a CSV's header line; no record
+    is read) and the family checks them. The schema is public, so a misnamed or missing column, a
+    file of the wrong shape or a headerless CSV read with a header is refused here, before the
+    budget store is charged."""
+    records = read_source(cfg, spark, domains)
+    _family(cfg).check_schema(cfg.params, records, domains)
+    return records
 
 
 def source_description(cfg: JobConfig) -> dict:
     return {"format": cfg.source.format, "location": cfg.source.path or cfg.source.table}
 
 
-def compute_release(cfg: JobConfig, spark, progress=None) -> Computed:
-    """Read, check, bound, count and add noise; nothing is written."""
+def compute_release(cfg: JobConfig, spark, progress=None, checked: tuple[Domains, Any] | None = None) -> Computed:
+    """Read, check, bound, count and add noise; nothing is written. ``checked``: the domains and
+    the (lazy) records the pre-flight already built, so that neither is read twice."""
     progress = progress or Progress()
     family = _family(cfg)
     split = plan_budget(cfg)
-    domains = job_domains(cfg, spark)
+    domains, records = checked if checked else (job_domains(cfg, spark), None)
     progress(family.describe(cfg.params, cfg.epsilon, domains))
     if domains.items is not None and domains.items.public_by_assertion:
         progress(f"WARNING: {domains.items.public_by_assertion}")
     progress(f"reading and checking {cfg.source.format} source {cfg.source.path or cfg.source.table}")
     with stage(progress, "read"):
-        records = read_source(cfg, spark, domains)
+        records = records if records is not None else read_source(cfg, spark, domains)
     with stage(progress, "release"):
         return compute(family, cfg.params, records, domains, cfg.epsilon, split, cfg.seed, source_description(cfg),
                        progress, cfg.guards, cfg.execution)
@@ -136,8 +141,8 @@ def existing_release(cfg: JobConfig, progress=None) -> JobResult | None:
     return JobResult(target, report, {}, None, status="unchanged")
 
 
-def _release(cfg: JobConfig, spark, progress, target: str, run: dict) -> JobResult:
-    computed = compute_release(cfg, spark, progress)
+def _release(cfg: JobConfig, spark, progress, target: str, run: dict, checked: tuple[Domains, Any]) -> JobResult:
+    computed = compute_release(cfg, spark, progress, checked)
     report = {**computed.report, "run": run}
     with stage(progress, "write"):
         progress(f"writing {target}")
@@ -194,7 +199,7 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
         domains = job_domains(cfg, spark)
         check_domain_fits(_family(cfg), cfg.params, domains, cfg.execution)
         progress(f"output: {describe_output_size(output_size(_family(cfg), cfg.params, domains, cfg.execution))}")
-        check_source_schema(cfg, spark, domains)
+        records = check_source_schema(cfg, spark, domains)
     run = {"run_date": cfg.run_date, "forced": replacing}
     store = cfg.budget_store
     if store is not None:
@@ -210,7 +215,7 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
             took = budget_store.last_release_seconds(store, cfg.algorithm, cfg.output)
             if took is not None:
                 progress.expect(took)
-        result = _release(cfg, spark, progress, target, run)
+        result = _release(cfg, spark, progress, target, run, (domains, records))
     except BaseException as exc:  # the charge stays: noise may have been drawn (or, refused, the data decided)
         if store is not None:
             status = "refused" if isinstance(exc, GuardRefused) else "failed"
