@@ -1,4 +1,5 @@
-"""Exact discrete Laplace noise keyed by cell index, for drawing on the executors (issue 31).
+"""Exact discrete Laplace (or discrete Gaussian) noise keyed by cell index, for drawing on the
+executors (issues 31 and 41).
 
 The driver draws noise from one stream (:class:`~dp_spark.core.mechanisms.RandomSource`). On the
 executors each task must draw its own cells' noise, and a retried task must draw the *same*
@@ -11,8 +12,9 @@ a secret and the cell index only, never of which task or attempt asks:
 - the cell indices are cut into aligned blocks of :data:`BLOCK_CELLS`; block ``j`` of a noised
   column gets its own key, keyed BLAKE2b(secret; label, scale, j);
 - the block key feeds a counter-mode stream, SHAKE-256(block key ‖ counter), read as 64-bit
-  words, and the driver's exact sampler (CKS 2020, Algorithms 1 and 2, integer comparisons only)
-  draws the block's :data:`BLOCK_CELLS` values from it.
+  words, and the driver's exact sampler (CKS 2020, Algorithms 1 and 2 for the discrete Laplace,
+  3 for the discrete Gaussian, whose keys have their own personalisation; integer comparisons
+  only) draws the block's :data:`BLOCK_CELLS` values from it.
 
 A range of cells gets the slice of its blocks' values, so the noise of a cell is the same
 whichever partition, batch or attempt covers it. Claim: docs/mechanisms.md, "Privacy claim:
@@ -28,6 +30,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from dp_spark.core.discrete_gaussian import as_variance, discrete_gaussian
 from dp_spark.core.mechanisms import RandomSource, _discrete_laplace, as_scale
 
 # Cells per keyed block: a range pays for at most two partial blocks at its ends, and each block is
@@ -37,7 +40,14 @@ from dp_spark.core.mechanisms import RandomSource, _discrete_laplace, as_scale
 BLOCK_CELLS = 65536
 SECRET_BYTES = 32
 _STREAM_CHUNK_BYTES = 1 << 16
-_PERSON = b"dp-spark-noise-1"  # BLAKE2b personalisation (16 bytes): separates these keys from any other use
+# BLAKE2b personalisations (16 bytes): they separate these keys from any other use, and the discrete
+# Gaussian's keys from the discrete Laplace's (a Laplace column keeps the keys it had before there was a
+# Gaussian, so seeded releases are unchanged).
+_PERSON = b"dp-spark-noise-1"
+_GAUSSIAN_PERSON = b"dp-spark-gauss-1"
+LAPLACE = "laplace"
+GAUSSIAN = "gaussian"
+_PERSONS = {LAPLACE: _PERSON, GAUSSIAN: _GAUSSIAN_PERSON}
 _MAX_CELL = (1 << 63) - 1
 
 
@@ -105,10 +115,13 @@ class KeyedStream(RandomSource):
         return taken
 
 
-def block_key(secret: NoiseSecret, label: str, scale: Fraction, block: int) -> bytes:
-    """The key of one block of one noised column: keyed BLAKE2b over an unambiguous encoding
-    of (label, scale, block index). Two columns of a release need different labels, or they
-    would get the same noise."""
+def block_key(secret: NoiseSecret, label: str, scale: Fraction, block: int, mechanism: str = LAPLACE) -> bytes:
+    """The key of one block of one noised column: keyed BLAKE2b, personalised by the mechanism,
+    over an unambiguous encoding of (label, scale, block index); ``scale`` is the discrete
+    Laplace's scale or the discrete Gaussian's σ². Two columns of a release need different
+    labels, or they would get the same noise."""
+    if mechanism not in _PERSONS:
+        raise ValueError(f"unknown noise mechanism {mechanism!r}; expected one of {', '.join(_PERSONS)}")
     if not isinstance(label, str) or not label:
         raise ValueError("a noised column needs a non-empty label")
     name = label.encode("utf-8")
@@ -117,23 +130,33 @@ def block_key(secret: NoiseSecret, label: str, scale: Fraction, block: int) -> b
         scale.numerator.to_bytes(8, "little"), scale.denominator.to_bytes(8, "little"),
         block.to_bytes(8, "little"),
     ])
-    return hashlib.blake2b(message, key=secret.key, digest_size=32, person=_PERSON).digest()
+    return hashlib.blake2b(message, key=secret.key, digest_size=32, person=_PERSONS[mechanism]).digest()
 
 
-def block_noise(secret: NoiseSecret, label: str, scale: Fraction | int, block: int) -> np.ndarray:
-    """The :data:`BLOCK_CELLS` exact discrete Laplace values, P(Z = z) ∝ exp(−|z|/scale), of
-    cells ``block·BLOCK_CELLS`` … ``(block+1)·BLOCK_CELLS − 1``."""
-    scale = as_scale(scale)
-    rng = KeyedStream(block_key(secret, label, scale, block))
+def _checked(scale: Fraction | int, mechanism: str) -> Fraction:
+    return as_variance(scale) if mechanism == GAUSSIAN else as_scale(scale)
+
+
+def block_noise(secret: NoiseSecret, label: str, scale: Fraction | int, block: int,
+                mechanism: str = LAPLACE) -> np.ndarray:
+    """The :data:`BLOCK_CELLS` exact noise values of cells ``block·BLOCK_CELLS`` …
+    ``(block+1)·BLOCK_CELLS − 1``: discrete Laplace, P(Z = z) ∝ exp(−|z|/scale), or with
+    ``mechanism`` = "gaussian" the discrete Gaussian of variance parameter σ² = ``scale``."""
+    scale = _checked(scale, mechanism)
+    rng = KeyedStream(block_key(secret, label, scale, block, mechanism))
+    if mechanism == GAUSSIAN:
+        return discrete_gaussian(rng, scale, BLOCK_CELLS)
     return _discrete_laplace(rng, np.full(BLOCK_CELLS, scale.numerator, dtype=np.uint64),
                              np.full(BLOCK_CELLS, scale.denominator, dtype=np.uint64))
 
 
-def range_noise(secret: NoiseSecret, label: str, scale: Fraction | int, first: int, last: int) -> np.ndarray:
-    """One exact discrete Laplace value per cell index in ``first`` … ``last`` (both included).
+def range_noise(secret: NoiseSecret, label: str, scale: Fraction | int, first: int, last: int,
+                mechanism: str = LAPLACE) -> np.ndarray:
+    """One exact noise value (:func:`block_noise`'s) per cell index in ``first`` … ``last`` (both
+    included).
 
-    A function of (secret, label, scale, cell index) only: any range covering a cell gives it the
-    same value, so a retried or re-partitioned task releases the same noise.
+    A function of (secret, mechanism, label, scale, cell index) only: any range covering a cell
+    gives it the same value, so a retried or re-partitioned task releases the same noise.
     """
     for name, value in (("first", first), ("last", last)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= _MAX_CELL:
@@ -141,9 +164,10 @@ def range_noise(secret: NoiseSecret, label: str, scale: Fraction | int, first: i
     first, last = int(first), int(last)
     if first > last:
         raise ValueError(f"first cell {first} is after last cell {last}")
-    scale = as_scale(scale)
+    scale = _checked(scale, mechanism)
     first_block, last_block = first // BLOCK_CELLS, last // BLOCK_CELLS
-    values = np.concatenate([block_noise(secret, label, scale, b) for b in range(first_block, last_block + 1)])
+    values = np.concatenate([block_noise(secret, label, scale, b, mechanism)
+                             for b in range(first_block, last_block + 1)])
     offset = first - first_block * BLOCK_CELLS
     return values[offset: offset + (last - first + 1)]
 
@@ -151,13 +175,15 @@ def range_noise(secret: NoiseSecret, label: str, scale: Fraction | int, first: i
 @dataclass(frozen=True)
 class CellNoise:
     """The noise of one noised column, handed out by the budget once its ledger entry is spent
-    (:meth:`dp_spark.core.privacy.Budget.discrete_laplace_on_executors`) and shipped to the
-    executors, where ``noise(first, last)`` is :func:`range_noise` of those cells. It carries
-    the secret, which its ``repr`` leaves out."""
+    (:meth:`dp_spark.core.privacy.Budget.discrete_laplace_on_executors`, ``..._gaussian_...``) and
+    shipped to the executors, where ``noise(first, last)`` is :func:`range_noise` of those cells.
+    It carries the secret, which its ``repr`` leaves out. ``scale``: the Laplace scale, or the
+    Gaussian's σ²."""
 
     secret: NoiseSecret
     label: str
     scale: Fraction
+    mechanism: str = LAPLACE
 
     def __call__(self, first: int, last: int) -> np.ndarray:
-        return range_noise(self.secret, self.label, self.scale, first, last)
+        return range_noise(self.secret, self.label, self.scale, first, last, self.mechanism)
