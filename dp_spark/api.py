@@ -21,13 +21,16 @@ import pandas as pd
 from dp_spark import display
 from dp_spark.bounding.keys import with_row_key
 from dp_spark.core import accuracy
+from dp_spark.core.composition import Charge, guarantee
 from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain, item_domain_of_ids
-from dp_spark.core.privacy import BudgetExceeded, as_epsilon, epsilon_warning, release_epsilon
+from dp_spark.core.privacy import (PURE, Accounting, BudgetExceeded, accounting_of, as_epsilon, epsilon_warning,
+                                   release_epsilon)
 from dp_spark.core.progress import Progress
 from dp_spark.errors import ConfigError, DataError, GuardRefused
-from dp_spark.families.base import (Domains, Execution, Family, check_domain_fits, describe_output_size, output_size,
-                                   plan_split)
-from dp_spark.families.counts import BASELINE_PUBLISHERS, PRIVATE_ITEMS, CountsParams
+from dp_spark.families.base import (Domains, Execution, Family, check_accounting, check_domain_fits,
+                                   describe_output_size, output_size, plan_split)
+from dp_spark.families.counts import (BASELINE_PUBLISHERS, PARTITION_DELTA_SHARE, PRIVATE_ITEMS, CountsParams,
+                                     partition_delta)
 from dp_spark.families.dpsense import DPSenseParams
 from dp_spark.families.engine import accuracy_section, compute
 from dp_spark.families.frapp import frapp_params
@@ -66,14 +69,22 @@ class DatasetBudget:
     def remaining(self) -> Fraction:
         return self.epsilon - self.spent
 
-    def charge(self, epsilon: Fraction, delta: float, what: str) -> None:
-        if self.spent + epsilon > self.epsilon:
-            raise BudgetExceeded(f"{what} needs epsilon {float(epsilon):g} but only {float(self.remaining):g} of "
-                                 f"the dataset's {float(self.epsilon):g} is left")
-        if self.delta_spent + delta > self.delta * (1 + 1e-12):
+    def charge(self, epsilon: Fraction, delta: float, what: str, cost: Charge | None = None) -> None:
+        """Charge a release's (ε, δ) (``cost``: its approximate-zCDP cost, for a zCDP release): it fits
+        when the releases with it are within the budget by sequential or by zCDP composition
+        (core.composition)."""
+        cost = cost or Charge.pure(epsilon, delta)
+        after = guarantee([c["cost"] for c in self.charges] + [cost], self.delta)
+        if not after.within(self.epsilon, self.delta):
+            also = "" if after.epsilon_zcdp is None or cost == Charge.pure(epsilon, delta) else (
+                f" (by zCDP composition the releases would reach epsilon {after.epsilon_zcdp:.6g} at delta "
+                f"{self.delta:g})")
+            if self.spent + epsilon > self.epsilon:
+                raise BudgetExceeded(f"{what} needs epsilon {float(epsilon):g} but only {float(self.remaining):g} of "
+                                     f"the dataset's {float(self.epsilon):g} is left{also}")
             raise BudgetExceeded(f"{what} needs delta {delta:g} but the dataset's budget allows {self.delta:g} "
-                                 f"in all ({self.delta_spent:g} spent)")
-        self.charges.append({"what": what, "epsilon": epsilon, "delta": delta})
+                                 f"in all ({self.delta_spent:g} spent){also}")
+        self.charges.append({"what": what, "epsilon": epsilon, "delta": delta, "cost": cost})
 
     def finish(self, charge: Any, status: str, exc: BaseException | None = None, report: dict | None = None) -> None:
         """How a charged release ended; kept only by a persistent store (:meth:`from_store`)."""
@@ -140,11 +151,12 @@ class StoreBudget(DatasetBudget):
         info = self._summary()
         return 0.0 if info is None else info["delta"]["spent"]
 
-    def charge(self, epsilon: Fraction, delta: float, what: str) -> dict:
+    def charge(self, epsilon: Fraction, delta: float, what: str, cost: Charge | None = None) -> dict:
         from dp_spark.jobs import budget_store
 
         charged = budget_store.charge(self.spec, epsilon, delta, {"algorithm": what, "output": None,
-                                                                   "run_date": None, "forced": False, "api": True})
+                                                                   "run_date": None, "forced": False, "api": True},
+                                      cost)
         self.charges.append({"what": what, "epsilon": epsilon, "delta": delta, "run_id": charged["run_id"]})
         return charged
 
@@ -159,6 +171,18 @@ class StoreBudget(DatasetBudget):
     def __repr__(self) -> str:
         return (f"DatasetBudget.from_store({self.spec.path!r}, {self.spec.dataset!r}): epsilon "
                 f"{float(self.spent):g} spent of {float(self.epsilon):g}")
+
+
+def rho_per_run(epsilon: float, delta: float, runs: int) -> float:
+    """The ρ to give each of ``runs`` scheduled releases (``privacy.rho``, or ``rho=``) so that all of
+    them together are (ε, δ)-DP by zCDP composition, as a budget store capped at (ε, δ) counts them:
+    e.g. ``rho_per_run(1, 1e-6, 365)`` for a year of daily runs (docs/zcdp.md)."""
+    from dp_spark.core import zcdp
+
+    try:
+        return float(zcdp.rho_per_run(epsilon, delta, runs))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 @dataclass(frozen=True, repr=False)
@@ -306,10 +330,10 @@ def _standard_columns(df, columns: dict[str, str | None]):
 
 def _split(family: Family, params: Any, domains: Domains, epsilon: object,
            epsilon_split: dict | None, limits: Guards = Guards(),
-           seeded: bool = False) -> tuple[Fraction, dict[str, Fraction]]:
+           seeded: bool = False, accounting: Accounting = PURE) -> tuple[Fraction, dict[str, Fraction]]:
     epsilon = release_epsilon(epsilon, "epsilon", seeded)
     overrides = {k: release_epsilon(v, f"epsilon_split[{k!r}]", seeded) for k, v in (epsilon_split or {}).items()}
-    return epsilon, plan_split(family, params, epsilon, domains, overrides, limits)
+    return epsilon, plan_split(family, params, epsilon, domains, overrides, limits, accounting)
 
 
 def _guards(guards: Any) -> Guards:
@@ -317,24 +341,25 @@ def _guards(guards: Any) -> Guards:
 
 
 def _plan(family: Family, params: Any, domains: Domains, epsilon: object, epsilon_split: dict | None,
-          planning: _Planning, guards: Any = None) -> Plan:
+          planning: _Planning, guards: Any = None, accounting: Accounting = PURE) -> Plan:
     limits = _guards(guards)
     limits.check_family(family.name, params.algorithm)
-    epsilon, split = _split(family, params, domains, epsilon, epsilon_split, limits)
+    epsilon, split = _split(family, params, domains, epsilon, epsilon_split, limits, accounting=accounting)
     return Plan(params.algorithm, family.describe(params, epsilon, domains), {k: float(v) for k, v in split.items()},
                 accuracy_section(family, params, epsilon, domains, split, planning.alpha))
 
 
 def _release(family: Family, params: Any, records, domains: Domains, epsilon: object, epsilon_split: dict | None,
              seed: int | None, budget: DatasetBudget | None, progress, guards: Any = None,
-             execution: Execution = Execution()) -> Release:
+             execution: Execution = Execution(), accounting: Accounting = PURE) -> Release:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
     if budget is not None and not isinstance(budget, DatasetBudget):
         raise ConfigError(f"budget must be a dp_spark.DatasetBudget shared by the releases of one dataset "
                           f"(e.g. DatasetBudget(epsilon=5)), got {budget!r}")
     limits = _guards(guards)
-    epsilon, split = _split(family, params, domains, epsilon, epsilon_split, limits, seeded=seed is not None)
+    epsilon, split = _split(family, params, domains, epsilon, epsilon_split, limits, seeded=seed is not None,
+                            accounting=accounting)
     progress = progress or Progress()
     if seed is not None:
         progress("WARNING: fixed seed: this release is for testing only and NOT private")
@@ -345,11 +370,14 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
     progress(f"output: {describe_output_size(output_size(family, params, domains, execution))}")
     family.check_schema(params, records, domains)  # the columns' names and types are public: no charge yet
     executor_env.check(records.sparkSession, progress)  # the executors' Python, before any charge
-    charge = None if budget is None else budget.charge(epsilon, family.delta(params), f"{params.algorithm} release")
+    # Under zCDP the release is stated as (epsilon, delta) at the delta its rho converts at, and costs its rho.
+    delta = family.delta(params) + (accounting.conversion_delta if accounting.zcdp else 0.0)
+    cost = Charge(epsilon, delta, accounting.rho, family.delta(params)) if accounting.zcdp else None
+    charge = None if budget is None else budget.charge(epsilon, delta, f"{params.algorithm} release", cost)
     progress(family.describe(params, epsilon, domains))
     try:
         computed = compute(family, params, records, domains, epsilon, split, seed,
-                           {"format": "dataframe", "location": None}, progress, limits, execution)
+                           {"format": "dataframe", "location": None}, progress, limits, execution, accounting)
     except BaseException as exc:  # the charge stays: noise may have been drawn (or, refused, the data decided)
         if budget is not None:
             _finish(budget, charge, "refused" if isinstance(exc, GuardRefused) else "failed", progress, exc=exc)
@@ -370,18 +398,19 @@ def _finish(budget: DatasetBudget, charge: Any, status: str, progress, **details
 
 def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: str | None, items: Any,
                     attributes: Any, epsilon, epsilon_split, seed, budget, progress, guards=None,
-                    execution: Execution = Execution(), distinct_records: bool = False) -> Release:
+                    execution: Execution = Execution(), distinct_records: bool = False,
+                    accounting: Accounting = PURE) -> Release:
     domains = Domains(None if items is None else _items(items), _attributes(attributes))  # None: user_histogram
     if (attribute is None) != (domains.attributes is None):
         raise ConfigError("give both attribute (the column) and attributes (its public values), or neither")
     if isinstance(df, _Planning):
-        return _plan(family_of(params.algorithm), params, domains, epsilon, epsilon_split, df, guards)
+        return _plan(family_of(params.algorithm), params, domains, epsilon, epsilon_split, df, guards, accounting)
     if not isinstance(distinct_records, bool):
         raise ConfigError(f"distinct_records must be True or False, got {distinct_records!r}")
     records = with_row_key(_standard_columns(df, {"user_id": privacy_unit, "item_id": item, "attr": attribute}),
                            distinct=distinct_records)
     return _release(family_of(params.algorithm), params, records, domains, epsilon, epsilon_split, seed, budget,
-                    progress, guards, execution)
+                    progress, guards, execution, accounting)
 
 
 # ---------------------------------------------------------------------------
@@ -392,29 +421,36 @@ def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id
             attributes=None, epsilon_split=None, publisher=None, publisher_options=None, consistent=False,
             seed=None, budget=None, guards=None, progress=None, candidates=None, effective_items=None,
             delta=None, keys_per_user=None, executor_noise_cells=None, max_output_rows=None,
-            distinct_records=False) -> Release:
+            distinct_records=False, noise=None, rho=None, records_per_item=None) -> Release:
     private = isinstance(items, str) and items == PRIVATE_ITEMS
     if items is None:
         raise ConfigError(f"{algorithm} needs items: the public item ids (a range, a list, a table such as "
                           f"{{'range': [1, 100]}}), or items=\"{PRIVATE_ITEMS}\" to select them privately")
-    if delta is not None and not private:
-        raise ConfigError(f"delta is spent only by partition selection: give items=\"{PRIVATE_ITEMS}\" or no delta")
+    zcdp_asked = noise not in (None, "laplace") or rho is not None
+    if delta is not None and not private and not zcdp_asked:
+        raise ConfigError(f"delta is spent only by partition selection (give items=\"{PRIVATE_ITEMS}\") or states a "
+                          "zCDP guarantee (give noise=\"gaussian\" or \"auto\", or rho); otherwise give no delta")
     if private and delta is None:
         raise ConfigError(f"items=\"{PRIVATE_ITEMS}\" needs delta (e.g. 1e-6): partition selection spends it")
+    accounting, epsilon = accounting_of(noise, epsilon, delta, rho, seed is not None, prefix="",
+                                        outside_share=PARTITION_DELTA_SHARE if private else Fraction(0))
     params = CountsParams(algorithm, l, d, publisher or BASELINE_PUBLISHERS.get(algorithm, "laplace"),
                           dict(publisher_options or {}), consistent, candidates, effective_items, private,
-                          keys_per_user, 0.0 if delta is None else delta)
+                          keys_per_user, partition_delta(delta, accounting.zcdp) if private else 0.0,
+                          noise or "laplace", records_per_item)
+    check_accounting(family_of(algorithm), params, accounting)
     execution = Execution(**{k: v for k, v in {"executor_noise_cells": executor_noise_cells,
                                                "max_output_rows": max_output_rows}.items() if v is not None})
     return _record_release(params, df, privacy_unit, item, attribute, None if private else items, attributes,
-                           epsilon, epsilon_split, seed, budget, progress, guards, execution, distinct_records)
+                           epsilon, epsilon_split, seed, budget, progress, guards, execution, distinct_records,
+                           accounting)
 
 
-def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
+def sra(df, *, items, l, epsilon=None, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
         guards=None, progress=None, l_candidates=None, effective_items=None, delta=None,
         keys_per_user=None, executor_noise_cells=None, max_output_rows=None,
-        distinct_records=False) -> Release:
+        distinct_records=False, noise="laplace", rho=None, records_per_item=None) -> Release:
     """Item counts (and item x attribute counts) with at most ``l`` records per user, a uniform
     sample of each user's own (paper 000's SRA). Tables: item_counts, edge_counts.
 
@@ -434,42 +470,50 @@ def sra(df, *, items, l, epsilon, privacy_unit="user_id", item="item_id", attrib
     Identical records of a user (same item and attribute) are each sampled as records of their
     own, which takes a shuffle of every record to number them; ``distinct_records=True`` vouches
     that there are none and skips it (if wrong, a user's identical records are kept or dropped
-    together: still private, no longer a uniform sample; docs/sra_hpa.md)."""
+    together: still private, no longer a uniform sample; docs/sra_hpa.md).
+
+    ``noise="gaussian"`` (or ``"auto"``: the lower variance per table) counts the budget in zCDP:
+    ``epsilon`` with ``delta`` is converted to ρ (or give ``rho`` and ``delta``), and the tables get
+    discrete Gaussian noise paid by their L2 sensitivity, √(l·c) with at most ``records_per_item``
+    = c records per user and item (docs/zcdp.md)."""
     return _counts("sra", df, items=items, l=l, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
                    guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items,
                    delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
-                   max_output_rows=max_output_rows, distinct_records=distinct_records)
+                   max_output_rows=max_output_rows, distinct_records=distinct_records, noise=noise, rho=rho,
+                   records_per_item=records_per_item)
 
 
-def hpa(df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
+def hpa(df, *, items, l, epsilon=None, d=1, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
         guards=None, progress=None, l_candidates=None, effective_items=None, delta=None,
         keys_per_user=None, executor_noise_cells=None, max_output_rows=None,
-        distinct_records=False) -> Release:
+        distinct_records=False, noise="laplace", rho=None, records_per_item=None) -> Release:
     """Like :func:`sra`, but each user keeps its ``l`` records of highest noisy popularity,
-    measured on ``d`` records per user (paper 000's HPA). ``l="auto"`` as for :func:`sra`."""
+    measured on ``d`` records per user (paper 000's HPA). ``l="auto"`` and ``noise`` as for :func:`sra`."""
     return _counts("hpa", df, items=items, l=l, d=d, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
                    guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items,
                    delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
-                   max_output_rows=max_output_rows, distinct_records=distinct_records)
+                   max_output_rows=max_output_rows, distinct_records=distinct_records, noise=noise, rho=rho,
+                   records_per_item=records_per_item)
 
 
 def _baseline(algorithm: str):
-    def release(df, *, items, m, epsilon, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
-                epsilon_split=None, publisher_options=None, seed=None, budget=None, guards=None,
+    def release(df, *, items, m, epsilon=None, privacy_unit="user_id", item="item_id", attribute=None,
+                attributes=None, epsilon_split=None, publisher_options=None, seed=None, budget=None, guards=None,
                 progress=None, m_candidates=None, effective_items=None, delta=None, keys_per_user=None,
                 executor_noise_cells=None, max_output_rows=None,
-                distinct_records=False) -> Release:
+                distinct_records=False, noise="laplace", rho=None, records_per_item=None) -> Release:
         return _counts(algorithm, df, items=items, l=m, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                        attribute=attribute, attributes=attributes, epsilon_split=epsilon_split,
                        publisher_options=publisher_options, seed=seed, budget=budget, guards=guards,
                        progress=progress, candidates=m_candidates, effective_items=effective_items, delta=delta,
                        keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
-                       max_output_rows=max_output_rows, distinct_records=distinct_records)
+                       max_output_rows=max_output_rows, distinct_records=distinct_records, noise=noise, rho=rho,
+                       records_per_item=records_per_item)
 
     release.__name__ = release.__qualname__ = algorithm
     return release

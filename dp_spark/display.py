@@ -77,6 +77,11 @@ def short_mechanism(entry: dict, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def epsilon_text(entry: dict) -> str:
+    """The entry's ε, or for a Gaussian step (which has none) its zCDP cost ρ."""
+    return f"rho {entry['rho']:.3g}" if entry.get("epsilon") is None else f"{entry['epsilon']:g}"
+
+
 def noise_scale_text(entry: dict) -> str:
     """The entry's noise scale, or '-' for a selection, which adds no noise of a scale to a value."""
     return "-" if entry["mechanism"].startswith("partition selection") else f"{entry['noise_scale']:g}"
@@ -98,7 +103,7 @@ def summary_lines(report: dict, tables: dict[str, Any]) -> list[str]:
         lines.append(f"  note: {ABSENT_NOTE}")
     lines.append("  ledger:")
     for entry in report["ledger"]:
-        lines.append(f"    {entry['step']:<18} {short_mechanism(entry):<22} epsilon {entry['epsilon']:<8g} "
+        lines.append(f"    {entry['step']:<18} {short_mechanism(entry):<22} epsilon {epsilon_text(entry):<8} "
                      f"sensitivity {entry['sensitivity_l1']:g}, scale {noise_scale_text(entry)}, "
                      f"{entry['cells']:,} cells")
     return lines
@@ -109,7 +114,7 @@ def _html_table(frame: pd.DataFrame) -> str:
 
 
 def _ledger_frame(report: dict) -> pd.DataFrame:
-    return pd.DataFrame([{"step": e["step"], "mechanism": short_mechanism(e, 60), "epsilon": e["epsilon"],
+    return pd.DataFrame([{"step": e["step"], "mechanism": short_mechanism(e, 60), "epsilon": epsilon_text(e),
                           "delta": e.get("delta", 0.0), "L1 sensitivity": e["sensitivity_l1"],
                           "noise scale": noise_scale_text(e), "cells": e["cells"]} for e in report["ledger"]])
 

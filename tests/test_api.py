@@ -64,6 +64,9 @@ CASES = {
     "movielens_private_items": (lambda d: [], lambda spark, d: dp_spark.sra(
         movielens(spark).drop("attr"), items="private", delta=1e-6, keys_per_user=10, l=30, epsilon=1,
         seed=SEED)),
+    "movielens_sra_gaussian": (lambda d: [], lambda spark, d: dp_spark.sra(
+        movielens(spark), items=CATALOGUE, attribute="attr", attributes=GROUPS, l=100, epsilon=1, delta=1e-6,
+        noise="gaussian", records_per_item=1, seed=SEED)),
     "movielens_hpa": (lambda d: [], lambda spark, d: dp_spark.hpa(
         movielens(spark), items=CATALOGUE, attribute="attr", attributes=GROUPS, l=30, d=20, epsilon=1, seed=SEED)),
     "movielens_compare": (lambda d: [], lambda spark, d: dp_spark.hpa(

@@ -16,7 +16,8 @@ from dp_spark.lab.audit_targets import entropy_bounds as audit_entropy_bounds
 from dp_spark.lab.audit_targets import entropy as audit_entropy
 from dp_spark.cli import main
 
-NEGATIVE_CONTROLS = ("negative_control_half_noise", "dpa_ahp_as_published", "limit_ss_paper_beta",
+NEGATIVE_CONTROLS = ("negative_control_half_noise", "discrete_gaussian_sigma_too_small", "dpa_ahp_as_published",
+                     "limit_ss_paper_beta",
                      "old_limit_ss_rounded_scale", "old_ran_gd_clipping", "old_entropy_ledger_scale",
                      "partition_selection_threshold_lowered", "bound_selection_half_sensitivity",
                      "entropy_bound_selection_per_location")
@@ -68,6 +69,7 @@ def test_every_mechanism_is_within_its_claim(name, spark):
 # every one is flagged by a wide margin (claim in brackets).
 CONTROL_TRIALS = {
     "negative_control_half_noise": None,  # 200,000: ~1.97 [1]
+    "discrete_gaussian_sigma_too_small": None,  # 200,000: 1.60-1.85 [1 at delta 1e-6]
     "dpa_ahp_as_published": 2000,  # ~3 [0.85]
     "limit_ss_paper_beta": None,  # 200,000: ~1.5 [0.25]
     "old_limit_ss_rounded_scale": None,  # 12,000,000: 0.052-0.068 [0.02]; at 3M it ranged from 0 to 0.053
@@ -161,6 +163,7 @@ def test_refused_points_are_reported_not_audited():
 
 @pytest.mark.parametrize("name", ["frapp_ran_gd[gamma=1.1]", "frapp_det_gd[gamma=1.1]",
                                   "frapp_mask[gamma=19]", "discrete_laplace[eps=0.1]", "entropy_limit[eps=0.1]",
+                                  "discrete_gaussian[eps=0.1]", "discrete_gaussian[eps=5]",
                                   "frapp_records_per_user[eps=5]"])
 def test_grid_points_within_their_claim(name):
     result = audit.run(GRID_POINTS[name], seed=2)

@@ -16,7 +16,7 @@ import pytest
 
 from dp_spark import publishers
 from dp_spark.algorithms import location_entropy
-from dp_spark.core import mechanisms, privacy, vector_noise
+from dp_spark.core import discrete_gaussian, mechanisms, privacy, vector_noise, zcdp
 from dp_spark.jobs import config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,6 +56,9 @@ MECHANISMS = {
     (mechanisms, "discrete_laplace_each"): "docs/mechanisms.md",
     (mechanisms, "exponential_mechanism"): "docs/mechanisms.md",
     (privacy, "Budget"): "docs/mechanisms.md",
+    (privacy, "Accounting"): "docs/mechanisms.md",
+    (zcdp, "delta_of"): "docs/mechanisms.md",
+    (discrete_gaussian, "discrete_gaussian"): "docs/mechanisms.md",
     (vector_noise, "range_noise"): "docs/mechanisms.md",
     (vector_noise, "CellNoise"): "docs/mechanisms.md",
 }

@@ -246,6 +246,18 @@ JOBS = {
     "sra_auto": ("ratings", lambda p: ratings_config(p, "sra", 'l = "auto"\nl_candidates = [1, 5, 20]')),
     "sra_private_items": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\nkeys_per_user = 1").replace(
         "items = { range = [1, 20] }", 'items = "private"').replace("epsilon = 1.0", "epsilon = 40.0\ndelta = 1e-6")),
+    # zCDP with Gaussian noise (issue 41): on the driver and the executors, with the cap of one record
+    # per item, HPA with "auto", and items selected privately by the Gaussian threshold.
+    "sra_gaussian": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\nrecords_per_item = 1").replace(
+        "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
+    "sra_gaussian_on_executors": ("ratings", lambda p: ratings_config(
+        p, "sra", "l = 5\nrecords_per_item = 1\n[execution]\nexecutor_noise_cells = 1").replace(
+        "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
+    "hpa_auto_noise": ("ratings", lambda p: ratings_config(p, "hpa", "l = 5\nd = 2").replace(
+        "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "auto"')),
+    "sra_gaussian_private_items": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\nkeys_per_user = 1").replace(
+        "items = { range = [1, 20] }", 'items = "private"').replace(
+        "epsilon = 1.0", 'epsilon = 40.0\ndelta = 1e-6\nnoise = "gaussian"')),
     # The tables released on the executors (issue 31): the same report, plus where the noise was drawn.
     "sra_on_executors": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\n[execution]\nexecutor_noise_cells = 1")),
     "hpa_on_executors": ("ratings", lambda p: ratings_config(p, "hpa", "l = 5\nd = 2\n[execution]\n"

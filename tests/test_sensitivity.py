@@ -99,3 +99,14 @@ def test_a_user_whose_record_comes_first_moves_sra_by_at_most_l(spark, distinct_
     on_d = dp_spark.sra(spark.createDataFrame(d).coalesce(1), **common).tables["item_counts"]["noisy_count"]
     on_d2 = dp_spark.sra(spark.createDataFrame(d2).coalesce(1), **common).tables["item_counts"]["noisy_count"]
     assert int(np.abs(on_d2.to_numpy() - on_d.to_numpy()).sum()) <= 1
+
+
+def test_without_the_cap_one_user_moves_the_item_counts_by_l_in_l2(spark):
+    """Negative control of the per-item cap: an added user whose four records are all of item 1
+    keeps three of them (l = 3), which move that item's count by 3: a squared L2 of 9 = l², which
+    the capped paths' bound l·c = 3 would refuse."""
+    one_item = pd.DataFrame([(8_000, 1, attr) for attr in ("a", "b", "c", "a")], columns=["user_id", "item_id", "attr"])
+    moved = sens.moves(spark, next(f for f in sens.FAMILIES if f.name == "sra_items"), sens.table(), [one_item])
+    assert max(move.l2_squared for move in moved) > sens.BOUND
+    capped = sens.Family("capped bound", sens.sra_items, sens.BOUND, l2_squared=sens.BOUND)
+    assert not all(move.within(capped) for move in moved)

@@ -27,7 +27,14 @@ argument is in the doc), and each key's Bernoulli(π(n)) is drawn exactly by
 Pure numpy, Fractions and ints; the user counts per key come from
 :mod:`dp_spark.aggregates.key_users`, the whole path from :mod:`dp_spark.families.private_keys`.
 
-Claim: docs/partition_selection.md, "Privacy claim: partition_selection".
+Under zCDP accounting a second rule is available (issue 41): discrete Gaussian noise on each
+key's user count and a threshold τ (:class:`GaussianSelection`). Its noise is paid by the counts'
+L2 sensitivity √l0, not l0, so for larger l0 it needs far fewer users than the optimal pure rule
+at the same share of ρ; :func:`better_rule` picks, from public quantities, the rule whose median
+count is lower.
+
+Claim: docs/partition_selection.md, "Privacy claim: partition_selection" and "Privacy claim:
+gaussian_selection".
 """
 
 from __future__ import annotations
@@ -39,8 +46,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from dp_spark.core import zcdp
+from dp_spark.core.discrete_gaussian import support, discrete_gaussian_pmf, variance_at_least
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget, LedgerEntry, as_epsilon
+from dp_spark.core.privacy import GAUSSIAN_MECHANISM, Budget, LedgerEntry, as_epsilon
 from dp_spark.errors import ConfigError
 
 GRID_BITS = 62  # release probabilities are multiples of 2^-62 (bernoulli_dyadic draws them exactly)
@@ -197,4 +206,78 @@ def select(keys, users, params: SelectionParams, budget: Budget, rng: RandomSour
     entry = LedgerEntry(step, mechanism_text(params), params.epsilon, Fraction(params.l0),
                         Fraction(params.l0) / params.epsilon, 0, delta=params.delta)
     released = budget.bernoulli_dyadic(entry, rng, numerators, GRID_BITS)
+    return np.sort(keys[released], kind="stable")
+
+
+@dataclass(frozen=True)
+class GaussianSelection:
+    """Partition selection by a Gaussian threshold (zCDP accounting): each key's bounded user count
+    plus discrete Gaussian noise N_Z(0, σ²), released when at least ``threshold``. ``epsilon`` is the
+    share of ρ it is paid from, handed out as ε with ε²/2 = ρ_p (core.zcdp.epsilon_for_rho); ``delta``
+    the δ it spends outside zCDP; ``l0`` the distinct keys per user."""
+
+    epsilon: Fraction
+    delta: float
+    l0: int
+
+    def __post_init__(self):
+        SelectionParams(self.epsilon, self.delta, self.l0)  # the same checks of ε, δ and l0
+        object.__setattr__(self, "epsilon", Fraction(self.epsilon))
+
+    @property
+    def variance(self) -> Fraction:
+        """σ² ≥ l0/ε²: one user moves at most l0 counts by one, an L2 sensitivity of √l0."""
+        return variance_at_least(Fraction(self.l0) / self.epsilon ** 2)
+
+    @property
+    def rho(self) -> Fraction:
+        return zcdp.gaussian_cost(self.l0, self.variance)
+
+    @property
+    def threshold(self) -> int:
+        """The least τ ≥ 1 with l0·P(Z ≥ τ − 1) ≤ δ: a key only the added user holds (count 1) is
+        released with probability P(Z ≥ τ − 1), and that user holds at most l0 of them."""
+        return _gaussian_threshold(self.variance, self.l0, self.delta)
+
+    def median_count(self) -> int:
+        """The least user count released with probability at least 1/2: τ (P(Z ≥ 0) ≥ 1/2 > P(Z ≥ 1))."""
+        return self.threshold
+
+
+@lru_cache(maxsize=64)
+def _gaussian_threshold(variance: Fraction, l0: int, delta: float) -> int:
+    z = support(variance)
+    pmf = discrete_gaussian_pmf(z, variance)
+    tails = np.cumsum(pmf[::-1])[::-1]  # tails[i] = P(Z ≥ z[i])
+    # A relative margin of 1e-6 keeps the double sums' rounding on the safe side.
+    ok = np.flatnonzero(l0 * tails * (1 + 1e-6) <= delta)
+    if not ok.size:
+        raise ConfigError(f"partition selection delta = {delta:g} is too small for a Gaussian threshold")
+    return max(1, int(z[ok[0]]) + 1)
+
+
+def better_rule(epsilon: Fraction, delta: float, l0: int) -> str:
+    """"gaussian" or "optimal": the rule whose median count (users a key needs for an even chance)
+    is lower at the same share of ρ (ε²/2) and δ; public quantities only."""
+    gaussian = GaussianSelection(epsilon, delta, l0).median_count()
+    return "gaussian" if gaussian < median_count(SelectionParams(epsilon, delta, l0)) else "optimal"
+
+
+def select_gaussian(keys, users, params: GaussianSelection, budget: Budget, rng: RandomSource,
+                    step: str = "partition selection") -> np.ndarray:
+    """The keys whose user count plus discrete Gaussian noise reaches ``params.threshold``, sorted.
+    ``users`` as for :func:`select`; ρ and δ are spent through ``budget`` before anything is drawn."""
+    keys = np.asarray(keys)
+    counts = np.asarray(users, dtype=np.int64)
+    if keys.ndim != 1 or keys.shape != counts.shape:
+        raise ValueError(f"keys and users must be vectors of one length, got {keys.shape} and {counts.shape}")
+    if counts.size and counts.min() < 0:
+        raise ValueError("user counts must be >= 0")
+    variance, tau = params.variance, params.threshold
+    text = (f"partition selection, {GAUSSIAN_MECHANISM} threshold: user count per key (at most l0 = {params.l0} "
+            f"keys per user, L2 sensitivity sqrt(l0)) plus discrete Gaussian noise, released at {tau} or more")
+    entry = LedgerEntry(step, text, Fraction(0), Fraction(params.l0), variance, 0, delta=params.delta,
+                        rho=params.rho, l2_squared=Fraction(params.l0))
+    noise = budget.discrete_gaussian_found(entry, rng, int(counts.size))
+    released = (counts > 0) & (counts + noise >= tau)
     return np.sort(keys[released], kind="stable")

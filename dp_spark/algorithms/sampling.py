@@ -34,7 +34,7 @@ from dp_spark.bounding.cutoffs import long_array, score_cutoffs
 from dp_spark.publishers import consistency
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
+from dp_spark.core.privacy import Budget, gaussian_entry
 from dp_spark import publishers
 from dp_spark.core.vector_noise import NoiseSecret
 from dp_spark.publishers import executor_laplace
@@ -63,10 +63,13 @@ class CountsRelease:
 
 @dataclass(frozen=True)
 class Publisher:
-    """Which publisher turns the bounded counts into the release, with its options."""
+    """Which publisher turns the bounded counts into the release, with its options. ``gaussian``:
+    the tables (ledger steps "item_counts", "edge_counts") that get discrete Gaussian noise instead,
+    each with its squared L2 sensitivity (zCDP accounting only; docs/sra_hpa.md)."""
 
     name: str = "laplace"
     options: dict = field(default_factory=dict)
+    gaussian: dict = field(default_factory=dict)
 
 
 def _one_record_per_user(bounded: DataFrame, items, attributes, seed: int | None) -> np.ndarray:
@@ -75,12 +78,20 @@ def _one_record_per_user(bounded: DataFrame, items, attributes, seed: int | None
     return item_edges.edge_counts(one_each, items, attributes)
 
 
-def made_consistent(release: CountsRelease, l: int, epsilons: dict[str, Fraction]) -> CountsRelease:
+def made_consistent(release: CountsRelease, l: int, epsilons: dict[str, Fraction],
+                    gaussian: dict | None = None) -> CountsRelease:
     """The release with items and edges agreeing (post-processing). Each count is weighted by
-    the inverse of 2b², the variance of Laplace noise at its part's scale b = l/ε (which stays
-    positive where the discrete variance underflows, at a huge ε)."""
-    var_item = 2 * float(Fraction(l) / epsilons["epsilon_items"]) ** 2
-    var_edge = 2 * float(Fraction(l) / epsilons["epsilon_edges"]) ** 2
+    the inverse of its noise's variance: 2b² for Laplace noise at its part's scale b = l/ε (which
+    stays positive where the discrete variance underflows, at a huge ε), σ² = Δ₂²/ε² for a table
+    with Gaussian noise (``gaussian``: step -> Δ₂²)."""
+    gaussian = gaussian or {}
+
+    def variance(step: str, part: str) -> float:
+        if step in gaussian:
+            return float(Fraction(gaussian[step]) / epsilons[part] ** 2)
+        return 2 * float(Fraction(l) / epsilons[part]) ** 2
+
+    var_item, var_edge = variance("item_counts", "epsilon_items"), variance("edge_counts", "epsilon_edges")
     items, edges = consistency.consistent_counts(release.item_counts, release.edge_counts, var_item, var_edge)
     return CountsRelease(items, edges, release.diagnostics)
 
@@ -111,6 +122,9 @@ def publish_counts(counts: BoundedCounts, l: int, epsilons: dict[str, Fraction],
     spends it before drawing)."""
 
     def release(true, sampled, epsilon, step):
+        if step in publisher.gaussian:
+            entry = gaussian_entry(step, l, publisher.gaussian[step], epsilon, int(true.size))
+            return true.astype(np.int64) + budget.discrete_gaussian(entry, rng).reshape(true.shape)
         extra = {"sampled": sampled} if sampled is not None else {}
         return publishers.publish(publisher.name, true, l, epsilon, budget, rng, step, **publisher.options,
                                   **extra).values
@@ -135,7 +149,8 @@ class ExecutorCounts:
 
 def publish_counts_on_executors(selection: user_records.Selection, items: ItemDomain,
                                 attributes: AttributeDomain | None, l: int, epsilons: dict[str, Fraction],
-                                budget: Budget, secret: NoiseSecret, kept_rows: int | None) -> ExecutorCounts:
+                                budget: Budget, secret: NoiseSecret, kept_rows: int | None,
+                                gaussian: dict | None = None) -> ExecutorCounts:
     """:func:`bounded_counts` then :func:`publish_counts` with the laplace publisher, for tables
     too large for the driver: the counts stay on the executors, where the noise is drawn
     (publishers.executor_laplace; same mechanism, same sensitivity l, same ledger entries in the
@@ -144,12 +159,15 @@ def publish_counts_on_executors(selection: user_records.Selection, items: ItemDo
     h = len(attributes) if attributes else 1
     item_tally = edges if h == 1 else edges.groupBy(F.expr(f"_cell div {h}").alias("_cell")).agg(
         F.sum("_count").alias("_count"))
+    gaussian = gaussian or {}
     noisy_items, _ = executor_laplace.publish(item_tally, executor_laplace.CellGrid(items), l,
-                                              epsilons["epsilon_items"], budget, secret, "item_counts")
+                                              epsilons["epsilon_items"], budget, secret, "item_counts",
+                                              l2_squared=gaussian.get("item_counts"))
     noisy_edges = None
     if attributes:
         noisy_edges, _ = executor_laplace.publish(edges, executor_laplace.CellGrid(items, attributes), l,
-                                                  epsilons["epsilon_edges"], budget, secret, "edge_counts")
+                                                  epsilons["epsilon_edges"], budget, secret, "edge_counts",
+                                                  l2_squared=gaussian.get("edge_counts"))
     return ExecutorCounts(noisy_items, noisy_edges,
                           {} if kept_rows is None else {"rows_after_bounding": int(kept_rows)})
 
@@ -166,7 +184,8 @@ def _released(selection: user_records.Selection, items: ItemDomain, attributes: 
     if publisher.name != "laplace" or publisher.options:
         raise ValueError(f"only the laplace publisher releases on the executors, not {publisher.name}")
     kept = None if users_by_n is None else user_records.capped_total(users_by_n, l)
-    return publish_counts_on_executors(selection, items, attributes, l, epsilons, budget, on_executors, kept)
+    return publish_counts_on_executors(selection, items, attributes, l, epsilons, budget, on_executors, kept,
+                                       publisher.gaussian)
 
 
 def sra(

@@ -71,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("evaluate", help="error of each method against the true counts (NOT private)")
     evaluate.add_argument("config", help="job config giving the data, domains, epsilon and l")
     evaluate.add_argument("--runs", type=int, default=20, help="runs per method, each with fresh noise (default 20)")
-    evaluate.add_argument("--methods", help="comma-separated: sra, hpa, lpa, dft, gs, sra_auto, hpa_auto; for a user_histogram config, "
+    evaluate.add_argument("--methods", help="comma-separated: sra, hpa, lpa, dft, gs, sra_auto, hpa_auto, "
+                          "sra_gaussian, hpa_gaussian (zCDP); for a user_histogram config, "
                           "publishers such as laplace, ahp, dpa_ahp; for a dpsense config, dpsense, "
                           "dpsense_s, lpa, alpa, fpa, gs; for an entropy config, baseline, limit, "
                           "limit_ss, limit_cb, limit_cb_dp, limit_auto; for a frapp config, exact, det_gd, ran_gd, mask, "

@@ -36,7 +36,7 @@ def _check_outside_release(path: str, output: str) -> None:
 
 
 def _print_summary(result) -> None:
-    from dp_spark.display import ABSENT_NOTE, noise_scale_text, short_mechanism
+    from dp_spark.display import ABSENT_NOTE, epsilon_text, noise_scale_text, short_mechanism
 
     report = result.report
     print(f"\nOutputs in {result.output}/")
@@ -52,7 +52,7 @@ def _print_summary(result) -> None:
     print(f"  {'step':<{step_w}} {'mechanism':<{mech_w}} {'epsilon':>8} {'sensitivity':>11} {'noise scale':>11}"
           f" {'cells':>9}")
     for e in report["ledger"]:
-        print(f"  {e['step']:<{step_w}} {short_mechanism(e):<{mech_w}} {e['epsilon']:>8g} {e['sensitivity_l1']:>11g}"
+        print(f"  {e['step']:<{step_w}} {short_mechanism(e):<{mech_w}} {epsilon_text(e):>8} {e['sensitivity_l1']:>11g}"
               f" {noise_scale_text(e):>11} {e['cells']:>9,}")
     print(f"  spent epsilon {report['epsilon_spent']:g} of {report['epsilon_total']:g}"
           f"{'  (FIXED SEED: for testing only, NOT private)' if report['fixed_seed'] else ''}")

@@ -27,6 +27,8 @@ import textwrap
 from dataclasses import dataclass
 from fractions import Fraction
 
+from dp_spark.core import discrete_gaussian as dg
+
 DEFAULT_ALPHA = 0.1  # the second interval reported beside the 95% one: 90%
 CAVEAT = ("These numbers are for the added noise alone: a released value lies within the half-width of the "
           "value it was computed from (the true count after bounding) with the stated probability. Bounding "
@@ -146,6 +148,15 @@ def discrete_laplace(scale: Fraction | float, alpha: float, *, grid: Fraction | 
                     sd=discrete_laplace_sd(scale, grid) / divisor,
                     ci95_halfwidth=discrete_laplace_halfwidth(scale, 0.05, grid) / divisor,
                     ci_halfwidth=discrete_laplace_halfwidth(scale, alpha, grid) / divisor, note=note)
+
+
+def discrete_gaussian(variance: Fraction, alpha: float, *, kind: str = EXACT, note: str = "") -> Accuracy:
+    """The Accuracy of counts carrying discrete Gaussian noise N_Z(0, σ²), σ² = ``variance``: the sd
+    and both half-widths from the exact pmf (core.discrete_gaussian); ``scale`` is σ."""
+    return Accuracy("discrete Gaussian", kind, _check_alpha(alpha), scale=math.sqrt(variance),
+                    sd=math.sqrt(dg.discrete_gaussian_variance(variance)),
+                    ci95_halfwidth=float(dg.discrete_gaussian_halfwidth(variance, 0.05)),
+                    ci_halfwidth=float(dg.discrete_gaussian_halfwidth(variance, alpha)), note=note)
 
 
 def _grid_text(grid: Fraction | float) -> str:

@@ -5,7 +5,7 @@ an entry that would take the total past the budget, so an overspending job
 fails before anything is written.
 
 The budget also hands out the noise: :meth:`Budget.discrete_laplace`,
-:meth:`Budget.discrete_laplace_each`, :meth:`Budget.exponential_mechanism` and
+:meth:`Budget.discrete_laplace_each`, :meth:`Budget.discrete_gaussian`, :meth:`Budget.exponential_mechanism` and
 :meth:`Budget.bernoulli_dyadic` spend the entry first and only then draw, at the scale the entry records. Code
 outside ``dp_spark.core`` draws noise only through them, so noise that the
 ledger does not pay for cannot be drawn (a test reads the source to hold this).
@@ -18,13 +18,17 @@ all algorithms in this package need. The guarantee is pure ε-DP (δ = 0), or
 (ε, δ)-DP when a step spends δ, for a :class:`PrivacyUnit`: by default one user
 added or removed with all of that user's records (ALGORITHMS.md §1.1). A job
 whose unit differs (FRAPP: one record replaced, locally) passes its own.
+Under zCDP :class:`Accounting` (issue 41) the same ledger adds ρ instead: a pure
+step costs ε²/2, a discrete Gaussian step Δ₂²/(2σ²) (:meth:`Budget.discrete_gaussian`),
+and the total is stated as (ε, δ)-DP by :mod:`dp_spark.core.zcdp`.
 
 A release drawn with a fixed seed has no guarantee at all, whatever its
 mechanism: whoever learns the seed regenerates the noise and subtracts it.
 The ledger still describes the mechanism; the report's ``guarantee`` and
 ``private`` say that this release is for testing only.
 
-Claim: docs/mechanisms.md, "Privacy claim: Budget".
+Claim: docs/mechanisms.md, "Privacy claim: Budget" and, under zCDP accounting,
+"Privacy claim: Accounting, delta_of".
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.core import mechanisms, vector_noise
+from dp_spark.core import discrete_gaussian, mechanisms, vector_noise, zcdp
 from dp_spark.errors import ConfigError, DpSparkError
 
 MODELS = ("central", "local")
@@ -162,6 +166,10 @@ class LedgerEntry:
     when cells get different scales). ``not_private`` names why a step that
     reproduces a flawed paper is NOT differentially private (empty otherwise);
     its ``epsilon`` is then only what the paper claims.
+
+    A discrete Gaussian step (:func:`gaussian_entry`) has no ε: its cost is ``rho``
+    = Δ₂²/(2σ²), from its squared L2 sensitivity ``l2_squared`` and variance parameter
+    ``variance`` σ²; its ``epsilon`` is 0 and its ``noise_scale`` σ² (the sampler's parameter).
     """
 
     step: str
@@ -171,9 +179,35 @@ class LedgerEntry:
     noise_scale: Fraction
     cells: int
     not_private: str = ""
-    delta: float = 0.0  # > 0 only for (ε, δ) mechanisms (smooth sensitivity)
+    delta: float = 0.0  # > 0 only for (ε, δ) mechanisms (smooth sensitivity, partition selection)
+    rho: Fraction | None = None  # the zCDP cost of a Gaussian step; a pure step's is ε²/2
+    l2_squared: Fraction | None = None  # a Gaussian step's squared L2 sensitivity
+
+    @property
+    def gaussian(self) -> bool:
+        return self.rho is not None
+
+    @property
+    def cost(self) -> Fraction:
+        """What the step costs in ρ-zCDP: its ρ, or ε²/2 for a pure (or (ε, δ)) step."""
+        return self.rho if self.gaussian else zcdp.pure_cost(self.epsilon)
 
     def to_json(self) -> dict:
+        if self.gaussian:
+            return {
+                "step": self.step,
+                "mechanism": self.mechanism,
+                "epsilon": None,
+                "rho": float(self.rho),
+                "rho_exact": str(self.rho),
+                "delta": self.delta,
+                "sensitivity_l1": float(self.sensitivity),
+                "sensitivity_l2": math.sqrt(self.l2_squared),
+                "sigma": math.sqrt(self.noise_scale),
+                "sigma_squared_exact": str(self.noise_scale),
+                "noise_scale": math.sqrt(self.noise_scale),
+                "cells": self.cells,
+            }
         return {
             "step": self.step,
             "mechanism": self.mechanism,
@@ -187,16 +221,113 @@ class LedgerEntry:
         }
 
 
+GAUSSIAN_MECHANISM = "discrete Gaussian"
+
+
+def gaussian_entry(step: str, l1: int, l2_squared: int, epsilon: Fraction, cells: int) -> LedgerEntry:
+    """The ledger entry of discrete Gaussian noise on ``cells`` cells of an integer vector with
+    L1 sensitivity ``l1`` and squared L2 sensitivity ``l2_squared``, paid from a share of ρ whose
+    pure-ε equivalent is ``epsilon`` (a share ρ_k, handed out as ε_k with ε_k²/2 ≤ ρ_k): σ² is
+    Δ₂²/ε_k², rounded up to what the exact sampler takes, so its cost Δ₂²/(2σ²) ≤ ε_k²/2."""
+    epsilon = Fraction(epsilon)
+    if epsilon <= 0 or l2_squared < 1 or l1 < 1:
+        raise ValueError(f"step {step!r}: the sensitivities and the epsilon share must be positive")
+    variance = discrete_gaussian.variance_at_least(Fraction(l2_squared) / epsilon**2)
+    return LedgerEntry(step=step, mechanism=GAUSSIAN_MECHANISM, epsilon=Fraction(0), sensitivity=Fraction(l1),
+                       noise_scale=variance, cells=cells, rho=zcdp.gaussian_cost(l2_squared, variance),
+                       l2_squared=Fraction(l2_squared))
+
+
+NOISES = ("laplace", "gaussian", "auto")
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """How a job counts its budget: pure ε-DP with sequential composition of ε (``rho`` None,
+    the default), or ρ-zCDP with ρ adding up (docs/mechanisms.md, "Privacy claim: Accounting,
+    delta_of"). ``noise``: the noise of the tables that may take either ("laplace", "gaussian",
+    or "auto": the lower variance for the same share of ρ); anything but "laplace" needs zCDP.
+    ``conversion_delta``: the δ at which the zCDP guarantee is also stated as (ε, δ)-DP."""
+
+    noise: str = "laplace"
+    rho: Fraction | None = None
+    conversion_delta: float = 0.0
+
+    def __post_init__(self):
+        if self.noise not in NOISES:
+            raise ConfigError(f"privacy.noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
+        if self.rho is None:
+            if self.noise != "laplace":
+                raise ConfigError(f"privacy.noise = {self.noise!r} needs zCDP accounting: give privacy.epsilon with "
+                                  "privacy.delta, or privacy.rho")
+            return
+        if Fraction(self.rho) <= 0:
+            raise ConfigError(f"rho must be > 0, got {self.rho}")
+        if not 0 < self.conversion_delta < 1:
+            raise ConfigError(f"zCDP accounting states its guarantee at a delta in (0, 1), got "
+                              f"{self.conversion_delta!r}")
+
+    @property
+    def zcdp(self) -> bool:
+        return self.rho is not None
+
+    def epsilon_at(self, rho: Fraction | float) -> float:
+        """The ε of the (ε, conversion_delta)-DP that ``rho``-zCDP implies (0 for no spend)."""
+        return 0.0 if rho <= 0 else zcdp.epsilon_of(float(rho), self.conversion_delta)
+
+
+PURE = Accounting()
+
+
+def accounting_of(noise: object, epsilon: object, delta: object, rho: object, seeded: bool = False,
+                  prefix: str = "privacy.", outside_share: Fraction = Fraction(0)) -> tuple[Accounting, Fraction]:
+    """(accounting, the release's ε) from a config's [privacy] table or an API call's arguments
+    (``prefix`` names them in errors). Laplace noise without ρ is pure ε-DP, as always; "gaussian"
+    or "auto" noise, or a ρ, is zCDP: ρ given, or converted from (ε, δ) by the tight conversion
+    (core.zcdp.rho_of), with δ the level at which the guarantee is stated as (ε, δ)-DP.
+    ``outside_share``: the part of δ that (ε, δ) steps spend outside zCDP (partition selection);
+    the conversion gets the rest."""
+    noise = "laplace" if noise is None else noise
+    if not isinstance(noise, str) or noise not in NOISES:
+        raise ConfigError(f"{prefix}noise must be one of {', '.join(NOISES)}, got {noise!r}")
+    if noise == "laplace" and rho is None:
+        if epsilon is None:
+            raise ConfigError(f"missing config key '{prefix}epsilon'" if prefix == "privacy." else
+                              "epsilon is required")
+        return PURE, release_epsilon(epsilon, f"{prefix}epsilon", seeded)
+    why = f"{prefix}rho" if rho is not None else f"{prefix}noise = {noise!r}"
+    if delta is None:
+        raise ConfigError(f"{why} counts the budget in zCDP, which needs {prefix}delta: the delta at which the "
+                          "guarantee is also stated as (epsilon, delta)-DP, e.g. 1e-6 (docs/zcdp.md)")
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
+        raise ConfigError(f"{prefix}delta must be a number strictly between 0 and 1, got {delta!r}")
+    conversion = float(delta) * float(1 - Fraction(outside_share))
+    if rho is not None:
+        if epsilon is not None:
+            raise ConfigError(f"give {prefix}epsilon (with {prefix}delta) or {prefix}rho, not both")
+        rho = as_epsilon(rho, f"{prefix}rho")
+        stated = release_epsilon(zcdp.epsilon_of(float(rho), conversion), f"the epsilon of {prefix}rho", seeded)
+        return Accounting(noise, rho, conversion), stated
+    if epsilon is None:
+        raise ConfigError(f"{why} needs {prefix}epsilon (with {prefix}delta) or {prefix}rho")
+    epsilon = release_epsilon(epsilon, f"{prefix}epsilon", seeded)
+    return Accounting(noise, zcdp.rho_of(float(epsilon), conversion), conversion), epsilon
+
+
 class Budget:
     """A total epsilon and the ledger of what has been spent from it, for one privacy unit.
 
     ``fixed_seed``: the noise comes from a fixed seed, so the release has no guarantee (the
     ledger is unchanged: it describes the mechanism). ``condition``: what the guarantee is
     conditional on, when anything (guards.strict: the run completing).
+
+    With zCDP ``accounting`` the budget is ``accounting.rho``: every entry costs its ρ (a pure
+    step ε²/2) and the costs add up; ``delta`` is then what (ε, δ) steps (partition selection) may
+    spend outside zCDP, and ``total`` only the ε the whole ρ is stated as.
     """
 
     def __init__(self, total: object, delta: float = 0.0, unit: PrivacyUnit = USER_UNIT,
-                 fixed_seed: bool = False, condition: str = ""):
+                 fixed_seed: bool = False, condition: str = "", accounting: Accounting = PURE):
         self.total = as_epsilon(total)
         if not 0 <= delta < 1:
             raise ConfigError(f"delta must be in [0, 1), got {delta!r}")
@@ -204,12 +335,21 @@ class Budget:
         self.unit = unit
         self.fixed_seed = bool(fixed_seed)
         self.condition = condition
+        self.accounting = accounting
         self.entries: list[LedgerEntry] = []
         self._cells_handed_out: set[str] = set()  # steps whose noise the executors draw
 
     @property
+    def zcdp(self) -> bool:
+        return self.accounting.zcdp
+
+    @property
     def delta_spent(self) -> float:
         return math.fsum(e.delta for e in self.entries)
+
+    @property
+    def rho_spent(self) -> Fraction:
+        return sum((e.cost for e in self.entries), Fraction(0))
 
     @property
     def spent(self) -> Fraction:
@@ -220,7 +360,14 @@ class Budget:
         return self.total - self.spent
 
     def check_plan(self, parts: dict[str, Fraction]) -> None:
-        """Refuse a planned split whose parts add up to more than the total."""
+        """Refuse a planned split whose parts add up to more than the total (under zCDP: whose
+        costs ε_k²/2 add up to more than ρ)."""
+        if self.zcdp:
+            planned = sum((zcdp.pure_cost(eps) for eps in parts.values()), Fraction(0))
+            if planned > self.accounting.rho:
+                raise BudgetExceeded(f"budget split exceeds the total: its parts cost rho {float(planned):.6g} "
+                                     f"> rho {float(self.accounting.rho):.6g}")
+            return
         planned = sum(parts.values(), Fraction(0))
         if planned > self.total:
             terms = " + ".join(f"{name} {float(eps):g}" for name, eps in parts.items())
@@ -235,14 +382,30 @@ class Budget:
         part cannot fail after an early one has drawn."""
         if epsilon <= 0:
             raise BudgetExceeded(f"step {step!r} spends a non-positive epsilon {epsilon}")
+        if self.zcdp:
+            self._check_rho(zcdp.pure_cost(epsilon), step)
+            return
         if self.spent + epsilon > self.total:
             raise BudgetExceeded(
                 f"step {step!r} needs epsilon {float(epsilon):g} but only "
                 f"{float(self.remaining):g} of {float(self.total):g} is left"
             )
 
+    def _check_rho(self, cost: Fraction, step: str) -> None:
+        if cost <= 0:
+            raise BudgetExceeded(f"step {step!r} spends a non-positive rho {cost}")
+        if self.rho_spent + cost > self.accounting.rho:
+            raise BudgetExceeded(f"step {step!r} needs rho {float(cost):.6g} but only "
+                                 f"{float(self.accounting.rho - self.rho_spent):.6g} of "
+                                 f"{float(self.accounting.rho):.6g} is left")
+
     def spend(self, entry: LedgerEntry) -> None:
-        self.check_affordable(entry.epsilon, entry.step)
+        if entry.gaussian:
+            if not self.zcdp:
+                raise BudgetExceeded(f"step {entry.step!r} adds Gaussian noise, which needs zCDP accounting")
+            self._check_rho(entry.cost, entry.step)
+        else:
+            self.check_affordable(entry.epsilon, entry.step)
         if self.delta_spent + entry.delta > self.delta_total * (1 + 1e-12):
             raise BudgetExceeded(f"step {entry.step!r} needs delta {entry.delta:g} but the job allows "
                                  f"{self.delta_total:g} in all")
@@ -275,8 +438,11 @@ class Budget:
         discrete Laplace at scale ``entry.noise_scale``, labelled with the entry's step so that
         two tables never share noise. The ledger records the draw before any executor makes it,
         as :meth:`discrete_laplace` does."""
-        scale = mechanisms.as_scale(Fraction(entry.noise_scale))
+        mechanisms.as_scale(Fraction(entry.noise_scale))
         _check_noise_covers_sensitivity(entry)
+        return self._hand_out(entry, secret, vector_noise.LAPLACE)
+
+    def _hand_out(self, entry: LedgerEntry, secret: vector_noise.NoiseSecret, mechanism: str) -> vector_noise.CellNoise:
         if secret.seeded != self.fixed_seed:  # the report's guarantee must say where the noise came from
             raise ValueError(f"step {entry.step!r}: a {'seeded' if secret.seeded else 'fresh'} noise secret for a "
                              f"budget {'with' if self.fixed_seed else 'without'} a fixed seed")
@@ -284,7 +450,7 @@ class Budget:
             raise ValueError(f"step {entry.step!r} already has its noise on the executors: two tables would share it")
         self.spend(entry)
         self._cells_handed_out.add(entry.step)
-        return vector_noise.CellNoise(secret, entry.step, scale)
+        return vector_noise.CellNoise(secret, entry.step, Fraction(entry.noise_scale), mechanism)
 
     def discrete_laplace_each(self, entry: LedgerEntry, rng: mechanisms.RandomSource, scales: Sequence,
                               *, grid: Fraction | int = 1) -> np.ndarray:
@@ -300,6 +466,30 @@ class Budget:
         _check_noise_covers_sensitivity(entry)
         self.spend(entry)
         return mechanisms.discrete_laplace_each(rng, checked)
+
+    def discrete_gaussian(self, entry: LedgerEntry, rng: mechanisms.RandomSource) -> np.ndarray:
+        """Spend ``entry`` (a :func:`gaussian_entry`), then draw its ``entry.cells`` exact discrete
+        Gaussian values of variance parameter σ² = ``entry.noise_scale``."""
+        _check_gaussian(entry)
+        self.spend(entry)
+        return discrete_gaussian.discrete_gaussian(rng, entry.noise_scale, entry.cells)
+
+    def discrete_gaussian_found(self, entry: LedgerEntry, rng: mechanisms.RandomSource, size: int) -> np.ndarray:
+        """Spend ``entry``, then draw ``size`` discrete Gaussian values for candidates found in the
+        data (partition selection's keys): their number is not released, so the entry records
+        ``cells`` = 0, as :meth:`bernoulli_dyadic` does."""
+        _check_gaussian(entry)
+        if entry.cells != 0:
+            raise ValueError(f"step {entry.step!r}: candidates found in the data are not public cells")
+        self.spend(entry)
+        return discrete_gaussian.discrete_gaussian(rng, entry.noise_scale, size)
+
+    def discrete_gaussian_on_executors(self, entry: LedgerEntry, secret: vector_noise.NoiseSecret
+                                       ) -> vector_noise.CellNoise:
+        """:meth:`discrete_laplace_on_executors` for a discrete Gaussian entry: spend it, then hand
+        out its cells' noise for the executors to draw, keyed per cell."""
+        _check_gaussian(entry)
+        return self._hand_out(entry, secret, vector_noise.GAUSSIAN)
 
     def exponential_mechanism(self, entry: LedgerEntry, rng: mechanisms.RandomSource, scores, *,
                               monotone: bool = False) -> int:
@@ -337,6 +527,13 @@ class Budget:
             return ("NONE: this release reproduces a published algorithm that is not differentially "
                     "private (see the ledger's NOT_PRIVATE entries); do not publish it")
         kind = "local differential privacy" if self.unit.model == "local" else "differential privacy"
+        if self.zcdp:
+            rho, delta = self.rho_spent, self.accounting.conversion_delta + self.delta_spent
+            approximate = (f" ({self.delta_spent:g} of it spent outside zCDP by (epsilon, delta) steps, "
+                           "Bun-Steinke approximate zCDP)") if self.delta_spent > 0 else ""
+            return (f"rho-zCDP (zero-concentrated {kind}) with rho = {float(rho):.6g}, composition adding rho; "
+                    f"it implies (epsilon, delta)-{kind} with epsilon = {self.accounting.epsilon_at(rho):.6g} and "
+                    f"delta = {delta:g}{approximate} (Canonne-Kamath-Steinke conversion)")
         if self.delta_spent > 0:
             return f"(epsilon, delta)-{kind} with delta = {self.delta_spent:g}, sequential composition"
         return f"pure epsilon-{kind} (delta = 0), sequential composition"
@@ -358,13 +555,43 @@ class Budget:
             # Only *whether* a seed was fixed: its value would let anyone regenerate the noise.
             "fixed_seed": self.fixed_seed,
             **({"conditional_on": self.condition} if self.condition else {}),
-            "epsilon_total": float(self.total),
-            "epsilon_spent": float(self.spent),
-            "epsilon_spent_exact": str(self.spent),
-            "delta_total": self.delta_total,
-            "delta_spent": self.delta_spent,
+            **(self._zcdp_json() if self.zcdp else {
+                "epsilon_total": float(self.total),
+                "epsilon_spent": float(self.spent),
+                "epsilon_spent_exact": str(self.spent),
+                "delta_total": self.delta_total,
+                "delta_spent": self.delta_spent,
+            }),
             "ledger": [e.to_json() for e in self.entries],
         }
+
+    def _zcdp_json(self) -> dict:
+        """The budget under zCDP: ρ exactly, and the (ε, δ) it is stated as (ε rounded up)."""
+        accounting, spent = self.accounting, self.rho_spent
+        return {
+            "accounting": "zCDP",
+            "rho_total": float(accounting.rho),
+            "rho_total_exact": str(accounting.rho),
+            "rho_spent": float(spent),
+            "rho_spent_exact": str(spent),
+            "epsilon_total": accounting.epsilon_at(accounting.rho),
+            "epsilon_spent": accounting.epsilon_at(spent),
+            # (ε, δ) of the spend: δ of the conversion plus what (ε, δ) steps spent outside zCDP.
+            "delta_total": accounting.conversion_delta + self.delta_total,
+            "delta_spent": accounting.conversion_delta + self.delta_spent,
+            "delta_conversion": accounting.conversion_delta,
+            "delta_outside_zcdp": self.delta_spent,
+        }
+
+
+def _check_gaussian(entry: LedgerEntry) -> None:
+    """A Gaussian entry's numbers must add up: σ² a variance the sampler takes, ρ = Δ₂²/(2σ²)."""
+    if not entry.gaussian or entry.l2_squared is None:
+        raise ValueError(f"step {entry.step!r} is not a discrete Gaussian entry")
+    discrete_gaussian.as_variance(entry.noise_scale)
+    if entry.rho < zcdp.gaussian_cost(entry.l2_squared, entry.noise_scale):
+        raise ValueError(f"step {entry.step!r} records rho {float(entry.rho):.6g}, below its noise's "
+                         f"{float(zcdp.gaussian_cost(entry.l2_squared, entry.noise_scale)):.6g}")
 
 
 def _check_noise_covers_sensitivity(entry: LedgerEntry) -> None:

@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import USER_UNIT, Budget, PrivacyUnit
+from dp_spark.core import zcdp
+from dp_spark.core.privacy import PURE, USER_UNIT, Accounting, Budget, PrivacyUnit
 from dp_spark.errors import ConfigError
 from dp_spark.families.guards import SPLIT_KEY as GUARDS_SPLIT_KEY, Guards
 
@@ -150,6 +151,9 @@ class Family:
     # (params, domains) -> {table: its number of rows}, from the config and the public domains
     # alone; None where the size depends on the data (FRAPP's records, items selected privately).
     output_rows: Callable[[Any, Domains], dict[str, int | None]] = lambda params, domains: {}
+    # Whether some of its tables may take discrete Gaussian noise (privacy.noise = "gaussian" or
+    # "auto", zCDP accounting); the others keep the Laplace noise their claim is argued for.
+    takes_gaussian: bool = False
     # Said on the console when a release's mechanism is not differentially private.
     not_private_warning: str = ("WARNING: this release reproduces a published flaw and is NOT differentially "
                                 "private; privacy.json says why. Do not publish it.")
@@ -191,11 +195,14 @@ def describe_output_size(rows: dict[str, int | None]) -> str:
 
 
 def plan_split(family: Family, params: Any, epsilon: Fraction, domains: Domains,
-               overrides: dict[str, Fraction] | None = None, guards: Guards = Guards()) -> dict[str, Fraction]:
+               overrides: dict[str, Fraction] | None = None, guards: Guards = Guards(),
+               accounting: Accounting = PURE) -> dict[str, Fraction]:
     """The family's default split of ``epsilon`` with the caller's named parts put in; refuses a
     part the family does not spend and a split over the total (before any record is read).
     Guards with limits take ``guards.epsilon`` first (``epsilon_guards``); the family's default
-    split shares the rest."""
+    split shares the rest. Under zCDP ``accounting`` see :func:`zcdp_split`."""
+    if accounting.zcdp:
+        return zcdp_split(family, params, domains, overrides, guards, accounting)
     if guards.active and guards.epsilon >= epsilon:
         raise ConfigError(f"guards.epsilon {float(guards.epsilon):g} leaves nothing of epsilon {float(epsilon):g} "
                           "for the release")
@@ -210,6 +217,48 @@ def plan_split(family: Family, params: Any, epsilon: Fraction, domains: Domains,
         split[GUARDS_SPLIT_KEY] = guards.epsilon
     Budget(epsilon).check_plan(split)
     return split
+
+
+def zcdp_split(family: Family, params: Any, domains: Domains, overrides: dict[str, Fraction] | None,
+               guards: Guards, accounting: Accounting) -> dict[str, Fraction]:
+    """The split under ρ-zCDP: the family's default split read as shares of ρ (what the guards'
+    pure ε costs, ε²/2, taken first), each share ρ_k handed out as the largest short fraction ε_k
+    with ε_k²/2 ≤ ρ_k. A pure step at ε_k costs at most ρ_k; a Gaussian step pays σ² = Δ₂²/ε_k²."""
+    if overrides:
+        raise ConfigError("under zCDP accounting the budget's parts are shares of rho, set by the family; "
+                          f"privacy.{next(iter(overrides))} cannot set one")
+    rho = accounting.rho
+    if guards.active:
+        rho -= zcdp.pure_cost(guards.epsilon)
+        if rho <= 0:
+            raise ConfigError(f"guards.epsilon {float(guards.epsilon):g} costs rho "
+                              f"{float(zcdp.pure_cost(guards.epsilon)):.6g}, all of the release's rho "
+                              f"{float(accounting.rho):.6g}")
+    shares = family.default_split(params, Fraction(1), domains)
+    if sum(shares.values(), Fraction(0)) != 1:
+        raise ConfigError(f"{params.algorithm} cannot split a zCDP budget (its parts are not shares of one total)")
+    try:
+        split = {key: zcdp.epsilon_for_rho(share * rho) for key, share in shares.items()}
+    except ValueError as e:
+        raise ConfigError(f"privacy budget too small to split: {e}") from None
+    if guards.active:
+        split[GUARDS_SPLIT_KEY] = guards.epsilon
+    Budget(1, accounting=accounting).check_plan(split)
+    return split
+
+
+def check_accounting(family: Family, params: Any, accounting: Accounting) -> None:
+    """Refuse what zCDP accounting does not cover yet: Gaussian noise where the family's claim is
+    argued for Laplace noise only, and steps that spend their own δ (smooth sensitivity) outside the
+    counts, whose partition selection shares privacy.delta with the conversion (counts.partition_delta)."""
+    if not accounting.zcdp:
+        return
+    if accounting.noise == "gaussian" and not family.takes_gaussian:
+        raise ConfigError(f"privacy.noise = \"gaussian\": {params.algorithm}'s tables take Laplace noise only (their "
+                          "privacy argument is in L1); privacy.noise = \"auto\" keeps them under zCDP accounting")
+    if family.delta(params) > 0 and not family.takes_gaussian:
+        raise ConfigError(f"zCDP accounting does not cover {params.algorithm} steps that spend their own delta "
+                          "(smooth sensitivity) yet: use privacy.noise = \"laplace\" without privacy.rho")
 
 
 # What the engine supports (docs/scheduled_runs.md, "Pre-flight"). A per-user bound that

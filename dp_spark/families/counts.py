@@ -16,7 +16,11 @@ import pandas as pd
 
 from dp_spark.algorithms import bound_selection, sampling
 from dp_spark.bounding import keys
+from dp_spark.bounding.item_cap import cap_per_item
+from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.accuracy import POST_PROCESSED, UPPER_BOUND
+from dp_spark.core.discrete_gaussian import variance_at_least
+from dp_spark.core.privacy import NOISES
 from dp_spark.core.domain import ItemDomain, item_domain_of_ids
 from dp_spark.core.progress import diagnostic
 from dp_spark.core.vector_noise import NoiseSecret
@@ -48,7 +52,10 @@ class CountsParams:
     """``l``: records kept per user (a config's ``algorithm.m`` for the baselines), or "auto" to
     choose it privately from ``candidates`` with a share of ε (``effective_items``: how many
     items the bias is taken to spread over, default a quarter of the domain; docs/bound_selection.md);
-    ``d``: HPA's records per user in its popularity sample; ``consistent``: make items and edges agree."""
+    ``d``: HPA's records per user in its popularity sample; ``consistent``: make items and edges agree.
+    ``noise``: privacy.noise, the noise of the item and edge counts under zCDP accounting ("laplace",
+    "gaussian", or "auto": the lower variance); ``records_per_item``: at most this many of a user's
+    records per item (c), which brings the tables' squared L2 sensitivity from l² down to l·c."""
 
     algorithm: str = "sra"
     l: int | str = 10
@@ -63,6 +70,8 @@ class CountsParams:
     private_items: bool = False
     keys_per_user: int | None = None
     delta: float = 0.0
+    noise: str = "laplace"
+    records_per_item: int | None = None
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
@@ -86,6 +95,22 @@ class CountsParams:
                                          BASELINE_PUBLISHERS.get(self.algorithm))
         object.__setattr__(self, "publisher_options", options)
         self._check_private_items()
+        self._check_noise()
+
+    def _check_noise(self):
+        if self.noise not in NOISES:
+            raise ConfigError(f"privacy.noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
+        if self.noise == "gaussian" and (self.publisher != "laplace" or self.publisher_options):
+            raise ConfigError(f"privacy.noise = \"gaussian\" replaces the laplace publisher's noise; publisher "
+                              f"{self.publisher!r} is argued for Laplace noise only (use privacy.noise = \"auto\" "
+                              "to keep it under zCDP accounting)")
+        if self.records_per_item is None:
+            return
+        rows_per_user(self.records_per_item, "algorithm.records_per_item")
+        if self.noise == "laplace":
+            raise ConfigError("algorithm.records_per_item bounds the counts' L2 sensitivity, which only Gaussian "
+                              "noise uses: set privacy.noise = \"gaussian\" or \"auto\" (with privacy.delta), or "
+                              "remove it")
 
     def _check_private_items(self):
         if not self.private_items:
@@ -136,6 +161,14 @@ def _candidates(values: Any, bound_name: str) -> tuple[int, ...]:
 
 
 PARTITION_SHARE = Fraction(1, 2)
+# Under zCDP, partition selection spends this part of privacy.delta outside zCDP (its threshold's δ);
+# the conversion of ρ to (ε, δ) gets the rest (docs/partition_selection.md, "Under zCDP").
+PARTITION_DELTA_SHARE = Fraction(1, 2)
+
+
+def partition_delta(delta: float, zcdp: bool) -> float:
+    """The δ partition selection spends: all of privacy.delta, or under zCDP its share."""
+    return float(delta) * float(PARTITION_DELTA_SHARE) if zcdp else float(delta)
 
 
 def _split(params: CountsParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
@@ -194,6 +227,25 @@ def run(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
                    diagnostics={**output.diagnostics, "partition_selection": selection.diagnostics})
 
 
+def l2_squared(params: CountsParams, l: int) -> int:
+    """The squared L2 sensitivity of the item counts, and of the edge counts, at bound ``l``: one
+    user adds n_j ≤ c records to item (or item-attribute cell) j, c = records_per_item (else l),
+    with Σ n_j ≤ l, so Σ n_j² ≤ c·Σ n_j ≤ l·c (docs/sra_hpa.md, "Privacy claim: sra")."""
+    return l * min(params.records_per_item or l, l)
+
+
+def gaussian_tables(params: CountsParams, l: int, split: dict[str, Fraction], with_edges: bool) -> dict[str, int]:
+    """{ledger step: squared L2 sensitivity} of the tables that get discrete Gaussian noise: all of
+    them with privacy.noise = "gaussian", those whose Gaussian has the lower variance with "auto"
+    (core.noise_choice). Public: the config, the bound (a DP output when chosen) and the split."""
+    if params.noise == "laplace" or params.publisher != "laplace" or params.publisher_options:
+        return {}
+    parts = {"item_counts": "epsilon_items", **({"edge_counts": "epsilon_edges"} if with_edges else {})}
+    l2 = l2_squared(params, l)
+    return {step: l2 for step, part in parts.items()
+            if noise_choice.chosen(params.noise, l, l2, split[part]) == noise_choice.GAUSSIAN}
+
+
 def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
     """Bound, count and publish over the (public or privately selected) item domain."""
     items, attributes = inputs.domains.items, inputs.domains.attributes
@@ -219,19 +271,22 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
         if on_executors:
             inputs.progress(f"{_largest_table(inputs.domains):,} cells: the noise is drawn on the executors "
                             f"(execution.executor_noise_cells = {inputs.execution.executor_noise_cells:,})")
+        gaussian = gaussian_tables(params, l, inputs.split, attributes is not None)
+        records, per_user = validated.records, dict(user_counts=validated.user_counts, users_by_n=validated.users_by_n)
+        if params.records_per_item is not None:  # the per-user row counts change: the sample counts again
+            records, per_user = cap_per_item(records, params.records_per_item), {}
         common = dict(items=items, attributes=attributes, l=l, epsilons=inputs.split, budget=inputs.budget,
-                      rng=inputs.rng, seed=inputs.seed, user_counts=validated.user_counts,
-                      users_by_n=validated.users_by_n,
-                      publisher=sampling.Publisher(params.publisher, dict(params.publisher_options)),
+                      rng=inputs.rng, seed=inputs.seed, **per_user,
+                      publisher=sampling.Publisher(params.publisher, dict(params.publisher_options), gaussian),
                       on_executors=_noise_secret(inputs.seed) if on_executors else None)
         if params.algorithm != "hpa":
-            release = sampling.sra(validated.records, **common)
+            release = sampling.sra(records, **common)
         else:
-            release = sampling.hpa(validated.records, d=params.d, one_per_user=validated.one_per_user, **common)
+            release = sampling.hpa(records, d=params.d, one_per_user=validated.one_per_user, **common)
     finally:
         validated.release()
     if params.consistent:
-        release = sampling.made_consistent(release, l, inputs.split)
+        release = sampling.made_consistent(release, l, inputs.split, gaussian)
     return FamilyOutput(tables_of(release, inputs.domains), {**validated.diagnostics, **release.diagnostics,
                                                              "coverage": coverage.to_json()}, chosen=chosen,
                         guards=decided,
@@ -339,8 +394,10 @@ def _describe(params: CountsParams, epsilon: Fraction, domains: Domains) -> str:
     bound = f"auto (chosen privately from {list(params.candidates)})" if params.auto else params.l
     items = (f"items selected privately (delta {params.delta:g}, at most {params.keys_per_user} per user)"
              if params.private_items else f"{len(domains.items):,} items")
+    noise = "" if params.noise == "laplace" else f", {params.noise} noise (zCDP)" + (
+        f", at most {params.records_per_item} records per user and item" if params.records_per_item else "")
     return (f"{params.algorithm.upper()} with epsilon {float(epsilon):g}, {params.bound_name} = {bound}, "
-            f"publisher {params.publisher}; {items}"
+            f"publisher {params.publisher}{noise}; {items}"
             + (f" x {len(domains.attributes)} attribute values" if domains.attributes else ""))
 
 
@@ -350,8 +407,10 @@ def _report_section(params: CountsParams) -> dict:
                  "quality": "docs/bound_selection.md"} if params.auto else {}
     private = {"items": PRIVATE_ITEMS, "keys_per_user": params.keys_per_user, "delta": params.delta,
                "partition_selection": "docs/partition_selection.md"} if params.private_items else {}
+    gaussian = {"noise": params.noise, **({"records_per_item": params.records_per_item}
+                                          if params.records_per_item else {})} if params.noise != "laplace" else {}
     return {
-        "parameters": {params.bound_name: params.l, **selection, **private,
+        "parameters": {params.bound_name: params.l, **selection, **private, **gaussian,
                        **({"d": params.d} if params.algorithm == "hpa" else {})},
         "specification": sampling.SPEC_SECTIONS[params.algorithm],
         "post_processing": ("item and edge counts made consistent and non-negative (weighted least squares; no "
@@ -387,9 +446,13 @@ def _accuracy(params: CountsParams, epsilon: Fraction, domains: Domains, split: 
     if domains.attributes is not None:
         cells["edge_counts"] = (items * len(domains.attributes), split["epsilon_edges"])
     tables = {}
+    gaussian = gaussian_tables(params, params.largest_bound, split, domains.attributes is not None)
     for table, (count, part) in cells.items():
-        noise = publisher_accuracy(params.publisher, params.publisher_options, params.largest_bound, part, count,
-                                   alpha)
+        if table in gaussian:
+            noise = accuracy.discrete_gaussian(variance_at_least(Fraction(gaussian[table]) / part ** 2), alpha)
+        else:
+            noise = publisher_accuracy(params.publisher, params.publisher_options, params.largest_bound, part, count,
+                                       alpha)
         if params.auto and noise.kind != POST_PROCESSED:
             noise = replace(noise, kind=UPPER_BOUND, note="; ".join(filter(None, [noise.note, AUTO_NOTE.format(
                 name=params.bound_name, largest=params.largest_bound)])))
@@ -428,12 +491,15 @@ def from_config(c: ConfigTables) -> CountsParams:
     if c.attributes is None and "epsilon_edges" in parts:
         raise ConfigError("privacy.epsilon_edges is set but domain.attributes is not: no edge counts to publish")
     private = c.domain.get("items") == PRIVATE_ITEMS
+    zcdp = c.privacy.get("noise", "laplace") != "laplace" or "rho" in c.privacy
     if private and "delta" not in c.privacy:
         raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs privacy.delta (e.g. 1e-6): partition selection "
                           "spends it")
     return CountsParams(name, l, d, publisher, options, consistent, algorithm.get(f"{bound}_candidates"),
                         algorithm.get("effective_items"), private, algorithm.get("keys_per_user"),
-                        c.privacy.get("delta", 0.0))
+                        partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0,
+                        c.privacy.get("noise", "laplace"),
+                        algorithm.get("records_per_item"))
 
 
 def _with_chosen(params: CountsParams, chosen: dict) -> tuple[CountsParams, dict] | None:
@@ -451,7 +517,8 @@ FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, 
                 delta=lambda params: params.delta, beyond_the_driver=lambda params, domains, execution: (
                     params.algorithm != "hpa" and not params.private_items
                     and _on_executors(params, domains, execution)),
-                config_keys=("keys_per_user", "l_candidates", "m_candidates", "effective_items"),
+                config_keys=("keys_per_user", "l_candidates", "m_candidates", "effective_items", "records_per_item"),
+                takes_gaussian=True,
                 check_schema=lambda params, records, domains: check_schema(records, domains.items,
                                                                            params.private_items, domains.attributes),
                 output_rows=_output_rows)

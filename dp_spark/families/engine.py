@@ -17,10 +17,10 @@ import pandas as pd
 from pyspark.sql import functions as F
 
 from dp_spark.version import __version__
-from dp_spark.core import accuracy
+from dp_spark.core import accuracy, zcdp
 from dp_spark.core.domain import ItemDomain
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
+from dp_spark.core.privacy import PURE, Accounting, Budget
 from dp_spark.families.base import Domains, Execution, Family, FamilyOutput, RunInputs, check_domain_fits
 from dp_spark.families import guards
 from dp_spark.families.guards import Guards
@@ -51,16 +51,19 @@ def diagnostics_of(report: dict, diagnostics: dict) -> dict:
 
 def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fraction, split: dict[str, Fraction],
             seed: int | None, source: dict, progress: Callable[[str], None], limits: Guards = Guards(),
-            execution: Execution = Execution()) -> Computed:
+            execution: Execution = Execution(), accounting: Accounting = PURE) -> Computed:
     """Run ``family`` on ``records`` (our standard columns, not yet validated) and build the
     report. ``source`` is the report's description of where the records came from; the guards
     (``limits``) may refuse the run from noisy coverage figures, before the algorithm's noise
     (families.guards);
-    ``execution`` says which tables are released on the executors."""
+    ``execution`` says which tables are released on the executors; ``accounting`` whether the
+    budget is pure ε (``epsilon``) or ρ-zCDP (``accounting.rho``; ``epsilon`` is then what it is
+    stated as)."""
     limits.check_family(family.name, params.algorithm)
     check_domain_fits(family, params, domains, execution)
     budget = Budget(epsilon, family.delta(params), unit=family.privacy_unit(params, records),
-                    fixed_seed=seed is not None, condition=guards.STRICT_CONDITION if limits.strict else "")
+                    fixed_seed=seed is not None, condition=guards.STRICT_CONDITION if limits.strict else "",
+                    accounting=accounting)
     inputs = RunInputs(records, domains, split, budget, RandomSource(seed), seed, progress, limits, execution)
     # The expected error is a function of the config alone: worked out before any noise is drawn,
     # so that a failure there cannot come after the budget is spent.
@@ -136,6 +139,17 @@ def with_halfwidth_columns(tables: dict[str, Any], planned: dict[str, dict[str, 
     return out
 
 
+def _samplers(budget: Budget) -> str:
+    """The report's sampler: the exact discrete Laplace, and the exact discrete Gaussian where the
+    ledger has Gaussian steps (both Canonne, Kamath, Steinke 2020)."""
+    gaussian = [entry.step for entry in budget.entries if entry.gaussian]
+    if not gaussian:
+        return "exact discrete Laplace (Canonne, Kamath, Steinke 2020)"
+    laplace = len(gaussian) < len(budget.entries)
+    return ("exact discrete Gaussian (Canonne, Kamath, Steinke 2020, Algorithm 3) for " + ", ".join(gaussian)
+            + ("; exact discrete Laplace (their Algorithm 2) for the other steps" if laplace else ""))
+
+
 def build_report(family: Family, params: Any, budget: Budget, domains: Domains, split: dict[str, Fraction],
                  output: FamilyOutput, seed: int | None, source: dict, expected: dict) -> dict:
     """privacy.json: depends only on the parameters, the public domains and the noisy outputs
@@ -147,6 +161,8 @@ def build_report(family: Family, params: Any, budget: Budget, domains: Domains, 
         "name": params.algorithm,
         "parameters": section["parameters"],
         "epsilon_split": {k: float(v) for k, v in split.items()},
+        # Under zCDP each part is a share of rho, handed out as the epsilon of a pure step of that cost.
+        **({"rho_split": {k: float(zcdp.pure_cost(v)) for k, v in split.items()}} if budget.zcdp else {}),
         "specification": section["specification"],
         "post_processing": section["post_processing"],
         "publisher": section["publisher"],
@@ -157,7 +173,7 @@ def build_report(family: Family, params: Any, budget: Budget, domains: Domains, 
     algorithm.update(output.algorithm_extra)
     rows = output.rows or {}
     noise = family.noise_section(params, seed) if family.noise_section else {
-        "sampler": "exact discrete Laplace (Canonne, Kamath, Steinke 2020)",
+        "sampler": _samplers(budget),
         **family.extra_noise(params),
         "randomness": "fixed seed: reproducible, not for publication" if seed is not None else "OS CSPRNG",
     }

@@ -13,7 +13,8 @@ import numpy as np
 from pyspark.sql import DataFrame
 
 from dp_spark.aggregates.key_users import users_per_key
-from dp_spark.algorithms.partition_selection import SelectionParams, select
+from dp_spark.algorithms.partition_selection import (GaussianSelection, SelectionParams, better_rule, select,
+                                                      select_gaussian)
 from dp_spark.bounding.user_keys import bounded_keys
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget
@@ -32,8 +33,14 @@ def private_keys(records: DataFrame, l0: int, epsilon: Fraction | float, delta: 
                  step: str = "partition selection") -> PrivateKeys:
     """The keys of ``records[key_col]`` released by partition selection at (``epsilon``,
     ``delta``), spent through ``budget`` under ``step``. ``seed`` fixes the salt of the per-user
-    bound (a seeded release has no guarantee anyway); ``rng`` draws the selection."""
+    bound (a seeded release has no guarantee anyway); ``rng`` draws the selection. Under zCDP
+    accounting (``budget.zcdp``) the rule of lower median count is used, the Gaussian threshold or
+    the optimal pure rule (``epsilon`` is then the share of ρ, as ε²/2)."""
     params = SelectionParams(epsilon, delta, l0)
     keys, users = users_per_key(bounded_keys(records, params.l0, seed, user_col, key_col), key_col)
-    chosen = select(keys, users, params, budget, rng, step)
+    if budget.zcdp and better_rule(params.epsilon, params.delta, params.l0) == "gaussian":
+        chosen = select_gaussian(keys, users, GaussianSelection(params.epsilon, params.delta, params.l0), budget,
+                                 rng, step)
+    else:
+        chosen = select(keys, users, params, budget, rng, step)
     return PrivateKeys(chosen, {"keys_seen": int(keys.size), "keys_selected": int(chosen.size)})

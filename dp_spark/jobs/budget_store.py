@@ -39,6 +39,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from dp_spark.errors import ConfigError, Interrupted, PreflightError
+from dp_spark.core.composition import Charge, Guarantee, guarantee
 from dp_spark.core.privacy import BudgetExceeded, as_epsilon
 
 FORMAT = "dp-spark budget store 2"  # the caps are stored in the file
@@ -151,9 +152,24 @@ def caps(state: dict, path: str = "") -> tuple[Fraction, float]:
 
 
 def totals(state: dict) -> tuple[Fraction, float]:
-    """(ε, δ) charged so far: every run counts, whatever its status."""
+    """(ε, δ) charged so far by sequential composition: every run counts, whatever its status."""
     epsilon = sum((Fraction(run["epsilon_exact"]) for run in state["runs"]), Fraction(0))
     return epsilon, math.fsum(run["delta"] for run in state["runs"])
+
+
+def charge_of(run: dict) -> Charge:
+    """A stored run as a charge: a zCDP run (issue 41) stores its ρ and the δ it spent outside
+    zCDP; a pure run, and every run stored before, costs ε²/2 with its δ outside."""
+    if "rho_exact" in run:
+        return Charge(Fraction(run["epsilon_exact"]), float(run["delta"]), Fraction(run["rho_exact"]),
+                      float(run["delta_outside_zcdp"]))
+    return Charge.pure(Fraction(run["epsilon_exact"]), float(run["delta"]))
+
+
+def running(state: dict, delta: float) -> Guarantee:
+    """The dataset's guarantee from every charged run, its zCDP statement at δ = ``delta``."""
+    return guarantee([charge_of(run) for run in state["runs"]], delta)
+
 
 
 def _cap_entry(action: str, old: tuple | None, new: tuple[Fraction, float], reason: str) -> dict:
@@ -205,11 +221,14 @@ def set_cap(path: str, dataset: str, epsilon_cap: Fraction, delta_cap: float | N
             raise missing
         old = caps(state, path) if state["format"] == FORMAT else None
         new = (epsilon_cap, (old[1] if old else 0.0) if delta_cap is None else delta_cap)
-        spent_epsilon, spent_delta = totals(state)
-        if new[0] < spent_epsilon or new[1] < spent_delta:
+        spent = running(state, new[1])
+        if not spent.within(*new):
             raise ConfigError(
-                f"dataset {dataset!r} has already spent epsilon {number(spent_epsilon)} and delta {spent_delta:g}; "
-                f"a cap of epsilon {number(new[0])}, delta {new[1]:g} would be below it (spent budget cannot be "
+                f"dataset {dataset!r} has already spent epsilon {number(spent.epsilon_sequential)} and delta "
+                f"{spent.delta_sequential:g}" + ("" if spent.epsilon_zcdp is None else
+                                                f" (by zCDP composition epsilon {spent.epsilon_zcdp:.6g} at delta "
+                                                f"{new[1]:g})")
+                + f"; a cap of epsilon {number(new[0])}, delta {new[1]:g} would be below it (spent budget cannot be "
                 "taken back)")
         action = "set-cap" if old else "adopt cap (store written by an older dp-spark, which stored none)"
         state = {"format": FORMAT, "dataset": state["dataset"], "epsilon_cap": str(new[0]), "delta_cap": new[1],
@@ -265,13 +284,18 @@ def check_reachable(spec: StoreSpec) -> None:
         _load(path, spec.dataset)  # unreadable, not a store, another dataset's: ConfigError now
 
 
-def charge(spec: StoreSpec, epsilon: Fraction, delta: float, run: dict) -> dict:
+def charge(spec: StoreSpec, epsilon: Fraction, delta: float, run: dict, cost: Charge | None = None) -> dict:
     """Charge a run before it reads data; raises BudgetRefused over the cap.
+
+    ``epsilon``, ``delta``: the run's (ε, δ) statement; ``cost``: its charge in approximate zCDP,
+    for a zCDP run (None: a pure or (ε, δ) run, ρ = ε²/2). The run fits when, with it, the dataset's
+    sequential or zCDP statement is within the cap (core.composition).
 
     A store that does not exist is created with the config's caps (a config without
     ``epsilon_cap`` cannot create one). Returns the run's id and the dataset's totals including
     this charge (for the privacy report).
     """
+    cost = cost or Charge.pure(epsilon, delta)
     path = Path(spec.path)
     with _locked(path):
         state = _load(path, spec.dataset)
@@ -286,27 +310,36 @@ def charge(spec: StoreSpec, epsilon: Fraction, delta: float, run: dict) -> dict:
         stored_epsilon, stored_delta = caps(state, spec.path)
         epsilon_limit, delta_limit = _limits(state, spec)
         spent_epsilon, spent_delta = totals(state)
-        stricter = " (this run's config sets a lower limit than the store's cap)"
-        if spent_epsilon + epsilon > epsilon_limit:
-            raise BudgetRefused(
-                f"dataset {spec.dataset!r} has spent epsilon {number(spent_epsilon)} of its cap "
-                f"{number(epsilon_limit)}{stricter if epsilon_limit < stored_epsilon else ''} "
-                f"({len(state['runs'])} runs in {spec.path}); this run needs {number(epsilon)} more")
-        if spent_delta + delta > delta_limit * (1 + 1e-12):
+        after = guarantee([charge_of(old) for old in state["runs"]] + [cost], delta_limit)
+        if not after.within(epsilon_limit, delta_limit):
+            stricter = " (this run's config sets a lower limit than the store's cap)"
+            pure = cost == Charge.pure(epsilon, delta) and all("rho_exact" not in old for old in state["runs"])
+            also = "" if pure or after.epsilon_zcdp is None else (
+                f"; by zCDP composition (rho {float(after.rho):.6g} with this run) the runs would be epsilon "
+                f"{after.epsilon_zcdp:.6g} at delta {delta_limit:g}, above the cap too")
+            if spent_epsilon + epsilon > epsilon_limit:
+                raise BudgetRefused(
+                    f"dataset {spec.dataset!r} has spent epsilon {number(spent_epsilon)} of its cap "
+                    f"{number(epsilon_limit)}{stricter if epsilon_limit < stored_epsilon else ''} "
+                    f"({len(state['runs'])} runs in {spec.path}); this run needs {number(epsilon)} more{also}")
             raise BudgetRefused(
                 f"dataset {spec.dataset!r} has spent delta {spent_delta:g} of its cap {delta_limit:g}"
-                f"{stricter if delta_limit < stored_delta else ''}; this run needs {delta:g} more "
+                f"{stricter if delta_limit < stored_delta else ''}; this run needs {delta:g} more{also} "
                 f"(an operator raises the stored cap with dp-spark budget set-cap ... --delta-cap Y)")
         run_id = uuid.uuid4().hex
+        zcdp_cost = {} if cost == Charge.pure(epsilon, delta) else {
+            "rho": float(cost.rho), "rho_exact": str(cost.rho), "delta_outside_zcdp": cost.delta_outside}
         state["runs"].append({"run_id": run_id, **run, "epsilon": float(epsilon), "epsilon_exact": str(epsilon),
-                              "delta": delta, "epsilon_cap": float(epsilon_limit),
+                              "delta": delta, **zcdp_cost, "epsilon_cap": float(epsilon_limit),
                               "epsilon_cap_exact": str(epsilon_limit), "delta_cap": delta_limit,
                               "status": "charged", "charged_utc": _now()})
         _save(path, state)
     return {"path": spec.path, "dataset": spec.dataset, "run_id": run_id, "runs": len(state["runs"]),
             "epsilon_cap": float(epsilon_limit), "epsilon_cap_stored": float(stored_epsilon),
             "epsilon_charged_total": float(spent_epsilon + epsilon),
-            "delta_cap": delta_limit, "delta_charged_total": spent_delta + delta}
+            "delta_cap": delta_limit, "delta_charged_total": spent_delta + delta,
+            **({"rho_charged_total": float(after.rho), "epsilon_running": after.epsilon}
+               if after.epsilon_zcdp is not None and after.epsilon_zcdp < after.epsilon_sequential else {})}
 
 
 def last_release_seconds(spec: StoreSpec, algorithm: str, output: str) -> float | None:
@@ -371,11 +404,18 @@ def summary(path: str, dataset: str | None = None) -> dict:
     cap_epsilon, cap_delta = (None, None) if legacy else caps(state, path)
     epsilon = {"cap": None if legacy else str(cap_epsilon), "spent": str(spent_epsilon),
                "remaining": None if legacy else str(cap_epsilon - spent_epsilon)}
+    g = running(state, cap_delta or 0.0)
+    zcdp_summary = {"rho_spent": str(g.rho), "rho_spent_float": float(g.rho), "delta_outside_zcdp": g.delta_outside,
+                    "epsilon_at_cap_delta": g.epsilon_zcdp,
+                    "better": g.epsilon_zcdp is not None and g.epsilon_zcdp < float(g.epsilon_sequential)}
     return {"path": path, "dataset": state["dataset"], "format": state["format"], "legacy_no_cap": legacy,
             "epsilon": epsilon | {f"{key}_float": None if value is None else float(Fraction(value))
                                   for key, value in epsilon.items()},
             "delta": {"cap": cap_delta, "spent": spent_delta,
                       "remaining": None if legacy else max(cap_delta - spent_delta, 0.0)},
+            # The same runs composed in zCDP (core.composition): a valid statement too, and the better
+            # one for many runs; a run fits when either statement stays within the cap.
+            "zcdp": zcdp_summary,
             "runs": state["runs"], "cap_log": state.get("cap_log", [])}
 
 
@@ -392,11 +432,17 @@ def summary_text(info: dict) -> str:
         lines.append(f"  epsilon: cap {number(Fraction(eps['cap']))}, spent {number(Fraction(eps['spent']))}, "
                      f"remaining {number(Fraction(eps['remaining']))}")
         lines.append(f"  delta:   cap {delta['cap']:g}, spent {delta['spent']:g}, remaining {delta['remaining']:g}")
+    running_zcdp = info.get("zcdp", {})
+    if running_zcdp.get("better"):
+        lines.append(f"  zCDP:    rho spent {running_zcdp['rho_spent_float']:.6g}: the runs so far are "
+                     f"(epsilon {running_zcdp['epsilon_at_cap_delta']:.6g}, delta {delta['cap']:g})-DP by zCDP "
+                     "composition, better than the sequential sum above; a run fits while either is within the cap")
     lines.append(f"\nruns ({len(info['runs'])}; every charge counts, whatever its status):")
     for run in info["runs"]:
         lines.append(f"  {run.get('charged_utc', '?'):<25} {run.get('status', '?'):<9} "
                      f"epsilon {number(Fraction(run['epsilon_exact'])):<10} delta {run['delta']:<8g} "
-                     f"{run.get('algorithm') or '-':<14} run_date {run.get('run_date') or '-':<10} "
+                     + (f"rho {run['rho']:<10.4g} " if "rho" in run else "")
+                     + f"{run.get('algorithm') or '-':<14} run_date {run.get('run_date') or '-':<10} "
                      f"run {run['run_id'][:8]}{' (forced)' if run.get('forced') else ''}")
     lines.append(f"\ncap changes ({len(info['cap_log'])}):")
     for change in info["cap_log"]:

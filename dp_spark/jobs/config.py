@@ -25,13 +25,13 @@ from dp_spark.jobs.budget_store import StoreSpec
 from dp_spark.errors import ConfigError
 from dp_spark.io.catalog import check_output_table
 from dp_spark.io.sources import SourceSpec
-from dp_spark.families.base import ConfigTables, Execution, require
-from dp_spark.families.counts import ALGORITHMS as COUNTS_ALGORITHMS, PRIVATE_ITEMS
+from dp_spark.families.base import ConfigTables, Execution, check_accounting, require
+from dp_spark.families.counts import ALGORITHMS as COUNTS_ALGORITHMS, PARTITION_DELTA_SHARE, PRIVATE_ITEMS
 from dp_spark.families.frapp import FrappParams
 from dp_spark.families.guards import GUARD_KEYS, Guards, guards_of
 from dp_spark.families.location_entropy import EntropyParams
 from dp_spark.families.registry import BY_ALGORITHM, family_of
-from dp_spark.core.privacy import as_epsilon, release_epsilon
+from dp_spark.core.privacy import PURE, Accounting, accounting_of, as_epsilon, release_epsilon
 
 SOURCE_FORMATS = ("parquet", "csv", "table", "movielens-1m", "movielens-100k", "netflix-synthetic", "checkins",
                   "checkins-synthetic", "adult")
@@ -50,11 +50,11 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "domain": ("items", "attributes", "records"),
     "privacy": ("epsilon", "gamma", "epsilon_partition", "epsilon_bound", "epsilon_items", "epsilon_edges",
                 "epsilon_popularity", "epsilon_theta", "epsilon_counts", "epsilon_entropy", "epsilon_visits",
-                "epsilon_users", "delta"),
+                "epsilon_users", "delta", "noise", "rho"),
     "algorithm": ("name", "l", "d", "m", "consistent", "quantity", "bins", "theta_max", "limit", "variant",
                   "locations_per_user", "visits_per_location", "k", "xi", "outputs", "scheme", "sup_min",
                   "records_per_user", "cp_k", "cp_rho", "location_choice", "l_candidates", "m_candidates",
-                  "effective_items", "keys_per_user", "locations_per_user_candidates",
+                  "effective_items", "keys_per_user", "records_per_item", "locations_per_user_candidates",
                   "visits_per_location_candidates"),
     "publisher": ("name", "k", "grid_bits", "rho", "eta", "delta", "ranking_share", "reproduce_paper"),
 }
@@ -81,6 +81,7 @@ class JobConfig:
     output_table: str | None = None  # "db.name": the release also as catalog tables db.name_<table> (io.catalog)
     guards: Guards = Guards()  # [guards]: refuse a run whose records the domain barely covers (families.guards)
     execution: Execution = Execution()  # [execution]: which tables are released on the executors
+    accounting: Accounting = PURE  # pure epsilon, or rho-zCDP (privacy.noise, privacy.rho; core.privacy)
 
     def with_params(self, **changes) -> JobConfig:
         """This config with some parameters changed (checked again by the parameter class)."""
@@ -328,6 +329,10 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
     name = raw.get("algorithm", {}).get("name")
     family = BY_ALGORITHM.get(name) if isinstance(name, str) else None  # a bad name is refused below
     if family is not None and not family.uses_item_domain:  # FRAPP: whole records, their own domain
+        for key in ("noise", "rho"):
+            if key in raw.get("privacy", {}):
+                raise ConfigError(f"privacy.{key} is for central releases under zCDP; frapp perturbs each record "
+                                  "locally and is accounted in pure epsilon")
         if source.format not in WHOLE_RECORD_FORMATS:
             raise ConfigError(f"frapp reads whole records: source.format must be {', '.join(WHOLE_RECORD_FORMATS)}, "
                               f"got {source.format!r}")
@@ -357,8 +362,13 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
 
     privacy = raw.get("privacy", {})
     seeded = raw.get("seed") is not None
-    epsilon = release_epsilon(require(privacy, "epsilon", "privacy"), "privacy.epsilon", seeded)
+    accounting, epsilon = accounting_of(privacy.get("noise"), privacy.get("epsilon"), privacy.get("delta"),
+                                        privacy.get("rho"), seeded, outside_share=PARTITION_DELTA_SHARE
+                                        if domain.get("items") == PRIVATE_ITEMS else Fraction(0))
     parts = {k: release_epsilon(privacy[k], f"privacy.{k}", seeded) for k in EPSILON_PARTS if k in privacy}
+    if accounting.zcdp and parts:
+        raise ConfigError(f"privacy.{next(iter(parts))}: under zCDP accounting the budget's parts are shares of rho, "
+                          "set by the algorithm (privacy.json's rho_split); remove it")
 
     algorithm = raw.get("algorithm", {})
     name = require(algorithm, "name", "algorithm")
@@ -370,16 +380,20 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
             raise ConfigError(f"algorithm.{key} is a {' and '.join(owners)} parameter; {name} does not use it")
     if name != "entropy":
         for key in ("epsilon_entropy", "epsilon_visits", "epsilon_users", "delta"):
-            if key == "delta" and domain.get("items") == PRIVATE_ITEMS:
-                continue  # partition selection spends it
+            if key == "delta" and (domain.get("items") == PRIVATE_ITEMS or accounting.zcdp):
+                continue  # partition selection spends it; zCDP states its guarantee at it
             if key in raw.get("privacy", {}):
                 raise ConfigError(f"privacy.{key} is a location-entropy parameter; {name} does not use it")
         if source.format in CHECKIN_FORMATS:
             raise ConfigError(f"source.format {source.format!r} holds check-ins; only algorithm 'entropy' reads it")
     tables = ConfigTables(name, algorithm, privacy, domain, raw.get("publisher", {}), parts, attributes)
+    family = family_of(name)
+    params = family.from_config(tables)
+    check_accounting(family, params, accounting)
     return JobConfig(output=output, source=source, items=items, attributes=attributes, epsilon=epsilon,
-                     epsilon_parts=parts, algorithm=name, params=family_of(name).from_config(tables), seed=seed,
-                     spark=_spark_settings(raw))
+                     epsilon_parts=parts, algorithm=name, params=params, seed=seed,
+                     spark=_spark_settings(raw), accounting=accounting)
+
 
 
 def _own_keys(algorithm: str) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from dp_spark.core.composition import Charge
 from dp_spark.core.domain import ItemDomain, attribute_domain, item_domain, refuse_source_table
 from dp_spark.core.privacy import epsilon_warning
 from dp_spark.core.progress import Progress, stage
@@ -39,7 +40,8 @@ def job_domains(cfg: JobConfig, spark=None) -> Domains:
 def plan_budget(cfg: JobConfig) -> dict[str, Fraction]:
     """The epsilon split this job will spend; refuses one that exceeds the total."""
     with_edges = Domains(None, attribute_domain(cfg.attributes))  # the split needs only whether there are edges
-    return plan_split(_family(cfg), cfg.params, cfg.epsilon, with_edges, cfg.epsilon_parts, cfg.guards)
+    return plan_split(_family(cfg), cfg.params, cfg.epsilon, with_edges, cfg.epsilon_parts, cfg.guards,
+                      cfg.accounting)
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ def compute_release(cfg: JobConfig, spark, progress=None, checked: tuple[Domains
         records = records if records is not None else read_source(cfg, spark, domains)
     with stage(progress, "release"):
         return compute(family, cfg.params, records, domains, cfg.epsilon, split, cfg.seed, source_description(cfg),
-                       progress, cfg.guards, cfg.execution)
+                       progress, cfg.guards, cfg.execution, cfg.accounting)
 
 
 def release_tables(cfg: JobConfig, spark) -> list[str]:
@@ -103,8 +105,18 @@ def release_tables(cfg: JobConfig, spark) -> list[str]:
 
 
 def claimed_delta(cfg: JobConfig) -> float:
-    """The δ a job may spend: only the (ε, δ) location-entropy variants have one."""
-    return _family(cfg).delta(cfg.params)
+    """The δ a job may spend: the (ε, δ) steps' (location entropy's smooth sensitivity, partition
+    selection), or under zCDP the δ its ρ is stated at. With its ε (cfg.epsilon) it is the (ε, δ)
+    a budget store adds up across runs."""
+    return _family(cfg).delta(cfg.params) + (cfg.accounting.conversion_delta if cfg.accounting.zcdp else 0.0)
+
+
+def zcdp_charge(cfg: JobConfig) -> Charge | None:
+    """A zCDP job's cost across runs: its ρ, and the δ its (ε, δ) steps spend outside zCDP; None for
+    a pure job, whose cost the store derives from its (ε, δ)."""
+    if not cfg.accounting.zcdp:
+        return None
+    return Charge(cfg.epsilon, claimed_delta(cfg), cfg.accounting.rho, _family(cfg).delta(cfg.params))
 
 
 def release_location(cfg: JobConfig) -> str:
@@ -206,9 +218,14 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
         with stage(progress, "charge"):
             charged = budget_store.charge(store, cfg.epsilon, claimed_delta(cfg),
                                           {"algorithm": cfg.algorithm, "output": target, "run_date": cfg.run_date,
-                                           "forced": replacing})
-        progress(f"charged epsilon {float(cfg.epsilon):g} to dataset {store.dataset!r}: "
-                 f"{charged['epsilon_charged_total']:g} of its cap {charged['epsilon_cap']:g} is now used")
+                                           "forced": replacing}, zcdp_charge(cfg))
+        if "epsilon_running" in charged:  # the zCDP statement of the runs so far is the better one
+            progress(f"charged rho {float(cfg.accounting.rho):.6g} to dataset {store.dataset!r}: its runs so far "
+                     f"are (epsilon {charged['epsilon_running']:.6g}, delta {charged['delta_cap']:g})-DP by zCDP "
+                     f"composition, of its cap epsilon {charged['epsilon_cap']:g}")
+        else:
+            progress(f"charged epsilon {float(cfg.epsilon):g} to dataset {store.dataset!r}: "
+                     f"{charged['epsilon_charged_total']:g} of its cap {charged['epsilon_cap']:g} is now used")
         run["budget_store"] = charged
     try:
         if store is not None and hasattr(progress, "expect"):

@@ -54,9 +54,11 @@ from dp_spark.jobs.config import build_config
 from dp_spark.errors import ConfigError
 from pyspark.sql import functions as F
 
-JOBS = ("floor", "sra", "sra_exact", "hpa", "hpa_d10", "dpsense", "dpsense_s", "user_histogram", "entropy", "frapp")
+JOBS = ("floor", "sra", "sra_exact", "sra_gaussian", "sra_gaussian_c1", "hpa", "hpa_d10", "dpsense", "dpsense_s",
+        "user_histogram", "entropy", "frapp")
 DEFAULT_JOBS = ("floor", "sra", "hpa", "hpa_d10")
-FLOOR_OF = {"sra": "floor", "sra_exact": "floor", "hpa": "floor", "hpa_d10": "floor", "dpsense": "floor_distinct",
+FLOOR_OF = {"sra": "floor", "sra_exact": "floor", "sra_gaussian": "floor", "sra_gaussian_c1": "floor", "hpa": "floor",
+            "hpa_d10": "floor", "dpsense": "floor_distinct",
             "dpsense_s": "floor_distinct", "user_histogram": "floor_user_histogram", "entropy": "floor_entropy",
             "frapp": "floor_apriori"}
 # What each job reads: the Netflix-shaped table, synthetic check-ins, or whole records (FRAPP).
@@ -103,7 +105,14 @@ def job_config(job: str, data: str):
             "source": {"format": "parquet", "path": data, "columns": {"attr": "weekday"}},
             "domain": {**domain, "attributes": list(datasets.WEEKDAYS)},
             "privacy": {"epsilon": 1.0}, "algorithm": {"name": "sra", "l": L}})
-    if job in ("sra", *D):
+    privacy = {"epsilon": 1.0}
+    if job in ("sra_gaussian", "sra_gaussian_c1"):
+        # SRA under zCDP with discrete Gaussian noise (issue 41); _c1 also keeps one record per user and
+        # item, the bound that makes the Gaussian pay (a shuffle by user and item).
+        privacy = {"epsilon": 1.0, "delta": 1e-6, "noise": "gaussian"}
+        algorithm = {"name": "sra", "l": L, **({"records_per_item": 1} if job.endswith("_c1") else {})}
+        domain["attributes"] = list(datasets.WEEKDAYS)
+    elif job in ("sra", *D):
         algorithm = {"name": "sra", "l": L} if job == "sra" else {"name": "hpa", "l": L, "d": D[job]}
         domain["attributes"] = list(datasets.WEEKDAYS)
     elif job == "user_histogram":
@@ -114,7 +123,7 @@ def job_config(job: str, data: str):
         "output": "unused-by-bench",
         "source": {"format": "netflix-synthetic", "path": data},
         "domain": domain,
-        "privacy": {"epsilon": 1.0},
+        "privacy": privacy,
         "algorithm": algorithm,
     })
 

@@ -10,6 +10,11 @@ redone in every run. With a fixed seed the bounding is the same across runs
 and only the noise varies; the spread reported is the noise's, not the
 sample's.
 
+``sra_gaussian`` and ``hpa_gaussian`` are SRA and HPA under zCDP accounting (issue 41): the same ε,
+converted to ρ at the config's privacy.delta (10⁻⁶ without one), at most one record per user and
+item, and discrete Gaussian noise on the item and edge counts; set beside ``sra`` and ``hpa`` they
+compare Laplace and Gaussian noise at equal (ε, δ).
+
 ``sra_auto`` and ``hpa_auto`` choose the bound privately in every run, as a
 release with ``l = "auto"`` does (a tenth of ε, the exponential mechanism over
 the candidates), and report the chosen bound beside the errors. Each comes with
@@ -52,10 +57,14 @@ from dp_spark.core.domain import attribute_domain, item_domain
 from dp_spark.errors import ConfigError
 from dp_spark.jobs.runner import plan_budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
+from dp_spark.core import zcdp
+from dp_spark.bounding.item_cap import cap_per_item
+from dp_spark.core.privacy import Accounting, Budget
 
 AUTO_METHODS = {"sra_auto": "sra", "hpa_auto": "hpa"}  # the bound chosen privately in every run
-METHODS = ("sra", "hpa", "lpa", "dft", "gs", *AUTO_METHODS)
+GAUSSIAN_METHODS = {"sra_gaussian": "sra", "hpa_gaussian": "hpa"}  # zCDP, one record per user and item
+METHODS = ("sra", "hpa", "lpa", "dft", "gs", *AUTO_METHODS, *GAUSSIAN_METHODS)
+EVALUATE_DELTA = 1e-6  # the δ of a Gaussian method when the config gives none
 ORACLE_NOTE = ("<method>_oracle: the candidate bound of lowest mean item MSE, run with the same seeds; chosen on the "
                "true counts, NOT private")
 NOT_PRIVATE = ("NOT PRIVATE: errors against true counts computed from the raw records without noise; "
@@ -111,6 +120,13 @@ def _counts_method(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
         return cfg.with_params(algorithm=algorithm, l=AUTO, d=cfg.d if algorithm == "hpa" else 1,
                                candidates=cfg.params.candidates if keep else None,
                                effective_items=cfg.params.effective_items if keep else None)
+    if method in GAUSSIAN_METHODS:
+        algorithm = GAUSSIAN_METHODS[method]
+        delta = cfg.accounting.conversion_delta if cfg.accounting.zcdp else EVALUATE_DELTA
+        accounting = Accounting("gaussian", zcdp.rho_of(float(cfg.epsilon), delta), delta)
+        changed = cfg.with_params(algorithm=algorithm, d=cfg.d if algorithm == "hpa" else 1, noise="gaussian",
+                                  records_per_item=1)
+        return dataclasses.replace(changed, epsilon_parts={}, accounting=accounting)
     # HPA keeps the config's d; the others sample no popularity.
     return cfg.with_params(algorithm=method, d=cfg.d if method == "hpa" else 1)
 
@@ -150,7 +166,9 @@ def _fixed(cfg: JobConfig, l: int) -> JobConfig:
 class _Bounded:
     """SRA's bounded counts at each bound, aggregated once per bound (the sample is seeded)."""
 
-    def __init__(self, records, user_counts, items, attributes, publisher, seed):
+    def __init__(self, records, user_counts, items, attributes, publisher, seed, records_per_item=None):
+        if records_per_item is not None:  # the per-user row counts change with the cap: counted again
+            records, user_counts = cap_per_item(records, records_per_item), None
         self._args = (records, user_counts, items, attributes, publisher, seed)
         self._counts = {}
 
@@ -162,7 +180,7 @@ class _Bounded:
         return self._counts[l]
 
 
-def _release_metrics(release, l, split, truth: Truth, attributes):
+def _release_metrics(release, l, split, truth: Truth, attributes, gaussian=None):
     """(query, metric, value) of one release against the truth."""
     yield "bounded", "rows", float(release.diagnostics["rows_after_bounding"])
     for metric, value in item_metrics(truth.items, release.item_counts).items():
@@ -171,7 +189,7 @@ def _release_metrics(release, l, split, truth: Truth, attributes):
         for metric, value in edge_metrics(truth.edges, release.edge_counts).items():
             yield "edges", metric, value
         # The same release made consistent (post-processing): does it lower the error?
-        fitted = sampling.made_consistent(release, l, split)
+        fitted = sampling.made_consistent(release, l, split, gaussian)
         for metric, value in item_metrics(truth.items, fitted.item_counts).items():
             yield "items_consistent", metric, value
         for metric, value in edge_metrics(truth.edges, fitted.edge_counts).items():
@@ -182,24 +200,28 @@ def _run_method(cfg, records, validated, items, attributes, truth: Truth, runs, 
     """Yield (query, metric, value) for every run of one method; with "auto" the bound is chosen
     privately in each run (a tenth of ε, as the release does) and reported as ("bound", l)."""
     split = plan_budget(cfg)
-    publisher = sampling.Publisher(cfg.publisher, dict(cfg.publisher_options))
     model = counts_family.error_model(cfg.params, Domains(items, attributes), split) if cfg.params.auto else None
+    if cfg.params.records_per_item is not None:
+        records = cap_per_item(records, cfg.params.records_per_item)
     by_n = {int(n): int(u) for n, u in validated.users_by_n.items()}
     for run in range(runs):
         progress(f"{cfg.algorithm}{'_auto' if model else ''}: run {run + 1}/{runs}")
         rng = RandomSource(None if cfg.seed is None else cfg.seed + run)
-        budget = Budget(cfg.epsilon)
+        budget = Budget(cfg.epsilon, accounting=cfg.accounting)
         l = cfg.l
         if model is not None:
             l = bound_selection.choose_bound(by_n, cfg.params.candidates, model, split["epsilon_bound"], budget, rng,
                                              step=f"choose {cfg.bound_name}")
             yield "bound", cfg.bound_name, float(l)
+        gaussian = counts_family.gaussian_tables(cfg.params, l, split, attributes is not None)
+        publisher = sampling.Publisher(cfg.publisher, dict(cfg.publisher_options), gaussian)
         if cfg.algorithm == "hpa":
+            counted = {} if cfg.params.records_per_item else {"user_counts": validated.user_counts}
             release = sampling.hpa(records, items, attributes, l, cfg.d, split, budget, rng,
-                                   seed=cfg.seed, user_counts=validated.user_counts, publisher=publisher)
+                                   seed=cfg.seed, publisher=publisher, **counted)
         else:
             release = sampling.publish_counts(bounded.at(l), l, split, budget, rng, publisher)
-        yield from _release_metrics(release, l, split, truth, attributes)
+        yield from _release_metrics(release, l, split, truth, attributes, gaussian)
 
 
 def _oracle(cfg, records, validated, items, attributes, truth: Truth, runs, progress, bounded: _Bounded) -> dict:
@@ -311,9 +333,10 @@ def _evaluate_counts(cfg: JobConfig, configs: list[JobConfig], methods: list[str
         bounded = {}  # SRA's bounded counts, per publisher
         for method, method_cfg in zip(methods, configs):
             publisher = sampling.Publisher(method_cfg.publisher, dict(method_cfg.publisher_options))
-            key = (publisher.name, tuple(sorted(publisher.options.items())))
+            cap = method_cfg.params.records_per_item
+            key = (publisher.name, tuple(sorted(publisher.options.items())), cap)
             counts_at = bounded.setdefault(key, _Bounded(cached, validated.user_counts, items, attributes, publisher,
-                                                         method_cfg.seed))
+                                                         method_cfg.seed, cap))
             run = (cached, validated, items, attributes, truth, runs, progress, counts_at)
             values = defaultdict(list)
             for query, metric, value in _run_method(method_cfg, *run):

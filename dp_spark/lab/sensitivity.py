@@ -2,8 +2,9 @@
 neighbours D′ = D plus one user, with the seed (and so every salt) known to the adversary.
 
 A mechanism's noise is scaled to a stated sensitivity: the most that adding or removing one user
-moves its aggregates (L1, and L∞ where stated). This audit measures that move directly, with no
-noise and no statistics: for each family below it builds the bounded aggregates of D and of D′,
+moves its aggregates (L1, L∞ where stated, and the squared L2 that Gaussian noise is paid by). This
+audit measures that move directly, with no noise and no statistics: for each family below it builds
+the bounded aggregates of D and of D′,
 where the added user's records come first in the scan, last, spread between the others' records,
 or the whole table is reshuffled across partitions, and each user may hold identical records. A
 bounding step that let one user's presence change another user's kept records (issue 39: a
@@ -26,6 +27,7 @@ from dp_spark.aggregates import item_columns, item_edges, user_quantities
 from dp_spark.aggregates.key_users import users_per_key
 from dp_spark.algorithms import dpsense, sampling
 from dp_spark.bounding import item_rows, keys, user_keys, user_locations, user_records
+from dp_spark.bounding.item_cap import cap_per_item
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.families.frapp import bounded_records
 from dp_spark.io.checkins import guard_figures as guard_figures_of_checkins
@@ -101,6 +103,32 @@ def sra(df: DataFrame, distinct: bool) -> np.ndarray:
     """SRA, LPA, DFT: each user's uniform sample of l records, counted per (item, attribute)."""
     selection = user_records.sample_selection(_keyed(df, distinct), BOUND, SEED)
     return item_edges.selected_edge_counts(selection, ITEM_DOMAIN, ATTRIBUTE_DOMAIN).ravel()
+
+
+def sra_capped(df: DataFrame, distinct: bool) -> np.ndarray:
+    """SRA with at most one record per user and item (records_per_item = 1, the Gaussian path), counted
+    per (item, attribute) and per item: squared L2 sensitivity l·c = l in each table."""
+    selection = user_records.sample_selection(cap_per_item(_keyed(df, distinct), 1), BOUND, SEED)
+    edges = item_edges.selected_edge_counts(selection, ITEM_DOMAIN, ATTRIBUTE_DOMAIN)
+    return np.concatenate([edges.ravel(), item_edges.item_counts(edges)])
+
+
+def sra_items(df: DataFrame, distinct: bool) -> np.ndarray:
+    """SRA's item counts without the cap: all l records of a user may fall on one item, so the squared
+    L2 sensitivity is l² (the negative control of the cap)."""
+    selection = user_records.sample_selection(_keyed(df, distinct), BOUND, SEED)
+    return item_edges.item_counts(item_edges.selected_edge_counts(selection, ITEM_DOMAIN, ATTRIBUTE_DOMAIN))
+
+
+def hpa_top_capped(df: DataFrame, distinct: bool) -> np.ndarray:
+    """HPA's top-l after the cap of one record per user and item, per (item, attribute) and per item."""
+    scores = (np.arange(ITEMS) * 7) % 5
+    capped = cap_per_item(_keyed(df, distinct), 1)
+    scored = capped.withColumn("_score", F.element_at(F.array(*[F.lit(int(s)) for s in scores]),
+                                                      F.col("item_id").cast("int")))
+    edges = item_edges.selected_edge_counts(user_records.top_selection(scored, BOUND, "_score", SEED),
+                                            ITEM_DOMAIN, ATTRIBUTE_DOMAIN)
+    return np.concatenate([edges.ravel(), item_edges.item_counts(edges)])
 
 
 def gs_one_record(df: DataFrame, distinct: bool) -> np.ndarray:
@@ -224,16 +252,23 @@ def entropy_guard_figures(df: DataFrame, distinct: bool) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Family:
-    """A family's aggregate under audit and its stated sensitivity (L1, and L∞ when it is less)."""
+    """A family's aggregate under audit and its stated sensitivity (L1, L∞ when it is less, and the
+    squared L2 where Gaussian noise is paid by it)."""
 
     name: str
     aggregate: Callable[[DataFrame, bool], np.ndarray]
     l1: int
     linf: int | None = None
+    l2_squared: int | None = None
 
 
 FAMILIES = (
     Family("sra", sra, BOUND),
+    # The Gaussian path (docs/sra_hpa.md): items and edges each of squared L2 sensitivity l·c, c = 1;
+    # the aggregate holds both tables, so its L1 is 2l and its squared L2 2l.
+    Family("sra_capped", sra_capped, 2 * BOUND, linf=1, l2_squared=2 * BOUND),
+    Family("hpa_top_capped", hpa_top_capped, 2 * BOUND, linf=1, l2_squared=2 * BOUND),
+    Family("sra_items", sra_items, BOUND, l2_squared=BOUND * BOUND),
     Family("gs_one_record", gs_one_record, 1),
     Family("hpa_popularity", hpa_popularity, 1),
     Family("hpa_top", hpa_top, BOUND),
@@ -259,9 +294,11 @@ class Move:
     layout: str
     l1: int
     linf: int
+    l2_squared: int = 0
 
     def within(self, family: Family) -> bool:
-        return self.l1 <= family.l1 and (family.linf is None or self.linf <= family.linf)
+        return (self.l1 <= family.l1 and (family.linf is None or self.linf <= family.linf)
+                and (family.l2_squared is None or self.l2_squared <= family.l2_squared))
 
 
 def moves(spark: SparkSession, family: Family, base: pd.DataFrame, extras: list[pd.DataFrame],
@@ -275,5 +312,5 @@ def moves(spark: SparkSession, family: Family, base: pd.DataFrame, extras: list[
         extra = extras[k % len(extras)]
         on_d2 = family.aggregate(frame(spark, neighbour(base, extra, layout), layout, schema), distinct)
         delta = np.abs(on_d2.astype(np.int64) - on_d.astype(np.int64))
-        found.append(Move(family.name, layout, int(delta.sum()), int(delta.max(initial=0))))
+        found.append(Move(family.name, layout, int(delta.sum()), int(delta.max(initial=0)), int((delta ** 2).sum())))
     return found

@@ -1,4 +1,5 @@
-"""LPA on the executors: discrete Laplace noise on every cell of a count table too large for the driver.
+"""LPA on the executors: discrete Laplace noise on every cell of a count table too large for the driver
+(or, under zCDP accounting, discrete Gaussian noise: the same layout, another keyed sampler).
 
 The mechanism is :mod:`dp_spark.publishers.laplace`'s, with the same claim (docs/publishers.md,
 "Privacy claim: laplace"): an integer count per cell of a public, complete domain, L1
@@ -30,7 +31,7 @@ from pyspark.sql import types as T
 from dp_spark.aggregates.domain_vector import OUTSIDE, domain_positions
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.mechanisms import as_scale
-from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.core.privacy import Budget, LedgerEntry, gaussian_entry
 from dp_spark.core.vector_noise import BLOCK_CELLS, CellNoise, NoiseSecret
 
 # Cells per chunk, the unit of work of one call on an executor, about: large enough that Spark's
@@ -152,22 +153,27 @@ def _released_chunk(grid: CellGrid, noise: CellNoise):
 
 
 def publish(tally: DataFrame, grid: CellGrid, sensitivity: int, epsilon: Fraction, budget: Budget,
-            secret: NoiseSecret, step: str) -> tuple[DataFrame, LedgerEntry]:
+            secret: NoiseSecret, step: str, l2_squared: int | None = None) -> tuple[DataFrame, LedgerEntry]:
     """The noisy table (a Spark DataFrame, one row per cell of ``grid``) of the true counts
     ``tally`` (DataFrame[_cell, _count]: a count per cell index, only where some record fell;
     a cell may appear more than once, its counts add up), with discrete Laplace noise of scale
-    sensitivity/ε drawn on the executors. ``step`` names the ledger entry and is the noise's label,
-    so two tables of one release never share noise. The entry is spent here, before any executor
-    draws."""
+    sensitivity/ε drawn on the executors, or with ``l2_squared`` (the squared L2 sensitivity;
+    zCDP accounting) discrete Gaussian noise of σ² = l2_squared/ε² (privacy.gaussian_entry).
+    ``step`` names the ledger entry and is the noise's label, so two tables of one release never
+    share noise. The entry is spent here, before any executor draws."""
     if isinstance(sensitivity, bool) or not isinstance(sensitivity, (int, np.integer)) or sensitivity < 1:
         raise ValueError(f"sensitivity must be a positive integer, got {sensitivity!r}")
     if grid.cells == 0:
         raise ValueError("cannot publish an empty count vector")
     epsilon = Fraction(epsilon)
-    entry = LedgerEntry(step=step, mechanism="discrete Laplace", epsilon=epsilon,
-                        sensitivity=Fraction(sensitivity), noise_scale=as_scale(Fraction(sensitivity) / epsilon),
-                        cells=grid.cells)
-    noise = budget.discrete_laplace_on_executors(entry, secret)
+    if l2_squared is not None:
+        entry = gaussian_entry(step, int(sensitivity), int(l2_squared), epsilon, grid.cells)
+        noise = budget.discrete_gaussian_on_executors(entry, secret)
+    else:
+        entry = LedgerEntry(step=step, mechanism="discrete Laplace", epsilon=epsilon,
+                            sensitivity=Fraction(sensitivity), noise_scale=as_scale(Fraction(sensitivity) / epsilon),
+                            cells=grid.cells)
+        noise = budget.discrete_laplace_on_executors(entry, secret)
     schema = grid.schema()
     item_type = schema["item_id"].dataType
     counts = tally.select(_chunk_of("_cell", grid.width * grid.items_per_chunk).alias("_chunk"),

@@ -79,6 +79,13 @@ def discrete_laplace_target(name: str, eps: Fraction) -> Target:
                   prim.discrete_laplace_sampler(eps), trials=200_000)
 
 
+def discrete_gaussian_target(name: str, eps: Fraction) -> Target:
+    return Target(name, float(eps), prim.AUDIT_DELTA,
+                  f"discrete Gaussian under zCDP, rho = rho_of({float(eps):g}, {prim.AUDIT_DELTA:g}), Delta_2 = 1: "
+                  "count 0 against 1; the claim is the (eps, delta) the conversion states",
+                  prim.discrete_gaussian_sampler(eps), trials=200_000)
+
+
 def exponential_target(name: str, eps: Fraction) -> Target:
     return Target(name, float(eps), 0.0, f"exponential mechanism, 51 candidates, Delta q = 1, eps = {float(eps):g}",
                   prim.exponential_sampler(eps))
@@ -258,6 +265,9 @@ def negative_controls() -> list[Target]:
     return [
         Target("negative_control_half_noise", 1.0, 0.0, "NEGATIVE CONTROL: discrete Laplace with half the noise",
                _half_noise, negative_control=True, trials=200_000),
+        Target("discrete_gaussian_sigma_too_small", float(DEFAULT_EPSILON), prim.AUDIT_DELTA,
+               "NEGATIVE CONTROL: discrete Gaussian with a third of the sigma its rho needs (eps = 1, delta = 1e-6)",
+               prim.discrete_gaussian_sampler(DEFAULT_EPSILON, shrink=3), negative_control=True, trials=200_000),
         Target("dpa_ahp_as_published", prim.first_pass_claim(DEFAULT_EPSILON, True), 0.0,
                "NEGATIVE CONTROL: the thesis' SDPA/DPA-AHP first pass (ranks from true counts), claimed eps1, "
                "bins [2, 2] against [2, 1], bin 0", prim.first_pass_sampler(DEFAULT_EPSILON, True),
@@ -309,6 +319,7 @@ def _eps_family(family: str, make) -> Family:
 def _families() -> dict[str, Family]:
     out = [
         _eps_family("discrete_laplace", discrete_laplace_target),
+        _eps_family("discrete_gaussian", discrete_gaussian_target),
         _eps_family("exponential_mechanism", exponential_target),
         bound_selection_family(),
         entropy_bound_selection_family(),

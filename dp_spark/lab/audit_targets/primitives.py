@@ -11,8 +11,10 @@ from fractions import Fraction
 import numpy as np
 
 from dp_spark import publishers
+from dp_spark.core import zcdp
+from dp_spark.core.discrete_gaussian import variance_at_least
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.core.privacy import Accounting, Budget, LedgerEntry, gaussian_entry
 from dp_spark.publishers import dpa_ahp
 
 # The publishers' two histograms. D′ adds one user (Δ = 1) to bin 0 of each.
@@ -36,6 +38,28 @@ def discrete_laplace_sampler(epsilon: Fraction):
     def sample(side, trials, seed, _spark):
         counts = np.full(trials, side)
         return publishers.publish("laplace", counts, 1, epsilon, Budget(epsilon), RandomSource(seed), "audit").values
+    return sample
+
+
+AUDIT_DELTA = 1e-6  # the δ a discrete Gaussian target states its zCDP guarantee at
+
+
+def discrete_gaussian_sampler(epsilon: Fraction, shrink: int = 1):
+    """The count 0 against 1 with discrete Gaussian noise paid by ρ = rho_of(ε, AUDIT_DELTA) (Δ₂ = 1),
+    through the budget's zCDP path as a release draws it; ``shrink`` > 1 divides σ by it (a negative
+    control: the claim stays that of the full σ)."""
+    rho = zcdp.rho_of(float(epsilon), AUDIT_DELTA)
+    entry = gaussian_entry("audit", 1, 1, zcdp.epsilon_for_rho(rho), 1)
+    if shrink > 1:
+        small = variance_at_least(entry.noise_scale / shrink**2)
+        entry = LedgerEntry(entry.step, entry.mechanism, entry.epsilon, entry.sensitivity, small, 1,
+                            rho=zcdp.gaussian_cost(1, small), l2_squared=Fraction(1))
+
+    def sample(side, trials, seed, _spark):
+        budget = Budget(1, accounting=Accounting("gaussian", Fraction(10**6), AUDIT_DELTA))
+        batch = LedgerEntry(entry.step, entry.mechanism, entry.epsilon, entry.sensitivity, entry.noise_scale, trials,
+                            rho=entry.rho, l2_squared=entry.l2_squared)
+        return side + budget.discrete_gaussian(batch, RandomSource(seed))
     return sample
 
 

@@ -1,0 +1,87 @@
+"""A dataset's guarantee across its releases: two valid statements, and the better one.
+
+Every release of a dataset is charged as a :class:`Charge`: the (ε, δ) it is stated as, and its
+cost in approximate zCDP, ρ with a δ spent outside zCDP. The history of charges is then, at once
+(both are theorems about the same composed mechanism, so both hold):
+
+* **sequential**: (Σ ε, Σ δ)-DP, basic composition (ALGORITHMS.md §1.5), as every run was before
+  zCDP;
+* **zCDP**: δ_out-approximately (Σ ρ)-zCDP, δ_out = Σ δ_outside (Bun and Steinke 2016, composition
+  of approximate zCDP), hence (ε, δ_cap)-DP with ε = epsilon_of(Σ ρ, δ_cap − δ_out) at the cap's δ
+  (Canonne, Kamath and Steinke 2020, Corollary 13). A pure ε-DP release costs ρ = ε²/2 (Bun–Steinke
+  Proposition 1.4) and an (ε, δ)-DP one ε²/2 with its δ outside (their Proposition 1.13); a zCDP
+  release costs its ρ.
+
+A release fits under a cap (ε_cap, δ_cap) when, with it, either statement is within the cap: the
+dataset is then (ε_cap, δ_cap)-DP. Repeated releases fit far longer under the zCDP statement:
+365 daily releases of ρ/365 each, with ρ = rho_of(1, 10⁻⁶), stay within (1, 10⁻⁶), where
+sequential composition allows ε = 1/365 per release.
+
+Claim: docs/mechanisms.md, "Privacy claim: Accounting, delta_of" (across runs: docs/zcdp.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from dp_spark.core import zcdp
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One release's charge: its (ε, δ) statement and its approximate-zCDP cost (ρ, δ_outside)."""
+
+    epsilon: Fraction
+    delta: float
+    rho: Fraction
+    delta_outside: float
+
+    @classmethod
+    def pure(cls, epsilon: Fraction, delta: float = 0.0) -> "Charge":
+        """An (ε, δ)-DP release (δ = 0: pure): ρ = ε²/2, its δ outside zCDP."""
+        return cls(Fraction(epsilon), float(delta), zcdp.pure_cost(epsilon), float(delta))
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """What a history of charges guarantees: the sequential (ε, δ), the zCDP (ρ, δ_outside), and the
+    ε of the zCDP statement at ``delta`` (None when δ_outside leaves nothing of it)."""
+
+    epsilon_sequential: Fraction
+    delta_sequential: float
+    rho: Fraction
+    delta_outside: float
+    delta: float
+    epsilon_zcdp: float | None
+
+    def within(self, epsilon_cap: Fraction, delta_cap: float) -> bool:
+        """Whether either statement is within (ε_cap, δ_cap): the sequential (Σ ε, Σ δ), or the zCDP
+        (epsilon_zcdp, ``delta``)."""
+        sequential = self.epsilon_sequential <= epsilon_cap and self.delta_sequential <= delta_cap * (1 + 1e-12)
+        stated = self.epsilon_zcdp is not None and self.delta <= delta_cap
+        return sequential or (stated and self.epsilon_zcdp <= epsilon_cap)
+
+    @property
+    def epsilon(self) -> float:
+        """The better ε of the two statements (the sequential one is at δ_sequential, the zCDP one at
+        ``delta``)."""
+        best = float(self.epsilon_sequential)
+        return best if self.epsilon_zcdp is None else min(best, self.epsilon_zcdp)
+
+
+def guarantee(charges: Iterable[Charge], delta: float) -> Guarantee:
+    """The guarantee of ``charges`` together, its zCDP statement taken at δ = ``delta`` (a cap's)."""
+    charges = list(charges)
+    epsilon = sum((c.epsilon for c in charges), Fraction(0))
+    rho = sum((c.rho for c in charges), Fraction(0))
+    outside = math.fsum(c.delta_outside for c in charges)
+    left = delta - outside
+    stated = None
+    if rho == 0 and left >= 0:
+        stated = 0.0
+    elif left > 0 and delta < 1:
+        stated = zcdp.epsilon_of(float(rho), left)
+    return Guarantee(epsilon, math.fsum(c.delta for c in charges), rho, outside, delta, stated)
