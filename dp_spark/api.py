@@ -21,7 +21,7 @@ import pandas as pd
 from dp_spark import display
 from dp_spark.bounding.keys import with_row_key
 from dp_spark.core import accuracy
-from dp_spark.core.composition import Charge, guarantee
+from dp_spark.core.composition import COMPOSITIONS, SEQUENTIAL, ZCDP, Charge, guarantee
 from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain, item_domain_of_ids
 from dp_spark.core.privacy import (PURE, Accounting, BudgetExceeded, accounting_of, as_epsilon, epsilon_warning,
                                    release_epsilon)
@@ -46,15 +46,20 @@ class DatasetBudget:
 
     Every API call given ``budget=`` charges its whole epsilon (and delta) here before it reads a
     record, and is refused with :class:`BudgetExceeded` when that would pass the cap: the
-    releases of one dataset compose sequentially. (Across processes and scheduled runs, the
-    job's budget store does the same job: docs/scheduled_runs.md.)
+    releases of one dataset compose sequentially, or with ``composition="zcdp"`` (and a delta) by
+    adding their ρ (docs/zcdp.md). (Across processes and scheduled runs, the job's budget store
+    does the same job: docs/scheduled_runs.md.)
     """
 
-    def __init__(self, epsilon: object, delta: float = 0.0):
+    def __init__(self, epsilon: object, delta: float = 0.0, composition: str = SEQUENTIAL):
         self.epsilon = as_epsilon(epsilon, "budget epsilon")
         if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 <= delta < 1:
             raise ConfigError(f"budget delta must be a number in [0, 1), got {delta!r}")
         self.delta = float(delta)
+        if composition not in COMPOSITIONS or (composition == ZCDP and not self.delta):
+            raise ConfigError(f"composition must be one of {', '.join(COMPOSITIONS)} (zcdp with a delta above 0), "
+                              f"got {composition!r}")
+        self.composition = composition
         self.charges: list[dict] = []
 
     @property
@@ -71,19 +76,19 @@ class DatasetBudget:
 
     def charge(self, epsilon: Fraction, delta: float, what: str, cost: Charge | None = None) -> None:
         """Charge a release's (ε, δ) (``cost``: its approximate-zCDP cost, for a zCDP release): it fits
-        when the releases with it are within the budget by sequential or by zCDP composition
-        (core.composition)."""
+        when the releases with it are within the budget by its composition rule (core.composition)."""
         cost = cost or Charge.pure(epsilon, delta)
         after = guarantee([c["cost"] for c in self.charges] + [cost], self.delta)
-        if not after.within(self.epsilon, self.delta):
-            also = "" if after.epsilon_zcdp is None or cost == Charge.pure(epsilon, delta) else (
-                f" (by zCDP composition the releases would reach epsilon {after.epsilon_zcdp:.6g} at delta "
-                f"{self.delta:g})")
+        if not after.within(self.epsilon, self.delta, self.composition):
+            if self.composition == ZCDP:
+                raise BudgetExceeded(f"{what} would take the releases to epsilon {after.epsilon_zcdp:.6g} at delta "
+                                     f"{self.delta:g} by zCDP composition (rho {float(after.rho):.6g}), past the "
+                                     f"dataset's {float(self.epsilon):g}")
             if self.spent + epsilon > self.epsilon:
                 raise BudgetExceeded(f"{what} needs epsilon {float(epsilon):g} but only {float(self.remaining):g} of "
-                                     f"the dataset's {float(self.epsilon):g} is left{also}")
+                                     f"the dataset's {float(self.epsilon):g} is left")
             raise BudgetExceeded(f"{what} needs delta {delta:g} but the dataset's budget allows {self.delta:g} "
-                                 f"in all ({self.delta_spent:g} spent){also}")
+                                 f"in all ({self.delta_spent:g} spent)")
         self.charges.append({"what": what, "epsilon": epsilon, "delta": delta, "cost": cost})
 
     def finish(self, charge: Any, status: str, exc: BaseException | None = None, report: dict | None = None) -> None:
@@ -94,20 +99,23 @@ class DatasetBudget:
                 f"releases={len(self.charges)})")
 
     @staticmethod
-    def from_store(path: str, dataset: str, epsilon_cap: object = None, delta_cap: float | None = None) -> StoreBudget:
+    def from_store(path: str, dataset: str, epsilon_cap: object = None, delta_cap: float | None = None,
+                   composition: str | None = None) -> StoreBudget:
         """The dataset's budget in the persistent store the jobs use (``[budget_store]``,
         docs/scheduled_runs.md), so that a notebook's releases and the scheduled runs share one cap
         and a kernel restart forgets nothing. Each release is charged in the store before it reads a
         record and recorded there as released, failed or refused; the store's cap rules apply (a
-        store is created only with ``epsilon_cap``, and a cap above the stored one is refused)."""
-        return StoreBudget(path, dataset, epsilon_cap, delta_cap)
+        store is created only with ``epsilon_cap``, and a cap above the stored one is refused;
+        ``composition`` creates a store with that rule, and must match an existing store's)."""
+        return StoreBudget(path, dataset, epsilon_cap, delta_cap, composition)
 
 
 class StoreBudget(DatasetBudget):
     """A :class:`DatasetBudget` kept in a budget store file (:meth:`DatasetBudget.from_store`):
     ``spent`` and ``remaining`` are read from the store, so they include every other run's spend."""
 
-    def __init__(self, path: str, dataset: str, epsilon_cap: object = None, delta_cap: float | None = None):
+    def __init__(self, path: str, dataset: str, epsilon_cap: object = None, delta_cap: float | None = None,
+                 composition: str | None = None):
         from dp_spark.jobs import budget_store
 
         if not isinstance(path, str) or not isinstance(dataset, str) or not path or not dataset:
@@ -116,9 +124,17 @@ class StoreBudget(DatasetBudget):
         if delta_cap is not None and (isinstance(delta_cap, bool) or not isinstance(delta_cap, (int, float))
                                       or not 0 <= delta_cap < 1):
             raise ConfigError(f"delta_cap must be a number in [0, 1), got {delta_cap!r}")
-        self.spec = budget_store.StoreSpec(path, dataset, cap, None if delta_cap is None else float(delta_cap))
+        if composition is not None:
+            budget_store.check_composition(composition, "composition", delta_cap)
+        self.spec = budget_store.StoreSpec(path, dataset, cap, None if delta_cap is None else float(delta_cap),
+                                           composition)
         self.charges = []
         budget_store.check_reachable(self.spec)
+
+    @property
+    def composition(self) -> str:
+        info = self._summary()
+        return info["composition"] if info else (self.spec.composition or SEQUENTIAL)
 
     def _summary(self) -> dict | None:
         """The store as ``dp-spark budget show --json`` reads it; None before its first charge."""
@@ -369,6 +385,7 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
     check_domain_fits(family, params, domains, execution)
     progress(f"output: {describe_output_size(output_size(family, params, domains, execution))}")
     family.check_schema(params, records, domains)  # the columns' names and types are public: no charge yet
+    accuracy_section(family, params, epsilon, domains, split)  # a noise parameter refused before the charge
     executor_env.check(records.sparkSession, progress)  # the executors' Python, before any charge
     # Under zCDP the release is stated as (epsilon, delta) at the delta its rho converts at, and costs its rho.
     delta = family.delta(params) + (accounting.conversion_delta if accounting.zcdp else 0.0)

@@ -15,8 +15,8 @@ from tests.stats import chi2_critical, chi2_statistic
 N = 200_000
 SECRET = NoiseSecret(bytes(range(32)))
 # Small (below one: most mass on 0), a fraction with a prime denominator, a count-sized σ, and a large
-# irregular σ² rounded up by variance_at_least (σ ≈ 3,460: the exponent's denominator passes 2^64).
-VARIANCES = [Fraction(1, 4), Fraction(10, 3), Fraction(400), dg.variance_at_least(Fraction(10**17, 8_351_111))]
+# irregular σ² rounded up by variance_at_least (σ ≈ 3,460: B = 2pq·t² is near 2^50).
+VARIANCES = [Fraction(1, 4), Fraction(10, 3), Fraction(400), dg.variance_at_least(Fraction(10**14, 8_351_111))]
 
 
 def _chi_square(draws: np.ndarray, variance: Fraction) -> tuple[float, float]:
@@ -79,7 +79,7 @@ def test_variance_at_least_never_rounds_down():
         kept = dg.variance_at_least(value)
         assert kept >= value
         assert dg.as_variance(kept) == kept
-        assert float(kept) <= float(value) * (1 + 2**-29) + 2**-30
+        assert float(kept - value) <= max(float(value) * 2.4e-7, 2**-23)
     assert dg.variance_at_least(Fraction(10, 3)) == Fraction(10, 3)  # accepted as it is
 
 
@@ -121,3 +121,32 @@ def test_executor_gaussian_noise_is_keyed_per_cell_and_apart_from_the_laplace():
     assert (other_label != whole[:1000]).mean() > 0.9
     with pytest.raises(ValueError, match="unknown noise mechanism"):
         range_noise(SECRET, "count", Fraction(400), 0, 9, "cauchy")
+
+
+def test_the_int64_and_the_python_integer_paths_draw_the_same(monkeypatch):
+    # The fast path is an optimisation only: forced off, the same random words give the same draws.
+    variance = dg.variance_at_least(Fraction(41330555661, 33554432))
+    fast = dg.discrete_gaussian(RandomSource(seed=8), variance, 50_000)
+    original = dg._exponents
+
+    def slow(abs_y, p, q, t, denominator):
+        u = abs_y.astype(object) * (q * t) - p
+        return (u * u) // denominator, (u * u) % denominator
+    monkeypatch.setattr(dg, "_exponents", slow)
+    np.testing.assert_array_equal(fast, dg.discrete_gaussian(RandomSource(seed=8), variance, 50_000))
+    assert original is not slow
+
+
+def test_beyond_the_summed_range_the_tails_are_bounds_that_meet_the_sums(monkeypatch):
+    # At σ = 10,000 both ways exist: the bound is at least the exact tail and exceeds it by at most
+    # the pmf at m (the bound is f(m) + the integral from m).
+    at_edge = Fraction(10**8)
+    exact = {m: dg.tail_at_least(m, at_edge) for m in (0, 5_000, 20_000, 50_000)}
+    heads = {m: float(dg.discrete_gaussian_pmf(np.array([m]), at_edge)[0]) for m in exact}
+    monkeypatch.setattr(dg, "_SUMMED_SIGMA", 9_999)
+    for m, tail in exact.items():
+        assert tail <= dg.tail_at_least(m, at_edge) <= tail + heads[m] * 1.001 + 1e-15
+    # Far beyond it nothing is summed (σ ≈ 31,623 and 10^6): the variance is σ², the half-width 1.96σ.
+    for variance in (Fraction(10**9), Fraction(10**12)):
+        assert dg.discrete_gaussian_variance(variance) == float(variance)
+        assert abs(dg.discrete_gaussian_halfwidth(variance, 0.05) - 1.959964 * float(variance) ** 0.5) <= 2

@@ -17,6 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from dp_spark.aggregates.domain_vector import OUTSIDE, domain_positions, on_domain
+from dp_spark.bounding.item_cap import capped_values
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 
 
@@ -87,22 +88,46 @@ def edge_counts(df: DataFrame, items: ItemDomain, attributes: AttributeDomain | 
     return edges_from_tally(tally, items, attributes)
 
 
-def selected_edge_counts(selection, items: ItemDomain, attributes: AttributeDomain | None) -> np.ndarray:
+def item_of_key(column: str, items: ItemDomain, attributes: AttributeDomain | None) -> Column:
+    """The item of the :func:`edge_key` values in ``column`` (exact integer division for packed keys)."""
+    if not attributes:
+        return F.col(column)
+    if _packs(items, attributes):
+        h = len(attributes)
+        return F.expr(f"({column} - pmod({column}, {h})) div {h}")
+    return F.col(column).getField("item")
+
+
+def _capped_kept_values(selection, items: ItemDomain, attributes: AttributeDomain | None, cap: int) -> DataFrame:
+    """The selection's cell keys, DataFrame[user, _value], with at most ``cap`` per user and item
+    (bounding.item_cap)."""
+    values = selection.kept_values(edge_key(items, attributes))
+    return capped_values(values, item_of_key("_value", items, attributes), cap, selection.user_col)
+
+
+def selected_edge_counts(selection, items: ItemDomain, attributes: AttributeDomain | None,
+                         cap: int | None = None) -> np.ndarray:
     """:func:`edge_counts` of a :class:`dp_spark.bounding.user_records.Selection`'s rows, which only the
-    cell key goes through."""
-    return edges_from_tally(selection.counted(edge_key(items, attributes)), items, attributes)
+    cell key goes through; with ``cap``, at most that many of each user's selected rows per item."""
+    if cap is None:
+        return edges_from_tally(selection.counted(edge_key(items, attributes)), items, attributes)
+    tally = _capped_kept_values(selection, items, attributes, cap).groupBy(F.col("_value").alias("_key")).count()
+    return edges_from_tally(tally.toPandas(), items, attributes)
 
 
 def item_counts(edges: np.ndarray) -> np.ndarray:
     return edges.sum(axis=1)
 
 
-def selected_cell_tally(selection, items: ItemDomain, attributes: AttributeDomain | None) -> DataFrame:
+def selected_cell_tally(selection, items: ItemDomain, attributes: AttributeDomain | None,
+                        cap: int | None = None) -> DataFrame:
     """DataFrame[_cell, _count] on the executors: the selected rows counted per cell, where a
     cell's index is the item's rank in the domain times the number of attribute values, plus the
     attribute's rank (:class:`dp_spark.publishers.executor_laplace.CellGrid`); only cells some row
-    fell in. The rows must already be restricted to the domain (``io.validate_records``)."""
-    values = selection.kept_values(edge_key(items, attributes))
+    fell in. The rows must already be restricted to the domain (``io.validate_records``). With
+    ``cap``, at most that many of each user's selected rows per item."""
+    values = (selection.kept_values(edge_key(items, attributes)) if cap is None
+              else _capped_kept_values(selection, items, attributes, cap))
     tally = values.groupBy(F.col("_value").alias("_key")).agg(F.count(F.lit(1)).alias("_count"))
     return cells_of_keys(tally, items, attributes)
 

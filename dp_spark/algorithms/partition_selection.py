@@ -47,7 +47,7 @@ from functools import lru_cache
 import numpy as np
 
 from dp_spark.core import zcdp
-from dp_spark.core.discrete_gaussian import support, discrete_gaussian_pmf, variance_at_least
+from dp_spark.core.discrete_gaussian import least_integer, tail_at_least, variance_at_least
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import GAUSSIAN_MECHANISM, Budget, LedgerEntry, as_epsilon
 from dp_spark.errors import ConfigError
@@ -246,14 +246,11 @@ class GaussianSelection:
 
 @lru_cache(maxsize=64)
 def _gaussian_threshold(variance: Fraction, l0: int, delta: float) -> int:
-    z = support(variance)
-    pmf = discrete_gaussian_pmf(z, variance)
-    tails = np.cumsum(pmf[::-1])[::-1]  # tails[i] = P(Z ≥ z[i])
-    # A relative margin of 1e-6 keeps the double sums' rounding on the safe side.
-    ok = np.flatnonzero(l0 * tails * (1 + 1e-6) <= delta)
-    if not ok.size:
-        raise ConfigError(f"partition selection delta = {delta:g} is too small for a Gaussian threshold")
-    return max(1, int(z[ok[0]]) + 1)
+    """The least τ ≥ 1 with l0·P(Z ≥ τ − 1) ≤ δ; P(Z ≥ m) falls as m grows. A relative margin of
+    1e-6 keeps the tail's doubles on the safe side (beyond σ = 10,000 the tail is an upper bound)."""
+    def small_enough(m: int) -> bool:
+        return l0 * tail_at_least(m, variance) * (1 + 1e-6) <= delta
+    return max(1, least_integer(small_enough) + 1)
 
 
 def better_rule(epsilon: Fraction, delta: float, l0: int) -> str:

@@ -65,11 +65,13 @@ class CountsRelease:
 class Publisher:
     """Which publisher turns the bounded counts into the release, with its options. ``gaussian``:
     the tables (ledger steps "item_counts", "edge_counts") that get discrete Gaussian noise instead,
-    each with its squared L2 sensitivity (zCDP accounting only; docs/sra_hpa.md)."""
+    each with its squared L2 sensitivity (zCDP accounting only; docs/sra_hpa.md), which
+    ``records_per_item`` bounds (bounding.item_cap)."""
 
     name: str = "laplace"
     options: dict = field(default_factory=dict)
     gaussian: dict = field(default_factory=dict)
+    records_per_item: int | None = None  # at most this many of a user's selected records per item
 
 
 def _one_record_per_user(bounded: DataFrame, items, attributes, seed: int | None) -> np.ndarray:
@@ -108,7 +110,7 @@ class BoundedCounts:
 def bounded_counts(bounded: user_records.Selection, items: ItemDomain, attributes: AttributeDomain | None,
                    publisher: Publisher, seed: int | None) -> BoundedCounts:
     """Aggregate the bounded records: the only Spark work between bounding and noise."""
-    edges = item_edges.selected_edge_counts(bounded, items, attributes)
+    edges = item_edges.selected_edge_counts(bounded, items, attributes, publisher.records_per_item)
     sampled = None
     if publisher.name in publishers.NEEDS_ONE_RECORD_PER_USER:
         sampled = _one_record_per_user(bounded.rows(), items, attributes, seed)
@@ -150,12 +152,12 @@ class ExecutorCounts:
 def publish_counts_on_executors(selection: user_records.Selection, items: ItemDomain,
                                 attributes: AttributeDomain | None, l: int, epsilons: dict[str, Fraction],
                                 budget: Budget, secret: NoiseSecret, kept_rows: int | None,
-                                gaussian: dict | None = None) -> ExecutorCounts:
+                                gaussian: dict | None = None, records_per_item: int | None = None) -> ExecutorCounts:
     """:func:`bounded_counts` then :func:`publish_counts` with the laplace publisher, for tables
     too large for the driver: the counts stay on the executors, where the noise is drawn
     (publishers.executor_laplace; same mechanism, same sensitivity l, same ledger entries in the
     same order). ``kept_rows`` (Σ min(n, l), from validation) is a diagnostic only."""
-    edges = item_edges.selected_cell_tally(selection, items, attributes).localCheckpoint(eager=True)
+    edges = item_edges.selected_cell_tally(selection, items, attributes, records_per_item).localCheckpoint(eager=True)
     h = len(attributes) if attributes else 1
     item_tally = edges if h == 1 else edges.groupBy(F.expr(f"_cell div {h}").alias("_cell")).agg(
         F.sum("_count").alias("_count"))
@@ -185,7 +187,7 @@ def _released(selection: user_records.Selection, items: ItemDomain, attributes: 
         raise ValueError(f"only the laplace publisher releases on the executors, not {publisher.name}")
     kept = None if users_by_n is None else user_records.capped_total(users_by_n, l)
     return publish_counts_on_executors(selection, items, attributes, l, epsilons, budget, on_executors, kept,
-                                       publisher.gaussian)
+                                       publisher.gaussian, publisher.records_per_item)
 
 
 def sra(

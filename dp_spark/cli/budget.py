@@ -18,6 +18,11 @@ def add_parser(commands) -> None:
         action.add_argument("--epsilon-cap", required=True, help="the most all runs may spend, e.g. 10 or 1/3")
     create.add_argument("--delta-cap", type=float, default=0.0, help="the same for delta (default 0)")
     set_cap.add_argument("--delta-cap", type=float, help="the same for delta (default: keep the stored one)")
+    create.add_argument("--composition", choices=("sequential", "zcdp"), default="sequential",
+                        help="how runs add up: sequential (epsilons and deltas add; the default) or zcdp (their rho "
+                        "adds, stated as epsilon at the delta cap; needs --delta-cap; docs/zcdp.md)")
+    set_cap.add_argument("--composition", choices=("sequential", "zcdp"),
+                         help="change how runs add up (default: keep the stored rule)")
     create.add_argument("--reason", default="dp-spark budget create", help="kept in the store's log")
     set_cap.add_argument("--reason", required=True, help="why the cap changes; kept in the store's log")
     show = actions.add_parser("show", help="caps, spent, remaining, the runs and the cap changes")
@@ -39,8 +44,8 @@ def budget(args) -> int:
     epsilon_cap = as_epsilon(args.epsilon_cap, "--epsilon-cap", text=True)
     delta_cap = None if args.delta_cap is None else budget_store.check_delta_cap(args.delta_cap, "--delta-cap")
     if args.action == "create":
-        budget_store.create(args.path, args.dataset, epsilon_cap, delta_cap, args.reason)
+        budget_store.create(args.path, args.dataset, epsilon_cap, delta_cap, args.reason, args.composition)
     else:
-        budget_store.set_cap(args.path, args.dataset, epsilon_cap, delta_cap, args.reason)
+        budget_store.set_cap(args.path, args.dataset, epsilon_cap, delta_cap, args.reason, args.composition)
     print(budget_store.summary_text(budget_store.summary(args.path, args.dataset)))
     return EXIT_OK

@@ -1,8 +1,9 @@
-"""A dataset's guarantee across its releases: two valid statements, and the better one.
+"""A dataset's guarantee across its releases, by one of two composition rules.
 
 Every release of a dataset is charged as a :class:`Charge`: the (ε, δ) it is stated as, and its
-cost in approximate zCDP, ρ with a δ spent outside zCDP. The history of charges is then, at once
-(both are theorems about the same composed mechanism, so both hold):
+cost in approximate zCDP, ρ with a δ spent outside zCDP. A budget composes its charges by the rule
+it was created with (:data:`COMPOSITIONS`), and a release fits when the composed statement stays
+within the cap:
 
 * **sequential**: (Σ ε, Σ δ)-DP, basic composition (ALGORITHMS.md §1.5), as every run was before
   zCDP;
@@ -12,10 +13,12 @@ cost in approximate zCDP, ρ with a δ spent outside zCDP. The history of charge
   Proposition 1.4) and an (ε, δ)-DP one ε²/2 with its δ outside (their Proposition 1.13); a zCDP
   release costs its ρ.
 
-A release fits under a cap (ε_cap, δ_cap) when, with it, either statement is within the cap: the
-dataset is then (ε_cap, δ_cap)-DP. Repeated releases fit far longer under the zCDP statement:
-365 daily releases of ρ/365 each, with ρ = rho_of(1, 10⁻⁶), stay within (1, 10⁻⁶), where
-sequential composition allows ε = 1/365 per release.
+The rule is the budget's, fixed when it is created (a store's ``composition``), never chosen per
+release: a rule picked afterwards, whichever fits, would be a composition theorem of its own. The
+zCDP statement is for the ρ's as charged; every release's ρ is fixed by its config before it reads
+data. Repeated releases fit far longer under zCDP: 365 daily releases of ρ/365 each, with
+ρ = rho_of(1, 10⁻⁶), stay within (1, 10⁻⁶), where sequential composition allows ε = 1/365 per
+release. A zCDP budget needs δ_cap > 0: the conversion states ρ at a δ.
 
 Claim: docs/mechanisms.md, "Privacy claim: Accounting, delta_of" (across runs: docs/zcdp.md).
 """
@@ -28,6 +31,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dp_spark.core import zcdp
+
+SEQUENTIAL = "sequential"
+ZCDP = "zcdp"
+COMPOSITIONS = (SEQUENTIAL, ZCDP)
 
 
 @dataclass(frozen=True)
@@ -57,19 +64,18 @@ class Guarantee:
     delta: float
     epsilon_zcdp: float | None
 
-    def within(self, epsilon_cap: Fraction, delta_cap: float) -> bool:
-        """Whether either statement is within (ε_cap, δ_cap): the sequential (Σ ε, Σ δ), or the zCDP
-        (epsilon_zcdp, ``delta``)."""
-        sequential = self.epsilon_sequential <= epsilon_cap and self.delta_sequential <= delta_cap * (1 + 1e-12)
-        stated = self.epsilon_zcdp is not None and self.delta <= delta_cap
-        return sequential or (stated and self.epsilon_zcdp <= epsilon_cap)
+    def within(self, epsilon_cap: Fraction, delta_cap: float, composition: str = SEQUENTIAL) -> bool:
+        """Whether the statement of ``composition`` is within (ε_cap, δ_cap): the sequential
+        (Σ ε, Σ δ), or the zCDP (epsilon_zcdp, ``delta``)."""
+        if composition == SEQUENTIAL:
+            return self.epsilon_sequential <= epsilon_cap and self.delta_sequential <= delta_cap * (1 + 1e-12)
+        if composition != ZCDP:
+            raise ValueError(f"unknown composition {composition!r}; expected one of {', '.join(COMPOSITIONS)}")
+        return self.epsilon_zcdp is not None and self.delta <= delta_cap and self.epsilon_zcdp <= epsilon_cap
 
-    @property
-    def epsilon(self) -> float:
-        """The better ε of the two statements (the sequential one is at δ_sequential, the zCDP one at
-        ``delta``)."""
-        best = float(self.epsilon_sequential)
-        return best if self.epsilon_zcdp is None else min(best, self.epsilon_zcdp)
+    def epsilon(self, composition: str = SEQUENTIAL) -> float | None:
+        """The ε of the statement of ``composition`` (None: the zCDP statement has no δ left)."""
+        return float(self.epsilon_sequential) if composition == SEQUENTIAL else self.epsilon_zcdp
 
 
 def guarantee(charges: Iterable[Charge], delta: float) -> Guarantee:

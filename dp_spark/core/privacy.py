@@ -239,6 +239,7 @@ def gaussian_entry(step: str, l1: int, l2_squared: int, epsilon: Fraction, cells
 
 
 NOISES = ("laplace", "gaussian", "auto")
+MIN_DELTA = 1e-100  # the least δ a zCDP guarantee is stated at (core.zcdp works in doubles)
 
 
 @dataclass(frozen=True)
@@ -301,12 +302,19 @@ def accounting_of(noise: object, epsilon: object, delta: object, rho: object, se
                           "guarantee is also stated as (epsilon, delta)-DP, e.g. 1e-6 (docs/zcdp.md)")
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
         raise ConfigError(f"{prefix}delta must be a number strictly between 0 and 1, got {delta!r}")
+    if delta < MIN_DELTA:  # the conversion works in doubles: far below this it cannot be stated safely
+        raise ConfigError(f"{prefix}delta = {delta:g} is below {MIN_DELTA:g}, where the zCDP conversion is not "
+                          "computed")
     conversion = float(delta) * float(1 - Fraction(outside_share))
     if rho is not None:
         if epsilon is not None:
             raise ConfigError(f"give {prefix}epsilon (with {prefix}delta) or {prefix}rho, not both")
         rho = as_epsilon(rho, f"{prefix}rho")
-        stated = release_epsilon(zcdp.epsilon_of(float(rho), conversion), f"the epsilon of {prefix}rho", seeded)
+        stated = zcdp.epsilon_of(float(rho), conversion)
+        if stated <= 0:
+            raise ConfigError(f"{prefix}rho = {float(rho):g} is so small that it amounts to epsilon 0 at delta "
+                              f"{conversion:g}: nothing would be released but noise")
+        stated = release_epsilon(stated, f"the epsilon of {prefix}rho", seeded)
         return Accounting(noise, rho, conversion), stated
     if epsilon is None:
         raise ConfigError(f"{why} needs {prefix}epsilon (with {prefix}delta) or {prefix}rho")

@@ -16,7 +16,6 @@ import pandas as pd
 
 from dp_spark.algorithms import bound_selection, sampling
 from dp_spark.bounding import keys
-from dp_spark.bounding.item_cap import cap_per_item
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.accuracy import POST_PROCESSED, UPPER_BOUND
 from dp_spark.core.discrete_gaussian import variance_at_least
@@ -272,17 +271,16 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
             inputs.progress(f"{_largest_table(inputs.domains):,} cells: the noise is drawn on the executors "
                             f"(execution.executor_noise_cells = {inputs.execution.executor_noise_cells:,})")
         gaussian = gaussian_tables(params, l, inputs.split, attributes is not None)
-        records, per_user = validated.records, dict(user_counts=validated.user_counts, users_by_n=validated.users_by_n)
-        if params.records_per_item is not None:  # the per-user row counts change: the sample counts again
-            records, per_user = cap_per_item(records, params.records_per_item), {}
         common = dict(items=items, attributes=attributes, l=l, epsilons=inputs.split, budget=inputs.budget,
-                      rng=inputs.rng, seed=inputs.seed, **per_user,
-                      publisher=sampling.Publisher(params.publisher, dict(params.publisher_options), gaussian),
+                      rng=inputs.rng, seed=inputs.seed, user_counts=validated.user_counts,
+                      users_by_n=validated.users_by_n,
+                      publisher=sampling.Publisher(params.publisher, dict(params.publisher_options), gaussian,
+                                                   params.records_per_item),
                       on_executors=_noise_secret(inputs.seed) if on_executors else None)
         if params.algorithm != "hpa":
-            release = sampling.sra(records, **common)
+            release = sampling.sra(validated.records, **common)
         else:
-            release = sampling.hpa(records, d=params.d, one_per_user=validated.one_per_user, **common)
+            release = sampling.hpa(validated.records, d=params.d, one_per_user=validated.one_per_user, **common)
     finally:
         validated.release()
     if params.consistent:

@@ -39,7 +39,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from dp_spark.errors import ConfigError, Interrupted, PreflightError
-from dp_spark.core.composition import Charge, Guarantee, guarantee
+from dp_spark.core.composition import COMPOSITIONS, SEQUENTIAL, ZCDP, Charge, Guarantee, guarantee
 from dp_spark.core.privacy import BudgetExceeded, as_epsilon
 
 FORMAT = "dp-spark budget store 2"  # the caps are stored in the file
@@ -60,6 +60,7 @@ class StoreSpec:
     dataset: str
     epsilon_cap: Fraction | None = None
     delta_cap: float | None = None
+    composition: str | None = None  # creates a new store with it; an existing store's must match
 
 
 def _now() -> str:
@@ -78,6 +79,20 @@ def number(value: Fraction) -> str:
     """An exact ε for people: 2.5, or 1/3 (~0.333333) when a short decimal would round it."""
     text = f"{float(value):.12g}"
     return text if Fraction(text) == value else f"{value} (~{float(value):.6g})"
+
+
+def check_composition(value: object, name: str, delta_cap: float | None) -> str:
+    """A store's composition rule (core.composition); zCDP needs a δ cap above 0 to state ρ at."""
+    if value not in COMPOSITIONS:
+        raise ConfigError(f"{name} must be one of {', '.join(COMPOSITIONS)}, got {value!r}")
+    if value == ZCDP and not delta_cap:
+        raise ConfigError(f"{name} = \"zcdp\" needs a delta cap above 0: the runs' rho is stated as epsilon at it")
+    return value
+
+
+def composition_of(state: dict) -> str:
+    """The store's rule: "sequential" unless it was created (or set) with "zcdp"."""
+    return state.get("composition", SEQUENTIAL)
 
 
 def check_delta_cap(value: object, name: str) -> float:
@@ -115,6 +130,7 @@ def _load(path: Path, dataset: str | None) -> dict | None:
         try:
             as_epsilon(state.get("epsilon_cap"), "epsilon_cap", text=True)
             check_delta_cap(state.get("delta_cap"), "delta_cap")
+            check_composition(composition_of(state), "composition", state.get("delta_cap"))
         except ConfigError as exc:
             raise ConfigError(f"budget store {str(path)!r} has a damaged cap: {exc}") from None
     return state
@@ -172,15 +188,23 @@ def running(state: dict, delta: float) -> Guarantee:
 
 
 
-def _cap_entry(action: str, old: tuple | None, new: tuple[Fraction, float], reason: str) -> dict:
+def _cap_entry(action: str, old: tuple | None, new: tuple[Fraction, float], reason: str,
+               composition: tuple[str, str] | None = None) -> dict:
+    before, after = composition or (SEQUENTIAL, SEQUENTIAL)
+    changed = ({"composition_before": before} if before != after else {}) | (
+        {"composition": after} if before != after or after != SEQUENTIAL else {})
     return {"utc": _now(), "action": action, "user": _user(), "reason": reason,
             "epsilon_cap_before": None if old is None else str(old[0]), "epsilon_cap": str(new[0]),
-            "delta_cap_before": None if old is None else old[1], "delta_cap": new[1]}
+            "delta_cap_before": None if old is None else old[1], "delta_cap": new[1], **changed}
 
 
-def _new_state(dataset: str, epsilon_cap: Fraction, delta_cap: float, reason: str) -> dict:
-    return {"format": FORMAT, "dataset": dataset, "epsilon_cap": str(epsilon_cap), "delta_cap": delta_cap,
-            "cap_log": [_cap_entry("create", None, (epsilon_cap, delta_cap), reason)], "runs": []}
+def _new_state(dataset: str, epsilon_cap: Fraction, delta_cap: float, reason: str,
+               composition: str = SEQUENTIAL) -> dict:
+    # A sequential store is written as before (no "composition" key): older readers read it as ever.
+    rule = {} if composition == SEQUENTIAL else {"composition": composition}
+    return {"format": FORMAT, "dataset": dataset, "epsilon_cap": str(epsilon_cap), "delta_cap": delta_cap, **rule,
+            "cap_log": [_cap_entry("create", None, (epsilon_cap, delta_cap), reason, (composition, composition))],
+            "runs": []}
 
 
 def read(spec: StoreSpec) -> dict | None:
@@ -191,22 +215,26 @@ def read(spec: StoreSpec) -> dict | None:
 
 
 def create(path: str, dataset: str, epsilon_cap: Fraction, delta_cap: float = 0.0,
-           reason: str = "dp-spark budget create") -> dict:
-    """A new, empty store with its caps; refuses to replace an existing one."""
+           reason: str = "dp-spark budget create", composition: str = SEQUENTIAL) -> dict:
+    """A new, empty store with its caps and composition rule; refuses to replace an existing one."""
+    check_composition(composition, "composition", delta_cap)
     where = Path(path)
     with _locked(where):
         if where.exists():
             raise ConfigError(f"a budget store already exists at {path!r}; its cap changes only with "
                               f"{_set_cap_command(path, dataset)}")
-        state = _new_state(dataset, epsilon_cap, delta_cap, reason)
+        state = _new_state(dataset, epsilon_cap, delta_cap, reason, composition)
         _save(where, state)
     return state
 
 
-def set_cap(path: str, dataset: str, epsilon_cap: Fraction, delta_cap: float | None, reason: str) -> dict:
-    """The operator's change of the caps, logged in the store; never below what is already spent.
+def set_cap(path: str, dataset: str, epsilon_cap: Fraction, delta_cap: float | None, reason: str,
+            composition: str | None = None) -> dict:
+    """The operator's change of the caps (and of the composition rule), logged in the store; never
+    below what is already spent by the new rule.
 
-    ``delta_cap`` None keeps the stored δ cap (0 when a legacy store adopts its first cap).
+    ``delta_cap`` None keeps the stored δ cap (0 when a legacy store adopts its first cap);
+    ``composition`` None keeps the stored rule.
     """
     if not isinstance(reason, str) or not reason.strip():
         raise ConfigError("a cap change needs a reason (--reason \"...\"): it is kept in the store's log")
@@ -221,8 +249,10 @@ def set_cap(path: str, dataset: str, epsilon_cap: Fraction, delta_cap: float | N
             raise missing
         old = caps(state, path) if state["format"] == FORMAT else None
         new = (epsilon_cap, (old[1] if old else 0.0) if delta_cap is None else delta_cap)
+        rules = (composition_of(state), composition_of(state) if composition is None else composition)
+        check_composition(rules[1], "composition", new[1])
         spent = running(state, new[1])
-        if not spent.within(*new):
+        if not spent.within(*new, rules[1]):
             raise ConfigError(
                 f"dataset {dataset!r} has already spent epsilon {number(spent.epsilon_sequential)} and delta "
                 f"{spent.delta_sequential:g}" + ("" if spent.epsilon_zcdp is None else
@@ -231,8 +261,9 @@ def set_cap(path: str, dataset: str, epsilon_cap: Fraction, delta_cap: float | N
                 + f"; a cap of epsilon {number(new[0])}, delta {new[1]:g} would be below it (spent budget cannot be "
                 "taken back)")
         action = "set-cap" if old else "adopt cap (store written by an older dp-spark, which stored none)"
+        rule = {} if rules[1] == SEQUENTIAL else {"composition": rules[1]}
         state = {"format": FORMAT, "dataset": state["dataset"], "epsilon_cap": str(new[0]), "delta_cap": new[1],
-                 "cap_log": [*state.get("cap_log", []), _cap_entry(action, old, new, reason.strip())],
+                 **rule, "cap_log": [*state.get("cap_log", []), _cap_entry(action, old, new, reason.strip(), rules)],
                  "runs": state["runs"]}
         _save(where, state)
     return state
@@ -256,6 +287,12 @@ def _limits(state: dict, spec: StoreSpec) -> tuple[Fraction, float]:
             f"dataset {spec.dataset!r} (delta {stored_delta:g}); a run never raises the cap. An operator raises it "
             f"with {_set_cap_command(spec.path, spec.dataset, stored_epsilon)} --delta-cap {spec.delta_cap:g}; or "
             f"set the config's delta_cap to {stored_delta:g} or less, or leave it out")
+    stored_rule = composition_of(state)
+    if spec.composition is not None and spec.composition != stored_rule:
+        raise BudgetRefused(
+            f"the config's budget_store.composition {spec.composition!r} is not the rule stored in {spec.path} for "
+            f"dataset {spec.dataset!r} ({stored_rule!r}); a run never changes it. An operator changes it with "
+            f"{_set_cap_command(spec.path, spec.dataset, stored_epsilon)} --composition {spec.composition}")
     return (stored_epsilon if spec.epsilon_cap is None else spec.epsilon_cap,
             stored_delta if spec.delta_cap is None else spec.delta_cap)
 
@@ -289,7 +326,7 @@ def charge(spec: StoreSpec, epsilon: Fraction, delta: float, run: dict, cost: Ch
 
     ``epsilon``, ``delta``: the run's (ε, δ) statement; ``cost``: its charge in approximate zCDP,
     for a zCDP run (None: a pure or (ε, δ) run, ρ = ε²/2). The run fits when, with it, the dataset's
-    sequential or zCDP statement is within the cap (core.composition).
+    statement by the store's composition rule is within the cap (core.composition).
 
     A store that does not exist is created with the config's caps (a config without
     ``epsilon_cap`` cannot create one). Returns the run's id and the dataset's totals including
@@ -306,25 +343,32 @@ def charge(spec: StoreSpec, epsilon: Fraction, delta: float, run: dict, cost: Ch
                     f"--dataset {spec.dataset} --epsilon-cap X, or give budget_store.epsilon_cap in the config "
                     "(the first run then creates it with that cap)")
             state = _new_state(spec.dataset, spec.epsilon_cap, spec.delta_cap or 0.0,
-                               "created by the first run that used the store, with its config's caps")
+                               "created by the first run that used the store, with its config's caps",
+                               check_composition(spec.composition or SEQUENTIAL, "budget_store.composition",
+                                                 spec.delta_cap))
         stored_epsilon, stored_delta = caps(state, spec.path)
         epsilon_limit, delta_limit = _limits(state, spec)
         spent_epsilon, spent_delta = totals(state)
+        rule = composition_of(state)
         after = guarantee([charge_of(old) for old in state["runs"]] + [cost], delta_limit)
-        if not after.within(epsilon_limit, delta_limit):
+        if not after.within(epsilon_limit, delta_limit, rule):
             stricter = " (this run's config sets a lower limit than the store's cap)"
-            pure = cost == Charge.pure(epsilon, delta) and all("rho_exact" not in old for old in state["runs"])
-            also = "" if pure or after.epsilon_zcdp is None else (
-                f"; by zCDP composition (rho {float(after.rho):.6g} with this run) the runs would be epsilon "
-                f"{after.epsilon_zcdp:.6g} at delta {delta_limit:g}, above the cap too")
+            if rule == ZCDP:
+                before = running(state, delta_limit)
+                raise BudgetRefused(
+                    f"dataset {spec.dataset!r} has spent rho {float(before.rho):.6g} by zCDP composition "
+                    f"({len(state['runs'])} runs in {spec.path}): with this run's rho {float(cost.rho):.6g} it would "
+                    f"be epsilon {after.epsilon_zcdp if after.epsilon_zcdp is not None else float('inf'):.6g} at delta "
+                    f"{delta_limit:g}, above its cap of epsilon {number(epsilon_limit)}"
+                    f"{stricter if (epsilon_limit, delta_limit) != (stored_epsilon, stored_delta) else ''}")
             if spent_epsilon + epsilon > epsilon_limit:
                 raise BudgetRefused(
                     f"dataset {spec.dataset!r} has spent epsilon {number(spent_epsilon)} of its cap "
                     f"{number(epsilon_limit)}{stricter if epsilon_limit < stored_epsilon else ''} "
-                    f"({len(state['runs'])} runs in {spec.path}); this run needs {number(epsilon)} more{also}")
+                    f"({len(state['runs'])} runs in {spec.path}); this run needs {number(epsilon)} more")
             raise BudgetRefused(
                 f"dataset {spec.dataset!r} has spent delta {spent_delta:g} of its cap {delta_limit:g}"
-                f"{stricter if delta_limit < stored_delta else ''}; this run needs {delta:g} more{also} "
+                f"{stricter if delta_limit < stored_delta else ''}; this run needs {delta:g} more "
                 f"(an operator raises the stored cap with dp-spark budget set-cap ... --delta-cap Y)")
         run_id = uuid.uuid4().hex
         zcdp_cost = {} if cost == Charge.pure(epsilon, delta) else {
@@ -338,8 +382,8 @@ def charge(spec: StoreSpec, epsilon: Fraction, delta: float, run: dict, cost: Ch
             "epsilon_cap": float(epsilon_limit), "epsilon_cap_stored": float(stored_epsilon),
             "epsilon_charged_total": float(spent_epsilon + epsilon),
             "delta_cap": delta_limit, "delta_charged_total": spent_delta + delta,
-            **({"rho_charged_total": float(after.rho), "epsilon_running": after.epsilon}
-               if after.epsilon_zcdp is not None and after.epsilon_zcdp < after.epsilon_sequential else {})}
+            **({"composition": ZCDP, "rho_charged_total": float(after.rho), "epsilon_running": after.epsilon_zcdp}
+               if rule == ZCDP else {})}
 
 
 def last_release_seconds(spec: StoreSpec, algorithm: str, output: str) -> float | None:
@@ -405,17 +449,18 @@ def summary(path: str, dataset: str | None = None) -> dict:
     epsilon = {"cap": None if legacy else str(cap_epsilon), "spent": str(spent_epsilon),
                "remaining": None if legacy else str(cap_epsilon - spent_epsilon)}
     g = running(state, cap_delta or 0.0)
+    rule = composition_of(state)
     zcdp_summary = {"rho_spent": str(g.rho), "rho_spent_float": float(g.rho), "delta_outside_zcdp": g.delta_outside,
-                    "epsilon_at_cap_delta": g.epsilon_zcdp,
-                    "better": g.epsilon_zcdp is not None and g.epsilon_zcdp < float(g.epsilon_sequential)}
+                    "epsilon_at_cap_delta": g.epsilon_zcdp}
     return {"path": path, "dataset": state["dataset"], "format": state["format"], "legacy_no_cap": legacy,
             "epsilon": epsilon | {f"{key}_float": None if value is None else float(Fraction(value))
                                   for key, value in epsilon.items()},
             "delta": {"cap": cap_delta, "spent": spent_delta,
                       "remaining": None if legacy else max(cap_delta - spent_delta, 0.0)},
-            # The same runs composed in zCDP (core.composition): a valid statement too, and the better
-            # one for many runs; a run fits when either statement stays within the cap.
-            "zcdp": zcdp_summary,
+            # The store's rule (core.composition): a run fits when the statement of that rule stays
+            # within the cap. Under "zcdp", the runs' rho, stated as epsilon at the delta cap.
+            "composition": rule,
+            **({"zcdp": zcdp_summary} if rule == ZCDP else {}),
             "runs": state["runs"], "cap_log": state.get("cap_log", [])}
 
 
@@ -432,11 +477,14 @@ def summary_text(info: dict) -> str:
         lines.append(f"  epsilon: cap {number(Fraction(eps['cap']))}, spent {number(Fraction(eps['spent']))}, "
                      f"remaining {number(Fraction(eps['remaining']))}")
         lines.append(f"  delta:   cap {delta['cap']:g}, spent {delta['spent']:g}, remaining {delta['remaining']:g}")
-    running_zcdp = info.get("zcdp", {})
-    if running_zcdp.get("better"):
-        lines.append(f"  zCDP:    rho spent {running_zcdp['rho_spent_float']:.6g}: the runs so far are "
-                     f"(epsilon {running_zcdp['epsilon_at_cap_delta']:.6g}, delta {delta['cap']:g})-DP by zCDP "
-                     "composition, better than the sequential sum above; a run fits while either is within the cap")
+    if info.get("composition") == ZCDP:
+        running_zcdp = info["zcdp"]
+        stated = running_zcdp["epsilon_at_cap_delta"]
+        shown = "-" if stated is None else f"{stated:.6g}"
+        lines.append(f"  zCDP composition (the store's rule): rho spent {running_zcdp['rho_spent_float']:.6g}, so the "
+                     f"runs so far are (epsilon {shown}, delta {delta['cap']:g})-DP; "
+                     "a run fits while that stays within the cap (the epsilon and delta lines above are the runs' "
+                     "own statements, summed)")
     lines.append(f"\nruns ({len(info['runs'])}; every charge counts, whatever its status):")
     for run in info["runs"]:
         lines.append(f"  {run.get('charged_utc', '?'):<25} {run.get('status', '?'):<9} "
@@ -448,7 +496,8 @@ def summary_text(info: dict) -> str:
     for change in info["cap_log"]:
         before = ("none" if change["epsilon_cap_before"] is None else
                   f"epsilon {number(Fraction(change['epsilon_cap_before']))}, delta {change['delta_cap_before']:g}")
+        rule = f", composition {change['composition']}" if "composition" in change else ""
         lines.append(f"  {change['utc']:<25} {change['action']}: {before} -> epsilon "
-                     f"{number(Fraction(change['epsilon_cap']))}, delta {change['delta_cap']:g} "
+                     f"{number(Fraction(change['epsilon_cap']))}, delta {change['delta_cap']:g}{rule} "
                      f"by {change.get('user') or 'unknown user'}: {change['reason']}")
     return "\n".join(lines)

@@ -21,7 +21,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from dp_spark.jobs.budget_store import StoreSpec
+from dp_spark.jobs.budget_store import StoreSpec, check_composition
 from dp_spark.errors import ConfigError
 from dp_spark.io.catalog import check_output_table
 from dp_spark.io.sources import SourceSpec
@@ -44,7 +44,7 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
          "budget_store", "spark", "guards", "execution"),
     "guards": GUARD_KEYS,
     "execution": ("executor_noise_cells", "max_output_rows"),
-    "budget_store": ("path", "dataset", "epsilon_cap", "delta_cap"),
+    "budget_store": ("path", "dataset", "epsilon_cap", "delta_cap", "composition"),
     "source": ("format", "path", "table", "sep", "header", "names", "columns", "distinct_records", "encoding"),
     "source.columns": STANDARD_COLUMNS,
     "domain": ("items", "attributes", "records"),
@@ -315,7 +315,11 @@ def _budget_store(raw: dict[str, Any]) -> StoreSpec | None:
     if delta_cap is not None and (isinstance(delta_cap, bool) or not isinstance(delta_cap, (int, float))
                                   or not 0 <= delta_cap < 1):
         raise ConfigError(f"budget_store.delta_cap must be a number in [0, 1), got {delta_cap!r}")
-    return StoreSpec(path.removeprefix("file://"), dataset, cap, None if delta_cap is None else float(delta_cap))
+    composition = table.get("composition")
+    if composition is not None:  # on a new store; an existing store's rule must be the same
+        check_composition(composition, "budget_store.composition", delta_cap)
+    return StoreSpec(path.removeprefix("file://"), dataset, cap, None if delta_cap is None else float(delta_cap),
+                     composition)
 
 
 def _job_config(raw: dict[str, Any]) -> JobConfig:

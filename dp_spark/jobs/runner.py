@@ -210,6 +210,9 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
         preflight.check(cfg, target, _family(cfg).uses_item_domain, spark, progress)  # nothing charged or read yet
         domains = job_domains(cfg, spark)
         check_domain_fits(_family(cfg), cfg.params, domains, cfg.execution)
+        # The expected error is worked out again in the release: here, so that a failure in it (a noise
+        # parameter the samplers refuse) comes before the charge.
+        planned_accuracy(_family(cfg), cfg.params, cfg.epsilon, domains, plan_budget(cfg))
         progress(f"output: {describe_output_size(output_size(_family(cfg), cfg.params, domains, cfg.execution))}")
         records = check_source_schema(cfg, spark, domains)
     run = {"run_date": cfg.run_date, "forced": replacing}

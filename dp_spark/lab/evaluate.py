@@ -58,7 +58,6 @@ from dp_spark.errors import ConfigError
 from dp_spark.jobs.runner import plan_budget
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core import zcdp
-from dp_spark.bounding.item_cap import cap_per_item
 from dp_spark.core.privacy import Accounting, Budget
 
 AUTO_METHODS = {"sra_auto": "sra", "hpa_auto": "hpa"}  # the bound chosen privately in every run
@@ -166,9 +165,7 @@ def _fixed(cfg: JobConfig, l: int) -> JobConfig:
 class _Bounded:
     """SRA's bounded counts at each bound, aggregated once per bound (the sample is seeded)."""
 
-    def __init__(self, records, user_counts, items, attributes, publisher, seed, records_per_item=None):
-        if records_per_item is not None:  # the per-user row counts change with the cap: counted again
-            records, user_counts = cap_per_item(records, records_per_item), None
+    def __init__(self, records, user_counts, items, attributes, publisher, seed):
         self._args = (records, user_counts, items, attributes, publisher, seed)
         self._counts = {}
 
@@ -201,8 +198,6 @@ def _run_method(cfg, records, validated, items, attributes, truth: Truth, runs, 
     privately in each run (a tenth of ε, as the release does) and reported as ("bound", l)."""
     split = plan_budget(cfg)
     model = counts_family.error_model(cfg.params, Domains(items, attributes), split) if cfg.params.auto else None
-    if cfg.params.records_per_item is not None:
-        records = cap_per_item(records, cfg.params.records_per_item)
     by_n = {int(n): int(u) for n, u in validated.users_by_n.items()}
     for run in range(runs):
         progress(f"{cfg.algorithm}{'_auto' if model else ''}: run {run + 1}/{runs}")
@@ -214,11 +209,11 @@ def _run_method(cfg, records, validated, items, attributes, truth: Truth, runs, 
                                              step=f"choose {cfg.bound_name}")
             yield "bound", cfg.bound_name, float(l)
         gaussian = counts_family.gaussian_tables(cfg.params, l, split, attributes is not None)
-        publisher = sampling.Publisher(cfg.publisher, dict(cfg.publisher_options), gaussian)
+        publisher = sampling.Publisher(cfg.publisher, dict(cfg.publisher_options), gaussian,
+                                       cfg.params.records_per_item)
         if cfg.algorithm == "hpa":
-            counted = {} if cfg.params.records_per_item else {"user_counts": validated.user_counts}
             release = sampling.hpa(records, items, attributes, l, cfg.d, split, budget, rng,
-                                   seed=cfg.seed, publisher=publisher, **counted)
+                                   seed=cfg.seed, user_counts=validated.user_counts, publisher=publisher)
         else:
             release = sampling.publish_counts(bounded.at(l), l, split, budget, rng, publisher)
         yield from _release_metrics(release, l, split, truth, attributes, gaussian)
@@ -332,11 +327,11 @@ def _evaluate_counts(cfg: JobConfig, configs: list[JobConfig], methods: list[str
         truth = Truth(item_edges.item_counts(edges).astype(float), edges.astype(float))
         bounded = {}  # SRA's bounded counts, per publisher
         for method, method_cfg in zip(methods, configs):
-            publisher = sampling.Publisher(method_cfg.publisher, dict(method_cfg.publisher_options))
-            cap = method_cfg.params.records_per_item
-            key = (publisher.name, tuple(sorted(publisher.options.items())), cap)
+            publisher = sampling.Publisher(method_cfg.publisher, dict(method_cfg.publisher_options),
+                                           records_per_item=method_cfg.params.records_per_item)
+            key = (publisher.name, tuple(sorted(publisher.options.items())), publisher.records_per_item)
             counts_at = bounded.setdefault(key, _Bounded(cached, validated.user_counts, items, attributes, publisher,
-                                                         method_cfg.seed, cap))
+                                                         method_cfg.seed))
             run = (cached, validated, items, attributes, truth, runs, progress, counts_at)
             values = defaultdict(list)
             for query, metric, value in _run_method(method_cfg, *run):

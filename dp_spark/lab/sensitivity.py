@@ -27,7 +27,6 @@ from dp_spark.aggregates import item_columns, item_edges, user_quantities
 from dp_spark.aggregates.key_users import users_per_key
 from dp_spark.algorithms import dpsense, sampling
 from dp_spark.bounding import item_rows, keys, user_keys, user_locations, user_records
-from dp_spark.bounding.item_cap import cap_per_item
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.families.frapp import bounded_records
 from dp_spark.io.checkins import guard_figures as guard_figures_of_checkins
@@ -108,8 +107,8 @@ def sra(df: DataFrame, distinct: bool) -> np.ndarray:
 def sra_capped(df: DataFrame, distinct: bool) -> np.ndarray:
     """SRA with at most one record per user and item (records_per_item = 1, the Gaussian path), counted
     per (item, attribute) and per item: squared L2 sensitivity l·c = l in each table."""
-    selection = user_records.sample_selection(cap_per_item(_keyed(df, distinct), 1), BOUND, SEED)
-    edges = item_edges.selected_edge_counts(selection, ITEM_DOMAIN, ATTRIBUTE_DOMAIN)
+    selection = user_records.sample_selection(_keyed(df, distinct), BOUND, SEED)
+    edges = item_edges.selected_edge_counts(selection, ITEM_DOMAIN, ATTRIBUTE_DOMAIN, cap=1)
     return np.concatenate([edges.ravel(), item_edges.item_counts(edges)])
 
 
@@ -123,11 +122,10 @@ def sra_items(df: DataFrame, distinct: bool) -> np.ndarray:
 def hpa_top_capped(df: DataFrame, distinct: bool) -> np.ndarray:
     """HPA's top-l after the cap of one record per user and item, per (item, attribute) and per item."""
     scores = (np.arange(ITEMS) * 7) % 5
-    capped = cap_per_item(_keyed(df, distinct), 1)
-    scored = capped.withColumn("_score", F.element_at(F.array(*[F.lit(int(s)) for s in scores]),
-                                                      F.col("item_id").cast("int")))
+    scored = _keyed(df, distinct).withColumn("_score", F.element_at(F.array(*[F.lit(int(s)) for s in scores]),
+                                                                    F.col("item_id").cast("int")))
     edges = item_edges.selected_edge_counts(user_records.top_selection(scored, BOUND, "_score", SEED),
-                                            ITEM_DOMAIN, ATTRIBUTE_DOMAIN)
+                                            ITEM_DOMAIN, ATTRIBUTE_DOMAIN, cap=1)
     return np.concatenate([edges.ravel(), item_edges.item_counts(edges)])
 
 
