@@ -545,39 +545,55 @@ gs = _baseline("gs")
 gs.__doc__ = "Paper 000's GS: as :func:`lpa`, published by grouping and smoothing."
 
 
-def user_histogram(df, *, bins, epsilon, quantity="records", items=None, privacy_unit="user_id", item="item_id",
-                   publisher="laplace", publisher_options=None, seed=None, budget=None, guards=None,
-                   progress=None) -> Release:
+def user_histogram(df, *, bins, epsilon=None, quantity="records", items=None, privacy_unit="user_id",
+                   item="item_id", publisher="laplace", publisher_options=None, seed=None, budget=None, guards=None,
+                   progress=None, noise="laplace", delta=None, rho=None) -> Release:
     """How many users have how many records (``quantity="records"``, the default) or distinct items
     (``"distinct_items"``), in public ``bins`` (increasing edges, the last bin open-ended).
     ``items``, if given, keeps only records of those items; without it every record counts, and
-    records per user need no item column (``item=None``, or a DataFrame without one)."""
+    records per user need no item column (``item=None``, or a DataFrame without one).
+    ``noise="gaussian"`` with ``delta`` (or ``rho``): zCDP, discrete Gaussian noise (docs/zcdp.md)."""
     from pyspark.sql import DataFrame, functions as F
 
-    params = HistogramParams(quantity, bins, publisher, dict(publisher_options or {}))
+    accounting, epsilon = _zcdp_of("user_histogram", noise, epsilon, delta, rho, seed)
+    params = HistogramParams(quantity, bins, publisher, dict(publisher_options or {}), noise=noise or "laplace")
+    check_accounting(family_of("user_histogram"), params, accounting)
     if items is None and quantity == "records" and not isinstance(df, _Planning) and (
             item is None or (isinstance(df, DataFrame) and item not in df.columns)):
         # Every record counts once for its user, whatever its item: one stand-in item for all.
         df, item = df.withColumn("_any_item", F.lit(0)), "_any_item"
     return _record_release(params, df, privacy_unit, item, None, items, None, epsilon, None, seed, budget, progress,
-                           guards)
+                           guards, accounting=accounting)
 
 
-def dpsense(df, *, items, epsilon, theta_max=256, limit="normalize", privacy_unit="user_id", item="item_id",
-            epsilon_split=None, seed=None, budget=None, guards=None, progress=None) -> Release:
+def _zcdp_of(algorithm: str, noise, epsilon, delta, rho, seed) -> tuple[Accounting, Fraction]:
+    """The accounting of a release with no δ of its own (zCDP states its guarantee at ``delta``)."""
+    if delta is not None and noise in (None, "laplace") and rho is None:
+        raise ConfigError(f"{algorithm}: delta states a zCDP guarantee: give noise=\"gaussian\" or \"auto\", or rho; "
+                          "otherwise no delta")
+    return accounting_of(noise, epsilon, delta, rho, seed is not None, prefix="")
+
+
+def dpsense(df, *, items, epsilon=None, theta_max=256, limit="normalize", privacy_unit="user_id", item="item_id",
+            epsilon_split=None, seed=None, budget=None, guards=None, progress=None, noise="laplace", delta=None,
+            rho=None) -> Release:
     """Column counts of each user's row of distinct items, the row limit θ chosen privately
-    (paper 001's DPSense). The chosen θ is in ``report["algorithm"]["chosen"]``."""
-    params = DPSenseParams("dpsense", theta_max, limit)
+    (paper 001's DPSense). The chosen θ is in ``report["algorithm"]["chosen"]``. ``noise="gaussian"``
+    with ``delta`` (or ``rho``): zCDP, discrete Gaussian column counts (docs/zcdp.md)."""
+    accounting, epsilon = _zcdp_of("dpsense", noise, epsilon, delta, rho, seed)
+    params = DPSenseParams("dpsense", theta_max, limit, noise or "laplace")
     return _record_release(params, df, privacy_unit, item, None, items, None, epsilon, epsilon_split, seed, budget,
-                           progress, guards)
+                           progress, guards, accounting=accounting)
 
 
-def dpsense_s(df, *, items, epsilon, theta_max=256, limit="normalize", privacy_unit="user_id", item="item_id",
-              epsilon_split=None, seed=None, budget=None, guards=None, progress=None) -> Release:
+def dpsense_s(df, *, items, epsilon=None, theta_max=256, limit="normalize", privacy_unit="user_id", item="item_id",
+              epsilon_split=None, seed=None, budget=None, guards=None, progress=None, noise="laplace", delta=None,
+              rho=None) -> Release:
     """DPSense-S: :func:`dpsense` with a privately chosen scale α as well (paper 001)."""
-    params = DPSenseParams("dpsense_s", theta_max, limit)
+    accounting, epsilon = _zcdp_of("dpsense_s", noise, epsilon, delta, rho, seed)
+    params = DPSenseParams("dpsense_s", theta_max, limit, noise or "laplace")
     return _record_release(params, df, privacy_unit, item, None, items, None, epsilon, epsilon_split, seed, budget,
-                           progress, guards)
+                           progress, guards, accounting=accounting)
 
 
 def location_entropy(df, *, locations, epsilon, M=5, C=5, variant="limit", k=50, xi=1e-3, delta=1e-8,

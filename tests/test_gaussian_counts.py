@@ -82,3 +82,38 @@ def test_auto_picks_the_gaussian_for_counts_and_laplace_stays_pure(ratings):
     assert "accounting" not in pure.report and pure.report["ledger"][0]["mechanism"] == "discrete Laplace"
     with pytest.raises(dp_spark.ConfigError, match="only Gaussian"):
         dp_spark.sra(df, items=range(1, ITEMS + 1), l=5, epsilon=1, records_per_item=1)
+
+
+def test_the_user_histogram_takes_the_gaussian_at_l2_sensitivity_one(ratings):
+    df, _ = ratings
+    bins = {"range": [1, 3001]}  # 3,000 bins: every user has 5 records but one (10), so nearly all are 0
+    release = dp_spark.user_histogram(df, bins=bins, epsilon=1, delta=1e-6, noise="gaussian", seed=2,
+                                      progress=lambda _: None)
+    (entry,) = release.report["ledger"]
+    assert entry["mechanism"] == "discrete Gaussian" and entry["sensitivity_l2"] == 1
+    noisy = release.tables["histogram"]["noisy_count"].to_numpy()
+    true = np.zeros(noisy.size, dtype=np.int64)
+    true[4], true[9] = USERS, 1  # bins 1, 2, ..., 3000+: 5 records in the fifth bin, 10 in the tenth
+    variance = dg.discrete_gaussian_variance(entry["sigma"] ** 2)
+    noise = noisy - true
+    assert noise.var() == pytest.approx(variance, rel=0.12)  # 3,000 bins: its standard error is 2.6%
+    assert release.report["accuracy"]["tables"]["histogram"]["noisy_count"]["distribution"] == "discrete Gaussian"
+
+
+@pytest.mark.parametrize("limit", ["normalize", "sample"])
+def test_dpsense_column_counts_take_the_gaussian_at_l2_sensitivity_sqrt_theta(spark, limit):
+    # One item per user: any θ keeps every row whole, so the limited counts are the users per item.
+    rng = np.random.default_rng(9)
+    items = rng.integers(1, ITEMS + 1, size=6_000)
+    df = spark.createDataFrame(pd.DataFrame({"user_id": np.arange(items.size), "item_id": items}))
+    true = np.bincount(items, minlength=ITEMS + 1)[1:]
+    release = dp_spark.dpsense(df, items=range(1, ITEMS + 1), theta_max=4, limit=limit, epsilon=1, delta=1e-6,
+                               noise="gaussian", seed=4, progress=lambda _: None)
+    entry = next(e for e in release.report["ledger"] if e["step"] == "column_counts")
+    theta = release.report["algorithm"]["chosen"]["theta"]
+    unit = 1024 if limit == "normalize" else 1
+    assert entry["mechanism"].startswith("discrete Gaussian") and entry["sensitivity_l2"] == pytest.approx(
+        math.sqrt(theta) * unit)
+    noise = release.tables["item_counts"].sort_values("item_id")["noisy_count"].to_numpy() - true
+    variance = dg.discrete_gaussian_variance(entry["sigma"] ** 2) / unit**2
+    assert noise.var() == pytest.approx(variance, rel=0.10)  # 4,000 columns: standard error 2.2%

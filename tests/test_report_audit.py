@@ -253,6 +253,11 @@ JOBS = {
     "sra_gaussian_on_executors": ("ratings", lambda p: ratings_config(
         p, "sra", "l = 5\nrecords_per_item = 1\n[execution]\nexecutor_noise_cells = 1").replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
+    "user_histogram_gaussian": ("ratings", lambda p: ratings_config(
+        p, "user_histogram", 'quantity = "records"\nbins = [1, 2, 4, 8, 16, 32]', attributes=False).replace(
+        "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
+    "dpsense_gaussian": ("ratings", lambda p: ratings_config(p, "dpsense", "theta_max = 32", attributes=False).replace(
+        "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
     "hpa_auto_noise": ("ratings", lambda p: ratings_config(p, "hpa", "l = 5\nd = 2").replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "auto"')),
     "sra_gaussian_private_items": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\nkeys_per_user = 1").replace(

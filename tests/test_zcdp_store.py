@@ -53,7 +53,7 @@ def test_365_daily_runs_fit_in_one_cap_under_zcdp_and_the_366th_does_not(tmp_pat
     info = budget_store.summary(spec.path, "ratings")
     assert len(info["runs"]) == 365 and info["composition"] == "zcdp"
     assert info["zcdp"]["epsilon_at_cap_delta"] <= 1.0
-    assert "zCDP composition (the store's rule): rho spent" in budget_store.summary_text(info)
+    assert "zCDP:    rho spent" in budget_store.summary_text(info)
     # Each run's noise: σ of one count table at l = 10 (Δ₂² = 10 with one record per item) against
     # the pure path's Laplace sd at ε/365 (scale 10·365): the 274 against 5,162.
     sigma = (10 / (2 * float(rho))) ** 0.5

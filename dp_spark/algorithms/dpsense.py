@@ -15,6 +15,9 @@ DP claims (user level = one row, pure ε-DP; ALGORITHMS.md §4.2, §4.3, [RECON]
   each row adds at most θ to the column counts in L1 (grid weights are
   floored, so r·w ≤ θ exactly), and discrete Laplace of scale θ/ε2 on the
   grid is ε2-DP (§4.2 (iii), §1.4).
+* Under zCDP accounting (issue 41) the column counts may take discrete Gaussian noise instead:
+  a row's weights w_j ≤ u (u grid units per count) with Σ w_j ≤ θ·u give squared L2 sensitivity
+  Σ w_j² ≤ θ·u², so σ² = θ/ε2² in counts (:func:`publish_columns`).
 * DPSense-S is (ε1 + ε2)-DP: (θ, α) ∈ Θ × {1.00, 1.05, …, 3.00} by the
   exponential mechanism with quality
   qS = −(Σ_j |c_j^max − α·c_j^θ| + α·d·θ/ε2), sensitivity α_max·θ_max
@@ -49,8 +52,10 @@ from fractions import Fraction
 
 import numpy as np
 
+from dataclasses import replace
+
 from dp_spark.core.mechanisms import RandomSource, as_scale
-from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.core.privacy import Budget, LedgerEntry, gaussian_entry
 from dp_spark.publishers import laplace
 
 SPEC_SECTIONS = {"dpsense": "ALGORITHMS.md §4.2", "dpsense_s": "ALGORITHMS.md §4.3"}
@@ -239,10 +244,32 @@ def choose_theta_alpha(by_length, long_units, theta_max: int, epsilons: dict, bu
     return int(thetas[index // len(ALPHAS)]), ALPHAS[index % len(ALPHAS)]
 
 
+def grid_unit(limit: str, grid_bits: int = GRID_BITS) -> int:
+    """Grid units per count: 2^grid_bits for normalised rows, 1 for sampled ones."""
+    return 1 if limit == "sample" else 1 << grid_bits
+
+
+def column_l2_squared(theta: int, limit: str, grid_bits: int = GRID_BITS) -> int:
+    """The column counts' squared L2 sensitivity in grid units: a row adds w_j ≤ u (u = grid units
+    per count) to each of its columns with Σ w_j ≤ θ·u, so Σ w_j² ≤ u·Σ w_j ≤ θ·u²."""
+    unit = grid_unit(limit, grid_bits)
+    return theta * unit * unit
+
+
 def publish_columns(limited: np.ndarray, theta: int, limit: str, epsilon: Fraction, budget: Budget,
-                    rng: RandomSource, grid_bits: int = GRID_BITS) -> np.ndarray:
+                    rng: RandomSource, grid_bits: int = GRID_BITS, gaussian: bool = False) -> np.ndarray:
     """Noisy column counts of the θ-limited rows: L1 sensitivity θ, scale θ/ε.
-    Normalised counts are in grid units and get noise on the grid (§1.4)."""
+    Normalised counts are in grid units and get noise on the grid (§1.4). ``gaussian`` (zCDP
+    accounting): discrete Gaussian noise at squared L2 sensitivity θ (θ·u² in grid units u),
+    σ² = θ/ε² in counts, drawn in grid units."""
+    if gaussian:
+        unit = grid_unit(limit, grid_bits)
+        entry = gaussian_entry("column_counts", theta * unit, column_l2_squared(theta, limit, grid_bits), epsilon,
+                               int(limited.size))
+        if unit > 1:  # the ledger's sensitivities and sigma are in grid units: say so
+            entry = replace(entry, mechanism=f"discrete Gaussian on the grid 2^-{grid_bits} (sensitivities and "
+                                             "sigma in grid units)")
+        return (np.asarray(limited, dtype=np.int64) + budget.discrete_gaussian(entry, rng)) / unit
     if limit == "sample":
         return laplace.publish(limited, theta, epsilon, budget, rng, "column_counts").values.astype(float)
     unit = 1 << grid_bits

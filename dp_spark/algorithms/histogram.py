@@ -4,7 +4,8 @@ DP claim (user level, pure ε-DP): each user's quantity (its number of records,
 or of distinct items) is computed from that user's own records and placed in
 exactly one of the public bins, the last of which is open-ended ("500 or
 more"), so adding or removing one user changes one bin by one: L1
-sensitivity 1 (ALGORITHMS.md §1.1, rules 1 and 2). The bins are public: they
+sensitivity 1 (ALGORITHMS.md §1.1, rules 1 and 2), and L2 sensitivity 1, which
+discrete Gaussian noise under zCDP accounting is paid by (issue 41). The bins are public: they
 come from the config, never from the data (§1.2). The publisher's own claim
 covers the rest; with Δ = 1 it is the record-level analysis of paper 002
 (§5.1, §5.2 corrected) applied to users (§5.3).
@@ -23,7 +24,7 @@ import numpy as np
 
 from dp_spark import publishers
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
+from dp_spark.core.privacy import Budget, gaussian_entry
 
 QUANTITIES = {
     "records": "records per user",
@@ -69,9 +70,14 @@ def bin_labels(edges: np.ndarray) -> list[str]:
 
 
 def publish_histogram(counts: np.ndarray, epsilon: Fraction, budget: Budget, rng: RandomSource,
-                      publisher: str = "laplace", options: dict | None = None) -> np.ndarray:
+                      publisher: str = "laplace", options: dict | None = None, gaussian: bool = False) -> np.ndarray:
     """The noisy histogram through ``publisher`` at sensitivity 1, paid into ``budget``.
-    Every user is one record here, so GS's one-record-per-user sample is the histogram itself."""
+    Every user is one record here, so GS's one-record-per-user sample is the histogram itself.
+    ``gaussian`` (zCDP accounting): discrete Gaussian noise instead, at L2 sensitivity 1 too (one
+    user, one bin, one step), σ² = 1/ε²."""
+    if gaussian:
+        entry = gaussian_entry("histogram", SENSITIVITY, SENSITIVITY ** 2, epsilon, int(counts.size))
+        return np.asarray(counts, dtype=np.int64) + budget.discrete_gaussian(entry, rng)
     extra = {"sampled": counts} if publisher in publishers.NEEDS_ONE_RECORD_PER_USER else {}
     return publishers.publish(publisher, counts, SENSITIVITY, epsilon, budget, rng, "histogram",
                               **dict(options or {}), **extra).values

@@ -150,13 +150,18 @@ def discrete_laplace(scale: Fraction | float, alpha: float, *, grid: Fraction | 
                     ci_halfwidth=discrete_laplace_halfwidth(scale, alpha, grid) / divisor, note=note)
 
 
-def discrete_gaussian(variance: Fraction, alpha: float, *, kind: str = EXACT, note: str = "") -> Accuracy:
-    """The Accuracy of counts carrying discrete Gaussian noise N_Z(0, σ²), σ² = ``variance``: the sd
-    and both half-widths from the exact pmf (core.discrete_gaussian); ``scale`` is σ."""
-    return Accuracy("discrete Gaussian", kind, _check_alpha(alpha), scale=math.sqrt(variance),
-                    sd=math.sqrt(dg.discrete_gaussian_variance(variance)),
-                    ci95_halfwidth=float(dg.discrete_gaussian_halfwidth(variance, 0.05)),
-                    ci_halfwidth=float(dg.discrete_gaussian_halfwidth(variance, alpha)), note=note)
+def discrete_gaussian(variance: Fraction, alpha: float, *, divisor: float = 1, kind: str = EXACT, note: str = "",
+                      distribution: str = "discrete Gaussian") -> Accuracy:
+    """The Accuracy of values carrying Z/divisor, Z discrete Gaussian N_Z(0, σ²), σ² = ``variance``:
+    the sd and both half-widths from the exact pmf (core.discrete_gaussian); ``scale`` is σ/divisor
+    (``divisor``: grid units per value, or a scale factor's inverse)."""
+    if not divisor > 0:
+        raise ValueError(f"divisor must be positive, got {divisor}")
+    divisor = float(divisor)
+    return Accuracy(distribution, kind, _check_alpha(alpha), scale=math.sqrt(variance) / divisor,
+                    sd=math.sqrt(dg.discrete_gaussian_variance(variance)) / divisor,
+                    ci95_halfwidth=float(dg.discrete_gaussian_halfwidth(variance, 0.05)) / divisor,
+                    ci_halfwidth=float(dg.discrete_gaussian_halfwidth(variance, alpha)) / divisor, note=note)
 
 
 def _grid_text(grid: Fraction | float) -> str:

@@ -17,7 +17,9 @@ import pandas as pd
 from dp_spark.aggregates import item_columns
 from dp_spark.algorithms import dpsense
 from dp_spark.bounding import item_rows
-from dp_spark.core import accuracy
+from dp_spark.core import accuracy, noise_choice
+from dp_spark.core.discrete_gaussian import variance_at_least
+from dp_spark.core.privacy import NOISES
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
@@ -35,6 +37,7 @@ class DPSenseParams:
     algorithm: str = "dpsense"
     theta_max: int = dpsense.DEFAULT_THETA_MAX
     limit: str = "normalize"
+    noise: str = "laplace"  # privacy.noise: "gaussian" or "auto" give the column counts discrete Gaussian noise
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
@@ -42,10 +45,22 @@ class DPSenseParams:
         rows_per_user(self.theta_max, "algorithm.theta_max")
         if self.limit not in item_rows.LIMITS:
             raise ConfigError(f"algorithm.limit must be one of {', '.join(item_rows.LIMITS)}, got {self.limit!r}")
+        if self.noise not in NOISES:
+            raise ConfigError(f"privacy.noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
 
     @property
     def scaled(self) -> bool:
         return self.algorithm == "dpsense_s"
+
+
+def gaussian(params: DPSenseParams, theta: int, epsilon_counts: Fraction) -> bool:
+    """Whether the column counts at row limit ``theta`` (a DP output) get discrete Gaussian noise:
+    with "gaussian", or with "auto" where its variance is the lower (core.noise_choice)."""
+    if params.noise == "laplace":
+        return False
+    unit = dpsense.grid_unit(params.limit)
+    return noise_choice.chosen(params.noise, theta * unit, dpsense.column_l2_squared(theta, params.limit),
+                               epsilon_counts) == noise_choice.GAUSSIAN
 
 
 def _limited_counts(params: DPSenseParams, inputs: RunInputs,
@@ -89,8 +104,9 @@ def run(params: DPSenseParams, inputs: RunInputs) -> FamilyOutput:
         counts, theta, alpha, truncation = _limited_counts(params, inputs, validated)
     finally:
         validated.release()
-    noisy = dpsense.publish_columns(counts, theta, params.limit, inputs.split["epsilon_counts"], inputs.budget,
-                                    inputs.rng) * float(alpha)
+    epsilon_counts = inputs.split["epsilon_counts"]
+    noisy = dpsense.publish_columns(counts, theta, params.limit, epsilon_counts, inputs.budget, inputs.rng,
+                                    gaussian=gaussian(params, theta, epsilon_counts)) * float(alpha)
     table = pd.DataFrame({"item_id": inputs.domains.items.ids, "noisy_count": noisy})
     # Rows here are a user's distinct items; bounding keeps Σ min(r, θ) of them (by mass, when normalised).
     coverage = guards.Coverage(rows_read, outside, users=truncation["users"],
@@ -105,14 +121,23 @@ def run(params: DPSenseParams, inputs: RunInputs) -> FamilyOutput:
 
 
 def _describe(params: DPSenseParams, epsilon: Fraction, domains: Domains) -> str:
+    noise = "" if params.noise == "laplace" else f", {params.noise} noise (zCDP)"
     return (f"{params.algorithm.upper()} with epsilon {float(epsilon):g}, theta chosen privately from "
-            f"1..{params.theta_max}, limit by {params.limit}; {len(domains.items):,} columns (items)")
+            f"1..{params.theta_max}, limit by {params.limit}{noise}; {len(domains.items):,} columns (items)")
 
 
 def accuracy_at(params: DPSenseParams, split: dict[str, Fraction], theta: int, scale_alpha: Fraction | float,
                 alpha: float, kind: str = accuracy.EXACT, note: str = "") -> accuracy.Accuracy:
     """The noise of the column counts at row limit θ (and DPSense-S's scale α): discrete Laplace
-    of scale θ/ε_counts, on the grid 2^-10 when rows are normalised, times α."""
+    of scale θ/ε_counts, on the grid 2^-10 when rows are normalised, times α; or the discrete
+    Gaussian of σ² = θ/ε_counts² (in grid units θ·u²/ε²) under zCDP."""
+    epsilon_counts = split["epsilon_counts"]
+    if gaussian(params, theta, epsilon_counts):
+        unit = dpsense.grid_unit(params.limit)
+        variance = variance_at_least(Fraction(dpsense.column_l2_squared(theta, params.limit)) / epsilon_counts ** 2)
+        name = "discrete Gaussian" + ("" if unit == 1 else f" on the grid 2^-{dpsense.GRID_BITS}")
+        return accuracy.discrete_gaussian(variance, alpha, divisor=unit / float(scale_alpha), kind=kind, note=note,
+                                          distribution=name)
     grid = 1 if params.limit == "sample" else Fraction(1, 1 << dpsense.GRID_BITS)
     return accuracy.discrete_laplace(Fraction(theta) / split["epsilon_counts"], alpha, grid=grid,
                                      divisor=1 / float(scale_alpha), kind=kind, note=note)
@@ -125,7 +150,8 @@ def _accuracy(params: DPSenseParams, epsilon: Fraction, domains: Domains, split:
     most_alpha = max(dpsense.ALPHAS) if params.scaled else Fraction(1)
     chosen = "theta and alpha" if params.scaled else "theta"
     note = (f"the noise depends on {chosen}, chosen privately (privacy.json algorithm.chosen after the run): "
-            f"discrete Laplace of scale theta/epsilon_counts{' times alpha' if params.scaled else ''}; these are "
+            f"noise of scale theta/epsilon_counts (sqrt(theta)/epsilon_counts for the Gaussian)"
+            f"{' times alpha' if params.scaled else ''}; these are "
             f"the numbers at theta = theta_max = {params.theta_max}"
             + (f" and alpha = {float(most_alpha):g}" if params.scaled else "")
             + ", the most noise possible; limiting each row to theta adds a bias not shown")
@@ -149,7 +175,7 @@ def from_config(c: ConfigTables) -> DPSenseParams:
     if c.publisher:
         raise ConfigError(f"{name} adds its own noise (discrete Laplace at scale θ/ε); remove [publisher]")
     theta_max = rows_per_user(c.algorithm.get("theta_max", dpsense.DEFAULT_THETA_MAX), "algorithm.theta_max")
-    return DPSenseParams(name, theta_max, c.algorithm.get("limit", "normalize"))
+    return DPSenseParams(name, theta_max, c.algorithm.get("limit", "normalize"), c.privacy.get("noise", "laplace"))
 
 
 FAMILY = Family(
@@ -159,9 +185,11 @@ FAMILY = Family(
     run=run, describe=_describe, from_config=from_config, config_keys=("theta_max", "limit"), accuracy=_accuracy,
     check_schema=lambda params, records, domains: check_schema(records, domains.items),
     output_rows=lambda params, domains: {"item_counts": len(domains.items)},
-    report_section=lambda params: {"parameters": {"theta_max": params.theta_max, "limit": params.limit},
+    report_section=lambda params: {"parameters": {"theta_max": params.theta_max, "limit": params.limit,
+                                                  **({"noise": params.noise} if params.noise != "laplace" else {})},
                                    "specification": dpsense.SPEC_SECTIONS[params.algorithm],
                                    "post_processing": None, "publisher": None},
     extra_noise=lambda params: {"selection": "exponential mechanism, sampled exactly: exact rational exponents, "
                                              "uniform proposals kept by an exact Bernoulli(exp(-x))"},
+    takes_gaussian=True,
 )

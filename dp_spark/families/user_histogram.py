@@ -17,6 +17,9 @@ import pandas as pd
 from dp_spark.aggregates import user_quantities
 
 from dp_spark.algorithms import histogram
+from dp_spark.core import accuracy, noise_choice
+from dp_spark.core.discrete_gaussian import variance_at_least
+from dp_spark.core.privacy import NOISES
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
@@ -32,13 +35,15 @@ MAX_BINS = 1_000_000
 @dataclass(frozen=True)
 class HistogramParams:
     """``quantity``: "records" or "distinct_items" per user; ``bins``: the public bin edges (a
-    list of increasing integers >= 1, or {"range": [lo, hi]}), the last bin open-ended."""
+    list of increasing integers >= 1, or {"range": [lo, hi]}), the last bin open-ended;
+    ``noise``: privacy.noise (under zCDP, "gaussian" or "auto" give the bins discrete Gaussian noise)."""
 
     quantity: str
     bins: Any
     publisher: str = "laplace"
     publisher_options: dict[str, Any] = field(default_factory=dict)
     algorithm: str = "user_histogram"
+    noise: str = "laplace"
 
     def __post_init__(self):
         if not isinstance(self.quantity, str) or self.quantity not in histogram.QUANTITIES:
@@ -52,6 +57,20 @@ class HistogramParams:
         object.__setattr__(self, "bins", tuple(int(e) for e in edges))
         _name, options = publisher_choice({"name": self.publisher, **self.publisher_options})
         object.__setattr__(self, "publisher_options", options)
+        if self.noise not in NOISES:
+            raise ConfigError(f"privacy.noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
+        if self.noise == "gaussian" and (self.publisher != "laplace" or self.publisher_options):
+            raise ConfigError(f"privacy.noise = \"gaussian\" replaces the laplace publisher's noise; publisher "
+                              f"{self.publisher!r} is argued for Laplace noise only (use privacy.noise = \"auto\")")
+
+
+def gaussian(params: HistogramParams, epsilon: Fraction) -> bool:
+    """Whether the bins get discrete Gaussian noise: with "gaussian", or "auto" where its variance at
+    L1 = L2 = 1 is the lower (always, for one user in one bin); only in place of the laplace publisher."""
+    if params.noise == "laplace" or params.publisher != "laplace" or params.publisher_options:
+        return False
+    sensitivity = histogram.SENSITIVITY
+    return noise_choice.chosen(params.noise, sensitivity, sensitivity ** 2, epsilon) == noise_choice.GAUSSIAN
 
 
 def _refuse_too_many_bins(bins: Any) -> None:
@@ -91,8 +110,9 @@ def run(params: HistogramParams, inputs: RunInputs) -> FamilyOutput:
         diagnostic(inputs.progress, f"{rows_read:,} records read")
         true = user_quantities.true_histogram(validated.records, params.quantity, np.asarray(params.bins),
                                         validated.user_counts)
-        noisy = histogram.publish_histogram(true, inputs.split["epsilon_histogram"], inputs.budget, inputs.rng,
-                                            params.publisher, params.publisher_options)
+        epsilon = inputs.split["epsilon_histogram"]
+        noisy = histogram.publish_histogram(true, epsilon, inputs.budget, inputs.rng, params.publisher,
+                                            params.publisher_options, gaussian(params, epsilon))
     finally:
         validated.release()
     return FamilyOutput({"histogram": _table(params, noisy)}, {**validated.diagnostics, "coverage": coverage.to_json()},
@@ -101,8 +121,9 @@ def run(params: HistogramParams, inputs: RunInputs) -> FamilyOutput:
 
 def _describe(params: HistogramParams, epsilon: Fraction, domains: Domains) -> str:
     items = f"{len(domains.items):,} items" if domains.items is not None else "every item id counts (no item domain)"
+    noise = "" if params.noise == "laplace" else f", {params.noise} noise (zCDP)"
     return (f"histogram of {histogram.QUANTITIES[params.quantity]} in {len(params.bins)} public bins with "
-            f"epsilon {float(epsilon):g}, publisher {params.publisher}; {items}")
+            f"epsilon {float(epsilon):g}, publisher {params.publisher}{noise}; {items}")
 
 
 NO_ITEM_DOMAIN = "none: every record counts, whatever its item id"
@@ -127,7 +148,9 @@ def _extra_domain(params: HistogramParams) -> dict:
 def _report_section(params: HistogramParams) -> dict:
     return {
         "parameters": {"quantity": params.quantity, "bins": histogram.bin_labels(np.asarray(params.bins)),
-                       "sensitivity_l1": histogram.SENSITIVITY},
+                       "sensitivity_l1": histogram.SENSITIVITY,
+                       **({"noise": params.noise, "sensitivity_l2": histogram.SENSITIVITY}
+                          if params.noise != "laplace" else {})},
         "specification": histogram.SPEC_SECTION,
         "post_processing": None,
         "publisher": {"name": params.publisher, **{k: v if isinstance(v, (bool, int)) else float(v)
@@ -137,7 +160,11 @@ def _report_section(params: HistogramParams) -> dict:
 
 def _accuracy(params: HistogramParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
               alpha: float) -> dict:
-    """Every bin: the publisher at L1 sensitivity 1 (one user, one bin)."""
+    """Every bin: the publisher at L1 sensitivity 1 (one user, one bin), or the discrete Gaussian."""
+    epsilon_histogram = split["epsilon_histogram"]
+    if gaussian(params, epsilon_histogram):
+        variance = variance_at_least(Fraction(histogram.SENSITIVITY ** 2) / epsilon_histogram ** 2)
+        return {"histogram": {"noisy_count": accuracy.discrete_gaussian(variance, alpha)}}
     return {"histogram": {"noisy_count": publisher_accuracy(params.publisher, params.publisher_options,
                                                             histogram.SENSITIVITY, split["epsilon_histogram"],
                                                             len(params.bins), alpha)}}
@@ -157,7 +184,7 @@ def from_config(c: ConfigTables) -> HistogramParams:
     quantity = c.algorithm.get("quantity", "records")
     bins = require(c.algorithm, "bins", "algorithm")
     publisher, options = publisher_choice(c.publisher)
-    return HistogramParams(quantity, bins, publisher, options)
+    return HistogramParams(quantity, bins, publisher, options, noise=c.privacy.get("noise", "laplace"))
 
 
 FAMILY = Family(name="user_histogram", algorithms=("user_histogram",), params_type=HistogramParams,
@@ -166,4 +193,4 @@ FAMILY = Family(name="user_histogram", algorithms=("user_histogram",), params_ty
                 config_keys=("quantity", "bins"), extra_domain=_extra_domain, domain_section=_domain_section,
                 item_domain_optional=True, accuracy=_accuracy,
                 check_schema=lambda params, records, domains: check_schema(records, domains.items),
-                output_rows=lambda params, domains: {"histogram": len(params.bins)})
+                output_rows=lambda params, domains: {"histogram": len(params.bins)}, takes_gaussian=True)

@@ -187,7 +187,6 @@ def running(state: dict, delta: float) -> Guarantee:
     return guarantee([charge_of(run) for run in state["runs"]], delta)
 
 
-
 def _cap_entry(action: str, old: tuple | None, new: tuple[Fraction, float], reason: str,
                composition: tuple[str, str] | None = None) -> dict:
     before, after = composition or (SEQUENTIAL, SEQUENTIAL)
@@ -473,18 +472,21 @@ def summary_text(info: dict) -> str:
                      f"one with {_set_cap_command(info['path'], info['dataset'])}")
         lines.append(f"  epsilon: spent {number(Fraction(eps['spent']))}")
         lines.append(f"  delta:   spent {delta['spent']:g}")
+    elif info.get("composition") == ZCDP:
+        running_zcdp = info["zcdp"]
+        stated = running_zcdp["epsilon_at_cap_delta"]
+        shown = "-" if stated is None else f"{stated:.6g}"
+        lines.append(f"  caps:    epsilon {number(Fraction(eps['cap']))}, delta {delta['cap']:g}; zCDP composition "
+                     "(the store's rule): a run fits while the runs' rho, stated at the delta cap, stays within "
+                     "the cap")
+        lines.append(f"  zCDP:    rho spent {running_zcdp['rho_spent_float']:.6g}: the runs so far are "
+                     f"(epsilon {shown}, delta {delta['cap']:g})-DP")
+        lines.append(f"  (the runs' own statements sum to epsilon {number(Fraction(eps['spent']))}, delta "
+                     f"{delta['spent']:g}; under zCDP composition that sum is not what the cap bounds)")
     else:
         lines.append(f"  epsilon: cap {number(Fraction(eps['cap']))}, spent {number(Fraction(eps['spent']))}, "
                      f"remaining {number(Fraction(eps['remaining']))}")
         lines.append(f"  delta:   cap {delta['cap']:g}, spent {delta['spent']:g}, remaining {delta['remaining']:g}")
-    if info.get("composition") == ZCDP:
-        running_zcdp = info["zcdp"]
-        stated = running_zcdp["epsilon_at_cap_delta"]
-        shown = "-" if stated is None else f"{stated:.6g}"
-        lines.append(f"  zCDP composition (the store's rule): rho spent {running_zcdp['rho_spent_float']:.6g}, so the "
-                     f"runs so far are (epsilon {shown}, delta {delta['cap']:g})-DP; "
-                     "a run fits while that stays within the cap (the epsilon and delta lines above are the runs' "
-                     "own statements, summed)")
     lines.append(f"\nruns ({len(info['runs'])}; every charge counts, whatever its status):")
     for run in info["runs"]:
         lines.append(f"  {run.get('charged_utc', '?'):<25} {run.get('status', '?'):<9} "

@@ -271,12 +271,14 @@ FAMILIES = (
     Family("hpa_popularity", hpa_popularity, 1),
     Family("hpa_top", hpa_top, BOUND),
     Family("partition_keys", partition_keys, BOUND, linf=1),
-    Family("dpsense_sampled", dpsense_sampled, BOUND),
+    Family("dpsense_sampled", dpsense_sampled, BOUND, l2_squared=BOUND),
     Family("entropy_random", entropy_random, BOUND * VISITS_CAP, linf=VISITS_CAP),
     Family("frapp_sample", frapp_sample, BOUND),
     # Families that bound without a random key: checked the same way.
-    Family("user_histogram", user_histogram, 1),
-    Family("dpsense_normalized", dpsense_normalized, BOUND << dpsense.GRID_BITS),
+    # The Gaussian's L2 too (issue 41): one bin by one; a row's grid weights w ≤ 2^10 with Σ w ≤ θ·2^10.
+    Family("user_histogram", user_histogram, 1, l2_squared=1),
+    Family("dpsense_normalized", dpsense_normalized, BOUND << dpsense.GRID_BITS,
+           l2_squared=BOUND << (2 * dpsense.GRID_BITS)),
     Family("entropy_first_visits", entropy_first_visits, BOUND * VISITS_CAP, linf=VISITS_CAP),
     # The guards' noisy figures: each coordinate moves by at most SHARE_GRID (families.guards).
     Family("guard_figures", guard_figures, 4 * SHARE_GRID, linf=SHARE_GRID),
