@@ -149,9 +149,11 @@ def _accuracy(params: DPSenseParams, epsilon: Fraction, domains: Domains, split:
     (and α = 3). The noise grows with θ and α, so these numbers bound it."""
     most_alpha = max(dpsense.ALPHAS) if params.scaled else Fraction(1)
     chosen = "theta and alpha" if params.scaled else "theta"
+    noise = ("discrete Gaussian of sigma sqrt(theta)/epsilon_counts" if gaussian(params, params.theta_max,
+                                                                                  split["epsilon_counts"])
+             else "discrete Laplace of scale theta/epsilon_counts")
     note = (f"the noise depends on {chosen}, chosen privately (privacy.json algorithm.chosen after the run): "
-            f"noise of scale theta/epsilon_counts (sqrt(theta)/epsilon_counts for the Gaussian)"
-            f"{' times alpha' if params.scaled else ''}; these are "
+            f"{noise}{' times alpha' if params.scaled else ''}; these are "
             f"the numbers at theta = theta_max = {params.theta_max}"
             + (f" and alpha = {float(most_alpha):g}" if params.scaled else "")
             + ", the most noise possible; limiting each row to theta adds a bias not shown")
