@@ -21,7 +21,7 @@ import pandas as pd
 from dp_spark import display
 from dp_spark.bounding.keys import with_row_key
 from dp_spark.core import accuracy
-from dp_spark.core.composition import COMPOSITIONS, SEQUENTIAL, ZCDP, Charge, guarantee
+from dp_spark.core.composition import SEQUENTIAL, ZCDP, Charge, check_composition, guarantee
 from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain, item_domain_of_ids
 from dp_spark.core.privacy import (PURE, Accounting, BudgetExceeded, accounting_of, as_epsilon, epsilon_warning,
                                    release_epsilon)
@@ -56,10 +56,7 @@ class DatasetBudget:
         if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 <= delta < 1:
             raise ConfigError(f"budget delta must be a number in [0, 1), got {delta!r}")
         self.delta = float(delta)
-        if composition not in COMPOSITIONS or (composition == ZCDP and not self.delta):
-            raise ConfigError(f"composition must be one of {', '.join(COMPOSITIONS)} (zcdp with a delta above 0), "
-                              f"got {composition!r}")
-        self.composition = composition
+        self.composition = check_composition(composition, "composition", self.delta)
         self.charges: list[dict] = []
 
     @property
@@ -125,7 +122,7 @@ class StoreBudget(DatasetBudget):
                                       or not 0 <= delta_cap < 1):
             raise ConfigError(f"delta_cap must be a number in [0, 1), got {delta_cap!r}")
         if composition is not None:
-            budget_store.check_composition(composition, "composition", delta_cap)
+            check_composition(composition, "composition", delta_cap)
         self.spec = budget_store.StoreSpec(path, dataset, cap, None if delta_cap is None else float(delta_cap),
                                            composition)
         self.charges = []

@@ -96,6 +96,21 @@ def test_a_ledger_allowance_holds_only_for_its_step():
     assert report_audit.differences(a, b) == ["ledger[1].noise_scale: 0.70547 vs 0.7"]
 
 
+def test_a_gaussian_sigma_may_follow_a_chosen_theta_only_under_gaussian_noise():
+    """DPSense's θ* sets its Gaussian's σ² and so the ρ spent; with Laplace noise (no Gaussian
+    leaves) or at a fixed-bound count step the same fields may not differ."""
+    def gaussian_report(noise, name, step, sigma, spent):
+        return report(algorithm={"name": name, "parameters": {"noise": noise}}, rho_spent=spent,
+                      ledger=[{"step": step, "sigma": sigma, "rho": spent}])
+    assert report_audit.differences(gaussian_report("gaussian", "dpsense", "column_counts", 76.4, 0.0243),
+                                    gaussian_report("gaussian", "dpsense", "column_counts", 75.1, 0.0242)) == []
+    assert sorted(report_audit.differences(gaussian_report("laplace", "dpsense", "column_counts", 76.4, 0.0243),
+                                           gaussian_report("laplace", "dpsense", "column_counts", 75.1, 0.0242))) == [
+        "ledger[0].rho: 0.0243 vs 0.0242", "ledger[0].sigma: 76.4 vs 75.1", "rho_spent: 0.0243 vs 0.0242"]
+    assert len(report_audit.differences(gaussian_report("gaussian", "sra", "item_counts", 76.4, 0.0243),
+                                        gaussian_report("gaussian", "sra", "item_counts", 75.1, 0.0242))) == 3
+
+
 def test_a_cluster_count_chosen_from_noisy_values_may_differ_but_not_the_step_around_it():
     a = report(ledger__0__step="histogram (cluster sums, 4 clusters)", ledger__0__cells=4)
     b = report(ledger__0__step="histogram (cluster sums, 3 clusters)", ledger__0__cells=3)
@@ -255,6 +270,8 @@ JOBS = {
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
     "user_histogram_gaussian": ("ratings", lambda p: ratings_config(
         p, "user_histogram", 'quantity = "records"\nbins = [1, 2, 4, 8, 16, 32]', attributes=False).replace(
+        "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
+    "sra_auto_gaussian": ("ratings", lambda p: ratings_config(p, "sra", 'l = "auto"\nl_candidates = [1, 5, 20]').replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
     "dpsense_gaussian": ("ratings", lambda p: ratings_config(p, "dpsense", "theta_max = 32", attributes=False).replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),

@@ -185,6 +185,17 @@ def mechanism_text(params: SelectionParams) -> str:
             f"keys with {threshold(params)} or more users always released")
 
 
+def _candidates(keys, users) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, their user counts) as vectors of one length, the counts integers >= 0."""
+    keys = np.asarray(keys)
+    counts = np.asarray(users, dtype=np.int64)
+    if keys.ndim != 1 or keys.shape != counts.shape:
+        raise ValueError(f"keys and users must be vectors of one length, got {keys.shape} and {counts.shape}")
+    if counts.size and counts.min() < 0:
+        raise ValueError("user counts must be >= 0")
+    return keys, counts
+
+
 def select(keys, users, params: SelectionParams, budget: Budget, rng: RandomSource,
            step: str = "partition selection") -> np.ndarray:
     """The released keys, sorted: key i is kept with probability π(users[i]), independently.
@@ -193,12 +204,7 @@ def select(keys, users, params: SelectionParams, budget: Budget, rng: RandomSour
     most ``params.l0`` distinct keys (:mod:`dp_spark.bounding.user_keys`); a key with 0 users is
     never released, so passing keys nobody contributed is harmless. ε and δ are spent through
     ``budget`` under ``step`` before anything is drawn."""
-    keys = np.asarray(keys)
-    counts = np.asarray(users, dtype=np.int64)
-    if keys.ndim != 1 or keys.shape != counts.shape:
-        raise ValueError(f"keys and users must be vectors of one length, got {keys.shape} and {counts.shape}")
-    if counts.size and counts.min() < 0:
-        raise ValueError("user counts must be >= 0")
+    keys, counts = _candidates(keys, users)
     table = np.array(release_table(params), dtype=np.uint64)
     numerators = table[np.minimum(counts, table.size - 1)]
     # Sensitivity: one user moves at most l0 keys' counts, each by one. cells = 0: the number of
@@ -264,12 +270,7 @@ def select_gaussian(keys, users, params: GaussianSelection, budget: Budget, rng:
                     step: str = "partition selection") -> np.ndarray:
     """The keys whose user count plus discrete Gaussian noise reaches ``params.threshold``, sorted.
     ``users`` as for :func:`select`; ρ and δ are spent through ``budget`` before anything is drawn."""
-    keys = np.asarray(keys)
-    counts = np.asarray(users, dtype=np.int64)
-    if keys.ndim != 1 or keys.shape != counts.shape:
-        raise ValueError(f"keys and users must be vectors of one length, got {keys.shape} and {counts.shape}")
-    if counts.size and counts.min() < 0:
-        raise ValueError("user counts must be >= 0")
+    keys, counts = _candidates(keys, users)
     variance, tau = params.variance, params.threshold
     text = (f"partition selection, {GAUSSIAN_MECHANISM} threshold: user count per key (at most l0 = {params.l0} "
             f"keys per user, L2 sensitivity sqrt(l0)) plus discrete Gaussian noise, released at {tau} or more")

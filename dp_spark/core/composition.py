@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dp_spark.core import zcdp
+from dp_spark.errors import ConfigError
 
 SEQUENTIAL = "sequential"
 ZCDP = "zcdp"
@@ -73,9 +74,15 @@ class Guarantee:
             raise ValueError(f"unknown composition {composition!r}; expected one of {', '.join(COMPOSITIONS)}")
         return self.epsilon_zcdp is not None and self.delta <= delta_cap and self.epsilon_zcdp <= epsilon_cap
 
-    def epsilon(self, composition: str = SEQUENTIAL) -> float | None:
-        """The ε of the statement of ``composition`` (None: the zCDP statement has no δ left)."""
-        return float(self.epsilon_sequential) if composition == SEQUENTIAL else self.epsilon_zcdp
+
+
+def check_composition(value: object, name: str, delta_cap: float | None) -> str:
+    """A budget's composition rule; zCDP needs a δ cap above 0 to state ρ at. Raises ConfigError."""
+    if value not in COMPOSITIONS:
+        raise ConfigError(f"{name} must be one of {', '.join(COMPOSITIONS)}, got {value!r}")
+    if value == ZCDP and not delta_cap:
+        raise ConfigError(f"{name} = \"zcdp\" needs a delta cap above 0: the runs' rho is stated as epsilon at it")
+    return value
 
 
 def guarantee(charges: Iterable[Charge], delta: float) -> Guarantee:

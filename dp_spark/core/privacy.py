@@ -239,6 +239,21 @@ def gaussian_entry(step: str, l1: int, l2_squared: int, epsilon: Fraction, cells
 
 
 NOISES = ("laplace", "gaussian", "auto")
+
+
+def check_noise(noise: object, publisher: str = "laplace", publisher_options: dict | None = None,
+                name: str = "privacy.noise") -> str:
+    """``noise`` if it is one of :data:`NOISES`; "gaussian" only where it replaces the laplace
+    publisher's noise (the other publishers' arguments are in L1)."""
+    if not isinstance(noise, str) or noise not in NOISES:
+        raise ConfigError(f"{name} must be one of {', '.join(NOISES)}, got {noise!r}")
+    if noise == "gaussian" and (publisher != "laplace" or publisher_options):
+        raise ConfigError(f"{name} = \"gaussian\" replaces the laplace publisher's noise; publisher {publisher!r} "
+                          "is argued for Laplace noise only (use privacy.noise = \"auto\" to keep it under zCDP "
+                          "accounting)")
+    return noise
+
+
 MIN_DELTA = 1e-100  # the least δ a zCDP guarantee is stated at (core.zcdp works in doubles)
 
 
@@ -255,8 +270,7 @@ class Accounting:
     conversion_delta: float = 0.0
 
     def __post_init__(self):
-        if self.noise not in NOISES:
-            raise ConfigError(f"privacy.noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
+        check_noise(self.noise)
         if self.rho is None:
             if self.noise != "laplace":
                 raise ConfigError(f"privacy.noise = {self.noise!r} needs zCDP accounting: give privacy.epsilon with "
@@ -288,9 +302,7 @@ def accounting_of(noise: object, epsilon: object, delta: object, rho: object, se
     (core.zcdp.rho_of), with δ the level at which the guarantee is stated as (ε, δ)-DP.
     ``outside_share``: the part of δ that (ε, δ) steps spend outside zCDP (partition selection);
     the conversion gets the rest."""
-    noise = "laplace" if noise is None else noise
-    if not isinstance(noise, str) or noise not in NOISES:
-        raise ConfigError(f"{prefix}noise must be one of {', '.join(NOISES)}, got {noise!r}")
+    noise = check_noise("laplace" if noise is None else noise, name=f"{prefix}noise")
     if noise == "laplace" and rho is None:
         if epsilon is None:
             raise ConfigError(f"missing config key '{prefix}epsilon'" if prefix == "privacy." else

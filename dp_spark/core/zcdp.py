@@ -49,20 +49,25 @@ def _log_delta(rho: float, epsilon: float, alpha: float) -> float:
     return (alpha - 1) * (alpha * rho - epsilon) + alpha * math.log1p(-1 / alpha) - math.log(alpha - 1)
 
 
-def _best_alpha(rho: float, epsilon: float) -> float:
-    """The α minimising the δ: the root of the derivative of its log, (2α − 1)ρ − ε + ln(1 − 1/α),
-    which increases with α from −∞ (α → 1) to +∞: bisection."""
-    low = 1.0
-    high = max(2.0, (epsilon + math.log(2)) / (2 * rho) + 1.5)  # there ln(1 − 1/α) ≥ −ln 2: derivative > 0
+def _bisect(low: float, high: float, above) -> tuple[float, float]:
+    """(low, high) narrowed to adjacent doubles (or _BISECTIONS halvings) around where ``above``,
+    false at ``low`` and true at ``high``, turns true."""
     for _ in range(_BISECTIONS):
         mid = (low + high) / 2
         if mid in (low, high):
             break
-        if (2 * mid - 1) * rho - epsilon + math.log1p(-1 / mid) < 0:
-            low = mid
-        else:
+        if above(mid):
             high = mid
-    return high
+        else:
+            low = mid
+    return low, high
+
+
+def _best_alpha(rho: float, epsilon: float) -> float:
+    """The α minimising the δ: the root of the derivative of its log, (2α − 1)ρ − ε + ln(1 − 1/α),
+    which increases with α from −∞ (α → 1) to +∞: bisection."""
+    high = max(2.0, (epsilon + math.log(2)) / (2 * rho) + 1.5)  # there ln(1 − 1/α) ≥ −ln 2: derivative > 0
+    return _bisect(1.0, high, lambda a: (2 * a - 1) * rho - epsilon + math.log1p(-1 / a) >= 0)[1]
 
 
 def delta_of(rho: float, epsilon: float) -> float:
@@ -83,33 +88,18 @@ def _check_delta(delta: float) -> float:
 def epsilon_of(rho: float, delta: float) -> float:
     """The smallest ε (up to 1e-9 relative, rounded up) for which ρ-zCDP implies (ε, δ)-DP."""
     rho, delta = _check_positive(rho, "rho"), _check_delta(delta)
-    low, high = 0.0, rho + 2 * math.sqrt(rho * math.log(1 / delta))  # the classical bound is valid
     if delta_of(rho, 0.0) <= delta:
         return 0.0
-    for _ in range(_BISECTIONS):
-        mid = (low + high) / 2
-        if mid in (low, high):
-            break
-        if delta_of(rho, mid) <= delta:
-            high = mid
-        else:
-            low = mid
-    return high * (1 + _SAFETY)
+    classical = rho + 2 * math.sqrt(rho * math.log(1 / delta))  # the classical bound is valid
+    return _bisect(0.0, classical, lambda eps: delta_of(rho, eps) <= delta)[1] * (1 + _SAFETY)
 
 
 def rho_of(epsilon: float, delta: float) -> Fraction:
     """The largest ρ (up to 1e-6 relative, rounded down, as an exact fraction) whose ρ-zCDP
     implies (ε, δ)-DP: how a budget given as (ε, δ) becomes a ρ to spend."""
     epsilon, delta = _check_positive(epsilon, "epsilon"), _check_delta(delta)
-    low, high = 0.0, epsilon  # at ρ = ε, ε alone is below ρ's mean privacy loss: δ is large
-    for _ in range(_BISECTIONS):
-        mid = (low + high) / 2
-        if mid in (low, high):
-            break
-        if delta_of(mid, epsilon) <= delta:
-            low = mid
-        else:
-            high = mid
+    # At ρ = ε, ε alone is below ρ's mean privacy loss: δ is large.
+    low, _ = _bisect(0.0, epsilon, lambda rho: delta_of(rho, epsilon) > delta)
     return floor_fraction(low * (1 - _RHO_SAFETY))
 
 

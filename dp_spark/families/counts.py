@@ -19,7 +19,7 @@ from dp_spark.bounding import keys
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.accuracy import POST_PROCESSED, UPPER_BOUND
 from dp_spark.core.discrete_gaussian import variance_at_least
-from dp_spark.core.privacy import NOISES
+from dp_spark.core.privacy import check_noise
 from dp_spark.core.domain import ItemDomain, item_domain_of_ids
 from dp_spark.core.progress import diagnostic
 from dp_spark.core.vector_noise import NoiseSecret
@@ -97,12 +97,7 @@ class CountsParams:
         self._check_noise()
 
     def _check_noise(self):
-        if self.noise not in NOISES:
-            raise ConfigError(f"privacy.noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
-        if self.noise == "gaussian" and (self.publisher != "laplace" or self.publisher_options):
-            raise ConfigError(f"privacy.noise = \"gaussian\" replaces the laplace publisher's noise; publisher "
-                              f"{self.publisher!r} is argued for Laplace noise only (use privacy.noise = \"auto\" "
-                              "to keep it under zCDP accounting)")
+        check_noise(self.noise, self.publisher, self.publisher_options)
         if self.records_per_item is None:
             return
         rows_per_user(self.records_per_item, "algorithm.records_per_item")

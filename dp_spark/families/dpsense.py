@@ -19,7 +19,7 @@ from dp_spark.algorithms import dpsense
 from dp_spark.bounding import item_rows
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.discrete_gaussian import variance_at_least
-from dp_spark.core.privacy import NOISES
+from dp_spark.core.privacy import check_noise
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
@@ -45,8 +45,7 @@ class DPSenseParams:
         rows_per_user(self.theta_max, "algorithm.theta_max")
         if self.limit not in item_rows.LIMITS:
             raise ConfigError(f"algorithm.limit must be one of {', '.join(item_rows.LIMITS)}, got {self.limit!r}")
-        if self.noise not in NOISES:
-            raise ConfigError(f"privacy.noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
+        check_noise(self.noise)
 
     @property
     def scaled(self) -> bool:

@@ -19,7 +19,7 @@ from dp_spark.aggregates import user_quantities
 from dp_spark.algorithms import histogram
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.discrete_gaussian import variance_at_least
-from dp_spark.core.privacy import NOISES
+from dp_spark.core.privacy import check_noise
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
@@ -57,11 +57,7 @@ class HistogramParams:
         object.__setattr__(self, "bins", tuple(int(e) for e in edges))
         _name, options = publisher_choice({"name": self.publisher, **self.publisher_options})
         object.__setattr__(self, "publisher_options", options)
-        if self.noise not in NOISES:
-            raise ConfigError(f"privacy.noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
-        if self.noise == "gaussian" and (self.publisher != "laplace" or self.publisher_options):
-            raise ConfigError(f"privacy.noise = \"gaussian\" replaces the laplace publisher's noise; publisher "
-                              f"{self.publisher!r} is argued for Laplace noise only (use privacy.noise = \"auto\")")
+        check_noise(self.noise, self.publisher, self.publisher_options)
 
 
 def gaussian(params: HistogramParams, epsilon: Fraction) -> bool:

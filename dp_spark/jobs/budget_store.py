@@ -39,7 +39,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from dp_spark.errors import ConfigError, Interrupted, PreflightError
-from dp_spark.core.composition import COMPOSITIONS, SEQUENTIAL, ZCDP, Charge, Guarantee, guarantee
+from dp_spark.core.composition import SEQUENTIAL, ZCDP, Charge, Guarantee, check_composition, guarantee
 from dp_spark.core.privacy import BudgetExceeded, as_epsilon
 
 FORMAT = "dp-spark budget store 2"  # the caps are stored in the file
@@ -79,15 +79,6 @@ def number(value: Fraction) -> str:
     """An exact ε for people: 2.5, or 1/3 (~0.333333) when a short decimal would round it."""
     text = f"{float(value):.12g}"
     return text if Fraction(text) == value else f"{value} (~{float(value):.6g})"
-
-
-def check_composition(value: object, name: str, delta_cap: float | None) -> str:
-    """A store's composition rule (core.composition); zCDP needs a δ cap above 0 to state ρ at."""
-    if value not in COMPOSITIONS:
-        raise ConfigError(f"{name} must be one of {', '.join(COMPOSITIONS)}, got {value!r}")
-    if value == ZCDP and not delta_cap:
-        raise ConfigError(f"{name} = \"zcdp\" needs a delta cap above 0: the runs' rho is stated as epsilon at it")
-    return value
 
 
 def composition_of(state: dict) -> str:

@@ -21,7 +21,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from dp_spark.jobs.budget_store import StoreSpec, check_composition
+from dp_spark.core.composition import check_composition
+from dp_spark.jobs.budget_store import StoreSpec
 from dp_spark.errors import ConfigError
 from dp_spark.io.catalog import check_output_table
 from dp_spark.io.sources import SourceSpec

@@ -222,7 +222,7 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
             charged = budget_store.charge(store, cfg.epsilon, claimed_delta(cfg),
                                           {"algorithm": cfg.algorithm, "output": target, "run_date": cfg.run_date,
                                            "forced": replacing}, zcdp_charge(cfg))
-        if "epsilon_running" in charged:  # the zCDP statement of the runs so far is the better one
+        if "epsilon_running" in charged:  # a zcdp store: its rule states the runs' rho at the delta cap
             progress(f"charged rho {float(cfg.accounting.rho):.6g} to dataset {store.dataset!r}: its runs so far "
                      f"are (epsilon {charged['epsilon_running']:.6g}, delta {charged['delta_cap']:g})-DP by zCDP "
                      f"composition, of its cap epsilon {charged['epsilon_cap']:g}")

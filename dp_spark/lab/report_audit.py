@@ -142,6 +142,20 @@ PRIVATE_ITEMS_ALLOWED = (
 )
 
 
+# Under zCDP a Gaussian step's σ² is the sensitivity's over ε², rounded up to what the exact sampler
+# takes; where that sensitivity is a DP output (DPSense's θ*, the counts' chosen bound), σ², the step's
+# ρ and so the report's ρ spent, the ε it is stated as and the guarantee that quotes them follow from
+# it (within about 10^-7 of the share's ρ). Only for reports whose config asked for Gaussian noise.
+GAUSSIAN_LEAVES = ("rho", "rho_exact", "sensitivity_l2", "sigma", "sigma_squared_exact")
+
+
+def _gaussian_chosen_allowed(steps: str, chosen: str) -> tuple[Allowed, ...]:
+    why = f"the Gaussian's sigma and rho follow from {chosen} (a DP output)"
+    return (*(Allowed(f"ledger[*].{leaf}", why, step=steps) for leaf in GAUSSIAN_LEAVES),
+            *(Allowed(key, f"{why}: the rho spent and the epsilon it is stated as")
+              for key in ("rho_spent", "rho_spent_exact", "epsilon_spent", "guarantee")))
+
+
 def allowed_for(report: dict) -> tuple[Allowed, ...]:
     """The allow-list for a report of this job family (and of its config's public choices)."""
     algorithm = report.get("algorithm")
@@ -152,8 +166,13 @@ def allowed_for(report: dict) -> tuple[Allowed, ...]:
         return ALLOWED + FRAPP_ALLOWED
     parameters = algorithm.get("parameters", {}) if isinstance(algorithm, dict) else {}
     extra = ()
+    gaussian = parameters.get("noise") in ("gaussian", "auto")
     if any(parameters.get(bound) == "auto" for bound in ("l", "m")):
         extra += COUNTS_AUTO_ALLOWED + _accuracy_allowed(report)
+        if gaussian:
+            extra += _gaussian_chosen_allowed(COUNTS_COUNT_STEPS, "the privately chosen bound")
+    if gaussian and name in ("dpsense", "dpsense_s"):
+        extra += _gaussian_chosen_allowed(r"column_counts", "theta*")
     if parameters.get("items") == "private":
         extra += PRIVATE_ITEMS_ALLOWED
     return ALLOWED + extra
