@@ -271,7 +271,8 @@ JOBS = {
     "user_histogram_gaussian": ("ratings", lambda p: ratings_config(
         p, "user_histogram", 'quantity = "records"\nbins = [1, 2, 4, 8, 16, 32]', attributes=False).replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
-    "sra_auto_gaussian": ("ratings", lambda p: ratings_config(p, "sra", 'l = "auto"\nl_candidates = [1, 5, 20]').replace(
+    "sra_auto_gaussian": ("ratings", lambda p: ratings_config(
+        p, "sra", 'l = "auto"\nl_candidates = [1, 5, 20]').replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
     "dpsense_gaussian": ("ratings", lambda p: ratings_config(p, "dpsense", "theta_max = 32", attributes=False).replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
