@@ -433,7 +433,7 @@ def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: st
 
 def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id", item="item_id", attribute=None,
             attributes=None, epsilon_split=None, publisher=None, publisher_options=None, consistent=False,
-            seed=None, budget=None, guards=None, progress=None, candidates=None, effective_items=None,
+            seed=None, budget=None, guards=None, progress=None, candidates=None,
             delta=None, keys_per_user=None, executor_noise_cells=None, max_output_rows=None,
             distinct_records=False, noise=None, rho=None, records_per_item=None) -> Release:
     private = isinstance(items, str) and items == PRIVATE_ITEMS
@@ -449,7 +449,7 @@ def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id
     accounting, epsilon = accounting_of(noise, epsilon, delta, rho, seed is not None, prefix="",
                                         outside_share=PARTITION_DELTA_SHARE if private else Fraction(0))
     params = CountsParams(algorithm, l, d, publisher or BASELINE_PUBLISHERS.get(algorithm, "laplace"),
-                          dict(publisher_options or {}), consistent, candidates, effective_items, private,
+                          dict(publisher_options or {}), consistent, candidates, private,
                           keys_per_user, partition_delta(delta, accounting.zcdp) if private else 0.0,
                           noise or "laplace", records_per_item)
     check_accounting(family_of(algorithm), params, accounting)
@@ -462,7 +462,7 @@ def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id
 
 def sra(df, *, items, l, epsilon=None, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
-        guards=None, progress=None, l_candidates=None, effective_items=None, delta=None,
+        guards=None, progress=None, l_candidates=None, delta=None,
         keys_per_user=None, executor_noise_cells=None, max_output_rows=None,
         distinct_records=False, noise="laplace", rho=None, records_per_item=None) -> Release:
     """Item counts (and item x attribute counts) with at most ``l`` records per user, a uniform
@@ -472,9 +472,9 @@ def sra(df, *, items, l, epsilon=None, privacy_unit="user_id", item="item_id", a
     each user counted on at most ``keys_per_user`` distinct items (default 10), with half of ε
     (docs/partition_selection.md); item ids may then be strings.
 
-    ``l="auto"`` chooses l privately from ``l_candidates`` (default 1, 2, 4, ..., 256) with a
-    tenth of ε (``epsilon_split["epsilon_bound"]``); the choice is in ``release.report["algorithm"]["chosen"]``
-    (docs/bound_selection.md).
+    ``l="auto"`` chooses l privately from ``l_candidates`` (default 1, 2, 3, 4, 6, 8, 11, ..., 181,
+    256: about √2 apart) with a tenth of ε (``epsilon_split["epsilon_bound"]``); the choice is in
+    ``release.report["algorithm"]["chosen"]`` (docs/bound_selection.md).
 
     When the largest table (items × attribute values) has at least ``executor_noise_cells`` cells
     (default 20 million), every table of the release is released on the executors and returned as
@@ -493,7 +493,7 @@ def sra(df, *, items, l, epsilon=None, privacy_unit="user_id", item="item_id", a
     return _counts("sra", df, items=items, l=l, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
-                   guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items,
+                   guards=guards, progress=progress, candidates=l_candidates,
                    delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
                    max_output_rows=max_output_rows, distinct_records=distinct_records, noise=noise, rho=rho,
                    records_per_item=records_per_item)
@@ -501,7 +501,7 @@ def sra(df, *, items, l, epsilon=None, privacy_unit="user_id", item="item_id", a
 
 def hpa(df, *, items, l, epsilon=None, d=1, privacy_unit="user_id", item="item_id", attribute=None, attributes=None,
         epsilon_split=None, publisher="laplace", publisher_options=None, consistent=False, seed=None, budget=None,
-        guards=None, progress=None, l_candidates=None, effective_items=None, delta=None,
+        guards=None, progress=None, l_candidates=None, delta=None,
         keys_per_user=None, executor_noise_cells=None, max_output_rows=None,
         distinct_records=False, noise="laplace", rho=None, records_per_item=None) -> Release:
     """Like :func:`sra`, but each user keeps its ``l`` records of highest noisy popularity,
@@ -509,7 +509,7 @@ def hpa(df, *, items, l, epsilon=None, d=1, privacy_unit="user_id", item="item_i
     return _counts("hpa", df, items=items, l=l, d=d, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
-                   guards=guards, progress=progress, candidates=l_candidates, effective_items=effective_items,
+                   guards=guards, progress=progress, candidates=l_candidates,
                    delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
                    max_output_rows=max_output_rows, distinct_records=distinct_records, noise=noise, rho=rho,
                    records_per_item=records_per_item)
@@ -518,13 +518,13 @@ def hpa(df, *, items, l, epsilon=None, d=1, privacy_unit="user_id", item="item_i
 def _baseline(algorithm: str):
     def release(df, *, items, m, epsilon=None, privacy_unit="user_id", item="item_id", attribute=None,
                 attributes=None, epsilon_split=None, publisher_options=None, seed=None, budget=None, guards=None,
-                progress=None, m_candidates=None, effective_items=None, delta=None, keys_per_user=None,
+                progress=None, m_candidates=None, delta=None, keys_per_user=None,
                 executor_noise_cells=None, max_output_rows=None,
                 distinct_records=False, noise="laplace", rho=None, records_per_item=None) -> Release:
         return _counts(algorithm, df, items=items, l=m, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                        attribute=attribute, attributes=attributes, epsilon_split=epsilon_split,
                        publisher_options=publisher_options, seed=seed, budget=budget, guards=guards,
-                       progress=progress, candidates=m_candidates, effective_items=effective_items, delta=delta,
+                       progress=progress, candidates=m_candidates, delta=delta,
                        keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
                        max_output_rows=max_output_rows, distinct_records=distinct_records, noise=noise, rho=rho,
                        records_per_item=records_per_item)

@@ -12,7 +12,10 @@ import pandas as pd
 import pytest
 
 import dp_spark
+from dp_spark.aggregates import bound_bias
 from dp_spark.algorithms import bound_selection
+from dp_spark.core.mechanisms import discrete_laplace_variance
+from dp_spark.core import zcdp
 from dp_spark.core.accuracy import EXACT, UPPER_BOUND
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.errors import ConfigError
@@ -34,14 +37,60 @@ def test_auto_takes_the_default_candidates_and_a_tenth_of_epsilon():
     assert hpa["epsilon_bound"] == Fraction(1, 10) and sum(hpa.values()) == 1
 
 
-def test_the_error_model_is_public_cells_epsilons_and_effective_items():
-    params = counts.CountsParams("sra", "auto", effective_items=20)
+def test_the_error_model_is_public_tables_cap_and_the_exact_noise_at_each_candidate():
+    params = counts.CountsParams("sra", "auto", candidates=(1, 4, 16))
     split = plan_split(family_of("sra"), params, Fraction(1), DOMAINS)
     model = counts.error_model(params, DOMAINS, split)
-    assert model.bias_weight == Fraction(1, 20) + Fraction(1, 40)
-    assert model.noise_per_unit == 2 * 100 / Fraction(9, 20) ** 2 + 2 * 200 / Fraction(9, 20) ** 2
-    default = counts.error_model(counts.CountsParams("sra", "auto"), DOMAINS, split)
-    assert default.bias_weight == Fraction(1, 25) + Fraction(1, 50)  # a quarter of the 100 items
+    assert (model.tables, model.records_per_cell) == (2, bound_selection.QUALITY_RECORDS_PER_CELL)
+    # 100 item cells and 200 edge cells, each at 9/20 of ε: the discrete Laplace variance at b.
+    for b, noise in zip((1, 4, 16), model.noise_variance):
+        assert float(noise) == pytest.approx(300 * discrete_laplace_variance(b / 0.45), rel=1e-12)
+
+
+def test_under_zcdp_the_noise_of_each_candidate_is_the_gaussians_growing_as_b():
+    params = counts.CountsParams("sra", "auto", candidates=(1, 4, 16), noise="gaussian", records_per_item=1)
+    split = plan_split(family_of("sra"), params, Fraction(1), DOMAINS)
+    model = counts.error_model(params, DOMAINS, split)
+    assert model.records_per_cell == 1
+    one, four, sixteen = (float(v) for v in model.noise_variance)
+    # σ² = b·c/ε² (the least variance at least that): about 4 times as much per step of 4 in b.
+    assert four / one == pytest.approx(4, rel=0.02) and sixteen / four == pytest.approx(4, rel=0.01)
+
+
+def test_the_spark_norms_are_the_reference_norms(spark):
+    # Repeated records, two attribute values, users above and below the largest candidate, the
+    # cap at 1 and at 2: the executors' exact integers equal the driver's.
+    rng = np.random.default_rng(11)
+    rows = [(int(u), int(rng.integers(1, 9)), str(rng.choice(["a", "b"])))
+            for u in range(40) for _ in range(int(rng.integers(1, 30)))]
+    frame = pd.DataFrame(rows, columns=["user_id", "item_id", "attr"])
+    records = spark.createDataFrame(frame)
+    candidates, grid = (1, 3, 8, 20), bound_selection.GRID
+    largest = int(frame.groupby("user_id").size().max())
+    user_counts = spark.createDataFrame(frame.groupby("user_id").size().rename("_n").reset_index())
+    for cap in (1, 2):
+        for attributes in (False, True):
+            expected = _reference(frame, candidates, cap, attributes)
+            # Decimals, longs when the largest n is known, and validation's per-user counts given
+            # (broadcast, as there are few users).
+            for known, counts, users in ((None, None, None), (largest, None, None), (largest, user_counts, 40)):
+                norms, tables = bound_bias.squared_bias_norms(records, candidates, cap, grid, attributes, known, counts,
+                                                              users)
+                assert (norms, tables) == (expected, 2 if attributes else 1)
+    assert bound_bias._arithmetic(largest, 19, 2, grid) == "bigint" != bound_bias._arithmetic(None, 19, 2, grid)
+    assert bound_bias._arithmetic(2**40, 10**5, 10**5, grid) != "bigint"  # beyond a long: decimals
+
+
+def _reference(frame: pd.DataFrame, candidates, cap: int, attributes: bool) -> list[int]:
+    n = frame.groupby("user_id").size()
+    keys = [["item_id"]] + ([["item_id", "attr"]] if attributes else [])
+    total = [0] * len(candidates)
+    for cells in keys:
+        table = frame.groupby(["user_id", *cells]).size().rename("k").reset_index()
+        table["cell"] = list(zip(*(table[c] for c in cells)))
+        table["n"] = table["user_id"].map(n)
+        total = [x + y for x, y in zip(total, bound_selection.squared_bias_norms(table, candidates, cap))]
+    return total
 
 
 @pytest.mark.parametrize("arguments, message", [
@@ -49,14 +98,17 @@ def test_the_error_model_is_public_cells_epsilons_and_effective_items():
     (dict(l="auto", candidates=[0, 2]), "integers >= 1"),
     (dict(l="auto", candidates="1,2"), "must be a list"),
     (dict(l="auto", candidates=[1, 200_000]), "supported maximum"),
-    (dict(l="auto", effective_items=0), "effective_items"),
     (dict(l=10, candidates=[1, 2]), 'used only with l = "auto"'),
-    (dict(l=10, effective_items=5), 'used only with l = "auto"'),
     (dict(l="automatic"), "algorithm.l must be an integer"),
 ])
 def test_bad_auto_settings_are_refused_naming_the_key(arguments, message):
     with pytest.raises(ConfigError, match=message):
         counts.CountsParams("sra", **arguments)
+
+
+def test_a_config_with_the_removed_effective_items_is_told_what_to_do():
+    with pytest.raises(ConfigError, match="effective_items is no longer used.*remove the key"):
+        _config('algorithm.l="auto"', "algorithm.effective_items=100")
 
 
 def _config(*overrides):
@@ -99,7 +151,7 @@ def _everyone_rates_everything(spark, users: int, items: int):
 
 def test_a_release_chooses_pays_for_applies_and_reports_the_bound(spark):
     # 400 users with 64 records each: at ε = 8, keeping all 64 wins by a margin the mechanism
-    # cannot miss (q(64) ≈ −100 against q(1) ≈ −6,300 with Δq ≈ 16 and ε_bound = 0.8).
+    # cannot miss (q(64) ≈ −101 against q(1) ≈ −3,150 with Δq ≈ 8 and ε_bound = 0.8).
     df = _everyone_rates_everything(spark, 400, 64)
     release = dp_spark.sra(df, items=range(1, 65), l="auto", l_candidates=[1, 64], epsilon=8, seed=5)
     algorithm = release.report["algorithm"]
@@ -133,3 +185,15 @@ def test_hpa_chooses_l_before_its_popularity_and_keeps_the_papers_split_of_the_r
     assert release.report["algorithm"]["chosen"] == {"l": 8}  # every record kept wins by far at ε = 8
     split = release.report["algorithm"]["epsilon_split"]
     assert split["epsilon_bound"] == pytest.approx(0.8) and split["epsilon_popularity"] == pytest.approx(0.72)
+
+
+def test_under_zcdp_the_choice_runs_at_twice_its_share_as_a_bounded_range_step(spark):
+    # The exponential mechanism is ε-bounded range: ε²/8 in ρ, so the bound's share of ρ, handed
+    # out as ε_k, buys it at 2ε_k (docs/bound_selection.md, "Privacy claim").
+    df = _everyone_rates_everything(spark, 50, 4)
+    release = dp_spark.sra(df, items=range(1, 5), l="auto", l_candidates=[1, 2, 4], epsilon=1, delta=1e-6,
+                           noise="gaussian", records_per_item=1, seed=2)
+    choose = next(entry for entry in release.ledger if entry["step"] == "choose l")
+    share = zcdp.epsilon_for_rho(Fraction(release.report["rho_total_exact"]) / 10)
+    assert choose["bounded_range"] is True and Fraction(choose["epsilon_exact"]) == 2 * share
+    assert Fraction(release.report["rho_spent_exact"]) <= Fraction(release.report["rho_total_exact"])

@@ -108,3 +108,50 @@ def test_metric_curves_draw_one_line_per_method(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="no records"):
         plots.metric_curves(records, "edges", "K", {"top1": 1}, tmp_path / "none.png")
+
+
+def test_a_run_measuring_nan_is_kept_and_counted_not_fatal():
+    # A variant that publishes nothing measures NaN; before issue 42 one such run raised in
+    # statistics.pstdev and every run of every method was lost.
+    got = evaluate.summary([4.0, float("nan"), 2.0])
+    assert got["runs"] == 3 and got["nan_runs"] == 1
+    assert got["mean"] == 3.0 and got["std"] == 1.0 and got["median"] == 3.0
+    nothing = evaluate.summary([float("nan")] * 2)
+    assert nothing["mean"] is None and nothing["nan_runs"] == 2
+    records = [{"method": "sra", "dataset": "d", "query": "items", "metric": "mse", **nothing},
+               {"method": "lpa", "dataset": "d", "query": "items", "metric": "mse", **got}]
+    assert "| NaN in all 2 runs | 3 ± 1 (p50 3, p90 3.8, p99 3.98); NaN in 1 of 3 runs |" in evaluate.markdown(records)
+
+
+def test_the_summary_reports_the_tail_not_only_mean_and_std():
+    # 99 runs at 1 and one at 1,000: mean ± std hides how rare the bad run is; the percentiles
+    # say it (numpy's linear interpolation between order statistics).
+    got = evaluate.summary([1.0] * 99 + [1000.0])
+    assert got["median"] == 1.0 and got["p90"] == 1.0
+    assert got["p99"] == pytest.approx(1 + 0.01 * 999)
+
+
+def test_the_oracle_tries_a_dense_grid_not_only_the_candidates():
+    # Fixed l = 10 beat a powers-of-two oracle twice (issue 42): the oracle now tries the integers
+    # nearest 2^(j/4) as well, up to the largest candidate; HPA (a full release per bound) keeps
+    # to the candidates.
+    bounds = evaluate.oracle_bounds((1, 2, 4, 8, 16), "sra")
+    assert bounds == [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 13, 16]
+    assert len(evaluate.oracle_bounds(tuple(2 ** k for k in range(9)), "lpa")) == 28
+    assert evaluate.oracle_bounds((1, 2, 4, 8, 16), "hpa") == [1, 2, 4, 8, 16]
+
+
+def test_private_items_are_evaluated_as_the_release_selects_them(spark):
+    # Before issue 42 evaluate read items = "private" as a public domain and stopped with a message
+    # about domain.items. Now each run is the family's own release, partition selection included
+    # (ε = 10: ML-100K's 943 users leave no item selected at ε = 1).
+    cfg = load_config(ROOT / "conf/movielens_private_items.toml",
+                      ml100k_args("--set", 'domain.items="private"', "--set", "privacy.epsilon=10")[1::2])
+    records = evaluate.evaluate(cfg, spark, ["sra"], 2, None, lambda message: None)
+    got = {(r["query"], r["metric"]): r for r in records}
+    selected, share = got[("selection", "items_selected")], got[("selection", "records_share")]
+    assert selected["runs"] == 2 and 1 <= selected["mean"] < 1682
+    assert 0 < share["mean"] < 1
+    # Items left out count as 0: the MSE is over every item of the raw records, at least the
+    # mean squared count of the items not selected times their share of the items.
+    assert got[("items", "mse")]["mean"] > 0 and got[("items", "mse")]["nan_runs"] == 0

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dp_spark.algorithms import bound_selection
 from dp_spark.cli import main
 from dp_spark.io import datasets
 from dp_spark.lab import bound_curve, tune
@@ -29,6 +30,12 @@ HAND = pd.DataFrame({"user_id": [1, 1, 1, 1, 2], "item_id": [10, 10, 20, 30, 10]
 HAND_SETUP = tune.TuneSetup("sra", "laplace", {}, Fraction(1), {"epsilon_items": Fraction(1)}, 4, None)
 
 
+def hand_norms(candidates) -> list[int]:
+    table = HAND.groupby(["user_id", "item_id"]).size().rename("k").reset_index()
+    table["n"] = table.groupby("user_id")["k"].transform("sum")
+    return bound_selection.squared_bias_norms(table.rename(columns={"item_id": "cell"}), candidates, 1)
+
+
 def test_expected_error_matches_the_hand_computation():
     # b = 2: user 1 keeps each record with probability 1/2, user 2 keeps theirs.
     # E[count] = 10: 2·1/2 + 1 = 2, 20: 1/2, 30: 1/2; true 3, 1, 1: bias 1, 1/2, 1/2 -> bias² sum 3/2.
@@ -40,7 +47,7 @@ def test_expected_error_matches_the_hand_computation():
     assert error.expected_dropped == pytest.approx(2)
     noise = discrete_laplace_variance(2)  # sensitivity 2, epsilon_items 1
     assert bound_curve.sra_expected_mse(HAND, 2, 4, noise) == pytest.approx(7 / 12 + noise)
-    row = tune.tune_rows(HAND, {4: 1, 1: 1}, [2, 4], HAND_SETUP)[0]
+    row = tune.tune_rows(HAND, hand_norms([2, 4]), [2, 4], HAND_SETUP)[0]
     assert row.expected_mse == pytest.approx(7 / 12 + noise, rel=1e-12)
     assert row.noise_variance == pytest.approx(noise, rel=1e-12)
 
@@ -51,13 +58,17 @@ def test_a_bound_at_the_heaviest_user_has_no_bias_and_only_noise():
 
 
 def test_quality_and_pick_probabilities_by_hand():
-    # Candidates 1, 2, one table of 4 cells at ε_items·(1 − 1/10) = 9/10: A = 1/(4/4) = 1 and
-    # V = 2·4/(9/10)² = 800/81. Loss(1) = 1 (user 1, capped at 2, drops 1), Loss(2) = 0:
-    # q(1) = −√(1 + 800/81) = −3.2980 -> −3.30 on the grid, q(2) = −√(3200/81) = −6.2854 -> −6.29.
-    # Δq = √1·(2 − 1) + 1/100 = 1.01, ε_bound = 1/10: P(1) = 1/(1 + e^(−0.1·2.99/1.01)).
-    rows = tune.tune_rows(HAND, {4: 1, 1: 1}, [1, 2], HAND_SETUP)
-    assert [r.quality for r in rows] == pytest.approx([-3.30, -6.29])
-    assert rows[0].pick_probability == pytest.approx(1 / (1 + math.exp(-0.1 * 2.99 / 1.01)))
+    # Candidates 1, 2; one table of 4 cells at ε_items·(1 − 1/10) = 9/10. User 1 (n = 4, one record
+    # per cell counted) drops (4 − b)/4 of a record in each of its 3 cells, scaled by
+    # (b_K − b_1)/max(n − b_1, b_K − b_1) = 1/3: 1/4 at b = 1 (256/1024), 1/6 at b = 2 (170/1024 on
+    # the grid); user 2 drops nothing. Bias² 3·(1/4)² = 0.1875 and 3·(170/1024)² = 0.08268; noise
+    # 4·DL(b/0.9): 9.2358 and 38.846. q(1) = −√9.4233 → −3.07, q(2) = −√38.929 → −6.24 (rounded up
+    # to 1/100). Δq = √(1·1·(2 − 1)) + 1/100 = 1.01, ε_bound = 1/10.
+    rows = tune.tune_rows(HAND, hand_norms([1, 2]), [1, 2], HAND_SETUP)
+    noise = [4 * discrete_laplace_variance(b / 0.9) for b in (1, 2)]
+    assert noise == pytest.approx([9.2358, 38.846], abs=1e-3)
+    assert [r.quality for r in rows] == pytest.approx([-3.07, -6.24])
+    assert rows[0].pick_probability == pytest.approx(1 / (1 + math.exp(-0.1 * 3.17 / 1.01)))
     assert sum(r.pick_probability for r in rows) == pytest.approx(1)
 
 
@@ -137,14 +148,41 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
 
 def test_an_auto_config_is_scored_as_its_job_scores_it():
     # The split of an l = "auto" config already leaves the bound's tenth out: tune must not take it
-    # out again (a review's finding), and it uses the config's effective_items.
+    # out again (a review's finding); a fixed config's split loses it; both give the job's model.
     from dp_spark.families import counts
     from dp_spark.families.base import Domains, plan_split
     from dp_spark.families.registry import family_of
     from dp_spark.core.domain import ItemDomain
 
-    params = counts.CountsParams("sra", "auto", effective_items=3)
     domains = Domains(ItemDomain(np.arange(1, 5), "1..4"))
-    split = plan_split(family_of("sra"), params, Fraction(1), domains)
-    setup = tune.TuneSetup("sra", "laplace", {}, Fraction(1), split, 4, None, effective_items=3)
-    assert setup.error_model(tune.BOUND_SHARE) == counts.error_model(params, domains, split)
+    auto = counts.CountsParams("sra", "auto", candidates=(1, 2, 4))
+    split = plan_split(family_of("sra"), auto, Fraction(1), domains)
+    setup = tune.TuneSetup("sra", "laplace", {}, Fraction(1), split, 4, None)
+    assert setup.error_model(tune.BOUND_SHARE, (1, 2, 4)) == counts.error_model(auto, domains, split)
+    fixed = plan_split(family_of("sra"), counts.CountsParams("sra", 4), Fraction(1), domains)
+    setup = tune.TuneSetup("sra", "laplace", {}, Fraction(1), fixed, 4, None)
+    assert setup.error_model(tune.BOUND_SHARE, (1, 2, 4)) == counts.error_model(auto, domains, split)
+
+
+def test_under_zcdp_tune_scores_the_choice_as_the_job_makes_it():
+    # A review's finding: tune took ε·share for the mechanism under zCDP too. The job runs it at
+    # twice the ε of its share of ρ (a bounded-range step), and the tables keep 9/10 of their ρ.
+    from dp_spark.core import zcdp
+    from dp_spark.core.domain import ItemDomain
+    from dp_spark.core.privacy import Accounting
+    from dp_spark.families import counts
+    from dp_spark.families.base import Domains, plan_split
+    from dp_spark.families.registry import family_of
+
+    accounting = Accounting("gaussian", zcdp.rho_of(1.0, 1e-6), 1e-6)
+    domains = Domains(ItemDomain(np.arange(1, 5), "1..4"))
+    gaussian = dict(noise="gaussian", records_per_item=1)
+    auto = counts.CountsParams("sra", "auto", candidates=(1, 2, 4), **gaussian)
+    auto_split = plan_split(family_of("sra"), auto, Fraction(1), domains, accounting=accounting)
+    fixed = plan_split(family_of("sra"), counts.CountsParams("sra", 4, **gaussian), Fraction(1), domains,
+                       accounting=accounting)
+    setup = tune.TuneSetup("sra", "laplace", {}, Fraction(1), fixed, 4, None, 1, "gaussian", accounting.rho)
+    assert setup.mechanism_epsilon(tune.BOUND_SHARE) == 2 * auto_split["epsilon_bound"]
+    got = setup.error_model(tune.BOUND_SHARE, (1, 2, 4))
+    want = counts.error_model(auto, domains, auto_split)
+    assert [float(v) for v in got.noise_variance] == pytest.approx([float(v) for v in want.noise_variance], rel=1e-5)

@@ -35,6 +35,42 @@ def test_pure_steps_cost_half_their_epsilon_squared_and_gaussian_steps_their_rho
     assert len(budget.entries) == 2
 
 
+def test_an_exponential_mechanism_costs_a_quarter_as_a_bounded_range_step():
+    # The exponential mechanism's privacy loss has range ε: ε²/8 under zCDP, so a share ρ_k buys
+    # it at twice ε_k (Cesar and Rogers 2021); the same ε as a pure step costs four times that.
+    share = zcdp.epsilon_for_rho(RHO / 2)
+    chosen = LedgerEntry("choose", "exponential mechanism (monotone quality)", 2 * share, Fraction(1),
+                         1 / (2 * share), 3, bounded_range=True)
+    assert chosen.cost == (2 * share) ** 2 / 8 == share ** 2 / 2
+    assert chosen.to_json()["bounded_range"] is True
+    budget = Budget(1, accounting=ZCDP)
+    assert budget.exponential_mechanism(chosen, RandomSource(seed=2), [0, 1, 2], monotone=True) in (0, 1, 2)
+    assert budget.rho_spent == share ** 2 / 2
+    # Without the mark the same entry costs (2ε_k)²/2, four times the share, more than ρ: refused.
+    unmarked = LedgerEntry("choose", "exponential mechanism (monotone quality)", 2 * share, Fraction(1),
+                           1 / (2 * share), 3)
+    with pytest.raises(BudgetExceeded, match="rho"):
+        Budget(1, accounting=ZCDP).exponential_mechanism(unmarked, RandomSource(seed=2), [0, 1, 2], monotone=True)
+    # Under pure accounting the mark changes nothing: the step spends its ε.
+    pure = Budget(1)
+    pure.exponential_mechanism(chosen, RandomSource(seed=2), [0, 1, 2], monotone=True)
+    assert pure.spent == 2 * share
+
+
+def test_only_an_exponential_mechanism_may_be_charged_as_bounded_range():
+    # Negative controls: a Laplace step marked bounded range would be undercharged fourfold, and
+    # so would a marked entry spent directly, whose scale nothing checks.
+    marked = LedgerEntry("counts", "discrete Laplace", Fraction(1, 2), Fraction(1), Fraction(2), 3, bounded_range=True)
+    with pytest.raises(ValueError, match="only an exponential mechanism"):
+        Budget(1, accounting=ZCDP).discrete_laplace(marked, RandomSource(seed=1))
+    with pytest.raises(ValueError, match="only an exponential mechanism"):
+        Budget(1, accounting=ZCDP).exponential_mechanism(marked, RandomSource(seed=1), [0, 1, 2], monotone=True)
+    chosen = LedgerEntry("choose", "exponential mechanism", Fraction(1, 2), Fraction(1), Fraction(2), 3,
+                         bounded_range=True)
+    with pytest.raises(ValueError, match="only an exponential mechanism drawn by"):
+        Budget(1, accounting=ZCDP).spend(chosen)
+
+
 def test_a_pure_budget_refuses_a_gaussian_step():
     budget = Budget(1)
     with pytest.raises(BudgetExceeded, match="zCDP"):

@@ -1,16 +1,22 @@
 """Choosing a per-user bound privately: the exponential mechanism over public candidate bounds,
-with a quality that weighs the records the bound drops against the noise it brings (issue 30).
+with a quality that weighs the bias the bound brings against the noise (issues 30 and 42).
 
 The bound is SRA's and HPA's ``l``, the baselines' ``m``: every user keeps at most ``b`` records,
-and each count table is then released with noise of scale ``b/ε_t``. A small ``b`` drops the
+and each count table is then released with noise that grows with ``b``. A small ``b`` drops the
 records of heavy users (counts biased down); a large one makes every cell noisier. Looking at the
 data to pick ``b`` is itself a release (ALGORITHMS.md §1.3), so it is chosen here with its own
-share of ε, as DPSense chooses its θ (§4.2). The quality, its sensitivity and the argument:
-docs/bound_selection.md, "Privacy claim: bound_selection".
+share of ε, as DPSense chooses its θ (§4.2).
 
-Pure Python integers and Fractions over one aggregate the validation already makes:
-``users_by_n``, the number of users with ``n`` records in the domain. That aggregate is NOT
-private; it is read only inside the mechanism.
+The quality measures the bias where it falls, cell by cell: for each candidate, the squared norm
+of the vector of records the bound removes from each cell in expectation (SRA's uniform sample),
+each user's part capped so that one user moves the norm by a bounded amount. The noise side is
+the exact noise variance of the release at that bound, a public number. The quality, its
+sensitivity and the argument: docs/bound_selection.md, "Privacy claim: bound_selection".
+
+This module is pure Python: the per-user terms (``bias_term``), the squared norms summed from
+them over plain pandas data (``squared_bias_norms``, for the driver, tests and benchmarks; Spark
+sums the same terms in ``aggregates.bound_bias``), the quality and the mechanism. The norms are
+NOT private; they are read only inside the mechanism.
 """
 
 from __future__ import annotations
@@ -18,18 +24,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
+import pandas as pd
 
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget, LedgerEntry
 
-# Public defaults (docs/bound_selection.md, "Defaults"): powers of two up to 256, a tenth of ε,
-# and the bias of a table taken to spread like its records over a quarter of its cells.
-DEFAULT_CANDIDATES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+# Public defaults (docs/bound_selection.md, "Defaults"): bounds a factor of about √2 apart up to
+# 256, and a tenth of ε for the choice.
+DEFAULT_CANDIDATES = (1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 45, 64, 91, 128, 181, 256)
 DEFAULT_SHARE = Fraction(1, 10)
-DEFAULT_EFFECTIVE_SHARE = Fraction(1, 4)
+# The quality counts at most this many of a user's records per cell (unless the release caps
+# them itself, with algorithm.records_per_item): it keeps one user's move of the bias norm at
+# √(c·(b_K − b_1)) records (docs/bound_selection.md, "The quality").
+QUALITY_RECORDS_PER_CELL = 1
+# The per-user bias terms are integers in units of 1/GRID records, rounded down, so that the
+# squared norms are exact integers and the sensitivity holds for the numbers the mechanism gets.
+GRID = 1024
 # Scores are rounded up to this grid (in records) so that they stay exact rationals; the rounding
 # adds 1/SCALE to the sensitivity.
 SCALE = 100
@@ -48,53 +61,70 @@ def candidates_checked(candidates: Sequence[int]) -> np.ndarray:
     return bounds
 
 
-@dataclass(frozen=True)
-class TableNoise:
-    """One count table the bound applies to, in public terms: its cells, its part of ε, and the
-    number of cells its bias is taken to spread over (``effective_cells``: the inverse of Σ p²
-    for the cells' shares p of the records, when those shares are the bias's)."""
+def bias_term(records: int, user_records: int, bound: int, first: int, last: int, cap: int) -> int:
+    """One user's expected loss in one cell at ``bound``, in units of 1/GRID records, rounded down:
 
-    cells: int
-    epsilon: Fraction
-    effective_cells: Fraction
+        ⌊GRID·min(k, c)·(n − b)⁺·(b_K − b_1) / (n·max(n − b_1, b_K − b_1))⌋
 
-    def __post_init__(self):
-        if isinstance(self.cells, bool) or not isinstance(self.cells, int) or self.cells < 1:
-            raise ValueError(f"a table needs cells >= 1, got {self.cells!r}")
-        if not Fraction(self.epsilon) > 0 or not Fraction(self.effective_cells) > 0:
-            raise ValueError("a table's epsilon and effective cells must be > 0")
-        object.__setattr__(self, "epsilon", Fraction(self.epsilon))
-        object.__setattr__(self, "effective_cells", Fraction(self.effective_cells))
+    for a user with k = ``records`` in the cell and n = ``user_records`` in the domain, the
+    candidates b_1 = ``first`` ≤ b ≤ b_K = ``last``, c = ``cap``. Without the caps it is
+    k·(n − b)⁺/n, the records SRA's uniform sample of b drops from the cell in expectation; a
+    user with n > b_K has it scaled by (b_K − b_1)/(n − b_1), the same at every candidate, so
+    that the user's terms sum to at most b_K − b_1 (and each is at most c)."""
+    if user_records <= bound:
+        return 0
+    spread = last - first
+    numerator = GRID * min(records, cap) * (user_records - bound) * spread
+    return numerator // (user_records * max(user_records - first, spread))
+
+
+def squared_bias_norms(cells: pd.DataFrame, candidates: Sequence[int], cap: int) -> list[int]:
+    """Σ_j B_j(b)² for every candidate b, B_j(b) = Σ_u bias_term(k_uj, n_u, b, …): exact integers.
+
+    ``cells``: one row per (user, cell) with ``user_id``, ``cell`` (any hashable key), ``k`` (the
+    user's records in the cell) and ``n`` (the user's records in the domain). The driver-side
+    twin of ``aggregates.bound_bias`` (tests hold them equal)."""
+    bounds = [int(b) for b in candidates_checked(candidates)]
+    first, last = bounds[0], bounds[-1]
+    spread = last - first
+    k = np.minimum(cells["k"].to_numpy(dtype=np.int64), cap)
+    n = cells["n"].to_numpy(dtype=np.int64)
+    if np.any(k < 1) or np.any(n < k):
+        raise ValueError("each row needs 1 <= k <= n")
+    cell = pd.factorize(cells["cell"])[0]
+    # Exact integers: int64 while the numerator and the denominator fit, else Python integers.
+    largest = int(n.max()) if n.size else 0
+    exact = object if max(GRID * cap * largest * spread, largest * max(largest, spread)) >= 2**62 else np.int64
+    k, n = k.astype(exact), n.astype(exact)
+    out = []
+    for b in bounds:
+        numerator = GRID * k * np.maximum(n - b, 0) * spread
+        terms = numerator // (n * np.maximum(n - first, spread)) if spread else np.zeros(n.size, dtype=exact)
+        sums = np.zeros(int(cell.max()) + 1 if cell.size else 0, dtype=exact)
+        np.add.at(sums, cell, terms)
+        out.append(int(sum(int(v) * int(v) for v in sums)))
+    return out
 
 
 @dataclass(frozen=True)
 class ErrorModel:
-    """The public constants of the expected squared error at bound b:
-    f(b) = bias_weight·Loss(b)² + noise_per_unit·b², summed over the tables."""
+    """The public side of the quality: how many count tables share the bias (T), how many of a
+    user's records per cell the bias counts (c), and the release's total noise variance (summed
+    over every cell of every table) at each candidate bound."""
 
-    bias_weight: Fraction  # Σ_t 1/effective_cells_t
-    noise_per_unit: Fraction  # Σ_t 2·cells_t/ε_t²: Laplace variance 2(b/ε_t)² in each cell
+    tables: int
+    records_per_cell: int
+    noise_variance: tuple[Fraction, ...]
 
-    @classmethod
-    def of(cls, tables: Sequence[TableNoise]) -> ErrorModel:
-        if not tables:
-            raise ValueError("the error model needs at least one table")
-        return cls(sum((1 / t.effective_cells for t in tables), Fraction(0)),
-                   sum((2 * t.cells / t.epsilon ** 2 for t in tables), Fraction(0)))
-
-
-def truncation_loss(users_by_n: Mapping[int, int], candidates: Sequence[int]) -> list[int]:
-    """Loss(b) = Σ_users max(min(n, b_K) − b, 0) for every candidate b: the records the bound
-    drops, each user's count first capped at the largest candidate b_K (so one user moves any
-    Loss(b) by at most b_K − b_1). Exact integers."""
-    bounds = candidates_checked(candidates)
-    top = int(bounds[-1])
-    capped: dict[int, int] = {}
-    for n, users in users_by_n.items():
-        if int(n) < 0 or int(users) < 0:
-            raise ValueError(f"users_by_n needs non-negative counts, got {n}: {users}")
-        capped[min(int(n), top)] = capped.get(min(int(n), top), 0) + int(users)
-    return [sum(max(n - int(b), 0) * users for n, users in capped.items()) for b in bounds]
+    def __post_init__(self):
+        for name in ("tables", "records_per_cell"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"the error model's {name} must be an integer >= 1, got {value!r}")
+        noise = tuple(Fraction(v) for v in self.noise_variance)
+        if not noise or any(v < 0 for v in noise):
+            raise ValueError("the error model needs a non-negative noise variance per candidate")
+        object.__setattr__(self, "noise_variance", noise)
 
 
 def _sqrt_up(value: Fraction) -> Fraction:
@@ -104,33 +134,46 @@ def _sqrt_up(value: Fraction) -> Fraction:
     return Fraction(root if root * root == scaled else root + 1, SCALE)
 
 
-def quality(users_by_n: Mapping[int, int], candidates: Sequence[int], model: ErrorModel) -> np.ndarray:
-    """q(b) = −√f(b), rounded up to the grid 1/SCALE: minus a root-squared-error proxy of the
-    release at bound b, with f(b) = bias_weight·Loss(b)² + noise_per_unit·b².
+def _checked(norms: Sequence[int], candidates: Sequence[int], model: ErrorModel) -> np.ndarray:
+    bounds = candidates_checked(candidates)
+    if len(norms) != bounds.size or len(model.noise_variance) != bounds.size:
+        raise ValueError(f"{bounds.size} candidates need as many squared norms and noise variances, got "
+                         f"{len(norms)} and {len(model.noise_variance)}")
+    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in norms):
+        raise ValueError("the squared bias norms must be non-negative integers")
+    return bounds
+
+
+def quality(norms: Sequence[int], candidates: Sequence[int], model: ErrorModel) -> np.ndarray:
+    """q(b) = −√(‖B(b)‖² + N(b)), rounded up to the grid 1/SCALE: minus the root of the release's
+    total squared error at bound b, bias (``norms``, in GRID² units) plus noise (N, public).
 
     Exact Fractions (an object array), as for DPSense: rounded doubles could move a score by more
     than the sensitivity the mechanism is given."""
-    bounds = candidates_checked(candidates)
-    return np.array([-_sqrt_up(model.bias_weight * lost * lost + model.noise_per_unit * int(b) * int(b))
-                     for lost, b in zip(truncation_loss(users_by_n, bounds), bounds)], dtype=object)
+    _checked(norms, candidates, model)
+    return np.array([-_sqrt_up(Fraction(int(s), GRID * GRID) + noise)
+                     for s, noise in zip(norms, model.noise_variance)], dtype=object)
 
 
 def quality_sensitivity(candidates: Sequence[int], model: ErrorModel) -> Fraction:
-    """Δq = √bias_weight·(b_K − b_1) + 1/SCALE, rounded up to the grid: √(A·L² + C) moves by at
-    most √A per unit of L, one user moves every Loss(b) by at most b_K − b_1, and rounding up to
-    the grid adds less than 1/SCALE."""
+    """Δq = √(T·c·(b_K − b_1)) + 1/SCALE, rounded up to the grid: one user adds to each table's
+    bias vector a vector of terms each at most c and summing to at most b_K − b_1, so of norm at
+    most √(c·(b_K − b_1)); √(x² + N) is 1-Lipschitz in x; the rounding adds less than 1/SCALE."""
     bounds = candidates_checked(candidates)
     spread = int(bounds[-1] - bounds[0])
-    return _sqrt_up(model.bias_weight * spread * spread) + Fraction(1, SCALE)
+    return _sqrt_up(Fraction(model.tables * model.records_per_cell * spread)) + Fraction(1, SCALE)
 
 
-def choose_bound(users_by_n: Mapping[int, int], candidates: Sequence[int], model: ErrorModel,
-                 epsilon: Fraction, budget: Budget, rng: RandomSource, step: str = "bound") -> int:
+def choose_bound(norms: Sequence[int], candidates: Sequence[int], model: ErrorModel, epsilon: Fraction,
+                 budget: Budget, rng: RandomSource, step: str = "bound") -> int:
     """One candidate bound, drawn with the exact exponential mechanism at P(b) ∝ exp(ε·q(b)/Δq)
-    (the monotone case), ``epsilon`` spent through ``budget`` under ``step``."""
-    bounds = candidates_checked(candidates)
+    (the monotone case), spent through ``budget`` under ``step``. ``epsilon`` is the choice's part
+    of the split; under zCDP (a share ρ_k handed out as ε_k = √(2ρ_k)) the mechanism runs at 2ε_k,
+    which as a bounded-range step costs (2ε_k)²/8 = ρ_k (docs/bound_selection.md)."""
+    bounds = _checked(norms, candidates, model)
     sensitivity = quality_sensitivity(bounds, model)
-    scores = quality(users_by_n, bounds, model)
-    entry = LedgerEntry(step, "exponential mechanism (monotone quality)", Fraction(epsilon), sensitivity,
-                        sensitivity / Fraction(epsilon), bounds.size)
+    scores = quality(norms, bounds, model)
+    at = Fraction(epsilon) * (2 if budget.zcdp else 1)
+    entry = LedgerEntry(step, "exponential mechanism (monotone quality)", at, sensitivity, sensitivity / at,
+                        bounds.size, bounded_range=budget.zcdp)
     return int(bounds[budget.exponential_mechanism(entry, rng, scores, monotone=True)])

@@ -65,7 +65,7 @@ def tune(args) -> int:
     print(f"method: {result['method']}   NOT PRIVATE")
     selection = result["bound_selection"]
     print(f"q(b), P(pick): l = \"auto\" spending {selection['share']:g} of epsilon ({selection['epsilon']:g}), "
-          f"Delta q = {selection['sensitivity']}, N = {selection['noise_per_unit']:.6g}   NOT PRIVATE")
+          f"Delta q = {selection['sensitivity']}   NOT PRIVATE")
     print("\n".join(tune.table(rows, cfg.l)))
     top = tune.best(rows)
     configured = next((r for r in rows if r.bound == cfg.l), None)

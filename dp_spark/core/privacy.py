@@ -182,6 +182,9 @@ class LedgerEntry:
     delta: float = 0.0  # > 0 only for (ε, δ) mechanisms (smooth sensitivity, partition selection)
     rho: Fraction | None = None  # the zCDP cost of a Gaussian step; a pure step's is ε²/2
     l2_squared: Fraction | None = None  # a Gaussian step's squared L2 sensitivity
+    # An ε-DP step whose privacy loss has range at most ε (an exponential mechanism): under zCDP
+    # it costs ε²/8, not ε²/2 (core.zcdp.bounded_range_cost; docs/zcdp.md).
+    bounded_range: bool = False
 
     @property
     def gaussian(self) -> bool:
@@ -189,8 +192,11 @@ class LedgerEntry:
 
     @property
     def cost(self) -> Fraction:
-        """What the step costs in ρ-zCDP: its ρ, or ε²/2 for a pure (or (ε, δ)) step."""
-        return self.rho if self.gaussian else zcdp.pure_cost(self.epsilon)
+        """What the step costs in ρ-zCDP: its ρ, ε²/8 for a bounded-range step, or ε²/2 for a
+        pure (or (ε, δ)) step."""
+        if self.gaussian:
+            return self.rho
+        return zcdp.bounded_range_cost(self.epsilon) if self.bounded_range else zcdp.pure_cost(self.epsilon)
 
     def to_json(self) -> dict:
         if self.gaussian:
@@ -217,11 +223,14 @@ class LedgerEntry:
             "sensitivity_l1": float(self.sensitivity),
             "noise_scale": float(self.noise_scale),
             "cells": self.cells,
+            **({"bounded_range": True, "rho": float(self.cost), "rho_exact": str(self.cost)}
+               if self.bounded_range else {}),
             **({"NOT_PRIVATE": self.not_private} if self.not_private else {}),
         }
 
 
 GAUSSIAN_MECHANISM = "discrete Gaussian"
+BOUNDED_RANGE_MECHANISM = "exponential mechanism"
 
 
 def gaussian_entry(step: str, l1: int, l2_squared: int, epsilon: Fraction, cells: int) -> LedgerEntry:
@@ -420,9 +429,22 @@ class Budget:
                                  f"{float(self.accounting.rho):.6g} is left")
 
     def spend(self, entry: LedgerEntry) -> None:
+        if entry.bounded_range:
+            # Only the exponential mechanism's loss is proven to have range ε, and only
+            # exponential_mechanism checks that the entry's scale is the mechanism's: any other
+            # step marked so would be charged a quarter of its cost.
+            raise ValueError(f"step {entry.step!r}: only an {BOUNDED_RANGE_MECHANISM} drawn by "
+                             "Budget.exponential_mechanism may be charged as bounded range")
+        self._spend(entry)
+
+    def _spend(self, entry: LedgerEntry) -> None:
         if entry.gaussian:
             if not self.zcdp:
                 raise BudgetExceeded(f"step {entry.step!r} adds Gaussian noise, which needs zCDP accounting")
+            self._check_rho(entry.cost, entry.step)
+        elif entry.bounded_range and self.zcdp:
+            if entry.epsilon <= 0:
+                raise BudgetExceeded(f"step {entry.step!r} spends a non-positive epsilon {entry.epsilon}")
             self._check_rho(entry.cost, entry.step)
         else:
             self.check_affordable(entry.epsilon, entry.step)
@@ -515,14 +537,19 @@ class Budget:
                               monotone: bool = False) -> int:
         """Spend ``entry``, then pick one of its ``entry.cells`` candidates with the exponential
         mechanism at entry.epsilon and quality sensitivity entry.sensitivity. The entry's
-        noise_scale must be 1/c, the factor's inverse: Δq/ε when ``monotone``, else 2Δq/ε."""
+        noise_scale must be 1/c, the factor's inverse: Δq/ε when ``monotone``, else 2Δq/ε. Either
+        way the privacy loss has range at most ε, so an entry marked ``bounded_range`` costs
+        ε²/8 under zCDP (docs/mechanisms.md, "Privacy claim: Accounting, delta_of")."""
         if len(scores) != entry.cells:
             raise ValueError(f"step {entry.step!r} has {entry.cells} candidates but {len(scores)} scores")
         inverse_factor = entry.sensitivity / entry.epsilon * (1 if monotone else 2)
         if entry.noise_scale != inverse_factor:
             raise ValueError(f"step {entry.step!r} records noise scale {float(entry.noise_scale):g}; the "
                              f"mechanism it names uses {float(inverse_factor):g}")
-        self.spend(entry)
+        if entry.bounded_range and not entry.mechanism.startswith(BOUNDED_RANGE_MECHANISM):
+            raise ValueError(f"step {entry.step!r}: only an {BOUNDED_RANGE_MECHANISM} may be charged as bounded "
+                             f"range, not a {entry.mechanism}")
+        self._spend(entry)
         return mechanisms.exponential_mechanism(rng, scores, entry.epsilon, entry.sensitivity, monotone)
 
     def bernoulli_dyadic(self, entry: LedgerEntry, rng: mechanisms.RandomSource, numerators, bits: int

@@ -118,6 +118,12 @@ def pure_cost(epsilon: Fraction) -> Fraction:
     return Fraction(epsilon) ** 2 / 2
 
 
+def bounded_range_cost(epsilon: Fraction) -> Fraction:
+    """ρ of an ε-bounded-range step, such as the exponential mechanism at ε: ε²/8 (Cesar and
+    Rogers 2021, Lemma 3.2; bounded range: Durfee and Rogers 2019). A quarter of a pure step's."""
+    return Fraction(epsilon) ** 2 / 8
+
+
 def epsilon_for_rho(rho: Fraction, max_denominator: int = 10**6) -> Fraction:
     """The largest ε with denominator at most ``max_denominator`` and ε²/2 ≤ ρ: the pure-ε
     equivalent of a share of ρ (a step of that ε costs at most that share). A short fraction,

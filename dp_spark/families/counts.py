@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dp_spark.aggregates import bound_bias
 from dp_spark.algorithms import bound_selection, sampling
 from dp_spark.bounding import keys
 from dp_spark.core import accuracy, noise_choice
@@ -26,7 +27,7 @@ from dp_spark.core.vector_noise import NoiseSecret
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
 from dp_spark.families.base import (MAX_ROWS_PER_USER, ROWS_PER_USER_LIMIT, ConfigTables, Domains, Execution,
-                                   Family, FamilyOutput, RunInputs, positive_int, require, rows_per_user)
+                                   Family, FamilyOutput, RunInputs, require, rows_per_user)
 from dp_spark.families.private_keys import private_keys
 from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark.io.validation import check_schema, keyed_by_user, validate_records
@@ -49,8 +50,7 @@ DEFAULT_KEYS_PER_USER = 10
 @dataclass(frozen=True)
 class CountsParams:
     """``l``: records kept per user (a config's ``algorithm.m`` for the baselines), or "auto" to
-    choose it privately from ``candidates`` with a share of ε (``effective_items``: how many
-    items the bias is taken to spread over, default a quarter of the domain; docs/bound_selection.md);
+    choose it privately from ``candidates`` with a share of ε (docs/bound_selection.md);
     ``d``: HPA's records per user in its popularity sample; ``consistent``: make items and edges agree.
     ``noise``: privacy.noise, the noise of the item and edge counts under zCDP accounting ("laplace",
     "gaussian", or "auto": the lower variance); ``records_per_item``: at most this many of a user's
@@ -63,7 +63,6 @@ class CountsParams:
     publisher_options: dict[str, Any] = field(default_factory=dict)
     consistent: bool = False
     candidates: tuple[int, ...] | None = None
-    effective_items: int | None = None
     # domain.items = "private": the items are selected by partition selection, which keeps at most
     # keys_per_user distinct items per user (default DEFAULT_KEYS_PER_USER) and spends privacy.delta.
     private_items: bool = False
@@ -77,14 +76,11 @@ class CountsParams:
             raise ConfigError(f"unknown counts algorithm {self.algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
         if self.l == AUTO:
             object.__setattr__(self, "candidates", _candidates(self.candidates, self.bound_name))
-            if self.effective_items is not None:
-                positive_int(self.effective_items, "algorithm.effective_items")
         else:
             rows_per_user(self.l, f"algorithm.{self.bound_name}")
-            for key, value in ((f"{self.bound_name}_candidates", self.candidates),
-                               ("effective_items", self.effective_items)):
-                if value is not None:
-                    raise ConfigError(f"algorithm.{key} is used only with {self.bound_name} = \"auto\"")
+            if self.candidates is not None:
+                raise ConfigError(f"algorithm.{self.bound_name}_candidates is used only with "
+                                  f"{self.bound_name} = \"auto\"")
         rows_per_user(self.d, "algorithm.d")
         if self.algorithm != "hpa" and self.d != 1:
             raise ConfigError(f"algorithm.d is an HPA parameter; {self.algorithm} does not use it")
@@ -247,7 +243,7 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
                                  one_per_user_salt=_popularity_salt(params, inputs.seed),
                                  strict=inputs.guards.strict, progress=inputs.progress)
     try:
-        l, chosen = _bound(params, inputs, validated.users_by_n)
+        l, chosen = _bound(params, inputs, validated)
         # Everything the guards need is known from validation's pass: each user keeps min(n, l).
         coverage = guards.bounded_coverage(validated.diagnostics["rows_read"], validated.rows_outside_domain,
                                            validated.users_by_n, l, params.bound_name)
@@ -359,26 +355,56 @@ def _unselected_apart(coverage: guards.Coverage) -> guards.Coverage:
 
 
 def error_model(params: CountsParams, domains: Domains, split: dict[str, Fraction]) -> bound_selection.ErrorModel:
-    """The public constants of the bound's quality: each count table's cells, its part of ε, and
-    the cells its bias is taken to spread over (``effective_items``, times the attribute values
-    for the edges)."""
+    """The public side of the bound's quality: the count tables (items; edges with attributes),
+    the records per user and cell the bias counts (``records_per_item`` when the release caps
+    them, else bound_selection's default), and the release's total noise variance at every
+    candidate: each table's cells times its exact per-cell variance at that bound, with the noise
+    the table would get there (Gaussian or the publisher's)."""
     items = len(domains.items)
-    effective = Fraction(params.effective_items) if params.effective_items else \
-        Fraction(items) * bound_selection.DEFAULT_EFFECTIVE_SHARE
-    tables = [bound_selection.TableNoise(items, split["epsilon_items"], effective)]
+    cells = {"item_counts": ("epsilon_items", items)}
     if domains.attributes is not None:
-        h = len(domains.attributes)
-        tables.append(bound_selection.TableNoise(items * h, split["epsilon_edges"], effective * h))
-    return bound_selection.ErrorModel.of(tables)
+        cells["edge_counts"] = ("epsilon_edges", items * len(domains.attributes))
+    noise = []
+    for b in params.candidates:
+        gaussian = gaussian_tables(params, b, split, domains.attributes is not None)
+        noise.append(sum((Fraction(size * _cell_variance(params, b, split[part], gaussian.get(step), size))
+                          for step, (part, size) in cells.items()), Fraction(0)))
+    return bound_selection.ErrorModel(len(cells), params.records_per_item or bound_selection.QUALITY_RECORDS_PER_CELL,
+                                      tuple(noise))
 
 
-def _bound(params: CountsParams, inputs: RunInputs, users_by_n: pd.Series) -> tuple[int, dict | None]:
+def _cell_variance(params: CountsParams, bound: int, epsilon: Fraction, l2_squared: int | None, cells: int) -> float:
+    """One cell's noise variance at ``bound``: the discrete Gaussian's when the table gets it
+    (``l2_squared`` given), else the publisher's (exact for the Laplace publisher, the per-cell
+    figure of publisher_accuracy for the others)."""
+    if l2_squared is not None:
+        return noise_choice.gaussian_variance(l2_squared, epsilon)
+    if params.publisher == "laplace" and not params.publisher_options:
+        return noise_choice.laplace_variance(bound, epsilon)
+    return publisher_accuracy(params.publisher, params.publisher_options, bound, epsilon, cells,
+                              accuracy.DEFAULT_ALPHA).sd ** 2
+
+
+def bias_norms(params: CountsParams, validated, with_edges: bool) -> list[int]:
+    """The squared bias norms of every candidate bound, from the validated records (one Spark
+    aggregation; NOT private: read only by the mechanism)."""
+    cap = params.records_per_item or bound_selection.QUALITY_RECORDS_PER_CELL
+    largest = int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
+    norms, _ = bound_bias.squared_bias_norms(validated.records, params.candidates, cap, bound_selection.GRID,
+                                             with_edges, largest, validated.user_counts,
+                                             int(validated.users_by_n.sum()))
+    return norms
+
+
+def _bound(params: CountsParams, inputs: RunInputs, validated) -> tuple[int, dict | None]:
     """The per-user bound and, when it was chosen privately, the report's ``chosen`` (a DP output)."""
     if not params.auto:
         return params.l, None
-    l = bound_selection.choose_bound({int(n): int(u) for n, u in users_by_n.items()}, params.candidates,
-                                     error_model(params, inputs.domains, inputs.split), inputs.split["epsilon_bound"],
-                                     inputs.budget, inputs.rng, step=f"choose {params.bound_name}")
+    model = error_model(params, inputs.domains, inputs.split)  # public: any error before the records' pass
+    inputs.progress(f"choosing {params.bound_name} privately from {len(params.candidates)} candidates")
+    norms = bias_norms(params, validated, inputs.domains.attributes is not None)
+    l = bound_selection.choose_bound(norms, params.candidates, model, inputs.split["epsilon_bound"], inputs.budget,
+                                     inputs.rng, step=f"choose {params.bound_name}")
     inputs.progress(f"{params.bound_name} = {l}, chosen privately from {list(params.candidates)}")
     return l, {params.bound_name: l}
 
@@ -396,7 +422,6 @@ def _describe(params: CountsParams, epsilon: Fraction, domains: Domains) -> str:
 
 def _report_section(params: CountsParams) -> dict:
     selection = {f"{params.bound_name}_candidates": list(params.candidates),
-                 "effective_items": params.effective_items or "a quarter of the item domain",
                  "quality": "docs/bound_selection.md"} if params.auto else {}
     private = {"items": PRIVATE_ITEMS, "keys_per_user": params.keys_per_user, "delta": params.delta,
                "partition_selection": "docs/partition_selection.md"} if params.private_items else {}
@@ -489,7 +514,7 @@ def from_config(c: ConfigTables) -> CountsParams:
         raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs privacy.delta (e.g. 1e-6): partition selection "
                           "spends it")
     return CountsParams(name, l, d, publisher, options, consistent, algorithm.get(f"{bound}_candidates"),
-                        algorithm.get("effective_items"), private, algorithm.get("keys_per_user"),
+                        private, algorithm.get("keys_per_user"),
                         partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0,
                         c.privacy.get("noise", "laplace"),
                         algorithm.get("records_per_item"))
@@ -501,7 +526,7 @@ def _with_chosen(params: CountsParams, chosen: dict) -> tuple[CountsParams, dict
     if params.bound_name not in chosen:
         return None
     bound = chosen[params.bound_name]
-    return replace(params, l=bound, candidates=None, effective_items=None), {params.bound_name: bound}
+    return replace(params, l=bound, candidates=None), {params.bound_name: bound}
 
 
 FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, default_split=_split,
@@ -510,7 +535,7 @@ FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, 
                 delta=lambda params: params.delta, beyond_the_driver=lambda params, domains, execution: (
                     params.algorithm != "hpa" and not params.private_items
                     and _on_executors(params, domains, execution)),
-                config_keys=("keys_per_user", "l_candidates", "m_candidates", "effective_items", "records_per_item"),
+                config_keys=("keys_per_user", "l_candidates", "m_candidates", "records_per_item"),
                 takes_gaussian=True,
                 check_schema=lambda params, records, domains: check_schema(records, domains.items,
                                                                            params.private_items, domains.attributes),

@@ -55,7 +55,7 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "algorithm": ("name", "l", "d", "m", "consistent", "quantity", "bins", "theta_max", "limit", "variant",
                   "locations_per_user", "visits_per_location", "k", "xi", "outputs", "scheme", "sup_min",
                   "records_per_user", "cp_k", "cp_rho", "location_choice", "l_candidates", "m_candidates",
-                  "effective_items", "keys_per_user", "records_per_item", "locations_per_user_candidates",
+                  "keys_per_user", "records_per_item", "locations_per_user_candidates",
                   "visits_per_location_candidates"),
     "publisher": ("name", "k", "grid_bits", "rho", "eta", "delta", "ranking_share", "reproduce_paper"),
 }
@@ -189,12 +189,22 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return raw
 
 
+# Keys that were once read and are no more, with what to do instead.
+_REMOVED = {
+    "algorithm.effective_items": "the choice of the bound now measures where the bias falls, cell by cell, so "
+                                 "it needs no guess of how many items it spreads over (docs/bound_selection.md): "
+                                 "remove the key",
+}
+
+
 def _check_keys(raw: dict[str, Any]) -> None:
     def check(section: str, table: dict[str, Any]) -> None:
         allowed = _SCHEMA[section]
         for key in table:
+            dotted = f"{section}.{key}" if section else key
+            if dotted in _REMOVED:
+                raise ConfigError(f"{dotted} is no longer used: {_REMOVED[dotted]}")
             if key not in allowed:
-                dotted = f"{section}.{key}" if section else key
                 close = difflib.get_close_matches(key, allowed, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(allowed)}"
                 raise ConfigError(f"unknown config key {dotted!r}{hint}")

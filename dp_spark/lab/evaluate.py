@@ -28,16 +28,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 from pyspark import StorageLevel
+from pyspark.sql import functions as F
 
 from dp_spark.io import sources
 from dp_spark.io import validation
+from dp_spark.io.validation import keyed_by_user
 from dp_spark import publishers
 from dp_spark.aggregates import item_edges, user_quantities
 from dp_spark.bounding import user_records
@@ -49,7 +51,7 @@ from dp_spark.lab import metrics
 from dp_spark.algorithms import histogram, sampling
 from dp_spark.algorithms import bound_selection
 from dp_spark.families import counts as counts_family
-from dp_spark.families.base import Domains
+from dp_spark.families.base import Domains, RunInputs
 from dp_spark.families.counts import AUTO, BASELINE_PUBLISHERS
 from dp_spark.families.registry import family_of
 from dp_spark.jobs.config import JobConfig
@@ -64,8 +66,9 @@ AUTO_METHODS = {"sra_auto": "sra", "hpa_auto": "hpa"}  # the bound chosen privat
 GAUSSIAN_METHODS = {"sra_gaussian": "sra", "hpa_gaussian": "hpa"}  # zCDP, one record per user and item
 METHODS = ("sra", "hpa", "lpa", "dft", "gs", *AUTO_METHODS, *GAUSSIAN_METHODS)
 EVALUATE_DELTA = 1e-6  # the δ of a Gaussian method when the config gives none
-ORACLE_NOTE = ("<method>_oracle: the candidate bound of lowest mean item MSE, run with the same seeds; chosen on the "
-               "true counts, NOT private")
+ORACLE_NOTE = ("<method>_oracle: the fixed bound of lowest mean item MSE, of the candidates and (but for HPA) every "
+               "integer nearest a power of 2^(1/4) up to the largest, run with the same seeds; chosen on the true "
+               "counts, NOT private")
 NOT_PRIVATE = ("NOT PRIVATE: errors against true counts computed from the raw records without noise; "
                "for comparing methods only")
 TOP_K = 10
@@ -111,14 +114,13 @@ def _counts_method(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
         publisher = BASELINE_PUBLISHERS[method]
         options = cfg.publisher_options if cfg.publisher == publisher else {}
         changed = cfg.with_params(algorithm=method, l=m, d=1, publisher=publisher, publisher_options=options,
-                                  candidates=None, effective_items=None)
+                                  candidates=None)
         return dataclasses.replace(changed, epsilon_parts={})
     if method in AUTO_METHODS:  # the config's candidates when it has them, else the defaults
         algorithm = AUTO_METHODS[method]
         keep = cfg.params.auto
         return cfg.with_params(algorithm=algorithm, l=AUTO, d=cfg.d if algorithm == "hpa" else 1,
-                               candidates=cfg.params.candidates if keep else None,
-                               effective_items=cfg.params.effective_items if keep else None)
+                               candidates=cfg.params.candidates if keep else None)
     if method in GAUSSIAN_METHODS:
         algorithm = GAUSSIAN_METHODS[method]
         delta = cfg.accounting.conversion_delta if cfg.accounting.zcdp else EVALUATE_DELTA
@@ -159,7 +161,7 @@ class Truth:
 
 
 def _fixed(cfg: JobConfig, l: int) -> JobConfig:
-    return cfg.with_params(l=l, candidates=None, effective_items=None)
+    return cfg.with_params(l=l, candidates=None)
 
 
 class _Bounded:
@@ -198,14 +200,14 @@ def _run_method(cfg, records, validated, items, attributes, truth: Truth, runs, 
     privately in each run (a tenth of ε, as the release does) and reported as ("bound", l)."""
     split = plan_budget(cfg)
     model = counts_family.error_model(cfg.params, Domains(items, attributes), split) if cfg.params.auto else None
-    by_n = {int(n): int(u) for n, u in validated.users_by_n.items()}
+    norms = counts_family.bias_norms(cfg.params, validated, attributes is not None) if model else None
     for run in range(runs):
         progress(f"{cfg.algorithm}{'_auto' if model else ''}: run {run + 1}/{runs}")
         rng = RandomSource(None if cfg.seed is None else cfg.seed + run)
         budget = Budget(cfg.epsilon, accounting=cfg.accounting)
         l = cfg.l
         if model is not None:
-            l = bound_selection.choose_bound(by_n, cfg.params.candidates, model, split["epsilon_bound"], budget, rng,
+            l = bound_selection.choose_bound(norms, cfg.params.candidates, model, split["epsilon_bound"], budget, rng,
                                              step=f"choose {cfg.bound_name}")
             yield "bound", cfg.bound_name, float(l)
         gaussian = counts_family.gaussian_tables(cfg.params, l, split, attributes is not None)
@@ -219,18 +221,30 @@ def _run_method(cfg, records, validated, items, attributes, truth: Truth, runs, 
         yield from _release_metrics(release, l, split, truth, attributes, gaussian)
 
 
+def oracle_bounds(candidates, algorithm: str) -> list[int]:
+    """The fixed bounds the oracle tries: the candidates and, but for HPA, every integer nearest
+    a power of 2^(1/4) up to the largest candidate (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 13, 16, 19,
+    …, 256: 28 bounds for the default candidates), so that the yardstick is not limited to the
+    choices "auto" has. SRA's bounded counts are aggregated once per bound and only the noise is
+    redrawn per run; HPA redoes its selection in every run, so its oracle stays on the
+    candidates (each bound costs it a full release per run)."""
+    top = max(candidates)
+    dense = set() if algorithm == "hpa" else {round(2 ** (j / 4)) for j in range(4 * top.bit_length() + 1)}
+    return sorted(set(candidates) | {b for b in dense if b <= top})
+
+
 def _oracle(cfg, records, validated, items, attributes, truth: Truth, runs, progress, bounded: _Bounded) -> dict:
-    """The fixed method at every candidate of an "auto" config, the same runs and seeds; the
-    candidate of lowest mean item MSE, with ("bound", l) added. NOT private: it looks at the truth."""
+    """The fixed method at every bound of :func:`oracle_bounds`, the same runs and seeds; the
+    bound of lowest mean item MSE, with ("bound", l) added. NOT private: it looks at the truth."""
     best, best_mse = None, None
-    for l in cfg.params.candidates:
+    for l in oracle_bounds(cfg.params.candidates, cfg.algorithm):
         values = defaultdict(list)
         for query, metric, value in _run_method(_fixed(cfg, l), records, validated, items, attributes, truth, runs,
                                                 lambda message: progress(f"oracle at {cfg.bound_name} = {l}: {message}"),
                                                 bounded):
             values[(query, metric)].append(value)
-        mse = statistics.fmean(values[("items", "mse")])
-        if best_mse is None or mse < best_mse:
+        mse = summary(values[("items", "mse")])["mean"]
+        if mse is not None and (best_mse is None or mse < best_mse):
             best, best_mse = {("bound", cfg.bound_name): [float(l)] * runs, **values}, mse
     return best
 
@@ -245,9 +259,22 @@ def histogram_metrics(true: np.ndarray, released: np.ndarray, queries: np.ndarra
     }
 
 
+def summary(series) -> dict:
+    """One metric over the runs: mean and standard deviation, and the median, 90th and 99th
+    percentiles (a heavy tail, say a rare bad choice of the bound, shows there and not in mean ±
+    std). Runs whose metric is NaN (a release with nothing to measure) or infinite are kept and
+    counted as ``nan_runs``; the figures are over the others, None when there are none."""
+    values = np.asarray(series, dtype=float)
+    finite = values[np.isfinite(values)]
+    figures = {"mean": None, "std": None, "median": None, "p90": None, "p99": None}
+    if finite.size:
+        p50, p90, p99 = (float(v) for v in np.percentile(finite, [50, 90, 99]))
+        figures = {"mean": float(finite.mean()), "std": float(finite.std()), "median": p50, "p90": p90, "p99": p99}
+    return {**figures, "runs": int(values.size), "nan_runs": int(values.size - finite.size)}
+
+
 def _summaries(method: str, dataset: str, values: dict) -> list[dict]:
-    return [{"method": method, "dataset": dataset, "query": query, "metric": metric,
-             "mean": statistics.fmean(series), "std": statistics.pstdev(series), "runs": len(series)}
+    return [{"method": method, "dataset": dataset, "query": query, "metric": metric, **summary(series)}
             for (query, metric), series in values.items()]
 
 
@@ -311,8 +338,58 @@ def _evaluate_frapp(cfg: JobConfig, spark, methods: list[str], runs: int, progre
     return [record for method, values in results for record in _summaries(method, dataset, values)]
 
 
+def _aligned(table, truth: pd.Series) -> np.ndarray:
+    """A released table's noisy counts on the truth's items, 0 for an item not released."""
+    released = table.set_index("item_id")["noisy_count"] if len(table) else pd.Series(dtype=float)
+    return released.reindex(truth.index, fill_value=0).to_numpy(dtype=float)
+
+
+def _evaluate_private_items(configs: list[JobConfig], methods: list[str], spark, runs: int,
+                            progress) -> list[dict]:
+    """Counts whose items are selected privately (``domain.items = "private"``): each run is the
+    family's own release (partition selection, then bounding and noise), scored on every item the
+    raw records hold, an item left out counting as 0, with the number of items selected and the
+    share of the true records they hold. NOT private: the truth is the raw records'."""
+    cfg = configs[0]
+    attributes = attribute_domain(cfg.attributes)
+    if attributes is not None:
+        raise ConfigError("evaluate scores private items on their item counts only: remove domain.attributes")
+    progress(f"reading {cfg.source.path or cfg.source.table}; true counts are computed WITHOUT noise")
+    records = sources.read_records(spark, cfg.source, False).persist(StorageLevel.MEMORY_AND_DISK)
+    dataset = Path(cfg.source.path or cfg.source.table).name
+    out = []
+    try:
+        # The records a release can count: a usable user id and an item (validation's rule).
+        truth = (keyed_by_user(records).where(F.col("item_id").isNotNull()).groupBy("item_id").count().toPandas()
+                 .set_index("item_id")["count"].astype(float))
+        for method, method_cfg in zip(methods, configs):
+            values = defaultdict(list)
+            for run in range(runs):
+                progress(f"{method}: run {run + 1}/{runs}")
+                seed = None if method_cfg.seed is None else method_cfg.seed + run
+                budget = Budget(method_cfg.epsilon, family_of(method_cfg.algorithm).delta(method_cfg.params),
+                                fixed_seed=seed is not None, accounting=method_cfg.accounting)
+                inputs = RunInputs(records, Domains(None, None), plan_budget(method_cfg), budget, RandomSource(seed),
+                                   seed, lambda message: None)
+                output = counts_family.run(method_cfg.params, inputs)
+                released = _aligned(output.tables["item_counts"], truth)
+                for metric, value in item_metrics(truth.to_numpy(), released).items():
+                    values[("items", metric)].append(value)
+                kept = truth.index.isin(output.tables["item_counts"]["item_id"])
+                values[("selection", "items_selected")].append(float(kept.sum()))
+                values[("selection", "records_share")].append(float(truth[kept].sum() / truth.sum()))
+                if (output.chosen or {}).get(method_cfg.bound_name) is not None:
+                    values[("bound", method_cfg.bound_name)].append(float(output.chosen[method_cfg.bound_name]))
+            out += _summaries(method, dataset, values)
+    finally:
+        records.unpersist()
+    return out
+
+
 def _evaluate_counts(cfg: JobConfig, configs: list[JobConfig], methods: list[str], spark, runs: int,
                      progress) -> list[dict]:
+    if cfg.params.private_items:
+        return _evaluate_private_items(configs, methods, spark, runs, progress)
     items = item_domain(cfg.items, spark, cfg.source)
     attributes = attribute_domain(cfg.attributes)
     progress(f"reading {cfg.source.path or cfg.source.table}; true counts are computed WITHOUT noise")
@@ -394,24 +471,33 @@ def method_config(cfg: JobConfig, method: str, m: int | None) -> JobConfig:
 
 
 def evaluate(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None, progress) -> list[dict]:
-    """Records {method, dataset, query, metric, mean, std, runs} for every method and metric."""
+    """Records {method, dataset, query, metric, mean, std, median, p90, p99, runs, nan_runs} for
+    every method and metric (:func:`summary`)."""
     if runs < 1:
         raise ConfigError(f"--runs must be >= 1, got {runs}")
     configs = [method_config(cfg, method, m) for method in methods]  # all checked before Spark works
     return evaluator_of(cfg).run(cfg, configs, spark, methods, runs, m, progress)
 
 
+def _shown(r: dict | None) -> str:
+    if r is None:
+        return ""
+    if r["mean"] is None:
+        return f"NaN in all {r['runs']} runs"
+    nan = f"; NaN in {r['nan_runs']} of {r['runs']} runs" if r.get("nan_runs") else ""
+    tail = f" (p50 {r['median']:.4g}, p90 {r['p90']:.4g}, p99 {r['p99']:.4g})" if r.get("runs", 1) > 1 else ""
+    return f"{r['mean']:.4g} ± {r['std']:.2g}{tail}{nan}"
+
+
 def markdown(records: list[dict]) -> str:
-    """One row per (query, metric), one column per method: mean ± std."""
+    """One row per (query, metric), one column per method: mean ± std, the median and the 90th
+    and 99th percentiles, and the runs that measured NaN."""
     methods = list(dict.fromkeys(r["method"] for r in records))
     rows = list(dict.fromkeys((r["query"], r["metric"]) for r in records))
     cell = {(r["method"], r["query"], r["metric"]): r for r in records}
     lines = ["| query | metric | " + " | ".join(methods) + " |", "|---|---|" + "---:|" * len(methods)]
     for query, metric in rows:
-        shown = []
-        for method in methods:
-            r = cell.get((method, query, metric))
-            shown.append("" if r is None else f"{r['mean']:.4g} ± {r['std']:.2g}")
+        shown = [_shown(cell.get((method, query, metric))) for method in methods]
         lines.append(f"| {query} | {metric} | " + " | ".join(shown) + " |")
     return "\n".join(lines)
 

@@ -25,7 +25,8 @@ def metric_bars(records: list[dict], query: str, metric: str, path: str | Path, 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    chosen = [r for r in records if r["query"] == query and r["metric"] == metric]
+    # A metric NaN in every run (mean None) has nothing to draw.
+    chosen = [r for r in records if r["query"] == query and r["metric"] == metric and r["mean"] is not None]
     if not chosen:
         raise ValueError(f"no records for query {query!r}, metric {metric!r}")
     datasets = list(dict.fromkeys(r["dataset"] for r in chosen))
@@ -60,7 +61,7 @@ def metric_curves(records: list[dict], query: str, x_label: str, points: dict[st
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    chosen = [r for r in records if r["query"] == query and r["metric"] in points]
+    chosen = [r for r in records if r["query"] == query and r["metric"] in points and r["mean"] is not None]
     if not chosen:
         raise ValueError(f"no records for query {query!r} and metrics {sorted(points)}")
     datasets = list(dict.fromkeys(r["dataset"] for r in chosen))
@@ -97,7 +98,8 @@ def per_length(records: list[dict], metrics: list[str], path: str | Path, log_me
 
     figure, panels = plt.subplots(1, len(metrics), figsize=(4.0 * len(metrics), 3.6), squeeze=False)
     for panel, metric in zip(panels[0], metrics):
-        chosen = [r for r in records if r["metric"] == metric and r["query"].startswith("len")]
+        chosen = [r for r in records
+                  if r["metric"] == metric and r["query"].startswith("len") and r["mean"] is not None]
         for method in dict.fromkeys(r["method"] for r in chosen):
             line = sorted((int(r["query"][3:]), r["mean"]) for r in chosen if r["method"] == method)
             panel.plot([x for x, _ in line], [y for _, y in line], marker="o", markersize=3, label=method)

@@ -24,10 +24,14 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from dp_spark.aggregates import bound_bias
 from dp_spark.algorithms import bound_selection
+from dp_spark.core import zcdp
 from dp_spark.core.accuracy import DEFAULT_ALPHA
 from dp_spark.core.mechanisms import exponential_probabilities
 from dp_spark.errors import ConfigError
+from dp_spark.families import counts
+from dp_spark.families.base import Domains
 from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors
 
@@ -66,7 +70,9 @@ class TuneSetup:
     split: Mapping[str, Fraction]  # the config's split, all of ε on the release
     item_cells: int
     edge_cells: int | None  # None without attributes
-    effective_items: int | None = None  # the config's, else a quarter of the items
+    records_per_item: int | None = None  # the config's cap on a user's records per item, if any
+    noise: str = "laplace"  # privacy.noise
+    rho: Fraction | None = None  # the release's ρ under zCDP accounting; None under pure ε
 
     @property
     def tables(self) -> int:
@@ -78,19 +84,32 @@ class TuneSetup:
                                    self.item_cells, DEFAULT_ALPHA)
         return noise.sd**2
 
-    def error_model(self, share: Fraction) -> bound_selection.ErrorModel:
-        """The quality's public constants as ``l = "auto"`` sets them (families.counts.error_model):
-        each table's ε shrunk by the bound's ``share``, the bias spread over a quarter of the items."""
-        effective = Fraction(self.effective_items) if self.effective_items else \
-            Fraction(self.item_cells) * bound_selection.DEFAULT_EFFECTIVE_SHARE
-        # A config with l = "auto" has its split with the bound's share taken out already.
-        kept = 1 if "epsilon_bound" in self.split else 1 - share
-        tables = [bound_selection.TableNoise(self.item_cells, self.split["epsilon_items"] * kept, effective)]
-        if self.edge_cells is not None:
-            values = self.edge_cells // self.item_cells
-            tables.append(bound_selection.TableNoise(self.edge_cells, self.split["epsilon_edges"] * kept,
-                                                     effective * values))
-        return bound_selection.ErrorModel.of(tables)
+    def _kept_split(self, share: Fraction) -> dict:
+        """The parts of ε the tables keep once the bound has its share: as they are when the
+        config's split already left it out (l = "auto"); else each part shrunk by 1 − share, or
+        under zCDP each part's ρ (ε_k²/2) by 1 − share."""
+        if "epsilon_bound" in self.split:
+            return dict(self.split)
+        if self.rho is None:
+            return {part: value * (1 - share) for part, value in self.split.items()}
+        return {part: zcdp.epsilon_for_rho(zcdp.pure_cost(value) * (1 - share)) for part, value in self.split.items()}
+
+    def mechanism_epsilon(self, share: Fraction) -> Fraction:
+        """The ε the exponential mechanism runs at, as choose_bound runs it: the config's
+        epsilon_bound, else ``share`` of ε; under zCDP that share of ρ, at twice its ε (bounded range)."""
+        if self.rho is None:
+            return self.split.get("epsilon_bound", self.epsilon * share)
+        return 2 * self.split.get("epsilon_bound", zcdp.epsilon_for_rho(self.rho * share))
+
+    def error_model(self, share: Fraction, candidates: Sequence[int]) -> bound_selection.ErrorModel:
+        """The quality's public side as ``l = "auto"`` sets it (families.counts.error_model), with
+        every part of ε shrunk by the bound's ``share`` unless the config's split already left it out."""
+        split = self._kept_split(share)
+        params = counts.CountsParams(self.algorithm, "auto", publisher=self.publisher,
+                                     publisher_options=dict(self.publisher_options), candidates=tuple(candidates),
+                                     noise=self.noise, records_per_item=self.records_per_item)
+        values = None if self.edge_cells is None else range(self.edge_cells // self.item_cells)
+        return counts.error_model(params, Domains(range(self.item_cells), values), split)
 
 
 def candidates_of(given: Sequence[int] | None, params=None) -> tuple[int, ...]:
@@ -103,18 +122,19 @@ def candidates_of(given: Sequence[int] | None, params=None) -> tuple[int, ...]:
         raise ConfigError(f"tune: {exc}") from None
 
 
-def tune_rows(pairs: pd.DataFrame, users_by_n: Mapping[int, int], candidates: Sequence[int], setup: TuneSetup,
+def tune_rows(pairs: pd.DataFrame, norms: Sequence[int], candidates: Sequence[int], setup: TuneSetup,
               share: Fraction = BOUND_SHARE) -> list[TuneRow]:
     """Every candidate's row (see the module). ``pairs``: (user_id, item_id), one row per
-    in-domain record; ``users_by_n``: users per number of in-domain records."""
+    in-domain record; ``norms``: the squared bias norms ``l = "auto"`` scores the candidates by
+    (aggregates.bound_bias on the same records)."""
     candidates = tuple(int(b) for b in bound_selection.candidates_checked(candidates))
     if not 0 < share < 1:
         raise ValueError(f"the bound's share of epsilon must be in (0, 1), got {share}")
     errors = sra_sampling_errors(pairs, candidates, setup.item_cells)
-    model = setup.error_model(share)
-    scores = bound_selection.quality(users_by_n, candidates, model)
+    model = setup.error_model(share, candidates)
+    scores = bound_selection.quality(norms, candidates, model)
     sensitivity = bound_selection.quality_sensitivity(candidates, model)
-    picks = exponential_probabilities(np.asarray(scores, dtype=float), setup.epsilon * share, sensitivity,
+    picks = exponential_probabilities(np.asarray(scores, dtype=float), setup.mechanism_epsilon(share), sensitivity,
                                       monotone=True)
     rows = []
     for error, score, pick in zip(errors, scores, picks):
@@ -162,6 +182,8 @@ VOIDS_THE_GUARANTEE = (
 
 def report(rows: Sequence[TuneRow], setup: TuneSetup, share: Fraction, configured: int | None, source: str) -> dict:
     top = best(rows)
+    bounds = [r.bound for r in rows]
+    model = setup.error_model(share, bounds)
     return {
         "not_private": NOT_PRIVATE,
         "warning": VOIDS_THE_GUARANTEE,
@@ -173,11 +195,9 @@ def report(rows: Sequence[TuneRow], setup: TuneSetup, share: Fraction, configure
         "item_cells": setup.item_cells,
         "count_tables": setup.tables,
         "method": method_note(setup.algorithm),
-        "bound_selection": {"epsilon": float(setup.epsilon * share), "share": float(share),
-                            "bias_weight": float(setup.error_model(share).bias_weight),
-                            "noise_per_unit": float(setup.error_model(share).noise_per_unit),
-                            "sensitivity": float(bound_selection.quality_sensitivity([r.bound for r in rows],
-                                                                                     setup.error_model(share)))},
+        "bound_selection": {"epsilon": float(setup.mechanism_epsilon(share)), "share": float(share),
+                            "count_tables": model.tables, "records_per_cell": model.records_per_cell,
+                            "sensitivity": float(bound_selection.quality_sensitivity(bounds, model))},
         "configured_bound": configured,
         "best_bound": top.bound,
         "rows": [r.to_json() for r in rows],
@@ -201,15 +221,20 @@ def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress)
     attributes = attribute_domain(cfg.attributes)
     setup = TuneSetup(cfg.algorithm, cfg.params.publisher, dict(cfg.params.publisher_options), cfg.epsilon, split,
                       len(items), None if attributes is None else len(items) * len(attributes),
-                      getattr(cfg.params, "effective_items", None))
+                      cfg.params.records_per_item, cfg.params.noise,
+                      cfg.accounting.rho if cfg.accounting.zcdp else None)
     progress(f"reading {cfg.source.path or cfg.source.table}; the error curve uses the raw records WITHOUT noise")
     # As the job validates them (attributes too), so the in-domain records are the job's.
     validated = validation.validate_records(sources.read_records(spark, cfg.source, attributes is not None), items,
                                             attributes)
     try:
         pairs = validated.records.select("user_id", "item_id").toPandas()
-        users_by_n = {int(n): int(u) for n, u in validated.users_by_n.items()}
+        cap = cfg.params.records_per_item or bound_selection.QUALITY_RECORDS_PER_CELL
+        largest = int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
+        norms, _ = bound_bias.squared_bias_norms(validated.records, bounds, cap, bound_selection.GRID,
+                                                 attributes is not None, largest, validated.user_counts,
+                                                 int(validated.users_by_n.sum()))
     finally:
         validated.release()
-    progress(f"{len(pairs):,} in-domain records of {sum(users_by_n.values()):,} users")
-    return tune_rows(pairs, users_by_n, bounds, setup, share), setup
+    progress(f"{len(pairs):,} in-domain records of {pairs['user_id'].nunique():,} users")
+    return tune_rows(pairs, norms, bounds, setup, share), setup

@@ -116,7 +116,8 @@ def bound_selection_target(name: str, eps: Fraction, candidates: str = "many", t
     listed = bounds.CANDIDATES[candidates]
     return Target(name, float(eps), 0.0,
                   f"private bound selection (choose_bound), candidates {list(listed)}, T = {tables}, eps = "
-                  f"{float(eps):g}: D' adds a user with {3 * listed[-1]} records (all scores move by up to Delta q = "
+                  f"{float(eps):g}: D' adds one more user like the others, with {listed[-1]} records (all scores "
+                  f"move by up to Delta q = "
                   f"{float(bs.quality_sensitivity(listed, bounds.pair(listed, tables, eps).model)):g})",
                   bounds.choose_bound_sampler(eps, listed, tables))
 
@@ -296,10 +297,10 @@ def negative_controls() -> list[Target]:
                                            ENTROPY_EPSILON, ent.LEDGER_DELTA, ent.XI),
                negative_control=True, trials=20_000),
         partition_target("partition_selection_threshold_lowered", DEFAULT_EPSILON, shift=1),
-        Target("bound_selection_half_sensitivity", float(DEFAULT_EPSILON), 0.0,
-               f"NEGATIVE CONTROL: choose_bound at Delta q = A(b_K - b_1), the square root of A forgotten (half "
-               f"of Delta q at A = 1/4), candidates {list(bounds.CANDIDATES['wide'])}, eps = 1: true eps 1.89",
-               bounds.half_sensitivity_sampler(DEFAULT_EPSILON), negative_control=True, trials=20_000),
+        Target("bound_selection_cap_forgotten", float(DEFAULT_EPSILON), 0.0,
+               f"NEGATIVE CONTROL: choose_bound at the Delta q of one record per cell while the quality counts "
+               f"20 (sqrt(20) too small), candidates {list(bounds.CANDIDATES['many'])}, eps = 1",
+               bounds.cap_forgotten_sampler(DEFAULT_EPSILON), negative_control=True, trials=20_000),
         Target("entropy_bound_selection_per_location", float(DEFAULT_EPSILON), 0.0,
                "NEGATIVE CONTROL: choose_bounds' quality sampled at Delta q = 2 u(C_K), one location's move (the "
                "factor M_K = 30 forgotten), default grid, limit, eps = 1: true eps 6.9",
