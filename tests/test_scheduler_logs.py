@@ -320,6 +320,8 @@ def test_a_failed_task_logs_its_java_stack_in_full_only_with_debug(tmp_path, deb
     assert "failed: PythonException" in done.stdout, done.stderr[-2000:]
     frames = [line for line in done.stderr.splitlines() if line.startswith("\tat ")]
     if debug:
-        assert len(frames) > 40
+        # Whole traces: how many the JVM logs depends on when the job is cancelled (one task's
+        # trace, or both tasks'), but even one is far past the cut version's 4 frames (CI saw 26).
+        assert len(frames) > 20
     else:
         assert len(frames) <= 4 and "(stack trace: --debug)" in done.stderr
