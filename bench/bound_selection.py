@@ -47,7 +47,7 @@ from dp_spark.core.privacy import PURE, Accounting  # noqa: E402
 from dp_spark.families import counts  # noqa: E402
 from dp_spark.families.base import Domains, plan_split  # noqa: E402
 from dp_spark.families.registry import family_of  # noqa: E402
-from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors  # noqa: E402
+from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors, user_item_table  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 EPSILONS = (0.1, 1.0, 5.0)
@@ -90,9 +90,7 @@ def read_pairs(dataset: str, netflix: str | None) -> tuple[pd.DataFrame, int]:
 
 def cell_table(pairs: pd.DataFrame) -> pd.DataFrame:
     """(user_id, cell, k, n) as the quality reads them: the item table's cells."""
-    table = pairs.groupby(["user_id", "item_id"]).size().rename("k").reset_index()
-    table["n"] = table.groupby("user_id")["k"].transform("sum")
-    return table.rename(columns={"item_id": "cell"})
+    return user_item_table(pairs).rename(columns={"item_id": "cell"})
 
 
 # ---------------------------------------------------------------------------
@@ -136,8 +134,7 @@ def pick_probabilities(table: pd.DataFrame, cells: int, setting: Setting) -> tup
     norms = bound_selection.squared_bias_norms(table, setting.candidates, model.records_per_cell)
     scores = bound_selection.quality(norms, setting.candidates, model)
     sensitivity = bound_selection.quality_sensitivity(setting.candidates, model)
-    # Under zCDP the mechanism runs at twice the share's ε, a bounded-range step (choose_bound).
-    at = split["epsilon_bound"] * (2 if setting.noise == "gaussian" else 1)
+    at = bound_selection.mechanism_epsilon(split["epsilon_bound"], setting.noise == "gaussian")
     return exponential_probabilities(np.asarray(scores, dtype=float), at, sensitivity,
                                      monotone=True), split["epsilon_items"]
 

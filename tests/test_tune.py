@@ -31,9 +31,8 @@ HAND_SETUP = tune.TuneSetup("sra", "laplace", {}, Fraction(1), {"epsilon_items":
 
 
 def hand_norms(candidates) -> list[int]:
-    table = HAND.groupby(["user_id", "item_id"]).size().rename("k").reset_index()
-    table["n"] = table.groupby("user_id")["k"].transform("sum")
-    return bound_selection.squared_bias_norms(table.rename(columns={"item_id": "cell"}), candidates, 1)
+    table = bound_curve.user_item_table(HAND).rename(columns={"item_id": "cell"})
+    return bound_selection.squared_bias_norms(table, candidates, 1)
 
 
 def test_expected_error_matches_the_hand_computation():

@@ -369,8 +369,12 @@ def error_model(params: CountsParams, domains: Domains, split: dict[str, Fractio
         gaussian = gaussian_tables(params, b, split, domains.attributes is not None)
         noise.append(sum((Fraction(size * _cell_variance(params, b, split[part], gaussian.get(step), size))
                           for step, (part, size) in cells.items()), Fraction(0)))
-    return bound_selection.ErrorModel(len(cells), params.records_per_item or bound_selection.QUALITY_RECORDS_PER_CELL,
-                                      tuple(noise))
+    return bound_selection.ErrorModel(len(cells), quality_cap(params), tuple(noise))
+
+
+def quality_cap(params: CountsParams) -> int:
+    """The records per user and cell the quality counts: the release's cap when it has one."""
+    return params.records_per_item or bound_selection.QUALITY_RECORDS_PER_CELL
 
 
 def _cell_variance(params: CountsParams, bound: int, epsilon: Fraction, l2_squared: int | None, cells: int) -> float:
@@ -388,10 +392,9 @@ def _cell_variance(params: CountsParams, bound: int, epsilon: Fraction, l2_squar
 def bias_norms(params: CountsParams, validated, with_edges: bool) -> list[int]:
     """The squared bias norms of every candidate bound, from the validated records (one Spark
     aggregation; NOT private: read only by the mechanism)."""
-    cap = params.records_per_item or bound_selection.QUALITY_RECORDS_PER_CELL
     largest = int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
-    norms, _ = bound_bias.squared_bias_norms(validated.records, params.candidates, cap, bound_selection.GRID,
-                                             with_edges, largest, validated.user_counts,
+    norms, _ = bound_bias.squared_bias_norms(validated.records, params.candidates, quality_cap(params),
+                                             bound_selection.GRID, with_edges, largest, validated.user_counts,
                                              int(validated.users_by_n.sum()))
     return norms
 

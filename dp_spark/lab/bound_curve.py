@@ -42,7 +42,7 @@ class SamplingError:
         return self.bias_squared + self.sampling_variance + noise_variance
 
 
-def _user_item_table(pairs: pd.DataFrame) -> pd.DataFrame:
+def user_item_table(pairs: pd.DataFrame) -> pd.DataFrame:
     """One row per (user, item) with k (the user's records of the item) and n (all their records)."""
     missing = {"user_id", "item_id"} - set(pairs.columns)
     if missing:
@@ -71,7 +71,7 @@ def sra_item_moments(pairs: pd.DataFrame, bound: int) -> pd.DataFrame:
     """Per item with records: ``true`` (its records), ``expected`` (E[count] after SRA's bounding
     at ``bound``) and ``variance`` (Var[count]), exactly (see the module)."""
     b = _check_bound(bound)
-    table = _user_item_table(pairs)
+    table = user_item_table(pairs)
     mean, variance = _moments(table["k"].to_numpy(dtype=float), table["n"].to_numpy(dtype=float), b)
     table = table.assign(expected=mean, variance=variance)
     return table.groupby("item_id").agg(true=("k", "sum"), expected=("expected", "sum"), variance=("variance", "sum"))
@@ -82,7 +82,7 @@ def sra_sampling_errors(pairs: pd.DataFrame, bounds: Sequence[int], cells: int) 
     as means over ``cells`` items."""
     if cells < 1:
         raise ValueError(f"cells must be >= 1, got {cells}")
-    table = _user_item_table(pairs)
+    table = user_item_table(pairs)
     if table["item_id"].nunique() > cells:
         raise ValueError(f"the pairs name {table['item_id'].nunique()} items, more than the {cells} cells")
     k = table["k"].to_numpy(dtype=float)

@@ -17,14 +17,13 @@ their publisher: exact for lpa; for dft and gs the noise is the publisher's per-
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from dp_spark.aggregates import bound_bias
 from dp_spark.algorithms import bound_selection
 from dp_spark.core import zcdp
 from dp_spark.core.accuracy import DEFAULT_ALPHA
@@ -98,8 +97,9 @@ class TuneSetup:
         """The ε the exponential mechanism runs at, as choose_bound runs it: the config's
         epsilon_bound, else ``share`` of ε; under zCDP that share of ρ, at twice its ε (bounded range)."""
         if self.rho is None:
-            return self.split.get("epsilon_bound", self.epsilon * share)
-        return 2 * self.split.get("epsilon_bound", zcdp.epsilon_for_rho(self.rho * share))
+            return bound_selection.mechanism_epsilon(self.split.get("epsilon_bound", self.epsilon * share), False)
+        part = self.split.get("epsilon_bound", zcdp.epsilon_for_rho(self.rho * share))
+        return bound_selection.mechanism_epsilon(part, True)
 
     def error_model(self, share: Fraction, candidates: Sequence[int]) -> bound_selection.ErrorModel:
         """The quality's public side as ``l = "auto"`` sets it (families.counts.error_model), with
@@ -229,11 +229,9 @@ def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress)
                                             attributes)
     try:
         pairs = validated.records.select("user_id", "item_id").toPandas()
-        cap = cfg.params.records_per_item or bound_selection.QUALITY_RECORDS_PER_CELL
-        largest = int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
-        norms, _ = bound_bias.squared_bias_norms(validated.records, bounds, cap, bound_selection.GRID,
-                                                 attributes is not None, largest, validated.user_counts,
-                                                 int(validated.users_by_n.sum()))
+        # The norms the job's l = "auto" would score these candidates by.
+        norms = counts.bias_norms(replace(cfg.params, l="auto", candidates=tuple(bounds)), validated,
+                                  attributes is not None)
     finally:
         validated.release()
     progress(f"{len(pairs):,} in-domain records of {pairs['user_id'].nunique():,} users")
