@@ -359,7 +359,7 @@ def _plan(family: Family, params: Any, domains: Domains, epsilon: object, epsilo
     limits.check_family(family.name, params.algorithm)
     epsilon, split = _split(family, params, domains, epsilon, epsilon_split, limits, accounting=accounting)
     return Plan(params.algorithm, family.describe(params, epsilon, domains), {k: float(v) for k, v in split.items()},
-                accuracy_section(family, params, epsilon, domains, split, planning.alpha))
+                accuracy_section(family, params, epsilon, domains, split, planning.alpha, accounting))
 
 
 def _release(family: Family, params: Any, records, domains: Domains, epsilon: object, epsilon_split: dict | None,
@@ -382,7 +382,7 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
     check_domain_fits(family, params, domains, execution)
     progress(f"output: {describe_output_size(output_size(family, params, domains, execution))}")
     family.check_schema(params, records, domains)  # the columns' names and types are public: no charge yet
-    accuracy_section(family, params, epsilon, domains, split)  # a noise parameter refused before the charge
+    accuracy_section(family, params, epsilon, domains, split, accounting=accounting)  # refused before the charge
     executor_env.check(records.sparkSession, progress)  # the executors' Python, before any charge
     # Under zCDP the release is stated as (epsilon, delta) at the delta its rho converts at, and costs its rho.
     delta = family.delta(params) + (accounting.conversion_delta if accounting.zcdp else 0.0)
@@ -475,6 +475,10 @@ def sra(df, *, items, l, epsilon=None, privacy_unit="user_id", item="item_id", a
     ``l="auto"`` chooses l privately from ``l_candidates`` (default 1, 2, 3, 4, 6, 8, 11, ..., 181,
     256: about √2 apart) with a tenth of ε (``epsilon_split["epsilon_bound"]``); the choice is in
     ``release.report["algorithm"]["chosen"]`` (docs/bound_selection.md).
+
+    A twentieth of ε (``epsilon_split["epsilon_bounding"]``) estimates what bounding removed: the
+    records kept and removed, and at most what share of the records the counts hold, in
+    ``release.report["accuracy"]["bounding"]`` and ``print(release)`` (docs/accuracy.md).
 
     When the largest table (items × attribute values) has at least ``executor_noise_cells`` cells
     (default 20 million), every table of the release is released on the executors and returned as

@@ -69,6 +69,14 @@ def _selected_privately(report: dict) -> bool:
     return "items_selected" in (report["algorithm"].get("chosen") or {})
 
 
+def _bounding(report: dict) -> str:
+    """The DP estimate of what bounding removed, in a sentence ("" when the release has none)."""
+    from dp_spark.core import accuracy
+
+    bounding = report.get("accuracy", {}).get("bounding")
+    return accuracy.bounding_text(bounding) if bounding else ""
+
+
 def short_mechanism(entry: dict, width: int = 40) -> str:
     """A ledger entry's mechanism in a few words for a console or a table (privacy.json has it whole)."""
     text = entry["mechanism"]
@@ -101,6 +109,9 @@ def summary_lines(report: dict, tables: dict[str, Any]) -> list[str]:
         lines.append(f"    {name:<18}{size}  {column or ''} {_noise_of(report, name, column)}".rstrip())
     if _selected_privately(report):
         lines.append(f"  note: {ABSENT_NOTE}")
+    bounding = _bounding(report)
+    if bounding:
+        lines.append(f"  {bounding}")
     lines.append("  ledger:")
     for entry in report["ledger"]:
         lines.append(f"    {entry['step']:<18} {short_mechanism(entry):<22} epsilon {epsilon_text(entry):<8} "
@@ -126,6 +137,7 @@ def summary_html(report: dict, tables: dict[str, Any], shown_rows: int = SHOWN_R
              f"epsilon {report['epsilon_spent']:g} spent of {report['epsilon_total']:g}<br>",
              f"<i>{escape(report['guarantee'])}</i><br>privacy unit: {escape(report['privacy_unit'])}",
              f"<br><b>Note:</b> {ABSENT_NOTE}" if _selected_privately(report) else "",
+             f"<br>{html.escape(_bounding(report))}" if _bounding(report) else "",
              "<h4>Ledger</h4>", _html_table(_ledger_frame(report))]
     for name, table in tables.items():
         rows = table_rows(report, name, table)

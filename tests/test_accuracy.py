@@ -203,7 +203,7 @@ def test_plan_reads_no_records(tmp_path, capsys):
     """The source does not exist, yet the plan is made (and no Spark is started: unit tier)."""
     assert main(["plan", missing_source_config(tmp_path), "--alpha", "0.2"]) == 0
     out = capsys.readouterr().out
-    expected = accuracy.discrete_laplace(Fraction(4) / Fraction(2, 5), 0.2)  # l / (epsilon / 2)
+    expected = accuracy.discrete_laplace(Fraction(4) / (Fraction(4, 5) * Fraction(19, 40)), 0.2)  # l / epsilon_items
     row = [line for line in out.splitlines() if line.strip().startswith("item_counts")][0]
     assert f"{expected.sd:,.4g}" in row and f" {expected.ci95_halfwidth:,.4g} " in row
     assert f" {expected.ci_halfwidth:,.4g} " in row and "±80%" in out
@@ -215,7 +215,9 @@ def test_plan_json_is_privacy_jsons_section(tmp_path, capsys):
     assert main(["plan", missing_source_config(tmp_path), "--json", "--set", "algorithm.l=9"]) == 0
     section = json.loads(capsys.readouterr().out)
     noise = section["tables"]["edge_counts"]["noisy_count"]
-    assert noise["scale"] == 9 / 0.4 and noise["ci90_halfwidth"] == accuracy.discrete_laplace(22.5, 0.1).ci_halfwidth
+    scale = Fraction(9) / (Fraction(4, 5) * Fraction(19, 40))  # l / epsilon_edges
+    assert noise["scale"] == float(scale)
+    assert noise["ci90_halfwidth"] == accuracy.discrete_laplace(scale, 0.1).ci_halfwidth
 
 
 @pytest.mark.parametrize("alpha", ["0", "1", "-3"])
@@ -252,7 +254,8 @@ def test_api_plan_matches_the_cli_and_charges_nothing(tmp_path, capsys):
     assert budget.spent == 0
     assert main(["plan", missing_source_config(tmp_path), "--json"]) == 0
     assert planned.accuracy == json.loads(capsys.readouterr().out)
-    assert "item_counts" in str(planned) and planned.epsilon_split == {"epsilon_items": 0.4, "epsilon_edges": 0.4}
+    assert "item_counts" in str(planned) and planned.epsilon_split == {"epsilon_bounding": 0.04, "epsilon_items": 0.38,
+                                                                      "epsilon_edges": 0.38}
     with pytest.raises(dp_spark.ConfigError, match="unknown algorithm"):
         dp_spark.plan("nope", epsilon=1)
     with pytest.raises(dp_spark.ConfigError, match="alpha"):
@@ -291,9 +294,13 @@ def test_plan_prints_what_a_seeded_run_reports(spark, tmp_path, capsys):
     assert main(["run", str(config)]) == 0
     console = capsys.readouterr().out
     report = json.loads((tmp_path / "out" / "privacy.json").read_text())
-    assert report["accuracy"] == planned
+    # The run's accuracy section is the plan's, with the DP estimate of what bounding removed added.
+    bounding = report["accuracy"].pop("bounding")
+    assert report["accuracy"] == {k: v for k, v in planned.items() if k != "bounding"}
+    assert {k: bounding[k] for k in planned["bounding"]} == planned["bounding"]
+    assert {"records_kept_noisy", "kept_share_at_most_95", "warning"} <= set(bounding)
     noise = planned["tables"]["item_counts"]["noisy_count"]
-    assert noise["scale"] == 20 / 0.01 and noise["kind"] == "exact"
+    assert noise["scale"] == float(Fraction(20) / (Fraction(2, 100) * Fraction(19, 40))) and noise["kind"] == "exact"
     assert f"{noise['ci95_halfwidth']:,.4g}" in planned_text and f"{noise['sd']:,.4g}" in planned_text
     for table in ("item_counts", "edge_counts"):
         frame = pd.read_parquet(tmp_path / "out" / table)
@@ -303,3 +310,42 @@ def test_plan_prints_what_a_seeded_run_reports(spark, tmp_path, capsys):
     top = [line for line in console.splitlines() if re.match(r"\s+\d+\. item ", line)]
     assert len(top) == 10 and all(f"±{noise['ci95_halfwidth']:,.4g}" in line for line in top)
     assert "may be at the top by noise alone" in console
+    assert "bounding kept" in console and "WARNING: the noise is wider than the average count" in console
+
+
+# ---------------------------------------------------------------------------
+# Releases of little use: the plan warns where the noise is wider than the statistic's whole range.
+
+
+@pytest.mark.parametrize("epsilon, variant, warned", [
+    ("5", "limit", False),     # ±2.08: wider than ln n only below 8 users
+    ("1", "limit", True),      # ±10.4: below 32,301 users
+    ("0.1", "limit", True),
+    ("1", "limit_ss", False),  # its noise is known only as at least ±0.03 (the xi floor): no claim of uselessness
+])
+def test_plan_warns_when_the_entropys_noise_is_wider_than_its_range(capsys, epsilon, variant, warned):
+    overrides = ["--set", f"privacy.epsilon={epsilon}", "--set", f'algorithm.variant="{variant}"']
+    if variant == "limit_ss":
+        overrides += ["--set", "privacy.delta=1e-8"]
+    assert main(["plan", str(ROOT / "conf" / "sparse_entropy.toml"), *overrides]) == 0
+    said = capsys.readouterr().out
+    assert ("WARNING: the entropy's noise" in said) == warned
+    assert main(["plan", str(ROOT / "conf" / "sparse_entropy.toml"), "--json", *overrides]) == 0
+    section = json.loads(capsys.readouterr().out)
+    assert bool(section.get("warnings")) == warned
+    if warned:
+        width = section["tables"]["location_entropy"]["noisy_entropy"]["ci95_halfwidth"]
+        assert width > math.log(10) and "fewer than n = " in section["warnings"][0]
+
+
+def test_the_entropy_warning_is_worked_out_at_the_least_noise_a_private_choice_can_give():
+    from dp_spark.core.domain import ItemDomain
+    from dp_spark.families.base import Domains
+
+    domains = Domains(ItemDomain(np.arange(1, 11), "1..10"))
+    split = {"epsilon_bound": Fraction(1, 2), "epsilon_entropy": Fraction(9, 2)}
+    # The smallest candidates (M = C = 1) at 4.5 leave a noise narrower than ln 10; the largest would not.
+    auto = EntropyParams(variant="limit", M="auto", C="auto", M_candidates=(1, 30), C_candidates=(1, 50))
+    assert "warnings" not in engine.accuracy_section(ENTROPY, auto, Fraction(5), domains, split)
+    fixed = EntropyParams(variant="limit", M=30, C=50)
+    assert len(engine.accuracy_section(ENTROPY, fixed, Fraction(5), domains, split)["warnings"]) == 1

@@ -32,7 +32,8 @@ def test_auto_takes_the_default_candidates_and_a_tenth_of_epsilon():
     params = counts.CountsParams("sra", "auto")
     assert params.candidates == bound_selection.DEFAULT_CANDIDATES and params.largest_bound == 256
     split = plan_split(family_of("sra"), params, Fraction(1), DOMAINS)
-    assert split == {"epsilon_bound": Fraction(1, 10), "epsilon_items": Fraction(9, 20), "epsilon_edges": Fraction(9, 20)}
+    assert split == {"epsilon_bound": Fraction(1, 10), "epsilon_bounding": Fraction(1, 20),
+                     "epsilon_items": Fraction(17, 40), "epsilon_edges": Fraction(17, 40)}
     hpa = plan_split(family_of("hpa"), counts.CountsParams("hpa", "auto"), Fraction(1), DOMAINS)
     assert hpa["epsilon_bound"] == Fraction(1, 10) and sum(hpa.values()) == 1
 
@@ -42,9 +43,9 @@ def test_the_error_model_is_public_tables_cap_and_the_exact_noise_at_each_candid
     split = plan_split(family_of("sra"), params, Fraction(1), DOMAINS)
     model = counts.error_model(params, DOMAINS, split)
     assert (model.tables, model.records_per_cell) == (2, bound_selection.QUALITY_RECORDS_PER_CELL)
-    # 100 item cells and 200 edge cells, each at 9/20 of ε: the discrete Laplace variance at b.
+    # 100 item cells and 200 edge cells, each at 17/40 of ε: the discrete Laplace variance at b.
     for b, noise in zip((1, 4, 16), model.noise_variance):
-        assert float(noise) == pytest.approx(300 * discrete_laplace_variance(b / 0.45), rel=1e-12)
+        assert float(noise) == pytest.approx(300 * discrete_laplace_variance(b / 0.425), rel=1e-12)
 
 
 def test_under_zcdp_the_noise_of_each_candidate_is_the_gaussians_growing_as_b():
@@ -141,7 +142,7 @@ def test_the_plan_states_an_upper_bound_at_the_largest_candidate():
     plan = dp_spark.plan("sra", items=range(1, 101), l="auto", l_candidates=[1, 8, 40], epsilon=1)
     noise = plan.accuracy["tables"]["item_counts"]["noisy_count"]
     assert noise["kind"] == UPPER_BOUND and "chosen privately" in noise["note"]
-    assert noise["scale"] == pytest.approx(40 / 0.9)  # the largest candidate over the items' 9/10 of epsilon
+    assert noise["scale"] == pytest.approx(40 / 0.85)  # the largest candidate over the items' 17/20 of epsilon
 
 
 def _everyone_rates_everything(spark, users: int, items: int):
@@ -161,11 +162,14 @@ def test_a_release_chooses_pays_for_applies_and_reports_the_bound(spark):
     assert steps["choose l"]["epsilon_exact"] == "4/5" and steps["choose l"]["cells"] == 2
     assert steps["item_counts"]["sensitivity_l1"] == 64  # the chosen bound is the release's sensitivity
     assert release.epsilon_spent == 8
-    # Every record kept: the counts are 400 plus noise of scale 64/7.2 (|noise| < 120 with
-    # probability 1 - 64·e^(-13.5), far beyond any seed's reach).
+    # Every record kept: the counts are 400 plus noise of scale 64/6.8 (|noise| < 120 with
+    # probability 1 - 64·e^(-12.75), far beyond any seed's reach).
     assert (release["item_counts"]["noisy_count"] - 400).abs().max() < 120
     noise = release.report["accuracy"]["tables"]["item_counts"]["noisy_count"]
-    assert noise["kind"] == EXACT and noise["scale"] == pytest.approx(64 / 7.2)
+    assert noise["kind"] == EXACT and noise["scale"] == pytest.approx(64 / 6.8)
+    # The estimate of what bounding removed is at the chosen bound too: nothing past l = 64 to remove.
+    bounding = release.report["accuracy"]["bounding"]
+    assert bounding["cap_per_user"] == 8 * 64 and steps["bounding: kept"]["sensitivity_l1"] == 64
     assert "at the privately chosen l = 64" in noise["note"]
     assert (release["item_counts"]["ci95_halfwidth"] == noise["ci95_halfwidth"]).all()
 
@@ -184,7 +188,7 @@ def test_hpa_chooses_l_before_its_popularity_and_keeps_the_papers_split_of_the_r
     assert [e["step"] for e in release.ledger][:2] == ["choose l", "popularity"]
     assert release.report["algorithm"]["chosen"] == {"l": 8}  # every record kept wins by far at ε = 8
     split = release.report["algorithm"]["epsilon_split"]
-    assert split["epsilon_bound"] == pytest.approx(0.8) and split["epsilon_popularity"] == pytest.approx(0.72)
+    assert split["epsilon_bound"] == pytest.approx(0.8) and split["epsilon_popularity"] == pytest.approx(0.68)
 
 
 def test_under_zcdp_the_choice_runs_at_twice_its_share_as_a_bounded_range_step(spark):
@@ -197,3 +201,10 @@ def test_under_zcdp_the_choice_runs_at_twice_its_share_as_a_bounded_range_step(s
     share = zcdp.epsilon_for_rho(Fraction(release.report["rho_total_exact"]) / 10)
     assert choose["bounded_range"] is True and Fraction(choose["epsilon_exact"]) == 2 * share
     assert Fraction(release.report["rho_spent_exact"]) <= Fraction(release.report["rho_total_exact"])
+    # The bounding estimate's two pure steps spend its whole share of ρ (a review's finding: at
+    # half of its ε each they spent half of it), to within epsilon_for_rho's rounding down.
+    bounding = [e for e in release.ledger if e["step"].startswith("bounding: ")]
+    spent = sum(Fraction(e["rho_exact"]) if "rho_exact" in e else zcdp.pure_cost(Fraction(e["epsilon_exact"]))
+                for e in bounding)
+    planned = release.report["algorithm"]["rho_split"]["epsilon_bounding"]
+    assert len(bounding) == 2 and 0.999 * planned <= float(spent) <= planned * (1 + 1e-9)

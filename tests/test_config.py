@@ -59,17 +59,18 @@ def test_bad_values_name_the_key(section, key, value, message):
 
 
 def test_default_splits_follow_the_paper():
+    # A twentieth of epsilon estimates what bounding removed; the papers' split shares the rest.
     sra = plan_budget(build_config(base()))
-    assert sra == {"epsilon_items": 0.5, "epsilon_edges": 0.5}
+    assert sra == {"epsilon_bounding": Fraction(1, 20), "epsilon_items": Fraction(19, 40),
+                   "epsilon_edges": Fraction(19, 40)}
     raw = base(name="hpa", d=1)
     hpa = plan_budget(build_config(raw))
-    assert {k: float(v) for k, v in hpa.items()} == {
-        "epsilon_popularity": 0.1, "epsilon_items": 0.45, "epsilon_edges": 0.45,
-    }
+    assert hpa == {"epsilon_bounding": Fraction(1, 20), "epsilon_popularity": Fraction(19, 200),
+                   "epsilon_items": Fraction(171, 400), "epsilon_edges": Fraction(171, 400)}
     assert sum(hpa.values()) == 1
     raw = base()
     del raw["domain"]["attributes"]
-    assert plan_budget(build_config(raw)) == {"epsilon_items": 1}
+    assert plan_budget(build_config(raw)) == {"epsilon_bounding": Fraction(1, 20), "epsilon_items": Fraction(19, 20)}
 
 
 def test_split_over_the_total_is_refused():
@@ -115,7 +116,8 @@ def test_baselines_take_their_bound_as_m_and_their_publisher():
     raw["publisher"] = {"k": 7}
     cfg = build_config(raw)
     assert (cfg.l, cfg.bound_name, cfg.publisher, cfg.publisher_options) == (25, "m", "fourier", {"k": 7})
-    assert plan_budget(cfg) == {"epsilon_items": 0.5, "epsilon_edges": 0.5}
+    assert plan_budget(cfg) == {"epsilon_bounding": Fraction(1, 20), "epsilon_items": Fraction(19, 40),
+                                "epsilon_edges": Fraction(19, 40)}
     sra = build_config({**base(), "publisher": {"name": "dpa_ahp", "delta": 0.075}})
     assert sra.publisher_options["delta"] == pytest.approx(0.075) and sra.bound_name == "l"
 
@@ -245,7 +247,8 @@ def test_the_api_refuses_an_epsilon_given_as_text_before_anything_runs():
         dp_spark.plan("sra", items=range(1, 5), l=2, epsilon="1.0")
     with pytest.raises(ConfigError, match="budget epsilon must be a number, not the string"):
         dp_spark.DatasetBudget(epsilon="5")
-    assert dp_spark.plan("sra", items=range(1, 5), l=2, epsilon=1.0).epsilon_split == {"epsilon_items": 1.0}
+    assert dp_spark.plan("sra", items=range(1, 5), l=2, epsilon=1.0).epsilon_split == {"epsilon_bounding": 0.05,
+                                                                                       "epsilon_items": 0.95}
 
 
 def test_api_arguments_of_the_wrong_kind_are_config_errors_before_anything_is_read():

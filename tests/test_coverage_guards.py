@@ -184,8 +184,9 @@ def test_the_guards_epsilon_comes_off_the_top_of_the_split():
     params, family = CountsParams("sra", l=2), family_of("sra")
     limits = guards.Guards(max_dropped_fraction=0.5, epsilon=Fraction(1, 10))
     assert plan_split(family, params, Fraction(1), Domains(None), guards=limits) == \
-        {"epsilon_items": Fraction(9, 10), "epsilon_guards": Fraction(1, 10)}
-    assert plan_split(family, params, Fraction(1), Domains(None)) == {"epsilon_items": Fraction(1)}
+        {"epsilon_bounding": Fraction(9, 200), "epsilon_items": Fraction(171, 200), "epsilon_guards": Fraction(1, 10)}
+    assert plan_split(family, params, Fraction(1), Domains(None)) == {"epsilon_bounding": Fraction(1, 20),
+                                                                      "epsilon_items": Fraction(19, 20)}
     with pytest.raises(ConfigError, match="leaves nothing"):
         plan_split(family, params, Fraction(1, 10), Domains(None), guards=limits)
 
@@ -287,7 +288,7 @@ def test_plan_shows_the_guards_part_and_noise(tmp_path, capsys):
     config = monday_job(tmp_path, "[guards]", "max_dropped_fraction = 0.5", "epsilon = 0.1")
     assert main(["plan", str(config)]) == 0
     said = capsys.readouterr().out
-    assert "epsilon_guards 0.1" in said and "epsilon_items 0.45, epsilon_edges 0.45" in said
+    assert "epsilon_guards 0.1" in said and "epsilon_items 0.4275, epsilon_edges 0.4275" in said
     assert "guards: each noisy figure has discrete Laplace noise of scale 20 users" in said
 
 

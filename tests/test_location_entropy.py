@@ -354,3 +354,39 @@ def test_the_ledger_is_the_same_on_neighbouring_inputs(variant):
     floor = le.smooth_scale_floor(5, Fraction(entry["epsilon_exact"]), 1e-3)
     assert entry["noise_scale"] == pytest.approx(float(floor), rel=1e-12)
     assert "xi" in entry["mechanism"] and "beta'" in entry["mechanism"]
+
+
+def _two_location_checkins(path, times: bool) -> str:
+    """100 users who each visit location 1 and then location 2 (a day later)."""
+    lines = [f"{u}\t{loc}" + (f"\t2010-10-{10 + loc}T12:00:00Z" if times else "")
+             for u in range(1, 101) for loc in (1, 2)]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("choice, published", [("first_visit", 0.5), ("random", 1.0)])
+def test_evaluate_bounds_users_as_the_release_chooses_their_locations(spark, tmp_path, choice, published):
+    """M = 1: by first visit every user keeps location 1, so location 2 is left with no users
+    (half the eligible locations published); a random choice leaves both about 50 (all published).
+    evaluate once bounded by first visit whatever the config said."""
+    path = _two_location_checkins(tmp_path / "checkins.txt", times=True)
+    out = tmp_path / "eval"
+    args = ["evaluate", "conf/sparse_entropy.toml", "--runs", "1", "--out", str(out), "--methods", "limit",
+            "--set", 'source.format="checkins"', "--set", f"source.path={path}",
+            "--set", "domain.items={ range = [1, 2] }", "--set", "algorithm.locations_per_user=1",
+            "--set", f'algorithm.location_choice="{choice}"', "--set", "seed=3"]
+    assert main(args) == 0
+    records = json.loads((out / "evaluation.json").read_text())
+    ratio = {r["metric"]: r["mean"] for r in records if r["query"] == "entropy"}["published_ratio"]
+    assert ratio == published
+
+
+def test_evaluate_checks_the_times_that_a_first_visit_release_needs(spark, tmp_path, capsys):
+    path = _two_location_checkins(tmp_path / "checkins.txt", times=False)
+    args = ["evaluate", "conf/sparse_entropy.toml", "--runs", "1", "--out", str(tmp_path / "eval"), "--methods",
+            "limit", "--set", 'source.format="checkins"', "--set", f"source.path={path}",
+            "--set", "domain.items={ range = [1, 2] }", "--set", "algorithm.locations_per_user=1"]
+    assert main(args) != 0
+    assert "time" in capsys.readouterr().err
+    random = [*args, "--set", 'algorithm.location_choice="random"']
+    assert main(random) == 0  # a random choice does not use time

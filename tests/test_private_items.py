@@ -41,7 +41,9 @@ def test_a_private_release_selects_pays_and_counts_only_the_selected_items(spark
     assert report["domain"]["item_count"] == 3 and "selected privately" in report["domain"]["items"]
     steps = {entry["step"]: entry for entry in release.ledger}
     assert steps["select items"]["delta"] == 1e-6 and steps["select items"]["epsilon_exact"] == "1"
-    assert steps["item_counts"]["epsilon_exact"] == "1" and steps["item_counts"]["cells"] == 3
+    assert steps["item_counts"]["epsilon_exact"] == "9/10" and steps["item_counts"]["cells"] == 3
+    # What bounding kept, over the selected items: 900 records, with noise of scale l/(ε/40) = 60.
+    assert abs(report["accuracy"]["bounding"]["records_kept_noisy"] - 900) < 600
     assert report["delta_spent"] == pytest.approx(1e-6)
     assert release.diagnostics["partition_selection"] == {"keys_seen": 4, "keys_selected": 3}
     # The rows of the item left out are counted apart, not as rows outside a public domain.
@@ -57,8 +59,8 @@ def test_integer_ids_and_edges_work_too(spark):
                            attributes=["x", "y"], seed=3)
     assert release["item_counts"]["item_id"].tolist() == [7, 8]
     assert len(release["edge_counts"]) == 4
-    assert set(release.report["algorithm"]["epsilon_split"]) == {"epsilon_partition", "epsilon_items",
-                                                                 "epsilon_edges"}
+    assert set(release.report["algorithm"]["epsilon_split"]) == {"epsilon_partition", "epsilon_bounding",
+                                                                 "epsilon_items", "epsilon_edges"}
 
 
 def test_nothing_selected_gives_empty_tables_and_spends_no_more(spark, tmp_path):
@@ -98,7 +100,7 @@ def test_auto_and_private_items_split_the_budget_in_order():
     params = counts.CountsParams("sra", "auto", private_items=True, delta=1e-6)
     split = plan_split(family_of("sra"), params, Fraction(1), Domains(None))
     assert split == {"epsilon_partition": Fraction(1, 2), "epsilon_bound": Fraction(1, 10),
-                     "epsilon_items": Fraction(2, 5)}
+                     "epsilon_bounding": Fraction(1, 20), "epsilon_items": Fraction(7, 20)}
     assert params.keys_per_user == counts.DEFAULT_KEYS_PER_USER == 10
     assert counts.CountsParams("sra", 7, private_items=True, delta=1e-6, keys_per_user=3).keys_per_user == 3
 

@@ -36,7 +36,8 @@ def releases(spark):
 
 def test_printing_a_release_gives_a_short_summary(releases):
     text = str(releases["counts"])
-    assert text == repr(releases["counts"]) and len(text.splitlines()) <= 12 and len(text) < 1200
+    assert text == repr(releases["counts"]) and len(text.splitlines()) <= 15 and len(text) < 1800
+    assert "bounding kept" in text and "removed at least" in text  # the bias the ± leaves out
     assert "epsilon 1 spent of 1" in text
     assert re.search(r"item_counts +40 rows +noisy_count ±\d+ \(95%\)", text)
     assert re.search(r"edge_counts +80 rows", text)

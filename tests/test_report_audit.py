@@ -88,6 +88,24 @@ def test_the_allow_list_names_leaf_keys_only():
     assert report_audit.differences(*popularity) == ["ledger[0].sensitivity_l1: 1.0 vs 2.0"]
 
 
+def test_the_bounding_estimates_noise_may_follow_the_bound_only_when_it_is_chosen_privately():
+    """The noisy figures of what bounding removed may differ in every counts release; their scale
+    and the cap only when l is a DP output ("auto"); a raw figure beside them never."""
+    def counts_report(l, scale, kept, extra=None):
+        bounding = {"records_kept_noisy": kept, "cap_per_user": 8 * (l if l != "auto" else 4),
+                    "records_kept": {"scale": scale}, **(extra or {})}
+        return report(algorithm={"name": "sra", "parameters": {"l": l}}, accuracy={"bounding": bounding},
+                      ledger=[{"step": "bounding: kept", "sensitivity_l1": scale}])
+    assert report_audit.differences(counts_report(5, 100.0, 900), counts_report(5, 100.0, 870)) == []
+    fixed = report_audit.differences(counts_report(5, 100.0, 900), counts_report(5, 160.0, 900))
+    assert sorted(fixed) == ["accuracy.bounding.records_kept.scale: 100.0 vs 160.0",
+                             "ledger[0].sensitivity_l1: 100.0 vs 160.0"]
+    assert report_audit.differences(counts_report("auto", 100.0, 900), counts_report("auto", 160.0, 870)) == []
+    leaky = report_audit.differences(counts_report(5, 100.0, 900, {"records_kept_true": 901}),
+                                     counts_report(5, 100.0, 900, {"records_kept_true": 900}))
+    assert leaky == ["accuracy.bounding.records_kept_true: 901 vs 900"]
+
+
 def test_a_ledger_allowance_holds_only_for_its_step():
     """θ* is a DP output, so DPSense's column_counts scale may follow it; the same field of any
     other step may not differ."""

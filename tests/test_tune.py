@@ -130,9 +130,10 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
     assert said[1] == said[-1] == tune.VOIDS_THE_GUARANTEE
     assert [r["bound"] for r in result["rows"]] == list(tune.DEFAULT_CANDIDATES)
     assert result["configured_bound"] == 10 and result["count_tables"] == 2 and result["item_cells"] == 17_770
-    # Edges in the demo: the items get epsilon/2, so the noise at bound b is discrete Laplace of scale 2b.
+    # Edges in the demo: the items get (1 - 1/20) epsilon/2 (a twentieth estimates what bounding
+    # removed), so the noise at bound b is discrete Laplace of scale 40b/19.
     for row in result["rows"]:
-        assert row["noise_variance"] == pytest.approx(discrete_laplace_variance(2 * row["bound"]), rel=1e-9)
+        assert row["noise_variance"] == pytest.approx(discrete_laplace_variance(40 * row["bound"] / 19), rel=1e-9)
     # The Spark path reads the records a job reads: the same curve as from the file read with pandas.
     pairs = pd.read_parquet(data, columns=["user_id", "item_id"])
     errors = bound_curve.sra_sampling_errors(pairs, tune.DEFAULT_CANDIDATES, 17_770)
@@ -161,6 +162,16 @@ def test_an_auto_config_is_scored_as_its_job_scores_it():
     fixed = plan_split(family_of("sra"), counts.CountsParams("sra", 4), Fraction(1), domains)
     setup = tune.TuneSetup("sra", "laplace", {}, Fraction(1), fixed, 4, None)
     assert setup.error_model(tune.BOUND_SHARE, (1, 2, 4)) == counts.error_model(auto, domains, split)
+    # With guards their part comes off the top, and the bound takes its tenth of the rest (a review's
+    # finding: tune shrank the guards' part too).
+    from dp_spark.families.guards import Guards
+
+    limits = Guards(max_dropped_fraction=0.5, epsilon=Fraction(1, 10))
+    guarded = plan_split(family_of("sra"), auto, Fraction(1), domains, guards=limits)
+    fixed = plan_split(family_of("sra"), counts.CountsParams("sra", 4), Fraction(1), domains, guards=limits)
+    setup = tune.TuneSetup("sra", "laplace", {}, Fraction(1), fixed, 4, None)
+    assert setup.error_model(tune.BOUND_SHARE, (1, 2, 4)) == counts.error_model(auto, domains, guarded)
+    assert setup.mechanism_epsilon(tune.BOUND_SHARE) == guarded["epsilon_bound"]
 
 
 def test_under_zcdp_tune_scores_the_choice_as_the_job_makes_it():

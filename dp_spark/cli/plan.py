@@ -53,7 +53,7 @@ def plan(args) -> int:
         refuse_source_table(cfg.items, spark, cfg.source)  # as run refuses it: a private domain
     domains = job_domains(cfg, spark)
     rows = output_size(family, cfg.params, domains, cfg.execution)  # refuses what run would refuse
-    section = accuracy_section(family, cfg.params, cfg.epsilon, domains, split, alpha)
+    section = accuracy_section(family, cfg.params, cfg.epsilon, domains, split, alpha, cfg.accounting)
     if args.json:
         print(json.dumps(section, indent=2))
         return EXIT_OK

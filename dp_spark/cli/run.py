@@ -36,6 +36,9 @@ def _check_outside_release(path: str, output: str) -> None:
 
 
 def _print_summary(result) -> None:
+    import textwrap
+
+    from dp_spark.core import accuracy
     from dp_spark.display import ABSENT_NOTE, epsilon_text, noise_scale_text, short_mechanism
 
     report = result.report
@@ -89,6 +92,10 @@ def _print_summary(result) -> None:
         title = result.items.titles.get(int(row.item_id), "") if result.items.titles else ""  # ids may be strings
         count = f"{row.noisy_count:>11,.1f}" if isinstance(row.noisy_count, float) else f"{row.noisy_count:>9,}"
         print(f"  {rank:>2}. item {row.item_id:<7} {count}{plus}  {title}")
+    bounding = report.get("accuracy", {}).get("bounding")
+    if bounding:
+        print(textwrap.fill(f"NOTE: {accuracy.bounding_text(bounding)}.", 100, initial_indent="  ",
+                            subsequent_indent="    "))
     # Among n cells of noise alone, about 10 exceed the level with P(Z > level) = 10/n: a top-10 not
     # clearly above it may be there by noise alone (computed from the scale and domain size only).
     cells = result.report["outputs"]["item_counts"]["rows"]

@@ -180,9 +180,34 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:,.4g}"
 
 
+# Below this 95% upper bound on the share kept, the reader is told that the bias can dwarf the ±.
+FAR_BELOW_SHARE = 0.9
+
+
+def bounding_text(bounding: dict) -> str:
+    """``accuracy.bounding`` (algorithms.bounding_estimate) in a sentence for a person: after a
+    run, the DP estimate of what bounding removed; before it, what the run will estimate."""
+    if "records_kept" not in bounding:
+        return f"bounding: {bounding.get('note', 'no estimate')}"
+    h_kept, h_removed = bounding["records_kept"]["ci95_halfwidth"], bounding["records_removed"]["ci95_halfwidth"]
+    cap = bounding["cap_per_user"]
+    if "records_kept_noisy" not in bounding:
+        return (f"bounding, not in the ± above: {bounding['bias']}. The run publishes a DP estimate of the records "
+                f"kept (±{h_kept:,.0f}) and of those removed (±{h_removed:,.0f}, counted up to {cap:,} per user), "
+                f"with epsilon {bounding['epsilon']:g}" + (f" ({bounding['note']})" if bounding.get("note") else ""))
+    high = bounding["kept_share_at_most_95"]
+    share = "" if high is None else f"; the counts hold at most {high:.0%} of the records in the domain (95%)" + (
+        ", so a count can be far below its true count, by much more than its ± shows" if high < FAR_BELOW_SHARE
+        else "")
+    warning = f". WARNING: {bounding['warning']}" if bounding.get("warning") else ""
+    return (f"bounding kept {bounding['records_kept_noisy']:,} ±{h_kept:,.0f} records and removed at least "
+            f"{bounding['records_removed_at_least_noisy']:,} ±{h_removed:,.0f} (DP estimates, 95%; records past "
+            f"{cap:,} per user not counted){share}{warning}")
+
+
 def format_section(section: dict) -> list[str]:
     """privacy.json's ``accuracy`` section (or ``dp-spark plan``'s) as lines for a person: one row
-    per released column, its notes, then the caveat."""
+    per released column, its notes, what bounding removed (counts), then the caveat."""
     alpha = section["alpha"]
     level = confidence_label(alpha)
     rows = [(table, column, noise) for table, columns in section["tables"].items() for column, noise in columns.items()]
@@ -190,7 +215,11 @@ def format_section(section: dict) -> list[str]:
         return ["No accuracy statement for this release."]
     table_w = max(5, *(len(t) for t, _, _ in rows))
     column_w = max(6, *(len(c) for _, c, _ in rows))
-    lines = [f"  {'table':<{table_w}} {'column':<{column_w}} {'sd':>10} {'±95%':>10} {f'±{level}%':>10}  kind, noise"]
+    lines = [textwrap.fill(f"WARNING: {warning}", 100, initial_indent="  ", subsequent_indent="    ")
+             for warning in section.get("warnings", [])]
+    lines += [""] if lines else []
+    lines.append(f"  {'table':<{table_w}} {'column':<{column_w}} {'sd':>10} {'±95%':>10} {f'±{level}%':>10}  "
+                 "kind, noise")
     notes = []
     for table, column, noise in rows:
         lines.append(f"  {table:<{table_w}} {column:<{column_w}} {_number(noise['sd']):>10} "
@@ -201,5 +230,7 @@ def format_section(section: dict) -> list[str]:
             notes.append(f"  {table}.{column}: {noise['note']}.")
     notes = [textwrap.fill(note, 100, subsequent_indent="    ") for note in notes]
     lines.append(textwrap.fill(KIND_LEGEND, 100, initial_indent="  ", subsequent_indent="    "))
-    return lines + ([""] + notes if notes else []) + ["", textwrap.fill(section["caveat"], 100, initial_indent="  ",
-                                                                        subsequent_indent="  ")]
+    bounding = ([textwrap.fill(bounding_text(section["bounding"]) + ".", 100, initial_indent="  ",
+                               subsequent_indent="    ")] if section.get("bounding") else [])
+    return lines + ([""] + notes if notes else []) + ([""] + bounding if bounding else []) + [
+        "", textwrap.fill(section["caveat"], 100, initial_indent="  ", subsequent_indent="  ")]

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core import zcdp
-from dp_spark.core.privacy import PURE, USER_UNIT, Accounting, Budget, PrivacyUnit
+from dp_spark.core.privacy import PURE, USER_UNIT, Accounting, Budget, BudgetExceeded, PrivacyUnit
 from dp_spark.errors import ConfigError
 from dp_spark.families.guards import SPLIT_KEY as GUARDS_SPLIT_KEY, Guards
 
@@ -83,6 +83,7 @@ class FamilyOutput:
     domains: Domains | None = None  # the domains released over, when the run chose them (private items)
     noise_extra: dict = field(default_factory=dict)  # more of the report's noise section (where it was drawn)
     guards: dict | None = None  # the guards' limits and noisy figures (families.guards.check), when set
+    bounding: dict | None = None  # accuracy.bounding after the run: the DP estimate of what bounding removed
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,15 @@ class Family:
     # the report's accuracy is that of the chosen bound; None when ``chosen`` (algorithm.chosen)
     # holds nothing the accuracy depends on. None: the family chooses nothing the accuracy states.
     with_chosen: Callable[[Any, dict], tuple[Any, dict] | None] | None = None
+    # (params, split, alpha, zcdp) -> privacy.json's ``accuracy.bounding`` before the run: how well
+    # the run's DP estimate of what bounding removed will state it (the counts' bias, which the
+    # noise's ± leaves out; algorithms.bounding_estimate), under pure ε or ρ-zCDP accounting.
+    # None: the family publishes no such estimate.
+    bounding: Callable[[Any, dict[str, Fraction], float, bool], dict] | None = None
+    # (params, split, alpha) -> warnings from public parameters alone that the release will be of
+    # little use, e.g. noise wider than the whole range its statistic can take (accuracy.warnings;
+    # ``dp-spark plan`` and the run say them).
+    warnings: Callable[[Any, dict[str, Fraction], float], list[str]] = lambda params, split, alpha: []
     # (params, domains, execution) -> whether this release never needs a value per item on the
     # driver, so that its item domain may be larger than the driver's memory: its tables go to
     # the executors and nothing else holds the items (docs/executor_noise.md).
@@ -215,7 +225,15 @@ def plan_split(family: Family, params: Any, epsilon: Fraction, domains: Domains,
         split[key] = value
     if guards.active:
         split[GUARDS_SPLIT_KEY] = guards.epsilon
-    Budget(epsilon).check_plan(split)
+    try:
+        Budget(epsilon).check_plan(split)
+    except BudgetExceeded as e:
+        defaults = [key for key in known if key not in (overrides or {})]
+        if not overrides or not defaults:
+            raise
+        # e.g. a split written before a part was added (the counts' epsilon_bounding, issue 42)
+        raise BudgetExceeded(f"{e}; the parts not set ({', '.join(defaults)}) keep their default shares of "
+                             "epsilon: set them too, or leave room for them") from None
     return split
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from dp_spark.aggregates import bound_bias
-from dp_spark.algorithms import bound_selection, sampling
+from dp_spark.algorithms import bound_selection, bounding_estimate, sampling
 from dp_spark.bounding import keys
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.accuracy import POST_PROCESSED, UPPER_BOUND
@@ -162,14 +162,16 @@ def partition_delta(delta: float, zcdp: bool) -> float:
 
 
 def _split(params: CountsParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
-    """The papers' split; with private items, half of ε first selects them, and with "auto" a
-    tenth of ε chooses the bound; the papers' split shares the rest."""
+    """The papers' split; with private items, half of ε first selects them, with "auto" a tenth
+    of ε chooses the bound, and a twentieth estimates what bounding removed; the papers' split
+    shares the rest."""
     with_edges = domains.attributes is not None
     first = {}
     if params.private_items:  # half of ε selects the items, as PipelineDP shares it with one metric
         first["epsilon_partition"] = epsilon * PARTITION_SHARE
     if params.auto:
         first["epsilon_bound"] = epsilon * bound_selection.DEFAULT_SHARE
+    first["epsilon_bounding"] = epsilon * bounding_estimate.SHARE
     return {**first, **sampling.default_split(params.algorithm, epsilon - sum(first.values(), Fraction(0)), with_edges)}
 
 
@@ -276,9 +278,16 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
         validated.release()
     if params.consistent:
         release = sampling.made_consistent(release, l, inputs.split, gaussian)
+    # From validation's per-user counts (no pass of its own): what bounding at l removed.
+    removed = bounding_estimate.estimate(validated.users_by_n, _bounding_plan(l, inputs.split, inputs.budget.zcdp),
+                                         inputs.budget, inputs.rng)
+    warning = bounding_estimate.noise_warning(removed, _halfwidths(params, l, inputs.domains, inputs.split))
+    if warning:
+        inputs.progress(f"WARNING: {warning}")
+        removed = {**removed, "warning": warning}
     return FamilyOutput(tables_of(release, inputs.domains), {**validated.diagnostics, **release.diagnostics,
                                                              "coverage": coverage.to_json()}, chosen=chosen,
-                        guards=decided,
+                        guards=decided, bounding=removed,
                         **(_executor_output(inputs.domains, inputs.seed) if on_executors else {}))
 
 
@@ -342,7 +351,8 @@ def _nothing_selected(inputs: RunInputs, selection: SelectedItems) -> FamilyOutp
     empty = sampling.CountsRelease(np.zeros(0, dtype=np.int64), None if inputs.domains.attributes is None
                                    else np.zeros((0, len(inputs.domains.attributes)), dtype=np.int64))
     return FamilyOutput(tables_of(empty, inputs.domains), {"partition_selection": selection.diagnostics},
-                        chosen={"items_selected": 0}, domains=inputs.domains)
+                        chosen={"items_selected": 0}, domains=inputs.domains,
+                        bounding={"note": "no item was selected: nothing was counted, and no estimate was drawn"})
 
 
 def _unselected_apart(coverage: guards.Coverage) -> guards.Coverage:
@@ -483,6 +493,27 @@ def _accuracy(params: CountsParams, epsilon: Fraction, domains: Domains, split: 
     return tables
 
 
+def _bounding_plan(l: int, split: dict[str, Fraction], zcdp: bool) -> bounding_estimate.BoundingPlan:
+    return bounding_estimate.BoundingPlan(l, split["epsilon_bounding"], zcdp)
+
+
+def _halfwidths(params: CountsParams, l: int, domains: Domains, split: dict[str, Fraction]) -> dict[str, tuple]:
+    """{table: (cells, the 95% half-width of its noise at bound l)} for the tables whose noise is
+    that half-width (before any post-processing), not only at most it (GS, AHP: no claim of
+    uselessness), from the config and the domains."""
+    at_l = replace(params, l=l, candidates=None)
+    tables = _accuracy(at_l, sum(split.values(), Fraction(0)), domains, split, accuracy.DEFAULT_ALPHA)
+    cells = _output_rows(at_l, domains)
+    return {table: (cells[table], columns["noisy_count"].ci95_halfwidth) for table, columns in tables.items()
+            if columns["noisy_count"].kind in (accuracy.EXACT, POST_PROCESSED)}
+
+
+def _bounding(params: CountsParams, split: dict[str, Fraction], alpha: float, zcdp: bool) -> dict:
+    """accuracy.bounding before the run (with "auto": at the largest candidate, an upper bound)."""
+    return bounding_estimate.planned_section(_bounding_plan(params.largest_bound, split, zcdp), alpha,
+                                             chosen_later=params.auto)
+
+
 def from_config(c: ConfigTables) -> CountsParams:
     name, algorithm, parts = c.name, c.algorithm, c.parts
     for key in ("epsilon_theta", "epsilon_counts"):
@@ -534,7 +565,7 @@ def _with_chosen(params: CountsParams, chosen: dict) -> tuple[CountsParams, dict
 
 FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, default_split=_split,
                 split_keys=_split_keys, run=run, describe=_describe, report_section=_report_section,
-                from_config=from_config, accuracy=_accuracy, with_chosen=_with_chosen,
+                from_config=from_config, accuracy=_accuracy, with_chosen=_with_chosen, bounding=_bounding,
                 delta=lambda params: params.delta, beyond_the_driver=lambda params, domains, execution: (
                     params.algorithm != "hpa" and not params.private_items
                     and _on_executors(params, domains, execution)),

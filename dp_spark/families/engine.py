@@ -68,7 +68,9 @@ def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fra
     # The expected error is a function of the config alone: worked out before any noise is drawn,
     # so that a failure there cannot come after the budget is spent.
     planned = planned_accuracy(family, params, epsilon, domains, split)
-    expected = accuracy_section(family, params, epsilon, domains, split)
+    expected = accuracy_section(family, params, epsilon, domains, split, accounting=accounting)
+    for warning in expected.get("warnings", []):
+        progress(f"WARNING: {warning}")
     output = family.run(params, inputs)
     if not budget.private:
         progress(family.not_private_warning)
@@ -90,9 +92,19 @@ def planned_accuracy(family: Family, params: Any, epsilon: Fraction, domains: Do
 
 
 def accuracy_section(family: Family, params: Any, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
-                     alpha: float = accuracy.DEFAULT_ALPHA) -> dict:
+                     alpha: float = accuracy.DEFAULT_ALPHA, accounting: Accounting = PURE) -> dict:
     """privacy.json's ``accuracy``: public, like the ledger (a function of the config and domains)."""
-    return section_of(planned_accuracy(family, params, epsilon, domains, split, alpha), alpha)
+    section = {**section_of(planned_accuracy(family, params, epsilon, domains, split, alpha), alpha),
+               **_warnings(family, params, split, alpha)}
+    if not family.bounding:
+        return section
+    return {**section, "bounding": family.bounding(params, split, alpha, accounting.zcdp)}
+
+
+def _warnings(family: Family, params: Any, split: dict[str, Fraction], alpha: float) -> dict:
+    """accuracy.warnings, when the family has any for these parameters (public: config only)."""
+    warnings = family.warnings(params, split, alpha)
+    return {"warnings": list(warnings)} if warnings else {}
 
 
 def section_of(planned: dict[str, dict[str, accuracy.Accuracy]], alpha: float = accuracy.DEFAULT_ALPHA) -> dict:
@@ -110,7 +122,7 @@ def chosen_accuracy(family: Family, params: Any, chosen: dict, epsilon: Fraction
     planned = {table: {column: replace(noise, note="; ".join(filter(None, [noise.note, note])))
                        for column, noise in columns.items()}
                for table, columns in planned_accuracy(family, params, epsilon, domains, split).items()}
-    return planned, section_of(planned)
+    return planned, {**section_of(planned), **_warnings(family, params, split, accuracy.DEFAULT_ALPHA)}
 
 
 def halfwidth_column(column: str, columns: dict) -> str:
@@ -195,7 +207,8 @@ def build_report(family: Family, params: Any, budget: Budget, domains: Domains, 
         "domain": domain,
         # The number of rows is public: each table has one row per public domain value, and
         # FRAPP's perturbed records are as many as its records (its N, published exactly).
-        "accuracy": expected,  # accuracy_section, worked out before the run
+        # accuracy_section, worked out before the run; what bounding removed is a DP output of the run.
+        "accuracy": {**expected, "bounding": output.bounding} if output.bounding is not None else expected,
         "outputs": {name: {"rows": rows.get(name, len(frame) if isinstance(frame, pd.DataFrame) else None),
                            "columns": list(frame.columns)} for name, frame in tables.items()},
         # The guards' limits (config) and the noisy figures they decided on (DP outputs).

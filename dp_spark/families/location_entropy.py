@@ -125,19 +125,31 @@ def entropy_table(items, release: le.EntropyRelease) -> pd.DataFrame:
     return table
 
 
+def timed_bound(params: EntropyParams) -> int | None:
+    """The M whose users' check-ins validation checks for times: with location_choice =
+    "first_visit", M (with M chosen privately, its smallest candidate, the strictest: a user it
+    truncates needs a time on every check-in); None when the choice is random (time unused)."""
+    if params.location_choice != "first_visit":
+        return None
+    return params.grid[0][0]
+
+
+def bounding_salt(params: EntropyParams, seed: int | None) -> int | None:
+    """The salt of a random choice of each user's M locations (None: by first visit)."""
+    return None if params.location_choice == "first_visit" else new_salt(seed, "entropy_locations")
+
+
 def run(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
     if params.auto:
         return _run_auto(params, inputs)
     items = inputs.domains.items
-    by_time = params.location_choice == "first_visit"
-    records, diagnostics = validate_checkins(inputs.records, items, params.M if by_time else None,
+    records, diagnostics = validate_checkins(inputs.records, items, timed_bound(params),
                                              strict=inputs.guards.strict, progress=inputs.progress)
     diagnostic(inputs.progress, f"{diagnostics['rows_read']:,} check-in rows read")
     inputs.progress(f"check-in rows read; bounding users to M = {params.M} locations "
                     f"and C = {params.C} visits")
     bounds = le.Bounds(params.M, params.C)
-    salt = None if by_time else new_salt(inputs.seed, "entropy_locations")
-    sums = location_sums(bounded_pairs(records, bounds.M, bounds.C, salt), items)
+    sums = location_sums(bounded_pairs(records, bounds.M, bounds.C, bounding_salt(params, inputs.seed)), items)
     coverage = _coverage(diagnostics, sums, params)
 
     def explain() -> str:
@@ -172,15 +184,12 @@ def _run_auto(params: EntropyParams, inputs: RunInputs) -> FamilyOutput:
     if params.M == AUTO and inputs.guards.max_truncated_fraction is not None:
         raise ConfigError("guards.max_truncated_fraction needs a public M; with algorithm.locations_per_user = "
                           "\"auto\" M is chosen privately, after the guards are checked")
-    by_time = params.location_choice == "first_visit"
-    # The smallest candidate is the strictest: a user it truncates needs a time on every check-in.
-    records, diagnostics = validate_checkins(inputs.records, items, Ms[0] if by_time else None,
+    records, diagnostics = validate_checkins(inputs.records, items, timed_bound(params),
                                              strict=inputs.guards.strict, progress=inputs.progress)
     diagnostic(inputs.progress, f"{diagnostics['rows_read']:,} check-in rows read")
     inputs.progress(f"check-in rows read; location sums at {len(Ms) * len(Cs)} "
                     f"candidate bounds (M in {list(Ms)}, C in {list(Cs)})")
-    salt = None if by_time else new_salt(inputs.seed, "entropy_locations")
-    grid = candidate_sums(ranked_pairs(records, Ms[-1], Cs[-1], salt), items, Ms, Cs)
+    grid = candidate_sums(ranked_pairs(records, Ms[-1], Cs[-1], bounding_salt(params, inputs.seed)), items, Ms, Cs)
 
     def explain() -> str:
         outside = outside_item_domain(inputs.records, items)
@@ -322,6 +331,34 @@ def _auto_accuracy(params: EntropyParams, epsilon: Fraction, domains: Domains, s
     return {"location_entropy": columns}
 
 
+# A location's entropy lies in [0, ln n] for its n users (at most ln n, with even visits). Noise whose
+# 95% half-width h is wider than that whole range for every location of fewer than e^h users makes
+# such locations noise; above this many, the plan and the run warn (issue 42: on small check-in
+# data, publishing 0 everywhere beat every variant at epsilon <= 1).
+USELESS_BELOW_USERS = 10
+
+
+def _warnings(params: EntropyParams, split: dict[str, Fraction], alpha: float) -> list[str]:
+    """The plan's and the run's warning when the entropy's noise is wider than the entropy's whole
+    range at every location of fewer than USELESS_BELOW_USERS users (with M or C chosen privately:
+    even at the smallest candidates, the least noise any choice gives). Public: config only."""
+    if "entropy" not in params.outputs:
+        return []
+    if params.auto:
+        (M, *_), (C, *_) = params.grid
+        params = dataclasses.replace(params, M=M, C=C, M_candidates=None, C_candidates=None)
+    noise = _entropy_accuracy(params, split, alpha)
+    width = noise.ci95_halfwidth
+    if width <= math.log(USELESS_BELOW_USERS):
+        return []
+    users = f"{math.exp(width):,.0f}" if width < 30 else f"e^{width:.0f}"
+    least = ", at least" if noise.kind == accuracy.LOWER_BOUND else ""
+    return [f"the entropy's noise (±{width:.3g}, 95%{least}) is wider "
+            f"than the whole range of the entropy, [0, ln n], of every location with fewer than n = {users} users: "
+            "those locations are released as noise, and 0 would usually be closer to their truth; raise epsilon, "
+            "lower M or C, or publish only busy locations"]
+
+
 def from_config(c: ConfigTables) -> EntropyParams:
     """Items are the public locations; M and C are public bounds. The baseline variant's
     defaults are Fig. 2's public bounds C_max = 1000, M_max = 100."""
@@ -381,7 +418,7 @@ FAMILY = Family(
     run=run, describe=_describe, report_section=_report_section, from_config=from_config, reads="checkins",
     config_keys=("variant", "locations_per_user", "visits_per_location", "k", "xi", "outputs", "location_choice",
                  "locations_per_user_candidates", "visits_per_location_candidates"),
-    delta=lambda params: params.delta if params.spends_delta else 0.0, accuracy=_accuracy,
+    delta=lambda params: params.delta if params.spends_delta else 0.0, accuracy=_accuracy, warnings=_warnings,
     check_schema=lambda params, records, domains: check_schema(records, domains.items,
                                                                params.location_choice == "first_visit"),
     output_rows=lambda params, domains: {"location_entropy": len(domains.items)},

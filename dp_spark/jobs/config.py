@@ -49,9 +49,9 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "source": ("format", "path", "table", "sep", "header", "names", "columns", "distinct_records", "encoding"),
     "source.columns": STANDARD_COLUMNS,
     "domain": ("items", "attributes", "records"),
-    "privacy": ("epsilon", "gamma", "epsilon_partition", "epsilon_bound", "epsilon_items", "epsilon_edges",
-                "epsilon_popularity", "epsilon_theta", "epsilon_counts", "epsilon_entropy", "epsilon_visits",
-                "epsilon_users", "delta", "noise", "rho"),
+    "privacy": ("epsilon", "gamma", "epsilon_partition", "epsilon_bound", "epsilon_bounding", "epsilon_items",
+                "epsilon_edges", "epsilon_popularity", "epsilon_theta", "epsilon_counts", "epsilon_entropy",
+                "epsilon_visits", "epsilon_users", "delta", "noise", "rho"),
     "algorithm": ("name", "l", "d", "m", "consistent", "quantity", "bins", "theta_max", "limit", "variant",
                   "locations_per_user", "visits_per_location", "k", "xi", "outputs", "scheme", "sup_min",
                   "records_per_user", "cp_k", "cp_rho", "location_choice", "l_candidates", "m_candidates",
@@ -59,8 +59,9 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
                   "visits_per_location_candidates"),
     "publisher": ("name", "k", "grid_bits", "rho", "eta", "delta", "ranking_share", "reproduce_paper"),
 }
-EPSILON_PARTS = ("epsilon_partition", "epsilon_bound", "epsilon_popularity", "epsilon_items", "epsilon_edges",
-                 "epsilon_theta", "epsilon_counts", "epsilon_entropy", "epsilon_visits", "epsilon_users")
+EPSILON_PARTS = ("epsilon_partition", "epsilon_bound", "epsilon_bounding", "epsilon_popularity", "epsilon_items",
+                 "epsilon_edges", "epsilon_theta", "epsilon_counts", "epsilon_entropy", "epsilon_visits",
+                 "epsilon_users")
 CHECKIN_FORMATS = ("checkins", "checkins-synthetic")
 WHOLE_RECORD_FORMATS = ("adult", "parquet", "csv", "table")
 

@@ -321,7 +321,10 @@ def _evaluate_entropy(configs: list[JobConfig], spark, runs: int, progress) -> l
     cfg = configs[0]
     locations = item_domain(cfg.items, spark, cfg.source)
     progress(f"reading {cfg.source.path or cfg.source.table}; the actual entropy is computed WITHOUT noise")
-    records, _diagnostics = checkins.validate_checkins(checkins.read_checkins(spark, cfg.source), locations)
+    # As run checks them: with location_choice = "first_visit", the times of the strictest M.
+    timed = [m for m in (evaluate_entropy.timed_bound(c) for c in configs) if m is not None]
+    records, _diagnostics = checkins.validate_checkins(checkins.read_checkins(spark, cfg.source), locations,
+                                                       min(timed) if timed else None)
     records = evaluate_entropy.cached(records)
     dataset = Path(cfg.source.path or cfg.source.table).name
     try:

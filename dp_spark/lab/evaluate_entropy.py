@@ -33,7 +33,8 @@ from dp_spark.aggregates.location_sums import candidate_sums, location_sums
 from dp_spark.algorithms import entropy_bound_selection as ebs
 from dp_spark.algorithms import location_entropy as le
 from dp_spark.bounding.user_locations import bounded_pairs, ranked_pairs
-from dp_spark.families.location_entropy import AUTO
+from dp_spark.families.location_entropy import AUTO, bounding_salt
+from dp_spark.families.location_entropy import timed_bound as timed_bound_of
 from dp_spark.jobs.config import JobConfig
 from dp_spark.errors import ConfigError
 from dp_spark.core.mechanisms import RandomSource
@@ -59,6 +60,11 @@ def method_config(cfg: JobConfig, method: str) -> JobConfig:
         raise ConfigError(f"method {method!r} compares fixed bounds: set algorithm.locations_per_user and "
                           "algorithm.visits_per_location to numbers, or use the method limit_auto")
     return cfg.with_params(variant=method)
+
+
+def timed_bound(cfg: JobConfig) -> int | None:
+    """The M whose users' check-in times validation checks, as the job's run does."""
+    return timed_bound_of(cfg.params)
 
 
 def bounds_of(cfg: JobConfig) -> le.Bounds:
@@ -93,7 +99,9 @@ def entropy_metrics(actual: le.LocationStats, bounded: le.LocationStats, noisy: 
 
 def run_variants(configs: list[JobConfig], records: DataFrame, locations, actual: le.LocationStats, runs: int,
                  progress, bounded_cache: dict | None = None) -> list[tuple[str, dict]]:
-    """(method, {(query, metric): values per run}); bounding once per distinct (M, C)."""
+    """(method, {(query, metric): values per run}); bounding once per distinct (M, C) and choice
+    of locations (``location_choice``: by first visit, or random under the salt the job derives
+    from the config's seed; one draw of that choice serves every run)."""
     cache = {} if bounded_cache is None else bounded_cache
     results = []
     for cfg in configs:
@@ -101,10 +109,12 @@ def run_variants(configs: list[JobConfig], records: DataFrame, locations, actual
             results += _run_auto(cfg, records, locations, actual, runs, progress)
             continue
         e, bounds = cfg.entropy, bounds_of(cfg)
-        if bounds not in cache:
+        salt = bounding_salt(cfg.params, cfg.seed)
+        if (bounds, salt) not in cache:
             progress(f"bounding to M = {bounds.M}, C = {bounds.C}")
-            cache[bounds] = le.stats_of(location_sums(bounded_pairs(records, bounds.M, bounds.C), locations))
-        bounded = cache[bounds]
+            cache[bounds, salt] = le.stats_of(location_sums(bounded_pairs(records, bounds.M, bounds.C, salt),
+                                                            locations))
+        bounded = cache[bounds, salt]
         split = le.default_split(cfg.epsilon, ("entropy",))
         values = defaultdict(list)
         for run in range(runs):
@@ -124,7 +134,7 @@ def _run_auto(cfg: JobConfig, records: DataFrame, locations, actual: le.Location
     p = cfg.params
     Ms, Cs = p.grid
     progress(f"location sums at {len(Ms) * len(Cs)} candidate bounds (M in {list(Ms)}, C in {list(Cs)})")
-    grid = candidate_sums(ranked_pairs(records, Ms[-1], Cs[-1]), locations, Ms, Cs)
+    grid = candidate_sums(ranked_pairs(records, Ms[-1], Cs[-1], bounding_salt(p, cfg.seed)), locations, Ms, Cs)
     # Only the entropy is evaluated (as run_variants does): a tenth of ε chooses, the entropy has the rest.
     bound = cfg.epsilon * ebs.DEFAULT_SHARE
     split = {"epsilon_bound": bound, **le.default_split(cfg.epsilon - bound, ("entropy",))}

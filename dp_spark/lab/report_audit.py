@@ -122,14 +122,38 @@ def _accuracy_allowed(report: dict) -> tuple[Allowed, ...]:
                          "(post-processing of a DP output)") for leaf in dict.fromkeys(leaves))
 
 
+# The steps of the estimate of what bounding removed (algorithms.bounding_estimate).
+BOUNDING_STEPS = r"bounding: kept|bounding: removed"
+
+
+def _bounding_accuracy_allowed(report: dict) -> tuple[Allowed, ...]:
+    """The bounding estimate's accuracy leaves, worked out at the privately chosen bound."""
+    return tuple(Allowed(a.pattern.replace("accuracy.tables.*.*.", f"accuracy.bounding.{figure}."), a.reason)
+                 for figure in ("records_kept", "records_removed") for a in _accuracy_allowed(report))
+
+
 COUNTS_AUTO_ALLOWED = (
     Allowed("algorithm.chosen.l", "the counts' l is an output of the exponential mechanism (step choose l)"),
     Allowed("algorithm.chosen.m", "the baselines' m is an output of the exponential mechanism (step choose m)"),
     Allowed("ledger[*].sensitivity_l1", "the counts' sensitivity is the privately chosen bound (a DP output)",
-            step=COUNTS_COUNT_STEPS),
+            step=f"{COUNTS_COUNT_STEPS}|{BOUNDING_STEPS}"),
     Allowed("ledger[*].noise_scale", "the counts' scale follows from the privately chosen bound (a DP output)",
-            step=COUNTS_COUNT_STEPS),
+            step=f"{COUNTS_COUNT_STEPS}|{BOUNDING_STEPS}"),
+    Allowed("accuracy.bounding.bias", "names the privately chosen bound (a DP output)"),
+    Allowed("accuracy.bounding.cap_per_user", "a multiple of the privately chosen bound (a DP output)"),
 )
+# Every counts release: the estimate of what bounding removed is drawn with discrete Laplace noise
+# (ledger steps "bounding: kept" and "bounding: removed"); the shares and the warning are
+# post-processing of it and of public numbers.
+COUNTS_ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
+BOUNDING_ALLOWED = tuple(Allowed(f"accuracy.bounding.{leaf}", why) for leaf, why in (
+    ("records_kept_noisy", "the records kept, with discrete Laplace noise (step bounding: kept)"),
+    ("records_removed_at_least_noisy", "the records removed up to the cap, with discrete Laplace noise (step "
+                                       "bounding: removed)"),
+    ("kept_share_noisy", "post-processing of the two noisy figures"),
+    ("kept_share_at_most_95", "post-processing of the two noisy figures and their public noise"),
+    ("warning", "post-processing of the noisy records kept and the tables' public noise"),
+))
 # Counts over items selected privately: the selected items are the output of partition selection
 # (ledger step "select items"), and the domain, the cells and the tables' rows follow from them.
 PRIVATE_ITEMS_ALLOWED = (
@@ -167,8 +191,10 @@ def allowed_for(report: dict) -> tuple[Allowed, ...]:
     parameters = algorithm.get("parameters", {}) if isinstance(algorithm, dict) else {}
     extra = ()
     gaussian = parameters.get("noise") in ("gaussian", "auto")
+    if name in COUNTS_ALGORITHMS:
+        extra += BOUNDING_ALLOWED
     if any(parameters.get(bound) == "auto" for bound in ("l", "m")):
-        extra += COUNTS_AUTO_ALLOWED + _accuracy_allowed(report)
+        extra += COUNTS_AUTO_ALLOWED + _accuracy_allowed(report) + _bounding_accuracy_allowed(report)
         if gaussian:
             extra += _gaussian_chosen_allowed(COUNTS_COUNT_STEPS, "the privately chosen bound")
     if gaussian and name in ("dpsense", "dpsense_s"):

@@ -31,6 +31,7 @@ from dp_spark.core.mechanisms import exponential_probabilities
 from dp_spark.errors import ConfigError
 from dp_spark.families import counts
 from dp_spark.families.base import Domains
+from dp_spark.families.guards import SPLIT_KEY as GUARDS_SPLIT_KEY
 from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors
 
@@ -39,6 +40,8 @@ from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors
 DEFAULT_CANDIDATES = bound_selection.DEFAULT_CANDIDATES
 BOUND_SHARE = bound_selection.DEFAULT_SHARE
 COUNTS_ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
+# Parts that l = "auto" leaves as they are: the guards' (taken first) and the bounding estimate's.
+KEPT_PARTS = (GUARDS_SPLIT_KEY, "epsilon_bounding")
 
 
 @dataclass(frozen=True)
@@ -84,21 +87,34 @@ class TuneSetup:
         return noise.sd**2
 
     def _kept_split(self, share: Fraction) -> dict:
-        """The parts of ε the tables keep once the bound has its share: as they are when the
-        config's split already left it out (l = "auto"); else each part shrunk by 1 − share, or
-        under zCDP each part's ρ (ε_k²/2) by 1 − share."""
+        """The parts of ε the tables keep once the bound has its share, as the job's split of
+        l = "auto" gives them: as they are when the config's split already left it out. Else the
+        guards' part comes off the top and the bound takes ``share`` of the rest (families.base.
+        plan_split); the bounding estimate keeps its part (the same share in either split), and
+        the other parts shrink together to make room: in ε, or under zCDP in ρ (ε_k²/2)."""
         if "epsilon_bound" in self.split:
             return dict(self.split)
+        fixed = {part: value for part, value in self.split.items() if part in KEPT_PARTS}
+        shared = {part: value for part, value in self.split.items() if part not in fixed}
+        guards = self.split.get(GUARDS_SPLIT_KEY, Fraction(0))
         if self.rho is None:
-            return {part: value * (1 - share) for part, value in self.split.items()}
-        return {part: zcdp.epsilon_for_rho(zcdp.pure_cost(value) * (1 - share)) for part, value in self.split.items()}
+            total = sum(shared.values(), Fraction(0))
+            kept = (total - (self.epsilon - guards) * share) / total
+            return {**fixed, **{part: value * kept for part, value in shared.items()}}
+        total = sum((zcdp.pure_cost(value) for value in shared.values()), Fraction(0))
+        kept = (total - (self.rho - zcdp.pure_cost(guards)) * share) / total
+        return {**fixed, **{part: zcdp.epsilon_for_rho(zcdp.pure_cost(value) * kept)
+                            for part, value in shared.items()}}
 
     def mechanism_epsilon(self, share: Fraction) -> Fraction:
         """The ε the exponential mechanism runs at, as choose_bound runs it: the config's
-        epsilon_bound, else ``share`` of ε; under zCDP that share of ρ, at twice its ε (bounded range)."""
+        epsilon_bound, else ``share`` of ε (after the guards' part); under zCDP that share of ρ,
+        at twice its ε (bounded range)."""
+        guards = self.split.get(GUARDS_SPLIT_KEY, Fraction(0))
         if self.rho is None:
-            return bound_selection.mechanism_epsilon(self.split.get("epsilon_bound", self.epsilon * share), False)
-        part = self.split.get("epsilon_bound", zcdp.epsilon_for_rho(self.rho * share))
+            part = self.split.get("epsilon_bound", (self.epsilon - guards) * share)
+            return bound_selection.mechanism_epsilon(part, False)
+        part = self.split.get("epsilon_bound", zcdp.epsilon_for_rho((self.rho - zcdp.pure_cost(guards)) * share))
         return bound_selection.mechanism_epsilon(part, True)
 
     def error_model(self, share: Fraction, candidates: Sequence[int]) -> bound_selection.ErrorModel:

@@ -9,8 +9,9 @@ clipping start, the bound selection on candidate lists from two close bounds to 
 100,000, over one and two tables, location entropy's choice of (M, C) on a small and the
 default grid, for limit and limit_ss). Grid points are named
 ``family[key=value,...]``. Each sampler calls the same functions the jobs call; the samplers are
-in :mod:`.primitives`, :mod:`.bounds`, :mod:`.entropy_bounds`, :mod:`.entropy`, :mod:`.frapp` and :mod:`.jobs`, and the negative
-controls built from old, broken code paths in :mod:`.old_code`.
+in :mod:`.primitives`, :mod:`.bounds`, :mod:`.bounding`, :mod:`.entropy_bounds`, :mod:`.entropy`,
+:mod:`.frapp` and :mod:`.jobs`, and the negative controls built from old, broken code paths in
+:mod:`.old_code`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from fractions import Fraction
 
 from dp_spark.lab.audit import Family, Target, point_name
 from dp_spark.lab.audit_targets import bounds
+from dp_spark.lab.audit_targets import bounding
 from dp_spark.lab.audit_targets import entropy as ent
 from dp_spark.lab.audit_targets import entropy_bounds as ebounds
 from dp_spark.lab.audit_targets import frapp as fr
@@ -28,6 +30,7 @@ from dp_spark.lab.audit_targets import partition
 from dp_spark.lab.audit_targets import primitives as prim
 from dp_spark.algorithms import partition_selection as ps
 from dp_spark.algorithms import bound_selection as bs
+from dp_spark.algorithms.bounding_estimate import CAP_FACTOR
 from dp_spark.errors import ConfigError
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget, LedgerEntry
@@ -160,6 +163,14 @@ def entropy_bound_selection_family() -> Family:
                 points.append(entropy_bound_selection_target(point_name("entropy_bound_selection", eps=eps, **extra),
                                                              eps, grid, variant))
     return Family("entropy_bound_selection", tuple(points))
+
+
+def bounding_estimate_target(name: str, eps: Fraction) -> Target:
+    return Target(name, float(eps), 0.0,
+                  f"the estimate of what bounding removed (records kept and removed up to the cap), l = "
+                  f"{bounding.AUDIT_L}: D' adds a user with the cap's {CAP_FACTOR * bounding.AUDIT_L} records; "
+                  f"eps = {float(eps):g}",
+                  bounding.estimate_sampler(eps))
 
 
 def job_target(name: str, job: str, eps: Fraction) -> Target:
@@ -301,6 +312,10 @@ def negative_controls() -> list[Target]:
                f"NEGATIVE CONTROL: choose_bound at the Delta q of one record per cell while the quality counts "
                f"20 (sqrt(20) too small), candidates {list(bounds.CANDIDATES['many'])}, eps = 1",
                bounds.cap_forgotten_sampler(DEFAULT_EPSILON), negative_control=True, trials=20_000),
+        Target("bounding_estimate_uncapped", float(DEFAULT_EPSILON), 0.0,
+               f"NEGATIVE CONTROL: the records removed counted without the cap, noised at the capped sensitivity; "
+               f"D' adds a user with {bounding.HEAVY_FACTOR} times the cap's records, l = {bounding.AUDIT_L}, eps = 1",
+               bounding.uncapped_sampler(DEFAULT_EPSILON), negative_control=True, trials=20_000),
         Target("entropy_bound_selection_per_location", float(DEFAULT_EPSILON), 0.0,
                "NEGATIVE CONTROL: choose_bounds' quality sampled at Delta q = 2 u(C_K), one location's move (the "
                "factor M_K = 30 forgotten), default grid, limit, eps = 1: true eps 6.9",
@@ -323,6 +338,7 @@ def _families() -> dict[str, Family]:
         _eps_family("discrete_gaussian", discrete_gaussian_target),
         _eps_family("exponential_mechanism", exponential_target),
         bound_selection_family(),
+        _eps_family("bounding_estimate", bounding_estimate_target),
         entropy_bound_selection_family(),
         *[publisher_family(p) for p in PUBLISHERS],
         _eps_family("dpa_ahp_first_pass", first_pass_target),
