@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -76,8 +77,11 @@ def test_movielens_sra_through_spark_submit_noise_matches_the_ledger(spark, tmp_
     report, items, edges = read_output(out)
     check_release(report, items, edges, ML1M_MOVIES, datasets.MOVIELENS_ATTRIBUTES, 1.0)
     assert report["fixed_seed"] is True and "seed" not in report
+    # Each table gets 19/40 of ε (a twentieth estimates what bounding removed): scale 30/(19/40).
+    scale = float(Fraction(30) / Fraction(19, 40))
     assert [(e["step"], e["sensitivity_l1"], e["noise_scale"]) for e in report["ledger"]] == [
-        ("item_counts", 30, 60), ("edge_counts", 30, 60)
+        ("item_counts", 30, scale), ("edge_counts", 30, scale), ("bounding: kept", 30, 1200),
+        ("bounding: removed", 210, 8400)
     ]
 
     cfg = load_config(ROOT / "conf/movielens_sra.toml", ["seed=11"])
@@ -92,7 +96,7 @@ def test_movielens_sra_through_spark_submit_noise_matches_the_ledger(spark, tmp_
         [(i, a) for i in domain.ids for a in attrs.values], "noisy_count"
     ].to_numpy()
     noise_edges = released_edges - true_edges.reshape(-1)
-    var = discrete_laplace_variance(60)
+    var = discrete_laplace_variance(scale)
     # Relative standard error of a Laplace-like sample variance is sqrt(5/n): 3.6% for 3,883
     # cells, 1.5% for 23,298. Tolerances are about four of those.
     assert noise_items.var() == pytest.approx(var, rel=0.15)
@@ -124,7 +128,8 @@ def test_movielens_hpa_in_process(spark, tmp_path, capsys):
     report, items, edges = read_output(out)
     check_release(report, items, edges, ML1M_MOVIES, datasets.MOVIELENS_ATTRIBUTES, 1.0)
     ledger = [(e["step"], e["epsilon"], e["sensitivity_l1"]) for e in report["ledger"]]
-    assert ledger == [("popularity", 0.1, 20), ("item_counts", 0.45, 30), ("edge_counts", 0.45, 30)]
+    assert ledger == [("popularity", 0.095, 20), ("item_counts", 0.4275, 30), ("edge_counts", 0.4275, 30),
+                      ("bounding: kept", 0.025, 30), ("bounding: removed", 0.025, 210)]
     diagnostics = read_diagnostics(tmp_path / "diagnostics.json")
     assert diagnostics["rows_in_popularity_sample"] == 20 * 6040  # every user has >= 20 ratings
     per_user = datasets.load_movielens_1m(spark, str(shared_data("ml-1m"))).groupBy("user_id").count()
@@ -147,6 +152,9 @@ def test_movielens_100k_in_process(spark, tmp_path):
     diagnostics = read_diagnostics(tmp_path / "diagnostics.json")
     assert diagnostics["rows_read"] == 100_000 and diagnostics["rows_outside_item_domain"] == 0
     assert diagnostics["rows_after_bounding"] == 943 * 20  # every ML-100K user rated >= 20 movies
+
+
+BOUNDING_STEPS = ("bounding: kept", "bounding: removed")  # every counts release estimates what bounding removed
 
 
 def ml100k_config(tmp_path: Path, algorithm: str, publisher: str = "") -> Path:
@@ -174,14 +182,14 @@ epsilon = 1.0
 @pytest.mark.parametrize(
     "algorithm, publisher, steps",
     [
-        ('name = "lpa"\nm = 20', "", ["item_counts", "edge_counts"]),
-        ('name = "dft"\nm = 20', "k = 40", ["item_counts", "edge_counts"]),
+        ('name = "lpa"\nm = 20', "", ["item_counts", "edge_counts", *BOUNDING_STEPS]),
+        ('name = "dft"\nm = 20', "k = 40", ["item_counts", "edge_counts", *BOUNDING_STEPS]),
         ('name = "gs"\nm = 20', "",
          ["item_counts (ordering sample)", "item_counts (group sums", "edge_counts (ordering sample)",
-          "edge_counts (group sums"]),
+          "edge_counts (group sums", *BOUNDING_STEPS]),
         ('name = "sra"\nl = 20', 'name = "ahp"',
          ["item_counts (first pass)", "item_counts (cluster sums", "edge_counts (first pass)",
-          "edge_counts (cluster sums"]),
+          "edge_counts (cluster sums", *BOUNDING_STEPS]),
     ],
     ids=["lpa", "dft", "gs", "sra-ahp"],
 )

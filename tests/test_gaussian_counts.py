@@ -41,7 +41,8 @@ def test_the_noise_has_the_stated_discrete_gaussian_variance(ratings, cells):
     release = dp_spark.sra(df, items=range(1, ITEMS + 1), l=5, epsilon=1, delta=1e-6, noise="gaussian",
                            records_per_item=1, seed=11, progress=lambda _: None,
                            **({"executor_noise_cells": cells} if cells else {}))
-    (entry,) = release.report["ledger"]
+    entry, *bounding = release.report["ledger"]
+    assert [e["step"] for e in bounding] == ["bounding: kept", "bounding: removed"]  # pure steps, in ρ
     assert entry["mechanism"] == "discrete Gaussian" and entry["sensitivity_l2"] == pytest.approx(math.sqrt(5))
     variance = dg.discrete_gaussian_variance(entry["sigma"] ** 2)
     noise = _noise(release.tables["item_counts"], true)
@@ -76,7 +77,8 @@ def test_auto_picks_the_gaussian_for_counts_and_laplace_stays_pure(ratings):
     df, _ = ratings
     auto = dp_spark.sra(df, items=range(1, ITEMS + 1), l=5, epsilon=1, delta=1e-6, noise="auto", seed=1,
                         progress=lambda _: None)
-    assert [e["mechanism"] for e in auto.report["ledger"]] == ["discrete Gaussian"]
+    assert [e["mechanism"] for e in auto.report["ledger"]] == ["discrete Gaussian", "discrete Laplace",
+                                                               "discrete Laplace"]  # the bounding estimate
     assert auto.report["ledger"][0]["sensitivity_l2"] == pytest.approx(5)  # no cap: all 5 may fall on one item
     pure = dp_spark.sra(df, items=range(1, ITEMS + 1), l=5, epsilon=1, seed=1, progress=lambda _: None)
     assert "accounting" not in pure.report and pure.report["ledger"][0]["mechanism"] == "discrete Laplace"
