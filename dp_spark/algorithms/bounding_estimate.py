@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-import numpy as np
 import pandas as pd
 
+from dp_spark.bounding.user_records import capped_total
 from dp_spark.core import accuracy, zcdp
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget, LedgerEntry
@@ -89,12 +89,10 @@ class BoundingFigures:
 
 
 def figures(users_by_n: pd.Series, plan: BoundingPlan) -> BoundingFigures:
-    """K and D_B from the number of users (values) with each in-domain record count n (index)."""
-    n = users_by_n.index.to_numpy(dtype=np.int64)
-    users = users_by_n.to_numpy(dtype=np.int64)
-    kept = np.minimum(n, plan.bound)
-    removed = np.minimum(n - kept, plan.cap - plan.bound)
-    return BoundingFigures(int((kept * users).sum()), int((removed * users).sum()))
+    """K and D_B from the number of users (values) with each in-domain record count n (index):
+    a user's records past l up to the cap are min(n, B) − min(n, l) = min((n − l)⁺, B − l)."""
+    kept = capped_total(users_by_n, plan.bound)
+    return BoundingFigures(kept, capped_total(users_by_n, plan.cap) - kept)
 
 
 def kept_share_at_most(kept: int, removed: int, plan: BoundingPlan) -> float | None:
