@@ -48,6 +48,7 @@ from dp_spark.families import counts  # noqa: E402
 from dp_spark.families.base import Domains, plan_split  # noqa: E402
 from dp_spark.families.registry import family_of  # noqa: E402
 from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors, user_item_table  # noqa: E402
+from dp_spark.lab.tune import choice_percentiles  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 EPSILONS = (0.1, 1.0, 5.0)
@@ -154,10 +155,7 @@ def expected_rows(dataset: str, pairs: pd.DataFrame, cells: int, noise: str) -> 
         auto = float(np.dot(picks, at_auto))
         # The spread of a release's expected MSE over the mechanism's choice (the sample and the
         # noise averaged out): the 90th and 99th percentiles of E[MSE | pick].
-        order = np.argsort(at_auto)
-        reach = np.cumsum(picks[order])
-        percentile = {q: float(at_auto[order][min(int(np.searchsorted(reach, q)), len(order) - 1)])
-                      for q in (0.5, 0.9, 0.99)}
+        percentile = choice_percentiles(picks, at_auto)
         oracle = min(fine, key=lambda b: full[b])
         shipped = SHIPPED[dataset]
         rows.append({

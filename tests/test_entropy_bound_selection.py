@@ -7,6 +7,7 @@ job with "auto", and the config's checks."""
 from __future__ import annotations
 
 import json
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -19,10 +20,11 @@ from dp_spark.lab.audit_targets.entropy_bounds import candidate_sums_of
 from dp_spark.aggregates.location_sums import CandidateSums, candidate_sums, location_sums
 from dp_spark.algorithms import entropy_bound_selection as ebs
 from dp_spark.algorithms import entropy_sensitivity as sens
+from dp_spark.algorithms import location_entropy as le
 from dp_spark.bounding.user_locations import bounded_pairs, ranked_pairs
 from dp_spark.cli import main
 from dp_spark.core.domain import ItemDomain
-from dp_spark.core.mechanisms import RandomSource, exponential_probabilities
+from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance, exponential_probabilities
 from dp_spark.core.privacy import Budget
 from dp_spark.errors import ConfigError
 from dp_spark.io import checkins
@@ -61,10 +63,13 @@ def test_adding_a_user_moves_every_score_by_at_most_the_sensitivity(users, added
 @pytest.mark.unit
 def test_one_heavy_user_comes_close_to_the_sensitivity():
     """The bound is not loose by orders of magnitude: a user at M_K locations of 1-visit users,
-    with C_K visits at each, moves some score by a good part of Δq."""
+    with C_K visits at each, moves some score by a good part of Δq. (With little noise, at a large
+    ε_entropy: a large noise term damps the move of D, √(D² + x) moving less than D.)"""
     crowd = [[(location, 1)] for location in range(LOCATIONS) for _ in range(2)]
     heavy = [(location, 8) for location in range(4)]
-    moves = np.abs((quality(crowd) - quality(crowd + [heavy])).astype(float))
+    little_noise = Fraction(10**9)
+    moves = np.abs((quality(crowd, epsilon=little_noise) - quality(crowd + [heavy], epsilon=little_noise)
+                    ).astype(float))
     assert moves.max() > 0.25 * ebs.quality_sensitivity(MS, CS)
 
 
@@ -85,6 +90,27 @@ def test_without_the_bounds_one_heavy_user_moves_the_score_past_the_sensitivity(
     # The same user against the bounded reference stays within Δq.
     bounded = abs(ebs.distance_units(sums_of(crowd + [heavy]))[0, 0] - ebs.distance_units(sums_of(crowd))[0, 0])
     assert bounded <= ebs.quality_sensitivity(MS, CS)
+
+
+@pytest.mark.unit
+def test_the_quality_is_the_root_of_the_squared_distance_plus_the_noise_variance():
+    """q = −⌈√(D² + |L|²·V)⌉ at every candidate, V the discrete Laplace variance at the release's
+    scale (the first quality, −(D + |L|·s), weighed the noise by its scale, linearly in M); and
+    −q/|L| is at most the root mean squared error against the reference, bias plus noise (Jensen),
+    up to the rounding."""
+    rng = np.random.default_rng(7)
+    users = [[(int(x), int(v)) for x, v in zip(rng.permutation(LOCATIONS)[:k], rng.integers(1, 12, k))]
+             for k in rng.integers(1, 6, 80)]
+    sums, epsilon = sums_of(users), Fraction(3)
+    scores, distance = ebs.quality(sums, "limit", epsilon, LOCATIONS), ebs.distance_units(sums)
+    reference = le._on_grid(ebs.stats_at(sums, len(MS) - 1, len(CS) - 1).entropy)
+    for i, M in enumerate(MS):
+        for j, C in enumerate(CS):
+            variance = discrete_laplace_variance(Fraction(M * ebs.grid_units(sens.global_sensitivity(C))) / epsilon)
+            assert abs(-scores[i, j] - math.sqrt(float(distance[i, j]) ** 2 + LOCATIONS**2 * variance)) <= 1
+            bias = (le._on_grid(ebs.stats_at(sums, i, j).entropy) - reference).astype(float)
+            assert -scores[i, j] <= LOCATIONS * math.sqrt(np.mean(bias**2) + variance) + 1
+    assert distance.max() > 0  # bounding moves the entropies: the bias side is seen
 
 
 @pytest.mark.unit
@@ -128,7 +154,8 @@ def test_the_choice_follows_the_exponential_mechanism_and_is_paid_for():
 
 @pytest.mark.unit
 def test_the_sensitivity_covers_the_rounded_global_sensitivity():
-    assert ebs.quality_sensitivity(MS, CS) == 2 * 4 * (int(np.ceil(sens.global_sensitivity(8) * 2**16)) + 1)
+    # 2·M_K·u(C_K), and one unit for rounding the root up
+    assert ebs.quality_sensitivity(MS, CS) == 2 * 4 * (int(np.ceil(sens.global_sensitivity(8) * 2**16)) + 1) + 1
 
 
 # ---------------------------------------------------------------------------

@@ -196,3 +196,35 @@ def test_under_zcdp_tune_scores_the_choice_as_the_job_makes_it():
     got = setup.error_model(tune.BOUND_SHARE, (1, 2, 4))
     want = counts.error_model(auto, domains, auto_split)
     assert [float(v) for v in got.noise_variance] == pytest.approx([float(v) for v in want.noise_variance], rel=1e-5)
+
+
+def test_under_zcdp_the_rows_carry_the_gaussian_noise_the_job_draws():
+    # tune showed the publisher's (Laplace) variance for a config with privacy.noise = "gaussian":
+    # the rows' noise must be the discrete Gaussian's at the item share of ρ, c = 1.
+    from dp_spark.core import noise_choice, zcdp
+
+    rho = zcdp.rho_of(1.0, 1e-6)
+    split = {"epsilon_items": Fraction(1, 2), "epsilon_bounding": Fraction(1, 20)}
+    setup = tune.TuneSetup("sra", "laplace", {}, Fraction(1), split, 4, None, 1, "gaussian", rho)
+    rows = tune.tune_rows(HAND, hand_norms([1, 2, 4]), [1, 2, 4], setup)
+    assert [r.noise_variance for r in rows] == pytest.approx(
+        [noise_choice.gaussian_variance(b, Fraction(1, 2)) for b in (1, 2, 4)], rel=1e-12)
+    assert rows[2].noise_variance < discrete_laplace_variance(8)  # not the Laplace's at scale 4/(1/2)
+
+
+def test_the_auto_summary_is_the_expectation_over_the_choice():
+    # Σ P(b)·MSE(b) with the items' part of auto's split (9/10 of the fixed split's here), against
+    # the best candidate at the fixed split; and the percentiles of MSE | pick.
+    rows = tune.tune_rows(HAND, hand_norms([1, 2, 4]), [1, 2, 4], HAND_SETUP)
+    summary = tune.auto_summary(rows, HAND_SETUP, tune.BOUND_SHARE, 4)
+    sampling = [r.bias_squared + r.sampling_variance for r in rows]
+    at_auto = [e + discrete_laplace_variance(b / 0.9) for e, b in zip(sampling, (1, 2, 4))]
+    at_fixed = [e + discrete_laplace_variance(b) for e, b in zip(sampling, (1, 2, 4))]
+    expected = sum(r.pick_probability * m for r, m in zip(rows, at_auto))
+    assert summary["expected_mse"] == pytest.approx(expected, rel=1e-12)
+    assert summary["best_fixed_bound"] == 1 + int(np.argmin(at_fixed))
+    assert summary["auto_vs_best_fixed"] == pytest.approx(expected / min(at_fixed), rel=1e-12)
+    assert summary["auto_vs_configured"] == pytest.approx(expected / at_fixed[2], rel=1e-12)
+    assert min(at_auto) <= summary["p50"] <= summary["p90"] <= summary["p99"] <= max(at_auto)
+    # The percentiles over a choice: P = (0.5, 0.4, 0.1) on values (3, 1, 2) reach 0.5 at 2, 0.9 and 0.99 at 3.
+    assert tune.choice_percentiles([0.5, 0.4, 0.1], [3, 1, 2]) == {0.5: 2.0, 0.9: 3.0, 0.99: 3.0}

@@ -10,18 +10,23 @@ public locations:
 
     D(M, C)  = Σ_l |H̄_{M,C}(l) − H̄_{M_K,C_K}(l)|     # how far bounding at (M, C) moves H̄ from
                                                       # the least-bounded candidate (M_K, C_K)
-    q(M, C)  = −( D(M, C) + |L|·s(M, C) )              # s: the release's noise scale per location
+    q(M, C)  = −⌈√( D(M, C)² + |L|²·V(M, C) )⌉         # V: the noise variance per location
 
-E|discrete Laplace(s)| ≤ s, so −q bounds the expected total L1 error of the entropies against
-H̄ at the largest candidates, bias plus noise. For Limit-SS and Limit-CB-DP, whose noise depends
-on each location's private user count, s is a public proxy: the scale at k users.
+−q/|L| = √((D/|L|)² + V) is the root of the squared mean |bias| plus the noise variance: by
+Jensen, at most the root mean squared error against H̄ at the largest candidates, bias plus noise,
+and it trades the two as that error does (the noise's variance grows as M², its mean |noise| as
+M only: the first quality, −(D + |L|·s), weighed noise linearly and chose too large an M at a large
+ε). For Limit-SS and Limit-CB-DP, whose noise depends on each location's private user count, V is
+the variance at a public proxy scale, the one at k users.
 
 Sensitivity (docs/bound_selection.md, "Privacy claim: entropy_bound_selection"): a user keeps a
 prefix of its own ordering of locations, so at every candidate it touches only locations among
 its first M_K. There H̄ at any (M, C) moves by at most GS(C) ≤ GS(C_K) in value, at most
 u(C) = ⌈GS(C)/g⌉ + 1 on the grid, and the reference by at most u(C_K); elsewhere nothing moves.
-So every |q| moves by at most Δq = M_i·u(C_j) + M_K·u(C_K) ≤ 2·M_K·u(C_K), in either direction
-(not monotone: the factor 2 of the general exponential mechanism applies).
+So D moves by at most M_i·u(C_j) + M_K·u(C_K) ≤ 2·M_K·u(C_K), in either direction; √(D² + x) is
+1-Lipschitz in D and V is public, and rounding the root up adds less than one unit to a
+difference: Δq = 2·M_K·u(C_K) + 1 (not monotone: the factor 2 of the general exponential
+mechanism applies).
 
 Pure numpy and Fractions over the per-candidate location sums (NOT private), which
 ``aggregates.location_sums.candidate_sums`` computes in one aggregation.
@@ -39,12 +44,15 @@ from dp_spark.aggregates.location_sums import CandidateSums
 from dp_spark.algorithms import entropy_sensitivity as sens
 from dp_spark.algorithms.bound_selection import candidates_checked as bound_candidates_checked
 from dp_spark.algorithms import location_entropy as le
-from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
 from dp_spark.core.privacy import Budget, LedgerEntry
 
-# Public defaults: paper 004's own grids (ALGORITHMS.md §7.6), M ∈ {1, 2, 5, 10, 20, 30} and C from
-# 1 to 50 (the paper advises C < 10; its default is 5).
-DEFAULT_M_CANDIDATES = (1, 2, 5, 10, 20, 30)
+# Public defaults (docs/bound_selection.md, "Location entropy: M and C"): M up to 10, every value
+# to 5 (paper 004's default), and C from 1 to 50 as the paper's grid (it advises C < 10; its
+# default is 5). The paper's M grid goes to 30, but Δq grows with M_K, and Limit's noise at M ≥ 10 has a
+# scale of at least 10·ln 2/ε ≈ 7/ε per location: larger bounds pay only at an ε well above 5, and a
+# config can list them (measured: bench/entropy_bound_selection.py).
+DEFAULT_M_CANDIDATES = (1, 2, 3, 4, 5, 7, 10)
 DEFAULT_C_CANDIDATES = (1, 2, 3, 5, 10, 20, 50)
 MAX_CANDIDATES = 32  # per bound: the aggregation carries |M|·|C|·2 + |M| sums per location
 DEFAULT_SHARE = Fraction(1, 10)  # of ε, to privacy.epsilon_bound
@@ -105,21 +113,36 @@ def noise_units(variant: str, M: int, C: int, epsilon: Fraction, k: int, delta: 
     raise ValueError(f"bounds cannot be chosen for variant {variant!r}")
 
 
+def noise_variance_units(variant: str, M: int, C: int, epsilon: Fraction, k: int, delta: float, xi: float
+                         ) -> Fraction:
+    """The entropy release's noise variance per location in grid units², at the scale of
+    :func:`noise_units` (every variant draws discrete Laplace noise): an exact Fraction of a public
+    double."""
+    return Fraction(discrete_laplace_variance(noise_units(variant, M, C, epsilon, k, delta, xi)))
+
+
+def _root_up(value: Fraction) -> int:
+    """⌈√value⌉ for value ≥ 0, exactly: ⌈√⌈value⌉⌉ (k² ≥ value holds for an integer k² iff k² ≥ ⌈value⌉)."""
+    ceiling = math.ceil(value)
+    root = math.isqrt(ceiling)
+    return root if root * root == ceiling else root + 1
+
+
 def quality(sums: CandidateSums, variant: str, epsilon_entropy: Fraction, locations: int, k: int = 50,
             delta: float = 1e-8, xi: float = 1e-3) -> np.ndarray:
-    """q[i, j] = −(D[i, j] + |L|·s(M_i, C_j)) in grid units, exact Fractions (an object array)."""
+    """q[i, j] = −⌈√(D[i, j]² + |L|²·V(M_i, C_j))⌉ in grid units, exact integers (an object array)."""
     distance = distance_units(sums)
     out = np.empty(distance.shape, dtype=object)
     for i, M in enumerate(sums.Ms):
         for j, C in enumerate(sums.Cs):
-            out[i, j] = -(Fraction(distance[i, j]) + locations * noise_units(variant, M, C, epsilon_entropy, k,
-                                                                              delta, xi))
+            noise = noise_variance_units(variant, M, C, epsilon_entropy, k, delta, xi)
+            out[i, j] = -_root_up(Fraction(int(distance[i, j]) ** 2) + locations * locations * noise)
     return out
 
 
 def quality_sensitivity(Ms: Sequence[int], Cs: Sequence[int]) -> int:
-    """Δq = 2·M_K·u(GS(C_K)) grid units (module docstring): the most one user moves any q."""
-    return 2 * max(Ms) * grid_units(sens.global_sensitivity(max(Cs)))
+    """Δq = 2·M_K·u(GS(C_K)) + 1 grid units (module docstring): the most one user moves any q."""
+    return 2 * max(Ms) * grid_units(sens.global_sensitivity(max(Cs))) + 1
 
 
 def choose_bounds(sums: CandidateSums, variant: str, epsilon_entropy: Fraction, locations: int,

@@ -26,13 +26,11 @@ import pandas as pd
 
 from dp_spark.algorithms import bound_selection
 from dp_spark.core import zcdp
-from dp_spark.core.accuracy import DEFAULT_ALPHA
 from dp_spark.core.mechanisms import exponential_probabilities
 from dp_spark.errors import ConfigError
 from dp_spark.families import counts
 from dp_spark.families.base import Domains
 from dp_spark.families.guards import SPLIT_KEY as GUARDS_SPLIT_KEY
-from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors
 
 # The bounds shown when neither the config nor --candidates names any, and the share of ε that
@@ -75,16 +73,23 @@ class TuneSetup:
     records_per_item: int | None = None  # the config's cap on a user's records per item, if any
     noise: str = "laplace"  # privacy.noise
     rho: Fraction | None = None  # the release's ρ under zCDP accounting; None under pure ε
+    fixed_split: Mapping[str, Fraction] | None = None  # a fixed bound's split when ``split`` is l = "auto"'s
 
     @property
     def tables(self) -> int:
         return 1 if self.edge_cells is None else 2
 
-    def noise_variance(self, bound: int) -> float:
-        """The publisher's per-item noise variance at sensitivity ``bound``, the item share of ε."""
-        noise = publisher_accuracy(self.publisher, self.publisher_options, bound, self.split["epsilon_items"],
-                                   self.item_cells, DEFAULT_ALPHA)
-        return noise.sd**2
+    def noise_variance(self, bound: int, split: Mapping[str, Fraction] | None = None) -> float:
+        """One item's noise variance at ``bound`` and the item counts' part of ``split`` (default the
+        config's): the noise the item table gets there, the discrete Gaussian's or the publisher's,
+        as the job's error model has it (families.counts.error_model on the item table alone)."""
+        model = counts.error_model(self._params((bound,)), Domains(range(self.item_cells)), dict(split or self.split))
+        return float(model.noise_variance[0]) / self.item_cells
+
+    def _params(self, candidates: Sequence[int]) -> counts.CountsParams:
+        return counts.CountsParams(self.algorithm, "auto", publisher=self.publisher,
+                                   publisher_options=dict(self.publisher_options), candidates=tuple(candidates),
+                                   noise=self.noise, records_per_item=self.records_per_item)
 
     def _kept_split(self, share: Fraction) -> dict:
         """The parts of ε the tables keep once the bound has its share, as the job's split of
@@ -120,12 +125,9 @@ class TuneSetup:
     def error_model(self, share: Fraction, candidates: Sequence[int]) -> bound_selection.ErrorModel:
         """The quality's public side as ``l = "auto"`` sets it (families.counts.error_model), with
         every part of ε shrunk by the bound's ``share`` unless the config's split already left it out."""
-        split = self._kept_split(share)
-        params = counts.CountsParams(self.algorithm, "auto", publisher=self.publisher,
-                                     publisher_options=dict(self.publisher_options), candidates=tuple(candidates),
-                                     noise=self.noise, records_per_item=self.records_per_item)
         values = None if self.edge_cells is None else range(self.edge_cells // self.item_cells)
-        return counts.error_model(params, Domains(range(self.item_cells), values), split)
+        return counts.error_model(self._params(candidates), Domains(range(self.item_cells), values),
+                                  self._kept_split(share))
 
 
 def candidates_of(given: Sequence[int] | None, params=None) -> tuple[int, ...]:
@@ -173,6 +175,35 @@ def best(rows: Sequence[TuneRow]) -> TuneRow:
     return min(rows, key=lambda r: r.expected_mse)
 
 
+def choice_percentiles(picks: Sequence[float], values: Sequence[float], quantiles=(0.5, 0.9, 0.99)) -> dict:
+    """{q: the q-quantile of ``values`` when value i comes with probability picks[i]}: the spread
+    of a release's expected error over a mechanism's choice, the tail a mean hides."""
+    values, picks = np.asarray(values, dtype=float), np.asarray(picks, dtype=float)
+    order = np.argsort(values)
+    reach = np.cumsum(picks[order])
+    return {q: float(values[order][min(int(np.searchsorted(reach, q)), len(order) - 1)]) for q in quantiles}
+
+
+def auto_summary(rows: Sequence[TuneRow], setup: TuneSetup, share: Fraction, configured: int | None) -> dict:
+    """What l = "auto" gives in expectation, exactly: Σ_b P(pick b)·MSE(b), each MSE with the item
+    counts' part of auto's split, its percentiles over the choice, and the ratios to the best
+    candidate as a fixed bound (at a fixed bound's split) and to the config's bound. The figures of
+    bench/bound_selection.py "expected", over the candidates shown (NOT private)."""
+    kept, fixed = setup._kept_split(share), setup.fixed_split or setup.split
+    sampling = [r.bias_squared + r.sampling_variance for r in rows]
+    at_auto = [e + setup.noise_variance(r.bound, kept) for e, r in zip(sampling, rows)]
+    at_fixed = {r.bound: e + setup.noise_variance(r.bound, fixed) for e, r in zip(sampling, rows)}
+    picks = [r.pick_probability for r in rows]
+    expected = float(np.dot(picks, at_auto))
+    top = min(at_fixed, key=at_fixed.get)
+    spread = choice_percentiles(picks, at_auto)
+    summary = {"expected_mse": expected, "p50": spread[0.5], "p90": spread[0.9], "p99": spread[0.99],
+               "best_fixed_bound": top, "best_fixed_mse": at_fixed[top], "auto_vs_best_fixed": expected / at_fixed[top]}
+    if configured in at_fixed:
+        summary.update(configured_mse=at_fixed[configured], auto_vs_configured=expected / at_fixed[configured])
+    return summary
+
+
 def table(rows: Sequence[TuneRow], configured: int | None = None) -> list[str]:
     """The rows as text, each line labelled; the lowest expected MSE marked with *, the config's
     bound with <."""
@@ -216,6 +247,7 @@ def report(rows: Sequence[TuneRow], setup: TuneSetup, share: Fraction, configure
                             "sensitivity": float(bound_selection.quality_sensitivity(bounds, model))},
         "configured_bound": configured,
         "best_bound": top.bound,
+        "auto": auto_summary(rows, setup, share, configured),
         "rows": [r.to_json() for r in rows],
     }
 
@@ -233,12 +265,15 @@ def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress)
                           '(domain.items = "private")')
     bounds = candidates_of(candidates, cfg.params)
     split = plan_budget(cfg)
+    # With l = "auto" the rows are at auto's split; the fixed bounds they are set against keep the
+    # choice's part (any bound has the same split).
+    fixed_split = plan_budget(cfg.with_params(l=bounds[0], candidates=None)) if cfg.params.auto else None
     items = item_domain(cfg.items, spark, cfg.source)
     attributes = attribute_domain(cfg.attributes)
     setup = TuneSetup(cfg.algorithm, cfg.params.publisher, dict(cfg.params.publisher_options), cfg.epsilon, split,
                       len(items), None if attributes is None else len(items) * len(attributes),
                       cfg.params.records_per_item, cfg.params.noise,
-                      cfg.accounting.rho if cfg.accounting.zcdp else None)
+                      cfg.accounting.rho if cfg.accounting.zcdp else None, fixed_split)
     progress(f"reading {cfg.source.path or cfg.source.table}; the error curve uses the raw records WITHOUT noise")
     # As the job validates them (attributes too), so the in-domain records are the job's.
     validated = validation.validate_records(sources.read_records(spark, cfg.source, attributes is not None), items,

@@ -13,15 +13,15 @@ the report of this target's branch, found no pair of inputs doing better):
 * D: |L| = M_K public locations, each with a small crowd of users who visit it and nowhere else
   (``LAYOUTS``: on the default grid 15 users with one visit each).
 * D′ adds one user who visits all M_K locations (its own order, location 0 first; on the
-  default grid with C_K visits at each). At the reference (M_K, C_K) the user dominates every location and pulls its entropy
-  down by about GS(C_K); at a small C the capped user is one more single visit and pushes the
+  default grid with C_K visits at each). At the reference (M_K, C_K) the user dominates every
+  location and pulls its entropy down by about GS(C_K); at a small C the capped user is one more single visit and pushes the
   entropy up; where M_i leaves the user out, only the reference moves. So every candidate but
   the reference gets further from it, by up to about half of Δq (the rest of Δq is the room the
   proof leaves for both H̄ and the reference moving the other way, which one user cannot do at
   once), and the reference's score does not move at all.
-* ε_entropy (public) is set so that D′ picks the reference with probability
-  REFERENCE_ON_D_PRIME (on the default grid even ε_entropy = 10^6 leaves it near 1/42 at small
-  ε): D picks it less often, by up to e^(pair ε).
+* ε_entropy (public) is the value of TUNING_GRID that gives the pair its largest exact ε: a
+  large one, where the noise term is small and the quality moves with D (√(D² + |L|²·V) damps
+  D's move when the noise dominates).
 
 The statistic is the chosen candidate's index i·|C| + j; the exact ε of a pair is
 :func:`pair_epsilon`.
@@ -51,9 +51,11 @@ VARIANTS = ("limit", "limit_ss")
 # (reference, the least-bounded candidates).
 LAYOUTS = {
     "small": (((1, 1, 1), 5), ((3,), 3)),
-    "default": (((1,) * 15, 50),) * 30,
+    "default": (((1,) * 15, 50),) * ebs.DEFAULT_M_CANDIDATES[-1],
 }
-REFERENCE_ON_D_PRIME = 0.1  # ε_entropy is set so that D′ picks the reference with this probability
+# The public ε_entropy of a pair is the one of these (10^-3 to 10^9, a quarter decade apart) that
+# shows the largest exact ε (pair).
+TUNING_GRID = tuple(Fraction(10 ** (e / 4)).limit_denominator(10**6) for e in range(-12, 37))
 K, DELTA, XI = 50, 1e-8, 1e-3  # the config's defaults (algorithm.k, privacy.delta, xi)
 
 User = list[tuple[int, int]]  # (location, visits) in the user's own order
@@ -109,30 +111,20 @@ def neighbours(grid: str) -> tuple[CandidateSums, CandidateSums]:
     return (candidate_sums_of(crowd, len(layout), Ms, Cs), candidate_sums_of(crowd + [added], len(layout), Ms, Cs))
 
 
-def _reference_probability(sums: CandidateSums, variant: str, epsilon: Fraction, epsilon_entropy: Fraction,
-                           sensitivity: Fraction) -> float:
-    """P(the reference (M_K, C_K) is chosen) on ``sums``."""
-    q = ebs.quality(sums, variant, epsilon_entropy, sums.users.shape[1], K, DELTA, XI).reshape(-1)
-    return float(exponential_probabilities(q, epsilon, sensitivity)[-1])
-
-
 def pair(grid: str, variant: str, epsilon: Fraction, sensitivity: Fraction | None = None) -> EntropyBoundPair:
-    """The pair of :func:`neighbours` on ``grid``, with ε_entropy found by bisection (in log
-    space, then rounded to a short Fraction: it is public, so any value is fair) such that D′
-    picks the reference with probability REFERENCE_ON_D_PRIME when the mechanism runs at
-    ``sensitivity`` (default the claimed Δq). The probability rises with ε_entropy (less noise
-    weighs on the reference, the noisiest candidate)."""
+    """The pair of :func:`neighbours` on ``grid``, with the public ε_entropy of TUNING_GRID that
+    gives the pair its largest exact ε when the mechanism runs at ``sensitivity`` (default the
+    claimed Δq). With little noise the quality is −D itself and D′ moves it most; with much, the
+    noise term damps D's move (√(D² + x) moves less than D)."""
     Ms, Cs = GRIDS[grid]
     sums = neighbours(grid)
-    sensitivity = Fraction(ebs.quality_sensitivity(Ms, Cs)) if sensitivity is None else sensitivity
-    low, high = math.log(1e-3), math.log(1e6)
-    for _ in range(50):
-        middle = (low + high) / 2
-        p = _reference_probability(sums[1], variant, epsilon, Fraction(math.exp(middle)).limit_denominator(10**6),
-                                   sensitivity)
-        low, high = (middle, high) if p < REFERENCE_ON_D_PRIME else (low, middle)
-    epsilon_entropy = Fraction(math.exp(low)).limit_denominator(10**6)
-    return EntropyBoundPair(Ms, Cs, variant, epsilon_entropy, sums)
+    best, best_epsilon = None, -1.0
+    for epsilon_entropy in TUNING_GRID:
+        candidate = EntropyBoundPair(Ms, Cs, variant, epsilon_entropy, sums)
+        true = pair_epsilon(candidate, epsilon, sensitivity)
+        if math.isfinite(true) and true > best_epsilon:  # probabilities that underflow say nothing
+            best, best_epsilon = candidate, true
+    return best
 
 
 def pair_epsilon(p: EntropyBoundPair, epsilon: Fraction, sensitivity: Fraction | None = None,
@@ -143,7 +135,8 @@ def pair_epsilon(p: EntropyBoundPair, epsilon: Fraction, sensitivity: Fraction |
     sensitivity = ebs.quality_sensitivity(p.Ms, p.Cs) if sensitivity is None else sensitivity
     d, d2 = (np.asarray(exponential_probabilities(p.scores(side), epsilon, sensitivity, monotone=monotone),
                         dtype=float) for side in (0, 1))
-    return float(np.max(np.abs(np.log(d / d2))))
+    with np.errstate(divide="ignore", invalid="ignore"):  # an underflow gives inf or nan: not a measure
+        return float(np.max(np.abs(np.log(d / d2))))
 
 
 def choose_bounds_sampler(epsilon: Fraction, grid: str, variant: str):
@@ -163,14 +156,14 @@ def choose_bounds_sampler(epsilon: Fraction, grid: str, variant: str):
 
 
 def per_location_sensitivity(p: EntropyBoundPair) -> Fraction:
-    """The bug the control plants: Δq = 2·u(C_K), one location's move, the factor M_K forgotten
-    (one user touches up to M_K locations)."""
+    """The bug the control plants: Δq/M_K, about one location's move 2·u(C_K), the factor M_K
+    forgotten (one user touches up to M_K locations)."""
     return Fraction(ebs.quality_sensitivity(p.Ms, p.Cs), max(p.Ms))
 
 
 def per_location_sampler(epsilon: Fraction, grid: str = "default", variant: str = "limit"):
     """NEGATIVE CONTROL: ``choose_bounds``' quality sampled at :func:`per_location_sensitivity`,
-    M_K = 30 times too small on the default grid. The pair is tuned at that sensitivity, as the
+    M_K = 10 times too small on the default grid. The pair is tuned at that sensitivity, as the
     buggy code would draw with it."""
     wrong = per_location_sensitivity(pair(grid, variant, epsilon))
     p = pair(grid, variant, epsilon, wrong)
