@@ -135,7 +135,7 @@ def pick_probabilities(table: pd.DataFrame, cells: int, setting: Setting) -> tup
     norms = bound_selection.squared_bias_norms(table, setting.candidates, model.records_per_cell)
     scores = bound_selection.quality(norms, setting.candidates, model)
     sensitivity = bound_selection.quality_sensitivity(setting.candidates, model)
-    at = bound_selection.mechanism_epsilon(split["epsilon_bound"], setting.noise == "gaussian")
+    at = zcdp.selection_epsilon(split["epsilon_bound"], setting.noise == "gaussian")
     return exponential_probabilities(np.asarray(scores, dtype=float), at, sensitivity,
                                      monotone=True), split["epsilon_items"]
 

@@ -79,7 +79,7 @@ CONTROL_TRIALS = {
     "old_entropy_ledger_scale": None,  # 20,000: 7.9 [5]; deterministic and different on D and D'
     "partition_selection_threshold_lowered": None,  # 200,000: ~6.5 [1]; D never releases a key it lacks
     "bound_selection_cap_forgotten": None,  # 20,000: true eps 4.4 (tests below)
-    "entropy_bound_selection_per_location": None,  # 20,000: 1.66-1.92 [1]; true eps 1.99
+    "entropy_bound_selection_per_location": None,  # 20,000: 1.75-1.83 [1]; true eps 1.99
     "bounding_estimate_uncapped": 5_000,  # 5,000: 1.70-1.89 [1]; true eps 2.7
 }
 

@@ -423,3 +423,25 @@ def test_evaluate_on_movielens_100k_compares_dpsense_with_the_baselines(spark, t
     assert cells[("dpsense", "columns", "mae")]["mean"] >= 0.97 * oracle
     # ALPA gives every column the same value, so its top-10 NDCG is that of an arbitrary order.
     assert cells[("dpsense", "columns", "ndcg10")]["mean"] > cells[("alpa", "columns", "ndcg10")]["mean"]
+
+
+@pytest.mark.unit
+def test_under_zcdp_the_choice_of_theta_is_a_bounded_range_step_at_twice_its_share():
+    """The exponential mechanism is ε-bounded range, ε²/8 in ρ: θ's share of ρ, handed out as
+    ε_k = √(2ρ_k), buys it at 2ε_k, as the counts' bound (it was charged as a pure step at ε_k)."""
+    from dp_spark.core import zcdp
+    from dp_spark.core.privacy import Accounting
+
+    rho = zcdp.rho_of(1.0, 1e-6)
+    share = zcdp.epsilon_for_rho(rho / 10)
+    rows = next(iter(tiny_matrices(count=1, seed=4)))
+    for choose, arguments in ((dpsense.choose_theta, (hist_of(rows), THETA_MAX, COLUMNS)),
+                              (dpsense.choose_theta_alpha, (*by_length_of(rows), THETA_MAX))):
+        budget = Budget(1, accounting=Accounting("laplace", rho, 1e-6))
+        choose(*arguments, {"epsilon_theta": share, "epsilon_counts": EPS2}, budget, RandomSource(5))
+        entry = budget.entries[0]
+        assert entry.bounded_range and entry.epsilon == 2 * share
+        assert budget.rho_spent == share**2 / 2 <= rho / 10
+        pure = Budget(1)  # under pure ε the step spends its share, as before
+        choose(*arguments, {"epsilon_theta": share, "epsilon_counts": EPS2}, pure, RandomSource(5))
+        assert pure.spent == share and not pure.entries[0].bounded_range

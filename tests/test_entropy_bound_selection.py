@@ -52,10 +52,13 @@ def quality(users, variant="limit", epsilon=Fraction(1), Ms=MS, Cs=CS) -> np.nda
 
 @pytest.mark.unit
 @settings(max_examples=150, deadline=None)
-@given(st.lists(user_strategy, max_size=12), user_strategy, st.sampled_from(["limit", "limit_ss", "limit_cb_dp"]))
-def test_adding_a_user_moves_every_score_by_at_most_the_sensitivity(users, added, variant):
-    before = quality(users, variant)
-    after = quality(users + [added], variant)
+@given(st.lists(user_strategy, max_size=12), user_strategy, st.sampled_from(["limit", "limit_ss", "limit_cb_dp"]),
+       st.sampled_from([Fraction(1), Fraction(10**9)]))
+def test_adding_a_user_moves_every_score_by_at_most_the_sensitivity(users, added, variant, epsilon):
+    # At a large ε_entropy the noise term is small and the score moves with D, the whole of Δq's
+    # room; at ε_entropy = 1 the noise damps the move (a review found the test weaker there alone).
+    before = quality(users, variant, epsilon)
+    after = quality(users + [added], variant, epsilon)
     delta_q = ebs.quality_sensitivity(MS, CS)
     assert all(abs(b - a) <= delta_q for b, a in zip(before.reshape(-1), after.reshape(-1)))
 
@@ -154,8 +157,17 @@ def test_the_choice_follows_the_exponential_mechanism_and_is_paid_for():
 
 @pytest.mark.unit
 def test_the_sensitivity_covers_the_rounded_global_sensitivity():
-    # 2·M_K·u(C_K), and one unit for rounding the root up
-    assert ebs.quality_sensitivity(MS, CS) == 2 * 4 * (int(np.ceil(sens.global_sensitivity(8) * 2**16)) + 1) + 1
+    assert ebs.quality_sensitivity(MS, CS) == 2 * 4 * (int(np.ceil(sens.global_sensitivity(8) * 2**16)) + 1)
+
+
+@pytest.mark.unit
+def test_the_root_is_rounded_up_exactly():
+    """⌈√v⌉ for Fractions, at squares, just above and below them, below 1 and past doubles' 2^53."""
+    big = (1 << 60) + 12345
+    cases = {Fraction(0): 0, Fraction(1, 10**9): 1, Fraction(1): 1, Fraction(4): 2, Fraction(4) + Fraction(1, 10**12): 3,
+             Fraction(17, 2): 3, Fraction(big * big): big, Fraction(big * big + 1): big + 1,
+             Fraction(big * big - 1): big}
+    assert {v: ebs._root_up(v) for v in cases} == cases
 
 
 # ---------------------------------------------------------------------------
@@ -265,3 +277,25 @@ def test_auto_splits_a_tenth_to_the_bound_by_default():
     fixed = build_config(entropy_config({}))
     assert plan_split(family_of("entropy"), fixed.params, fixed.epsilon, Domains(None)) == {
         "epsilon_entropy": Fraction(1)}
+
+
+@pytest.mark.unit
+def test_under_zcdp_the_choice_is_a_bounded_range_step_at_twice_its_share():
+    """The general exponential mechanism (exp(εq/(2Δq))) is ε-bounded range, ε²/8 in ρ: the
+    choice's share of ρ, handed out as ε_k = √(2ρ_k), buys it at 2ε_k (it was charged as a pure
+    step at ε_k, four times the price)."""
+    from dp_spark.core import zcdp
+    from dp_spark.core.privacy import Accounting
+
+    rho = zcdp.rho_of(1.0, 1e-6)
+    share = zcdp.epsilon_for_rho(rho / 10)
+    sums = sums_of([[(0, 3), (1, 1)], [(2, 5)], [(0, 1)]])
+    budget = Budget(1, accounting=Accounting("laplace", rho, 1e-6))
+    ebs.choose_bounds(sums, "limit", Fraction(1), LOCATIONS, share, budget, RandomSource(2))
+    entry = budget.entries[0]
+    assert entry.bounded_range and entry.epsilon == 2 * share
+    assert entry.noise_scale == 2 * ebs.quality_sensitivity(MS, CS) / (2 * share)
+    assert budget.rho_spent == share**2 / 2 <= rho / 10
+    pure = Budget(1)
+    ebs.choose_bounds(sums, "limit", Fraction(1), LOCATIONS, share, pure, RandomSource(2))
+    assert pure.spent == share and not pure.entries[0].bounded_range

@@ -144,6 +144,14 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
     text = capsys.readouterr().out.strip().splitlines()
     assert all("NOT PRIVATE" in line or line == tune.VOIDS_THE_GUARANTEE for line in text)
     assert main([*conf, "--candidates", "8,2"]) == 2
+    # An l = "auto" config that sets its epsilon_bound: the fixed bounds it is set against drop
+    # that part with the choice (a review's finding: tune refused the config).
+    assert main([*conf, "--set", 'algorithm.l="auto"', "--set", "privacy.epsilon_bound=0.1", "--json"]) == 0
+    auto = json.loads(capsys.readouterr().out)
+    assert auto["epsilon_items"] < result["epsilon_items"]  # the rows are at auto's split
+    assert auto["auto"]["best_fixed_bound"] in tune.DEFAULT_CANDIDATES
+    fixed = {r["bound"]: r["expected_mse"] for r in result["rows"]}  # the fixed config's rows
+    assert auto["auto"]["best_fixed_mse"] == pytest.approx(min(fixed.values()), rel=1e-9)
 
 
 def test_an_auto_config_is_scored_as_its_job_scores_it():
@@ -222,7 +230,7 @@ def test_the_auto_summary_is_the_expectation_over_the_choice():
     at_fixed = [e + discrete_laplace_variance(b) for e, b in zip(sampling, (1, 2, 4))]
     expected = sum(r.pick_probability * m for r, m in zip(rows, at_auto))
     assert summary["expected_mse"] == pytest.approx(expected, rel=1e-12)
-    assert summary["best_fixed_bound"] == 1 + int(np.argmin(at_fixed))
+    assert summary["best_fixed_bound"] == (1, 2, 4)[int(np.argmin(at_fixed))]
     assert summary["auto_vs_best_fixed"] == pytest.approx(expected / min(at_fixed), rel=1e-12)
     assert summary["auto_vs_configured"] == pytest.approx(expected / at_fixed[2], rel=1e-12)
     assert min(at_auto) <= summary["p50"] <= summary["p90"] <= summary["p99"] <= max(at_auto)

@@ -31,6 +31,7 @@ import pandas as pd
 
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.core.zcdp import selection_epsilon
 
 # Public defaults (docs/bound_selection.md, "Defaults"): bounds a factor of about √2 apart up to
 # 256, and a tenth of ε for the choice.
@@ -164,22 +165,16 @@ def quality_sensitivity(candidates: Sequence[int], model: ErrorModel) -> Fractio
     return _sqrt_up(Fraction(model.tables * model.records_per_cell * spread)) + Fraction(1, SCALE)
 
 
-def mechanism_epsilon(share: Fraction, zcdp: bool) -> Fraction:
-    """The ε the exponential mechanism runs at, from the choice's part of the split: that part,
-    or under zCDP (a share ρ_k handed out as ε_k = √(2ρ_k)) twice it, which as a bounded-range
-    step costs (2ε_k)²/8 = ρ_k (docs/bound_selection.md)."""
-    return Fraction(share) * (2 if zcdp else 1)
-
-
 def choose_bound(norms: Sequence[int], candidates: Sequence[int], model: ErrorModel, epsilon: Fraction,
                  budget: Budget, rng: RandomSource, step: str = "bound") -> int:
     """One candidate bound, drawn with the exact exponential mechanism at P(b) ∝ exp(ε·q(b)/Δq)
     (the monotone case), spent through ``budget`` under ``step``. ``epsilon`` is the choice's part
-    of the split; the mechanism runs at :func:`mechanism_epsilon` of it."""
+    of the split; the mechanism runs at core.zcdp.selection_epsilon of it (twice it under zCDP, a
+    bounded-range step)."""
     bounds = _checked(norms, candidates, model)
     sensitivity = quality_sensitivity(bounds, model)
     scores = quality(norms, bounds, model)
-    at = mechanism_epsilon(epsilon, budget.zcdp)
+    at = selection_epsilon(epsilon, budget.zcdp)
     entry = LedgerEntry(step, "exponential mechanism (monotone quality)", at, sensitivity, sensitivity / at,
                         bounds.size, bounded_range=budget.zcdp)
     return int(bounds[budget.exponential_mechanism(entry, rng, scores, monotone=True)])

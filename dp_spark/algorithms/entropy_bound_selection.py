@@ -23,10 +23,10 @@ Sensitivity (docs/bound_selection.md, "Privacy claim: entropy_bound_selection"):
 prefix of its own ordering of locations, so at every candidate it touches only locations among
 its first M_K. There H̄ at any (M, C) moves by at most GS(C) ≤ GS(C_K) in value, at most
 u(C) = ⌈GS(C)/g⌉ + 1 on the grid, and the reference by at most u(C_K); elsewhere nothing moves.
-So D moves by at most M_i·u(C_j) + M_K·u(C_K) ≤ 2·M_K·u(C_K), in either direction; √(D² + x) is
-1-Lipschitz in D and V is public, and rounding the root up adds less than one unit to a
-difference: Δq = 2·M_K·u(C_K) + 1 (not monotone: the factor 2 of the general exponential
-mechanism applies).
+So D moves by at most Δq = M_i·u(C_j) + M_K·u(C_K) ≤ 2·M_K·u(C_K), an integer, in either
+direction; √(D² + x) is 1-Lipschitz in D and V is public, and rounding up to an integer keeps the
+bound (⌈a + Δ⌉ = ⌈a⌉ + Δ for an integer Δ). Not monotone: the factor 2 of the general
+exponential mechanism applies.
 
 Pure numpy and Fractions over the per-candidate location sums (NOT private), which
 ``aggregates.location_sums.candidate_sums`` computes in one aggregation.
@@ -46,6 +46,7 @@ from dp_spark.algorithms.bound_selection import candidates_checked as bound_cand
 from dp_spark.algorithms import location_entropy as le
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
 from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.core.zcdp import selection_epsilon
 
 # Public defaults (docs/bound_selection.md, "Location entropy: M and C"): M up to 10, every value
 # to 5 (paper 004's default), and C from 1 to 50 as the paper's grid (it advises C < 10; its
@@ -141,19 +142,22 @@ def quality(sums: CandidateSums, variant: str, epsilon_entropy: Fraction, locati
 
 
 def quality_sensitivity(Ms: Sequence[int], Cs: Sequence[int]) -> int:
-    """Δq = 2·M_K·u(GS(C_K)) + 1 grid units (module docstring): the most one user moves any q."""
-    return 2 * max(Ms) * grid_units(sens.global_sensitivity(max(Cs))) + 1
+    """Δq = 2·M_K·u(GS(C_K)) grid units (module docstring): the most one user moves any q."""
+    return 2 * max(Ms) * grid_units(sens.global_sensitivity(max(Cs)))
 
 
 def choose_bounds(sums: CandidateSums, variant: str, epsilon_entropy: Fraction, locations: int,
                   epsilon: Fraction, budget: Budget, rng: RandomSource, k: int = 50, delta: float = 1e-8,
                   xi: float = 1e-3, step: str = "bound (M, C)") -> tuple[int, int]:
     """(i, j): the indices of the chosen (M_i, C_j), drawn with the exact exponential mechanism at
-    P ∝ exp(ε·q/(2Δq)), ``epsilon`` spent through ``budget`` under ``step``."""
+    P ∝ exp(ε·q/(2Δq)), spent through ``budget`` under ``step``. ``epsilon`` is the choice's part
+    of the split; under zCDP the mechanism runs at twice it, a bounded-range step that costs the
+    part's ρ (core.zcdp.selection_epsilon)."""
     scores = quality(sums, variant, epsilon_entropy, locations, k, delta, xi).reshape(-1)
     sensitivity = Fraction(quality_sensitivity(sums.Ms, sums.Cs))
+    at = selection_epsilon(epsilon, budget.zcdp)
     entry = LedgerEntry(step, f"exponential mechanism over the candidate grid of (M, C), quality in grid units "
-                        f"2^-{le.GRID_BITS}", Fraction(epsilon),
-                        sensitivity, 2 * sensitivity / Fraction(epsilon), int(scores.size))
+                        f"2^-{le.GRID_BITS}", at, sensitivity, 2 * sensitivity / at, int(scores.size),
+                        bounded_range=budget.zcdp)
     index = budget.exponential_mechanism(entry, rng, scores)
     return divmod(index, len(sums.Cs))

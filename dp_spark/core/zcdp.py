@@ -124,6 +124,13 @@ def bounded_range_cost(epsilon: Fraction) -> Fraction:
     return Fraction(epsilon) ** 2 / 8
 
 
+def selection_epsilon(share: Fraction, zcdp: bool) -> Fraction:
+    """The ε an exponential mechanism runs at from its part ``share`` of a split: that part, or
+    under zCDP (a share ρ_k handed out as ε_k = √(2ρ_k)) twice it, which as a bounded-range step
+    costs (2ε_k)²/8 = ρ_k (docs/mechanisms.md, "Privacy claim: Accounting, delta_of")."""
+    return Fraction(share) * (2 if zcdp else 1)
+
+
 def epsilon_for_rho(rho: Fraction, max_denominator: int = 10**6) -> Fraction:
     """The largest ε with denominator at most ``max_denominator`` and ε²/2 ≤ ρ: the pure-ε
     equivalent of a share of ρ (a step of that ε costs at most that share). A short fraction,

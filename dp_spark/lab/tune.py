@@ -4,7 +4,8 @@ per-user bound, from the raw records. NOT PRIVATE: it reads the true data withou
 
 For each candidate b it shows SRA's exact expected error (:mod:`dp_spark.lab.bound_curve`):
 the truncation bias and the sampling variance of keeping min(n, b) records per user, and the
-publisher's noise variance at L1 sensitivity b and the item counts' share of ε. Beside them, the
+noise variance the item table gets at bound b and the item counts' share of ε (the discrete
+Gaussian's where the job would draw it, else the publisher's; ``families.counts.error_model``). Beside them, the
 quality q(b) that ``l = "auto"`` would score (:mod:`dp_spark.algorithms.bound_selection`) and the
 probability that its exponential mechanism picks b.
 
@@ -118,9 +119,9 @@ class TuneSetup:
         guards = self.split.get(GUARDS_SPLIT_KEY, Fraction(0))
         if self.rho is None:
             part = self.split.get("epsilon_bound", (self.epsilon - guards) * share)
-            return bound_selection.mechanism_epsilon(part, False)
+            return zcdp.selection_epsilon(part, False)
         part = self.split.get("epsilon_bound", zcdp.epsilon_for_rho((self.rho - zcdp.pure_cost(guards)) * share))
-        return bound_selection.mechanism_epsilon(part, True)
+        return zcdp.selection_epsilon(part, True)
 
     def error_model(self, share: Fraction, candidates: Sequence[int]) -> bound_selection.ErrorModel:
         """The quality's public side as ``l = "auto"`` sets it (families.counts.error_model), with
@@ -266,8 +267,12 @@ def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress)
     bounds = candidates_of(candidates, cfg.params)
     split = plan_budget(cfg)
     # With l = "auto" the rows are at auto's split; the fixed bounds they are set against keep the
-    # choice's part (any bound has the same split).
-    fixed_split = plan_budget(cfg.with_params(l=bounds[0], candidates=None)) if cfg.params.auto else None
+    # choice's part (any bound has the same split), and an explicit epsilon_bound goes with it.
+    fixed_split = None
+    if cfg.params.auto:
+        fixed = cfg.with_params(l=bounds[0], candidates=None)
+        parts = {part: value for part, value in cfg.epsilon_parts.items() if part != "epsilon_bound"}
+        fixed_split = plan_budget(replace(fixed, epsilon_parts=parts))
     items = item_domain(cfg.items, spark, cfg.source)
     attributes = attribute_domain(cfg.attributes)
     setup = TuneSetup(cfg.algorithm, cfg.params.publisher, dict(cfg.params.publisher_options), cfg.epsilon, split,

@@ -317,7 +317,7 @@ def negative_controls() -> list[Target]:
                f"D' adds a user with {bounding.HEAVY_FACTOR} times the cap's records, l = {bounding.AUDIT_L}, eps = 1",
                bounding.uncapped_sampler(DEFAULT_EPSILON), negative_control=True, trials=20_000),
         Target("entropy_bound_selection_per_location", float(DEFAULT_EPSILON), 0.0,
-               "NEGATIVE CONTROL: choose_bounds' quality sampled at Delta q / M_K, about one location's move (the "
+               "NEGATIVE CONTROL: choose_bounds' quality sampled at Delta q = 2 u(C_K), one location's move (the "
                "factor M_K = 10 forgotten), default grid, limit, eps = 1: true eps 1.99",
                ebounds.per_location_sampler(DEFAULT_EPSILON), negative_control=True, trials=20_000),
     ]
