@@ -199,6 +199,19 @@ def entropy_run(tmp_path, *extra):
     return pd.read_parquet(out / "location_entropy"), json.loads((out / "privacy.json").read_text())
 
 
+def test_an_auto_job_under_zcdp_charges_the_choice_as_bounded_range(spark, tmp_path):
+    # ρ from (ε = 5, δ = 1e-6); the choice's tenth of ρ buys the mechanism at twice √(2ρ/10).
+    from fractions import Fraction as F
+    from dp_spark.core import zcdp
+
+    _table, report = entropy_run(tmp_path, "--set", 'algorithm.locations_per_user="auto"',
+                                 "--set", 'privacy.noise="auto"', "--set", "privacy.delta=1e-6")
+    choice = next(e for e in report["ledger"] if e["step"] == "bound (M, C)")
+    share = zcdp.epsilon_for_rho(F(report["rho_total_exact"]) / 10)
+    assert choice["bounded_range"] is True and F(choice["epsilon_exact"]) == 2 * share
+    assert F(report["rho_spent_exact"]) <= F(report["rho_total_exact"])
+
+
 def test_an_auto_job_reports_the_chosen_bounds_and_pays_for_them(spark, tmp_path):
     table, report = entropy_run(tmp_path, "--set", 'algorithm.locations_per_user="auto"',
                                 "--set", 'algorithm.visits_per_location="auto"',
