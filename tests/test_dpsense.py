@@ -428,7 +428,8 @@ def test_evaluate_on_movielens_100k_compares_dpsense_with_the_baselines(spark, t
 @pytest.mark.unit
 def test_under_zcdp_the_choice_of_theta_is_a_bounded_range_step_at_twice_its_share():
     """The exponential mechanism is ε-bounded range, ε²/8 in ρ: θ's share of ρ, handed out as
-    ε_k = √(2ρ_k), buys it at 2ε_k, as the counts' bound (it was charged as a pure step at ε_k)."""
+    ε_k ≤ √(2ρ_k), buys it at 2ε_k, as the counts' bound (before, as a pure step, the same ρ bought
+    only ε_k)."""
     from dp_spark.core import zcdp
     from dp_spark.core.privacy import Accounting
 

@@ -295,8 +295,8 @@ def test_auto_splits_a_tenth_to_the_bound_by_default():
 @pytest.mark.unit
 def test_under_zcdp_the_choice_is_a_bounded_range_step_at_twice_its_share():
     """The general exponential mechanism (exp(εq/(2Δq))) is ε-bounded range, ε²/8 in ρ: the
-    choice's share of ρ, handed out as ε_k = √(2ρ_k), buys it at 2ε_k (it was charged as a pure
-    step at ε_k, four times the price)."""
+    choice's share of ρ, handed out as ε_k ≤ √(2ρ_k), buys it at 2ε_k (before, as a pure step, the
+    same ρ bought only ε_k)."""
     from dp_spark.core import zcdp
     from dp_spark.core.privacy import Accounting
 

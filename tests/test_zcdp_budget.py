@@ -69,6 +69,12 @@ def test_only_an_exponential_mechanism_may_be_charged_as_bounded_range():
                          bounded_range=True)
     with pytest.raises(ValueError, match="only an exponential mechanism drawn by"):
         Budget(1, accounting=ZCDP).spend(chosen)
+    # The monotone factor with a step that does not say its quality is monotone (a reviewer's
+    # hardening): a general quality drawn so would have a loss range of 2ε, charged as ε.
+    general = LedgerEntry("choose", "exponential mechanism", Fraction(1, 2), Fraction(1), Fraction(2), 3,
+                          bounded_range=True)
+    with pytest.raises(ValueError, match="monotone quality"):
+        Budget(1, accounting=ZCDP).exponential_mechanism(general, RandomSource(seed=1), [0, 1, 2], monotone=True)
 
 
 def test_a_pure_budget_refuses_a_gaussian_step():

@@ -23,7 +23,7 @@ Sensitivity (docs/bound_selection.md, "Privacy claim: entropy_bound_selection"):
 prefix of its own ordering of locations, so at every candidate it touches only locations among
 its first M_K. There H̄ at any (M, C) moves by at most GS(C) ≤ GS(C_K) in value, at most
 u(C) = ⌈GS(C)/g⌉ + 1 on the grid, and the reference by at most u(C_K); elsewhere nothing moves.
-So D moves by at most Δq = M_i·u(C_j) + M_K·u(C_K) ≤ 2·M_K·u(C_K), an integer, in either
+So D moves by at most M_i·u(C_j) + M_K·u(C_K) ≤ 2·M_K·u(C_K) = Δq, an integer, in either
 direction; √(D² + x) is 1-Lipschitz in D and V is public, and rounding up to an integer keeps the
 bound (⌈a + Δ⌉ = ⌈a⌉ + Δ for an integer Δ). Not monotone: the factor 2 of the general
 exponential mechanism applies.
@@ -123,7 +123,7 @@ def noise_variance_units(variant: str, M: int, C: int, epsilon: Fraction, k: int
 
 
 def _root_up(value: Fraction) -> int:
-    """⌈√value⌉ for value ≥ 0, exactly: ⌈√⌈value⌉⌉ (k² ≥ value holds for an integer k² iff k² ≥ ⌈value⌉)."""
+    """⌈√value⌉ for value ≥ 0, exactly: ⌈√⌈value⌉⌉ (for an integer k, k² ≥ value iff k² ≥ ⌈value⌉)."""
     ceiling = math.ceil(value)
     root = math.isqrt(ceiling)
     return root if root * root == ceiling else root + 1

@@ -74,7 +74,8 @@ def tune(args) -> int:
         line += f"; the config's {cfg.l}: {configured.expected_mse:.4g}"
     print(f"{line}   NOT PRIVATE")
     auto = result["auto"]
-    line = (f"{cfg.params.bound_name} = \"auto\": expected MSE {auto['expected_mse']:.4g} (over its choice: median {auto['p50']:.4g}, "
+    line = (f"{cfg.params.bound_name} = \"auto\": expected MSE {auto['expected_mse']:.4g} "
+            f"(over its choice: median {auto['p50']:.4g}, "
             f"90th percentile {auto['p90']:.4g}, 99th {auto['p99']:.4g}), {auto['auto_vs_best_fixed']:.3f} times the "
             f"best of these bounds fixed ({auto['best_fixed_bound']}: {auto['best_fixed_mse']:.4g})")
     if "auto_vs_configured" in auto:

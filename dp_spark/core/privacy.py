@@ -231,6 +231,7 @@ class LedgerEntry:
 
 GAUSSIAN_MECHANISM = "discrete Gaussian"
 BOUNDED_RANGE_MECHANISM = "exponential mechanism"
+MONOTONE_QUALITY = "(monotone quality)"  # how a monotone exponential mechanism names itself in the ledger
 
 
 def gaussian_entry(step: str, l1: int, l2_squared: int, epsilon: Fraction, cells: int) -> LedgerEntry:
@@ -549,6 +550,11 @@ class Budget:
         if entry.bounded_range and not entry.mechanism.startswith(BOUNDED_RANGE_MECHANISM):
             raise ValueError(f"step {entry.step!r}: only an {BOUNDED_RANGE_MECHANISM} may be charged as bounded "
                              f"range, not a {entry.mechanism}")
+        # The monotone factor is ε-bounded range only for a quality whose scores all move one way:
+        # a step charged ε²/8 with it must say so, as the ledger's reader checks the argument by it.
+        if entry.bounded_range and monotone and MONOTONE_QUALITY not in entry.mechanism:
+            raise ValueError(f"step {entry.step!r} uses the monotone factor; its mechanism must name a "
+                             f"{MONOTONE_QUALITY}, not {entry.mechanism!r}")
         self._spend(entry)
         return mechanisms.exponential_mechanism(rng, scores, entry.epsilon, entry.sensitivity, monotone)
 

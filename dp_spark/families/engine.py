@@ -173,7 +173,8 @@ def build_report(family: Family, params: Any, budget: Budget, domains: Domains, 
         "name": params.algorithm,
         "parameters": section["parameters"],
         "epsilon_split": {k: float(v) for k, v in split.items()},
-        # Under zCDP each part is a share of rho, handed out as the epsilon of a pure step of that cost.
+        # Under zCDP each part is a share of rho, handed out as the epsilon of a pure step of that cost
+        # (a private choice, bounded range, runs at twice it for the same rho: its ledger entry says).
         **({"rho_split": {k: float(zcdp.pure_cost(v)) for k, v in split.items()}} if budget.zcdp else {}),
         "specification": section["specification"],
         "post_processing": section["post_processing"],

@@ -14,9 +14,9 @@ the report of this target's branch, found no pair of inputs doing better):
   (``LAYOUTS``: on the default grid 15 users with one visit each).
 * D′ adds one user who visits all M_K locations (its own order, location 0 first; on the
   default grid with C_K visits at each). At the reference (M_K, C_K) the user dominates every
-  location and pulls its entropy down by about GS(C_K); at a small C the capped user is one more single visit and pushes the
-  entropy up; where M_i leaves the user out, only the reference moves. So every candidate but
-  the reference gets further from it, by up to about half of Δq (the rest of Δq is the room the
+  location and pulls its entropy down by about GS(C_K); at a small C the capped user is one more
+  single visit and pushes the entropy up; where M_i leaves the user out, only the reference
+  moves. So every candidate but the reference gets further from it, by up to about half of Δq (the rest of Δq is the room the
   proof leaves for both H̄ and the reference moving the other way, which one user cannot do at
   once), and the reference's score does not move at all.
 * ε_entropy (public) is the value of TUNING_GRID that gives the pair its largest exact ε: a
