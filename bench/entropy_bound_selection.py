@@ -37,6 +37,9 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bound_selection import write  # noqa: E402  (the results' JSON and Markdown, headed NOT PRIVATE)
 
 from dp_spark.aggregates.location_sums import CandidateSums  # noqa: E402
 from dp_spark.algorithms import entropy_bound_selection as ebs  # noqa: E402
@@ -45,7 +48,6 @@ from dp_spark.algorithms import location_entropy as le  # noqa: E402
 from dp_spark.core.mechanisms import as_scale, discrete_laplace_variance, exponential_probabilities  # noqa: E402
 from dp_spark.lab.tune import choice_percentiles  # noqa: E402
 
-NOT_PRIVATE = "NOT PRIVATE: computed from the raw check-ins, for benchmarking only."
 FINE_M = tuple(range(1, 31))  # paper 004's M grid goes to 30, its C grid to 50
 FINE_C = tuple(range(1, 51))
 SHIPPED = le.Bounds(M=5, C=5)  # conf/sparse_entropy.toml
@@ -177,12 +179,7 @@ def main(argv=None) -> None:
         pairs, locations = ranked(path)
         rows += rows_for(name, pairs, locations, epsilons)
         print(f"{name}: {time.monotonic() - started:.0f} s", file=sys.stderr)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "expected.json").write_text(json.dumps({"not_private": NOT_PRIVATE, "rows": rows}, indent=2) + "\n")
-    text = f"{NOT_PRIVATE}\n\n{markdown(rows)}\n"
-    (out / "expected.md").write_text(text)
-    print(text)
+    write(args.out, "expected", rows, markdown(rows))
 
 
 if __name__ == "__main__":

@@ -30,8 +30,7 @@ import numpy as np
 import pandas as pd
 
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget, LedgerEntry
-from dp_spark.core.zcdp import selection_epsilon
+from dp_spark.core.privacy import Budget, selection_entry
 
 # Public defaults (docs/bound_selection.md, "Defaults"): bounds a factor of about √2 apart up to
 # 256, and a tenth of ε for the choice.
@@ -174,7 +173,6 @@ def choose_bound(norms: Sequence[int], candidates: Sequence[int], model: ErrorMo
     bounds = _checked(norms, candidates, model)
     sensitivity = quality_sensitivity(bounds, model)
     scores = quality(norms, bounds, model)
-    at = selection_epsilon(epsilon, budget.zcdp)
-    entry = LedgerEntry(step, "exponential mechanism (monotone quality)", at, sensitivity, sensitivity / at,
-                        bounds.size, bounded_range=budget.zcdp)
+    entry = selection_entry(step, "exponential mechanism (monotone quality)", epsilon, sensitivity, bounds.size,
+                            budget.zcdp, monotone=True)
     return int(bounds[budget.exponential_mechanism(entry, rng, scores, monotone=True)])

@@ -55,8 +55,7 @@ import numpy as np
 from dataclasses import replace
 
 from dp_spark.core.mechanisms import RandomSource, as_scale
-from dp_spark.core.privacy import Budget, LedgerEntry, gaussian_entry
-from dp_spark.core.zcdp import selection_epsilon
+from dp_spark.core.privacy import Budget, LedgerEntry, gaussian_entry, selection_entry
 from dp_spark.publishers import laplace
 
 SPEC_SECTIONS = {"dpsense": "ALGORITHMS.md §4.2", "dpsense_s": "ALGORITHMS.md §4.3"}
@@ -226,9 +225,8 @@ def choose_theta(length_hist, theta_max: int, columns: int, epsilons: dict, budg
     thetas = np.arange(1, theta_max + 1)
     sensitivity = quality_sensitivity(theta_max)
     scores = quality(length_hist, thetas, columns, epsilons["epsilon_counts"])
-    at = selection_epsilon(epsilons["epsilon_theta"], budget.zcdp)
-    entry = LedgerEntry("theta", "exponential mechanism (monotone quality)", at, Fraction(sensitivity),
-                        Fraction(sensitivity) / at, thetas.size, bounded_range=budget.zcdp)
+    entry = selection_entry("theta", "exponential mechanism (monotone quality)", epsilons["epsilon_theta"],
+                            sensitivity, thetas.size, budget.zcdp, monotone=True)
     index = budget.exponential_mechanism(entry, rng, scores, monotone=True)
     return int(thetas[index])
 
@@ -240,9 +238,8 @@ def choose_theta_alpha(by_length, long_units, theta_max: int, epsilons: dict, bu
     thetas = np.arange(1, theta_max + 1)
     sensitivity = quality_s_sensitivity(theta_max, ALPHAS[-1])
     scores = quality_s(by_length, long_units, thetas, ALPHAS, theta_max, epsilons["epsilon_counts"])
-    at = selection_epsilon(epsilons["epsilon_theta"], budget.zcdp)
-    entry = LedgerEntry("theta_alpha", "exponential mechanism", at, sensitivity, 2 * sensitivity / at, scores.size,
-                        bounded_range=budget.zcdp)
+    entry = selection_entry("theta_alpha", "exponential mechanism", epsilons["epsilon_theta"], sensitivity,
+                            scores.size, budget.zcdp)
     index = budget.exponential_mechanism(entry, rng, scores.ravel())
     return int(thetas[index // len(ALPHAS)]), ALPHAS[index % len(ALPHAS)]
 

@@ -45,8 +45,7 @@ from dp_spark.algorithms import entropy_sensitivity as sens
 from dp_spark.algorithms.bound_selection import candidates_checked as bound_candidates_checked
 from dp_spark.algorithms import location_entropy as le
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
-from dp_spark.core.privacy import Budget, LedgerEntry
-from dp_spark.core.zcdp import selection_epsilon
+from dp_spark.core.privacy import Budget, selection_entry
 
 # Public defaults (docs/bound_selection.md, "Location entropy: M and C"): M up to 10, every value
 # to 5 (paper 004's default), and C from 1 to 50 as the paper's grid (it advises C < 10; its
@@ -155,9 +154,7 @@ def choose_bounds(sums: CandidateSums, variant: str, epsilon_entropy: Fraction, 
     part's ρ (core.zcdp.selection_epsilon)."""
     scores = quality(sums, variant, epsilon_entropy, locations, k, delta, xi).reshape(-1)
     sensitivity = Fraction(quality_sensitivity(sums.Ms, sums.Cs))
-    at = selection_epsilon(epsilon, budget.zcdp)
-    entry = LedgerEntry(step, f"exponential mechanism over the candidate grid of (M, C), quality in grid units "
-                        f"2^-{le.GRID_BITS}", at, sensitivity, 2 * sensitivity / at, int(scores.size),
-                        bounded_range=budget.zcdp)
+    entry = selection_entry(step, f"exponential mechanism over the candidate grid of (M, C), quality in grid units "
+                            f"2^-{le.GRID_BITS}", epsilon, sensitivity, int(scores.size), budget.zcdp)
     index = budget.exponential_mechanism(entry, rng, scores)
     return divmod(index, len(sums.Cs))

@@ -234,6 +234,17 @@ BOUNDED_RANGE_MECHANISM = "exponential mechanism"
 MONOTONE_QUALITY = "(monotone quality)"  # how a monotone exponential mechanism names itself in the ledger
 
 
+def selection_entry(step: str, mechanism: str, share: Fraction, sensitivity: Fraction | int, cells: int,
+                    zcdp_accounting: bool, monotone: bool = False) -> LedgerEntry:
+    """The entry of an exponential mechanism over ``cells`` candidates given its part ``share`` of
+    the split: at that ε, or under zCDP at twice it as a bounded-range step of the same ρ
+    (zcdp.selection_epsilon); the noise scale is the factor's inverse, Δq/ε for a monotone quality,
+    else 2Δq/ε, as Budget.exponential_mechanism checks."""
+    at = zcdp.selection_epsilon(share, zcdp_accounting)
+    scale = Fraction(sensitivity) / at * (1 if monotone else 2)
+    return LedgerEntry(step, mechanism, at, Fraction(sensitivity), scale, cells, bounded_range=zcdp_accounting)
+
+
 def gaussian_entry(step: str, l1: int, l2_squared: int, epsilon: Fraction, cells: int) -> LedgerEntry:
     """The ledger entry of discrete Gaussian noise on ``cells`` cells of an integer vector with
     L1 sensitivity ``l1`` and squared L2 sensitivity ``l2_squared``, paid from a share of ρ whose

@@ -126,8 +126,9 @@ def bounded_range_cost(epsilon: Fraction) -> Fraction:
 
 def selection_epsilon(share: Fraction, zcdp: bool) -> Fraction:
     """The ε an exponential mechanism runs at from its part ``share`` of a split: that part, or
-    under zCDP (a share ρ_k handed out as ε_k = √(2ρ_k)) twice it, which as a bounded-range step
-    costs (2ε_k)²/8 = ρ_k (docs/mechanisms.md, "Privacy claim: Accounting, delta_of")."""
+    under zCDP (a share ρ_k handed out as ε_k ≤ √(2ρ_k), epsilon_for_rho rounding down) twice it,
+    which as a bounded-range step costs (2ε_k)²/8 ≤ ρ_k (docs/mechanisms.md, "Privacy claim:
+    Accounting, delta_of")."""
     return Fraction(share) * (2 if zcdp else 1)
 
 

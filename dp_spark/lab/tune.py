@@ -5,9 +5,10 @@ per-user bound, from the raw records. NOT PRIVATE: it reads the true data withou
 For each candidate b it shows SRA's exact expected error (:mod:`dp_spark.lab.bound_curve`):
 the truncation bias and the sampling variance of keeping min(n, b) records per user, and the
 noise variance the item table gets at bound b and the item counts' share of ε (the discrete
-Gaussian's where the job would draw it, else the publisher's; ``families.counts.error_model``). Beside them, the
-quality q(b) that ``l = "auto"`` would score (:mod:`dp_spark.algorithms.bound_selection`) and the
-probability that its exponential mechanism picks b.
+Gaussian's where the job would draw it, else the publisher's; ``families.counts.error_model``).
+Beside them, the quality q(b) that ``l = "auto"`` would score
+(:mod:`dp_spark.algorithms.bound_selection`) and the probability that its exponential mechanism
+picks b.
 
 HPA keeps each user's most popular records rather than a uniform sample, so its bias on popular
 items is smaller than SRA's: for HPA the curve is SRA's formula as a guide (an upper bound on
