@@ -42,7 +42,6 @@ sys.path.insert(0, str(ROOT))
 
 from dp_spark.algorithms import bound_selection  # noqa: E402
 from dp_spark.core import noise_choice, zcdp  # noqa: E402
-from dp_spark.core.mechanisms import exponential_probabilities  # noqa: E402
 from dp_spark.core.privacy import PURE, Accounting  # noqa: E402
 from dp_spark.families import counts  # noqa: E402
 from dp_spark.families.base import Domains, plan_split  # noqa: E402
@@ -128,16 +127,20 @@ class Setting:
 
 
 def pick_probabilities(table: pd.DataFrame, cells: int, setting: Setting) -> tuple[np.ndarray, Fraction]:
-    """P(the mechanism picks each candidate), as a release of SRA with l = "auto" and item counts
-    only sets it (the product's split, error model, quality and sensitivity), and the items' ε."""
+    """P(the choice picks each candidate), as a release of SRA with l = "auto" and item counts only
+    makes it (the product's split, error model, user count, user cap, quality and sensitivity;
+    bound_selection.pick_probabilities), and the items' ε."""
     split = setting.split("auto", cells)
     model = counts.error_model(setting.params("auto"), Domains(range(cells)), split)
-    norms = bound_selection.squared_bias_norms(table, setting.candidates, model.records_per_cell)
-    scores = bound_selection.quality(norms, setting.candidates, model)
-    sensitivity = bound_selection.quality_sensitivity(setting.candidates, model)
-    at = zcdp.selection_epsilon(split["epsilon_bound"], setting.noise == "gaussian")
-    return exponential_probabilities(np.asarray(scores, dtype=float), at, sensitivity,
-                                     monotone=True), split["epsilon_items"]
+    norms = {}
+
+    def norms_at(cap: int) -> list[int]:
+        if cap not in norms:
+            norms[cap] = bound_selection.squared_bias_norms(table, setting.candidates, model.records_per_cell, cap)
+        return norms[cap]
+    picks = bound_selection.pick_probabilities(norms_at, int(table["user_id"].nunique()), setting.candidates, model,
+                                               split["epsilon_bound"], setting.noise == "gaussian")
+    return picks, split["epsilon_items"]
 
 
 def expected_rows(dataset: str, pairs: pd.DataFrame, cells: int, noise: str) -> list[dict]:

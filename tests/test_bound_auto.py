@@ -60,7 +60,8 @@ def test_under_zcdp_the_noise_of_each_candidate_is_the_gaussians_growing_as_b():
 
 def test_the_spark_norms_are_the_reference_norms(spark):
     # Repeated records, two attribute values, users above and below the largest candidate, the
-    # cap at 1 and at 2: the executors' exact integers equal the driver's.
+    # cap at 1 and at 2, the user cap at b_K − b_1 and below: the executors' exact integers equal
+    # the driver's.
     rng = np.random.default_rng(11)
     rows = [(int(u), int(rng.integers(1, 9)), str(rng.choice(["a", "b"])))
             for u in range(40) for _ in range(int(rng.integers(1, 30)))]
@@ -69,20 +70,21 @@ def test_the_spark_norms_are_the_reference_norms(spark):
     candidates, grid = (1, 3, 8, 20), bound_selection.GRID
     largest = int(frame.groupby("user_id").size().max())
     user_counts = spark.createDataFrame(frame.groupby("user_id").size().rename("_n").reset_index())
-    for cap in (1, 2):
+    for cap, user_cap in ((1, None), (2, None), (1, 5), (2, 5)):
         for attributes in (False, True):
-            expected = _reference(frame, candidates, cap, attributes)
+            expected = _reference(frame, candidates, cap, attributes, user_cap)
             # Decimals, longs when the largest n is known, and validation's per-user counts given
             # (broadcast, as there are few users).
             for known, counts, users in ((None, None, None), (largest, None, None), (largest, user_counts, 40)):
                 norms, tables = bound_bias.squared_bias_norms(records, candidates, cap, grid, attributes, known, counts,
-                                                              users)
+                                                              users, user_cap=user_cap)
                 assert (norms, tables) == (expected, 2 if attributes else 1)
+    assert _reference(frame, candidates, 1, False, 5) != _reference(frame, candidates, 1, False, None)
     assert bound_bias._arithmetic(largest, 19, 2, grid) == "bigint" != bound_bias._arithmetic(None, 19, 2, grid)
     assert bound_bias._arithmetic(2**40, 10**5, 10**5, grid) != "bigint"  # beyond a long: decimals
 
 
-def _reference(frame: pd.DataFrame, candidates, cap: int, attributes: bool) -> list[int]:
+def _reference(frame: pd.DataFrame, candidates, cap: int, attributes: bool, user_cap: int | None) -> list[int]:
     n = frame.groupby("user_id").size()
     keys = [["item_id"]] + ([["item_id", "attr"]] if attributes else [])
     total = [0] * len(candidates)
@@ -90,7 +92,8 @@ def _reference(frame: pd.DataFrame, candidates, cap: int, attributes: bool) -> l
         table = frame.groupby(["user_id", *cells]).size().rename("k").reset_index()
         table["cell"] = list(zip(*(table[c] for c in cells)))
         table["n"] = table["user_id"].map(n)
-        total = [x + y for x, y in zip(total, bound_selection.squared_bias_norms(table, candidates, cap))]
+        total = [x + y for x, y in zip(total, bound_selection.squared_bias_norms(table, candidates, cap,
+                                                                                            user_cap))]
     return total
 
 
@@ -156,10 +159,15 @@ def test_a_release_chooses_pays_for_applies_and_reports_the_bound(spark):
     df = _everyone_rates_everything(spark, 400, 64)
     release = dp_spark.sra(df, items=range(1, 65), l="auto", l_candidates=[1, 64], epsilon=8, seed=5)
     algorithm = release.report["algorithm"]
-    assert algorithm["chosen"] == {"l": 64}
+    # The quality's user cap is b_K − b_1 = 63 here: (κ·ε·N̂)² ≈ (0.6·0.72·400)² is far past it.
+    assert algorithm["chosen"]["l"] == 64 and algorithm["chosen"]["user_cap"] == 63
+    # The user count's noise has scale 1/0.08 = 12.5: |noise| < 200 with probability 1 - e^(-16).
+    assert abs(algorithm["chosen"]["users_noisy"] - 400) < 200
     assert algorithm["parameters"]["l"] == "auto" and algorithm["parameters"]["l_candidates"] == [1, 64]
     steps = {entry["step"]: entry for entry in release.ledger}
-    assert steps["choose l"]["epsilon_exact"] == "4/5" and steps["choose l"]["cells"] == 2
+    # The choice's 4/5: a tenth counts the users (sensitivity 1), the rest runs the mechanism.
+    assert steps["choose l: users"]["epsilon_exact"] == "2/25" and steps["choose l: users"]["sensitivity_l1"] == 1
+    assert steps["choose l"]["epsilon_exact"] == "18/25" and steps["choose l"]["cells"] == 2
     assert steps["item_counts"]["sensitivity_l1"] == 64  # the chosen bound is the release's sensitivity
     assert release.epsilon_spent == 8
     # Every record kept: the counts are 400 plus noise of scale 64/6.8 (|noise| < 120 with
@@ -177,16 +185,18 @@ def test_a_release_chooses_pays_for_applies_and_reports_the_bound(spark):
 def test_a_baseline_chooses_m(spark):
     df = _everyone_rates_everything(spark, 50, 4)
     release = dp_spark.lpa(df, items=range(1, 5), m="auto", m_candidates=[1, 2, 4], epsilon=1, seed=2)
-    assert set(release.report["algorithm"]["chosen"]) == {"m"}
+    # Candidates 1, 2, 4 leave no choice of the user cap (b_K − b_1 = 3 is below the grid): no count.
+    assert release.report["algorithm"]["chosen"] == {"m": release.report["algorithm"]["chosen"]["m"], "user_cap": 3}
     assert release.report["algorithm"]["chosen"]["m"] in (1, 2, 4)
     assert [e["step"] for e in release.ledger][0] == "choose m"
+    assert not any(e["step"].endswith(": users") for e in release.ledger)
 
 
 def test_hpa_chooses_l_before_its_popularity_and_keeps_the_papers_split_of_the_rest(spark):
     df = _everyone_rates_everything(spark, 100, 8)
     release = dp_spark.hpa(df, items=range(1, 9), l="auto", l_candidates=[1, 8], d=1, epsilon=8, seed=4)
-    assert [e["step"] for e in release.ledger][:2] == ["choose l", "popularity"]
-    assert release.report["algorithm"]["chosen"] == {"l": 8}  # every record kept wins by far at ε = 8
+    assert [e["step"] for e in release.ledger][:2] == ["choose l", "popularity"]  # 1 and 8: no choice of U
+    assert release.report["algorithm"]["chosen"]["l"] == 8  # every record kept wins by far at ε = 8
     split = release.report["algorithm"]["epsilon_split"]
     assert split["epsilon_bound"] == pytest.approx(0.8) and split["epsilon_popularity"] == pytest.approx(0.68)
 
@@ -195,11 +205,15 @@ def test_under_zcdp_the_choice_runs_at_twice_its_share_as_a_bounded_range_step(s
     # The exponential mechanism is ε-bounded range: ε²/8 in ρ, so the bound's share of ρ, handed
     # out as ε_k, buys it at 2ε_k (docs/bound_selection.md, "Privacy claim").
     df = _everyone_rates_everything(spark, 50, 4)
-    release = dp_spark.sra(df, items=range(1, 5), l="auto", l_candidates=[1, 2, 4], epsilon=1, delta=1e-6,
+    release = dp_spark.sra(df, items=range(1, 5), l="auto", l_candidates=[1, 2, 4, 32], epsilon=1, delta=1e-6,
                            noise="gaussian", records_per_item=1, seed=2)
-    choose = next(entry for entry in release.ledger if entry["step"] == "choose l")
-    share = zcdp.epsilon_for_rho(Fraction(release.report["rho_total_exact"]) / 10)
+    steps = {entry["step"]: entry for entry in release.ledger}
+    part = zcdp.epsilon_for_rho(Fraction(release.report["rho_total_exact"]) / 10)
+    # The user count takes a tenth of the part's ρ (a pure step), the mechanism the rest at twice its ε.
+    count, share = zcdp.epsilon_for_rho(zcdp.pure_cost(part) / 10), zcdp.epsilon_for_rho(zcdp.pure_cost(part) * 9 / 10)
+    choose, users = steps["choose l"], steps["choose l: users"]
     assert choose["bounded_range"] is True and Fraction(choose["epsilon_exact"]) == 2 * share
+    assert Fraction(users["epsilon_exact"]) == count and not users.get("bounded_range")
     assert Fraction(release.report["rho_spent_exact"]) <= Fraction(release.report["rho_total_exact"])
     # The bounding estimate's two pure steps spend its whole share of ρ (a review's finding: at
     # half of its ε each they spent half of it), to within epsilon_for_rho's rounding down.

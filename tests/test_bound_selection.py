@@ -5,6 +5,8 @@ without the per-cell cap, and the sampler's distribution against the exponential
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -36,26 +38,28 @@ def cells_of(records: list[tuple[int, object]]) -> pd.DataFrame:
     return table
 
 
-def norms_of(records, candidates=CANDIDATES, cap=1, attributes=False) -> list[int]:
+def norms_of(records, candidates=CANDIDATES, cap=1, attributes=False, user_cap=None) -> list[int]:
     """The squared norms summed over the item table and, with ``attributes``, the edge table;
     records are (user, item, attr)."""
-    items = bs.squared_bias_norms(cells_of([(u, i) for u, i, _ in records]), candidates, cap) if records \
+    items = bs.squared_bias_norms(cells_of([(u, i) for u, i, _ in records]), candidates, cap, user_cap) if records \
         else [0] * len(candidates)
     if not attributes or not records:
         return items
-    edges = bs.squared_bias_norms(cells_of([(u, (i, a)) for u, i, a in records]), candidates, cap)
+    edges = bs.squared_bias_norms(cells_of([(u, (i, a)) for u, i, a in records]), candidates, cap, user_cap)
     return [x + y for x, y in zip(items, edges)]
 
 
 def test_a_term_is_the_expected_loss_on_the_grid_scaled_for_heavy_users():
-    # n = 8 records, 3 of them in the cell, b = 2, candidates 1..50: 3·6/8 records in expectation,
-    # capped at c = 1 record: 6/8 of a record, on the grid 1/1024 (768).
-    assert bs.bias_term(3, 8, 2, 1, 50, cap=1) == 768
-    assert bs.bias_term(3, 8, 2, 1, 50, cap=5) == 3 * 768
-    assert bs.bias_term(3, 8, 8, 1, 50, cap=5) == 0  # nothing dropped at b >= n
-    # n = 99 > b_K = 50: scaled by 49/98, the same at every candidate.
-    assert bs.bias_term(1, 99, 2, 1, 50, cap=1) == (G * 97 * 49) // (99 * 98)
-    assert bs.bias_term(1, 7, 3, 3, 3, cap=1) == 0  # one candidate: no spread, nothing to choose
+    # n = 8 records, 3 of them in the cell, b = 2, candidates 1..50 (U = 49 at most): 3·6/8 records
+    # in expectation, capped at c = 1 record: 6/8 of a record, on the grid 1/1024 (768).
+    assert bs.bias_term(3, 8, 2, 1, 49, cap=1) == 768
+    assert bs.bias_term(3, 8, 2, 1, 49, cap=5) == 3 * 768
+    assert bs.bias_term(3, 8, 8, 1, 49, cap=5) == 0  # nothing dropped at b >= n
+    # n = 99, n − b_1 = 98 > U = 49: scaled by 49/98, the same at every candidate.
+    assert bs.bias_term(1, 99, 2, 1, 49, cap=1) == (G * 97 * 49) // (99 * 98)
+    # A smaller user cap scales more users: n = 8, n − b_1 = 7 > U = 4, scaled by 4/7.
+    assert bs.bias_term(3, 8, 2, 1, 4, cap=5) == (G * 3 * 6 * 4) // (8 * 7)
+    assert bs.bias_term(1, 7, 3, 3, 0, cap=1) == 0  # one candidate: U = 0, nothing to choose
 
 
 def test_the_norms_are_the_squared_cell_sums_of_the_terms():
@@ -66,7 +70,7 @@ def test_the_norms_are_the_squared_cell_sums_of_the_terms():
         for b in CANDIDATES:
             sums = {}
             for row in table.itertuples():
-                sums[row.cell] = sums.get(row.cell, 0) + bs.bias_term(row.k, row.n, b, 1, 50, cap)
+                sums[row.cell] = sums.get(row.cell, 0) + bs.bias_term(row.k, row.n, b, 1, 49, cap)
             expected.append(sum(v * v for v in sums.values()))
         assert bs.squared_bias_norms(table, CANDIDATES, cap) == expected
     assert bs.squared_bias_norms(table, CANDIDATES, 1)[-1] == 0  # nobody has more than 50 records
@@ -92,16 +96,17 @@ def neighbours(draw):
     return records, added
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(neighbours(), st.integers(1, 3), st.booleans(), st.fractions(min_value=0, max_value=10_000),
-       st.sampled_from([CANDIDATES, [3, 7, 12, 40], [2, 90]]))
-def test_adding_a_user_lowers_every_score_by_at_most_the_sensitivity(pair, cap, attributes, noise, candidates):
-    # The argument of the claim: every q(b) moves the same way (down), by at most Δq; with
-    # b_1 > 1 users below the smallest candidate are in it too.
+       st.sampled_from([CANDIDATES, [3, 7, 12, 40], [2, 90]]), st.data())
+def test_adding_a_user_lowers_every_score_by_at_most_the_sensitivity(pair, cap, attributes, noise, candidates, data):
+    # The argument of the claim: every q(b) moves the same way (down), by at most Δq, at any user
+    # cap U from 1 to b_K − b_1; with b_1 > 1 users below the smallest candidate are in it too.
     records, added = pair
-    m = model(noise=noise, tables=2 if attributes else 1, c=cap, candidates=candidates)
-    before = bs.quality(norms_of(records, candidates, cap=cap, attributes=attributes), candidates, m)
-    after = bs.quality(norms_of(records + added, candidates, cap=cap, attributes=attributes), candidates, m)
+    user_cap = data.draw(st.integers(1, candidates[-1] - candidates[0]))
+    m = replace(model(noise=noise, tables=2 if attributes else 1, c=cap, candidates=candidates), user_cap=user_cap)
+    before = bs.quality(norms_of(records, candidates, cap, attributes, user_cap), candidates, m)
+    after = bs.quality(norms_of(records + added, candidates, cap, attributes, user_cap), candidates, m)
     sensitivity = bs.quality_sensitivity(candidates, m)
     assert all(0 <= b - a <= sensitivity for b, a in zip(before, after))
 
@@ -115,6 +120,21 @@ def test_where_the_argument_is_tight_one_user_moves_a_score_by_nearly_the_sensit
     move = bs.quality(norms_of(records), CANDIDATES, m)[0] - bs.quality(norms_of(records + added), CANDIDATES, m)[0]
     sensitivity = bs.quality_sensitivity(CANDIDATES, m)
     assert 0.95 * sensitivity <= move <= sensitivity
+
+
+def test_norms_at_one_user_cap_scored_with_a_smaller_caps_sensitivity_would_break_the_claim():
+    # Negative control for the pairing of U: the tight example's move, √49 ≈ 7 records at U = 49,
+    # is past the Δq of U = 16 (4.01); with the norms at U = 16 too it stays within (the user's
+    # 49/50 of a record in each of 50 cells is scaled by 16/49: a norm of 0.32·√50 ≈ 2.26).
+    records = [(u, i, "a") for u in range(200) for i in range(50)]
+    added = [(999, i, "a") for i in range(50)]
+    small = replace(model(), user_cap=16)
+
+    def move(user_cap):
+        return (bs.quality(norms_of(records, user_cap=user_cap), CANDIDATES, small)[0]
+                - bs.quality(norms_of(records + added, user_cap=user_cap), CANDIDATES, small)[0])
+    assert move(None) > 1.5 * bs.quality_sensitivity(CANDIDATES, small)
+    assert 2.2 <= move(16) <= bs.quality_sensitivity(CANDIDATES, small)
 
 
 def test_without_the_per_cell_cap_one_user_could_move_a_score_past_the_sensitivity():
@@ -162,6 +182,113 @@ def test_the_choice_follows_the_exponential_mechanism_and_is_paid_for():
     assert observed[~kept].sum() <= max(5, 3 * wanted[~kept].sum())
 
 
+def test_the_user_cap_follows_the_noisy_user_count_on_its_grid():
+    cands = bs.DEFAULT_CANDIDATES  # b_K − b_1 = 255
+    epsilon = Fraction(9, 1000)
+    # (κ·ε·N̂)² with κ = 3/5: N̂ = 943 gives 25.9 -> 23; N̂ = 2000 gives 116.6 -> 91.
+    assert bs.user_cap(943, epsilon, cands) == 23 and bs.user_cap(2000, epsilon, cands) == 91
+    assert bs.user_cap(0, epsilon, cands) == bs.user_cap(-500, epsilon, cands) == 16  # the grid's least
+    assert bs.user_cap(10**6, epsilon, cands) == 255  # past the grid: b_K − b_1
+    # The thresholds are exact: (κ·ε·N̂)² reaches 23 first at N̂ = ⌈√23/(κ·ε)⌉ = 889 (888.1).
+    assert bs.user_cap(888, epsilon, cands) == 16 and bs.user_cap(889, epsilon, cands) == 23
+    assert bs.user_cap(889, Fraction(1, 100), cands) == 23  # (0.6·0.01·889)² = 28.5
+    caps = [bs.user_cap(n, epsilon, cands) for n in range(0, 6000, 7)]
+    assert caps == sorted(caps) and set(caps) == set(bs.USER_CAP_GRID) | {255}
+    # Candidates whose spread is below the grid: U = b_K − b_1 whatever the count.
+    assert bs.user_cap(0, epsilon, (5, 10)) == bs.user_cap(10**6, epsilon, (5, 10)) == 5
+    assert bs.user_cap(0, epsilon, (7,)) == 0
+    assert bs.user_cap(0, epsilon, (1, 40)) == 16 and bs.user_cap(10**6, epsilon, (1, 40)) == 39
+
+
+@pytest.mark.parametrize("users, count_epsilon", [(943, Fraction(1, 1000)), (300, Fraction(1, 5)), (0, Fraction(1))])
+def test_the_cap_probabilities_are_the_count_noise_summed_over_each_caps_counts(users, count_epsilon):
+    cands, epsilon = bs.DEFAULT_CANDIDATES, Fraction(9, 100)
+    got = bs.user_cap_probabilities(users, count_epsilon, epsilon, cands)
+    # By hand: the discrete Laplace pmf (1 − r)/(1 + r)·r^|z|, summed over a wide window of counts.
+    r = math.exp(-float(count_epsilon))
+    want: dict[int, float] = {}
+    for z in range(-40_000, 40_001):
+        cap = bs.user_cap(users + z, epsilon, cands)
+        want[cap] = want.get(cap, 0.0) + (1 - r) / (1 + r) * r ** abs(z)
+    assert sum(got.values()) == pytest.approx(1, abs=1e-12)
+    for cap in set(got) | set(want):
+        assert got.get(cap, 0.0) == pytest.approx(want.get(cap, 0.0), abs=1e-9)
+
+
+def _records(seed=4, users=120):
+    rng = np.random.default_rng(seed)
+    return [(u, int(rng.integers(0, 30)), "a") for u in range(users) for _ in range(int(rng.integers(1, 40)))]
+
+
+@pytest.mark.parametrize("zcdp", [False, True])
+def test_the_whole_choice_counts_the_users_then_scores_at_their_cap(zcdp):
+    from dp_spark.core import zcdp as Z
+    from dp_spark.core.privacy import Accounting
+
+    # A small part of ε, so that the count's U falls below b_K − b_1 = 49 in some seeds and not others.
+    records, part = _records(), Fraction(1, 20)
+    seen = set()
+    for seed in range(12):
+        asked = []
+
+        def norms_at(user_cap):
+            asked.append(user_cap)
+            return norms_of(records, user_cap=user_cap)
+        budget = Budget(part, accounting=Accounting("gaussian", Z.pure_cost(part), 1e-6)) if zcdp else Budget(part)
+        choice = bs.choose_bound_by_users(norms_at, 120, CANDIDATES, model(noise=20), part, budget,
+                                          RandomSource(seed))
+        count, share = bs.choice_parts(part, zcdp, CANDIDATES)
+        users, chosen = budget.entries
+        assert (users.step, chosen.step) == ("bound: users", "bound")
+        assert users.epsilon == count and users.sensitivity == 1 and users.noise_scale == 1 / count
+        assert chosen.epsilon == Z.selection_epsilon(share, zcdp)
+        # The norms and Δq are both at the U of the count (a negative control for their pairing:
+        # test_norms_at_one_user_cap_scored_with_a_smaller_caps_sensitivity_would_break_the_claim).
+        assert asked == [choice.user_cap] == [bs.user_cap(choice.users_noisy, chosen.epsilon, CANDIDATES)]
+        assert chosen.sensitivity == bs.quality_sensitivity(CANDIDATES, replace(model(), user_cap=choice.user_cap))
+        assert choice.bound in CANDIDATES
+        seen.add(choice.user_cap)
+        if zcdp:
+            assert Z.pure_cost(count) + Z.pure_cost(share) <= Z.pure_cost(part)
+        else:
+            assert count + share == part and count == part / 10
+    assert min(seen) < 49 and 49 in seen  # both kinds of run were checked
+
+
+def test_the_whole_choice_follows_its_mixture_over_the_caps():
+    # χ² of 3,000 choices against pick_probabilities: P(U) from the count's noise, then the
+    # exponential mechanism at each U (fixed seed; the one-sided 1e-4 critical value).
+    records, part, m = _records(), Fraction(1, 20), model(noise=20)
+    cache = {}
+
+    def norms_at(user_cap):
+        if user_cap not in cache:
+            cache[user_cap] = norms_of(records, user_cap=user_cap)
+        return cache[user_cap]
+    expected = bs.pick_probabilities(norms_at, 120, CANDIDATES, m, part, False)
+    assert max(expected) < 0.9 and expected.sum() == pytest.approx(1)
+    source = RandomSource(8)
+    draws = [bs.choose_bound_by_users(norms_at, 120, CANDIDATES, m, part, Budget(part), source).bound
+             for _ in range(3000)]
+    assert len(cache) > 1  # the draws used more than one cap
+    observed = np.array([draws.count(b) for b in CANDIDATES])
+    wanted = expected * len(draws)
+    kept = wanted >= 5
+    assert chi2_statistic(observed[kept], wanted[kept]) < chi2_critical(int(kept.sum()) - 1)
+    assert observed[~kept].sum() <= max(5, 3 * wanted[~kept].sum())
+
+
+def test_candidates_with_no_choice_of_cap_spend_nothing_on_a_count():
+    budget = Budget(Fraction(1))
+    choice = bs.choose_bound_by_users(lambda cap: norms_of(_records(), [1, 2, 17], user_cap=cap), 120, [1, 2, 17],
+                                      model(candidates=[1, 2, 17]), Fraction(1), budget, RandomSource(1))
+    assert choice.users_noisy is None and choice.user_cap == 16
+    assert [e.step for e in budget.entries] == ["bound"] and budget.entries[0].epsilon == 1
+    assert choice.to_json("l") == {"l": choice.bound, "user_cap": 16}
+    assert bs.choice_parts(Fraction(1), False, [1, 2, 17]) == (None, 1)
+    assert bs.choice_parts(Fraction(1), False, [1, 2, 18]) == (Fraction(1, 10), Fraction(9, 10))
+
+
 @pytest.mark.parametrize("candidates", [[], [0, 1], [3, 3], [5, 2], [1.5, 2], [True, 2]])
 def test_bad_candidates_are_refused(candidates):
     with pytest.raises(ValueError):
@@ -173,6 +300,12 @@ def test_bad_candidates_are_refused(candidates):
 def test_bad_error_models_are_refused(tables, c, noise):
     with pytest.raises(ValueError):
         bs.ErrorModel(tables, c, noise)
+
+
+@pytest.mark.parametrize("user_cap", [0, 50, -1, True, 2.0])
+def test_a_user_cap_outside_one_to_the_candidates_spread_is_refused(user_cap):
+    with pytest.raises(ValueError, match="user cap"):
+        bs.quality([0] * 6, CANDIDATES, replace(model(), user_cap=user_cap))
 
 
 def test_norms_and_noise_must_match_the_candidates():

@@ -88,6 +88,24 @@ def test_the_allow_list_names_leaf_keys_only():
     assert report_audit.differences(*popularity) == ["ledger[0].sensitivity_l1: 1.0 vs 2.0"]
 
 
+def test_the_choices_noisy_user_count_and_cap_and_its_delta_q_may_differ_only_with_auto():
+    """A review's finding: the choice's Δq and scale follow the user cap, post-processing of a
+    noisy count, so they may differ between D and D′ when the count crosses a cap's threshold."""
+    def choice_report(l, users, cap, sensitivity):
+        return report(algorithm={"name": "sra", "parameters": {"l": l},
+                                 "chosen": {"l": 4, "users_noisy": users, "user_cap": cap}},
+                      ledger=[{"step": "choose l: users", "sensitivity_l1": 1.0, "noise_scale": 1000.0},
+                              {"step": "choose l", "sensitivity_l1": sensitivity, "noise_scale": sensitivity / 0.009}])
+    assert report_audit.differences(choice_report("auto", 888, 16, 4.01), choice_report("auto", 889, 23, 4.81)) == []
+    fixed = report_audit.differences(choice_report(5, 888, 16, 4.01), choice_report(5, 889, 23, 4.81))
+    assert len(fixed) == 4 and "ledger[1].sensitivity_l1: 4.01 vs 4.81" in fixed
+    # The count's own step has a constant sensitivity: a difference there is still found.
+    moved = choice_report("auto", 888, 16, 4.01)
+    moved["ledger"][0]["sensitivity_l1"] = 2.0
+    assert report_audit.differences(choice_report("auto", 888, 16, 4.01), moved) == [
+        "ledger[0].sensitivity_l1: 1.0 vs 2.0"]
+
+
 def test_the_bounding_estimates_noise_may_follow_the_bound_only_when_it_is_chosen_privately():
     """The noisy figures of what bounding removed may differ in every counts release; their scale
     and the cap only when l is a DP output ("auto"); a raw figure beside them never."""

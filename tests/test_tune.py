@@ -30,9 +30,12 @@ HAND = pd.DataFrame({"user_id": [1, 1, 1, 1, 2], "item_id": [10, 10, 20, 30, 10]
 HAND_SETUP = tune.TuneSetup("sra", "laplace", {}, Fraction(1), {"epsilon_items": Fraction(1)}, 4, None)
 
 
-def hand_norms(candidates) -> list[int]:
+def hand_norms(candidates) -> dict[int, list[int]]:
+    """{user cap: the norms at it} for every cap the candidates allow."""
     table = bound_curve.user_item_table(HAND).rename(columns={"item_id": "cell"})
-    return bound_selection.squared_bias_norms(table, candidates, 1)
+    spread = candidates[-1] - candidates[0]
+    return {cap: bound_selection.squared_bias_norms(table, candidates, 1, cap) for cap in range(min(1, spread),
+                                                                                            spread + 1)}
 
 
 def test_expected_error_matches_the_hand_computation():
@@ -62,7 +65,8 @@ def test_quality_and_pick_probabilities_by_hand():
     # (b_K − b_1)/max(n − b_1, b_K − b_1) = 1/3: 1/4 at b = 1 (256/1024), 1/6 at b = 2 (170/1024 on
     # the grid); user 2 drops nothing. Bias² 3·(1/4)² = 0.1875 and 3·(170/1024)² = 0.08268; noise
     # 4·DL(b/0.9): 9.2358 and 38.846. q(1) = −√9.4233 → −3.07, q(2) = −√38.929 → −6.24 (rounded up
-    # to 1/100). Δq = √(1·1·(2 − 1)) + 1/100 = 1.01, ε_bound = 1/10.
+    # to 1/100). Δq = √(1·1·(2 − 1)) + 1/100 = 1.01 (U = b_K − b_1 = 1: candidates this close
+    # leave no choice of U, so no user count), ε_bound = 1/10.
     rows = tune.tune_rows(HAND, hand_norms([1, 2]), [1, 2], HAND_SETUP)
     noise = [4 * discrete_laplace_variance(b / 0.9) for b in (1, 2)]
     assert noise == pytest.approx([9.2358, 38.846], abs=1e-3)
@@ -179,7 +183,11 @@ def test_an_auto_config_is_scored_as_its_job_scores_it():
     fixed = plan_split(family_of("sra"), counts.CountsParams("sra", 4), Fraction(1), domains, guards=limits)
     setup = tune.TuneSetup("sra", "laplace", {}, Fraction(1), fixed, 4, None)
     assert setup.error_model(tune.BOUND_SHARE, (1, 2, 4)) == counts.error_model(auto, domains, guarded)
-    assert setup.mechanism_epsilon(tune.BOUND_SHARE) == guarded["epsilon_bound"]
+    # Candidates 1, 2, 4 leave no choice of the user cap: the mechanism has the whole part; with the
+    # default candidates a tenth of it counts the users first.
+    assert setup.mechanism_epsilon(tune.BOUND_SHARE, (1, 2, 4)) == guarded["epsilon_bound"]
+    assert setup.mechanism_epsilon(tune.BOUND_SHARE, tune.DEFAULT_CANDIDATES) == guarded["epsilon_bound"] * Fraction(9,
+                                                                                                                 10)
 
 
 def test_under_zcdp_tune_scores_the_choice_as_the_job_makes_it():
@@ -200,7 +208,9 @@ def test_under_zcdp_tune_scores_the_choice_as_the_job_makes_it():
     fixed = plan_split(family_of("sra"), counts.CountsParams("sra", 4, **gaussian), Fraction(1), domains,
                        accounting=accounting)
     setup = tune.TuneSetup("sra", "laplace", {}, Fraction(1), fixed, 4, None, 1, "gaussian", accounting.rho)
-    assert setup.mechanism_epsilon(tune.BOUND_SHARE) == 2 * auto_split["epsilon_bound"]
+    assert setup.mechanism_epsilon(tune.BOUND_SHARE, (1, 2, 4)) == 2 * auto_split["epsilon_bound"]
+    rest = zcdp.epsilon_for_rho(zcdp.pure_cost(auto_split["epsilon_bound"]) * Fraction(9, 10))  # after the user count
+    assert setup.mechanism_epsilon(tune.BOUND_SHARE, tune.DEFAULT_CANDIDATES) == 2 * rest
     got = setup.error_model(tune.BOUND_SHARE, (1, 2, 4))
     want = counts.error_model(auto, domains, auto_split)
     assert [float(v) for v in got.noise_variance] == pytest.approx([float(v) for v in want.noise_variance], rel=1e-5)

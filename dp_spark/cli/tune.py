@@ -64,8 +64,10 @@ def tune(args) -> int:
           f"(items {float(setup.split['epsilon_items']):g}), {setup.item_cells:,} items   NOT PRIVATE")
     print(f"method: {result['method']}   NOT PRIVATE")
     selection = result["bound_selection"]
-    print(f"q(b), P(pick): l = \"auto\" spending {selection['share']:g} of epsilon ({selection['epsilon']:g}), "
-          f"Delta q = {selection['sensitivity']}   NOT PRIVATE")
+    caps = ", ".join(f"{cap}: {p:.3g}" for cap, p in selection["user_caps"].items())
+    print(f"q(b), P(pick): l = \"auto\" spending {selection['share']:g} of epsilon (the mechanism at "
+          f"{selection['epsilon']:g}), user cap U (P) {caps}; q(b) and Delta q = {selection['sensitivity']} at the "
+          "likeliest   NOT PRIVATE")
     print("\n".join(tune.table(rows, cfg.l)))
     top = tune.best(rows)
     configured = next((r for r in rows if r.bound == cfg.l), None)

@@ -399,13 +399,13 @@ def _cell_variance(params: CountsParams, bound: int, epsilon: Fraction, l2_squar
                               accuracy.DEFAULT_ALPHA).sd ** 2
 
 
-def bias_norms(params: CountsParams, validated, with_edges: bool) -> list[int]:
-    """The squared bias norms of every candidate bound, from the validated records (one Spark
-    aggregation; NOT private: read only by the mechanism)."""
+def bias_norms(params: CountsParams, validated, with_edges: bool, user_cap: int) -> list[int]:
+    """The squared bias norms of every candidate bound at the user cap U, from the validated
+    records (one Spark aggregation; NOT private: read only by the mechanism)."""
     largest = int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
     norms, _ = bound_bias.squared_bias_norms(validated.records, params.candidates, quality_cap(params),
                                              bound_selection.GRID, with_edges, largest, validated.user_counts,
-                                             int(validated.users_by_n.sum()))
+                                             int(validated.users_by_n.sum()), user_cap=user_cap)
     return norms
 
 
@@ -415,11 +415,12 @@ def _bound(params: CountsParams, inputs: RunInputs, validated) -> tuple[int, dic
         return params.l, None
     model = error_model(params, inputs.domains, inputs.split)  # public: any error before the records' pass
     inputs.progress(f"choosing {params.bound_name} privately from {len(params.candidates)} candidates")
-    norms = bias_norms(params, validated, inputs.domains.attributes is not None)
-    l = bound_selection.choose_bound(norms, params.candidates, model, inputs.split["epsilon_bound"], inputs.budget,
-                                     inputs.rng, step=f"choose {params.bound_name}")
-    inputs.progress(f"{params.bound_name} = {l}, chosen privately from {list(params.candidates)}")
-    return l, {params.bound_name: l}
+    choice = bound_selection.choose_bound_by_users(
+        lambda cap: bias_norms(params, validated, inputs.domains.attributes is not None, cap),
+        int(validated.users_by_n.sum()), params.candidates, model, inputs.split["epsilon_bound"], inputs.budget,
+        inputs.rng, step=f"choose {params.bound_name}")
+    inputs.progress(f"{params.bound_name} = {choice.bound}, chosen privately from {list(params.candidates)}")
+    return choice.bound, choice.to_json(params.bound_name)
 
 
 def _describe(params: CountsParams, epsilon: Fraction, domains: Domains) -> str:

@@ -200,15 +200,21 @@ def _run_method(cfg, records, validated, items, attributes, truth: Truth, runs, 
     privately in each run (a tenth of ε, as the release does) and reported as ("bound", l)."""
     split = plan_budget(cfg)
     model = counts_family.error_model(cfg.params, Domains(items, attributes), split) if cfg.params.auto else None
-    norms = counts_family.bias_norms(cfg.params, validated, attributes is not None) if model else None
+    norms = {}  # the squared bias norms at each user cap a run's count gives (a few values at most)
+
+    def norms_at(cap: int) -> list[int]:
+        if cap not in norms:
+            norms[cap] = counts_family.bias_norms(cfg.params, validated, attributes is not None, cap)
+        return norms[cap]
     for run in range(runs):
         progress(f"{cfg.algorithm}{'_auto' if model else ''}: run {run + 1}/{runs}")
         rng = RandomSource(None if cfg.seed is None else cfg.seed + run)
         budget = Budget(cfg.epsilon, accounting=cfg.accounting)
         l = cfg.l
         if model is not None:
-            l = bound_selection.choose_bound(norms, cfg.params.candidates, model, split["epsilon_bound"], budget, rng,
-                                             step=f"choose {cfg.bound_name}")
+            l = bound_selection.choose_bound_by_users(norms_at, int(validated.users_by_n.sum()), cfg.params.candidates,
+                                                      model, split["epsilon_bound"], budget, rng,
+                                                      step=f"choose {cfg.bound_name}").bound
             yield "bound", cfg.bound_name, float(l)
         gaussian = counts_family.gaussian_tables(cfg.params, l, split, attributes is not None)
         publisher = sampling.Publisher(cfg.publisher, dict(cfg.publisher_options), gaussian,

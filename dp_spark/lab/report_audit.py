@@ -122,6 +122,8 @@ def _accuracy_allowed(report: dict) -> tuple[Allowed, ...]:
                          "(post-processing of a DP output)") for leaf in dict.fromkeys(leaves))
 
 
+# The exponential mechanism of the bound's choice (its Δq depends on the user cap the count set).
+CHOICE_STEPS = r"choose l|choose m"
 # The steps of the estimate of what bounding removed (algorithms.bounding_estimate).
 BOUNDING_STEPS = r"bounding: kept|bounding: removed"
 
@@ -135,6 +137,13 @@ def _bounding_accuracy_allowed(report: dict) -> tuple[Allowed, ...]:
 COUNTS_AUTO_ALLOWED = (
     Allowed("algorithm.chosen.l", "the counts' l is an output of the exponential mechanism (step choose l)"),
     Allowed("algorithm.chosen.m", "the baselines' m is an output of the exponential mechanism (step choose m)"),
+    Allowed("algorithm.chosen.users_noisy", "the users with an in-domain record, with discrete Laplace noise (step "
+            "choose l: users, or choose m: users)"),
+    Allowed("algorithm.chosen.user_cap", "the quality's user cap: post-processing of the noisy user count"),
+    Allowed("ledger[*].sensitivity_l1", "the choice's Δq is at the user cap, post-processing of the noisy user count",
+            step=CHOICE_STEPS),
+    Allowed("ledger[*].noise_scale", "the choice's Δq/ε is at the user cap, post-processing of the noisy user count",
+            step=CHOICE_STEPS),
     Allowed("ledger[*].sensitivity_l1", "the counts' sensitivity is the privately chosen bound (a DP output)",
             step=f"{COUNTS_COUNT_STEPS}|{BOUNDING_STEPS}"),
     Allowed("ledger[*].noise_scale", "the counts' scale follows from the privately chosen bound (a DP output)",

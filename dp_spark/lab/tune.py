@@ -7,8 +7,8 @@ the truncation bias and the sampling variance of keeping min(n, b) records per u
 noise variance the item table gets at bound b and the item counts' share of ε (the discrete
 Gaussian's where the job would draw it, else the publisher's; ``families.counts.error_model``).
 Beside them, the quality q(b) that ``l = "auto"`` would score
-(:mod:`dp_spark.algorithms.bound_selection`) and the probability that its exponential mechanism
-picks b.
+(:mod:`dp_spark.algorithms.bound_selection`, at the likeliest user cap) and the probability that
+the choice picks b, over its user count's noise and its exponential mechanism.
 
 HPA keeps each user's most popular records rather than a uniform sample, so its bias on popular
 items is smaller than SRA's: for HPA the curve is SRA's formula as a guide (an upper bound on
@@ -28,7 +28,6 @@ import pandas as pd
 
 from dp_spark.algorithms import bound_selection
 from dp_spark.core import zcdp
-from dp_spark.core.mechanisms import exponential_probabilities
 from dp_spark.errors import ConfigError
 from dp_spark.families import counts
 from dp_spark.families.base import Domains
@@ -55,7 +54,7 @@ class TuneRow:
     noise_variance: float  # per item
     expected_mse: float
     quality: float  # q(b) of bound_selection
-    pick_probability: float  # P(the mechanism picks b) at ε_bound
+    pick_probability: float  # P(l = "auto" picks b), over the user count's noise and the mechanism's
 
     def to_json(self) -> dict:
         return dict(vars(self))
@@ -76,6 +75,7 @@ class TuneSetup:
     noise: str = "laplace"  # privacy.noise
     rho: Fraction | None = None  # the release's ρ under zCDP accounting; None under pure ε
     fixed_split: Mapping[str, Fraction] | None = None  # a fixed bound's split when ``split`` is l = "auto"'s
+    users: int | None = None  # the users with an in-domain record, once read (NOT private)
 
     @property
     def tables(self) -> int:
@@ -113,16 +113,20 @@ class TuneSetup:
         return {**fixed, **{part: zcdp.epsilon_for_rho(zcdp.pure_cost(value) * kept)
                             for part, value in shared.items()}}
 
-    def mechanism_epsilon(self, share: Fraction) -> Fraction:
-        """The ε the exponential mechanism runs at, as choose_bound runs it: the config's
-        epsilon_bound, else ``share`` of ε (after the guards' part); under zCDP that share of ρ,
-        at twice its ε (bounded range)."""
+    def choice_epsilon(self, share: Fraction) -> Fraction:
+        """The choice's part of the split, as l = "auto" gets it: the config's epsilon_bound, else
+        ``share`` of ε (after the guards' part); under zCDP the ε of that share of ρ."""
         guards = self.split.get(GUARDS_SPLIT_KEY, Fraction(0))
         if self.rho is None:
-            part = self.split.get("epsilon_bound", (self.epsilon - guards) * share)
-            return zcdp.selection_epsilon(part, False)
-        part = self.split.get("epsilon_bound", zcdp.epsilon_for_rho((self.rho - zcdp.pure_cost(guards)) * share))
-        return zcdp.selection_epsilon(part, True)
+            return self.split.get("epsilon_bound", (self.epsilon - guards) * share)
+        return self.split.get("epsilon_bound", zcdp.epsilon_for_rho((self.rho - zcdp.pure_cost(guards)) * share))
+
+    def mechanism_epsilon(self, share: Fraction, candidates: Sequence[int]) -> Fraction:
+        """The ε the exponential mechanism runs at over ``candidates``, as choose_bound_by_users
+        runs it: what the choice's part leaves after the user count (if any), at twice its ε under
+        zCDP (bounded range)."""
+        _, part = bound_selection.choice_parts(self.choice_epsilon(share), self.rho is not None, candidates)
+        return zcdp.selection_epsilon(part, self.rho is not None)
 
     def error_model(self, share: Fraction, candidates: Sequence[int]) -> bound_selection.ErrorModel:
         """The quality's public side as ``l = "auto"`` sets it (families.counts.error_model), with
@@ -142,20 +146,32 @@ def candidates_of(given: Sequence[int] | None, params=None) -> tuple[int, ...]:
         raise ConfigError(f"tune: {exc}") from None
 
 
-def tune_rows(pairs: pd.DataFrame, norms: Sequence[int], candidates: Sequence[int], setup: TuneSetup,
+def likely_caps(users: int, candidates: Sequence[int], setup: TuneSetup, share: Fraction) -> dict[int, float]:
+    """The user caps l = "auto"'s count of ``users`` users can give, with their probabilities (those
+    below bound_selection.LEAST_CAP_PROBABILITY left out): the caps tune needs norms at."""
+    count, _ = bound_selection.choice_parts(setup.choice_epsilon(share), setup.rho is not None, candidates)
+    return {cap: p for cap, p in bound_selection.user_cap_probabilities(
+        users, count, setup.mechanism_epsilon(share, candidates), candidates).items()
+        if p >= bound_selection.LEAST_CAP_PROBABILITY}
+
+
+def tune_rows(pairs: pd.DataFrame, norms: Mapping[int, Sequence[int]], candidates: Sequence[int], setup: TuneSetup,
               share: Fraction = BOUND_SHARE) -> list[TuneRow]:
     """Every candidate's row (see the module). ``pairs``: (user_id, item_id), one row per
-    in-domain record; ``norms``: the squared bias norms ``l = "auto"`` scores the candidates by
-    (aggregates.bound_bias on the same records)."""
+    in-domain record; ``norms``: {user cap: the squared bias norms ``l = "auto"`` scores the
+    candidates by at that cap} (aggregates.bound_bias on the same records) for at least the caps
+    of :func:`likely_caps`. The quality shown is at the likeliest cap; P(pick) mixes them all."""
     candidates = tuple(int(b) for b in bound_selection.candidates_checked(candidates))
     if not 0 < share < 1:
         raise ValueError(f"the bound's share of epsilon must be in (0, 1), got {share}")
     errors = sra_sampling_errors(pairs, candidates, setup.item_cells)
     model = setup.error_model(share, candidates)
-    scores = bound_selection.quality(norms, candidates, model)
-    sensitivity = bound_selection.quality_sensitivity(candidates, model)
-    picks = exponential_probabilities(np.asarray(scores, dtype=float), setup.mechanism_epsilon(share), sensitivity,
-                                      monotone=True)
+    users = int(pairs["user_id"].nunique())
+    caps = likely_caps(users, candidates, setup, share)
+    likeliest = max(caps, key=caps.get)
+    scores = bound_selection.quality(norms[likeliest], candidates, replace(model, user_cap=likeliest))
+    picks = bound_selection.pick_probabilities(norms.__getitem__, users, candidates, model,
+                                               setup.choice_epsilon(share), setup.rho is not None)
     rows = []
     for error, score, pick in zip(errors, scores, picks):
         noise = setup.noise_variance(error.bound)
@@ -233,6 +249,10 @@ def report(rows: Sequence[TuneRow], setup: TuneSetup, share: Fraction, configure
     top = best(rows)
     bounds = [r.bound for r in rows]
     model = setup.error_model(share, bounds)
+    if setup.users is None:
+        raise ValueError("tune's report needs the number of users (TuneSetup.users, set by run)")
+    caps = likely_caps(setup.users, bounds, setup, share)
+    likeliest = max(caps, key=caps.get)
     return {
         "not_private": NOT_PRIVATE,
         "warning": VOIDS_THE_GUARANTEE,
@@ -244,9 +264,11 @@ def report(rows: Sequence[TuneRow], setup: TuneSetup, share: Fraction, configure
         "item_cells": setup.item_cells,
         "count_tables": setup.tables,
         "method": method_note(setup.algorithm),
-        "bound_selection": {"epsilon": float(setup.mechanism_epsilon(share)), "share": float(share),
+        "bound_selection": {"epsilon": float(setup.mechanism_epsilon(share, bounds)), "share": float(share),
                             "count_tables": model.tables, "records_per_cell": model.records_per_cell,
-                            "sensitivity": float(bound_selection.quality_sensitivity(bounds, model))},
+                            "user_caps": {str(cap): p for cap, p in caps.items()},
+                            "sensitivity": float(bound_selection.quality_sensitivity(
+                                bounds, replace(model, user_cap=likeliest)))},
         "configured_bound": configured,
         "best_bound": top.bound,
         "auto": auto_summary(rows, setup, share, configured),
@@ -286,10 +308,12 @@ def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress)
                                             attributes)
     try:
         pairs = validated.records.select("user_id", "item_id").toPandas()
-        # The norms the job's l = "auto" would score these candidates by.
-        norms = counts.bias_norms(replace(cfg.params, l="auto", candidates=tuple(bounds)), validated,
-                                  attributes is not None)
+        # The norms the job's l = "auto" would score these candidates by, at each cap its count can give.
+        auto = replace(cfg.params, l="auto", candidates=tuple(bounds))
+        norms = {cap: counts.bias_norms(auto, validated, attributes is not None, cap)
+                 for cap in likely_caps(int(validated.users_by_n.sum()), bounds, setup, share)}
     finally:
         validated.release()
-    progress(f"{len(pairs):,} in-domain records of {pairs['user_id'].nunique():,} users")
+    setup = replace(setup, users=int(pairs["user_id"].nunique()))
+    progress(f"{len(pairs):,} in-domain records of {setup.users:,} users")
     return tune_rows(pairs, norms, bounds, setup, share), setup
