@@ -1,0 +1,68 @@
+"""Per-cell counts and centred sums of the records a per-user bound keeps, summed on the executors
+(issue 43). The values go through ``algorithms.value_sums.ClipRange.units`` (clip, centre, round to
+the integer grid) as a Spark expression that gives the same integers; the result is NOT private
+until noise is added to it.
+
+The selection carries (cell, units) as one struct per kept record, so the per-user bounding is
+the counts' own (``bounding.user_records``: SRA's uniform sample or HPA's top rows): a user's kept
+records depend on that user's records only, and the value rides along with the record it belongs to.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from dp_spark.aggregates import item_edges
+from dp_spark.algorithms.means import BoundedSums
+from dp_spark.algorithms.value_sums import ClipRange
+from dp_spark.bounding.user_records import Selection
+from dp_spark.core.domain import ItemDomain
+
+NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
+
+
+def usable_values(records: DataFrame, value_col: str) -> DataFrame:
+    """The records whose value is a number: a column of another type (strings, booleans) is
+    refused; a null, NaN or infinite value drops its record, before any bounding (a per-record
+    rule, so each user's records still depend on that user's own). Never counted at a range's end."""
+    kind = records.schema[value_col].dataType
+    if not isinstance(kind, NUMERIC):
+        raise ValueError(f"the value column {value_col!r} must be numeric, got {kind.simpleString()}")
+    value = F.col(value_col).cast("double")
+    return records.where(value.isNotNull() & ~F.isnan(value) & (F.abs(value) != F.lit(float("inf"))))
+
+
+def units_column(value: Column, clip: ClipRange) -> Column:
+    """``clip.units`` over a double column: round half to even of (clip(v) − m)/γ, as a long in
+    [−steps, steps]. The quotient is the same IEEE double as the Python function's (the same
+    operations in the same order); ``bround`` rounds its shortest decimal form, Python the binary
+    value, and the two agree because a tie k + ½ is itself a double, which no other double's
+    shortest form can equal (tested at exact ties). NaN and null must be dropped before
+    (:func:`usable_values`): Spark orders NaN above every number and greatest skips nulls, so a
+    NaN would count as ``high`` and a null as ``low``. The constants are public config values."""
+    clipped = F.least(F.greatest(value.cast("double"), F.lit(float(clip.low))), F.lit(float(clip.high)))
+    scaled = (clipped - F.lit(clip.centre)) / F.lit(clip.unit)
+    rounded = F.bround(scaled, 0).cast("long")
+    return F.least(F.greatest(rounded, F.lit(-clip.steps)), F.lit(clip.steps))
+
+
+def cell_sums(selection: Selection, cell: Column, units: Column) -> DataFrame:
+    """DataFrame[_key, _count, _units]: for each cell (``cell``, an expression over the selection's
+    input columns), the number of kept records and the sum of their ``units`` (a long per record,
+    from :func:`units_column`). Left on the executors."""
+    kept = selection.kept_values(F.struct(cell.alias("cell"), units.alias("units")))
+    return kept.groupBy(F.col("_value.cell").alias("_key")).agg(F.count(F.lit(1)).alias("_count"),
+                                                                F.sum("_value.units").alias("_units"))
+
+
+def bounded_sums(selection: Selection, items: ItemDomain, value_col: str, clip: ClipRange) -> BoundedSums:
+    """The selection's records counted and their values summed per item of the domain (zero where
+    none fell): one Spark aggregation. The selection's input must be :func:`usable_values` in the
+    domain (io.validate_records)."""
+    tally = cell_sums(selection, item_edges.edge_key(items, None), units_column(F.col(value_col), clip)).toPandas()
+
+    def per_item(column: str):
+        return item_edges.edges_from_tally(tally[["_key", column]].rename(columns={column: "count"}), items, None)[:, 0]
+    return BoundedSums(per_item("_count"), per_item("_units"), selection.l, clip)

@@ -1,0 +1,80 @@
+"""The executors' sums of kept values (dp_spark.aggregates.value_sums, issue 43) against the
+driver's reference: the grid's integers, and each cell's count and sum over the rows the
+per-user bound keeps."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from dp_spark.aggregates.value_sums import bounded_sums, cell_sums, units_column, usable_values
+from dp_spark.algorithms.value_sums import ClipRange
+from dp_spark.bounding.user_records import sample_selection
+
+STARS = ClipRange(1.0, 5.0)
+
+
+def test_the_executors_put_values_on_the_grid_as_the_driver_does(spark):
+    rng = np.random.default_rng(3)
+    # Exact ties for the grid of 10 steps on [0, 10] (unit 0.5): x.25 and x.75 fall on k + 1/2.
+    ties = [k / 4 for k in range(1, 40, 2)]
+    values = [1.0, 5.0, 3.0, 3.001, 3.003, 0.0, 7.5, -0.0, 5e-324, math.inf, -math.inf, *ties,
+              *rng.uniform(-1, 7, 2000).tolist(), *(3 + rng.integers(-1000, 1001, 500) * 0.002).tolist()]
+    for clip in (STARS, ClipRange(-3.5, 1e6, steps=7), ClipRange(0, 1, steps=10**6), ClipRange(0, 10, steps=10)):
+        frame = spark.createDataFrame(pd.DataFrame({"v": values}))
+        got = [row[0] for row in frame.select(units_column(F.col("v"), clip)).collect()]
+        assert got == [clip.units(v) for v in values]
+
+
+def test_a_nan_or_a_null_would_be_counted_at_an_end_of_the_range_so_they_must_be_dropped_first(spark):
+    # Negative control for the rule units_column states: Spark orders NaN above every number (a
+    # NaN becomes high) and greatest skips nulls (a null becomes low).
+    frame = spark.range(1).select(F.lit(float("nan")).alias("nan"), F.lit(None).cast("double").alias("null"))
+    row = frame.select(units_column(F.col("nan"), STARS), units_column(F.col("null"), STARS)).first()
+    assert (row[0], row[1]) == (STARS.steps, -STARS.steps)
+    with pytest.raises(ValueError, match="NaN"):
+        STARS.units(math.nan)
+
+
+@pytest.mark.parametrize("l", [1, 3, 50])
+def test_each_cells_count_and_sum_are_those_of_the_kept_rows(spark, l):
+    rng = np.random.default_rng(l)
+    frame = pd.DataFrame({"user_id": rng.integers(0, 40, 600), "item_id": rng.integers(0, 12, 600),
+                          "rating": rng.choice([0.5, 1.0, 2.5, 3.0, 4.5, 5.0, 6.0], 600)})
+    selection = sample_selection(spark.createDataFrame(frame), l, seed=9)
+    kept = selection.rows().toPandas()
+    assert kept.groupby("user_id").size().max() <= l
+    got = cell_sums(selection, F.col("item_id"), units_column(F.col("rating"), STARS)).toPandas()
+    kept["units"] = [STARS.units(v) for v in kept["rating"]]
+    want = kept.groupby("item_id").agg(_count=("units", "size"), _units=("units", "sum")).reset_index()
+    got = got.rename(columns={"_key": "item_id"}).sort_values("item_id").reset_index(drop=True)
+    assert got[["item_id", "_count", "_units"]].astype("int64").equals(want.astype("int64"))
+
+
+def test_bad_values_are_dropped_before_bounding_and_a_column_of_words_is_refused(spark):
+    frame = spark.createDataFrame([(1, 1, 4.0), (1, 1, float("nan")), (2, 1, None), (3, 1, float("inf")),
+                                   (4, 1, float("-inf")), (5, 1, 2.0)], "user_id long, item_id long, rating double")
+    kept = usable_values(frame, "rating").toPandas()
+    assert kept["user_id"].tolist() == [1, 5] and kept["rating"].tolist() == [4.0, 2.0]
+    words = spark.createDataFrame([(1, 1, "4")], "user_id long, item_id long, rating string")
+    with pytest.raises(ValueError, match="numeric"):
+        usable_values(words, "rating")
+    flags = spark.createDataFrame([(1, 1, True)], "user_id long, item_id long, rating boolean")
+    with pytest.raises(ValueError, match="numeric"):
+        usable_values(flags, "rating")
+
+
+def test_the_bounded_sums_carry_the_bound_and_the_grid_they_were_made_with(spark):
+    from dp_spark.core.domain import item_domain_of_ids
+
+    # 30 users rate item 1 (4 stars) and item 2 (2 stars) once each; item 3 is in the domain, unrated.
+    frame = pd.DataFrame({"user_id": np.repeat(np.arange(30), 2), "item_id": np.tile([1, 2], 30),
+                          "rating": np.tile([4.0, 2.0], 30)})
+    selection = sample_selection(spark.createDataFrame(frame), 2, seed=1)
+    bounded = bounded_sums(selection, item_domain_of_ids([1, 2, 3], "1..3"), "rating", STARS)
+    assert bounded.counts.tolist() == [30, 30, 0] and bounded.units.tolist() == [15_000, -15_000, 0]
+    assert (bounded.bound, bounded.clip) == (2, STARS)
