@@ -274,7 +274,7 @@ def user_cap_probabilities(users: int, count_epsilon: Fraction | None, mechanism
     spread = int(bounds[-1] - bounds[0])
     if count_epsilon is None:
         return {spread: 1.0}
-    caps = sorted({user_cap(0, mechanism_epsilon, bounds), spread} | {g for g in USER_CAP_GRID if g < spread})
+    caps = sorted({spread} | {g for g in USER_CAP_GRID if g < spread})  # every value user_cap can take
     r = math.exp(-float(count_epsilon))
 
     def at_least(t: int) -> float:  # P(users + Z >= t), Z discrete Laplace: P(Z = z) ∝ r^|z|
@@ -326,6 +326,7 @@ def choose_bound_by_users(norms_at: Callable[[int], Sequence[int]], users: int, 
     if count_epsilon is not None:
         entry = LedgerEntry(f"{step}: users", "discrete Laplace", count_epsilon, Fraction(1), 1 / count_epsilon, 1)
         users_noisy = int(users + budget.discrete_laplace(entry, rng)[0])
-    cap = user_cap(0 if users_noisy is None else users_noisy, zcdp.selection_epsilon(share, budget.zcdp), bounds)
+    cap = (checked_user_cap(bounds, None) if users_noisy is None
+           else user_cap(users_noisy, zcdp.selection_epsilon(share, budget.zcdp), bounds))
     bound = choose_bound(norms_at(cap), bounds, replace(model, user_cap=cap), share, budget, rng, step=step)
     return BoundChoice(bound, users_noisy, cap)
