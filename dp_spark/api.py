@@ -36,6 +36,7 @@ from dp_spark.families.engine import accuracy_section, compute
 from dp_spark.families.frapp import frapp_params
 from dp_spark.families.guards import Guards, guards_of
 from dp_spark.families.location_entropy import EntropyParams
+from dp_spark.families.means import MeansParams
 from dp_spark.families.registry import family_of
 from dp_spark.families.user_histogram import HistogramParams
 from dp_spark.io import checkins, executor_env, release_store
@@ -645,9 +646,41 @@ def frapp(df, *, attributes, epsilon=None, gamma=None, scheme="det_gd", sup_min=
                     guards)
 
 
+def means(df, *, items, value, low, high, l, epsilon=None, bounding="sra", d=1, privacy_unit="user_id",
+          item="item_id", attribute=None, attributes=None, records_per_item=None, epsilon_split=None, seed=None,
+          budget=None, guards=None, progress=None, noise="laplace", delta=None, rho=None,
+          distinct_records=False) -> Release:
+    """The sum, count and mean of the numeric column ``value`` per item (table item_means), and
+    per item and attribute value with ``attribute``/``attributes`` (edge_means). Values are
+    clipped to the public range [``low``, ``high``]; each user keeps at most ``l`` records
+    (``bounding="sra"``: a uniform sample of its own; ``"hpa"``: its most popular by a noisy
+    popularity from ``d`` records per user). Each row has noisy_count, noisy_sum, mean and the
+    mean's interval (mean_low, mean_high; at 1 - 0.1); an item whose count is too small for a
+    mean has none. Records whose value is null, NaN or infinite are dropped (counted in the
+    diagnostics). ``noise="gaussian"`` with ``delta`` (or ``rho``): zCDP and discrete Gaussian noise,
+    paid by the L2 sensitivity, which ``records_per_item`` = c (at most c records per user and
+    item) lowers (docs/value_sums.md)."""
+    if isinstance(items, str) and items == PRIVATE_ITEMS:
+        raise ConfigError(f"items=\"{PRIVATE_ITEMS}\" is not available for means yet: give the public item ids")
+    accounting, epsilon = _zcdp_of("means", noise, epsilon, delta, rho, seed)
+    params = MeansParams(low, high, l, bounding, d, records_per_item, noise or "laplace")
+    check_accounting(family_of("means"), params, accounting)
+    domains = Domains(_items(items), _attributes(attributes))
+    if (attribute is None) != (domains.attributes is None):
+        raise ConfigError("give both attribute (the column) and attributes (its public values), or neither")
+    if isinstance(df, _Planning):
+        return _plan(family_of("means"), params, domains, epsilon, epsilon_split, df, guards, accounting)
+    if not isinstance(distinct_records, bool):
+        raise ConfigError(f"distinct_records must be True or False, got {distinct_records!r}")
+    records = with_row_key(_standard_columns(df, {"user_id": privacy_unit, "item_id": item, "attr": attribute,
+                                                  "value": value}), distinct=distinct_records)
+    return _release(family_of("means"), params, records, domains, epsilon, epsilon_split, seed, budget, progress,
+                    guards, accounting=accounting)
+
+
 RELEASES = {"sra": sra, "hpa": hpa, "lpa": lpa, "dft": dft, "gs": gs, "user_histogram": user_histogram,
             "dpsense": dpsense, "dpsense_s": dpsense_s, "entropy": location_entropy,
-            "location_entropy": location_entropy, "frapp": frapp}
+            "location_entropy": location_entropy, "frapp": frapp, "means": means}
 
 
 def plan(algorithm: str, *, alpha: float = accuracy.DEFAULT_ALPHA, **arguments) -> Plan:

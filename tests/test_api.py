@@ -78,6 +78,10 @@ CASES = {
         publisher="ahp", seed=SEED)),
     "movielens_dpsense": (lambda d: [], lambda spark, d: dp_spark.dpsense(
         movielens(spark), items=CATALOGUE, theta_max=256, limit="normalize", epsilon=1, seed=SEED)),
+    "movielens_means": (lambda d: [], lambda spark, d: dp_spark.means(
+        datasets.load_movielens_1m(spark, f"{MOVIELENS}/ratings_users_0001-2999.dat.gz", attribute="gender"),
+        items=CATALOGUE, value="value", low=1, high=5, l=100, records_per_item=1, attribute="attr",
+        attributes=["F", "M"], epsilon=1, delta=1e-6, noise="gaussian", seed=SEED)),
     "sparse_entropy": (lambda d: [f"source.path={d['checkins']}"], lambda spark, d: dp_spark.location_entropy(
         spark.read.parquet(d["checkins"]), locations=range(1, 10001), M=5, C=5, time="first_time",
         visits="visits", epsilon=5, seed=SEED)),
@@ -114,6 +118,8 @@ def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
     for column in frame.columns:  # Parquet's round trip turns numpy ints and pandas' Int64 into its own
         if frame[column].dtype.kind in "iu" or str(frame[column].dtype) == "Int64":
             frame[column] = frame[column].astype("Int64")
+        elif str(frame[column].dtype) == "Float64":  # the means' missing means: NaN on both sides
+            frame[column] = frame[column].astype("float64")
     return frame.sort_values(list(frame.columns)).reset_index(drop=True)
 
 

@@ -36,6 +36,7 @@ def job_overrides(data: Path) -> dict[str, tuple[str, list[str]]]:
         "dpsense": ("movielens_dpsense.toml", [*ml100k, "algorithm.theta_max=64"]),
         "entropy": ("sparse_entropy.toml", [f"source.path={data / 'checkins'}"]),
         "frapp": ("adult_frapp.toml", [f"source.path={SHARED_DATA / 'adult'}"]),
+        "means": ("movielens_means.toml", [*ml100k, "algorithm.l=20"]),
     }
 
 

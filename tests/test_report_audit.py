@@ -179,7 +179,9 @@ def write_ratings(path) -> str:
     users = [u for u in range(1, 41) for _ in range(u % 7 + 1)] + [HEAVY] * 40
     items = rng.integers(1, 21, len(users))
     items[-20:] = np.arange(1, 21)  # HEAVY rates every item: DPSense rows of distinct items
-    frame = pd.DataFrame({"user_id": users, "item_id": items, "attr": rng.choice(["a", "b"], len(users))})
+    frame = pd.DataFrame({"user_id": users, "item_id": items, "attr": rng.choice(["a", "b"], len(users)),
+                          # Ratings for the means, a few that are no number (dropped, never counted).
+                          "value": rng.choice(["1", "2.5", "4", "5", "7", "NaN", "x", ""], len(users))})
     frame.to_csv(path, index=False)
     return str(path)
 
@@ -317,6 +319,14 @@ JOBS = {
     "sra_gaussian_private_items": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\nkeys_per_user = 1").replace(
         "items = { range = [1, 20] }", 'items = "private"').replace(
         "epsilon = 1.0", 'epsilon = 40.0\ndelta = 1e-6\nnoise = "gaussian"')),
+    # Sums and means (issue 43): SRA and HPA bounding, pure and zCDP with the per-item cap.
+    "means": ("ratings", lambda p: ratings_config(p, "means", "l = 5\nlow = 1\nhigh = 5")),
+    "means_hpa_gaussian": ("ratings", lambda p: ratings_config(
+        p, "means", 'l = 5\nlow = 1\nhigh = 5\nbounding = "hpa"\nd = 2\nrecords_per_item = 1').replace(
+        "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
+    "means_guarded": ("ratings", lambda p: ratings_config(
+        p, "means", "l = 5\nlow = 1\nhigh = 5\n[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\n"
+                    "max_truncated_fraction = 1")),
     # The tables released on the executors (issue 31): the same report, plus where the noise was drawn.
     "sra_on_executors": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\n[execution]\nexecutor_noise_cells = 1")),
     "hpa_on_executors": ("ratings", lambda p: ratings_config(p, "hpa", "l = 5\nd = 2\n[execution]\n"

@@ -8,13 +8,14 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dp_spark.algorithms.value_sums import ClipRange, SumSensitivity, mean_interval
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
+from dp_spark.core.privacy import Accounting, Budget
 from tests.test_claims_documented import check_claim, check_docstring_points_to
 
 STARS = ClipRange(1.0, 5.0)  # ratings: centre 3, half-width 2, one unit 0.002
@@ -133,20 +134,46 @@ def _bounded(counts, means_in_stars, bound=2):
     return BoundedSums(counts, units, bound, STARS)
 
 
+def _pair(epsilon_counts, epsilon_sums, count_noise="laplace", sum_noise="laplace"):
+    from dp_spark.algorithms.means import TablePair
+
+    return TablePair("value_counts", "value_sums", Fraction(epsilon_counts), Fraction(epsilon_sums), count_noise,
+                     sum_noise)
+
+
 def test_the_release_pays_each_table_at_its_sensitivity_and_sums_back_in_values():
     from dp_spark.algorithms import means
-    from dp_spark.core.domain import item_domain_of_ids
 
     bounded = _bounded([30, 30, 0], [4.0, 2.0, 3.0])
     budget = Budget(Fraction(2))
-    table = means.publish_means(bounded, item_domain_of_ids([1, 2, 3], "1..3"), Fraction(1), Fraction(1), budget,
-                                RandomSource(5))
+    table = means.publish_means(bounded, _pair(1, 1), budget, RandomSource(5))
     count_entry, sum_entry = budget.entries
     assert (count_entry.step, count_entry.sensitivity, count_entry.noise_scale) == ("value_counts", 2, 2)
     assert (sum_entry.step, sum_entry.sensitivity, sum_entry.noise_scale) == ("value_sums", 2000, 2000)
-    assert budget.spent == 2 and table["item_id"].tolist() == [1, 2, 3]
+    assert budget.spent == 2 and len(table["noisy_count"]) == 3
     # noisy_sum is Σ clip(x) ≈ 30·4 and 30·2 stars: the centred sum back in stars plus m times the count.
     assert table["noisy_sum"][0] == pytest.approx(120, abs=30) and table["noisy_sum"][1] == pytest.approx(60, abs=30)
+
+
+def test_gaussian_tables_are_paid_by_their_l2_sensitivity_with_the_per_item_cap():
+    # l = 4, c = 1: counts L2² = l·c = 4, sums L2² = l·c·steps² = 4·10⁶; their L1 stays l and l·steps.
+    from dp_spark.algorithms import means
+    from dp_spark.algorithms.means import BoundedSums
+    from dp_spark.core import zcdp
+
+    bounded = BoundedSums(np.array([30, 5]), np.array([0, 100]), 4, STARS, per_cell=1)
+    budget = Budget(Fraction(1), accounting=Accounting("gaussian", Fraction(1, 2), 1e-6))
+    means.publish_means(bounded, _pair(Fraction(1, 2), Fraction(1, 2), "gaussian", "gaussian"), budget,
+                        RandomSource(1))
+    count_entry, sum_entry = budget.entries
+    assert (count_entry.l2_squared, sum_entry.l2_squared) == (4, 4 * 10**6)
+    assert (count_entry.sensitivity, sum_entry.sensitivity) == (4, 4000)
+    assert count_entry.rho <= zcdp.pure_cost(Fraction(1, 2)) and sum_entry.rho <= zcdp.pure_cost(Fraction(1, 2))
+    # Negative control: without the cap the sums' L2² is l² steps², four times as much.
+    uncapped = BoundedSums(np.array([30, 5]), np.array([0, 100]), 4, STARS)
+    assert means.ledger_entries(uncapped, _pair(1, 1, "gaussian", "gaussian"))[1].l2_squared == 16 * 10**6
+    with pytest.raises(ValueError):
+        BoundedSums(np.array([1]), np.array([0]), 2, STARS, per_cell=3)
 
 
 def test_the_means_intervals_cover_at_the_stated_rate_over_all_items():
@@ -156,13 +183,12 @@ def test_the_means_intervals_cover_at_the_stated_rate_over_all_items():
     # would be narrower: the test checks the widths too.
     from dp_spark.algorithms import means
     from dp_spark.core import accuracy
-    from dp_spark.core.domain import item_domain_of_ids
 
     truth = np.linspace(1.2, 4.8, 2000)
     bounded = _bounded([40] * 2000, truth)
     kept_means = STARS.centre + bounded.units * STARS.unit / 40
-    table = means.publish_means(bounded, item_domain_of_ids(range(2000), "0..1999"), Fraction(1, 2), Fraction(1, 2),
-                                Budget(Fraction(1)), RandomSource(7), alpha=0.1)
+    table = pd.DataFrame(means.publish_means(bounded, _pair(Fraction(1, 2), Fraction(1, 2)), Budget(Fraction(1)),
+                                             RandomSource(7), alpha=0.1))
     published = table["mean"].notna()
     assert published.sum() > 1000
     misses = ((table["mean_low"] > kept_means + 1e-12) | (table["mean_high"] < kept_means - 1e-12))[published]
@@ -170,13 +196,11 @@ def test_the_means_intervals_cover_at_the_stated_rate_over_all_items():
     # The widths: at α/2 for each figure (count scale 4, sum scale 4,000 units).
     width = accuracy.discrete_laplace_halfwidth(Fraction(4), 0.05)
     assert width > accuracy.discrete_laplace_halfwidth(Fraction(4), 0.1)
-    estimate = mean_interval(0, 40, accuracy.discrete_laplace_halfwidth(Fraction(4000), 0.05), width, STARS)
     row = table.iloc[0]
     first = mean_interval(int(round((row["noisy_sum"] - 3 * row["noisy_count"]) / STARS.unit)),
                           int(row["noisy_count"]), accuracy.discrete_laplace_halfwidth(Fraction(4000), 0.05), width,
                           STARS)
     assert (row["mean_low"], row["mean_high"]) == pytest.approx((first.low, first.high))
-    assert estimate.high - estimate.low > 0
 
 
 @pytest.mark.parametrize("counts, units, bound", [([1, 2], [0], 1), ([-1], [0], 1), ([1], [1001], 1), ([1], [0], 0)])

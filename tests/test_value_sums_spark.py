@@ -75,6 +75,24 @@ def test_the_bounded_sums_carry_the_bound_and_the_grid_they_were_made_with(spark
     frame = pd.DataFrame({"user_id": np.repeat(np.arange(30), 2), "item_id": np.tile([1, 2], 30),
                           "rating": np.tile([4.0, 2.0], 30)})
     selection = sample_selection(spark.createDataFrame(frame), 2, seed=1)
-    bounded = bounded_sums(selection, item_domain_of_ids([1, 2, 3], "1..3"), "rating", STARS)
+    bounded, none = bounded_sums(selection, item_domain_of_ids([1, 2, 3], "1..3"), "rating", STARS)
     assert bounded.counts.tolist() == [30, 30, 0] and bounded.units.tolist() == [15_000, -15_000, 0]
-    assert (bounded.bound, bounded.clip) == (2, STARS)
+    assert (bounded.bound, bounded.clip, bounded.per_cell, none) == (2, STARS, None, None)
+
+
+def test_the_cap_keeps_at_most_c_records_per_user_and_item_in_every_cell(spark):
+    from dp_spark.core.domain import AttributeDomain, item_domain_of_ids
+
+    # One user with 5 ratings of item 1 (3 as "F", 2 as "M") and one of item 2; l = 6 keeps all six.
+    frame = pd.DataFrame({"user_id": [1] * 6, "item_id": [1, 1, 1, 1, 1, 2], "attr": ["F", "F", "F", "M", "M", "F"],
+                          "rating": [5.0, 5.0, 5.0, 1.0, 1.0, 3.0]})
+    items, attributes = item_domain_of_ids([1, 2], "1..2"), AttributeDomain(("F", "M"))
+    selection = sample_selection(spark.createDataFrame(frame), 6, seed=1)
+    uncapped, uncapped_edges = bounded_sums(selection, items, "rating", STARS, attributes)
+    assert uncapped.counts.tolist() == [5, 1] and uncapped_edges.counts.tolist() == [3, 2, 1, 0]
+    capped, edges = bounded_sums(selection, items, "rating", STARS, attributes, cap=2)
+    assert capped.counts.tolist() == [2, 1] and edges.counts.reshape(2, 2).sum(axis=1).tolist() == [2, 1]
+    assert capped.per_cell == 2 and edges.per_cell == 2
+    # The sums are those of the records kept: each F record of item 1 is +1000, each M one −1000.
+    kept_f, kept_m = edges.counts[0], edges.counts[1]
+    assert edges.units[:2].tolist() == [1000 * kept_f, -1000 * kept_m] and capped.units[0] == edges.units[:2].sum()

@@ -10,28 +10,27 @@ records depend on that user's records only, and the value rides along with the r
 
 from __future__ import annotations
 
+import numpy as np
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from dp_spark.aggregates import item_edges
 from dp_spark.algorithms.means import BoundedSums
 from dp_spark.algorithms.value_sums import ClipRange
+from dp_spark.bounding.item_cap import capped_values
 from dp_spark.bounding.user_records import Selection
-from dp_spark.core.domain import ItemDomain
-
-NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
-
+from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.io.validation import NUMERIC_TYPES, usable_value
 
 def usable_values(records: DataFrame, value_col: str) -> DataFrame:
-    """The records whose value is a number: a column of another type (strings, booleans) is
-    refused; a null, NaN or infinite value drops its record, before any bounding (a per-record
-    rule, so each user's records still depend on that user's own). Never counted at a range's end."""
+    """The records whose value is a number (io.validation's rule, for callers that do not validate
+    through validate_records): a column of another type is refused; a null, NaN or infinite value
+    drops its record, before any bounding (a per-record rule, so each user's records still depend
+    on that user's own). Never counted at a range's end."""
     kind = records.schema[value_col].dataType
-    if not isinstance(kind, NUMERIC):
+    if not isinstance(kind, NUMERIC_TYPES):
         raise ValueError(f"the value column {value_col!r} must be numeric, got {kind.simpleString()}")
-    value = F.col(value_col).cast("double")
-    return records.where(value.isNotNull() & ~F.isnan(value) & (F.abs(value) != F.lit(float("inf"))))
+    return records.where(usable_value(F.col(value_col)))
 
 
 def units_column(value: Column, clip: ClipRange) -> Column:
@@ -48,21 +47,34 @@ def units_column(value: Column, clip: ClipRange) -> Column:
     return F.least(F.greatest(rounded, F.lit(-clip.steps)), F.lit(clip.steps))
 
 
-def cell_sums(selection: Selection, cell: Column, units: Column) -> DataFrame:
+def cell_sums(selection: Selection, cell: Column, units: Column, cap: int | None = None,
+              item_of_cell: Column | None = None) -> DataFrame:
     """DataFrame[_key, _count, _units]: for each cell (``cell``, an expression over the selection's
     input columns), the number of kept records and the sum of their ``units`` (a long per record,
-    from :func:`units_column`). Left on the executors."""
+    from :func:`units_column`). With ``cap``, at most that many of each user's kept records per
+    item, ``item_of_cell`` naming a record's item from ``_value.cell`` (bounding.item_cap). Left
+    on the executors."""
     kept = selection.kept_values(F.struct(cell.alias("cell"), units.alias("units")))
+    if cap is not None:
+        kept = capped_values(kept, item_of_cell, cap, selection.user_col)
     return kept.groupBy(F.col("_value.cell").alias("_key")).agg(F.count(F.lit(1)).alias("_count"),
                                                                 F.sum("_value.units").alias("_units"))
 
 
-def bounded_sums(selection: Selection, items: ItemDomain, value_col: str, clip: ClipRange) -> BoundedSums:
-    """The selection's records counted and their values summed per item of the domain (zero where
-    none fell): one Spark aggregation. The selection's input must be :func:`usable_values` in the
-    domain (io.validate_records)."""
-    tally = cell_sums(selection, item_edges.edge_key(items, None), units_column(F.col(value_col), clip)).toPandas()
+def bounded_sums(selection: Selection, items: ItemDomain, value_col: str, clip: ClipRange,
+                 attributes: AttributeDomain | None = None, cap: int | None = None
+                 ) -> tuple[BoundedSums, BoundedSums | None]:
+    """The selection's records counted and their values summed per item of the domain, and per
+    (item, attribute value) cell with ``attributes`` (flattened item by item), zero where none
+    fell: one Spark aggregation. With ``cap`` at most that many of a user's kept records per item
+    count (c). The selection's input must be in the domain with usable values (io.validate_records)."""
+    tally = cell_sums(selection, item_edges.edge_key(items, attributes), units_column(F.col(value_col), clip), cap,
+                      item_edges.item_of_key("_value.cell", items, attributes)).toPandas()
 
-    def per_item(column: str):
-        return item_edges.edges_from_tally(tally[["_key", column]].rename(columns={column: "count"}), items, None)[:, 0]
-    return BoundedSums(per_item("_count"), per_item("_units"), selection.l, clip)
+    def per_cell(column: str) -> np.ndarray:
+        return item_edges.edges_from_tally(tally[["_key", column]].rename(columns={column: "count"}), items,
+                                           attributes)
+    counts, units = per_cell("_count"), per_cell("_units")
+    item_sums = BoundedSums(counts.sum(axis=1), units.sum(axis=1), selection.l, clip, cap)
+    edge_sums = BoundedSums(counts.reshape(-1), units.reshape(-1), selection.l, clip, cap) if attributes else None
+    return item_sums, edge_sums

@@ -1,12 +1,12 @@
-"""Sums and means of a value per item over the records a per-user bound keeps (issue 43): the
+"""Sums and means of a value per cell over the records a per-user bound keeps (issue 43): the
 noise and the means, on the driver (pure numpy; the aggregation is aggregates.value_sums).
 
-The item table of counts has L1 sensitivity l (each user keeps at most l records); the table of
-centred sums, in grid units, l·steps (``value_sums.SumSensitivity``). Each gets discrete Laplace
-noise at its own part of ε, paid through the budget (ledger steps "value_counts" and
-"value_sums"); the sums of the clipped values, the means and the means' intervals are
-post-processing (``value_sums.mean_interval``). Claim: docs/value_sums.md, "Privacy claim:
-value_sums".
+A table of counts has L1 sensitivity l (each user keeps at most l records) and squared L2
+sensitivity l·c (at most c of them per item); the table of centred sums, in grid units, l·steps
+and l·c·steps² (``value_sums.SumSensitivity``). Each gets discrete Laplace noise (L1) or, under
+zCDP accounting, discrete Gaussian noise (L2) at its own part of the budget, paid through the
+budget's ledger; the sums of the clipped values, the means and the means' intervals are
+post-processing (``value_sums.mean_interval``). Claim: docs/value_sums.md, "Privacy claim: value_sums, means".
 """
 
 from __future__ import annotations
@@ -15,71 +15,108 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-import pandas as pd
 
 from dp_spark.algorithms.value_sums import ClipRange, SumSensitivity, mean_interval
-from dp_spark.core import accuracy
-from dp_spark.core.domain import ItemDomain
+from dp_spark.core import accuracy, discrete_gaussian
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.core.privacy import GAUSSIAN_MECHANISM, Budget, LedgerEntry, gaussian_entry
 
-COUNT_STEP = "value_counts"
-SUM_STEP = "value_sums"
+LAPLACE, GAUSSIAN = "laplace", "gaussian"
 
 
 @dataclass(frozen=True)
 class BoundedSums:
-    """Per domain item, the kept records and the sum of their grid units (NOT private), with the
-    bound and the range they were summed under: the noise is set from these, never from numbers
-    given again (a grid finer than the one summed would understate the sensitivity)."""
+    """Per cell, the kept records and the sum of their grid units (NOT private), with the bound
+    (l), the per-item cap (c; None: l) and the range they were summed under: the noise is set
+    from these, never from numbers given again (a grid finer than the one summed would
+    understate the sensitivity)."""
 
     counts: np.ndarray
     units: np.ndarray
     bound: int
     clip: ClipRange
+    per_cell: int | None = None
 
     def __post_init__(self):
         counts, units = np.asarray(self.counts, dtype=np.int64), np.asarray(self.units, dtype=np.int64)
         if counts.shape != units.shape or counts.ndim != 1:
-            raise ValueError(f"one count and one sum per item, got shapes {counts.shape} and {units.shape}")
+            raise ValueError(f"one count and one sum per cell, got shapes {counts.shape} and {units.shape}")
         if isinstance(self.bound, bool) or not isinstance(self.bound, int) or self.bound < 1:
             raise ValueError(f"the bound must be a positive integer, got {self.bound!r}")
         if np.any(counts < 0) or np.any(np.abs(units) > counts * self.clip.steps):
-            raise ValueError("each item's sum must be within steps times its count of records")
+            raise ValueError("each cell's sum must be within steps times its count of records")
         object.__setattr__(self, "counts", counts)
         object.__setattr__(self, "units", units)
+        self.sensitivity  # checks the cap against the bound
+
+    @property
+    def sensitivity(self) -> SumSensitivity:
+        return SumSensitivity(self.bound, self.bound if self.per_cell is None else self.per_cell, self.clip.steps)
 
 
-def ledger_entries(bounded: BoundedSums, epsilon_counts: Fraction, epsilon_sums: Fraction) -> tuple[LedgerEntry,
-                                                                                                     LedgerEntry]:
-    """The two tables' ledger entries: counts at sensitivity l, sums at l·steps grid units."""
-    if not (epsilon_counts > 0 and epsilon_sums > 0):
-        raise ValueError(f"both tables need a positive epsilon, got {epsilon_counts} and {epsilon_sums}")
-    l, cells = Fraction(bounded.bound), bounded.counts.size
-    sums = Fraction(SumSensitivity(bounded.bound, bounded.bound, bounded.clip.steps).l1)
-    return (LedgerEntry(COUNT_STEP, "discrete Laplace", Fraction(epsilon_counts), l, l / Fraction(epsilon_counts),
-                        cells),
-            LedgerEntry(SUM_STEP, "discrete Laplace", Fraction(epsilon_sums), sums, sums / Fraction(epsilon_sums),
-                        cells))
+@dataclass(frozen=True)
+class TablePair:
+    """How one table of counts and sums is paid for: their ledger steps, parts of ε (under zCDP,
+    the pure-ε equivalents of their shares of ρ) and noises ("laplace" or "gaussian")."""
+
+    count_step: str
+    sum_step: str
+    epsilon_counts: Fraction
+    epsilon_sums: Fraction
+    count_noise: str = LAPLACE
+    sum_noise: str = LAPLACE
+
+    def __post_init__(self):
+        if not (self.epsilon_counts > 0 and self.epsilon_sums > 0):
+            raise ValueError(f"both tables need a positive epsilon, got {self.epsilon_counts} and {self.epsilon_sums}")
+        for noise in (self.count_noise, self.sum_noise):
+            if noise not in (LAPLACE, GAUSSIAN):
+                raise ValueError(f"unknown noise {noise!r}")
 
 
-def publish_means(bounded: BoundedSums, items: ItemDomain, epsilon_counts: Fraction, epsilon_sums: Fraction,
-                  budget: Budget, rng: RandomSource, alpha: float = accuracy.DEFAULT_ALPHA) -> pd.DataFrame:
-    """item_id, noisy_count, noisy_sum, mean, mean_low, mean_high: the two tables with noise
-    (paid from ``budget``); noisy_sum estimates Σ clip(x) as γ·Ŝ + m·Ĉ, so its error carries m
-    times the count's; each item's mean with its interval, each figure's half-width at α/2, so
-    that over all items an interval fails with probability at most α (a union bound); no mean
-    where the count's lower end is not positive."""
-    if len(items) != bounded.counts.size:
-        raise ValueError(f"{len(items)} items need as many sums, got {bounded.counts.size}")
+def _entry(step: str, noise: str, l1: int, l2_squared: int, epsilon: Fraction, cells: int) -> LedgerEntry:
+    if noise == GAUSSIAN:
+        return gaussian_entry(step, l1, l2_squared, epsilon, cells)
+    epsilon = Fraction(epsilon)
+    return LedgerEntry(step, "discrete Laplace", epsilon, Fraction(l1), Fraction(l1) / epsilon, cells)
+
+
+def ledger_entries(bounded: BoundedSums, pair: TablePair) -> tuple[LedgerEntry, LedgerEntry]:
+    """The two tables' ledger entries: counts at L1 l (L2² l·c), sums at l·steps (l·c·steps²) grid units."""
+    s, cells = bounded.sensitivity, bounded.counts.size
+    return (_entry(pair.count_step, pair.count_noise, s.bound, s.bound * s.per_cell, pair.epsilon_counts, cells),
+            _entry(pair.sum_step, pair.sum_noise, s.l1, s.l2_squared, pair.epsilon_sums, cells))
+
+
+def halfwidth(entry: LedgerEntry, alpha: float) -> float:
+    """The smallest h with P(|noise| ≤ h) ≥ 1 − α for one cell of ``entry`` (exact, from the pmf)."""
+    if entry.mechanism == GAUSSIAN_MECHANISM:
+        return float(discrete_gaussian.discrete_gaussian_halfwidth(entry.noise_scale, alpha))
+    return accuracy.discrete_laplace_halfwidth(entry.noise_scale, alpha)
+
+
+def _noise(budget: Budget, entry: LedgerEntry, rng: RandomSource) -> np.ndarray:
+    if entry.mechanism == GAUSSIAN_MECHANISM:
+        return budget.discrete_gaussian(entry, rng)
+    return budget.discrete_laplace(entry, rng)
+
+
+def publish_means(bounded: BoundedSums, pair: TablePair, budget: Budget, rng: RandomSource,
+                  alpha: float = accuracy.DEFAULT_ALPHA) -> dict[str, np.ndarray]:
+    """noisy_count, noisy_sum, mean, mean_low, mean_high per cell (NaN where no mean is given):
+    the two tables with noise (paid from ``budget``, counts first); noisy_sum estimates Σ clip(x)
+    as γ·Ŝ + m·Ĉ, so its error carries m times the count's; each cell's mean with its interval,
+    each figure's half-width at α/2, so that a cell's interval fails with probability at most α
+    (a union bound over its two figures); no mean where the count's lower end is not positive."""
     clip = bounded.clip
-    count_entry, sum_entry = ledger_entries(bounded, epsilon_counts, epsilon_sums)
-    counts = bounded.counts + budget.discrete_laplace(count_entry, rng)
-    units = bounded.units + budget.discrete_laplace(sum_entry, rng)
-    count_width = accuracy.discrete_laplace_halfwidth(count_entry.noise_scale, alpha / 2)
-    sum_width = accuracy.discrete_laplace_halfwidth(sum_entry.noise_scale, alpha / 2)
+    count_entry, sum_entry = ledger_entries(bounded, pair)
+    counts = bounded.counts + _noise(budget, count_entry, rng)
+    units = bounded.units + _noise(budget, sum_entry, rng)
+    count_width, sum_width = halfwidth(count_entry, alpha / 2), halfwidth(sum_entry, alpha / 2)
     means = [mean_interval(int(s), int(c), sum_width, count_width, clip) for s, c in zip(units, counts)]
-    return pd.DataFrame({"item_id": items.ids, "noisy_count": counts,
-                         "noisy_sum": units * clip.unit + clip.centre * counts,
-                         "mean": [m.mean for m in means], "mean_low": [m.low for m in means],
-                         "mean_high": [m.high for m in means]})
+
+    def column(values):
+        return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+    return {"noisy_count": counts, "noisy_sum": units * clip.unit + clip.centre * counts,
+            "mean": column(m.mean for m in means), "mean_low": column(m.low for m in means),
+            "mean_high": column(m.high for m in means)}

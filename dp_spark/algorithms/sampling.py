@@ -255,7 +255,23 @@ def hpa(
     on_executors: NoiseSecret | None = None,
 ) -> CountsRelease | ExecutorCounts:
     """Hand-Picked Algorithm: noisy popularity from ≤ d records per user, then each
-    user's l records of highest noisy popularity (ties at random), then noisy counts.
+    user's l records of highest noisy popularity (ties at random), then noisy counts
+    (:func:`hpa_selection`)."""
+    chosen, popularity_rows = hpa_selection(records, items, l, d, epsilons["epsilon_popularity"], budget, rng, seed,
+                                            user_counts, users_by_n, one_per_user)
+    release = _released(chosen, items, attributes, l, epsilons, budget, rng, seed, publisher, on_executors,
+                        users_by_n)
+    release.diagnostics["rows_in_popularity_sample"] = popularity_rows
+    return release
+
+
+def hpa_selection(records: DataFrame, items: ItemDomain, l: int, d: int, epsilon_popularity: Fraction, budget: Budget,
+                  rng: RandomSource, seed: int | None = None, user_counts: DataFrame | None = None,
+                  users_by_n: pd.Series | None = None,
+                  one_per_user: DataFrame | None = None) -> tuple[user_records.Selection, int]:
+    """HPA's bounding: noisy popularity from ≤ d records per user (ledger step "popularity", paid
+    from ``budget``), then each user's l records of highest noisy popularity, ties at random. The
+    selection (planned, not computed) and the popularity sample's rows (NOT private).
 
     Ordering by max(ñ_i, 0) is the same as ordering by the paper's normalised
     p̃_i, and stays in exact integers; if every ñ_i ≤ 0 all scores tie and the
@@ -275,8 +291,7 @@ def hpa(
             records.select("user_id", "item_id", keys.ROW_KEY), d, seed=seed, counts=user_counts, users_by_n=users_by_n
         )
         popularity_true = item_edges.item_counts(item_edges.selected_edge_counts(popularity_sample, items, None))
-    popularity = publishers.publish("laplace", popularity_true, d, epsilons["epsilon_popularity"], budget, rng,
-                                    "popularity")
+    popularity = publishers.publish("laplace", popularity_true, d, epsilon_popularity, budget, rng, "popularity")
 
     item_scores = np.maximum(popularity.values, 0)
     # The selection orders by each score's rank among the distinct scores, which orders the same
@@ -288,7 +303,4 @@ def hpa(
                for min_rows, score in score_cutoffs(item_scores, l)]
     chosen = user_records.top_selection(scored, l, "_score_rank", seed=seed, counts=user_counts, cutoffs=cutoffs,
                                         users_by_n=users_by_n)
-    release = _released(chosen, items, attributes, l, epsilons, budget, rng, seed, publisher, on_executors,
-                        users_by_n)
-    release.diagnostics["rows_in_popularity_sample"] = int(popularity_true.sum())
-    return release
+    return chosen, int(popularity_true.sum())

@@ -18,7 +18,7 @@ noisy mean is post-processing of the two noisy figures. ``mean_interval`` gives 
 the figures and their public half-widths only: with S and C each within its half-width (a union
 bound over the two), the mean lies between the smallest and largest of m + γ·s/c over the corners
 s = Ŝ ± h_S, c = Ĉ ± h_C, clipped to [low, high]; when the count's lower end is not positive the
-mean says nothing and is left out. The claim: docs/value_sums.md, "Privacy claim: value_sums".
+mean says nothing and is left out. The claim: docs/value_sums.md, "Privacy claim: value_sums, means".
 """
 
 from __future__ import annotations

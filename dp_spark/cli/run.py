@@ -85,6 +85,9 @@ def _print_summary(result) -> None:
         for row in table[published].nlargest(10, "noisy_entropy").itertuples(index=False):
             print(f"  location {row.location_id:<9} {row.noisy_entropy:8.3f}{plus}")
         return
+    if "item_means" in result.tables:
+        _print_means(result, result.tables["item_means"])
+        return
     top = _top_items(result, 10)
     plus = _halfwidth(report, "item_counts", "noisy_count")
     print("\nTop-10 items by noisy count" + (" (± the 95% half-width of the noise alone)" if plus else "") + ":")
@@ -108,6 +111,22 @@ def _print_summary(result) -> None:
         print(f"  NOTE: the noise is as large as these counts: among {cells:,} items, noise alone puts about 10 "
               f"above {max(level, width):,.4g}, so these items may be at the top by noise alone (small data); "
               "their true counts may be near zero.")
+
+
+def _print_means(result, table) -> None:
+    """The 10 items of highest noisy count with their means and intervals (DP outputs only)."""
+    import pandas as pd
+
+    published = table["mean"].notna()
+    level = int(round(100 * (1 - result.report["accuracy"]["alpha"])))
+    print(f"\n{int(published.sum()):,} of {len(table):,} items have a mean; the 10 of highest noisy count, with "
+          f"each mean's {level}% interval:")
+    top = table.sort_values(["noisy_count", "item_id"], ascending=[False, True]).head(10)
+    for row in top.itertuples(index=False):
+        title = result.items.titles.get(int(row.item_id), "") if result.items.titles else ""
+        mean = "no mean" if pd.isna(row.mean) else \
+            f"mean {row.mean:6.3f} [{row.mean_low:.3f}, {row.mean_high:.3f}]"
+        print(f"  item {row.item_id:<7} count {row.noisy_count:>7,}  {mean}  {title}")
 
 
 def _top_items(result, n: int):

@@ -124,7 +124,8 @@ class Family:
     extra_noise: Callable[[Any], dict] = lambda params: {}
     extra_domain: Callable[[Any], dict] = lambda params: {}
     # What the family reads: "records" (user, item, attribute), "checkins" (user, location, time,
-    # visits) or "whole_records" (FRAPP: a record's own columns, and its user when known).
+    # visits), "valued_records" (user, item, attribute, value: means) or "whole_records" (FRAPP: a
+    # record's own columns, and its user when known).
     reads: str = "records"
     uses_item_domain: bool = True  # FRAPP's domain is its attributes' values, in its parameters
     item_domain_optional: bool = False  # without domain.items every record counts (user_histogram)

@@ -70,12 +70,12 @@ LIMIT_KEYS = ("max_dropped_fraction", "max_truncated_fraction")
 DEFAULT_WARN_DROPPED_FRACTION = 0.05
 # The families that count coverage before their noise; of them, those whose per-user bound is
 # public and applied before any noise is drawn.
-COVERAGE_GUARDED = ("counts", "user_histogram", "dpsense", "location_entropy")
-TRUNCATION_GUARDED = ("counts", "location_entropy")
+COVERAGE_GUARDED = ("counts", "user_histogram", "dpsense", "location_entropy", "means")
+TRUNCATION_GUARDED = ("counts", "location_entropy", "means")
 LABEL = "NOT PRIVATE"
 SPLIT_KEY = "epsilon_guards"
-STRICT_CONDITION = ("guards.strict: a run refused for malformed records (null or non-integer ids, an empty "
-                    "source) says that they exist, so the guarantee holds for the runs that complete")
+STRICT_CONDITION = ("guards.strict: a run refused for malformed records (null or non-integer ids, values "
+                    "that are no number, an empty source) says that they exist, so the guarantee holds for the runs that complete")
 
 
 def _fraction(value: Any, name: str) -> float | None:

@@ -7,11 +7,11 @@ for an algorithm by name. A new family is a module in this package and one entry
 from __future__ import annotations
 
 from dp_spark.errors import ConfigError
-from dp_spark.families import counts, dpsense, frapp, location_entropy, user_histogram
+from dp_spark.families import counts, dpsense, frapp, location_entropy, means, user_histogram
 from dp_spark.families.base import Family
 
 FAMILIES: tuple[Family, ...] = (counts.FAMILY, user_histogram.FAMILY, dpsense.FAMILY, location_entropy.FAMILY,
-                                frapp.FAMILY)
+                                frapp.FAMILY, means.FAMILY)
 BY_ALGORITHM: dict[str, Family] = {name: family for family in FAMILIES for name in family.algorithms}
 
 

@@ -1,7 +1,9 @@
 """Known datasets: MovieLens loaders and the synthetic Netflix-shaped table.
 
-Loaders return DataFrame[user_id, item_id, attr] with ids as read (validation
-casts them); ``io.sources.read_records`` adds each row's key.
+Loaders return DataFrame[user_id, item_id, attr, value] with ids as read (validation
+casts them); ``value`` is the rating, null where the file holds none (MovieLens' pairs file, the
+synthetic table), and ``io.sources.read_records`` refuses a value column asked of such a source.
+``io.sources.read_records`` adds each row's key.
 
 MovieLens edges follow paper 000 §6.2: attribute = (gender, age group) with the
 age groups under 25, 25-34 and over 34, i.e. six values.
@@ -39,50 +41,70 @@ def _age_group(age):
     return F.when(age < 25, "under25").when(age < 35, "25-34").otherwise("over34")
 
 
-def _with_demographics(ratings, users):
-    """Join each rating with its user's (gender, age group); user ids compared as text."""
+# source.attribute for the MovieLens loaders: what a rating's attribute is (paper 000: gender_age).
+MOVIELENS_ATTRIBUTE_KINDS = ("gender_age", "gender", "age")
+
+
+def _with_demographics(ratings, users, attribute: str = "gender_age"):
+    """Join each rating with its user's (gender, age group), or one of the two; user ids compared as text."""
     from pyspark.sql import functions as F
 
-    attr = F.concat_ws("_", F.col("gender"), _age_group(F.col("age")))
+    if attribute not in MOVIELENS_ATTRIBUTE_KINDS:
+        raise ValueError(f"unknown MovieLens attribute {attribute!r}; expected one of {MOVIELENS_ATTRIBUTE_KINDS}")
+    parts = {"gender_age": [F.col("gender"), _age_group(F.col("age"))], "gender": [F.col("gender")],
+             "age": [_age_group(F.col("age"))]}[attribute]
+    attr = F.concat_ws("_", *parts)
     users = users.select("user_id", attr.alias("attr"))
-    return ratings.join(F.broadcast(users), "user_id", "left").select("user_id", "item_id", "attr")
+    return ratings.join(F.broadcast(users), "user_id", "left").select("user_id", "item_id", "attr", "value")
 
 
 def _load_movielens(spark, ratings_file: Path, ratings_sep: str, users_file: Path, users_sep: str,
-                    gender_field: int, age_field: int):
+                    gender_field: int, age_field: int, attribute: str = "gender_age"):
     """Ratings (user, item first) joined with each user's (gender, age group). Separators are
     Java regular expressions."""
     from pyspark.sql import functions as F
 
     parts = F.split(F.col("value"), ratings_sep)
-    ratings = spark.read.text(str(ratings_file)).select(parts[0].alias("user_id"), parts[1].alias("item_id"))
+    # The rating, null where a line has no number there (dropped and counted by validation).
+    rating = F.try_element_at(parts, F.lit(3)).try_cast("double")
+    ratings = spark.read.text(str(ratings_file)).select(parts[0].alias("user_id"), parts[1].alias("item_id"),
+                                                        rating.alias("value"))
     fields = F.split(F.col("value"), users_sep)
     users = spark.read.text(str(users_file)).select(
         F.trim(fields[0]).alias("user_id"),
         fields[gender_field].alias("gender"),
         fields[age_field].cast("int").alias("age"),
     )
-    return _with_demographics(ratings, users)
+    return _with_demographics(ratings, users, attribute)
 
 
-def load_movielens_1m(spark, path: str):
-    """ml-1m: ratings.dat, or ratings_pairs.dat.gz (user::movie), joined with users.dat.
+# The files of ratings with their values (user::movie::rating::time); ratings_pairs.dat.gz has none.
+MOVIELENS_1M_RATED = ("ratings.dat", "ratings.dat.gz", "ratings_users_0001-2999.dat.gz")
+UNRATED = ("ratings_pairs.dat.gz",)
+
+
+def load_movielens_1m(spark, path: str, attribute: str = "gender_age"):
+    """ml-1m: ratings.dat, or ratings_pairs.dat.gz (user::movie), joined with users.dat; ``path``
+    is the directory, or one ratings file in it (e.g. ratings_users_0001-2999.dat.gz, the rated
+    part of a directory whose full ratings are pairs only).
 
     users.dat age codes are 1 (under 18), 18, 25, 35, 45, 50, 56: the code is
     the lower end of the bucket, so the <25 / 25-34 / >34 split is exact.
     """
-    directory = Path(path)
-    ratings = _first_existing(directory, ("ratings.dat", "ratings.dat.gz", "ratings_pairs.dat.gz"), "MovieLens 1M")
+    given = Path(path)
+    directory = given.parent if given.is_file() else given
+    ratings = given if given.is_file() else _first_existing(directory, ("ratings.dat", "ratings.dat.gz",
+                                                                        "ratings_pairs.dat.gz"), "MovieLens 1M")
     users = _first_existing(directory, ("users.dat",), "MovieLens 1M")
-    return _load_movielens(spark, ratings, "::", users, "::", gender_field=1, age_field=2)
+    return _load_movielens(spark, ratings, "::", users, "::", gender_field=1, age_field=2, attribute=attribute)
 
 
-def load_movielens_100k(spark, path: str):
+def load_movielens_100k(spark, path: str, attribute: str = "gender_age"):
     """ml-100k: u.data (user, item, rating, time; tab-separated) joined with u.user (id|age|gender|...)."""
     directory = Path(path)
     ratings = _first_existing(directory, ("u.data", "u.data.gz"), "MovieLens 100K")
     users = _first_existing(directory, ("u.user",), "MovieLens 100K")
-    return _load_movielens(spark, ratings, "\t", users, r"\|", gender_field=2, age_field=1)
+    return _load_movielens(spark, ratings, "\t", users, r"\|", gender_field=2, age_field=1, attribute=attribute)
 
 
 NETFLIX_SPARK_SCHEMA = "user_id long, item_id int, weekday string"  # what generate_netflix writes
@@ -97,7 +119,9 @@ def load_netflix_synthetic(spark, path: str):
         )
     # The schema is ours, so Spark need not run a job to read it from the file footers.
     df = spark.read.schema(NETFLIX_SPARK_SCHEMA).parquet(path)
-    return df.select("user_id", "item_id", df["weekday"].alias("attr"))
+    from pyspark.sql import functions as F
+
+    return df.select("user_id", "item_id", df["weekday"].alias("attr"), F.lit(None).cast("double").alias("value"))
 
 
 ADULT_COLUMNS = ("age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
@@ -139,6 +163,19 @@ LOADERS = {
 # and generate_netflix draws a user's items without replacement. Their records need no occurrence
 # index (bounding.keys.with_row_key).
 DISTINCT_RECORDS = frozenset(LOADERS)
+
+
+def has_values(fmt: str, path: str) -> bool:
+    """Whether the named loader's source holds a value per record (a rating): MovieLens' rating
+    files do; its pairs file and the synthetic Netflix-shaped table do not."""
+    if fmt == "netflix-synthetic":
+        return False
+    if fmt == "movielens-1m":
+        given = Path(path)
+        if given.is_file():
+            return given.name not in UNRATED
+        return any((given / name).exists() for name in ("ratings.dat", "ratings.dat.gz"))
+    return True
 
 
 # ---------------------------------------------------------------------------

@@ -42,6 +42,9 @@ class SourceSpec:
     # source.encoding: the character set of a CSV or check-in text file, as Spark names it
     # ("utf-8", "iso-8859-1", "utf-16le", ...; jobs.config.SPARK_CHARSETS).
     encoding: str = "utf-8"
+    # source.attribute: with a MovieLens loader, what a rating's attribute is ("gender_age", the
+    # papers' six values; "gender"; "age"); None: the loader's default.
+    attribute: str | None = None
 
     @property
     def spark_path(self) -> str | None:
@@ -106,13 +109,18 @@ def _reads_as_data(text: str) -> bool:
         return False
 
 
-def read_records(spark: SparkSession, source: SourceSpec, want_attr: bool) -> DataFrame:
-    """Records as DataFrame[user_id, item_id, attr?, row_key] (ids not yet validated)."""
-    wanted = ["user_id", "item_id"] + (["attr"] if want_attr else [])
+def read_records(spark: SparkSession, source: SourceSpec, want_attr: bool, want_value: bool = False) -> DataFrame:
+    """Records as DataFrame[user_id, item_id, attr?, value?, row_key] (ids not yet validated)."""
+    wanted = ["user_id", "item_id"] + (["attr"] if want_attr else []) + (["value"] if want_value else [])
     if source.format in datasets.LOADERS:
         if source.columns:
             raise ConfigError(f"source.columns is not used with the named loader {source.format!r}")
-        records = datasets.LOADERS[source.format](spark, source.spark_path).select(*wanted)
+        if want_value and not datasets.has_values(source.format, source.spark_path):
+            raise DataError(f"{source.format} source {source.path!r} holds no values to sum (no ratings); for "
+                            "MovieLens 1M give a file with ratings, e.g. path = \".../ml-1m/"
+                            "ratings_users_0001-2999.dat.gz\"")
+        options = {"attribute": source.attribute} if source.attribute else {}
+        records = datasets.LOADERS[source.format](spark, source.spark_path, **options).select(*wanted)
     else:
         df = _read_raw(spark, source)
         selected = []

@@ -33,6 +33,40 @@ SHARE_GRID = 1024
 
 
 _INTEGER_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+# The number types a value to be summed may have (sums and means); text is read (value_number).
+NUMERIC_TYPES = (*_INTEGER_TYPES, T.FloatType, T.DoubleType, T.DecimalType)
+
+
+def check_value_schema(df: DataFrame) -> None:
+    """A DataError unless ``df`` has a ``value`` column of numbers, or of text (a CSV's columns
+    are text: a value that does not read as a number is dropped and counted, as an id that does
+    not is). Booleans, dates and the like are refused: the schema is public, so this is checked
+    before any budget is charged."""
+    if "value" not in df.columns:
+        raise DataError("the records have no value column to sum (source.columns.value names it; in the API, value=)")
+    kind = df.schema["value"].dataType
+    if not isinstance(kind, (*NUMERIC_TYPES, T.StringType)):
+        raise DataError(f"the value column must hold numbers, got {kind.simpleString()}")
+
+
+def value_number(value: Column, text: bool = False) -> Column:
+    """The value as a double. ``text``: the column is a string, read as a number only when it is
+    written as one (NUMBER, spaces around it allowed): Spark's own cast would also take "4d",
+    "4.5f" or "0x1p3"; anything else is null, and dropped."""
+    if not text:
+        return value.cast("double")
+    trimmed = F.trim(value)
+    return F.when(trimmed.rlike(f"^{NUMBER}\\z"), trimmed.try_cast("double"))
+
+
+def usable_value(value: Column, text: bool = False) -> Column:
+    """Whether a record's value can be summed: a number, not null, not NaN, not infinite. Never
+    clipped to a range's end instead: Spark orders NaN above every number and ``greatest`` skips
+    nulls, so a NaN would count as ``high`` and a null as ``low``."""
+    number = value_number(value, text)
+    return F.coalesce(number.isNotNull() & ~F.isnan(number) & (F.abs(number) != F.lit(float("inf"))), F.lit(False))
+
+
 # A whole number written as a decimal: "4.0", "-12.", "1.5E7" (checked to be whole after parsing).
 DECIMAL_ID = r"[+-]?[0-9]+(\.[0-9]{0,18})?([eE]\+?[0-9]{1,2})?"
 
@@ -256,7 +290,7 @@ def analysed(build: Callable[[], DataFrame]) -> None:
 
 def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDomain | None,
                      one_per_user_salt: int | None = None, item_sets: bool = False, strict: bool = False,
-                     progress=None) -> ValidatedRecords:
+                     progress=None, value: bool = False) -> ValidatedRecords:
     """Check ids, cast them, and drop rows outside the public domain.
 
     One pass: a per-user aggregation that counts each user's in-domain rows
@@ -286,16 +320,30 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     the sets' sizes too, giving ``users_by_items`` (users per number of
     distinct items) in the same job: the rows then need neither a second scan
     of the records nor a second shuffle.
+
+    With ``value`` the records carry a ``value`` column (sums and means; numbers, or text read
+    as numbers): a record whose value is null, NaN, infinite or text that is no number is
+    dropped like a record with an unusable id (a rule about the record alone, so each user's
+    kept records still depend on that user's own) and counted in the diagnostics and under
+    ``rows_outside_domain["value"]``; with ``strict`` it is refused. A column of another type
+    is refused before (:func:`check_value_schema`).
     """
     _bad, user = _integer_problems(df, "user_id")
     _bad, item = _item_values(df, items)
     in_attrs, attr = _attribute_values(df, attributes) if attributes else (F.lit(True), None)
     in_items = _in_item_domain(item, items)
+    attrs_match = in_attrs  # for explain(): a bad value is no attribute mismatch
+    value_text = value and isinstance(df.schema["value"].dataType, T.StringType)
+    if value:  # a record with an unusable value counts as outside the domain, under its own name
+        good_value = usable_value(F.col("value"), value_text)
+        in_attrs = in_attrs & good_value
     item_field = df.schema["item_id"]
     item_can_be_bad = item_field.nullable or not isinstance(item_field.dataType, _INTEGER_TYPES)
     sums = {"_n": in_items & in_attrs, "out_items": ~in_items}
     if item_can_be_bad:
         sums["bad_items"] = item.isNull()
+    if value:
+        sums["bad_values"] = in_items & ~good_value
     sample_inputs, sample = [], []
     if one_per_user_salt is not None:
         if keys.ROW_KEY not in df.columns:
@@ -338,15 +386,20 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         (F.sum("bad_items") if item_can_be_bad else F.lit(0)).alias("bad_items"),
         # The guards' share sums, exact in integers (SHARE_GRID); the null user's group is left out below.
         F.sum(F.expr(f"(rows - _n) * {SHARE_GRID} div rows")).alias("share_all"),
-        F.sum(F.expr(f"(rows - _n - out_items) * {SHARE_GRID} div rows")).alias("share_attr"),
+        F.sum(F.expr(f"(rows - _n - out_items{' - bad_values' if value else ''}) * {SHARE_GRID} div rows"))
+        .alias("share_attr"),
+        (F.sum("bad_values") if value else F.lit(0)).alias("bad_values"),
     ).toPandas()
     stats = {"rows": int(groups["rows"].sum()), "_n": int((groups["_n"] * groups["users"]).sum()),
              "out_items": int(groups["out_items"].sum()), "bad_items": int(groups["bad_items"].sum()),
-             "bad_users": int(groups.loc[groups["null_user"].astype(bool), "rows"].sum())}
+             "bad_users": int(groups.loc[groups["null_user"].astype(bool), "rows"].sum()),
+             "bad_values": int(groups["bad_values"].sum())}
     if strict:
         problem = ("the source has no records", "0 rows") if not stats["rows"] else None
         for column in ID_COLUMNS if stats["bad_users"] or stats["bad_items"] else ():
             problem = problem or _id_problem(df, column, stats["rows"], items)
+        if stats["bad_values"] and not problem:
+            problem = ("some values are null, NaN, infinite or no number", f"{stats['bad_values']:,} rows")
         if problem:
             per_user.unpersist()
             refuse_strictly(*problem, progress)
@@ -355,6 +408,7 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         user.alias("user_id"),
         item.alias("item_id"),
         *([attr.alias("attr")] if attributes else []),
+        *([value_number(F.col("value"), value_text).alias("value")] if value else []),
         *([keys.ROW_KEY] if keys.ROW_KEY in df.columns else []),
     )
     # On clean data the filter keeps every row, and leaving it out spares each later pass the
@@ -367,13 +421,15 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         "rows_read": stats["rows"],
         "rows_outside_item_domain": stats["out_items"],
         # Rows whose item is in the domain but whose attribute value is not.
-        "rows_outside_attribute_domain": stats["rows"] - stats["_n"] - stats["out_items"],
+        "rows_outside_attribute_domain": stats["rows"] - stats["_n"] - stats["out_items"] - stats["bad_values"],
         # Dropped for a null or non-integer id (item ids: counted under rows_outside_item_domain too).
         "rows_invalid_user_id": stats["bad_users"],
         "rows_invalid_item_id": stats["bad_items"],
+        **({"rows_invalid_value": stats["bad_values"]} if value else {}),
     }
     outside = {"item_id": stats["out_items"],
-               **({"attr": diagnostics["rows_outside_attribute_domain"]} if attributes else {})}
+               **({"attr": diagnostics["rows_outside_attribute_domain"]} if attributes else {}),
+               **({"value": stats["bad_values"]} if value else {})}
     with_rows = (F.col("_n") > 0) & F.col("user_id").isNotNull()
     counts = per_user.where(with_rows).select("user_id", "_n")
     users_by_n = usable[usable["_n"] > 0].groupby("_n")["users"].sum().astype("int64")
@@ -386,7 +442,7 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         if stats["out_items"]:
             parts.append(describe_mismatch(df, "item_id", ~in_items, f"the domain is {items.description}"))
         if attributes and diagnostics["rows_outside_attribute_domain"]:
-            parts.append(describe_mismatch(df, "attr", in_items & ~in_attrs, _domain_values(attributes)))
+            parts.append(describe_mismatch(df, "attr", in_items & ~attrs_match, _domain_values(attributes)))
         return "; ".join(p for p in parts if p)
 
     return ValidatedRecords(records, diagnostics, counts, per_user, users_by_n, one_per_user, sets_per_user,

@@ -25,6 +25,7 @@ from dp_spark.core.composition import check_composition
 from dp_spark.jobs.budget_store import StoreSpec
 from dp_spark.errors import ConfigError
 from dp_spark.io.catalog import check_output_table
+from dp_spark.io.datasets import MOVIELENS_ATTRIBUTE_KINDS
 from dp_spark.io.sources import SourceSpec
 from dp_spark.families.base import ConfigTables, Execution, check_accounting, require
 from dp_spark.families.counts import ALGORITHMS as COUNTS_ALGORITHMS, PARTITION_DELTA_SHARE, PRIVATE_ITEMS
@@ -37,7 +38,7 @@ from dp_spark.core.privacy import PURE, Accounting, accounting_of, as_epsilon, r
 SOURCE_FORMATS = ("parquet", "csv", "table", "movielens-1m", "movielens-100k", "netflix-synthetic", "checkins",
                   "checkins-synthetic", "adult")
 ALGORITHMS = tuple(BY_ALGORITHM)  # every algorithm.name a config may give
-STANDARD_COLUMNS = ("user_id", "item_id", "attr", "time", "visits")  # time, visits: check-ins only
+STANDARD_COLUMNS = ("user_id", "item_id", "attr", "time", "visits", "value")  # time, visits: check-ins; value: means
 
 # Allowed keys per section; "spark" is free-form (Spark configuration keys).
 _SCHEMA: dict[str, tuple[str, ...]] = {
@@ -46,22 +47,24 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "guards": GUARD_KEYS,
     "execution": ("executor_noise_cells", "max_output_rows"),
     "budget_store": ("path", "dataset", "epsilon_cap", "delta_cap", "composition"),
-    "source": ("format", "path", "table", "sep", "header", "names", "columns", "distinct_records", "encoding"),
+    "source": ("format", "path", "table", "sep", "header", "names", "columns", "distinct_records", "encoding",
+               "attribute"),
     "source.columns": STANDARD_COLUMNS,
     "domain": ("items", "attributes", "records"),
     "privacy": ("epsilon", "gamma", "epsilon_partition", "epsilon_bound", "epsilon_bounding", "epsilon_items",
                 "epsilon_edges", "epsilon_popularity", "epsilon_theta", "epsilon_counts", "epsilon_entropy",
-                "epsilon_visits", "epsilon_users", "delta", "noise", "rho"),
+                "epsilon_visits", "epsilon_users", "epsilon_sums", "epsilon_edge_counts", "epsilon_edge_sums", "delta",
+                "noise", "rho"),
     "algorithm": ("name", "l", "d", "m", "consistent", "quantity", "bins", "theta_max", "limit", "variant",
                   "locations_per_user", "visits_per_location", "k", "xi", "outputs", "scheme", "sup_min",
                   "records_per_user", "cp_k", "cp_rho", "location_choice", "l_candidates", "m_candidates",
                   "keys_per_user", "records_per_item", "locations_per_user_candidates",
-                  "visits_per_location_candidates"),
+                  "visits_per_location_candidates", "bounding", "low", "high"),
     "publisher": ("name", "k", "grid_bits", "rho", "eta", "delta", "ranking_share", "reproduce_paper"),
 }
 EPSILON_PARTS = ("epsilon_partition", "epsilon_bound", "epsilon_bounding", "epsilon_popularity", "epsilon_items",
                  "epsilon_edges", "epsilon_theta", "epsilon_counts", "epsilon_entropy", "epsilon_visits",
-                 "epsilon_users")
+                 "epsilon_users", "epsilon_sums", "epsilon_edge_counts", "epsilon_edge_sums")
 CHECKIN_FORMATS = ("checkins", "checkins-synthetic")
 WHOLE_RECORD_FORMATS = ("adult", "parquet", "csv", "table")
 
@@ -245,6 +248,12 @@ def _source(raw: dict[str, Any]) -> SourceSpec:
     if not isinstance(distinct, bool):
         raise ConfigError(f"source.distinct_records must be true or false, got {distinct!r}")
     encoding = _encoding(table.get("encoding"), fmt)
+    attribute = table.get("attribute")
+    if attribute is not None and (fmt not in ("movielens-1m", "movielens-100k")
+                                  or attribute not in MOVIELENS_ATTRIBUTE_KINDS):
+        kinds = ", ".join(MOVIELENS_ATTRIBUTE_KINDS)
+        raise ConfigError(f"source.attribute chooses a MovieLens rating's attribute ({kinds}) with format "
+                          f"movielens-1m or movielens-100k; got {attribute!r} with {fmt!r}")
     return SourceSpec(
         format=fmt,
         path=table.get("path"),
@@ -255,6 +264,7 @@ def _source(raw: dict[str, Any]) -> SourceSpec:
         columns=columns,
         distinct_records=distinct,
         encoding=encoding,
+        attribute=attribute,
     )
 
 

@@ -61,7 +61,8 @@ def read_source(cfg: JobConfig, spark, domains: Domains):
         return checkins.read_checkins(spark, cfg.source)
     if reads == "whole_records":
         return sources.read_whole_records(spark, cfg.source)
-    return sources.read_records(spark, cfg.source, want_attr=domains.attributes is not None)
+    return sources.read_records(spark, cfg.source, want_attr=domains.attributes is not None,
+                                want_value=reads == "valued_records")
 
 
 def check_source_schema(cfg: JobConfig, spark, domains: Domains):

@@ -23,9 +23,10 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dp_spark.aggregates import item_columns, item_edges, user_quantities
+from dp_spark.aggregates import item_columns, item_edges, user_quantities, value_sums
 from dp_spark.aggregates.key_users import users_per_key
 from dp_spark.algorithms import dpsense, sampling
+from dp_spark.algorithms.value_sums import ClipRange
 from dp_spark.bounding import item_rows, keys, user_keys, user_locations, user_records
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.families.frapp import bounded_records
@@ -127,6 +128,34 @@ def hpa_top_capped(df: DataFrame, distinct: bool) -> np.ndarray:
     edges = item_edges.selected_edge_counts(user_records.top_selection(scored, BOUND, "_score", SEED),
                                             ITEM_DOMAIN, ATTRIBUTE_DOMAIN, cap=1)
     return np.concatenate([edges.ravel(), item_edges.item_counts(edges)])
+
+
+# The means' range: values from −3.1 to 5.3 below, so some are clipped; 10 grid units per half-range.
+MEANS_CLIP = ClipRange(-1.0, 4.0, steps=10)
+
+
+def _valued(df: DataFrame, distinct: bool) -> DataFrame:
+    """The rows with a value of their own (a function of the record alone, clipped at both ends
+    for some) and their row keys: the means' input."""
+    value = (F.pmod(F.col("item_id") * 7 + F.length("attr") + F.ascii("attr"), F.lit(13)) * 0.7 - 3.1)
+    return _keyed(df, distinct).withColumn("value", value.cast("double"))
+
+
+def means_sums(df: DataFrame, distinct: bool) -> np.ndarray:
+    """The means' centred sums in grid units per item (SRA bounding, no cap): L1 l·steps, and up
+    to l·steps on one item, so squared L2 (l·steps)²."""
+    selection = user_records.sample_selection(_valued(df, distinct), BOUND, SEED)
+    items, _ = value_sums.bounded_sums(selection, ITEM_DOMAIN, "value", MEANS_CLIP)
+    return np.concatenate([items.units, items.counts])
+
+
+def means_capped(df: DataFrame, distinct: bool) -> np.ndarray:
+    """The means' sums and counts per (item, attribute) and per item with at most one record per
+    user and item (records_per_item = 1): each sums table moves by l·steps in L1 and l·steps² in
+    squared L2, each count table by l and l."""
+    selection = user_records.sample_selection(_valued(df, distinct), BOUND, SEED)
+    items, edges = value_sums.bounded_sums(selection, ITEM_DOMAIN, "value", MEANS_CLIP, ATTRIBUTE_DOMAIN, cap=1)
+    return np.concatenate([edges.units, items.units, edges.counts, items.counts])
 
 
 def gs_one_record(df: DataFrame, distinct: bool) -> np.ndarray:
@@ -274,6 +303,11 @@ FAMILIES = (
     Family("dpsense_sampled", dpsense_sampled, BOUND, l2_squared=BOUND),
     Family("entropy_random", entropy_random, BOUND * VISITS_CAP, linf=VISITS_CAP),
     Family("frapp_sample", frapp_sample, BOUND),
+    # Sums and means (docs/value_sums.md): the sums in grid units beside the counts.
+    Family("means_sums", means_sums, BOUND * MEANS_CLIP.steps + BOUND,
+           l2_squared=(BOUND * MEANS_CLIP.steps) ** 2 + BOUND ** 2),
+    Family("means_capped", means_capped, 2 * BOUND * MEANS_CLIP.steps + 2 * BOUND, linf=MEANS_CLIP.steps,
+           l2_squared=2 * BOUND * MEANS_CLIP.steps ** 2 + 2 * BOUND),
     # Families that bound without a random key: checked the same way.
     # The Gaussian's L2 too (issue 41): one bin by one; a row's grid weights w ≤ 2^10 with Σ w ≤ θ·2^10.
     Family("user_histogram", user_histogram, 1, l2_squared=1),

@@ -1,0 +1,74 @@
+"""Issue 43's speed target: the means release against its own floor, a non-private
+``groupBy(item).agg(sum, count)`` of the same Parquet, in one session, runs interleaved.
+
+The synthetic Netflix-shaped table (``dp-spark generate netflix``) has no values, so a rating of 1
+to 5 is added once per record (a hash of the record: the same on every run) and the table written
+again beside it. Each round times the floor, then the release (SRA bounding, l = 10, ε = 1, pure
+Laplace, fresh noise), each ending in its pandas result; the median ratio is printed.
+
+    python bench/means_speed.py --rows 10000000 [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import dp_spark  # noqa: E402
+from dp_spark.io.session import get_session  # noqa: E402
+
+
+def rated_table(spark, rows: int) -> str:
+    """data/netflix-<rows>-rated.parquet, made from the generated table when absent."""
+    plain = ROOT / "data" / f"netflix-{rows}.parquet"
+    rated = ROOT / "data" / f"netflix-{rows}-rated.parquet"
+    if not plain.exists():
+        subprocess.run([sys.executable, "-m", "dp_spark.cli", "generate", "netflix", "--rows", str(rows), "--out",
+                        str(plain)], check=True, cwd=ROOT)
+    if not rated.exists():
+        from pyspark.sql import functions as F
+
+        table = spark.read.parquet(str(plain))
+        stars = (F.pmod(F.xxhash64("user_id", "item_id"), F.lit(5)) + 1).cast("double")
+        table.withColumn("value", stars).write.parquet(str(rated))
+    return str(rated)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    spark = get_session(app_name="means speed")
+    from pyspark.sql import functions as F
+
+    path = rated_table(spark, args.rows)
+
+    def floor():
+        return spark.read.parquet(path).groupBy("item_id").agg(F.sum("value"), F.count(F.lit(1))).toPandas()
+
+    def release():
+        return dp_spark.means(spark.read.parquet(path), items=range(1, 17771), value="value", low=1, high=5, l=10,
+                              epsilon=1, progress=lambda _: None, distinct_records=True)["item_means"]
+
+    floor(), release()  # untimed: the JVM's warm-up and the file cache
+    times = {"floor": [], "means": []}
+    for _ in range(args.repeats):
+        for name, run in (("floor", floor), ("means", release)):
+            began = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - began)
+    floor_s, means_s = statistics.median(times["floor"]), statistics.median(times["means"])
+    print(f"rows {args.rows:,}: floor {floor_s:.2f} s, means {means_s:.2f} s (median of {args.repeats}), "
+          f"ratio {means_s / floor_s:.2f}; all runs: {times}")
+
+
+if __name__ == "__main__":
+    main()

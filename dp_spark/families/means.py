@@ -1,0 +1,291 @@
+"""Sums and means of a value per item, and per item x attribute value (issue 43).
+
+Bound: each user keeps at most ``l`` records (SRA's uniform sample, or HPA's most popular by a
+noisy popularity), and with ``records_per_item`` at most c of them per item. Aggregate: per cell,
+the kept records and the sum of their values clipped to the public [low, high] and centred
+(aggregates.value_sums). Publish: noisy counts at L1 l and noisy centred sums at L1 l·(high −
+low)/2, Laplace or (zCDP) Gaussian; the sums and means are post-processing of the two
+(algorithms.means). Claim and argument: docs/value_sums.md, "Privacy claim: value_sums, means".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dp_spark.aggregates.value_sums import bounded_sums
+from dp_spark.algorithms import means as publishing
+from dp_spark.algorithms.sampling import hpa_selection
+from dp_spark.algorithms.value_sums import ClipRange
+from dp_spark.bounding import keys, user_records
+from dp_spark.core import accuracy, noise_choice
+from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth, discrete_gaussian_variance, variance_at_least
+from dp_spark.core.privacy import check_noise
+from dp_spark.core.progress import diagnostic
+from dp_spark.errors import ConfigError
+from dp_spark.families import guards
+from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require, rows_per_user
+from dp_spark.io.validation import check_schema, check_value_schema, validate_records
+
+BOUNDINGS = ("sra", "hpa")
+# The share of each table pair's ε that goes to the sums, the rest to the counts: the sum's
+# noise is l·h/ε_sums and the mean's error is mostly the sum's (bench/means_simulation.py:
+# 0.7 was no worse than 0.5 to 0.8 at ε = 1 on MovieLens 1M).
+SUM_SHARE = Fraction(7, 10)
+POPULARITY_SHARE = Fraction(1, 10)  # HPA's popularity, as for the counts (paper 000 §6)
+ITEM_TABLE, EDGE_TABLE = "item_means", "edge_means"
+# Each table pair: its ledger steps and its parts of the budget (privacy.epsilon_*).
+PAIRS = {ITEM_TABLE: ("value_counts", "value_sums", "epsilon_counts", "epsilon_sums"),
+         EDGE_TABLE: ("edge_value_counts", "edge_value_sums", "epsilon_edge_counts", "epsilon_edge_sums")}
+MEAN_NOTE = ("the ratio of the noisy sum and count, not additive noise: each row's mean_low and mean_high are its "
+             "interval at 1 - alpha (both figures within their half-widths at alpha/2); a row without a mean had a "
+             "count whose interval reaches zero (docs/value_sums.md)")
+
+
+@dataclass(frozen=True)
+class MeansParams:
+    """``low``, ``high``: the public range values are clipped to; ``l``: records kept per user,
+    by ``bounding`` ("sra": a uniform sample; "hpa": the most popular, popularity measured on
+    ``d`` records per user); ``records_per_item``: at most c of a user's kept records per item
+    (lowers the L2 sensitivity, which only Gaussian noise uses); ``noise``: privacy.noise."""
+
+    low: float
+    high: float
+    l: int = 10
+    bounding: str = "sra"
+    d: int = 1
+    records_per_item: int | None = None
+    noise: str = "laplace"
+    steps: int = ClipRange.__dataclass_fields__["steps"].default
+    algorithm: str = "means"
+
+    def __post_init__(self):
+        if self.bounding not in BOUNDINGS:
+            raise ConfigError(f"algorithm.bounding must be one of {', '.join(BOUNDINGS)}, got {self.bounding!r}")
+        if self.l == "auto":
+            raise ConfigError("algorithm.l = \"auto\" is not available for means yet: give l (an integer; "
+                              "docs/value_sums.md says how to choose it)")
+        rows_per_user(self.l, "algorithm.l")
+        rows_per_user(self.d, "algorithm.d")
+        if self.bounding != "hpa" and self.d != 1:
+            raise ConfigError("algorithm.d is HPA bounding's parameter: set algorithm.bounding = \"hpa\", or remove it")
+        try:
+            clip = ClipRange(self.low, self.high, self.steps)
+        except ValueError as e:
+            raise ConfigError(f"algorithm.low and algorithm.high: {e}") from None
+        object.__setattr__(self, "low", clip.low)
+        object.__setattr__(self, "high", clip.high)
+        check_noise(self.noise)
+        if self.records_per_item is not None:
+            rows_per_user(self.records_per_item, "algorithm.records_per_item")
+            if self.records_per_item > self.l:
+                raise ConfigError(f"algorithm.records_per_item = {self.records_per_item} is above l = {self.l}: "
+                                  "at most l records are kept in all")
+            if self.noise == "laplace":
+                raise ConfigError("algorithm.records_per_item bounds the L2 sensitivity, which only Gaussian noise "
+                                  "uses: set privacy.noise = \"gaussian\" or \"auto\" (with privacy.delta), or "
+                                  "remove it")
+
+    @property
+    def clip(self) -> ClipRange:
+        return ClipRange(self.low, self.high, self.steps)
+
+    @property
+    def per_cell(self) -> int:
+        return self.records_per_item or self.l
+
+
+def _split(params: MeansParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
+    """HPA: a tenth of ε for the popularity; the rest shared by the table pairs (items, and items
+    × attributes), each pair 3/10 to its counts and 7/10 to its sums."""
+    first = {"epsilon_popularity": epsilon * POPULARITY_SHARE} if params.bounding == "hpa" else {}
+    pairs = [ITEM_TABLE] + ([EDGE_TABLE] if domains.attributes is not None else [])
+    each = (epsilon - sum(first.values(), Fraction(0))) / len(pairs)
+    split = dict(first)
+    for table in pairs:
+        _, _, counts, sums = PAIRS[table]
+        split[counts], split[sums] = each * (1 - SUM_SHARE), each * SUM_SHARE
+    return split
+
+
+def _noises(params: MeansParams, split: dict[str, Fraction], table: str) -> tuple[str, str]:
+    """The counts' and the sums' noise in ``table``: Laplace, Gaussian, or with "auto" the lower variance."""
+    _, _, counts, sums = PAIRS[table]
+    l, c, steps = params.l, params.per_cell, params.steps
+    return (noise_choice.chosen(params.noise, l, l * c, split[counts]),
+            noise_choice.chosen(params.noise, l * steps, l * c * steps * steps, split[sums]))
+
+
+def _pair(params: MeansParams, split: dict[str, Fraction], table: str) -> publishing.TablePair:
+    count_step, sum_step, counts, sums = PAIRS[table]
+    count_noise, sum_noise = _noises(params, split, table)
+    return publishing.TablePair(count_step, sum_step, split[counts], split[sums], count_noise, sum_noise)
+
+
+def run(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
+    items, attributes = inputs.domains.items, inputs.domains.attributes
+    hpa = params.bounding == "hpa"
+    validated = validate_records(inputs.records, items, attributes, value=True, strict=inputs.guards.strict,
+                                 progress=inputs.progress,
+                                 one_per_user_salt=keys.sample_salt(inputs.seed) if hpa and params.d == 1 else None)
+    try:
+        # The per-item cap may keep fewer: rows_after_bounding, in the diagnostics, is exact.
+        coverage = guards.bounded_coverage(validated.diagnostics["rows_read"], validated.rows_outside_domain,
+                                           validated.users_by_n, params.l)
+        guards.tell(inputs.guards, coverage, inputs.progress, validated.explain)
+        decided = guards.check(inputs, guards.figures_of(validated, users_truncated=coverage.users_truncated),
+                               bound=coverage.bound)
+        inputs.progress("records read; bounding and summing")
+        diagnostic(inputs.progress, f"{validated.diagnostics['rows_read']:,} records read")
+        common = dict(seed=inputs.seed, user_counts=validated.user_counts, users_by_n=validated.users_by_n)
+        extra = {}
+        if hpa:
+            selection, extra["rows_in_popularity_sample"] = hpa_selection(
+                validated.records, items, params.l, params.d, inputs.split["epsilon_popularity"], inputs.budget,
+                inputs.rng, one_per_user=validated.one_per_user, **common)
+        else:
+            selection = user_records.sample_selection(validated.records, params.l, counts=validated.user_counts,
+                                                      seed=inputs.seed, users_by_n=validated.users_by_n)
+        item_sums, edge_sums = bounded_sums(selection, items, "value", params.clip, attributes,
+                                            params.records_per_item)
+    finally:
+        validated.release()
+    tables = {ITEM_TABLE: pd.DataFrame({"item_id": items.ids, **_columns(
+        publishing.publish_means(item_sums, _pair(params, inputs.split, ITEM_TABLE), inputs.budget, inputs.rng))})}
+    if attributes is not None:
+        h = len(attributes)
+        tables[EDGE_TABLE] = pd.DataFrame({"item_id": items.ids.repeat(h), "attr": list(attributes.values) * len(items),
+                                           **_columns(publishing.publish_means(
+                                               edge_sums, _pair(params, inputs.split, EDGE_TABLE), inputs.budget,
+                                               inputs.rng))})
+    kept = {"rows_after_bounding": int(item_sums.counts.sum()), **extra}
+    return FamilyOutput(tables, {**validated.diagnostics, **kept, "coverage": coverage.to_json()}, guards=decided)
+
+
+def _columns(published: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The release's columns, a mean left out as a missing value (null in Parquet), not NaN."""
+    return {name: pd.array(values, dtype="Float64") if name.startswith("mean") else values
+            for name, values in published.items()}
+
+
+def _describe(params: MeansParams, epsilon: Fraction, domains: Domains) -> str:
+    noise = "" if params.noise == "laplace" else f", {params.noise} noise (zCDP)" + (
+        f", at most {params.records_per_item} records per user and item" if params.records_per_item else "")
+    return (f"means of the value clipped to [{params.low:g}, {params.high:g}] with epsilon {float(epsilon):g}, "
+            f"{params.bounding.upper()} bounding with l = {params.l}{noise}; {len(domains.items):,} items"
+            + (f" x {len(domains.attributes)} attribute values" if domains.attributes else ""))
+
+
+def _report_section(params: MeansParams) -> dict:
+    h = params.clip.half_width
+    return {
+        "parameters": {"bounding": params.bounding, "l": params.l, **({"d": params.d} if params.bounding == "hpa"
+                                                                       else {}),
+                       "low": params.low, "high": params.high, "grid_steps": params.steps,
+                       **({"records_per_item": params.records_per_item} if params.records_per_item else {}),
+                       **({"noise": params.noise} if params.noise != "laplace" else {}),
+                       "sensitivity_l1": {"noisy_count": params.l, "noisy_sum": params.l * h},
+                       "sensitivity_l2": {"noisy_count": math.sqrt(params.l * params.per_cell),
+                                          "noisy_sum": math.sqrt(params.l * params.per_cell) * h}},
+        "specification": ("docs/value_sums.md (bounding: ALGORITHMS.md "
+                          + ("§3.2" if params.bounding == "hpa" else "§3.1") + ")"),
+        "post_processing": ("noisy_sum = (centred sum) + centre x (count); mean = noisy_sum / noisy_count with an "
+                            "interval from both half-widths, left out where the count's interval reaches zero"),
+        "publisher": {"name": "laplace"},
+    }
+
+
+def _noise_accuracy(noise: str, l1: int, l2_squared: int, epsilon: Fraction, alpha: float,
+                    grid: float = 1.0) -> tuple[accuracy.Accuracy, float, float, float]:
+    """One table's noise in grid units: its Accuracy in value units (a grid unit is ``grid``) and,
+    in grid units, its variance and half-widths at α/2 and 2.5% (the sum's union bound)."""
+    if noise == noise_choice.GAUSSIAN:
+        variance = variance_at_least(Fraction(l2_squared) / Fraction(epsilon) ** 2)
+        return (accuracy.discrete_gaussian(variance, alpha, divisor=1 / grid), discrete_gaussian_variance(variance),
+                float(discrete_gaussian_halfwidth(variance, alpha / 2)), float(discrete_gaussian_halfwidth(variance,
+                                                                                                           0.025)))
+    scale = Fraction(l1) / Fraction(epsilon)
+    return (accuracy.discrete_laplace(scale * Fraction(grid), alpha, grid=Fraction(grid)),
+            noise_choice.laplace_variance(l1, epsilon), accuracy.discrete_laplace_halfwidth(scale, alpha / 2),
+            accuracy.discrete_laplace_halfwidth(scale, 0.025))
+
+
+def _accuracy(params: MeansParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
+              alpha: float) -> dict:
+    """Per table: noisy_count's noise; noisy_sum's = γ·(sum noise) + m·(count noise), its sd exact
+    and its half-widths from a union bound (γ·h_S + |m|·h_C at half the level each, an upper
+    bound); the means' intervals are per row."""
+    clip, l, c, steps = params.clip, params.l, params.per_cell, params.steps
+    tables = {}
+    for table in [ITEM_TABLE] + ([EDGE_TABLE] if domains.attributes is not None else []):
+        _, _, counts, sums = PAIRS[table]
+        count_noise, sum_noise = _noises(params, split, table)
+        count, count_var, count_h, count_h95 = _noise_accuracy(count_noise, l, l * c, split[counts], alpha)
+        sum_alone, sum_var, sum_h, sum_h95 = _noise_accuracy(sum_noise, l * steps, l * c * steps * steps,
+                                                             split[sums], alpha, grid=clip.unit)
+        m, g = abs(clip.centre), clip.unit
+        if m == 0:
+            total = sum_alone
+        else:
+            total = accuracy.Accuracy(
+                f"{g:g} x ({sum_noise} noise on the centred sum) + {clip.centre:g} x (the count's {count_noise} noise)",
+                accuracy.UPPER_BOUND, alpha, scale=None, sd=math.sqrt(g * g * sum_var + m * m * count_var),
+                ci95_halfwidth=g * sum_h95 + m * count_h95, ci_halfwidth=g * sum_h + m * count_h,
+                note="the sd is exact; the half-widths add the two noises' at half the level each (a union bound)")
+        tables[table] = {"noisy_count": count, "noisy_sum": total,
+                         "mean": accuracy.not_additive("ratio of two noisy figures", alpha, MEAN_NOTE)}
+    return tables
+
+
+def _output_rows(params: MeansParams, domains: Domains) -> dict[str, int]:
+    rows = {ITEM_TABLE: len(domains.items)}
+    if domains.attributes is not None:
+        rows[EDGE_TABLE] = len(domains.items) * len(domains.attributes)
+    return rows
+
+
+def _number(table: dict, key: str) -> float:
+    value = require(table, key, "algorithm")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"algorithm.{key} must be a number (the public clipping range), got {value!r}; choosing it "
+                          "privately is not available yet")
+    return float(value)
+
+
+TAKES = ("name", "bounding", "l", "d", "records_per_item", "low", "high")  # the algorithm.* keys means reads
+
+
+def from_config(c: ConfigTables) -> MeansParams:
+    algorithm, parts = c.algorithm, c.parts
+    bounding = algorithm.get("bounding", "sra")
+    allowed = set(_split(MeansParams(0.0, 1.0, bounding=bounding if bounding in BOUNDINGS else "sra"), Fraction(1),
+                         Domains(None, c.attributes)))
+    for key in parts:
+        if key not in allowed:
+            raise ConfigError(f"privacy.{key} is not a part of this means release (its parts: {', '.join(allowed)})")
+    if c.publisher and c.publisher != {"name": "laplace"}:
+        raise ConfigError("[publisher] is not used by means: its tables take Laplace noise, or Gaussian noise under "
+                          "privacy.noise")
+    for key in algorithm:
+        if key not in TAKES:
+            raise ConfigError(f"algorithm.{key} is not used by means (it takes {', '.join(TAKES)})")
+    return MeansParams(_number(algorithm, "low"), _number(algorithm, "high"), require(algorithm, "l", "algorithm"),
+                       bounding, algorithm.get("d", 1), algorithm.get("records_per_item"),
+                       c.privacy.get("noise", "laplace"))
+
+
+def _check_schema(params: MeansParams, records, domains: Domains) -> None:
+    check_schema(records, domains.items, False, domains.attributes)
+    check_value_schema(records)
+
+
+FAMILY = Family(name="means", algorithms=("means",), params_type=MeansParams, default_split=_split,
+                split_keys=lambda params, domains: tuple(_split(params, Fraction(1), domains)), run=run,
+                describe=_describe, report_section=_report_section, from_config=from_config, accuracy=_accuracy,
+                config_keys=("bounding", "low", "high", "records_per_item"), reads="valued_records",
+                takes_gaussian=True, check_schema=_check_schema, output_rows=_output_rows)

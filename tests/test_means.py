@@ -1,0 +1,236 @@
+"""The means family (issue 43) end to end: config, API and CLI give the same seeded release; bad
+values are dropped and counted (or refused under strict guards), never summed; the noise of both
+tables is what the ledger says, at the sensitivity the per-user bound and the per-item cap give;
+empty and tiny items get no mean; sources without values are refused before anything is spent."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dp_spark
+from dp_spark.core import accuracy
+from dp_spark.errors import ConfigError, DataError
+from dp_spark.jobs.config import load_config
+from dp_spark.jobs.runner import compute_release
+from tests.conftest import SHARED_DATA
+
+ITEMS = 40
+
+
+@pytest.fixture(scope="module")
+def ratings(spark):
+    """3,000 users with 1 to 12 ratings of items 1..40 (item 40 never rated), item i's ratings
+    around 1 + 4·i/40, a few values that are no number; as pandas and as a Spark DataFrame."""
+    rng = np.random.default_rng(4)
+    rows = []
+    for user in range(1, 3001):
+        for item in rng.choice(np.arange(1, ITEMS), int(rng.integers(1, 13)), replace=False):
+            rows.append((user, int(item), "F" if user % 3 else "M", float(np.clip(1 + 4 * item / 40
+                                                                                   + rng.normal(0, 0.5), 0, 6))))
+    frame = pd.DataFrame(rows, columns=["user_id", "item_id", "attr", "value"])
+    frame.loc[[3, 50, 700], "value"] = [np.nan, np.inf, -np.inf]
+    return frame, spark.createDataFrame(frame)
+
+
+def _release(df, **extra):
+    arguments = dict(items=range(1, ITEMS + 1), value="value", low=1, high=5, l=12, epsilon=4, seed=3,
+                     progress=lambda _: None)
+    return dp_spark.means(df, **{**arguments, **extra})
+
+
+def test_every_record_is_kept_at_a_large_bound_and_the_bad_values_are_dropped_and_counted(ratings):
+    frame, df = ratings
+    release = _release(df)
+    table = release["item_means"].set_index("item_id")
+    assert list(table.columns[:5]) == ["noisy_count", "noisy_sum", "mean", "mean_low", "mean_high"]
+    assert release.diagnostics["rows_invalid_value"] == 3 and release.diagnostics["rows_after_bounding"] == len(
+        frame) - 3
+    assert [e["step"] for e in release.report["ledger"]] == ["value_counts", "value_sums"]
+    assert release.report["epsilon_spent"] == pytest.approx(4)
+    # The sum's noise is l·h/ε_sums = 12·2/2.8 stars (scale 8.6, sd 12) over about 500 ratings per
+    # item: each mean within about 0.03 stars, and the count's noise adds less.
+    good = frame[np.isfinite(frame["value"])]
+    truth = good.assign(value=good["value"].clip(1, 5)).groupby("item_id")["value"].mean()
+    popular = good.groupby("item_id").size() >= 300
+    published = table["mean"].notna()
+    errors = (table.loc[popular[popular].index, "mean"].astype(float) - truth[popular]).abs()
+    assert popular.sum() > 30 and table.loc[popular[popular].index, "mean"].notna().all()
+    assert errors.mean() < 0.08
+    truth = truth.reindex(table.index)
+    inside = ((table["mean_low"] <= truth) & (truth <= table["mean_high"]))[published & truth.notna()]
+    assert inside.mean() >= 0.9
+
+
+@pytest.mark.parametrize("epsilon", [0.05, 0.5])
+def test_a_mean_is_given_exactly_where_the_counts_interval_stays_above_zero(ratings, epsilon):
+    # α = 0.1: the count's half-width at α/2, scale l/ε_counts = 12/(0.3·ε). At ε = 0.05 it is about
+    # 2,400, far above every true count (about 500): only noise can put a count there.
+    _, df = ratings
+    table = _release(df, epsilon=epsilon)["item_means"]
+    halfwidth = accuracy.discrete_laplace_halfwidth(12 / (0.3 * epsilon), 0.05)
+    assert (table["mean"].notna() == (table["noisy_count"] > halfwidth)).all()
+    assert (table["mean"].notna() == table["mean_low"].notna()).all()
+    if epsilon == 0.05:
+        assert table["mean"].notna().mean() < 0.2
+
+
+def test_the_config_the_api_and_the_cli_give_the_same_seeded_release(ratings, tmp_path):
+    frame, df = ratings
+    path = tmp_path / "ratings.csv"
+    frame.to_csv(path, index=False)
+    config = tmp_path / "job.toml"
+    config.write_text(f'''output = "{tmp_path / 'out'}"
+seed = 3
+[source]
+format = "csv"
+path = "{path}"
+[domain]
+items = {{ range = [1, {ITEMS}] }}
+attributes = ["F", "M"]
+[privacy]
+epsilon = 4.0
+[algorithm]
+name = "means"
+l = 12
+low = 1
+high = 5
+''')
+    computed = compute_release(load_config(config), df.sparkSession, progress=lambda _: None)
+    api = _release(df, attribute="attr", attributes=["F", "M"])
+    for table in ("item_means", "edge_means"):
+        pd.testing.assert_frame_equal(computed.tables[table].reset_index(drop=True),
+                                      api[table].reset_index(drop=True), check_dtype=False)
+    assert [e["step"] for e in api.report["ledger"]] == ["value_counts", "value_sums", "edge_value_counts",
+                                                         "edge_value_sums"]
+    assert main_run(config) == 0
+    written = pd.read_parquet(tmp_path / "out" / "item_means")
+    assert written["noisy_sum"].tolist() == pytest.approx(api["item_means"]["noisy_sum"].tolist())
+    assert written["mean"].isna().tolist() == api["item_means"]["mean"].isna().tolist()
+
+
+def main_run(config) -> int:
+    from dp_spark.cli.main import main
+
+    return main(["run", str(config)])
+
+
+def test_gaussian_noise_is_paid_by_the_capped_l2_sensitivity_and_hpa_pays_its_popularity(ratings):
+    _, df = ratings
+    release = _release(df, bounding="hpa", d=2, delta=1e-6, noise="gaussian", records_per_item=1, epsilon=1)
+    steps = {e["step"]: e for e in release.report["ledger"]}
+    assert list(steps) == ["popularity", "value_counts", "value_sums"]
+    assert steps["value_counts"]["mechanism"] == steps["value_sums"]["mechanism"] == "discrete Gaussian"
+    assert steps["value_counts"]["sensitivity_l2"] == pytest.approx(math.sqrt(12))
+    # l·c·steps² with c = 1: √12 · 1,000 grid units, i.e. √12 · 2 stars.
+    assert steps["value_sums"]["sensitivity_l2"] == pytest.approx(math.sqrt(12) * 1000)
+    assert release.report["rho_spent"] <= release.report["rho_total"]
+    parameters = release.report["algorithm"]["parameters"]
+    assert parameters["sensitivity_l2"]["noisy_sum"] == pytest.approx(math.sqrt(12) * 2)
+
+
+def test_the_sums_noise_has_the_stated_scale(spark):
+    # 2,000 items of exactly 20 ratings of 3 stars (the centre): every centred sum is 0, so noisy_sum
+    # − 3·noisy_count is the sum's noise in stars, discrete Laplace of scale l·h/ε_sums = 1·2/0.7.
+    users = np.repeat(np.arange(1, 40_001), 1)
+    frame = pd.DataFrame({"user_id": users, "item_id": (users - 1) // 20 + 1, "value": 3.0})
+    release = dp_spark.means(spark.createDataFrame(frame), items=range(1, 2001), value="value", low=1, high=5, l=1,
+                             epsilon=1, seed=8, progress=lambda _: None, distinct_records=True)
+    table = release["item_means"]
+    noise = table["noisy_sum"] - 3 * table["noisy_count"]
+    sd = accuracy.discrete_laplace_sd(1000 / 0.7) * 0.002
+    # 2,000 cells: the sample sd's standard error is about 2.4% (Laplace's kurtosis); tolerance 4 of them.
+    assert noise.std() == pytest.approx(sd, rel=0.10) and abs(noise.mean()) < 5 * sd / math.sqrt(2000)
+    planned = release.report["accuracy"]["tables"]["item_means"]
+    assert planned["noisy_sum"]["sd"] == pytest.approx(math.sqrt(sd ** 2 + 9 * accuracy.discrete_laplace_sd(
+        1 / 0.3) ** 2))
+
+
+def test_a_value_column_that_cannot_be_summed_is_refused_before_any_spend(spark):
+    df = spark.createDataFrame([(1, 1, True)], "user_id long, item_id long, value boolean")
+    budget = dp_spark.DatasetBudget(epsilon=5)
+    with pytest.raises(DataError, match="must hold numbers"):
+        dp_spark.means(df, items=[1], value="value", low=0, high=1, l=2, epsilon=1, budget=budget)
+    with pytest.raises(DataError, match="not found"):
+        dp_spark.means(df, items=[1], value="stars", low=0, high=1, l=2, epsilon=1, budget=budget)
+    assert budget.spent == 0
+
+
+def test_hpa_with_its_popularity_from_validations_sample_keeps_its_bound(ratings):
+    # d = 1 draws the popularity sample in validation's own pass (the records with usable values only).
+    frame, df = ratings
+    release = _release(df, bounding="hpa", l=3)
+    assert [e["step"] for e in release.report["ledger"]] == ["popularity", "value_counts", "value_sums"]
+    good = frame[np.isfinite(frame["value"])]
+    kept = int(np.minimum(good.groupby("user_id").size(), 3).sum())
+    assert release.diagnostics["rows_after_bounding"] == kept
+    assert release.diagnostics["rows_in_popularity_sample"] == good["user_id"].nunique()
+
+
+def test_unknown_keys_are_refused(tmp_path):
+    config = tmp_path / "job.toml"
+    config.write_text(f'''output = "{tmp_path / 'out'}"
+[source]
+format = "csv"
+path = "x.csv"
+[domain]
+items = {{ range = [1, 3] }}
+[privacy]
+epsilon = 1.0
+[algorithm]
+name = "means"
+l = 2
+low = 0
+high = 1
+consistent = true
+''')
+    with pytest.raises(ConfigError, match="consistent"):
+        load_config(config)
+
+
+def test_strict_guards_refuse_bad_values(ratings):
+    _, df = ratings
+    with pytest.raises(DataError, match="NaN, infinite or no number"):
+        _release(df, guards={"strict": True})
+
+
+def test_text_values_are_read_as_numbers_and_the_others_dropped(spark):
+    # Spark's cast alone would read "4d" as 4 and "0x1p3" as 8; as text they are no number.
+    df = spark.createDataFrame([(1, 1, "4.5"), (2, 1, "x"), (3, 1, ""), (4, 1, " 2 "), (5, 1, "4d"), (6, 1, "0x1p3"),
+                                (7, 1, "NaN"), (8, 1, "-1e0")], "user_id long, item_id long, value string")
+    release = dp_spark.means(df, items=[1], value="value", low=1, high=5, l=1, epsilon=100, seed=1,
+                             progress=lambda _: None)
+    assert release.diagnostics["rows_invalid_value"] == 5 and release.diagnostics["rows_after_bounding"] == 3
+
+
+def test_a_movielens_source_without_ratings_is_refused_and_gender_is_an_attribute(spark, tmp_path):
+    base = f"""output = "{tmp_path / 'out'}"
+[source]
+format = "movielens-1m"
+path = "{SHARED_DATA / 'ml-1m'}"
+[domain]
+items = {{ range = [1, 3952] }}
+[privacy]
+epsilon = 1.0
+[algorithm]
+name = "means"
+l = 5
+low = 1
+high = 5
+"""
+    config = tmp_path / "job.toml"
+    config.write_text(base)
+    with pytest.raises(DataError, match="no values"):
+        compute_release(load_config(config), spark, progress=lambda _: None)
+    config.write_text(base.replace("movielens-1m\"\npath", "movielens-1m\"\nattribute = \"age_group\"\npath"))
+    with pytest.raises(ConfigError, match="source.attribute"):
+        load_config(config)
+    from dp_spark.io import datasets
+
+    rated = datasets.load_movielens_1m(spark, str(SHARED_DATA / "ml-1m" / "ratings_users_0001-2999.dat.gz"),
+                                       attribute="gender")
+    first = rated.orderBy("user_id", "item_id").first()
+    assert first["attr"] in ("F", "M") and 1 <= first["value"] <= 5
