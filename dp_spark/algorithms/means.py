@@ -17,7 +17,8 @@ from fractions import Fraction
 import numpy as np
 
 from dp_spark.algorithms.value_sums import ClipRange, SumSensitivity, mean_interval
-from dp_spark.core import accuracy, discrete_gaussian
+from dp_spark.core import accuracy
+from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import GAUSSIAN_MECHANISM, Budget, LedgerEntry, gaussian_entry
 
@@ -91,7 +92,7 @@ def ledger_entries(bounded: BoundedSums, pair: TablePair) -> tuple[LedgerEntry, 
 def halfwidth(entry: LedgerEntry, alpha: float) -> float:
     """The smallest h with P(|noise| ≤ h) ≥ 1 − α for one cell of ``entry`` (exact, from the pmf)."""
     if entry.mechanism == GAUSSIAN_MECHANISM:
-        return float(discrete_gaussian.discrete_gaussian_halfwidth(entry.noise_scale, alpha))
+        return float(discrete_gaussian_halfwidth(entry.noise_scale, alpha))
     return accuracy.discrete_laplace_halfwidth(entry.noise_scale, alpha)
 
 
