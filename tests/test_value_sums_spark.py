@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from dp_spark.aggregates.value_sums import bounded_sums, cell_sums, units_column, usable_values
+from dp_spark.aggregates.value_sums import bounded_sums, cell_sums, units_column
 from dp_spark.algorithms.value_sums import ClipRange
 from dp_spark.bounding.user_records import sample_selection
 
@@ -55,17 +55,21 @@ def test_each_cells_count_and_sum_are_those_of_the_kept_rows(spark, l):
     assert got[["item_id", "_count", "_units"]].astype("int64").equals(want.astype("int64"))
 
 
-def test_bad_values_are_dropped_before_bounding_and_a_column_of_words_is_refused(spark):
+def test_bad_values_are_dropped_before_bounding_and_a_column_of_flags_is_refused(spark):
+    from dp_spark.core.domain import item_domain_of_ids
+    from dp_spark.errors import DataError
+    from dp_spark.io.validation import check_value_schema, validate_records
+
     frame = spark.createDataFrame([(1, 1, 4.0), (1, 1, float("nan")), (2, 1, None), (3, 1, float("inf")),
-                                   (4, 1, float("-inf")), (5, 1, 2.0)], "user_id long, item_id long, rating double")
-    kept = usable_values(frame, "rating").toPandas()
-    assert kept["user_id"].tolist() == [1, 5] and kept["rating"].tolist() == [4.0, 2.0]
-    words = spark.createDataFrame([(1, 1, "4")], "user_id long, item_id long, rating string")
-    with pytest.raises(ValueError, match="numeric"):
-        usable_values(words, "rating")
-    flags = spark.createDataFrame([(1, 1, True)], "user_id long, item_id long, rating boolean")
-    with pytest.raises(ValueError, match="numeric"):
-        usable_values(flags, "rating")
+                                   (4, 1, float("-inf")), (5, 1, 2.0)], "user_id long, item_id long, value double")
+    validated = validate_records(frame, item_domain_of_ids([1], "1"), None, value=True)
+    kept = validated.records.toPandas().sort_values("user_id")
+    validated.release()
+    assert kept["user_id"].tolist() == [1, 5] and kept["value"].tolist() == [4.0, 2.0]
+    assert validated.diagnostics["rows_invalid_value"] == 4 and validated.users_by_n.to_dict() == {1: 2}
+    flags = spark.createDataFrame([(1, 1, True)], "user_id long, item_id long, value boolean")
+    with pytest.raises(DataError, match="must hold numbers"):
+        check_value_schema(flags)
 
 
 def test_the_bounded_sums_carry_the_bound_and_the_grid_they_were_made_with(spark):

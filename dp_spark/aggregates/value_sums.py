@@ -20,17 +20,6 @@ from dp_spark.algorithms.value_sums import ClipRange
 from dp_spark.bounding.item_cap import capped_values
 from dp_spark.bounding.user_records import Selection
 from dp_spark.core.domain import AttributeDomain, ItemDomain
-from dp_spark.io.validation import NUMERIC_TYPES, usable_value
-
-def usable_values(records: DataFrame, value_col: str) -> DataFrame:
-    """The records whose value is a number (io.validation's rule, for callers that do not validate
-    through validate_records): a column of another type is refused; a null, NaN or infinite value
-    drops its record, before any bounding (a per-record rule, so each user's records still depend
-    on that user's own). Never counted at a range's end."""
-    kind = records.schema[value_col].dataType
-    if not isinstance(kind, NUMERIC_TYPES):
-        raise ValueError(f"the value column {value_col!r} must be numeric, got {kind.simpleString()}")
-    return records.where(usable_value(F.col(value_col)))
 
 
 def units_column(value: Column, clip: ClipRange) -> Column:
@@ -38,9 +27,9 @@ def units_column(value: Column, clip: ClipRange) -> Column:
     [−steps, steps]. The quotient is the same IEEE double as the Python function's (the same
     operations in the same order); ``bround`` rounds its shortest decimal form, Python the binary
     value, and the two agree because a tie k + ½ is itself a double, which no other double's
-    shortest form can equal (tested at exact ties). NaN and null must be dropped before
-    (:func:`usable_values`): Spark orders NaN above every number and greatest skips nulls, so a
-    NaN would count as ``high`` and a null as ``low``. The constants are public config values."""
+    shortest form can equal (tested at exact ties). NaN and null must be dropped before, as
+    io.validation.validate_records does: Spark orders NaN above every number and greatest skips
+    nulls, so a NaN would count as ``high`` and a null as ``low``. The constants are public."""
     clipped = F.least(F.greatest(value.cast("double"), F.lit(float(clip.low))), F.lit(float(clip.high)))
     scaled = (clipped - F.lit(clip.centre)) / F.lit(clip.unit)
     rounded = F.bround(scaled, 0).cast("long")

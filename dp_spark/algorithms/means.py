@@ -85,7 +85,7 @@ def _entry(step: str, noise: str, l1: int, l2_squared: int, epsilon: Fraction, c
 def ledger_entries(bounded: BoundedSums, pair: TablePair) -> tuple[LedgerEntry, LedgerEntry]:
     """The two tables' ledger entries: counts at L1 l (L2² l·c), sums at l·steps (l·c·steps²) grid units."""
     s, cells = bounded.sensitivity, bounded.counts.size
-    return (_entry(pair.count_step, pair.count_noise, s.bound, s.bound * s.per_cell, pair.epsilon_counts, cells),
+    return (_entry(pair.count_step, pair.count_noise, s.bound, s.count_l2_squared, pair.epsilon_counts, cells),
             _entry(pair.sum_step, pair.sum_noise, s.l1, s.l2_squared, pair.epsilon_sums, cells))
 
 

@@ -79,7 +79,7 @@ class ClipRange:
     def units(self, value: float) -> int:
         """The record's centred, clipped value in grid units, an integer in [−steps, steps]
         (round half to even, as Spark's ``bround``). Bad values (NaN, ±∞, null, non-numbers) are
-        dropped before this (``aggregates.value_sums.usable_values``); NaN is refused here."""
+        dropped before this (``io.validation.validate_records``); NaN is refused here."""
         if math.isnan(value):
             raise ValueError("a NaN value has no place on the grid: drop it before summing")
         clipped = min(max(value, self.low), self.high)
@@ -112,6 +112,11 @@ class SumSensitivity:
     def l1(self) -> int:
         """l·steps: the user's records move their cells by at most steps each, l records at most."""
         return self.bound * self.steps
+
+    @property
+    def count_l2_squared(self) -> int:
+        """l·c: the same records' count table, each record one in its cell (docs/sra_hpa.md)."""
+        return self.bound * self.per_cell
 
     @property
     def l2_squared(self) -> int:

@@ -75,7 +75,8 @@ TRUNCATION_GUARDED = ("counts", "location_entropy", "means")
 LABEL = "NOT PRIVATE"
 SPLIT_KEY = "epsilon_guards"
 STRICT_CONDITION = ("guards.strict: a run refused for malformed records (null or non-integer ids, values "
-                    "that are no number, an empty source) says that they exist, so the guarantee holds for the runs that complete")
+                    "that are no number, an empty source) says that they exist, so the guarantee holds for the "
+                    "runs that complete")
 
 
 def _fraction(value: Any, name: str) -> float | None:

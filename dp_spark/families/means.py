@@ -21,7 +21,7 @@ import pandas as pd
 from dp_spark.aggregates.value_sums import bounded_sums
 from dp_spark.algorithms import means as publishing
 from dp_spark.algorithms.sampling import hpa_selection
-from dp_spark.algorithms.value_sums import ClipRange
+from dp_spark.algorithms.value_sums import DEFAULT_STEPS, ClipRange, SumSensitivity
 from dp_spark.bounding import keys, user_records
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth, discrete_gaussian_variance, variance_at_least
@@ -61,7 +61,7 @@ class MeansParams:
     d: int = 1
     records_per_item: int | None = None
     noise: str = "laplace"
-    steps: int = ClipRange.__dataclass_fields__["steps"].default
+    steps: int = DEFAULT_STEPS
     algorithm: str = "means"
 
     def __post_init__(self):
@@ -99,6 +99,11 @@ class MeansParams:
     def per_cell(self) -> int:
         return self.records_per_item or self.l
 
+    @property
+    def sensitivity(self) -> SumSensitivity:
+        """The tables' sensitivities (algorithms.means takes the same from the sums it publishes)."""
+        return SumSensitivity(self.l, self.per_cell, self.steps)
+
 
 def _split(params: MeansParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
     """HPA: a tenth of ε for the popularity; the rest shared by the table pairs (items, and items
@@ -116,9 +121,9 @@ def _split(params: MeansParams, epsilon: Fraction, domains: Domains) -> dict[str
 def _noises(params: MeansParams, split: dict[str, Fraction], table: str) -> tuple[str, str]:
     """The counts' and the sums' noise in ``table``: Laplace, Gaussian, or with "auto" the lower variance."""
     _, _, counts, sums = PAIRS[table]
-    l, c, steps = params.l, params.per_cell, params.steps
-    return (noise_choice.chosen(params.noise, l, l * c, split[counts]),
-            noise_choice.chosen(params.noise, l * steps, l * c * steps * steps, split[sums]))
+    s = params.sensitivity
+    return (noise_choice.chosen(params.noise, s.bound, s.count_l2_squared, split[counts]),
+            noise_choice.chosen(params.noise, s.l1, s.l2_squared, split[sums]))
 
 
 def _pair(params: MeansParams, split: dict[str, Fraction], table: str) -> publishing.TablePair:
@@ -142,15 +147,14 @@ def run(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
                                bound=coverage.bound)
         inputs.progress("records read; bounding and summing")
         diagnostic(inputs.progress, f"{validated.diagnostics['rows_read']:,} records read")
-        common = dict(seed=inputs.seed, user_counts=validated.user_counts, users_by_n=validated.users_by_n)
         extra = {}
         if hpa:
             selection, extra["rows_in_popularity_sample"] = hpa_selection(
                 validated.records, items, params.l, params.d, inputs.split["epsilon_popularity"], inputs.budget,
-                inputs.rng, one_per_user=validated.one_per_user, **common)
+                inputs.rng, inputs.seed, validated.user_counts, validated.users_by_n, validated.one_per_user)
         else:
-            selection = user_records.sample_selection(validated.records, params.l, counts=validated.user_counts,
-                                                      seed=inputs.seed, users_by_n=validated.users_by_n)
+            selection = user_records.sample_selection(validated.records, params.l, inputs.seed,
+                                                      counts=validated.user_counts, users_by_n=validated.users_by_n)
         item_sums, edge_sums = bounded_sums(selection, items, "value", params.clip, attributes,
                                             params.records_per_item)
     finally:
@@ -184,14 +188,14 @@ def _describe(params: MeansParams, epsilon: Fraction, domains: Domains) -> str:
 def _report_section(params: MeansParams) -> dict:
     h = params.clip.half_width
     return {
-        "parameters": {"bounding": params.bounding, "l": params.l, **({"d": params.d} if params.bounding == "hpa"
-                                                                       else {}),
+        "parameters": {"bounding": params.bounding, "l": params.l,
+                       **({"d": params.d} if params.bounding == "hpa" else {}),
                        "low": params.low, "high": params.high, "grid_steps": params.steps,
                        **({"records_per_item": params.records_per_item} if params.records_per_item else {}),
                        **({"noise": params.noise} if params.noise != "laplace" else {}),
                        "sensitivity_l1": {"noisy_count": params.l, "noisy_sum": params.l * h},
-                       "sensitivity_l2": {"noisy_count": math.sqrt(params.l * params.per_cell),
-                                          "noisy_sum": math.sqrt(params.l * params.per_cell) * h}},
+                       "sensitivity_l2": {"noisy_count": math.sqrt(params.sensitivity.count_l2_squared),
+                                          "noisy_sum": math.sqrt(params.sensitivity.count_l2_squared) * h}},
         "specification": ("docs/value_sums.md (bounding: ALGORITHMS.md "
                           + ("§3.2" if params.bounding == "hpa" else "§3.1") + ")"),
         "post_processing": ("noisy_sum = (centred sum) + centre x (count); mean = noisy_sum / noisy_count with an "
@@ -220,14 +224,15 @@ def _accuracy(params: MeansParams, epsilon: Fraction, domains: Domains, split: d
     """Per table: noisy_count's noise; noisy_sum's = γ·(sum noise) + m·(count noise), its sd exact
     and its half-widths from a union bound (γ·h_S + |m|·h_C at half the level each, an upper
     bound); the means' intervals are per row."""
-    clip, l, c, steps = params.clip, params.l, params.per_cell, params.steps
+    clip, s = params.clip, params.sensitivity
     tables = {}
     for table in [ITEM_TABLE] + ([EDGE_TABLE] if domains.attributes is not None else []):
         _, _, counts, sums = PAIRS[table]
         count_noise, sum_noise = _noises(params, split, table)
-        count, count_var, count_h, count_h95 = _noise_accuracy(count_noise, l, l * c, split[counts], alpha)
-        sum_alone, sum_var, sum_h, sum_h95 = _noise_accuracy(sum_noise, l * steps, l * c * steps * steps,
-                                                             split[sums], alpha, grid=clip.unit)
+        count, count_var, count_h, count_h95 = _noise_accuracy(count_noise, s.bound, s.count_l2_squared,
+                                                               split[counts], alpha)
+        sum_alone, sum_var, sum_h, sum_h95 = _noise_accuracy(sum_noise, s.l1, s.l2_squared, split[sums], alpha,
+                                                             grid=clip.unit)
         m, g = abs(clip.centre), clip.unit
         if m == 0:
             total = sum_alone
@@ -261,13 +266,8 @@ TAKES = ("name", "bounding", "l", "d", "records_per_item", "low", "high")  # the
 
 
 def from_config(c: ConfigTables) -> MeansParams:
-    algorithm, parts = c.algorithm, c.parts
-    bounding = algorithm.get("bounding", "sra")
-    allowed = set(_split(MeansParams(0.0, 1.0, bounding=bounding if bounding in BOUNDINGS else "sra"), Fraction(1),
-                         Domains(None, c.attributes)))
-    for key in parts:
-        if key not in allowed:
-            raise ConfigError(f"privacy.{key} is not a part of this means release (its parts: {', '.join(allowed)})")
+    # A privacy.epsilon_* part the release does not spend is refused with the split (base.plan_split).
+    algorithm = c.algorithm
     if c.publisher and c.publisher != {"name": "laplace"}:
         raise ConfigError("[publisher] is not used by means: its tables take Laplace noise, or Gaussian noise under "
                           "privacy.noise")
@@ -275,7 +275,7 @@ def from_config(c: ConfigTables) -> MeansParams:
         if key not in TAKES:
             raise ConfigError(f"algorithm.{key} is not used by means (it takes {', '.join(TAKES)})")
     return MeansParams(_number(algorithm, "low"), _number(algorithm, "high"), require(algorithm, "l", "algorithm"),
-                       bounding, algorithm.get("d", 1), algorithm.get("records_per_item"),
+                       algorithm.get("bounding", "sra"), algorithm.get("d", 1), algorithm.get("records_per_item"),
                        c.privacy.get("noise", "laplace"))
 
 

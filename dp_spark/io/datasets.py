@@ -78,8 +78,7 @@ def _load_movielens(spark, ratings_file: Path, ratings_sep: str, users_file: Pat
     return _with_demographics(ratings, users, attribute)
 
 
-# The files of ratings with their values (user::movie::rating::time); ratings_pairs.dat.gz has none.
-MOVIELENS_1M_RATED = ("ratings.dat", "ratings.dat.gz", "ratings_users_0001-2999.dat.gz")
+# MovieLens 1M's ratings file without the ratings' values (user::movie only).
 UNRATED = ("ratings_pairs.dat.gz",)
 
 
@@ -117,10 +116,10 @@ def load_netflix_synthetic(spark, path: str):
             f"synthetic Netflix table {path!r} not found; create it with "
             f"'dp-spark generate netflix --rows 1000000 --out {path}'"
         )
-    # The schema is ours, so Spark need not run a job to read it from the file footers.
-    df = spark.read.schema(NETFLIX_SPARK_SCHEMA).parquet(path)
     from pyspark.sql import functions as F
 
+    # The schema is ours, so Spark need not run a job to read it from the file footers.
+    df = spark.read.schema(NETFLIX_SPARK_SCHEMA).parquet(path)
     return df.select("user_id", "item_id", df["weekday"].alias("attr"), F.lit(None).cast("double").alias("value"))
 
 

@@ -135,17 +135,29 @@ MEANS_CLIP = ClipRange(-1.0, 4.0, steps=10)
 
 
 def _valued(df: DataFrame, distinct: bool) -> DataFrame:
-    """The rows with a value of their own (a function of the record alone, clipped at both ends
-    for some) and their row keys: the means' input."""
-    value = (F.pmod(F.col("item_id") * 7 + F.length("attr") + F.ascii("attr"), F.lit(13)) * 0.7 - 3.1)
+    """The rows with a value of their own (a function of the record alone: clipped at both ends
+    for some, NaN for others) and their row keys: the means' input before validation."""
+    code = F.pmod(F.col("item_id") * 7 + F.length("attr") + F.ascii("attr"), F.lit(13))
+    value = F.when(code == 12, F.lit(float("nan"))).otherwise(code * 0.7 - 3.1)
     return _keyed(df, distinct).withColumn("value", value.cast("double"))
+
+
+def _means_tables(df: DataFrame, distinct: bool, attributes: AttributeDomain | None, cap: int | None):
+    """The means' path: validation drops the NaN values (a rule on each record), SRA keeps l of
+    each user's records, and the kept ones are summed per item (and cell)."""
+    validated = validate_records(_valued(df, distinct), ITEM_DOMAIN, attributes, value=True)
+    try:
+        selection = user_records.sample_selection(validated.records, BOUND, SEED, counts=validated.user_counts,
+                                                  users_by_n=validated.users_by_n)
+        return value_sums.bounded_sums(selection, ITEM_DOMAIN, "value", MEANS_CLIP, attributes, cap)
+    finally:
+        validated.release()
 
 
 def means_sums(df: DataFrame, distinct: bool) -> np.ndarray:
     """The means' centred sums in grid units per item (SRA bounding, no cap): L1 l·steps, and up
     to l·steps on one item, so squared L2 (l·steps)²."""
-    selection = user_records.sample_selection(_valued(df, distinct), BOUND, SEED)
-    items, _ = value_sums.bounded_sums(selection, ITEM_DOMAIN, "value", MEANS_CLIP)
+    items, _ = _means_tables(df, distinct, None, None)
     return np.concatenate([items.units, items.counts])
 
 
@@ -153,8 +165,7 @@ def means_capped(df: DataFrame, distinct: bool) -> np.ndarray:
     """The means' sums and counts per (item, attribute) and per item with at most one record per
     user and item (records_per_item = 1): each sums table moves by l·steps in L1 and l·steps² in
     squared L2, each count table by l and l."""
-    selection = user_records.sample_selection(_valued(df, distinct), BOUND, SEED)
-    items, edges = value_sums.bounded_sums(selection, ITEM_DOMAIN, "value", MEANS_CLIP, ATTRIBUTE_DOMAIN, cap=1)
+    items, edges = _means_tables(df, distinct, ATTRIBUTE_DOMAIN, 1)
     return np.concatenate([edges.units, items.units, edges.counts, items.counts])
 
 
