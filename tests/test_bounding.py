@@ -280,9 +280,9 @@ def test_the_exact_count_joins_the_row_counts_only_for_a_user_without_candidates
     tallies = []
     tally_and_short = user_records.Selection._complete_tally_and_short_users
 
-    def spy(self, picked):
+    def spy(self, picked, *tally):
         tallies.append(picked)
-        return tally_and_short(self, picked)
+        return tally_and_short(self, picked, *tally)
 
     monkeypatch.setattr(user_records.Selection, "_complete_tally_and_short_users", spy)
     l = 4

@@ -40,19 +40,40 @@ def test_a_nan_or_a_null_would_be_counted_at_an_end_of_the_range_so_they_must_be
         STARS.units(math.nan)
 
 
+@pytest.mark.parametrize("packed", [False, True])
 @pytest.mark.parametrize("l", [1, 3, 50])
-def test_each_cells_count_and_sum_are_those_of_the_kept_rows(spark, l):
+def test_each_cells_count_and_sum_are_those_of_the_kept_rows(spark, l, packed):
     rng = np.random.default_rng(l)
-    frame = pd.DataFrame({"user_id": rng.integers(0, 40, 600), "item_id": rng.integers(0, 12, 600),
+    # Negative item ids: the packed key is taken apart by pmod and exact division, not truncation.
+    frame = pd.DataFrame({"user_id": rng.integers(0, 40, 600), "item_id": rng.integers(-6, 6, 600),
                           "rating": rng.choice([0.5, 1.0, 2.5, 3.0, 4.5, 5.0, 6.0], 600)})
     selection = sample_selection(spark.createDataFrame(frame), l, seed=9)
     kept = selection.rows().toPandas()
     assert kept.groupby("user_id").size().max() <= l
-    got = cell_sums(selection, F.col("item_id"), units_column(F.col("rating"), STARS)).toPandas()
+    got = cell_sums(selection, F.col("item_id"), units_column(F.col("rating"), STARS), STARS, packed)
     kept["units"] = [STARS.units(v) for v in kept["rating"]]
-    want = kept.groupby("item_id").agg(_count=("units", "size"), _units=("units", "sum")).reset_index()
-    got = got.rename(columns={"_key": "item_id"}).sort_values("item_id").reset_index(drop=True)
-    assert got[["item_id", "_count", "_units"]].astype("int64").equals(want.astype("int64"))
+    want = kept.groupby("item_id").agg(count=("units", "size"), _sum=("units", "sum"))
+    got = got.groupby("_key")[["count", "_sum"]].sum().rename_axis("item_id")
+    assert got.astype("int64").equals(want.astype("int64"))
+
+
+def test_the_packed_sums_keep_large_ids_and_both_ends_of_the_grid_exactly(spark):
+    """Item ids at the two ends of what a packed long can hold, with values at both ends of the
+    range: a double anywhere on the way would round the keys (they are far above 2^53)."""
+    from dp_spark.aggregates.item_edges import long_key_fits
+    from dp_spark.core.domain import item_domain_of_ids
+
+    w = 2 * STARS.steps + 1
+    top, bottom = (2**63 - w) // w, -(2**63 // w)
+    items = item_domain_of_ids([bottom, 7, top], "ends")
+    assert long_key_fits(items, None, w)
+    # Negative control: one past either end would overflow (bottom - 1 did, before the bound was fixed).
+    assert not long_key_fits(item_domain_of_ids([top + 1], "over"), None, w)
+    assert not long_key_fits(item_domain_of_ids([bottom - 1], "under"), None, w)
+    frame = spark.createDataFrame([(1, bottom, 5.0), (2, bottom, 5.0), (1, top, 1.0), (3, top, 5.0), (3, 7, 1.0)],
+                                  "user_id long, item_id long, rating double")
+    bounded, _ = bounded_sums(sample_selection(frame, 5, seed=2), items, "rating", STARS)
+    assert bounded.counts.tolist() == [2, 1, 2] and bounded.units.tolist() == [2000, -1000, 0]
 
 
 def test_bad_values_are_dropped_before_bounding_and_a_column_of_flags_is_refused(spark):

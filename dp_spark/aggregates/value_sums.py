@@ -3,22 +3,27 @@
 the integer grid) as a Spark expression that gives the same integers; the result is NOT private
 until noise is added to it.
 
-The selection carries (cell, units) as one struct per kept record, so the per-user bounding is
-the counts' own (``bounding.user_records``: SRA's uniform sample or HPA's top rows): a user's kept
+The selection carries (cell, units) as one value per kept record, so the per-user bounding is the
+counts' own (``bounding.user_records``: SRA's uniform sample or HPA's top rows): a user's kept
 records depend on that user's records only, and the value rides along with the record it belongs to.
+Without a per-item cap the pair is counted as the counts are (``Selection.counted``), in one job
+that ends in one row per cell; where the cell is a long (integer item ids, few attribute values)
+the pair is packed into one long, cell·(2·steps + 1) + units + steps, which Spark's per-user
+aggregation keeps far more cheaply than a struct.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from pyspark.sql import Column, DataFrame
+import pandas as pd
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from dp_spark.aggregates import item_edges
 from dp_spark.algorithms.means import BoundedSums
 from dp_spark.algorithms.value_sums import ClipRange
 from dp_spark.bounding.item_cap import capped_values
-from dp_spark.bounding.user_records import Selection
+from dp_spark.bounding.user_records import Selection, Tally
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 
 
@@ -36,18 +41,34 @@ def units_column(value: Column, clip: ClipRange) -> Column:
     return F.least(F.greatest(rounded, F.lit(-clip.steps)), F.lit(clip.steps))
 
 
-def cell_sums(selection: Selection, cell: Column, units: Column, cap: int | None = None,
-              item_of_cell: Column | None = None) -> DataFrame:
-    """DataFrame[_key, _count, _units]: for each cell (``cell``, an expression over the selection's
-    input columns), the number of kept records and the sum of their ``units`` (a long per record,
-    from :func:`units_column`). With ``cap``, at most that many of each user's kept records per
-    item, ``item_of_cell`` naming a record's item from ``_value.cell`` (bounding.item_cap). Left
-    on the executors."""
+def _cell_and_units(packed: bool, clip: ClipRange) -> Tally:
+    """The tally of (cell, units) values (column ``_value``): per cell, the count of kept records
+    and the sum of their units (``_sum``). Packed: cell·w + units + steps with w = 2·steps + 1, taken
+    apart by pmod and exact integer division (also for negative cells); else a struct."""
+    if not packed:
+        return Tally(group=lambda name: F.col(name).getField("cell"),
+                     summand=lambda name: F.col(name).getField("units"))
+    w = 2 * clip.steps + 1
+    return Tally(group=lambda name: F.expr(f"({name} - pmod({name}, {w})) div {w}"),
+                 summand=lambda name: F.expr(f"pmod({name}, {w}) - {clip.steps}"))
+
+
+def cell_sums(selection: Selection, cell: Column, units: Column, clip: ClipRange, packed: bool = False,
+              cap: int | None = None, item_of_cell: Column | None = None) -> pd.DataFrame:
+    """DataFrame[_key, count, _sum] on the driver: for each cell (``cell``, an expression over the
+    selection's input columns), the number of kept records and the sum of their ``units`` (a long
+    per record in [−steps, steps], from :func:`units_column`); a cell can have more than one row
+    (add them up). ``packed`` when ``cell`` is a long with room beside it
+    (item_edges.long_key_fits). With ``cap``, at most that many of each user's kept records per
+    item, ``item_of_cell`` naming a record's item from ``_value.cell`` (bounding.item_cap)."""
+    if cap is None:
+        tally = _cell_and_units(packed, clip)
+        value = cell * F.lit(2 * clip.steps + 1) + units + F.lit(clip.steps) if packed \
+            else F.struct(cell.alias("cell"), units.alias("units"))
+        return selection.counted(value, tally)
     kept = selection.kept_values(F.struct(cell.alias("cell"), units.alias("units")))
-    if cap is not None:
-        kept = capped_values(kept, item_of_cell, cap, selection.user_col)
-    return kept.groupBy(F.col("_value.cell").alias("_key")).agg(F.count(F.lit(1)).alias("_count"),
-                                                                F.sum("_value.units").alias("_units"))
+    kept = capped_values(kept, item_of_cell, cap, selection.user_col)
+    return _cell_and_units(False, clip).aggregated(kept).toPandas()
 
 
 def bounded_sums(selection: Selection, items: ItemDomain, value_col: str, clip: ClipRange,
@@ -57,13 +78,14 @@ def bounded_sums(selection: Selection, items: ItemDomain, value_col: str, clip: 
     (item, attribute value) cell with ``attributes`` (flattened item by item), zero where none
     fell: one Spark aggregation. With ``cap`` at most that many of a user's kept records per item
     count (c). The selection's input must be in the domain with usable values (io.validate_records)."""
-    tally = cell_sums(selection, item_edges.edge_key(items, attributes), units_column(F.col(value_col), clip), cap,
-                      item_edges.item_of_key("_value.cell", items, attributes)).toPandas()
+    packed = item_edges.long_key_fits(items, attributes, 2 * clip.steps + 1)
+    tally = cell_sums(selection, item_edges.edge_key(items, attributes), units_column(F.col(value_col), clip), clip,
+                      packed, cap, item_edges.item_of_key("_value.cell", items, attributes))
 
     def per_cell(column: str) -> np.ndarray:
         return item_edges.edges_from_tally(tally[["_key", column]].rename(columns={column: "count"}), items,
                                            attributes)
-    counts, units = per_cell("_count"), per_cell("_units")
+    counts, units = per_cell("count"), per_cell("_sum")
     item_sums = BoundedSums(counts.sum(axis=1), units.sum(axis=1), selection.l, clip, cap)
     edge_sums = BoundedSums(counts.reshape(-1), units.reshape(-1), selection.l, clip, cap) if attributes else None
     return item_sums, edge_sums

@@ -33,6 +33,7 @@ count's total tells whether there were any.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,9 +67,32 @@ def _values_of(picked: DataFrame, user_col: str) -> DataFrame:
     return picked.select(user_col, F.explode("_picked").alias("_value"))
 
 
-def _tally(values: DataFrame) -> pd.DataFrame:
-    """DataFrame[_key, count] on the driver: how many picked values equal each key."""
-    return values.groupBy(F.col("_value").alias("_key")).count().toPandas()
+@dataclass(frozen=True)
+class Tally:
+    """How :meth:`Selection.counted` groups the picked values: by ``group`` of the value (the
+    value itself by default), and with ``summand``, also the sum of ``summand`` of the values of
+    each group (column ``_sum``). Both take the name of the column of picked values and give an
+    expression over it: a value that packs a cell and a number per record
+    (aggregates.value_sums) goes through the per-user selection as one long and is taken apart only
+    in the tally."""
+
+    group: Callable[[str], Column] | None = None
+    summand: Callable[[str], Column] | None = None
+
+    def aggregated(self, values: DataFrame, *by: Column) -> DataFrame:
+        """DataFrame[_key, *by, count(, _sum)] from DataFrame[_value, ...]; left on the executors.
+        A null value (a short user's placeholder) makes a null key and adds nothing to _sum."""
+        key = self.group("_value") if self.group else F.col("_value")
+        sums = [F.sum(self.summand("_value")).alias("_sum")] if self.summand else []
+        return values.groupBy(key.alias("_key"), *by).agg(F.count(F.lit(1)).alias("count"), *sums)
+
+
+COUNT = Tally()
+
+
+def _tally(values: DataFrame, tally: Tally = COUNT) -> pd.DataFrame:
+    """DataFrame[_key, count(, _sum)] on the driver: how many picked values fall in each group."""
+    return tally.aggregated(values).toPandas()
 
 
 def capped_total(users_by_n: pd.Series, l: int) -> int:
@@ -131,10 +155,11 @@ class Selection:
         return values.select(*[F.col(c) if c == self.user_col else F.col(f"_value.`{c}`").alias(c)
                                for c in self.columns])
 
-    def counted(self, key: Column) -> pd.DataFrame:
+    def counted(self, key: Column, tally: Tally = COUNT) -> pd.DataFrame:
         """How many selected rows have each value of ``key``, an expression over the input's
         columns: DataFrame[_key, count] on the driver. A key can appear in more than one row
-        (when short users were redone); its counts add up.
+        (when short users were redone); its counts add up. With ``tally``, the rows are counted
+        per group of their key instead, and a ``_sum`` column adds up a number taken from it.
 
         Only the key goes through the per-user selection. A long key is much cheaper there than
         a whole row: Spark's sort aggregate keeps an array of longs per user instead of an array
@@ -146,11 +171,11 @@ class Selection:
         tally is the only one.
         """
         if self.short_users_likely:
-            return self._counted_exactly(key)
-        result = _tally(_values_of(self._pick(self.candidates, key), self.user_col))
+            return self._counted_exactly(key, tally)
+        result = _tally(_values_of(self._pick(self.candidates, key), self.user_col), tally)
         if self.counts is None or int(result["count"].sum()) == self._capped_total():
             return result
-        return self._counted_exactly(key)
+        return self._counted_exactly(key, tally)
 
     def _capped_total(self) -> int:
         """Σ min(n, l) over the users of ``counts``: what a count of the selection must add up to."""
@@ -158,7 +183,7 @@ class Selection:
             return capped_total(self.users_by_n, self.l)
         return self.counts.agg(F.sum(F.least(F.col("_n"), F.lit(self.l)))).first()[0] or 0
 
-    def _counted_exactly(self, key: Column) -> pd.DataFrame:
+    def _counted_exactly(self, key: Column, tally: Tally = COUNT) -> pd.DataFrame:
         """:meth:`counted`, exact on any data, in one job unless some user is short.
 
         The candidates carry their user's n, so the per-user selection gives each user's n as
@@ -173,23 +198,25 @@ class Selection:
         """
         user = self.user_col
         if self.counts is None:
-            return _tally(_values_of(self._pick(self.keyed, key), user))
-        result, short = self._complete_tally_and_short_users(self._pick(self.candidates, key, F.max("_n").alias("_n")))
+            return _tally(_values_of(self._pick(self.keyed, key), user), tally)
+        picked = self._pick(self.candidates, key, F.max("_n").alias("_n"))
+        result, short = self._complete_tally_and_short_users(picked, tally)
         if int(result["count"].sum()) + int(short["_capped"].sum()) != self._capped_total():
             with_every_user = self.counts.join(self._pick(self.candidates, key), user, "left")
-            result, short = self._complete_tally_and_short_users(with_every_user)
+            result, short = self._complete_tally_and_short_users(with_every_user, tally)
         if short.empty:
             return result
         spark = self.keyed.sparkSession
         user_type = self.counts.schema[user].dataType
         short_users = spark.createDataFrame(short[[user]], schema=T.StructType([T.StructField(user, user_type)]))
         redone = self._pick(self.keyed.join(F.broadcast(short_users), user, "left_semi"), key)
-        return pd.concat([result, _tally(_values_of(redone, user))], ignore_index=True)
+        return pd.concat([result, _tally(_values_of(redone, user), tally)], ignore_index=True)
 
-    def _complete_tally_and_short_users(self, picked: DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def _complete_tally_and_short_users(self, picked: DataFrame, tally: Tally = COUNT
+                                        ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """From DataFrame[user, _n, _picked] (``_picked`` null for a user with no candidate): the
-        complete users' tally, DataFrame[_key, count], and the short users with their min(n, l),
-        DataFrame[user, _capped]. One job."""
+        complete users' tally, DataFrame[_key, count(, _sum)], and the short users with their
+        min(n, l), DataFrame[user, _capped]. One job."""
         user = self.user_col
         complete = F.coalesce(F.size("_picked") >= F.least(F.col("_n"), F.lit(self.l)), F.lit(False))
         user_type = picked.schema[user].dataType
@@ -204,10 +231,11 @@ class Selection:
         )
         # Through Arrow and split before pandas: the short users' null key would turn a pandas
         # column of long keys into doubles.
-        tally = rows.groupBy(F.col("_value").alias("_key"), "_short", "_user", "_capped").count().toArrow()
-        is_short = tally.column("_short")
-        result = tally.filter(pc.invert(is_short)).select(["_key", "count"]).to_pandas()
-        short = tally.filter(is_short).select(["_user", "_capped"]).rename_columns([user, "_capped"]).to_pandas()
+        grouped = tally.aggregated(rows, F.col("_short"), F.col("_user"), F.col("_capped")).toArrow()
+        is_short = grouped.column("_short")
+        columns = ["_key", "count"] + (["_sum"] if tally.summand else [])
+        result = grouped.filter(pc.invert(is_short)).select(columns).to_pandas()
+        short = grouped.filter(is_short).select(["_user", "_capped"]).rename_columns([user, "_capped"]).to_pandas()
         return result, short
 
 
