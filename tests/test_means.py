@@ -6,14 +6,21 @@ empty and tiny items get no mean; sources without values are refused before anyt
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
 import pytest
+from pyspark.sql import functions as F
 
 import dp_spark
-from dp_spark.core import accuracy
+from dp_spark.aggregates import bound_bias
+from dp_spark.algorithms import bound_selection
+from dp_spark.core import accuracy, noise_choice
+from dp_spark.core.domain import AttributeDomain, item_domain_of_ids
 from dp_spark.errors import ConfigError, DataError
+from dp_spark.families import means as means_family
+from dp_spark.families.base import Domains
 from dp_spark.jobs.config import load_config
 from dp_spark.jobs.runner import compute_release
 from tests.conftest import SHARED_DATA
@@ -234,3 +241,101 @@ high = 5
                                        attribute="gender")
     first = rated.orderBy("user_id", "item_id").first()
     assert first["attr"] in ("F", "M") and 1 <= first["value"] <= 5
+
+
+
+# ---------------------------------------------------------------------------
+# l = "auto": the counts' private choice of the bound, with the sums' error model.
+
+
+def test_auto_l_is_chosen_privately_and_the_tables_are_paid_at_the_chosen_l(ratings):
+    frame, df = ratings
+    release = _release(df, l="auto", attribute="attr", attributes=["F", "M"])
+    chosen = release.report["algorithm"]["chosen"]["l"]
+    assert chosen in bound_selection.DEFAULT_CANDIDATES
+    steps = {e["step"]: e for e in release.report["ledger"]}
+    assert list(steps) == ["choose l: users", "choose l", "value_counts", "value_sums", "edge_value_counts",
+                           "edge_value_sums"]
+    assert steps["value_counts"]["sensitivity_l1"] == chosen and steps["value_sums"]["sensitivity_l1"] == chosen * 1000
+    good = frame[np.isfinite(frame["value"])]
+    assert release.diagnostics["rows_after_bounding"] == int(np.minimum(good.groupby("user_id").size(), chosen).sum())
+    assert release.report["epsilon_spent"] <= 4
+    planned = release.report["accuracy"]["tables"]["item_means"]["noisy_count"]
+    assert planned["kind"] == accuracy.EXACT and f"at the privately chosen l = {chosen}" in planned["note"]
+    assert release.report["algorithm"]["parameters"]["l"] == "auto"
+
+
+def _domains(with_edges: bool) -> Domains:
+    return Domains(item_domain_of_ids(list(range(1, ITEMS + 1)), "1..40"),
+                   AttributeDomain(("F", "M")) if with_edges else None)
+
+
+@pytest.mark.parametrize("with_edges", [False, True])
+def test_the_choice_weighs_the_counts_bias_twice_against_every_tables_noise(ratings, monkeypatch, with_edges):
+    """A record l drops shortens its count by one and its sum by at most one record's worth: the
+    mechanism gets twice the counts' squared bias norms, twice the tables, and the noise of all of
+    them (the sums' in records); the release is paid at the bound it returns."""
+    _, df = ratings
+    seen = {}
+
+    def choose(norms_at, users, candidates, model, epsilon, budget, rng, step):
+        seen.update(norms=norms_at(20), model=model, epsilon=epsilon)
+        return bound_selection.BoundChoice(3, None, 20)
+
+    monkeypatch.setattr(bound_selection, "choose_bound_by_users", choose)
+    extra = {"attribute": "attr", "attributes": ["F", "M"]} if with_edges else {}
+    release = _release(df, l="auto", l_candidates=[1, 3, 12, 40], **extra)
+    assert release.report["algorithm"]["chosen"]["l"] == 3
+    assert {e["step"]: e["sensitivity_l1"] for e in release.report["ledger"]}["value_counts"] == 3
+    finite = F.col("value").isNotNull() & ~F.isnan("value") & (F.abs("value") != math.inf)
+    records = df.where(finite).select("user_id", "item_id", "attr")
+    counts_norms, tables = bound_bias.squared_bias_norms(records, [1, 3, 12, 40], 1, bound_selection.GRID,
+                                                         with_edges, user_cap=20)
+    assert seen["norms"] == [2 * n for n in counts_norms] and seen["model"].tables == 2 * tables
+    # ε = 4: a tenth chooses l; each table pair shares the rest, 3/10 to its counts and 7/10 to its sums.
+    assert seen["epsilon"] == Fraction(4, 10)
+    pair = Fraction(36, 10) / (2 if with_edges else 1)
+    cells = ITEMS * (3 if with_edges else 1)  # items, and items x 2 values
+    for b, noise in zip([1, 3, 12, 40], seen["model"].noise_variance):
+        want = cells * (noise_choice.laplace_variance(b, pair * Fraction(3, 10))
+                        + noise_choice.laplace_variance(b * 1000, pair * Fraction(7, 10)) / 1000 ** 2)
+        assert float(noise) == pytest.approx(want, rel=1e-12)
+    params = means_family.MeansParams(1, 5, "auto")
+    model = means_family.error_model(params, _domains(with_edges),
+                                     means_family._split(params, Fraction(4), _domains(with_edges)))
+    assert model.tables == 2 * tables
+
+
+def test_auto_is_checked_like_the_counts_and_planned_at_the_largest_candidate(tmp_path):
+    common = dict(items=range(1, 5), value="v", low=0, high=1)
+    with pytest.raises(ConfigError, match="l_candidates is used only with"):
+        dp_spark.plan("means", **common, l=4, l_candidates=[1, 2], epsilon=1)
+    with pytest.raises(ConfigError, match="records_per_item = 20 is above l = 8"):
+        dp_spark.plan("means", **common, l="auto", l_candidates=[2, 8], epsilon=1, noise="gaussian", delta=1e-6,
+                      records_per_item=20)
+    with pytest.raises(ConfigError, match="strictly increasing"):
+        dp_spark.plan("means", **common, l="auto", l_candidates=[8, 2], epsilon=1)
+    auto = dp_spark.plan("means", **common, l="auto", l_candidates=[2, 8], epsilon=1).accuracy["tables"]
+    # Before the run: the noise at the largest candidate (8), with the nine tenths the tables get.
+    fixed = dp_spark.plan("means", **common, l=8, epsilon=0.9).accuracy["tables"]
+    for column in ("noisy_count", "noisy_sum"):
+        planned, at_largest = auto["item_means"][column], fixed["item_means"][column]
+        assert planned["kind"] == accuracy.UPPER_BOUND and planned["sd"] == pytest.approx(at_largest["sd"])
+    config = tmp_path / "job.toml"
+    config.write_text(f'''output = "{tmp_path / 'out'}"
+[source]
+format = "csv"
+path = "x.csv"
+[domain]
+items = {{ range = [1, 3] }}
+[privacy]
+epsilon = 1.0
+[algorithm]
+name = "means"
+l = "auto"
+l_candidates = [2, 5]
+low = 0
+high = 1
+''')
+    params = load_config(config).params
+    assert params.auto and params.candidates == (2, 5)

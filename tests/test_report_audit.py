@@ -319,10 +319,15 @@ JOBS = {
     "sra_gaussian_private_items": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\nkeys_per_user = 1").replace(
         "items = { range = [1, 20] }", 'items = "private"').replace(
         "epsilon = 1.0", 'epsilon = 40.0\ndelta = 1e-6\nnoise = "gaussian"')),
-    # Sums and means (issue 43): SRA and HPA bounding, pure and zCDP with the per-item cap.
+    # Sums and means (issue 43): SRA and HPA bounding, pure and zCDP with the per-item cap, l chosen privately.
     "means": ("ratings", lambda p: ratings_config(p, "means", "l = 5\nlow = 1\nhigh = 5")),
     "means_hpa_gaussian": ("ratings", lambda p: ratings_config(
         p, "means", 'l = 5\nlow = 1\nhigh = 5\nbounding = "hpa"\nd = 2\nrecords_per_item = 1').replace(
+        "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
+    "means_auto": ("ratings", lambda p: ratings_config(p, "means", 'l = "auto"\nl_candidates = [1, 5, 20]\nlow = 1\n'
+                                                                  'high = 5')),
+    "means_auto_gaussian": ("ratings", lambda p: ratings_config(
+        p, "means", 'l = "auto"\nlow = 1\nhigh = 5\nrecords_per_item = 1').replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
     "means_guarded": ("ratings", lambda p: ratings_config(
         p, "means", "l = 5\nlow = 1\nhigh = 5\n[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\n"

@@ -75,7 +75,7 @@ class CountsParams:
         if self.algorithm not in ALGORITHMS:
             raise ConfigError(f"unknown counts algorithm {self.algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
         if self.l == AUTO:
-            object.__setattr__(self, "candidates", _candidates(self.candidates, self.bound_name))
+            object.__setattr__(self, "candidates", candidates_of(self.candidates, self.bound_name))
         else:
             rows_per_user(self.l, f"algorithm.{self.bound_name}")
             if self.candidates is not None:
@@ -133,7 +133,7 @@ class CountsParams:
         return self.candidates[-1] if self.auto else self.l
 
 
-def _candidates(values: Any, bound_name: str) -> tuple[int, ...]:
+def candidates_of(values: Any, bound_name: str) -> tuple[int, ...]:
     """The public candidate bounds of "auto" (bound_selection's default when not given)."""
     key = f"algorithm.{bound_name}_candidates"
     if values is None:

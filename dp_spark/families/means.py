@@ -1,9 +1,10 @@
 """Sums and means of a value per item, and per item x attribute value (issue 43).
 
 Bound: each user keeps at most ``l`` records (SRA's uniform sample, or HPA's most popular by a
-noisy popularity), and with ``records_per_item`` at most c of them per item. Aggregate: per cell,
-the kept records and the sum of their values clipped to the public [low, high] and centred
-(aggregates.value_sums). Publish: noisy counts at L1 l and noisy centred sums at L1 l·(high −
+noisy popularity; with l = "auto" l is chosen privately first, by the counts' mechanism with the
+sums' error model: ``error_model``), and with ``records_per_item`` at most c of them per item.
+Aggregate: per cell, the kept records and the sum of their values clipped to the public [low,
+high] and centred (aggregates.value_sums). Publish: noisy counts at L1 l and noisy centred sums at L1 l·(high −
 low)/2, Laplace or (zCDP) Gaussian; the sums and means are post-processing of the two
 (algorithms.means). Claim and argument: docs/value_sums.md, "Privacy claim: value_sums, means".
 """
@@ -11,25 +12,29 @@ low)/2, Laplace or (zCDP) Gaussian; the sums and means are post-processing of th
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from dp_spark.aggregates import bound_bias
 from dp_spark.aggregates.value_sums import bounded_sums
+from dp_spark.algorithms import bound_selection
 from dp_spark.algorithms import means as publishing
 from dp_spark.algorithms.sampling import hpa_selection
 from dp_spark.algorithms.value_sums import DEFAULT_STEPS, ClipRange, SumSensitivity
 from dp_spark.bounding import keys, user_records
 from dp_spark.core import accuracy, noise_choice
+from dp_spark.core.accuracy import UPPER_BOUND
 from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth, discrete_gaussian_variance, variance_at_least
 from dp_spark.core.privacy import check_noise
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require, rows_per_user
+from dp_spark.families.counts import AUTO, AUTO_NOTE, candidates_of
 from dp_spark.io.validation import check_schema, check_value_schema, validate_records
 
 BOUNDINGS = ("sra", "hpa")
@@ -51,26 +56,30 @@ MEAN_NOTE = ("the ratio of the noisy sum and count, not additive noise: each row
 class MeansParams:
     """``low``, ``high``: the public range values are clipped to; ``l``: records kept per user,
     by ``bounding`` ("sra": a uniform sample; "hpa": the most popular, popularity measured on
-    ``d`` records per user); ``records_per_item``: at most c of a user's kept records per item
-    (lowers the L2 sensitivity, which only Gaussian noise uses); ``noise``: privacy.noise."""
+    ``d`` records per user), or "auto" to choose it privately from ``candidates`` with a tenth of
+    ε (docs/value_sums.md, "Choosing l"); ``records_per_item``: at most c of a user's kept records
+    per item (lowers the L2 sensitivity, which only Gaussian noise uses); ``noise``: privacy.noise."""
 
     low: float
     high: float
-    l: int = 10
+    l: int | str = 10
     bounding: str = "sra"
     d: int = 1
     records_per_item: int | None = None
     noise: str = "laplace"
+    candidates: tuple[int, ...] | None = None
     steps: int = DEFAULT_STEPS
     algorithm: str = "means"
 
     def __post_init__(self):
         if self.bounding not in BOUNDINGS:
             raise ConfigError(f"algorithm.bounding must be one of {', '.join(BOUNDINGS)}, got {self.bounding!r}")
-        if self.l == "auto":
-            raise ConfigError("algorithm.l = \"auto\" is not available for means yet: give l (an integer; "
-                              "docs/value_sums.md says how to choose it)")
-        rows_per_user(self.l, "algorithm.l")
+        if self.auto:
+            object.__setattr__(self, "candidates", candidates_of(self.candidates, "l"))
+        else:
+            rows_per_user(self.l, "algorithm.l")
+            if self.candidates is not None:
+                raise ConfigError("algorithm.l_candidates is used only with l = \"auto\"")
         rows_per_user(self.d, "algorithm.d")
         if self.bounding != "hpa" and self.d != 1:
             raise ConfigError("algorithm.d is HPA bounding's parameter: set algorithm.bounding = \"hpa\", or remove it")
@@ -83,9 +92,9 @@ class MeansParams:
         check_noise(self.noise)
         if self.records_per_item is not None:
             rows_per_user(self.records_per_item, "algorithm.records_per_item")
-            if self.records_per_item > self.l:
-                raise ConfigError(f"algorithm.records_per_item = {self.records_per_item} is above l = {self.l}: "
-                                  "at most l records are kept in all")
+            if self.records_per_item > self.largest_bound:
+                raise ConfigError(f"algorithm.records_per_item = {self.records_per_item} is above l = "
+                                  f"{self.largest_bound}: at most l records are kept in all")
             if self.noise == "laplace":
                 raise ConfigError("algorithm.records_per_item bounds the L2 sensitivity, which only Gaussian noise "
                                   "uses: set privacy.noise = \"gaussian\" or \"auto\" (with privacy.delta), or "
@@ -96,19 +105,39 @@ class MeansParams:
         return ClipRange(self.low, self.high, self.steps)
 
     @property
+    def auto(self) -> bool:
+        return self.l == AUTO
+
+    @property
+    def largest_bound(self) -> int:
+        """l, or with "auto" the largest it can be: the noise is at most that bound's."""
+        return self.candidates[-1] if self.auto else self.l
+
+    @property
     def per_cell(self) -> int:
-        return self.records_per_item or self.l
+        """c: at most this many of a user's kept records per item (l, or below it with the cap)."""
+        return self.per_cell_at(self.largest_bound)
+
+    def per_cell_at(self, l: int) -> int:
+        return min(self.records_per_item or l, l)
 
     @property
     def sensitivity(self) -> SumSensitivity:
-        """The tables' sensitivities (algorithms.means takes the same from the sums it publishes)."""
-        return SumSensitivity(self.l, self.per_cell, self.steps)
+        """The tables' sensitivities (algorithms.means takes the same from the sums it publishes);
+        with "auto", at the largest candidate."""
+        return self.sensitivity_at(self.largest_bound)
+
+    def sensitivity_at(self, l: int) -> SumSensitivity:
+        return SumSensitivity(l, self.per_cell_at(l), self.steps)
 
 
 def _split(params: MeansParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
-    """HPA: a tenth of ε for the popularity; the rest shared by the table pairs (items, and items
-    × attributes), each pair 3/10 to its counts and 7/10 to its sums."""
-    first = {"epsilon_popularity": epsilon * POPULARITY_SHARE} if params.bounding == "hpa" else {}
+    """With "auto", a tenth of ε to choose l; HPA: a tenth of ε for the popularity; the rest shared
+    by the table pairs (items, and items × attributes), each pair 3/10 to its counts and 7/10 to its
+    sums."""
+    first = {"epsilon_bound": epsilon * bound_selection.DEFAULT_SHARE} if params.auto else {}
+    if params.bounding == "hpa":
+        first["epsilon_popularity"] = epsilon * POPULARITY_SHARE
     pairs = [ITEM_TABLE] + ([EDGE_TABLE] if domains.attributes is not None else [])
     each = (epsilon - sum(first.values(), Fraction(0))) / len(pairs)
     split = dict(first)
@@ -118,10 +147,11 @@ def _split(params: MeansParams, epsilon: Fraction, domains: Domains) -> dict[str
     return split
 
 
-def _noises(params: MeansParams, split: dict[str, Fraction], table: str) -> tuple[str, str]:
-    """The counts' and the sums' noise in ``table``: Laplace, Gaussian, or with "auto" the lower variance."""
+def _noises(params: MeansParams, split: dict[str, Fraction], table: str, l: int | None = None) -> tuple[str, str]:
+    """The counts' and the sums' noise in ``table`` at bound ``l`` (default: params.largest_bound):
+    Laplace, Gaussian, or with privacy.noise = "auto" the lower variance."""
     _, _, counts, sums = PAIRS[table]
-    s = params.sensitivity
+    s = params.sensitivity_at(l or params.largest_bound)
     return (noise_choice.chosen(params.noise, s.bound, s.count_l2_squared, split[counts]),
             noise_choice.chosen(params.noise, s.l1, s.l2_squared, split[sums]))
 
@@ -139,6 +169,8 @@ def run(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
                                  progress=inputs.progress,
                                  one_per_user_salt=keys.sample_salt(inputs.seed) if hpa and params.d == 1 else None)
     try:
+        # Chosen before the guards look, as the counts' l (docs/bound_selection.md, "Guards").
+        params, chosen = _bound(params, inputs, validated)
         # The per-item cap may keep fewer: rows_after_bounding, in the diagnostics, is exact.
         coverage = guards.bounded_coverage(validated.diagnostics["rows_read"], validated.rows_outside_domain,
                                            validated.users_by_n, params.l)
@@ -155,8 +187,9 @@ def run(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
         else:
             selection = user_records.sample_selection(validated.records, params.l, inputs.seed,
                                                       counts=validated.user_counts, users_by_n=validated.users_by_n)
-        item_sums, edge_sums = bounded_sums(selection, items, "value", params.clip, attributes,
-                                            params.records_per_item)
+        # A cap of c ≥ l keeps every kept record (a chosen l can be below the configured c).
+        cap = params.records_per_item if params.records_per_item and params.records_per_item < params.l else None
+        item_sums, edge_sums = bounded_sums(selection, items, "value", params.clip, attributes, cap)
     finally:
         validated.release()
     tables = {ITEM_TABLE: pd.DataFrame({"item_id": items.ids, **_columns(
@@ -168,7 +201,72 @@ def run(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
                                                edge_sums, _pair(params, inputs.split, EDGE_TABLE), inputs.budget,
                                                inputs.rng))})
     kept = {"rows_after_bounding": int(item_sums.counts.sum()), **extra}
-    return FamilyOutput(tables, {**validated.diagnostics, **kept, "coverage": coverage.to_json()}, guards=decided)
+    return FamilyOutput(tables, {**validated.diagnostics, **kept, "coverage": coverage.to_json()}, guards=decided,
+                        chosen=chosen)
+
+
+def error_model(params: MeansParams, domains: Domains, split: dict[str, Fraction]) -> bound_selection.ErrorModel:
+    """The public side of l's quality (docs/value_sums.md, "Choosing l"): a record l drops leaves
+    its cell's count short by one and its centred sum by at most steps units, one record's worth,
+    so each count table's bias vector stands for its sum table's too (twice the tables, twice the
+    squared norm); the noise is every table's exact variance at each candidate, the sums' in
+    records (grid units over steps²)."""
+    noise = []
+    for b in params.candidates:
+        s = params.sensitivity_at(b)
+        total = Fraction(0)
+        for table, cells in _output_rows(params, domains).items():
+            _, _, counts, sums = PAIRS[table]
+            count_noise, sum_noise = _noises(params, split, table, b)
+            total += cells * (Fraction(_variance(count_noise, s.bound, s.count_l2_squared, split[counts]))
+                              + Fraction(_variance(sum_noise, s.l1, s.l2_squared, split[sums])) / s.steps ** 2)
+        noise.append(total)
+    return bound_selection.ErrorModel(2 * len(_output_rows(params, domains)), _quality_cap(params), tuple(noise))
+
+
+def _variance(noise: str, l1: int, l2_squared: int, epsilon: Fraction) -> float:
+    if noise == noise_choice.GAUSSIAN:
+        return noise_choice.gaussian_variance(l2_squared, epsilon)
+    return noise_choice.laplace_variance(l1, epsilon)
+
+
+def _quality_cap(params: MeansParams) -> int:
+    """The records per user and cell the quality counts: the release's cap when it has one."""
+    return params.records_per_item or bound_selection.QUALITY_RECORDS_PER_CELL
+
+
+def _bound(params: MeansParams, inputs: RunInputs, validated) -> tuple[MeansParams, dict | None]:
+    """The parameters at the per-user bound and, when it was chosen privately, the report's
+    ``chosen`` (a DP output): bound_selection's mechanism over the error model above, its bias
+    norms the counts' own, doubled (NOT private: read only by the mechanism)."""
+    if not params.auto:
+        return params, None
+    model = error_model(params, inputs.domains, inputs.split)  # public: any error before the records' pass
+    users = int(validated.users_by_n.sum())
+    largest = int(validated.users_by_n.index.max()) if users else None
+    with_edges = inputs.domains.attributes is not None
+
+    def norms_at(user_cap: int) -> list[int]:
+        norms, _ = bound_bias.squared_bias_norms(validated.records, params.candidates, _quality_cap(params),
+                                                 bound_selection.GRID, with_edges, largest, validated.user_counts,
+                                                 users, user_cap=user_cap)
+        return [2 * norm for norm in norms]
+
+    inputs.progress(f"choosing l privately from {len(params.candidates)} candidates")
+    choice = bound_selection.choose_bound_by_users(norms_at, users, params.candidates, model,
+                                                   inputs.split["epsilon_bound"], inputs.budget, inputs.rng,
+                                                   step="choose l")
+    inputs.progress(f"l = {choice.bound}, chosen privately from {list(params.candidates)}")
+    return _at_bound(params, choice.bound), choice.to_json("l")
+
+
+def _at_bound(params: MeansParams, l: int) -> MeansParams:
+    return replace(params, l=l, candidates=None)
+
+
+def _with_chosen(params: MeansParams, chosen: dict) -> tuple[MeansParams, dict] | None:
+    """The parameters at the privately chosen l, for the report's accuracy."""
+    return (_at_bound(params, chosen["l"]), {"l": chosen["l"]}) if "l" in chosen else None
 
 
 def _columns(published: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -181,21 +279,36 @@ def _describe(params: MeansParams, epsilon: Fraction, domains: Domains) -> str:
     noise = "" if params.noise == "laplace" else f", {params.noise} noise (zCDP)" + (
         f", at most {params.records_per_item} records per user and item" if params.records_per_item else "")
     return (f"means of the value clipped to [{params.low:g}, {params.high:g}] with epsilon {float(epsilon):g}, "
-            f"{params.bounding.upper()} bounding with l = {params.l}{noise}; {len(domains.items):,} items"
+            f"{params.bounding.upper()} bounding with l = {_bound_text(params)}{noise}; {len(domains.items):,} items"
             + (f" x {len(domains.attributes)} attribute values" if domains.attributes else ""))
 
 
-def _report_section(params: MeansParams) -> dict:
+def _bound_text(params: MeansParams) -> str:
+    return f"auto (chosen privately from {list(params.candidates)})" if params.auto else str(params.l)
+
+
+def _sensitivities(params: MeansParams) -> dict:
+    """The report's sensitivities; with "auto", a rule at the chosen l (algorithm.chosen says which)."""
     h = params.clip.half_width
+    if params.auto:
+        c = f"min(l, {params.records_per_item})" if params.records_per_item else "l"
+        return {"sensitivity": f"at the chosen l: L1 l (counts) and l x {h:g} (sums); L2 sqrt(l x {c}) and "
+                               f"sqrt(l x {c}) x {h:g}"}
+    root = math.sqrt(params.sensitivity.count_l2_squared)
+    return {"sensitivity_l1": {"noisy_count": params.l, "noisy_sum": params.l * h},
+            "sensitivity_l2": {"noisy_count": root, "noisy_sum": root * h}}
+
+
+def _report_section(params: MeansParams) -> dict:
+    selection = {"l_candidates": list(params.candidates), "quality": "docs/value_sums.md, \"Choosing l\""} \
+        if params.auto else {}
     return {
-        "parameters": {"bounding": params.bounding, "l": params.l,
+        "parameters": {"bounding": params.bounding, "l": params.l, **selection,
                        **({"d": params.d} if params.bounding == "hpa" else {}),
                        "low": params.low, "high": params.high, "grid_steps": params.steps,
                        **({"records_per_item": params.records_per_item} if params.records_per_item else {}),
                        **({"noise": params.noise} if params.noise != "laplace" else {}),
-                       "sensitivity_l1": {"noisy_count": params.l, "noisy_sum": params.l * h},
-                       "sensitivity_l2": {"noisy_count": math.sqrt(params.sensitivity.count_l2_squared),
-                                          "noisy_sum": math.sqrt(params.sensitivity.count_l2_squared) * h}},
+                       **_sensitivities(params)},
         "specification": ("docs/value_sums.md (bounding: ALGORITHMS.md "
                           + ("§3.2" if params.bounding == "hpa" else "§3.1") + ")"),
         "post_processing": ("noisy_sum = (centred sum) + centre x (count); mean = noisy_sum / noisy_count with an "
@@ -242,9 +355,17 @@ def _accuracy(params: MeansParams, epsilon: Fraction, domains: Domains, split: d
                 accuracy.UPPER_BOUND, alpha, scale=None, sd=math.sqrt(g * g * sum_var + m * m * count_var),
                 ci95_halfwidth=g * sum_h95 + m * count_h95, ci_halfwidth=g * sum_h + m * count_h,
                 note="the sd is exact; the half-widths add the two noises' at half the level each (a union bound)")
+        if params.auto:
+            count, total = _upper_bound(count, params), _upper_bound(total, params)
         tables[table] = {"noisy_count": count, "noisy_sum": total,
                          "mean": accuracy.not_additive("ratio of two noisy figures", alpha, MEAN_NOTE)}
     return tables
+
+
+def _upper_bound(noise: accuracy.Accuracy, params: MeansParams) -> accuracy.Accuracy:
+    """Before l is chosen: the noise at the largest candidate, at most what the chosen l gives."""
+    return replace(noise, kind=UPPER_BOUND, note="; ".join(filter(None, [noise.note, AUTO_NOTE.format(
+        name="l", largest=params.largest_bound)])))
 
 
 def _output_rows(params: MeansParams, domains: Domains) -> dict[str, int]:
@@ -262,7 +383,8 @@ def _number(table: dict, key: str) -> float:
     return float(value)
 
 
-TAKES = ("name", "bounding", "l", "d", "records_per_item", "low", "high")  # the algorithm.* keys means reads
+# The algorithm.* keys means reads.
+TAKES = ("name", "bounding", "l", "l_candidates", "d", "records_per_item", "low", "high")
 
 
 def from_config(c: ConfigTables) -> MeansParams:
@@ -276,7 +398,7 @@ def from_config(c: ConfigTables) -> MeansParams:
             raise ConfigError(f"algorithm.{key} is not used by means (it takes {', '.join(TAKES)})")
     return MeansParams(_number(algorithm, "low"), _number(algorithm, "high"), require(algorithm, "l", "algorithm"),
                        algorithm.get("bounding", "sra"), algorithm.get("d", 1), algorithm.get("records_per_item"),
-                       c.privacy.get("noise", "laplace"))
+                       c.privacy.get("noise", "laplace"), algorithm.get("l_candidates"))
 
 
 def _check_schema(params: MeansParams, records, domains: Domains) -> None:
@@ -287,5 +409,6 @@ def _check_schema(params: MeansParams, records, domains: Domains) -> None:
 FAMILY = Family(name="means", algorithms=("means",), params_type=MeansParams, default_split=_split,
                 split_keys=lambda params, domains: tuple(_split(params, Fraction(1), domains)), run=run,
                 describe=_describe, report_section=_report_section, from_config=from_config, accuracy=_accuracy,
-                config_keys=("bounding", "low", "high", "records_per_item"), reads="valued_records",
+                config_keys=("bounding", "low", "high", "records_per_item", "l_candidates"),
+                reads="valued_records", with_chosen=_with_chosen,
                 takes_gaussian=True, check_schema=_check_schema, output_rows=_output_rows)

@@ -107,6 +107,9 @@ FRAPP_ALLOWED = (Allowed("outputs.perturbed_records.rows", "FRAPP publishes ever
 # full check.
 # HPA's popularity step has sensitivity d, a config value, whatever l is chosen: not covered.
 COUNTS_COUNT_STEPS = r"item_counts|edge_counts"
+# The means' tables, paid at the chosen l as well (families/means.py).
+MEANS_STEPS = r"value_counts|value_sums|edge_value_counts|edge_value_sums"
+CHOSEN_BOUND_STEPS = f"{COUNTS_COUNT_STEPS}|{MEANS_STEPS}"
 # The accuracy leaves that follow from the scale (the note names the chosen bound).
 ACCURACY_LEAVES = ("scale", "sd", "ci95_halfwidth", "note")
 
@@ -144,10 +147,10 @@ COUNTS_AUTO_ALLOWED = (
             step=CHOICE_STEPS),
     Allowed("ledger[*].noise_scale", "the choice's Δq/ε is at the user cap, post-processing of the noisy user count",
             step=CHOICE_STEPS),
-    Allowed("ledger[*].sensitivity_l1", "the counts' sensitivity is the privately chosen bound (a DP output)",
-            step=f"{COUNTS_COUNT_STEPS}|{BOUNDING_STEPS}"),
-    Allowed("ledger[*].noise_scale", "the counts' scale follows from the privately chosen bound (a DP output)",
-            step=f"{COUNTS_COUNT_STEPS}|{BOUNDING_STEPS}"),
+    Allowed("ledger[*].sensitivity_l1", "the tables' sensitivity is the privately chosen bound (a DP output)",
+            step=f"{CHOSEN_BOUND_STEPS}|{BOUNDING_STEPS}"),
+    Allowed("ledger[*].noise_scale", "the tables' scale follows from the privately chosen bound (a DP output)",
+            step=f"{CHOSEN_BOUND_STEPS}|{BOUNDING_STEPS}"),
     Allowed("accuracy.bounding.bias", "names the privately chosen bound (a DP output)"),
     Allowed("accuracy.bounding.cap_per_user", "a multiple of the privately chosen bound (a DP output)"),
 )
@@ -205,7 +208,7 @@ def allowed_for(report: dict) -> tuple[Allowed, ...]:
     if any(parameters.get(bound) == "auto" for bound in ("l", "m")):
         extra += COUNTS_AUTO_ALLOWED + _accuracy_allowed(report) + _bounding_accuracy_allowed(report)
         if gaussian:
-            extra += _gaussian_chosen_allowed(COUNTS_COUNT_STEPS, "the privately chosen bound")
+            extra += _gaussian_chosen_allowed(CHOSEN_BOUND_STEPS, "the privately chosen bound")
     if gaussian and name in ("dpsense", "dpsense_s"):
         extra += _gaussian_chosen_allowed(r"column_counts", "theta*")
     if parameters.get("items") == "private":

@@ -14,7 +14,8 @@ q(b) = −⌈√(‖B(b)‖² + N(b))⌉. The neighbours are placed where the se
   D the exponents ε·q/Δq put b_1 ahead of b_K by ε + TILT: b_K is rare on D and about e^ε times
   likelier on D′. Middle candidates get noise large enough to take no part.
 
-With T = 2 every record has the same attribute value, so the edge table repeats the item table.
+With T = 2 or 4 every record has the same attribute value, so the edge table repeats the item table
+(and, for the means, each sum table's stand-in repeats its count table).
 The statistic is the chosen bound; the exact ε of a pair is :func:`pair_epsilon`.
 """
 
@@ -38,7 +39,9 @@ CANDIDATES = {
     "many": (1, 2, 5, 10, 20, 50, 100, 200),
     "wide": (1, 100_000),
 }
-TABLES = (1, 2)
+# T: the counts' item table (1), items and edges (2), and the means with attributes (4: the counts'
+# bias vectors of items and edges, each standing for its sum table's too; families/means.py).
+TABLES = (1, 2, 4)
 USERS = 3  # on D; any number gives the same move, since the users' vectors are parallel
 CELLS = 10  # the cells each user's b_K records fall in (k = b_K/10 of them each, when b_K allows)
 TILT = Fraction(1)  # on D', b_1's exponent leads b_K's by about this much; on D by ε + TILT
