@@ -4,7 +4,9 @@
 The synthetic Netflix-shaped table (``dp-spark generate netflix``) has no values, so a rating of 1
 to 5 is added once per record (a hash of the record: the same on every run) and the table written
 again beside it. Each round times the floor, then the release (SRA bounding, l = 10, ε = 1, pure
-Laplace, fresh noise), each ending in its pandas result; the median ratio is printed.
+Laplace, fresh noise), then the same under zCDP with one record per user and item (Gaussian noise,
+c = 1: the shipped config's path, with the per-item cap), each ending in its pandas result; the
+median ratios are printed.
 
     python bench/means_speed.py --rows 10000000 [--repeats 3]
 """
@@ -54,20 +56,25 @@ def main() -> None:
     def floor():
         return spark.read.parquet(path).groupBy("item_id").agg(F.sum("value"), F.count(F.lit(1))).toPandas()
 
-    def release():
+    def release(**extra):
         return dp_spark.means(spark.read.parquet(path), items=range(1, 17771), value="value", low=1, high=5, l=10,
-                              epsilon=1, progress=lambda _: None, distinct_records=True)["item_means"]
+                              epsilon=1, progress=lambda _: None, distinct_records=True, **extra)["item_means"]
 
-    floor(), release()  # untimed: the JVM's warm-up and the file cache
-    times = {"floor": [], "means": []}
+    runs = {"floor": floor, "means": release,
+            "means_c1": lambda: release(noise="gaussian", delta=1e-6, records_per_item=1)}
+    for run in runs.values():  # untimed: the JVM's warm-up and the file cache
+        run()
+    times = {name: [] for name in runs}
     for _ in range(args.repeats):
-        for name, run in (("floor", floor), ("means", release)):
+        for name, run in runs.items():
             began = time.perf_counter()
             run()
             times[name].append(time.perf_counter() - began)
-    floor_s, means_s = statistics.median(times["floor"]), statistics.median(times["means"])
-    print(f"rows {args.rows:,}: floor {floor_s:.2f} s, means {means_s:.2f} s (median of {args.repeats}), "
-          f"ratio {means_s / floor_s:.2f}; all runs: {times}")
+    medians = {name: statistics.median(seconds) for name, seconds in times.items()}
+    print(f"rows {args.rows:,} (median of {args.repeats}): floor {medians['floor']:.2f} s, "
+          + ", ".join(f"{name} {medians[name]:.2f} s, ratio {medians[name] / medians['floor']:.2f}"
+                      for name in runs if name != "floor")
+          + f"; all runs: { {name: [round(t, 2) for t in seconds] for name, seconds in times.items()} }")
 
 
 if __name__ == "__main__":

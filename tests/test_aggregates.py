@@ -6,7 +6,7 @@ import pytest
 from dp_spark.aggregates import item_edges
 from dp_spark.aggregates.domain_vector import on_domain
 from dp_spark.bounding import user_records
-from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain
+from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, item_domain, item_domain_of_ids
 
 
 def test_counts_are_zero_filled_over_the_domain(spark):
@@ -34,6 +34,18 @@ def test_cell_keys_give_the_same_counts_as_a_group_by(spark, ids):
         expected[ids.index(item), "xyz".index(attr)] += 1
     assert np.array_equal(item_edges.edge_counts(df, items, attrs), expected)
     assert item_edges._packable(items, 3) == (ids[-1] < 2**60)
+
+
+def test_the_highest_packable_id_with_the_last_attribute_value_does_not_overflow(spark):
+    """item·h + position + ... − 1 passes through item·h + h on the way: with h = 2 and the id
+    2^62 − 1 that is 2^63, beyond a long (which ANSI mode refuses). Such an id is not packed."""
+    top = 2**62 - 1
+    items = ItemDomain(ids=np.array([0, top - 1, top], dtype=np.int64), description="t")
+    attrs = attribute_domain(["x", "y"])
+    assert item_edges._packable(item_domain_of_ids([0, top - 1], "t"), 2)
+    assert not item_edges._packable(items, 2)
+    df = spark.createDataFrame([(top, "y"), (top - 1, "y"), (0, "x")], "item_id long, attr string")
+    assert item_edges.edge_counts(df, items, attrs).tolist() == [[1, 0], [0, 1], [0, 1]]
 
 
 @pytest.mark.parametrize("outside", [False, True])

@@ -310,9 +310,6 @@ def test_auto_is_checked_like_the_counts_and_planned_at_the_largest_candidate(tm
     common = dict(items=range(1, 5), value="v", low=0, high=1)
     with pytest.raises(ConfigError, match="l_candidates is used only with"):
         dp_spark.plan("means", **common, l=4, l_candidates=[1, 2], epsilon=1)
-    with pytest.raises(ConfigError, match="records_per_item = 20 is above l = 8"):
-        dp_spark.plan("means", **common, l="auto", l_candidates=[2, 8], epsilon=1, noise="gaussian", delta=1e-6,
-                      records_per_item=20)
     with pytest.raises(ConfigError, match="strictly increasing"):
         dp_spark.plan("means", **common, l="auto", l_candidates=[8, 2], epsilon=1)
     auto = dp_spark.plan("means", **common, l="auto", l_candidates=[2, 8], epsilon=1).accuracy["tables"]
@@ -339,3 +336,16 @@ high = 1
 ''')
     params = load_config(config).params
     assert params.auto and params.candidates == (2, 5)
+
+
+def test_a_chosen_l_below_the_per_item_cap_is_paid_as_no_cap(ratings, monkeypatch):
+    """c = 4 caps nothing once l = 2 is chosen: the run goes on (the choice is already paid for)
+    and both tables are paid at l·min(c, l) = 4 in L2², as without a cap."""
+    _, df = ratings
+    monkeypatch.setattr(bound_selection, "choose_bound_by_users",
+                        lambda *args, **kwargs: bound_selection.BoundChoice(2, None, 7))
+    release = _release(df, l="auto", l_candidates=[1, 2, 8], noise="gaussian", delta=1e-6, records_per_item=4)
+    steps = {e["step"]: e for e in release.report["ledger"]}
+    assert release.report["algorithm"]["chosen"]["l"] == 2
+    assert steps["value_counts"]["sensitivity_l2"] == pytest.approx(2)
+    assert steps["value_sums"]["sensitivity_l2"] == pytest.approx(2000)

@@ -41,13 +41,15 @@ def test_a_nan_or_a_null_would_be_counted_at_an_end_of_the_range_so_they_must_be
 
 
 @pytest.mark.parametrize("packed", [False, True])
-@pytest.mark.parametrize("l", [1, 3, 50])
-def test_each_cells_count_and_sum_are_those_of_the_kept_rows(spark, l, packed):
+@pytest.mark.parametrize("l, oversample", [(1, 6.0), (3, 6.0), (50, 6.0), (3, 0.0)])
+def test_each_cells_count_and_sum_are_those_of_the_kept_rows(spark, l, oversample, packed):
+    """With no oversampling (keep probability l/n) many users are left short of l candidates, so
+    the count takes its exact path: the short users' placeholder rows beside the tally's sums."""
     rng = np.random.default_rng(l)
     # Negative item ids: the packed key is taken apart by pmod and exact division, not truncation.
     frame = pd.DataFrame({"user_id": rng.integers(0, 40, 600), "item_id": rng.integers(-6, 6, 600),
                           "rating": rng.choice([0.5, 1.0, 2.5, 3.0, 4.5, 5.0, 6.0], 600)})
-    selection = sample_selection(spark.createDataFrame(frame), l, seed=9)
+    selection = sample_selection(spark.createDataFrame(frame), l, seed=9, oversample=oversample)
     kept = selection.rows().toPandas()
     assert kept.groupby("user_id").size().max() <= l
     got = cell_sums(selection, F.col("item_id"), units_column(F.col("rating"), STARS), STARS, packed)
@@ -64,16 +66,18 @@ def test_the_packed_sums_keep_large_ids_and_both_ends_of_the_grid_exactly(spark)
     from dp_spark.core.domain import item_domain_of_ids
 
     w = 2 * STARS.steps + 1
-    top, bottom = (2**63 - w) // w, -(2**63 // w)
+    # The ends long_key_fits allows: bottom·w − w ≥ −2^63 and top·w + w ≤ 2^63 − 1.
+    top, bottom = (2**63 - 1 - w) // w, -((2**63 - w) // w)
     items = item_domain_of_ids([bottom, 7, top], "ends")
     assert long_key_fits(items, None, w)
-    # Negative control: one past either end would overflow (bottom - 1 did, before the bound was fixed).
+    # Negative control: one past either end could overflow on the way (bottom - 1 did, before the bound was fixed).
     assert not long_key_fits(item_domain_of_ids([top + 1], "over"), None, w)
     assert not long_key_fits(item_domain_of_ids([bottom - 1], "under"), None, w)
-    frame = spark.createDataFrame([(1, bottom, 5.0), (2, bottom, 5.0), (1, top, 1.0), (3, top, 5.0), (3, 7, 1.0)],
-                                  "user_id long, item_id long, rating double")
+    # The lowest cell with the lowest value: cell·w + units alone would pass below −2^63.
+    frame = spark.createDataFrame([(1, bottom, 5.0), (2, bottom, 1.0), (4, bottom, 1.0), (1, top, 1.0), (3, top, 5.0),
+                                   (3, 7, 1.0)], "user_id long, item_id long, rating double")
     bounded, _ = bounded_sums(sample_selection(frame, 5, seed=2), items, "rating", STARS)
-    assert bounded.counts.tolist() == [2, 1, 2] and bounded.units.tolist() == [2000, -1000, 0]
+    assert bounded.counts.tolist() == [3, 1, 2] and bounded.units.tolist() == [-1000, -1000, 0]
 
 
 def test_bad_values_are_dropped_before_bounding_and_a_column_of_flags_is_refused(spark):

@@ -7,7 +7,7 @@ The selection carries (cell, units) as one value per kept record, so the per-use
 counts' own (``bounding.user_records``: SRA's uniform sample or HPA's top rows): a user's kept
 records depend on that user's records only, and the value rides along with the record it belongs to.
 Without a per-item cap the pair is counted as the counts are (``Selection.counted``), in one job
-that ends in one row per cell; where the cell is a long (integer item ids, few attribute values)
+that ends in a row or a few per cell; where the cell is a long (integer item ids, few attribute values)
 the pair is packed into one long, cell·(2·steps + 1) + units + steps, which Spark's per-user
 aggregation keeps far more cheaply than a struct.
 """
@@ -63,6 +63,7 @@ def cell_sums(selection: Selection, cell: Column, units: Column, clip: ClipRange
     item, ``item_of_cell`` naming a record's item from ``_value.cell`` (bounding.item_cap)."""
     if cap is None:
         tally = _cell_and_units(packed, clip)
+        # Within a long, and so are the sums on the way, however Spark orders them (long_key_fits).
         value = cell * F.lit(2 * clip.steps + 1) + units + F.lit(clip.steps) if packed \
             else F.struct(cell.alias("cell"), units.alias("units"))
         return selection.counted(value, tally)

@@ -91,10 +91,9 @@ class MeansParams:
         object.__setattr__(self, "high", clip.high)
         check_noise(self.noise)
         if self.records_per_item is not None:
+            # c ≥ l caps nothing (at most l records are kept in all): the sensitivities take min(c, l),
+            # as the counts' do, so a privately chosen l below c is no error.
             rows_per_user(self.records_per_item, "algorithm.records_per_item")
-            if self.records_per_item > self.largest_bound:
-                raise ConfigError(f"algorithm.records_per_item = {self.records_per_item} is above l = "
-                                  f"{self.largest_bound}: at most l records are kept in all")
             if self.noise == "laplace":
                 raise ConfigError("algorithm.records_per_item bounds the L2 sensitivity, which only Gaussian noise "
                                   "uses: set privacy.noise = \"gaussian\" or \"auto\" (with privacy.delta), or "
