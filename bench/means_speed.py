@@ -5,8 +5,9 @@ The synthetic Netflix-shaped table (``dp-spark generate netflix``) has no values
 to 5 is added once per record (a hash of the record: the same on every run) and the table written
 again beside it. Each round times the floor, then the release (SRA bounding, l = 10, ε = 1, pure
 Laplace, fresh noise), then the same under zCDP with one record per user and item (Gaussian noise,
-c = 1: the shipped config's path, with the per-item cap), each ending in its pandas result; the
-median ratios are printed.
+c = 1: the shipped config's path, with the per-item cap), then for reference the counts' SRA
+release of the same records at the same l and ε (what bounding costs without a value), each ending
+in its pandas result; the median ratios are printed.
 
     python bench/means_speed.py --rows 10000000 [--repeats 3]
 """
@@ -60,8 +61,12 @@ def main() -> None:
         return dp_spark.means(spark.read.parquet(path), items=range(1, 17771), value="value", low=1, high=5, l=10,
                               epsilon=1, progress=lambda _: None, distinct_records=True, **extra)["item_means"]
 
+    def counts():
+        return dp_spark.sra(spark.read.parquet(path), items=range(1, 17771), l=10, epsilon=1, progress=lambda _: None,
+                            distinct_records=True)["item_counts"]
+
     runs = {"floor": floor, "means": release,
-            "means_c1": lambda: release(noise="gaussian", delta=1e-6, records_per_item=1)}
+            "means_c1": lambda: release(noise="gaussian", delta=1e-6, records_per_item=1), "sra_counts": counts}
     for run in runs.values():  # untimed: the JVM's warm-up and the file cache
         run()
     times = {name: [] for name in runs}
