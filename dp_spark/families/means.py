@@ -4,8 +4,8 @@ Bound: each user keeps at most ``l`` records (SRA's uniform sample, or HPA's mos
 noisy popularity; with l = "auto" l is chosen privately first, by the counts' mechanism with the
 sums' error model: ``error_model``), and with ``records_per_item`` at most c of them per item.
 Aggregate: per cell, the kept records and the sum of their values clipped to the public [low,
-high] and centred (aggregates.value_sums). Publish: noisy counts at L1 l and noisy centred sums at L1 l·(high −
-low)/2, Laplace or (zCDP) Gaussian; the sums and means are post-processing of the two
+high] and centred (aggregates.value_sums). Publish: noisy counts at L1 l and noisy centred sums at
+L1 l·(high − low)/2, Laplace or (zCDP) Gaussian; the sums and means are post-processing of the two
 (algorithms.means). Claim and argument: docs/value_sums.md, "Privacy claim: value_sums, means".
 """
 
