@@ -26,8 +26,9 @@ from dp_spark.core.progress import diagnostic
 from dp_spark.core.vector_noise import NoiseSecret
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
-from dp_spark.families.base import (MAX_ROWS_PER_USER, ROWS_PER_USER_LIMIT, ConfigTables, Domains, Execution,
-                                   Family, FamilyOutput, RunInputs, require, rows_per_user)
+from dp_spark.families.auto_bound import AUTO, AUTO_NOTE, candidates_of
+from dp_spark.families.base import (ConfigTables, Domains, Execution, Family, FamilyOutput, RunInputs, require,
+                                   rows_per_user)
 from dp_spark.families.private_keys import private_keys
 from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark.io.validation import check_schema, keyed_by_user, validate_records
@@ -39,7 +40,6 @@ ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
 BASELINE_PUBLISHERS = {"lpa": "laplace", "dft": "fourier", "gs": "grouping"}
 
 
-AUTO = "auto"  # the per-user bound chosen privately (algorithms.bound_selection)
 PRIVATE_ITEMS = "private"  # domain.items: the items selected privately (algorithms.partition_selection)
 # Partition selection's distinct items per user unless algorithm.keys_per_user says otherwise: each
 # key gets ε_partition/10, so at ε = 1, δ = 1e-6 an item needs about 260 users to be released as
@@ -131,23 +131,6 @@ class CountsParams:
     def largest_bound(self) -> int:
         """The bound, or with "auto" the largest it can be: the noise is at most that bound's."""
         return self.candidates[-1] if self.auto else self.l
-
-
-def candidates_of(values: Any, bound_name: str) -> tuple[int, ...]:
-    """The public candidate bounds of "auto" (bound_selection's default when not given)."""
-    key = f"algorithm.{bound_name}_candidates"
-    if values is None:
-        return bound_selection.DEFAULT_CANDIDATES
-    if not isinstance(values, (list, tuple)):
-        raise ConfigError(f"{key} must be a list of integers, got {values!r}")
-    try:
-        checked = bound_selection.candidates_checked(values)
-    except ValueError as e:
-        raise ConfigError(f"{key}: {e}") from None
-    if checked[-1] > MAX_ROWS_PER_USER:
-        raise ConfigError(f"{key} has {int(checked[-1]):,}, above the supported maximum {MAX_ROWS_PER_USER:,}: "
-                          f"{ROWS_PER_USER_LIMIT}")
-    return tuple(int(b) for b in checked)
 
 
 PARTITION_SHARE = Fraction(1, 2)
@@ -455,10 +438,6 @@ def _report_section(params: CountsParams) -> dict:
 CONSISTENT_NOTE = ("then made consistent and non-negative by weighted least squares (post-processing): these "
                    "are the numbers of the noise before that step, which moves every value; it uses the released "
                    "values only, but clipping at zero raises small counts, a bias not shown")
-
-
-AUTO_NOTE = ("{name} is chosen privately from the candidates: the noise is that of the chosen {name}, at most "
-             "these numbers (at the largest candidate, {name} = {largest}); privacy.json's algorithm.chosen says which")
 
 
 def _output_rows(params: CountsParams, domains: Domains) -> dict[str, int | None]:

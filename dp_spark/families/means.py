@@ -34,7 +34,7 @@ from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require, rows_per_user
-from dp_spark.families.counts import AUTO, AUTO_NOTE, candidates_of
+from dp_spark.families.auto_bound import AUTO, AUTO_NOTE, candidates_of
 from dp_spark.io.validation import check_schema, check_value_schema, validate_records
 
 BOUNDINGS = ("sra", "hpa")
