@@ -119,13 +119,16 @@ def test_an_advisory_lock_refuses_while_held_and_is_removed_after():
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("left, taken", [
-    (holder(os.getpid()), False),  # running on this host
-    (holder(dead_pid()), True),  # not running on this host
-    (holder(1, host="another-host", age=dt.timedelta(hours=1)), False),  # cannot be checked: young
-    (holder(1, host="another-host", age=output_lock.STALE_AFTER + dt.timedelta(minutes=1)), True),  # too old
-])
-def test_an_advisory_lock_is_taken_over_only_when_stale(left, taken):
+@pytest.mark.parametrize("holder_of, taken", [
+    (lambda: holder(os.getpid()), False),  # running on this host
+    (lambda: holder(dead_pid()), True),  # not running on this host
+    (lambda: holder(1, host="another-host", age=dt.timedelta(hours=1)), False),  # cannot be checked: young
+    (lambda: holder(1, host="another-host", age=output_lock.STALE_AFTER + dt.timedelta(minutes=1)), True),  # too old
+], ids=["alive", "exited", "other_host_young", "other_host_old"])
+def test_an_advisory_lock_is_taken_over_only_when_stale(holder_of, taken):
+    # The holder is made when the test runs: a pid that exited at collection can belong to another
+    # process an hour of tests later (CI saw one reused).
+    left = holder_of()
     lock = mock_lock()
     put(lock, left)
     said = []
