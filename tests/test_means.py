@@ -177,9 +177,9 @@ def test_hpa_with_its_popularity_from_validations_sample_keeps_its_bound(ratings
     assert release.diagnostics["rows_in_popularity_sample"] == good["user_id"].nunique()
 
 
-def test_unknown_keys_are_refused(tmp_path):
-    config = tmp_path / "job.toml"
-    config.write_text(f'''output = "{tmp_path / 'out'}"
+def _csv_job(tmp_path, algorithm: str) -> str:
+    """A means job over a CSV source with a small item range, its [algorithm] table's keys after name."""
+    return f'''output = "{tmp_path / 'out'}"
 [source]
 format = "csv"
 path = "x.csv"
@@ -189,11 +189,16 @@ items = {{ range = [1, 3] }}
 epsilon = 1.0
 [algorithm]
 name = "means"
-l = 2
+''' + algorithm
+
+
+def test_unknown_keys_are_refused(tmp_path):
+    config = tmp_path / "job.toml"
+    config.write_text(_csv_job(tmp_path, """l = 2
 low = 0
 high = 1
 consistent = true
-''')
+"""))
     with pytest.raises(ConfigError, match="consistent"):
         load_config(config)
 
@@ -319,21 +324,11 @@ def test_auto_is_checked_like_the_counts_and_planned_at_the_largest_candidate(tm
         planned, at_largest = auto["item_means"][column], fixed["item_means"][column]
         assert planned["kind"] == accuracy.UPPER_BOUND and planned["sd"] == pytest.approx(at_largest["sd"])
     config = tmp_path / "job.toml"
-    config.write_text(f'''output = "{tmp_path / 'out'}"
-[source]
-format = "csv"
-path = "x.csv"
-[domain]
-items = {{ range = [1, 3] }}
-[privacy]
-epsilon = 1.0
-[algorithm]
-name = "means"
-l = "auto"
+    config.write_text(_csv_job(tmp_path, """l = "auto"
 l_candidates = [2, 5]
 low = 0
 high = 1
-''')
+"""))
     params = load_config(config).params
     assert params.auto and params.candidates == (2, 5)
 
