@@ -12,8 +12,10 @@ got one; and the shipped config
 
     python bench/means_accuracy.py [--runs 3] [--out bench/results/means/accuracy.txt]
     python bench/means_accuracy.py --only-auto --runs 2    # l = "auto" alone (accuracy_auto.txt)
+    python bench/means_accuracy.py --clip-auto --runs 3    # the range chosen privately (accuracy_clip.txt)
 
-With l = "auto" the line says which l the private choice took in each run.
+With l = "auto" the line says which l the private choice took in each run; with --clip-auto
+(low and high left out, default candidates, l fixed at CLIP_BOUNDS) which range.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ DATA = ROOT.parent / "shared" / "data"
 SETS = {"ml-1m rated": (datasets.load_movielens_1m, DATA / "ml-1m" / "ratings_users_0001-2999.dat.gz", 1000),
         "ml-100k": (datasets.load_movielens_100k, DATA / "ml-100k", 300)}
 BOUNDS = {"laplace": (10, 30, 60, "auto"), "gaussian": (10, 30, 60, 200, "auto")}
+CLIP_BOUNDS = {"laplace": (10,), "gaussian": (60,)}  # the best fixed l of accuracy.txt
 
 
 def errors(table: pd.DataFrame, truth: pd.DataFrame, popular: int) -> tuple[float, float, int, int]:
@@ -57,6 +60,7 @@ def main() -> None:
     parser.add_argument("--shipped-runs", type=int, default=6, help="seeded runs of the shipped config")
     parser.add_argument("--only-shipped", action="store_true", help="measure the shipped config alone")
     parser.add_argument("--only-auto", action="store_true", help="measure l = \"auto\" alone")
+    parser.add_argument("--clip-auto", action="store_true", help="measure the range chosen privately alone")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "means" / "accuracy.txt"))
     args = parser.parse_args()
     spark = get_session(app_name="means accuracy")
@@ -65,8 +69,9 @@ def main() -> None:
         kept = out.read_text(encoding="utf-8").split("\nThe shipped config")[0].splitlines()
         out.write_text("\n".join(kept + shipped(spark, args.shipped_runs)) + "\n", encoding="utf-8")
         return
-    if args.only_auto:
-        out = out.with_name("accuracy_auto.txt")
+    if args.only_auto or args.clip_auto:
+        out = out.with_name("accuracy_clip.txt" if args.clip_auto else "accuracy_auto.txt")
+    clip = {} if args.clip_auto else {"low": 1, "high": 5}
     lines = [f"# bench/means_accuracy.py, {args.runs} seeded runs per setting; MAE in stars", "",
              "| data | noise | bounding | l | MAE, popular movies | popular with a mean | MAE, all with a mean "
              "| movies with a mean |", "|---|---|---|---:|---:|---:|---:|---:|"]
@@ -79,24 +84,27 @@ def main() -> None:
         for noise, bounds in BOUNDS.items():
             zcdp = {"delta": 1e-6, "noise": "gaussian", "records_per_item": 1} if noise == "gaussian" else {}
             for bounding in ("sra", "hpa"):
-                for l in ("auto",) if args.only_auto else bounds:
+                for l in ("auto",) if args.only_auto else CLIP_BOUNDS[noise] if args.clip_auto else bounds:
                     found, chosen = [], []
                     for seed in range(1, args.runs + 1):
-                        release = dp_spark.means(records, items=items, value="value", low=1, high=5, l=l,
+                        release = dp_spark.means(records, items=items, value="value", l=l, **clip,
                                                  epsilon=1, bounding=bounding, seed=seed, progress=lambda _: None,
                                                  distinct_records=True, **zcdp)
                         found.append(errors(release["item_means"], truth, popular))
-                        chosen.append(release.report["algorithm"].get("chosen", {}).get("l"))
+                        picked = release.report["algorithm"].get("chosen", {})
+                        chosen.append(f"[{picked['low']:g}, {picked['high']:g}]" if args.clip_auto else picked.get("l"))
                     big, everything, published, popular_published = (np.mean([f[k] for f in found])
                                                                      for k in range(4))
                     said = f"auto ({', '.join(map(str, chosen))})" if l == "auto" else l
+                    if args.clip_auto:
+                        said = f"{l}, range {' '.join(chosen)}"
                     lines.append(f"| {name} (popular: >= {popular:,}) | {noise} | {bounding} | {said} | {big:.3f} | "
                                  f"{popular_published:.1f} of {int((truth['ratings'] >= popular).sum())} | "
                                  f"{everything:.3f} | {published:.0f} |")
                     print(lines[-1], f"({time.time() - started:.0f} s)", flush=True)
         records.unpersist()
     out.parent.mkdir(parents=True, exist_ok=True)
-    tail = [] if args.only_auto else shipped(spark, args.shipped_runs)
+    tail = [] if args.only_auto or args.clip_auto else shipped(spark, args.shipped_runs)
     out.write_text("\n".join(lines + tail) + "\n", encoding="utf-8")
 
 

@@ -646,13 +646,15 @@ def frapp(df, *, attributes, epsilon=None, gamma=None, scheme="det_gd", sup_min=
                     guards)
 
 
-def means(df, *, items, value, low, high, l, epsilon=None, bounding="sra", d=1, privacy_unit="user_id",
+def means(df, *, items, value, l, low="auto", high="auto", epsilon=None, bounding="sra", d=1, privacy_unit="user_id",
           item="item_id", attribute=None, attributes=None, records_per_item=None, epsilon_split=None, seed=None,
           budget=None, guards=None, progress=None, noise="laplace", delta=None, rho=None,
-          distinct_records=False, l_candidates=None) -> Release:
+          distinct_records=False, l_candidates=None, clip_candidates=None) -> Release:
     """The sum, count and mean of the numeric column ``value`` per item (table item_means), and
     per item and attribute value with ``attribute``/``attributes`` (edge_means). Values are
-    clipped to the public range [``low``, ``high``]; each user keeps at most ``l`` records
+    clipped to the public range [``low``, ``high``] (either left out or ``"auto"``: chosen privately
+    from ``clip_candidates``, default 0 and ±1, 2, 5 x 10^k for k = -3 to 9, with a tenth of ε);
+    each user keeps at most ``l`` records
     (``bounding="sra"``: a uniform sample of its own; ``"hpa"``: its most popular by a noisy
     popularity from ``d`` records per user); ``l="auto"`` chooses l privately from ``l_candidates``
     (default 1, 2, 3, 4, 6, ..., 256) with a tenth of ε. Each row has noisy_count, noisy_sum, mean and the
@@ -664,7 +666,8 @@ def means(df, *, items, value, low, high, l, epsilon=None, bounding="sra", d=1, 
     if isinstance(items, str) and items == PRIVATE_ITEMS:
         raise ConfigError(f"items=\"{PRIVATE_ITEMS}\" is not available for means yet: give the public item ids")
     accounting, epsilon = _zcdp_of("means", noise, epsilon, delta, rho, seed)
-    params = MeansParams(low, high, l, bounding, d, records_per_item, noise or "laplace", l_candidates)
+    params = MeansParams(low, high, l, bounding, d, records_per_item, noise or "laplace", l_candidates,
+                         clip_candidates=clip_candidates)
     check_accounting(family_of("means"), params, accounting)
     domains = Domains(_items(items), _attributes(attributes))
     if (attribute is None) != (domains.attributes is None):

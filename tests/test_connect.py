@@ -37,6 +37,8 @@ def job_overrides(data: Path) -> dict[str, tuple[str, list[str]]]:
         "entropy": ("sparse_entropy.toml", [f"source.path={data / 'checkins'}"]),
         "frapp": ("adult_frapp.toml", [f"source.path={SHARED_DATA / 'adult'}"]),
         "means": ("movielens_means.toml", [*ml100k, "algorithm.l=20"]),
+        "means_clip": ("movielens_means.toml", [*ml100k, "algorithm.l=20", 'algorithm.low="auto"',
+                                                'algorithm.high="auto"']),
     }
 
 

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 import dp_spark
 from dp_spark.aggregates import bound_bias
-from dp_spark.algorithms import bound_selection
+from dp_spark.algorithms import bound_selection, clip_choice
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.domain import AttributeDomain, item_domain_of_ids
 from dp_spark.errors import ConfigError, DataError
@@ -344,3 +344,70 @@ def test_a_chosen_l_below_the_per_item_cap_is_paid_as_no_cap(ratings, monkeypatc
     assert release.report["algorithm"]["chosen"]["l"] == 2
     assert steps["value_counts"]["sensitivity_l2"] == pytest.approx(2)
     assert steps["value_sums"]["sensitivity_l2"] == pytest.approx(2000)
+
+
+# ---------------------------------------------------------------------------
+# The clipping range chosen privately (algorithms.clip_choice).
+
+
+def test_the_range_is_chosen_from_one_value_per_user_and_the_sums_use_it(ratings, monkeypatch):
+    """Left out, low and high are chosen: from the ranks of one usable value per user (the
+    record validation draws), before the sums, which are then clipped to the chosen range and
+    reported at it."""
+    frame, df = ratings
+    seen = {}
+    choose = clip_choice.choose_clip
+
+    def spy(candidates, below, at_most, values, low, high, epsilon, budget, rng):
+        seen.update(below=below, at_most=at_most, values=values, epsilon=epsilon)
+        return choose(candidates, below, at_most, values, low, high, epsilon, budget, rng)
+
+    monkeypatch.setattr(clip_choice, "choose_clip", spy)
+    candidates = [0, 1, 2, 3, 4, 5, 6]
+    arguments = dict(items=range(1, ITEMS + 1), value="value", l=12, epsilon=4, seed=3, progress=lambda _: None)
+    release = dp_spark.means(df, clip_candidates=candidates, **arguments)
+    good = frame[np.isfinite(frame["value"])]
+    assert seen["values"] == good["user_id"].nunique() and seen["epsilon"] == Fraction(4, 10)
+    # Each user's value is one of its own: the ranks lie between those of the users' least and
+    # greatest values.
+    least, most = good.groupby("user_id")["value"].min(), good.groupby("user_id")["value"].max()
+    for b, below, at_most in zip(candidates, seen["below"], seen["at_most"]):
+        assert (most < b).sum() <= below <= (least < b).sum() and (most <= b).sum() <= at_most <= (least <= b).sum()
+    chosen = release.report["algorithm"]["chosen"]
+    assert {e["step"] for e in release.report["ledger"]} >= {"choose clip: users", "choose low", "choose high"}
+    assert release.report["epsilon_spent"] == pytest.approx(4)
+    assert release.report["algorithm"]["parameters"]["low"] == "auto" == release.report["algorithm"]["parameters"][
+        "high"]
+    table = release["item_means"].dropna(subset=["mean"])
+    assert len(table) and (table["mean_low"] >= chosen["low"]).all() and (table["mean_high"] <= chosen["high"]).all()
+    # The accuracy is reported at the chosen range: as a release with that range given and the
+    # nine tenths of ε the tables got.
+    fixed = dp_spark.means(df, low=chosen["low"], high=chosen["high"], **{**arguments, "epsilon": 3.6})
+    report_sum = release.report["accuracy"]["tables"]["item_means"]["noisy_sum"]
+    fixed_sum = fixed.report["accuracy"]["tables"]["item_means"]["noisy_sum"]
+    assert report_sum["sd"] == pytest.approx(fixed_sum["sd"])
+    assert f"low = {chosen['low']}" in report_sum["note"]
+
+
+def test_a_range_not_given_is_planned_at_the_widest_and_checked_before_the_run(tmp_path):
+    common = dict(items=range(1, 5), value="v", l=4, epsilon=1)
+    planned = dp_spark.plan("means", **common, low=0, clip_candidates=[1, 2, 10]).accuracy["tables"]["item_means"]
+    # Before the run: an upper bound at the widest range, [0, 10], at the nine tenths the tables get.
+    widest = dp_spark.plan("means", **{**common, "epsilon": 0.9}, low=0, high=10).accuracy["tables"]["item_means"]
+    assert planned["noisy_sum"]["kind"] == accuracy.UPPER_BOUND
+    assert planned["noisy_sum"]["sd"] >= widest["noisy_sum"]["sd"]
+    assert planned["noisy_count"]["sd"] == pytest.approx(widest["noisy_count"]["sd"])
+    for bad, message in [(dict(low=0, high=5, clip_candidates=[1, 2]), "used only with"),
+                         (dict(low=10, clip_candidates=[1, 2]), "no value above"),
+                         (dict(clip_candidates=[2, 1]), "increasing"),
+                         (dict(low="x"), "finite number or \"auto\""),
+                         (dict(clip_candidates=[0.0, 1e-310]), "not a grid")]:
+        with pytest.raises(ConfigError, match=message):
+            dp_spark.plan("means", **common, **bad)
+    config = tmp_path / "job.toml"
+    config.write_text(_csv_job(tmp_path, """l = 4
+high = 5
+clip_candidates = [-1, 0, 1]
+"""))
+    params = load_config(config).params
+    assert params.low == "auto" and params.high == 5 and params.clip_candidates == (-1.0, 0.0, 1.0)

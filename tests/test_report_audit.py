@@ -329,6 +329,10 @@ JOBS = {
     "means_auto_gaussian": ("ratings", lambda p: ratings_config(
         p, "means", 'l = "auto"\nlow = 1\nhigh = 5\nrecords_per_item = 1').replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
+    "means_auto_clip": ("ratings", lambda p: ratings_config(p, "means", "l = 5\nclip_candidates = [0, 1, 2, 3, 5]")),
+    "means_auto_clip_gaussian": ("ratings", lambda p: ratings_config(
+        p, "means", 'l = "auto"\nlow = 0\nhigh = "auto"').replace(
+        "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
     "means_guarded": ("ratings", lambda p: ratings_config(
         p, "means", "l = 5\nlow = 1\nhigh = 5\n[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\n"
                     "max_truncated_fraction = 1")),

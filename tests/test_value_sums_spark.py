@@ -11,9 +11,13 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
+from dp_spark.aggregates.value_ranks import value_ranks
 from dp_spark.aggregates.value_sums import bounded_sums, cell_sums, units_column
 from dp_spark.algorithms.value_sums import ClipRange
+from dp_spark.bounding import keys
 from dp_spark.bounding.user_records import sample_selection
+from dp_spark.core.domain import item_domain_of_ids
+from dp_spark.io.validation import validate_records
 
 STARS = ClipRange(1.0, 5.0)
 
@@ -125,3 +129,28 @@ def test_the_cap_keeps_at_most_c_records_per_user_and_item_in_every_cell(spark):
     # The sums are those of the records kept: each F record of item 1 is +1000, each M one −1000.
     kept_f, kept_m = edges.counts[0], edges.counts[1]
     assert edges.units[:2].tolist() == [1000 * kept_f, -1000 * kept_m] and capped.units[0] == edges.units[:2].sum()
+
+
+def test_validation_draws_one_usable_record_per_user_and_the_ranks_count_its_values(spark):
+    """The clipping range's input: the value of the record validation draws per user (the same
+    record as its item, one with a usable value), and each candidate's counts below and at most."""
+    rng = np.random.default_rng(8)
+    users = rng.integers(1, 60, 600)
+    values = rng.choice([0.5, 1.0, 2.0, 3.5, np.nan, np.inf], 600)
+    frame = pd.DataFrame({"user_id": users, "item_id": rng.integers(1, 6, 600), "value": values})
+    records = keys.with_row_key(spark.createDataFrame(frame))
+    validated = validate_records(records, item_domain_of_ids([1, 2, 3, 4, 5], "1..5"), None, value=True,
+                                 sample_value=True, one_per_user_salt=keys.sample_salt(4))
+    try:
+        sampled = validated.one_per_user.toPandas()
+        candidates = [0.0, 1.0, 2.0, 3.5, 9.0]
+        below, at_most, n = value_ranks(validated.one_per_user, "_sampled_value", candidates)
+    finally:
+        validated.release()
+    usable = frame[np.isfinite(frame["value"])]
+    assert sorted(sampled["user_id"]) == sorted(usable["user_id"].unique()) and n == len(sampled)
+    own = set(zip(usable["user_id"], usable["item_id"], usable["value"]))
+    assert all((u, i, v) in own for u, i, v in zip(sampled["user_id"], sampled["_sampled_item"],
+                                                    sampled["_sampled_value"]))
+    v = sampled["_sampled_value"].to_numpy()
+    assert list(below) == [(v < b).sum() for b in candidates] and list(at_most) == [(v <= b).sum() for b in candidates]

@@ -11,6 +11,7 @@ L1 l·(high − low)/2, Laplace or (zCDP) Gaussian; the sums and means are post-
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -20,8 +21,9 @@ import numpy as np
 import pandas as pd
 
 from dp_spark.aggregates import bound_bias
+from dp_spark.aggregates.value_ranks import value_ranks
 from dp_spark.aggregates.value_sums import bounded_sums
-from dp_spark.algorithms import bound_selection
+from dp_spark.algorithms import bound_selection, clip_choice
 from dp_spark.algorithms import means as publishing
 from dp_spark.algorithms.sampling import hpa_selection
 from dp_spark.algorithms.value_sums import DEFAULT_STEPS, ClipRange, SumSensitivity
@@ -47,21 +49,48 @@ ITEM_TABLE, EDGE_TABLE = "item_means", "edge_means"
 # Each table pair: its ledger steps and its parts of the budget (privacy.epsilon_*).
 PAIRS = {ITEM_TABLE: ("value_counts", "value_sums", "epsilon_counts", "epsilon_sums"),
          EDGE_TABLE: ("edge_value_counts", "edge_value_sums", "epsilon_edge_counts", "epsilon_edge_sums")}
+CLIP_NOTE = ("the clipping range is chosen privately from the candidates: the sum's noise is that of the chosen "
+             "range, at most these numbers (at the widest, [{low:g}, {high:g}]); privacy.json's algorithm.chosen "
+             "says which")
 MEAN_NOTE = ("the ratio of the noisy sum and count, not additive noise: each row's mean_low and mean_high are its "
              "interval at 1 - alpha (both figures within their half-widths at alpha/2); a row without a mean had a "
              "count whose interval reaches zero (docs/value_sums.md)")
 
 
+def clip_candidates_of(values: Any) -> tuple[float, ...]:
+    """The public candidates of a clipping range chosen privately (clip_choice's default when not given)."""
+    if values is None:
+        return clip_choice.DEFAULT_CANDIDATES
+    if not isinstance(values, (list, tuple)):
+        raise ConfigError(f"algorithm.clip_candidates must be a list of numbers, got {values!r}")
+    try:
+        return clip_choice.candidates_checked(values)
+    except ValueError as e:
+        raise ConfigError(f"algorithm.clip_candidates: {e}") from None
+
+
+@functools.lru_cache(maxsize=16)
+def _check_ranges(lows: tuple[float, ...], highs: tuple[float, ...], steps: int) -> None:
+    """Every range the choice can give must be a grid doubles hold: checked before the choice is
+    paid for, not after (once per set of candidates: 15,000 ranges for the default)."""
+    for low in lows:
+        for high in highs:
+            if high > low:
+                ClipRange(low, high, steps)
+
+
 @dataclass(frozen=True)
 class MeansParams:
-    """``low``, ``high``: the public range values are clipped to; ``l``: records kept per user,
+    """``low``, ``high``: the public range values are clipped to, either or both "auto" to choose
+    it privately from ``clip_candidates`` with a tenth of ε (docs/value_sums.md, "Choosing the
+    clipping range"); ``l``: records kept per user,
     by ``bounding`` ("sra": a uniform sample; "hpa": the most popular, popularity measured on
     ``d`` records per user), or "auto" to choose it privately from ``candidates`` with a tenth of
     ε (docs/value_sums.md, "Choosing l"); ``records_per_item``: at most c of a user's kept records
     per item (lowers the L2 sensitivity, which only Gaussian noise uses); ``noise``: privacy.noise."""
 
-    low: float
-    high: float
+    low: float | str
+    high: float | str
     l: int | str = 10
     bounding: str = "sra"
     d: int = 1
@@ -69,6 +98,7 @@ class MeansParams:
     noise: str = "laplace"
     candidates: tuple[int, ...] | None = None
     steps: int = DEFAULT_STEPS
+    clip_candidates: tuple[float, ...] | None = None
     algorithm: str = "means"
 
     def __post_init__(self):
@@ -83,12 +113,7 @@ class MeansParams:
         rows_per_user(self.d, "algorithm.d")
         if self.bounding != "hpa" and self.d != 1:
             raise ConfigError("algorithm.d is HPA bounding's parameter: set algorithm.bounding = \"hpa\", or remove it")
-        try:
-            clip = ClipRange(self.low, self.high, self.steps)
-        except ValueError as e:
-            raise ConfigError(f"algorithm.low and algorithm.high: {e}") from None
-        object.__setattr__(self, "low", clip.low)
-        object.__setattr__(self, "high", clip.high)
+        self._check_clip()
         check_noise(self.noise)
         if self.records_per_item is not None:
             # c ≥ l caps nothing (at most l records are kept in all): the sensitivities take min(c, l),
@@ -99,9 +124,53 @@ class MeansParams:
                                   "uses: set privacy.noise = \"gaussian\" or \"auto\" (with privacy.delta), or "
                                   "remove it")
 
+    def _check_clip(self) -> None:
+        if not self.clip_auto:
+            if self.clip_candidates is not None:
+                raise ConfigError("algorithm.clip_candidates is used only with low or high \"auto\"")
+            try:
+                clip = ClipRange(self.low, self.high, self.steps)
+            except ValueError as e:
+                raise ConfigError(f"algorithm.low and algorithm.high: {e}") from None
+            object.__setattr__(self, "low", clip.low)
+            object.__setattr__(self, "high", clip.high)
+            return
+        candidates = clip_candidates_of(self.clip_candidates)
+        object.__setattr__(self, "clip_candidates", candidates)
+        given = {name: getattr(self, name) for name in ("low", "high") if getattr(self, name) != AUTO}
+        for name, value in given.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"algorithm.{name} must be a finite number or \"auto\", got {value!r}")
+            object.__setattr__(self, name, float(value))
+        lows = [c for c in candidates if c < self.high] if "high" in given else list(candidates[:-1])
+        highs = [c for c in candidates if c > self.low] if "low" in given else list(candidates[1:])
+        if not lows or not highs:
+            side = "below algorithm.high" if not lows else "above algorithm.low"
+            raise ConfigError(f"algorithm.clip_candidates has no value {side}: the range cannot be chosen")
+        try:
+            _check_ranges(tuple(lows), tuple(highs), self.steps)
+        except ValueError as e:
+            raise ConfigError(f"algorithm.clip_candidates: {e}") from None
+
+    @property
+    def clip_auto(self) -> bool:
+        return AUTO in (self.low, self.high)
+
     @property
     def clip(self) -> ClipRange:
+        """The public range (not with "auto": see widest_clip)."""
+        if self.clip_auto:
+            raise ValueError("the clipping range is chosen privately: it is known only after the choice")
         return ClipRange(self.low, self.high, self.steps)
+
+    @property
+    def widest_clip(self) -> ClipRange:
+        """The range, or with "auto" the widest the choice can give: every chosen range lies in it."""
+        if not self.clip_auto:
+            return self.clip
+        low = self.clip_candidates[0] if self.low == AUTO else self.low
+        high = self.clip_candidates[-1] if self.high == AUTO else self.high
+        return ClipRange(low, high, self.steps)
 
     @property
     def auto(self) -> bool:
@@ -131,10 +200,13 @@ class MeansParams:
 
 
 def _split(params: MeansParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
-    """With "auto", a tenth of ε to choose l; HPA: a tenth of ε for the popularity; the rest shared
+    """With "auto", a tenth of ε to choose l and a tenth to choose the clipping range; HPA: a tenth
+    of ε for the popularity; the rest shared
     by the table pairs (items, and items × attributes), each pair 3/10 to its counts and 7/10 to its
     sums."""
     first = {"epsilon_bound": epsilon * bound_selection.DEFAULT_SHARE} if params.auto else {}
+    if params.clip_auto:
+        first["epsilon_clip"] = epsilon * clip_choice.SHARE
     if params.bounding == "hpa":
         first["epsilon_popularity"] = epsilon * POPULARITY_SHARE
     pairs = [ITEM_TABLE] + ([EDGE_TABLE] if domains.attributes is not None else [])
@@ -164,12 +236,17 @@ def _pair(params: MeansParams, split: dict[str, Fraction], table: str) -> publis
 def run(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
     items, attributes = inputs.domains.items, inputs.domains.attributes
     hpa = params.bounding == "hpa"
+    # One record per user, drawn in the validation pass: HPA's popularity sample (d = 1), and the
+    # value the clipping range is chosen from. The same salt as SRA's selection, which the choice
+    # may share: each step is DP given any salt (docs/value_sums.md, "Choosing the clipping range").
+    sampled = (hpa and params.d == 1) or params.clip_auto
     validated = validate_records(inputs.records, items, attributes, value=True, strict=inputs.guards.strict,
-                                 progress=inputs.progress,
-                                 one_per_user_salt=keys.sample_salt(inputs.seed) if hpa and params.d == 1 else None)
+                                 progress=inputs.progress, sample_value=params.clip_auto,
+                                 one_per_user_salt=keys.sample_salt(inputs.seed) if sampled else None)
     try:
         # Chosen before the guards look, as the counts' l (docs/bound_selection.md, "Guards").
         params, chosen = _bound(params, inputs, validated)
+        params, chosen = _clip(params, inputs, validated, chosen)
         # The per-item cap may keep fewer: rows_after_bounding, in the diagnostics, is exact.
         coverage = guards.bounded_coverage(validated.diagnostics["rows_read"], validated.rows_outside_domain,
                                            validated.users_by_n, params.l)
@@ -259,13 +336,40 @@ def _bound(params: MeansParams, inputs: RunInputs, validated) -> tuple[MeansPara
     return _at_bound(params, choice.bound), choice.to_json("l")
 
 
+def _clip(params: MeansParams, inputs: RunInputs, validated, chosen: dict | None
+          ) -> tuple[MeansParams, dict | None]:
+    """The parameters at the clipping range and, when it was chosen privately, ``chosen`` with the
+    range added (DP outputs): algorithms.clip_choice over the ranks of the candidates among one
+    value per user (NOT private: read only by its mechanisms)."""
+    if not params.clip_auto:
+        return params, chosen
+    inputs.progress(f"choosing the clipping range privately from {len(params.clip_candidates)} candidates")
+    below, at_most, values = value_ranks(validated.one_per_user, "_sampled_value", params.clip_candidates)
+    choice = clip_choice.choose_clip(params.clip_candidates, below, at_most, values,
+                                     None if params.low == AUTO else params.low,
+                                     None if params.high == AUTO else params.high,
+                                     inputs.split["epsilon_clip"], inputs.budget, inputs.rng)
+    inputs.progress(f"clipping range [{choice.low:g}, {choice.high:g}], chosen privately")
+    return _at_clip(params, choice.low, choice.high), {**(chosen or {}), **choice.to_json()}
+
+
 def _at_bound(params: MeansParams, l: int) -> MeansParams:
     return replace(params, l=l, candidates=None)
 
 
+def _at_clip(params: MeansParams, low: float, high: float) -> MeansParams:
+    return replace(params, low=low, high=high, clip_candidates=None)
+
+
 def _with_chosen(params: MeansParams, chosen: dict) -> tuple[MeansParams, dict] | None:
-    """The parameters at the privately chosen l, for the report's accuracy."""
-    return (_at_bound(params, chosen["l"]), {"l": chosen["l"]}) if "l" in chosen else None
+    """The parameters at the privately chosen l and clipping range, for the report's accuracy."""
+    said = {}
+    if "l" in chosen:
+        params, said["l"] = _at_bound(params, chosen["l"]), chosen["l"]
+    if "low" in chosen:
+        params = _at_clip(params, chosen["low"], chosen["high"])
+        said.update(low=chosen["low"], high=chosen["high"])
+    return (params, said) if said else None
 
 
 def _columns(published: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -277,9 +381,16 @@ def _columns(published: dict[str, np.ndarray]) -> dict[str, Any]:
 def _describe(params: MeansParams, epsilon: Fraction, domains: Domains) -> str:
     noise = "" if params.noise == "laplace" else f", {params.noise} noise (zCDP)" + (
         f", at most {params.records_per_item} records per user and item" if params.records_per_item else "")
-    return (f"means of the value clipped to [{params.low:g}, {params.high:g}] with epsilon {float(epsilon):g}, "
+    return (f"means of the value clipped to {_clip_text(params)} with epsilon {float(epsilon):g}, "
             f"{params.bounding.upper()} bounding with l = {_bound_text(params)}{noise}; {len(domains.items):,} items"
             + (f" x {len(domains.attributes)} attribute values" if domains.attributes else ""))
+
+
+def _clip_text(params: MeansParams) -> str:
+    if not params.clip_auto:
+        return f"[{params.low:g}, {params.high:g}]"
+    ends = ", ".join("auto" if end == AUTO else f"{end:g}" for end in (params.low, params.high))
+    return f"[{ends}] (chosen privately from {len(params.clip_candidates)} candidates)"
 
 
 def _bound_text(params: MeansParams) -> str:
@@ -287,12 +398,16 @@ def _bound_text(params: MeansParams) -> str:
 
 
 def _sensitivities(params: MeansParams) -> dict:
-    """The report's sensitivities; with "auto", a rule at the chosen l (algorithm.chosen says which)."""
-    h = params.clip.half_width
-    if params.auto:
+    """The report's sensitivities; with "auto", a rule at the chosen l and range (algorithm.chosen
+    says which)."""
+    if params.auto or params.clip_auto:
+        h = "(high - low)/2" if params.clip_auto else f"{params.clip.half_width:g}"
         c = f"min(l, {params.records_per_item})" if params.records_per_item else "l"
-        return {"sensitivity": f"at the chosen l: L1 l (counts) and l x {h:g} (sums); L2 sqrt(l x {c}) and "
-                               f"sqrt(l x {c}) x {h:g}"}
+        l, c = (("l", c) if params.auto else (str(params.l), str(params.per_cell)))
+        chosen = " and ".join(filter(None, ["l" if params.auto else "", "range" if params.clip_auto else ""]))
+        return {"sensitivity": f"at the chosen {chosen}: L1 {l} (counts) and {l} x {h} (sums); L2 sqrt({l} x {c}) "
+                               f"and sqrt({l} x {c}) x {h}"}
+    h = params.clip.half_width
     root = math.sqrt(params.sensitivity.count_l2_squared)
     return {"sensitivity_l1": {"noisy_count": params.l, "noisy_sum": params.l * h},
             "sensitivity_l2": {"noisy_count": root, "noisy_sum": root * h}}
@@ -301,6 +416,8 @@ def _sensitivities(params: MeansParams) -> dict:
 def _report_section(params: MeansParams) -> dict:
     selection = {"l_candidates": list(params.candidates), "quality": "docs/value_sums.md, \"Choosing l\""} \
         if params.auto else {}
+    if params.clip_auto:
+        selection["clip_candidates"] = list(params.clip_candidates)
     return {
         "parameters": {"bounding": params.bounding, "l": params.l, **selection,
                        **({"d": params.d} if params.bounding == "hpa" else {}),
@@ -335,8 +452,9 @@ def _accuracy(params: MeansParams, epsilon: Fraction, domains: Domains, split: d
               alpha: float) -> dict:
     """Per table: noisy_count's noise; noisy_sum's = γ·(sum noise) + m·(count noise), its sd exact
     and its half-widths from a union bound (γ·h_S + |m|·h_C at half the level each, an upper
-    bound); the means' intervals are per row."""
-    clip, s = params.clip, params.sensitivity
+    bound); the means' intervals are per row. With a range chosen privately, an upper bound at
+    the widest range, the centre's size at most the larger of its ends' (``_clip_upper_bound``)."""
+    clip, s = params.widest_clip, params.sensitivity
     tables = {}
     for table in [ITEM_TABLE] + ([EDGE_TABLE] if domains.attributes is not None else []):
         _, _, counts, sums = PAIRS[table]
@@ -346,16 +464,21 @@ def _accuracy(params: MeansParams, epsilon: Fraction, domains: Domains, split: d
         sum_alone, sum_var, sum_h, sum_h95 = _noise_accuracy(sum_noise, s.l1, s.l2_squared, split[sums], alpha,
                                                              grid=clip.unit)
         m, g = abs(clip.centre), clip.unit
+        centre = f"{clip.centre:g}"
+        if params.clip_auto:  # every chosen range's centre is within [low, high] of the widest
+            m, centre = max(abs(clip.low), abs(clip.high)), "(the centre)"
         if m == 0:
             total = sum_alone
         else:
             total = accuracy.Accuracy(
-                f"{g:g} x ({sum_noise} noise on the centred sum) + {clip.centre:g} x (the count's {count_noise} noise)",
+                f"{g:g} x ({sum_noise} noise on the centred sum) + {centre} x (the count's {count_noise} noise)",
                 accuracy.UPPER_BOUND, alpha, scale=None, sd=math.sqrt(g * g * sum_var + m * m * count_var),
                 ci95_halfwidth=g * sum_h95 + m * count_h95, ci_halfwidth=g * sum_h + m * count_h,
                 note="the sd is exact; the half-widths add the two noises' at half the level each (a union bound)")
         if params.auto:
             count, total = _upper_bound(count, params), _upper_bound(total, params)
+        if params.clip_auto:
+            total = _clip_upper_bound(total, params)
         tables[table] = {"noisy_count": count, "noisy_sum": total,
                          "mean": accuracy.not_additive("ratio of two noisy figures", alpha, MEAN_NOTE)}
     return tables
@@ -367,6 +490,13 @@ def _upper_bound(noise: accuracy.Accuracy, params: MeansParams) -> accuracy.Accu
         name="l", largest=params.largest_bound)])))
 
 
+def _clip_upper_bound(noise: accuracy.Accuracy, params: MeansParams) -> accuracy.Accuracy:
+    """Before the range is chosen: the sum's noise at the widest range, at most what the chosen gives."""
+    clip = params.widest_clip
+    return replace(noise, kind=UPPER_BOUND, note="; ".join(filter(None, [noise.note, CLIP_NOTE.format(
+        low=clip.low, high=clip.high)])))
+
+
 def _output_rows(params: MeansParams, domains: Domains) -> dict[str, int]:
     rows = {ITEM_TABLE: len(domains.items)}
     if domains.attributes is not None:
@@ -374,16 +504,19 @@ def _output_rows(params: MeansParams, domains: Domains) -> dict[str, int]:
     return rows
 
 
-def _number(table: dict, key: str) -> float:
-    value = require(table, key, "algorithm")
+def _clip_end(table: dict, key: str) -> float | str:
+    """A number (the public clipping range), or "auto" (also when left out): chosen privately."""
+    value = table.get(key, AUTO)
+    if value == AUTO:
+        return AUTO
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"algorithm.{key} must be a number (the public clipping range), got {value!r}; choosing it "
-                          "privately is not available yet")
+        raise ConfigError(f"algorithm.{key} must be a number (the public clipping range) or \"auto\" (chosen "
+                          f"privately), got {value!r}")
     return float(value)
 
 
 # The algorithm.* keys means reads.
-TAKES = ("name", "bounding", "l", "l_candidates", "d", "records_per_item", "low", "high")
+TAKES = ("name", "bounding", "l", "l_candidates", "d", "records_per_item", "low", "high", "clip_candidates")
 
 
 def from_config(c: ConfigTables) -> MeansParams:
@@ -395,9 +528,10 @@ def from_config(c: ConfigTables) -> MeansParams:
     for key in algorithm:
         if key not in TAKES:
             raise ConfigError(f"algorithm.{key} is not used by means (it takes {', '.join(TAKES)})")
-    return MeansParams(_number(algorithm, "low"), _number(algorithm, "high"), require(algorithm, "l", "algorithm"),
+    return MeansParams(_clip_end(algorithm, "low"), _clip_end(algorithm, "high"), require(algorithm, "l", "algorithm"),
                        algorithm.get("bounding", "sra"), algorithm.get("d", 1), algorithm.get("records_per_item"),
-                       c.privacy.get("noise", "laplace"), algorithm.get("l_candidates"))
+                       c.privacy.get("noise", "laplace"), algorithm.get("l_candidates"),
+                       clip_candidates=algorithm.get("clip_candidates"))
 
 
 def _check_schema(params: MeansParams, records, domains: Domains) -> None:
@@ -408,6 +542,6 @@ def _check_schema(params: MeansParams, records, domains: Domains) -> None:
 FAMILY = Family(name="means", algorithms=("means",), params_type=MeansParams, default_split=_split,
                 split_keys=lambda params, domains: tuple(_split(params, Fraction(1), domains)), run=run,
                 describe=_describe, report_section=_report_section, from_config=from_config, accuracy=_accuracy,
-                config_keys=("bounding", "low", "high", "records_per_item", "l_candidates"),
+                config_keys=("bounding", "low", "high", "records_per_item", "l_candidates", "clip_candidates"),
                 reads="valued_records", with_chosen=_with_chosen,
                 takes_gaussian=True, check_schema=_check_schema, output_rows=_output_rows)

@@ -195,8 +195,8 @@ class ValidatedRecords:
     user_counts: DataFrame  # [user_id, _n]: in-domain rows per user (cached; see release)
     cached: DataFrame  # the persisted per-user table behind user_counts
     users_by_n: pd.Series  # number of users (values) with n in-domain rows (index); NOT private
-    # [user_id, _sampled_item]: one in-domain record per user, drawn uniformly (validate_records'
-    # one_per_user_salt); None when not asked for. NOT private.
+    # [user_id, _sampled_item(, _sampled_value)]: one in-domain record per user, drawn uniformly
+    # (validate_records' one_per_user_salt); None when not asked for. NOT private.
     one_per_user: DataFrame | None = None
     # [user_id, _items array, _r]: each user's distinct in-domain items and how many (r >= 1), from
     # the same aggregation (cached with it); None when not asked for. NOT private.
@@ -290,7 +290,7 @@ def analysed(build: Callable[[], DataFrame]) -> None:
 
 def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDomain | None,
                      one_per_user_salt: int | None = None, item_sets: bool = False, strict: bool = False,
-                     progress=None, value: bool = False) -> ValidatedRecords:
+                     progress=None, value: bool = False, sample_value: bool = False) -> ValidatedRecords:
     """Check ids, cast them, and drop rows outside the public domain.
 
     One pass: a per-user aggregation that counts each user's in-domain rows
@@ -313,7 +313,9 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     in-domain record of smallest random position under that salt, as
     ``one_per_user``: exactly the record ``user_records.sample_selection(records,
     1, salt=one_per_user_salt)`` keeps, a uniform sample of one record per user
-    (HPA's popularity sample with d = 1), without a pass of its own.
+    (HPA's popularity sample with d = 1), without a pass of its own. With
+    ``sample_value`` (and ``value``) it carries that record's value too, as
+    ``_sampled_value`` (the private choice of a clipping range).
 
     With ``item_sets`` it also collects each user's set of distinct in-domain
     items (DPSense's rows), as ``item_sets``, and groups the small table by
@@ -334,6 +336,8 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     in_items = _in_item_domain(item, items)
     attrs_match = in_attrs  # for explain(): a bad value is no attribute mismatch
     value_text = value and isinstance(df.schema["value"].dataType, T.StringType)
+    if sample_value and not (value and one_per_user_salt is not None):
+        raise ValueError("a sampled value needs value=True and one_per_user_salt")
     if value:  # a record with an unusable value counts as outside the domain, under its own name
         good_value = usable_value(F.col("value"), value_text)
         in_attrs = in_attrs & good_value
@@ -354,6 +358,9 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         sample_inputs = [F.when(in_domain, item).alias("_sample_item"), F.when(in_domain, position).alias("_sample_at")]
         # min_by passes over rows whose order is null: a user's rows outside the domain are never drawn.
         sample = [F.min_by("_sample_item", "_sample_at").alias("_sampled_item")]
+        if sample_value:  # the same record's value (in_domain includes a usable value)
+            sample_inputs.append(F.when(in_domain, value_number(F.col("value"), value_text)).alias("_sample_value"))
+            sample.append(F.min_by("_sample_value", "_sample_at").alias("_sampled_value"))
     sets_input, sets = [], []
     if item_sets:
         # collect_list skips nulls: a user's rows outside the domain add nothing to its set. A
@@ -433,7 +440,8 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     with_rows = (F.col("_n") > 0) & F.col("user_id").isNotNull()
     counts = per_user.where(with_rows).select("user_id", "_n")
     users_by_n = usable[usable["_n"] > 0].groupby("_n")["users"].sum().astype("int64")
-    one_per_user = per_user.where(with_rows).select("user_id", "_sampled_item") if sample else None
+    one_per_user = per_user.where(with_rows).select("user_id", "_sampled_item",
+                                                    *(["_sampled_value"] if sample_value else [])) if sample else None
     sets_per_user = per_user.where(with_rows).select("user_id", "_items", "_r") if sets else None
     users_by_items = usable[usable["_n"] > 0].groupby("_r")["users"].sum().astype("int64") if sets else None
 

@@ -53,18 +53,18 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "domain": ("items", "attributes", "records"),
     "privacy": ("epsilon", "gamma", "epsilon_partition", "epsilon_bound", "epsilon_bounding", "epsilon_items",
                 "epsilon_edges", "epsilon_popularity", "epsilon_theta", "epsilon_counts", "epsilon_entropy",
-                "epsilon_visits", "epsilon_users", "epsilon_sums", "epsilon_edge_counts", "epsilon_edge_sums", "delta",
-                "noise", "rho"),
+                "epsilon_visits", "epsilon_users", "epsilon_sums", "epsilon_edge_counts", "epsilon_edge_sums",
+                "epsilon_clip", "delta", "noise", "rho"),
     "algorithm": ("name", "l", "d", "m", "consistent", "quantity", "bins", "theta_max", "limit", "variant",
                   "locations_per_user", "visits_per_location", "k", "xi", "outputs", "scheme", "sup_min",
                   "records_per_user", "cp_k", "cp_rho", "location_choice", "l_candidates", "m_candidates",
-                  "keys_per_user", "records_per_item", "locations_per_user_candidates",
+                  "clip_candidates", "keys_per_user", "records_per_item", "locations_per_user_candidates",
                   "visits_per_location_candidates", "bounding", "low", "high"),
     "publisher": ("name", "k", "grid_bits", "rho", "eta", "delta", "ranking_share", "reproduce_paper"),
 }
 EPSILON_PARTS = ("epsilon_partition", "epsilon_bound", "epsilon_bounding", "epsilon_popularity", "epsilon_items",
                  "epsilon_edges", "epsilon_theta", "epsilon_counts", "epsilon_entropy", "epsilon_visits",
-                 "epsilon_users", "epsilon_sums", "epsilon_edge_counts", "epsilon_edge_sums")
+                 "epsilon_users", "epsilon_sums", "epsilon_edge_counts", "epsilon_edge_sums", "epsilon_clip")
 CHECKIN_FORMATS = ("checkins", "checkins-synthetic")
 WHOLE_RECORD_FORMATS = ("adult", "parquet", "csv", "table")
 

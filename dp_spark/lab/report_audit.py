@@ -154,6 +154,24 @@ COUNTS_AUTO_ALLOWED = (
     Allowed("accuracy.bounding.bias", "names the privately chosen bound (a DP output)"),
     Allowed("accuracy.bounding.cap_per_user", "a multiple of the privately chosen bound (a DP output)"),
 )
+# Means with low or high "auto": the range is an output of the exponential mechanisms (steps "choose
+# low", "choose high"), whose Δq and scale follow from the tail q, post-processing of the noisy user
+# count (step "choose clip: users"). The tables are paid in grid units, whatever the range; their
+# accuracy in value units, and the distribution that names the grid unit, follow from the range.
+CLIP_STEPS = r"choose low|choose high"
+CLIP_AUTO_ALLOWED = (
+    Allowed("algorithm.chosen.low", "an output of the exponential mechanism (step choose low)"),
+    Allowed("algorithm.chosen.high", "an output of the exponential mechanism (step choose high)"),
+    Allowed("algorithm.chosen.clip_users_noisy", "the users with a usable record, with discrete Laplace noise (step "
+            "choose clip: users)"),
+    Allowed("algorithm.chosen.clip_tail", "post-processing of the noisy user count (step choose clip: users)"),
+    Allowed("ledger[*].sensitivity_l1", "max(q, 1 - q) for the tail q, post-processing of the noisy user count",
+            step=CLIP_STEPS),
+    Allowed("ledger[*].noise_scale", "2 max(q, 1 - q)/epsilon for the tail q, post-processing of the noisy user "
+            "count", step=CLIP_STEPS),
+    Allowed("accuracy.tables.*.noisy_sum.distribution", "names the grid unit and centre of the privately chosen "
+            "range (a DP output)"),
+)
 # Every counts release: the estimate of what bounding removed is drawn with discrete Laplace noise
 # (ledger steps "bounding: kept" and "bounding: removed"); the shares and the warning are
 # post-processing of it and of public numbers.
@@ -209,6 +227,8 @@ def allowed_for(report: dict) -> tuple[Allowed, ...]:
         extra += COUNTS_AUTO_ALLOWED + _accuracy_allowed(report) + _bounding_accuracy_allowed(report)
         if gaussian:
             extra += _gaussian_chosen_allowed(CHOSEN_BOUND_STEPS, "the privately chosen bound")
+    if name == "means" and "auto" in (parameters.get("low"), parameters.get("high")):
+        extra += CLIP_AUTO_ALLOWED + _accuracy_allowed(report)
     if gaussian and name in ("dpsense", "dpsense_s"):
         extra += _gaussian_chosen_allowed(r"column_counts", "theta*")
     if parameters.get("items") == "private":

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 
 from dp_spark.aggregates import item_columns, item_edges, user_quantities, value_sums
 from dp_spark.aggregates.key_users import users_per_key
+from dp_spark.aggregates.value_ranks import value_ranks
 from dp_spark.algorithms import dpsense, sampling
 from dp_spark.algorithms.value_sums import ClipRange
 from dp_spark.bounding import item_rows, keys, user_keys, user_locations, user_records
@@ -167,6 +168,23 @@ def means_capped(df: DataFrame, distinct: bool) -> np.ndarray:
     squared L2, each count table by l and l."""
     items, edges = _means_tables(df, distinct, ATTRIBUTE_DOMAIN, 1)
     return np.concatenate([edges.units, items.units, edges.counts, items.counts])
+
+
+# Candidates for the clipping range's choice: some between the values, some beyond them.
+CLIP_CANDIDATES = (-4.0, -1.0, 0.0, 0.5, 2.0, 4.0, 6.0)
+
+
+def means_clip_ranks(df: DataFrame, distinct: bool) -> np.ndarray:
+    """The ranks the clipping range is chosen from (algorithms.clip_choice): each candidate's count
+    of per-user values below it and at most it, and their number, from the record validation
+    draws per user. Each moves by at most one."""
+    validated = validate_records(_valued(df, distinct), ITEM_DOMAIN, None, value=True, sample_value=True,
+                                 one_per_user_salt=keys.sample_salt(SEED))
+    try:
+        below, at_most, n = value_ranks(validated.one_per_user, "_sampled_value", CLIP_CANDIDATES)
+        return np.concatenate([below, at_most, [n]])
+    finally:
+        validated.release()
 
 
 def gs_one_record(df: DataFrame, distinct: bool) -> np.ndarray:
@@ -319,6 +337,8 @@ FAMILIES = (
            l2_squared=(BOUND * MEANS_CLIP.steps) ** 2 + BOUND ** 2),
     Family("means_capped", means_capped, 2 * BOUND * MEANS_CLIP.steps + 2 * BOUND, linf=MEANS_CLIP.steps,
            l2_squared=2 * BOUND * MEANS_CLIP.steps ** 2 + 2 * BOUND),
+    # The clipping range's ranks: one value per user, so each count moves by one at most.
+    Family("means_clip_ranks", means_clip_ranks, 2 * len(CLIP_CANDIDATES) + 1, linf=1),
     # Families that bound without a random key: checked the same way.
     # The Gaussian's L2 too (issue 41): one bin by one; a row's grid weights w ≤ 2^10 with Σ w ≤ θ·2^10.
     Family("user_histogram", user_histogram, 1, l2_squared=1),

@@ -22,6 +22,7 @@ from fractions import Fraction
 from dp_spark.lab.audit import Family, Target, point_name
 from dp_spark.lab.audit_targets import bounds
 from dp_spark.lab.audit_targets import bounding
+from dp_spark.lab.audit_targets import clip
 from dp_spark.lab.audit_targets import entropy as ent
 from dp_spark.lab.audit_targets import entropy_bounds as ebounds
 from dp_spark.lab.audit_targets import frapp as fr
@@ -173,6 +174,13 @@ def bounding_estimate_target(name: str, eps: Fraction) -> Target:
                   bounding.estimate_sampler(eps))
 
 
+def clip_choice_target(name: str, eps: Fraction) -> Target:
+    return Target(name, float(eps), 0.0,
+                  f"private choice of the means' clipping range (choose_clip), candidates {list(clip.CANDIDATES)}: D "
+                  f"holds values {list(clip.VALUES)}, D' adds {clip.ADDED}; statistic the chosen pair; "
+                  f"eps = {float(eps):g}", clip.choice_sampler(eps), trials=5_000)
+
+
 def job_target(name: str, job: str, eps: Fraction) -> Target:
     sampler, what = SPARK_JOBS[job]
     return Target(name, float(eps), 0.0, f"{what}; eps = {float(eps):g}", sampler(eps), needs_spark=True)
@@ -312,6 +320,10 @@ def negative_controls() -> list[Target]:
                f"NEGATIVE CONTROL: choose_bound at the Delta q of one record per cell while the quality counts "
                f"20 (sqrt(20) too small), candidates {list(bounds.CANDIDATES['many'])}, eps = 1",
                bounds.cap_forgotten_sampler(DEFAULT_EPSILON), negative_control=True, trials=20_000),
+        Target("clip_choice_every_record", float(DEFAULT_EPSILON), 0.0,
+               f"NEGATIVE CONTROL: choose_clip on the ranks of every record, the added user's {clip.HEAVY_RECORDS} "
+               "records all counted where the choice assumes one value per user, eps = 1",
+               clip.choice_sampler(DEFAULT_EPSILON, every_record=True), negative_control=True, trials=5_000),
         Target("bounding_estimate_uncapped", float(DEFAULT_EPSILON), 0.0,
                f"NEGATIVE CONTROL: the records removed counted without the cap, noised at the capped sensitivity; "
                f"D' adds a user with {bounding.HEAVY_FACTOR} times the cap's records, l = {bounding.AUDIT_L}, eps = 1",
@@ -339,6 +351,7 @@ def _families() -> dict[str, Family]:
         _eps_family("exponential_mechanism", exponential_target),
         bound_selection_family(),
         _eps_family("bounding_estimate", bounding_estimate_target),
+        _eps_family("clip_choice", clip_choice_target),
         entropy_bound_selection_family(),
         *[publisher_family(p) for p in PUBLISHERS],
         _eps_family("dpa_ahp_first_pass", first_pass_target),
