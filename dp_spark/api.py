@@ -649,27 +649,36 @@ def frapp(df, *, attributes, epsilon=None, gamma=None, scheme="det_gd", sup_min=
 def means(df, *, items, value, l, low="auto", high="auto", epsilon=None, bounding="sra", d=1, privacy_unit="user_id",
           item="item_id", attribute=None, attributes=None, records_per_item=None, epsilon_split=None, seed=None,
           budget=None, guards=None, progress=None, noise="laplace", delta=None, rho=None,
-          distinct_records=False, l_candidates=None, clip_candidates=None) -> Release:
+          distinct_records=False, l_candidates=None, clip_candidates=None, keys_per_user=None) -> Release:
     """The sum, count and mean of the numeric column ``value`` per item (table item_means), and
     per item and attribute value with ``attribute``/``attributes`` (edge_means). Values are
     clipped to the public range [``low``, ``high``] (either left out or ``"auto"``: chosen privately
-    from ``clip_candidates``, default 0 and ±1, 2, 5 x 10^k for k = -3 to 9, with a tenth of ε);
+    from ``clip_candidates``, default 0 and ±1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k for k = -2 to 8, with a
+    tenth of ε);
     each user keeps at most ``l`` records
     (``bounding="sra"``: a uniform sample of its own; ``"hpa"``: its most popular by a noisy
     popularity from ``d`` records per user); ``l="auto"`` chooses l privately from ``l_candidates``
     (default 1, 2, 3, 4, 6, ..., 256) with a tenth of ε. Each row has noisy_count, noisy_sum, mean and the
     mean's interval (mean_low, mean_high; at 1 - 0.1); an item whose count is too small for a
-    mean has none. Records whose value is null, NaN or infinite are dropped (counted in the
+    mean has none. ``items="private"`` (with ``delta``) releases only the items partition selection
+    picks, with half of ε, each user on at most ``keys_per_user`` distinct items (default 10;
+    docs/partition_selection.md). Records whose value is null, NaN or infinite are dropped (counted in the
     diagnostics). ``noise="gaussian"`` with ``delta`` (or ``rho``): zCDP and discrete Gaussian noise,
     paid by the L2 sensitivity, which ``records_per_item`` = c (at most c records per user and
     item) lowers (docs/value_sums.md)."""
-    if isinstance(items, str) and items == PRIVATE_ITEMS:
-        raise ConfigError(f"items=\"{PRIVATE_ITEMS}\" is not available for means yet: give the public item ids")
-    accounting, epsilon = _zcdp_of("means", noise, epsilon, delta, rho, seed)
+    private = isinstance(items, str) and items == PRIVATE_ITEMS
+    if private:  # partition selection spends delta, and shares it under zCDP
+        if delta is None:
+            raise ConfigError(f"items=\"{PRIVATE_ITEMS}\" needs delta (e.g. 1e-6): partition selection spends it")
+        accounting, epsilon = accounting_of(noise, epsilon, delta, rho, seed is not None, prefix="",
+                                            outside_share=PARTITION_DELTA_SHARE)
+    else:
+        accounting, epsilon = _zcdp_of("means", noise, epsilon, delta, rho, seed)
     params = MeansParams(low, high, l, bounding, d, records_per_item, noise or "laplace", l_candidates,
-                         clip_candidates=clip_candidates)
+                         clip_candidates=clip_candidates, private_items=private, keys_per_user=keys_per_user,
+                         delta=partition_delta(delta, accounting.zcdp) if private else 0.0)
     check_accounting(family_of("means"), params, accounting)
-    domains = Domains(_items(items), _attributes(attributes))
+    domains = Domains(None if private else _items(items), _attributes(attributes))
     if (attribute is None) != (domains.attributes is None):
         raise ConfigError("give both attribute (the column) and attributes (its public values), or neither")
     if isinstance(df, _Planning):

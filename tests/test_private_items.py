@@ -161,3 +161,67 @@ def test_a_private_items_job_runs_and_writes_the_selected_items(spark, tmp_path)
                  "--set", f"source.path={shared_data('ml-100k')}", "--set", 'domain.items="private"',
                  "--set", "privacy.delta=1e-6", "--set", "seed=2", "--set", f"output={empty}"]) == 0
     assert pd.read_parquet(empty / "item_counts").empty
+
+
+# ---------------------------------------------------------------------------
+# Sums and means over items selected privately (issue 43): the counts' selection, then the means.
+
+
+def _valued(spark, popular, rare_users=3):
+    """Each popular item rated 4 by 300 users, and "rare" rated 1 by ``rare_users`` users."""
+    rows = [(u, item, 4.0) for u in range(300) for item in popular] + [(1000 + u, "rare", 1.0)
+                                                                      for u in range(rare_users)]
+    return spark.createDataFrame(pd.DataFrame(rows, columns=["user_id", "item_id", "value"]))
+
+
+def test_means_over_private_items_select_pay_and_sum_only_the_selected_items(spark, tmp_path):
+    df = _valued(spark, ["sku-a", "sku-b"])
+    release = dp_spark.means(df, items="private", delta=1e-6, value="value", low=0, high=5, l=2, keys_per_user=2,
+                             epsilon=4, seed=2, progress=lambda _: None)
+    table = release["item_means"]
+    assert table["item_id"].tolist() == ["sku-a", "sku-b"] and (table["mean"].astype(float) - 4).abs().max() < 0.5
+    report = release.report
+    assert report["algorithm"]["chosen"] == {"items_selected": 2}
+    assert report["algorithm"]["parameters"]["items"] == "private" and report["domain"]["item_count"] == 2
+    steps = {entry["step"]: entry for entry in release.ledger}
+    assert list(steps) == ["select items", "value_counts", "value_sums"]
+    assert steps["select items"]["epsilon_exact"] == "2" and steps["value_sums"]["cells"] == 2
+    assert report["delta_spent"] == pytest.approx(1e-6) and report["epsilon_spent"] == pytest.approx(4)
+    coverage = release.diagnostics["coverage"]
+    assert "item_id" not in coverage["rows_outside_domain"] and coverage["rows_of_items_not_selected"] == 3
+    # Nothing selected: empty tables with their columns, and nothing spent after the selection.
+    empty = dp_spark.means(_valued(spark, []), items="private", delta=1e-6, value="value", low=0, high=5, l=1,
+                           epsilon=1, seed=4, progress=lambda _: None)
+    assert empty["item_means"].empty and [e["step"] for e in empty.ledger] == ["select items"]
+    empty.write(str(tmp_path / "empty"))
+    assert list(pd.read_parquet(tmp_path / "empty" / "item_means").columns) == list(empty["item_means"].columns)
+
+
+def test_a_means_job_takes_private_items_and_needs_delta(tmp_path):
+    job = tmp_path / "job.toml"
+    text = f'''output = "{tmp_path / 'out'}"
+[source]
+format = "csv"
+path = "x.csv"
+[domain]
+items = "private"
+[privacy]
+epsilon = 1.0
+{{delta}}
+[algorithm]
+name = "means"
+l = 5
+low = 1
+high = 5
+keys_per_user = 3
+'''
+    job.write_text(text.format(delta=""))
+    with pytest.raises(ConfigError, match="needs privacy.delta"):
+        load_config(job)
+    job.write_text(text.format(delta="delta = 1e-6"))
+    params = load_config(job).params
+    assert params.private_items and params.keys_per_user == 3 and params.delta == 1e-6
+    split = plan_split(family_of("means"), params, Fraction(1), Domains(None, None))
+    assert split["epsilon_partition"] == Fraction(1, 2)
+    with pytest.raises(ConfigError, match="used only with"):
+        dp_spark.plan("means", items=range(1, 4), value="v", low=1, high=5, l=5, keys_per_user=3, epsilon=1)

@@ -333,6 +333,8 @@ JOBS = {
     "means_auto_clip_gaussian": ("ratings", lambda p: ratings_config(
         p, "means", 'l = "auto"\nlow = 0\nhigh = "auto"').replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
+    "means_private_items": ("ratings", lambda p: ratings_config(p, "means", "l = 5\nlow = 1\nhigh = 5").replace(
+        "items = { range = [1, 20] }", 'items = "private"').replace("epsilon = 1.0", "epsilon = 40.0\ndelta = 1e-6")),
     "means_guarded": ("ratings", lambda p: ratings_config(
         p, "means", "l = 5\nlow = 1\nhigh = 5\n[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\n"
                     "max_truncated_fraction = 1")),

@@ -21,7 +21,6 @@ from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.accuracy import POST_PROCESSED, UPPER_BOUND
 from dp_spark.core.discrete_gaussian import variance_at_least
 from dp_spark.core.privacy import check_noise
-from dp_spark.core.domain import ItemDomain, item_domain_of_ids
 from dp_spark.core.progress import diagnostic
 from dp_spark.core.vector_noise import NoiseSecret
 from dp_spark.errors import ConfigError
@@ -29,22 +28,18 @@ from dp_spark.families import guards
 from dp_spark.families.auto_bound import AUTO, AUTO_NOTE, candidates_of
 from dp_spark.families.base import (ConfigTables, Domains, Execution, Family, FamilyOutput, RunInputs, require,
                                    rows_per_user)
-from dp_spark.families.private_keys import private_keys
+# PARTITION_DELTA_SHARE and DEFAULT_KEYS_PER_USER are read from here too (api, jobs.config, tests).
+from dp_spark.families.private_keys import (DEFAULT_KEYS_PER_USER, PARTITION_DELTA_SHARE, PARTITION_SHARE,  # noqa: F401
+                                            PRIVATE_ITEMS, SelectedItems, checked_private_items, partition_delta,
+                                            selected_items, unselected_apart)
 from dp_spark.families.publisher_accuracy import publisher_accuracy
-from dp_spark.io.validation import check_schema, keyed_by_user, validate_records
+from dp_spark.io.validation import check_schema, validate_records
 from dp_spark.publishers.options import publisher_choice
 
 ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
 # Paper 000's baselines: a uniform sample of at most m records per user, always published
 # with the same publisher.
 BASELINE_PUBLISHERS = {"lpa": "laplace", "dft": "fourier", "gs": "grouping"}
-
-
-PRIVATE_ITEMS = "private"  # domain.items: the items selected privately (algorithms.partition_selection)
-# Partition selection's distinct items per user unless algorithm.keys_per_user says otherwise: each
-# key gets ε_partition/10, so at ε = 1, δ = 1e-6 an item needs about 260 users to be released as
-# often as not (docs/partition_selection.md), where l = 30 would need about 750.
-DEFAULT_KEYS_PER_USER = 10
 
 
 @dataclass(frozen=True)
@@ -103,20 +98,12 @@ class CountsParams:
                               "remove it")
 
     def _check_private_items(self):
-        if not self.private_items:
-            if self.keys_per_user is not None or self.delta != 0.0:
-                raise ConfigError(f"algorithm.keys_per_user and privacy.delta are used only with "
-                                  f"domain.items = \"{PRIVATE_ITEMS}\"")
-            return
-        if self.publisher != "laplace":
+        if self.private_items and self.publisher != "laplace":
             raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs the laplace publisher ({self.algorithm} uses "
                               f"{self.publisher}, whose noise depends on the domain's size before the run)")
-        object.__setattr__(self, "keys_per_user", rows_per_user(
-            DEFAULT_KEYS_PER_USER if self.keys_per_user is None else self.keys_per_user, "algorithm.keys_per_user"))
-        if isinstance(self.delta, bool) or not isinstance(self.delta, (int, float)) or not 0 < self.delta < 1:
-            raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs privacy.delta in (0, 1) for partition "
-                              f"selection, got {self.delta!r}")
-        object.__setattr__(self, "delta", float(self.delta))
+        keys_per_user, delta = checked_private_items(self.private_items, self.keys_per_user, self.delta)
+        object.__setattr__(self, "keys_per_user", keys_per_user)
+        object.__setattr__(self, "delta", delta)
 
     @property
     def bound_name(self) -> str:
@@ -131,17 +118,6 @@ class CountsParams:
     def largest_bound(self) -> int:
         """The bound, or with "auto" the largest it can be: the noise is at most that bound's."""
         return self.candidates[-1] if self.auto else self.l
-
-
-PARTITION_SHARE = Fraction(1, 2)
-# Under zCDP, partition selection spends this part of privacy.delta outside zCDP (its threshold's δ);
-# the conversion of ρ to (ε, δ) gets the rest (docs/partition_selection.md, "Under zCDP").
-PARTITION_DELTA_SHARE = Fraction(1, 2)
-
-
-def partition_delta(delta: float, zcdp: bool) -> float:
-    """The δ partition selection spends: all of privacy.delta, or under zCDP its share."""
-    return float(delta) * float(PARTITION_DELTA_SHARE) if zcdp else float(delta)
 
 
 def _split(params: CountsParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
@@ -190,7 +166,7 @@ def run(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
         raise ConfigError("algorithm.consistent needs edge counts: set domain.attributes")
     selection = None
     if params.private_items:
-        selection = _selected_items(params, inputs)
+        selection = selected_items(inputs, params.keys_per_user, params.delta)
         inputs = replace(inputs, domains=replace(inputs.domains, items=selection.domain))
         if not len(selection.domain):
             return _nothing_selected(inputs, selection)
@@ -233,7 +209,7 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
         coverage = guards.bounded_coverage(validated.diagnostics["rows_read"], validated.rows_outside_domain,
                                            validated.users_by_n, l, params.bound_name)
         if params.private_items:
-            coverage = _unselected_apart(coverage)
+            coverage = unselected_apart(coverage)
         guards.tell(inputs.guards, coverage, inputs.progress, validated.explain)
         # Before HPA's first noise and the counts' (after the choice of l and the items', when those
         # are private: docs/bound_selection.md, "Guards").
@@ -310,23 +286,6 @@ EXECUTOR_NOISE_NOTE = ("drawn on the executors, cell by cell: each cell's random
                        "assumption that keyed BLAKE2b and SHAKE-256 are pseudorandom (docs/executor_noise.md)")
 
 
-@dataclass(frozen=True)
-class SelectedItems:
-    domain: Any  # ItemDomain of the released keys (a DP output)
-    diagnostics: dict  # NOT private
-
-
-def _selected_items(params: CountsParams, inputs: RunInputs) -> SelectedItems:
-    """The items partition selection releases (docs/partition_selection.md), as the release's domain."""
-    inputs.progress(f"selecting the items privately (at most {params.keys_per_user} distinct items per user)")
-    selected = private_keys(keyed_by_user(inputs.records), params.keys_per_user, inputs.split["epsilon_partition"],
-                            params.delta, inputs.budget, inputs.rng, inputs.seed, step="select items")
-    inputs.progress(f"{selected.keys.size:,} items selected privately")
-    said = f"{selected.keys.size:,} items selected privately by partition selection (docs/partition_selection.md)"
-    domain = item_domain_of_ids(selected.keys, said) if selected.keys.size else ItemDomain(selected.keys, said)
-    return SelectedItems(domain, selected.diagnostics)
-
-
 def _nothing_selected(inputs: RunInputs, selection: SelectedItems) -> FamilyOutput:
     """No item had enough users to be released: empty tables, and nothing more is spent."""
     inputs.progress("WARNING: no item was selected; the tables are empty (too few users per item for this "
@@ -336,15 +295,6 @@ def _nothing_selected(inputs: RunInputs, selection: SelectedItems) -> FamilyOutp
     return FamilyOutput(tables_of(empty, inputs.domains), {"partition_selection": selection.diagnostics},
                         chosen={"items_selected": 0}, domains=inputs.domains,
                         bounding={"note": "no item was selected: nothing was counted, and no estimate was drawn"})
-
-
-def _unselected_apart(coverage: guards.Coverage) -> guards.Coverage:
-    """With items selected privately, the rows of the items left out are not a mismatch with the
-    domain (nothing for the dropped-fraction guard or its warning): counted apart."""
-    unselected = coverage.rows_outside_domain.get("item_id", 0)
-    outside = {column: rows for column, rows in coverage.rows_outside_domain.items() if column != "item_id"}
-    return replace(coverage, rows_outside_domain=outside, kept_of=coverage.rows_read - coverage.rows_dropped,
-                   extra={**coverage.extra, "rows_of_items_not_selected": unselected})
 
 
 def error_model(params: CountsParams, domains: Domains, split: dict[str, Fraction]) -> bound_selection.ErrorModel:

@@ -37,6 +37,8 @@ from dp_spark.errors import ConfigError
 from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require, rows_per_user
 from dp_spark.families.auto_bound import AUTO, AUTO_NOTE, candidates_of
+from dp_spark.families.private_keys import (PARTITION_SHARE, PRIVATE_ITEMS, checked_private_items, partition_delta,
+                                            selected_items, unselected_apart)
 from dp_spark.io.validation import check_schema, check_value_schema, validate_records
 
 BOUNDINGS = ("sra", "hpa")
@@ -99,6 +101,11 @@ class MeansParams:
     candidates: tuple[int, ...] | None = None
     steps: int = DEFAULT_STEPS
     clip_candidates: tuple[float, ...] | None = None
+    # domain.items = "private": the items are selected by partition selection first (at most
+    # keys_per_user distinct items per user), which spends privacy.delta (as for the counts).
+    private_items: bool = False
+    keys_per_user: int | None = None
+    delta: float = 0.0
     algorithm: str = "means"
 
     def __post_init__(self):
@@ -114,6 +121,9 @@ class MeansParams:
         if self.bounding != "hpa" and self.d != 1:
             raise ConfigError("algorithm.d is HPA bounding's parameter: set algorithm.bounding = \"hpa\", or remove it")
         self._check_clip()
+        keys_per_user, delta = checked_private_items(self.private_items, self.keys_per_user, self.delta)
+        object.__setattr__(self, "keys_per_user", keys_per_user)
+        object.__setattr__(self, "delta", delta)
         check_noise(self.noise)
         if self.records_per_item is not None:
             # c ≥ l caps nothing (at most l records are kept in all): the sensitivities take min(c, l),
@@ -200,11 +210,14 @@ class MeansParams:
 
 
 def _split(params: MeansParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
-    """With "auto", a tenth of ε to choose l and a tenth to choose the clipping range; HPA: a tenth
-    of ε for the popularity; the rest shared
+    """With items selected privately, half of ε first selects them (as for the counts); with
+    "auto", a tenth of ε to choose l and a tenth to choose the clipping range; HPA: a tenth of ε
+    for the popularity; the rest shared
     by the table pairs (items, and items × attributes), each pair 3/10 to its counts and 7/10 to its
     sums."""
-    first = {"epsilon_bound": epsilon * bound_selection.DEFAULT_SHARE} if params.auto else {}
+    first = {"epsilon_partition": epsilon * PARTITION_SHARE} if params.private_items else {}
+    if params.auto:
+        first["epsilon_bound"] = epsilon * bound_selection.DEFAULT_SHARE
     if params.clip_auto:
         first["epsilon_clip"] = epsilon * clip_choice.SHARE
     if params.bounding == "hpa":
@@ -234,6 +247,34 @@ def _pair(params: MeansParams, split: dict[str, Fraction], table: str) -> publis
 
 
 def run(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
+    if not params.private_items:
+        return _summed(params, inputs)
+    selection = selected_items(inputs, params.keys_per_user, params.delta)
+    inputs = replace(inputs, domains=replace(inputs.domains, items=selection.domain))
+    if len(selection.domain):
+        output = _summed(params, inputs)
+    else:  # nothing more is spent
+        inputs.progress("WARNING: no item was selected; the tables are empty (too few users per item for this "
+                        "epsilon_partition and delta)")
+        output = FamilyOutput(_empty_tables(inputs.domains), {})
+    return replace(output, domains=inputs.domains, chosen={**(output.chosen or {}),
+                                                           "items_selected": len(selection.domain)},
+                   diagnostics={**output.diagnostics, "partition_selection": selection.diagnostics})
+
+
+def _empty_tables(domains: Domains) -> dict[str, pd.DataFrame]:
+    columns = {name: pd.array([], dtype="Float64") if name.startswith("mean") else np.zeros(0, dtype=np.int64)
+               for name in ("noisy_count", "noisy_sum", "mean", "mean_low", "mean_high")}
+    columns["noisy_sum"] = np.zeros(0)
+    tables = {ITEM_TABLE: pd.DataFrame({"item_id": domains.items.ids, **columns})}
+    if domains.attributes is not None:
+        tables[EDGE_TABLE] = pd.DataFrame({"item_id": domains.items.ids, "attr": pd.Series([], dtype=object),
+                                           **columns})
+    return tables
+
+
+def _summed(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
+    """Bound, sum and publish over the (public or privately selected) item domain."""
     items, attributes = inputs.domains.items, inputs.domains.attributes
     hpa = params.bounding == "hpa"
     # One record per user, drawn in the validation pass: HPA's popularity sample (d = 1), and the
@@ -250,8 +291,11 @@ def run(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
         # The per-item cap may keep fewer: rows_after_bounding, in the diagnostics, is exact.
         coverage = guards.bounded_coverage(validated.diagnostics["rows_read"], validated.rows_outside_domain,
                                            validated.users_by_n, params.l)
+        if params.private_items:
+            coverage = unselected_apart(coverage)
         guards.tell(inputs.guards, coverage, inputs.progress, validated.explain)
-        decided = guards.check(inputs, guards.figures_of(validated, users_truncated=coverage.users_truncated),
+        decided = guards.check(inputs, guards.figures_of(validated, attributes_only=params.private_items,
+                                                         users_truncated=coverage.users_truncated),
                                bound=coverage.bound)
         inputs.progress("records read; bounding and summing")
         diagnostic(inputs.progress, f"{validated.diagnostics['rows_read']:,} records read")
@@ -382,8 +426,14 @@ def _describe(params: MeansParams, epsilon: Fraction, domains: Domains) -> str:
     noise = "" if params.noise == "laplace" else f", {params.noise} noise (zCDP)" + (
         f", at most {params.records_per_item} records per user and item" if params.records_per_item else "")
     return (f"means of the value clipped to {_clip_text(params)} with epsilon {float(epsilon):g}, "
-            f"{params.bounding.upper()} bounding with l = {_bound_text(params)}{noise}; {len(domains.items):,} items"
+            f"{params.bounding.upper()} bounding with l = {_bound_text(params)}{noise}; {_items_text(params, domains)}"
             + (f" x {len(domains.attributes)} attribute values" if domains.attributes else ""))
+
+
+def _items_text(params: MeansParams, domains: Domains) -> str:
+    if params.private_items:
+        return f"items selected privately (delta {params.delta:g}, at most {params.keys_per_user} per user)"
+    return f"{len(domains.items):,} items"
 
 
 def _clip_text(params: MeansParams) -> str:
@@ -418,6 +468,9 @@ def _report_section(params: MeansParams) -> dict:
         if params.auto else {}
     if params.clip_auto:
         selection["clip_candidates"] = list(params.clip_candidates)
+    if params.private_items:
+        selection.update(items=PRIVATE_ITEMS, keys_per_user=params.keys_per_user, delta=params.delta,
+                         partition_selection="docs/partition_selection.md")
     return {
         "parameters": {"bounding": params.bounding, "l": params.l, **selection,
                        **({"d": params.d} if params.bounding == "hpa" else {}),
@@ -497,10 +550,12 @@ def _clip_upper_bound(noise: accuracy.Accuracy, params: MeansParams) -> accuracy
         low=clip.low, high=clip.high)])))
 
 
-def _output_rows(params: MeansParams, domains: Domains) -> dict[str, int]:
-    rows = {ITEM_TABLE: len(domains.items)}
+def _output_rows(params: MeansParams, domains: Domains) -> dict[str, int | None]:
+    """A row per item, and per item and attribute value; items selected privately: as many as it selects."""
+    items = None if domains.items is None else len(domains.items)
+    rows = {ITEM_TABLE: items}
     if domains.attributes is not None:
-        rows[EDGE_TABLE] = len(domains.items) * len(domains.attributes)
+        rows[EDGE_TABLE] = None if items is None else items * len(domains.attributes)
     return rows
 
 
@@ -516,7 +571,8 @@ def _clip_end(table: dict, key: str) -> float | str:
 
 
 # The algorithm.* keys means reads.
-TAKES = ("name", "bounding", "l", "l_candidates", "d", "records_per_item", "low", "high", "clip_candidates")
+TAKES = ("name", "bounding", "l", "l_candidates", "d", "records_per_item", "low", "high", "clip_candidates",
+         "keys_per_user")
 
 
 def from_config(c: ConfigTables) -> MeansParams:
@@ -528,20 +584,29 @@ def from_config(c: ConfigTables) -> MeansParams:
     for key in algorithm:
         if key not in TAKES:
             raise ConfigError(f"algorithm.{key} is not used by means (it takes {', '.join(TAKES)})")
+    private = c.domain.get("items") == PRIVATE_ITEMS
+    if private and "delta" not in c.privacy:
+        raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs privacy.delta (e.g. 1e-6): partition selection "
+                          "spends it")
+    zcdp = c.privacy.get("noise", "laplace") != "laplace" or "rho" in c.privacy
     return MeansParams(_clip_end(algorithm, "low"), _clip_end(algorithm, "high"), require(algorithm, "l", "algorithm"),
                        algorithm.get("bounding", "sra"), algorithm.get("d", 1), algorithm.get("records_per_item"),
                        c.privacy.get("noise", "laplace"), algorithm.get("l_candidates"),
-                       clip_candidates=algorithm.get("clip_candidates"))
+                       clip_candidates=algorithm.get("clip_candidates"), private_items=private,
+                       keys_per_user=algorithm.get("keys_per_user"),
+                       delta=partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0)
 
 
 def _check_schema(params: MeansParams, records, domains: Domains) -> None:
-    check_schema(records, domains.items, False, domains.attributes)
+    check_schema(records, domains.items, params.private_items, domains.attributes)
     check_value_schema(records)
 
 
 FAMILY = Family(name="means", algorithms=("means",), params_type=MeansParams, default_split=_split,
                 split_keys=lambda params, domains: tuple(_split(params, Fraction(1), domains)), run=run,
                 describe=_describe, report_section=_report_section, from_config=from_config, accuracy=_accuracy,
-                config_keys=("bounding", "low", "high", "records_per_item", "l_candidates", "clip_candidates"),
+                config_keys=("bounding", "low", "high", "records_per_item", "l_candidates", "clip_candidates",
+                             "keys_per_user"),
                 reads="valued_records", with_chosen=_with_chosen,
-                takes_gaussian=True, check_schema=_check_schema, output_rows=_output_rows)
+                takes_gaussian=True, check_schema=_check_schema, output_rows=_output_rows,
+                delta=lambda params: params.delta)

@@ -378,9 +378,9 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
     items = domain.get("items", {}) if family is not None and family.item_domain_optional \
         else require(domain, "items", "domain")
     if items == PRIVATE_ITEMS:
-        if family is None or family.name != "counts":
+        if family is None or family.name not in ("counts", "means"):
             raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" is for the counts ({', '.join(COUNTS_ALGORITHMS)}) "
-                              f"only; {name!r} needs a public item domain")
+                              f"and means only; {name!r} needs a public item domain")
         items = {}  # the release selects its items privately (the family's parameters say so)
     elif not isinstance(items, dict):
         raise ConfigError(f"domain.items must be a table such as {{ range = [1, 17770] }}, or \"{PRIVATE_ITEMS}\"")
