@@ -17,6 +17,22 @@ AUTO_NOTE = ("{name} is chosen privately from the candidates: the noise is that 
              "these numbers (at the largest candidate, {name} = {largest}); privacy.json's algorithm.chosen says which")
 
 
+class AutoBound:
+    """The per-user bound ``l`` of a parameter class, and its ``candidates`` when it is "auto"."""
+
+    l: int | str
+    candidates: tuple[int, ...] | None
+
+    @property
+    def auto(self) -> bool:
+        return self.l == AUTO
+
+    @property
+    def largest_bound(self) -> int:
+        """The bound, or with "auto" the largest it can be: the noise is at most that bound's."""
+        return self.candidates[-1] if self.auto else self.l
+
+
 def candidates_of(values: Any, bound_name: str) -> tuple[int, ...]:
     """The public candidate bounds of "auto" (bound_selection's default when not given)."""
     key = f"algorithm.{bound_name}_candidates"

@@ -25,7 +25,7 @@ from dp_spark.core.progress import diagnostic
 from dp_spark.core.vector_noise import NoiseSecret
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
-from dp_spark.families.auto_bound import AUTO, AUTO_NOTE, candidates_of
+from dp_spark.families.auto_bound import AUTO, AUTO_NOTE, AutoBound, candidates_of
 from dp_spark.families.base import (ConfigTables, Domains, Execution, Family, FamilyOutput, RunInputs, require,
                                    rows_per_user)
 # PARTITION_DELTA_SHARE and DEFAULT_KEYS_PER_USER are read from here too (api, jobs.config, tests).
@@ -43,7 +43,7 @@ BASELINE_PUBLISHERS = {"lpa": "laplace", "dft": "fourier", "gs": "grouping"}
 
 
 @dataclass(frozen=True)
-class CountsParams:
+class CountsParams(AutoBound):
     """``l``: records kept per user (a config's ``algorithm.m`` for the baselines), or "auto" to
     choose it privately from ``candidates`` with a share of ε (docs/bound_selection.md);
     ``d``: HPA's records per user in its popularity sample; ``consistent``: make items and edges agree.
@@ -110,14 +110,6 @@ class CountsParams:
         """What a config calls the per-user bound: m for the baselines, l otherwise."""
         return "m" if self.algorithm in BASELINE_PUBLISHERS else "l"
 
-    @property
-    def auto(self) -> bool:
-        return self.l == AUTO
-
-    @property
-    def largest_bound(self) -> int:
-        """The bound, or with "auto" the largest it can be: the noise is at most that bound's."""
-        return self.candidates[-1] if self.auto else self.l
 
 
 def _split(params: CountsParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:

@@ -36,7 +36,7 @@ from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require, rows_per_user
-from dp_spark.families.auto_bound import AUTO, AUTO_NOTE, candidates_of
+from dp_spark.families.auto_bound import AUTO, AUTO_NOTE, AutoBound, candidates_of
 from dp_spark.families.private_keys import (PARTITION_SHARE, PRIVATE_ITEMS, checked_private_items, partition_delta,
                                             selected_items, unselected_apart)
 from dp_spark.io.validation import check_schema, check_value_schema, validate_records
@@ -82,7 +82,7 @@ def _check_ranges(lows: tuple[float, ...], highs: tuple[float, ...], steps: int)
 
 
 @dataclass(frozen=True)
-class MeansParams:
+class MeansParams(AutoBound):
     """``low``, ``high``: the public range values are clipped to, either or both "auto" to choose
     it privately from ``clip_candidates`` with a tenth of ε (docs/value_sums.md, "Choosing the
     clipping range"); ``l``: records kept per user,
@@ -182,14 +182,6 @@ class MeansParams:
         high = self.clip_candidates[-1] if self.high == AUTO else self.high
         return ClipRange(low, high, self.steps)
 
-    @property
-    def auto(self) -> bool:
-        return self.l == AUTO
-
-    @property
-    def largest_bound(self) -> int:
-        """l, or with "auto" the largest it can be: the noise is at most that bound's."""
-        return self.candidates[-1] if self.auto else self.l
 
     @property
     def per_cell(self) -> int:
