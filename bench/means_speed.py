@@ -6,7 +6,9 @@ to 5 is added once per record (a hash of the record: the same on every run) and 
 again beside it. Each round times the floor, then the release (SRA bounding, l = 10, ε = 1, pure
 Laplace, fresh noise), then the same under zCDP with one record per user and item (Gaussian noise,
 c = 1: the shipped config's path, with the per-item cap), then for reference the counts' SRA
-release of the same records at the same l and ε (what bounding costs without a value), each ending
+release of the same records at the same l and ε (what bounding costs without a value), and the
+first release with the clipping range chosen privately (``means_clip``: a value drawn per user in
+validation's pass and a job over those values, before the sums), each ending
 in its pandas result; the median ratios are printed.
 
     python bench/means_speed.py --rows 10000000 [--repeats 3]
@@ -58,15 +60,17 @@ def main() -> None:
         return spark.read.parquet(path).groupBy("item_id").agg(F.sum("value"), F.count(F.lit(1))).toPandas()
 
     def release(**extra):
-        return dp_spark.means(spark.read.parquet(path), items=range(1, 17771), value="value", low=1, high=5, l=10,
-                              epsilon=1, progress=lambda _: None, distinct_records=True, **extra)["item_means"]
+        return dp_spark.means(spark.read.parquet(path), items=range(1, 17771), value="value", l=10, epsilon=1,
+                              progress=lambda _: None, distinct_records=True, **{"low": 1, "high": 5, **extra}
+                              )["item_means"]
 
     def counts():
         return dp_spark.sra(spark.read.parquet(path), items=range(1, 17771), l=10, epsilon=1, progress=lambda _: None,
                             distinct_records=True)["item_counts"]
 
     runs = {"floor": floor, "means": release,
-            "means_c1": lambda: release(noise="gaussian", delta=1e-6, records_per_item=1), "sra_counts": counts}
+            "means_c1": lambda: release(noise="gaussian", delta=1e-6, records_per_item=1),
+            "means_clip": lambda: release(low="auto", high="auto"), "sra_counts": counts}
     for run in runs.values():  # untimed: the JVM's warm-up and the file cache
         run()
     times = {name: [] for name in runs}

@@ -51,6 +51,34 @@ def test_one_added_value_moves_every_score_by_at_most_the_stated_sensitivity(val
     assert max(abs(a - b) for a, b in zip(before, after)) <= max(q, 1 - q)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([-1.0, 0.0, 0.5, 1.0, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0]), max_size=30),
+       st.sampled_from([-1.0, 0.0, 0.5, 2.5, 5.0, 6.0]), st.sampled_from(["low", "high"]),
+       st.integers(1, len(GRID) - 1))
+def test_the_sensitivity_holds_on_each_sides_own_candidates(values, added, side, cut):
+    """A side rounds to the candidates it may pick (below a given high, above the chosen low)."""
+    q = Fraction(1, 10)
+    room = list(GRID[:cut]) if side == "low" else list(GRID[cut:])
+    before, after = side_scores(values, side, q, room), side_scores(values + [added], side, q, room)
+    assert max(abs(a - b) for a, b in zip(before, after)) <= max(q, 1 - q)
+    assert not values or max(before) == 0  # every rounded value is a candidate: some candidate is a quantile
+
+
+@pytest.mark.parametrize("values, low, high, expected", [
+    ([3.0] * 100_000, None, None, (3.0, 4.0)),  # a constant: the candidates around it
+    ([1.0] * 99_500 + [0.0] * 500, None, None, (1.0, 1.5)),  # flags, nearly all 1
+    ([5.0] * 100_000, None, 5.0, (4.0, 5.0)),  # high given, every value on it
+    ([1e12] * 100_000, None, None, (6e8, 8e8)),  # beyond every candidate: clamped to the largest
+])
+def test_values_on_one_candidate_or_beyond_them_give_a_narrow_range(values, low, high, expected):
+    """Negative control for a review's finding: rounded over the whole grid, values all on the
+    chosen low left every higher candidate a tail short, and high fell up to 8·10^8."""
+    below, at_most, n = ranks(values, cc.DEFAULT_CANDIDATES)
+    picked = [cc.choose_clip(cc.DEFAULT_CANDIDATES, below, at_most, n, low, high, Fraction(1, 10), Budget(1),
+                             RandomSource(seed)) for seed in range(10)]
+    assert {(c.low, c.high) for c in picked} == {expected}
+
+
 def test_the_sensitivity_is_reached():
     """Not an over-generous bound: some pair moves a score by the whole max(q, 1 − q)."""
     q = Fraction(1, 10)

@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from dp_spark.aggregates.value_ranks import value_ranks
 from dp_spark.aggregates.value_sums import bounded_sums, cell_sums, units_column
+from dp_spark.algorithms import clip_choice
 from dp_spark.algorithms.value_sums import ClipRange
 from dp_spark.bounding import keys
 from dp_spark.bounding.user_records import sample_selection
@@ -154,3 +155,17 @@ def test_validation_draws_one_usable_record_per_user_and_the_ranks_count_its_val
                                                     sampled["_sampled_value"]))
     v = sampled["_sampled_value"].to_numpy()
     assert list(below) == [(v < b).sum() for b in candidates] and list(at_most) == [(v <= b).sum() for b in candidates]
+
+
+def test_the_ranks_binary_search_places_every_value_as_numpy_does(spark):
+    """Values on the candidates, between them, beyond both ends, ±0 and the least double."""
+    rng = np.random.default_rng(1)
+    candidates = clip_choice.DEFAULT_CANDIDATES
+    values = np.concatenate([rng.choice(candidates, 300), rng.uniform(-1e9, 1e9, 300), rng.normal(0, 3, 300),
+                             [1e12, -1e12, 0.0, -0.0, 5e-324]])
+    frame = spark.createDataFrame(pd.DataFrame({"v": values}))
+    for grid in (candidates, (0.0, 1.0), (-1.0, 0.0, 2.0, 3.0, 5.0), (7.0, 8.0)):
+        below, at_most, n = value_ranks(frame, "v", grid)
+        assert n == values.size
+        assert list(below) == [(values < b).sum() for b in grid]
+        assert list(at_most) == [(values <= b).sum() for b in grid]

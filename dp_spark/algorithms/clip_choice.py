@@ -8,19 +8,24 @@ user adds or removes one value at most. For each public candidate b, the ranks #
 1. A discrete Laplace count N̂ of the users (sensitivity 1) sets the tail q, the least share of
    the values a quantile mechanism at ε can place with probability ≥ 1 − β over the K candidates:
    q = 2·(ln K + ln 1/β)/(ε·N̂), within [1/100, 1/4] (``tail_share``). At a million users this is
-   the 1% floor; at 3,000 users and ε = 0.045 it is about 11%: a rarer tail is below what the
+   the 1% floor; at 3,000 users and ε = 0.045 it is about 15%: a rarer tail is below what the
    mechanism can tell from an empty one, and asking for it lets the choice fall anywhere in the
    wide default grid.
-2. low: the exponential mechanism over the candidates below the largest, with the quality of b
-   as the q-quantile of the values each rounded down to the grid (``quantile_scores``):
-   −max(0, #{v < b} − q·n, q·n − #{v < b⁺}) for the next candidate b⁺ (n for the last), zero at
-   the candidate just below the q-quantile: on a grid coarser than the values some candidate
-   always scores 0. Adding a user with value v moves n by one and each count by at most one, in
-   the same direction as q·n, so each of the two terms by at most max(q, 1 − q) and the quality
-   by at most that, ≤ 1.
-3. high: the same over the candidates above low at 1 − q, the values rounded up: −max(0,
-   #{v ≤ b⁻} − (1 − q)·n, (1 − q)·n − #{v ≤ b}) for the previous candidate b⁻ (0 for the first),
-   zero at the candidate just above the (1 − q)-quantile.
+2. low: the exponential mechanism over the candidates below the largest (or below a given high),
+   with the quality of b as the q-quantile of the values each rounded down to those candidates
+   and clamped to them (``rounded_ranks``, ``quantile_scores``): −max(0, #{v < b} − q·n,
+   q·n − #{v < b⁺}) for the next candidate b⁺, with n for the last candidate's second count and 0
+   for the first's first; zero at the candidate just below the q-quantile. Every rounded value
+   is a candidate, so on a grid coarser than the values, and on values all equal or beyond the
+   candidates, some candidate always scores 0. Adding a user with value v moves n by one and
+   each count by at most one, in the same direction as q·n, so each of the two terms by at most
+   max(q, 1 − q) and the quality by at most that, ≤ 1 (the clamped ends are constants or n).
+3. high: the same over the candidates above low at 1 − q, the values rounded up to them and
+   clamped: −max(0, #{v ≤ b⁻} − (1 − q)·n, (1 − q)·n − #{v ≤ b}) for the previous candidate b⁻
+   (0 for the first; n for the last's second count), zero at the candidate just above the
+   (1 − q)-quantile. The clamp matters: without it, values all on the chosen low (flags of 0 and
+   1, a constant) left every candidate above low one tail short, and high fell anywhere up to
+   8·10^8 (a review's finding; tests/test_clip_choice.py).
 
 Each step is DP on its own; q and the second step's candidates are post-processing of the first
 steps' outputs, so the three compose (sequentially, adaptively). The claim: docs/value_sums.md,
@@ -100,13 +105,20 @@ def quantile_scores(below: Sequence[int], at_most: Sequence[int], values: int, q
 
 
 def rounded_ranks(below: np.ndarray, at_most: np.ndarray, values: int, side: str) -> tuple[np.ndarray, np.ndarray]:
-    """(below, at_most) of each candidate among the values rounded to the grid: down for the
-    "low" side (a value is at most b when below the next candidate; n for the last), up for
-    "high" (below b when at most the previous candidate; 0 for the first)."""
+    """(below, at_most) of each of a side's candidates (consecutive ones of the grid, with their
+    ranks) among the values rounded to those candidates and clamped to them: down for the "low"
+    side (a value is at most b when below the next candidate; all n at most the last; none below
+    the first, where the values under it are clamped), up for "high" (below b when at most the
+    previous candidate; none below the first; all n at most the last, where the values above it
+    are clamped). Every rounded value is then a candidate, so some candidate is a quantile."""
     if side == "low":
-        return below, np.append(below[1:], values)
+        lower = below.copy()
+        lower[0] = 0
+        return lower, np.append(below[1:], values)
     if side == "high":
-        return np.insert(at_most[:-1], 0, 0), at_most
+        upper = at_most.copy()
+        upper[-1] = values
+        return np.insert(at_most[:-1], 0, 0), upper
     raise ValueError(f"side must be \"low\" or \"high\", got {side!r}")
 
 
@@ -151,13 +163,15 @@ def choose_clip(candidates: Sequence[float], below: Sequence[int], at_most: Sequ
     users_noisy = int(values + budget.discrete_laplace(entry, rng)[0])
     # One tail for both sides, at the number of all candidates (each side has fewer).
     q = tail_share(users_noisy, zcdp.selection_epsilon(share, budget.zcdp), cands.size)
+    # Each side rounds the values to its own candidates (consecutive ones of the grid), clamping
+    # those beyond them: a given end, or all values on one candidate, then leaves no empty tail.
     if low is None:
-        lower, upper = rounded_ranks(below, at_most, values, "low")
         # Below the largest candidate, or below a given high, so that some candidate is left above.
         room = cands < (cands[-1] if high is None else high)
-        low = _choose(cands[room], lower[room], upper[room], values, q, share, budget, rng, "choose low")
+        lower, upper = rounded_ranks(below[room], at_most[room], values, "low")
+        low = _choose(cands[room], lower, upper, values, q, share, budget, rng, "choose low")
     if high is None:
-        lower, upper = rounded_ranks(below, at_most, values, "high")
         room = cands > low
-        high = _choose(cands[room], lower[room], upper[room], values, 1 - q, share, budget, rng, "choose high")
+        lower, upper = rounded_ranks(below[room], at_most[room], values, "high")
+        high = _choose(cands[room], lower, upper, values, 1 - q, share, budget, rng, "choose high")
     return ClipChoice(low, high, users_noisy, q)

@@ -169,8 +169,11 @@ CLIP_AUTO_ALLOWED = (
             step=CLIP_STEPS),
     Allowed("ledger[*].noise_scale", "2 max(q, 1 - q)/epsilon for the tail q, post-processing of the noisy user "
             "count", step=CLIP_STEPS),
+    Allowed("ledger[*].cells", "the candidates above the privately chosen low (a DP output)", step=r"choose high"),
     Allowed("accuracy.tables.*.noisy_sum.distribution", "names the grid unit and centre of the privately chosen "
             "range (a DP output)"),
+    Allowed("accuracy.tables.*.noisy_sum.kind", "exact where the privately chosen range is centred on 0, else an "
+            "upper bound (a union bound)"),
 )
 # Every counts release: the estimate of what bounding removed is drawn with discrete Laplace noise
 # (ledger steps "bounding: kept" and "bounding: removed"); the shares and the warning are
