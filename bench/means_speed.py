@@ -5,10 +5,10 @@ The synthetic Netflix-shaped table (``dp-spark generate netflix``) has no values
 to 5 is added once per record (a hash of the record: the same on every run) and the table written
 again beside it. Each round times the floor, then the release (SRA bounding, l = 10, ε = 1, pure
 Laplace, fresh noise), then the same under zCDP with one record per user and item (Gaussian noise,
-c = 1: the shipped config's path, with the per-item cap), then for reference the counts' SRA
-release of the same records at the same l and ε (what bounding costs without a value), and the
-first release with the clipping range chosen privately (``means_clip``: a value drawn per user in
-validation's pass and a job over those values, before the sums), each ending
+c = 1: the shipped config's path, with the per-item cap), then the first release with the clipping
+range chosen privately (``means_clip``: a value drawn per user in validation's pass and a job over
+those values, before the sums), then for reference the counts' SRA release of the same records at
+the same l and ε (what bounding costs without a value), each ending
 in its pandas result; the median ratios are printed.
 
     python bench/means_speed.py --rows 10000000 [--repeats 3]

@@ -29,8 +29,8 @@ from dp_spark.core.progress import Progress
 from dp_spark.errors import ConfigError, DataError, GuardRefused
 from dp_spark.families.base import (Domains, Execution, Family, check_accounting, check_domain_fits,
                                    describe_output_size, output_size, plan_split)
-from dp_spark.families.counts import (BASELINE_PUBLISHERS, PARTITION_DELTA_SHARE, PRIVATE_ITEMS, CountsParams,
-                                     partition_delta)
+from dp_spark.families.counts import BASELINE_PUBLISHERS, CountsParams
+from dp_spark.families.private_keys import PARTITION_DELTA_SHARE, PRIVATE_ITEMS, partition_delta
 from dp_spark.families.dpsense import DPSenseParams
 from dp_spark.families.engine import accuracy_section, compute
 from dp_spark.families.frapp import frapp_params

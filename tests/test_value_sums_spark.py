@@ -18,7 +18,7 @@ from dp_spark.algorithms.value_sums import ClipRange
 from dp_spark.bounding import keys
 from dp_spark.bounding.user_records import sample_selection
 from dp_spark.core.domain import item_domain_of_ids
-from dp_spark.io.validation import validate_records
+from dp_spark.io.validation import SHARE_GRID, validate_records
 
 STARS = ClipRange(1.0, 5.0)
 
@@ -169,3 +169,18 @@ def test_the_ranks_binary_search_places_every_value_as_numpy_does(spark):
         assert n == values.size
         assert list(below) == [(values < b).sum() for b in grid]
         assert list(at_most) == [(values <= b).sum() for b in grid]
+
+
+def test_a_record_dropped_for_its_value_counts_in_the_guards_share_with_items_selected_privately(spark):
+    """With items selected privately the guards read the share of rows dropped for anything but
+    their item ("attr"): an unusable value is such a row (it once was left out of it, so that
+    max_dropped_fraction never saw bad values when the items were private)."""
+    frame = pd.DataFrame({"user_id": [1, 1, 2, 2], "item_id": [1, 2, 1, 9], "value": [np.nan, 2.0, 3.0, 4.0]})
+    validated = validate_records(keys.with_row_key(spark.createDataFrame(frame)),
+                                 item_domain_of_ids([1, 2], "1..2"), None, value=True)
+    try:
+        share = validated.dropped_share
+    finally:
+        validated.release()
+    # User 1: one row of two dropped for its value; user 2: one of two for its item (not in "attr").
+    assert share == {"all": 2 * SHARE_GRID // 2, "attr": SHARE_GRID // 2}

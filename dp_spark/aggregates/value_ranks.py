@@ -4,9 +4,10 @@ user. The result is NOT private; only the choice's mechanisms read it. The candi
 literals in the plan.
 
 Each value is placed among the sorted candidates by a binary search written as nested CASE WHENs
-(about log₂ K comparisons a value rather than 2K conditional counts: on the 480,189 users of a
-10M-row table with the 177 default candidates, 1.7 s against 5.1 s, on a loaded machine), then the
-values are counted per place and the ranks summed up on the driver.
+(about log₂ K comparisons a value rather than 2K conditional counts: on the 47,789 users of the
+10M-row synthetic table with the 177 default candidates, 1.7 s against 5.1 s for the job alone, on
+a loaded machine; docs/value_sums.md, "Speed"), then the values are counted per place and the ranks
+summed up on the driver.
 """
 
 from __future__ import annotations

@@ -269,7 +269,8 @@ def zcdp_split(family: Family, params: Any, domains: Domains, overrides: dict[st
 def check_accounting(family: Family, params: Any, accounting: Accounting) -> None:
     """Refuse what zCDP accounting does not cover yet: Gaussian noise where the family's claim is
     argued for Laplace noise only, and steps that spend their own δ (smooth sensitivity) outside the
-    counts, whose partition selection shares privacy.delta with the conversion (counts.partition_delta)."""
+    counts and the means, whose partition selection shares privacy.delta with the conversion
+    (private_keys.partition_delta)."""
     if not accounting.zcdp:
         return
     if accounting.noise == "gaussian" and not family.takes_gaussian:

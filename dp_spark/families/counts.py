@@ -28,9 +28,9 @@ from dp_spark.families import guards
 from dp_spark.families.auto_bound import AUTO, AUTO_NOTE, AutoBound, candidates_of
 from dp_spark.families.base import (ConfigTables, Domains, Execution, Family, FamilyOutput, RunInputs, require,
                                    rows_per_user)
-# PARTITION_DELTA_SHARE and DEFAULT_KEYS_PER_USER are read from here too (api, jobs.config, tests).
-from dp_spark.families.private_keys import (DEFAULT_KEYS_PER_USER, PARTITION_DELTA_SHARE, PARTITION_SHARE,  # noqa: F401
-                                            PRIVATE_ITEMS, SelectedItems, checked_private_items, partition_delta,
+# DEFAULT_KEYS_PER_USER and PARTITION_SHARE are read from here too (tests, bench/bound_selection.py).
+from dp_spark.families.private_keys import (DEFAULT_KEYS_PER_USER, PARTITION_SHARE, PRIVATE_ITEMS,  # noqa: F401
+                                            SelectedItems, checked_private_items, partition_delta,
                                             selected_items, unselected_apart)
 from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark.io.validation import check_schema, validate_records
@@ -109,7 +109,6 @@ class CountsParams(AutoBound):
     def bound_name(self) -> str:
         """What a config calls the per-user bound: m for the baselines, l otherwise."""
         return "m" if self.algorithm in BASELINE_PUBLISHERS else "l"
-
 
 
 def _split(params: CountsParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:

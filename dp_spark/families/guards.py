@@ -197,8 +197,9 @@ class GuardFigures:
 
 def figures_of(validated, attributes_only: bool = False, users_truncated: int | None = None) -> GuardFigures:
     """The figures of records checked by ``io.validation.validate_records`` (its per-user pass
-    counted them). ``attributes_only``: only rows whose attribute is outside its domain are a
-    mismatch (items selected privately: the items left out are not)."""
+    counted them). ``attributes_only``: only rows dropped for something other than their item
+    (an attribute outside its domain, an unusable value) are a mismatch (items selected
+    privately: the items left out are not)."""
     return GuardFigures(validated.users_read, validated.dropped_share["attr" if attributes_only else "all"],
                         users_truncated)
 

@@ -182,7 +182,6 @@ class MeansParams(AutoBound):
         high = self.clip_candidates[-1] if self.high == AUTO else self.high
         return ClipRange(low, high, self.steps)
 
-
     @property
     def per_cell(self) -> int:
         """c: at most this many of a user's kept records per item (l, or below it with the cap)."""

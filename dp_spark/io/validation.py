@@ -210,8 +210,8 @@ class ValidatedRecords:
     explain: Callable[[], str] = lambda: ""
     # For the guards (NOT private until they noise them): users with a usable id, and the sums
     # over them of ⌊SHARE_GRID · share⌋ of their rows outside the domain ("all"), and of their
-    # rows whose attribute is outside its domain ("attr"; with items selected privately, the
-    # items left out are no mismatch).
+    # rows dropped for anything but the item: an attribute outside its domain or an unusable
+    # value ("attr"; with items selected privately, the items left out are no mismatch).
     users_read: int = 0
     dropped_share: dict[str, int] | None = None
 
@@ -393,8 +393,9 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         (F.sum("bad_items") if item_can_be_bad else F.lit(0)).alias("bad_items"),
         # The guards' share sums, exact in integers (SHARE_GRID); the null user's group is left out below.
         F.sum(F.expr(f"(rows - _n) * {SHARE_GRID} div rows")).alias("share_all"),
-        F.sum(F.expr(f"(rows - _n - out_items{' - bad_values' if value else ''}) * {SHARE_GRID} div rows"))
-        .alias("share_attr"),
+        # Rows with an in-domain item dropped all the same: an attribute outside its domain, or a
+        # value that cannot be summed (with items selected privately, still a dropped record).
+        F.sum(F.expr(f"(rows - _n - out_items) * {SHARE_GRID} div rows")).alias("share_attr"),
         (F.sum("bad_values") if value else F.lit(0)).alias("bad_values"),
     ).toPandas()
     stats = {"rows": int(groups["rows"].sum()), "_n": int((groups["_n"] * groups["users"]).sum()),

@@ -28,7 +28,8 @@ from dp_spark.io.catalog import check_output_table
 from dp_spark.io.datasets import MOVIELENS_ATTRIBUTE_KINDS
 from dp_spark.io.sources import SourceSpec
 from dp_spark.families.base import ConfigTables, Execution, check_accounting, require
-from dp_spark.families.counts import ALGORITHMS as COUNTS_ALGORITHMS, PARTITION_DELTA_SHARE, PRIVATE_ITEMS
+from dp_spark.families.counts import ALGORITHMS as COUNTS_ALGORITHMS
+from dp_spark.families.private_keys import PARTITION_DELTA_SHARE, PRIVATE_ITEMS
 from dp_spark.families.frapp import FrappParams
 from dp_spark.families.guards import GUARD_KEYS, Guards, guards_of
 from dp_spark.families.location_entropy import EntropyParams

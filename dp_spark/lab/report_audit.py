@@ -195,7 +195,7 @@ PRIVATE_ITEMS_ALLOWED = (
     Allowed("domain.items", "the items selected privately (a DP output): their number"),
     Allowed("domain.item_count", "the number of items selected privately (a DP output)"),
     Allowed("ledger[*].cells", "one cell per item selected privately (a DP output)",
-            step=f"{COUNTS_COUNT_STEPS}|{MEANS_STEPS}"),
+            step=CHOSEN_BOUND_STEPS),
     Allowed("outputs.*.rows", "one row per item selected privately (a DP output)"),
 )
 
