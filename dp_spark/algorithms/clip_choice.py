@@ -99,7 +99,7 @@ def quantile_scores(below: Sequence[int], at_most: Sequence[int], values: int, q
     """The quality of each candidate as the q-quantile of ``values`` numbers, from how many are
     below it and at most it: −max(0, below − q·n, q·n − at_most), 0 at a q-quantile; its
     sensitivity is max(q, 1 − q) under adding or removing one value (the module). The values
-    rounded to the grid: ``below`` and ``at_most`` as :func:`choose_clip` shifts them."""
+    rounded to a side's candidates: ``below`` and ``at_most`` as :func:`rounded_ranks` gives them."""
     target = Fraction(q) * values
     return [-max(Fraction(0), int(b) - target, target - int(a)) for b, a in zip(below, at_most)]
 

@@ -254,6 +254,8 @@ def run(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
 
 
 def _empty_tables(domains: Domains) -> dict[str, pd.DataFrame]:
+    """The release's tables with their columns and no row (no item was selected), so that they
+    are written as an empty release's are."""
     columns = {name: pd.array([], dtype="Float64") if name.startswith("mean") else np.zeros(0, dtype=np.int64)
                for name in ("noisy_count", "noisy_sum", "mean", "mean_low", "mean_high")}
     columns["noisy_sum"] = np.zeros(0)
