@@ -29,9 +29,9 @@ from dp_spark.families.auto_bound import AUTO, AUTO_NOTE, AutoBound, candidates_
 from dp_spark.families.base import (ConfigTables, Domains, Execution, Family, FamilyOutput, RunInputs, require,
                                    rows_per_user)
 # DEFAULT_KEYS_PER_USER and PARTITION_SHARE are read from here too (tests, bench/bound_selection.py).
-from dp_spark.families.private_keys import (DEFAULT_KEYS_PER_USER, PARTITION_SHARE, PRIVATE_ITEMS,  # noqa: F401
-                                            SelectedItems, checked_private_items, partition_delta,
-                                            selected_items, unselected_apart)
+from dp_spark.families.private_keys import (DEFAULT_KEYS_PER_USER, NOTHING_SELECTED, PARTITION_SHARE,  # noqa: F401
+                                            PRIVATE_ITEMS, SelectedItems, checked_private_items, items_text,
+                                            partition_delta, selected_items, unselected_apart)
 from dp_spark.families.publisher_accuracy import publisher_accuracy
 from dp_spark.io.validation import check_schema, validate_records
 from dp_spark.publishers.options import publisher_choice
@@ -279,8 +279,7 @@ EXECUTOR_NOISE_NOTE = ("drawn on the executors, cell by cell: each cell's random
 
 def _nothing_selected(inputs: RunInputs, selection: SelectedItems) -> FamilyOutput:
     """No item had enough users to be released: empty tables, and nothing more is spent."""
-    inputs.progress("WARNING: no item was selected; the tables are empty (too few users per item for this "
-                    "epsilon_partition and delta)")
+    inputs.progress(NOTHING_SELECTED)
     empty = sampling.CountsRelease(np.zeros(0, dtype=np.int64), None if inputs.domains.attributes is None
                                    else np.zeros((0, len(inputs.domains.attributes)), dtype=np.int64))
     return FamilyOutput(tables_of(empty, inputs.domains), {"partition_selection": selection.diagnostics},
@@ -349,8 +348,7 @@ def _bound(params: CountsParams, inputs: RunInputs, validated) -> tuple[int, dic
 
 def _describe(params: CountsParams, epsilon: Fraction, domains: Domains) -> str:
     bound = f"auto (chosen privately from {list(params.candidates)})" if params.auto else params.l
-    items = (f"items selected privately (delta {params.delta:g}, at most {params.keys_per_user} per user)"
-             if params.private_items else f"{len(domains.items):,} items")
+    items = items_text(params.private_items, params.delta, params.keys_per_user, domains.items)
     noise = "" if params.noise == "laplace" else f", {params.noise} noise (zCDP)" + (
         f", at most {params.records_per_item} records per user and item" if params.records_per_item else "")
     return (f"{params.algorithm.upper()} with epsilon {float(epsilon):g}, {params.bound_name} = {bound}, "

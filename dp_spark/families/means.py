@@ -37,8 +37,8 @@ from dp_spark.errors import ConfigError
 from dp_spark.families import guards
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require, rows_per_user
 from dp_spark.families.auto_bound import AUTO, AUTO_NOTE, AutoBound, candidates_of
-from dp_spark.families.private_keys import (PARTITION_SHARE, PRIVATE_ITEMS, checked_private_items, partition_delta,
-                                            selected_items, unselected_apart)
+from dp_spark.families.private_keys import (NOTHING_SELECTED, PARTITION_SHARE, PRIVATE_ITEMS, checked_private_items,
+                                            items_text, partition_delta, selected_items, unselected_apart)
 from dp_spark.io.validation import check_schema, check_value_schema, validate_records
 
 BOUNDINGS = ("sra", "hpa")
@@ -245,8 +245,7 @@ def run(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
     if len(selection.domain):
         output = _summed(params, inputs)
     else:  # nothing more is spent
-        inputs.progress("WARNING: no item was selected; the tables are empty (too few users per item for this "
-                        "epsilon_partition and delta)")
+        inputs.progress(NOTHING_SELECTED)
         output = FamilyOutput(_empty_tables(inputs.domains), {})
     return replace(output, domains=inputs.domains, chosen={**(output.chosen or {}),
                                                            "items_selected": len(selection.domain)},
@@ -418,15 +417,10 @@ def _columns(published: dict[str, np.ndarray]) -> dict[str, Any]:
 def _describe(params: MeansParams, epsilon: Fraction, domains: Domains) -> str:
     noise = "" if params.noise == "laplace" else f", {params.noise} noise (zCDP)" + (
         f", at most {params.records_per_item} records per user and item" if params.records_per_item else "")
+    items = items_text(params.private_items, params.delta, params.keys_per_user, domains.items)
     return (f"means of the value clipped to {_clip_text(params)} with epsilon {float(epsilon):g}, "
-            f"{params.bounding.upper()} bounding with l = {_bound_text(params)}{noise}; {_items_text(params, domains)}"
+            f"{params.bounding.upper()} bounding with l = {_bound_text(params)}{noise}; {items}"
             + (f" x {len(domains.attributes)} attribute values" if domains.attributes else ""))
-
-
-def _items_text(params: MeansParams, domains: Domains) -> str:
-    if params.private_items:
-        return f"items selected privately (delta {params.delta:g}, at most {params.keys_per_user} per user)"
-    return f"{len(domains.items):,} items"
 
 
 def _clip_text(params: MeansParams) -> str:

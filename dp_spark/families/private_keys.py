@@ -84,6 +84,18 @@ def private_keys(records: DataFrame, l0: int, epsilon: Fraction | float, delta: 
     return PrivateKeys(chosen, {"keys_seen": int(keys.size), "keys_selected": int(chosen.size)})
 
 
+# The progress line of a release whose selection kept no item (the tables are then empty).
+NOTHING_SELECTED = ("WARNING: no item was selected; the tables are empty (too few users per item for this "
+                    "epsilon_partition and delta)")
+
+
+def items_text(private: bool, delta: float, keys_per_user: int | None, domains_items) -> str:
+    """How a release's description names its items: selected privately, or the public domain's count."""
+    if private:
+        return f"items selected privately (delta {delta:g}, at most {keys_per_user} per user)"
+    return f"{len(domains_items):,} items"
+
+
 @dataclass(frozen=True)
 class SelectedItems:
     domain: Any  # ItemDomain of the released keys (a DP output)
