@@ -428,6 +428,12 @@ def _record_release(params: Any, df, privacy_unit: str, item: str, attribute: st
                     progress, guards, execution, accounting)
 
 
+def _execution(executor_noise_cells: int | None, max_output_rows: int | None) -> Execution:
+    """Where the tables are released and how large they may be: the defaults, unless given."""
+    return Execution(**{k: v for k, v in {"executor_noise_cells": executor_noise_cells,
+                                          "max_output_rows": max_output_rows}.items() if v is not None})
+
+
 # ---------------------------------------------------------------------------
 # One function per algorithm.
 
@@ -454,8 +460,7 @@ def _counts(algorithm: str, df, *, items, l, epsilon, d=1, privacy_unit="user_id
                           keys_per_user, partition_delta(delta, accounting.zcdp) if private else 0.0,
                           noise or "laplace", records_per_item)
     check_accounting(family_of(algorithm), params, accounting)
-    execution = Execution(**{k: v for k, v in {"executor_noise_cells": executor_noise_cells,
-                                               "max_output_rows": max_output_rows}.items() if v is not None})
+    execution = _execution(executor_noise_cells, max_output_rows)
     return _record_release(params, df, privacy_unit, item, attribute, None if private else items, attributes,
                            epsilon, epsilon_split, seed, budget, progress, guards, execution, distinct_records,
                            accounting)
@@ -649,7 +654,8 @@ def frapp(df, *, attributes, epsilon=None, gamma=None, scheme="det_gd", sup_min=
 def means(df, *, items, value, l, low="auto", high="auto", epsilon=None, bounding="sra", d=1, privacy_unit="user_id",
           item="item_id", attribute=None, attributes=None, records_per_item=None, epsilon_split=None, seed=None,
           budget=None, guards=None, progress=None, noise="laplace", delta=None, rho=None,
-          distinct_records=False, l_candidates=None, clip_candidates=None, keys_per_user=None) -> Release:
+          distinct_records=False, l_candidates=None, clip_candidates=None, keys_per_user=None,
+          executor_noise_cells=None, max_output_rows=None) -> Release:
     """The sum, count and mean of the numeric column ``value`` per item (table item_means), and
     per item and attribute value with ``attribute``/``attributes`` (edge_means). Values are
     clipped to the public range [``low``, ``high``] (either left out or ``"auto"``: chosen privately
@@ -665,7 +671,9 @@ def means(df, *, items, value, l, low="auto", high="auto", epsilon=None, boundin
     docs/partition_selection.md). Records whose value is null, NaN or infinite are dropped (counted in the
     diagnostics). ``noise="gaussian"`` with ``delta`` (or ``rho``): zCDP and discrete Gaussian noise,
     paid by the L2 sensitivity, which ``records_per_item`` = c (at most c records per user and
-    item) lowers (docs/value_sums.md)."""
+    item) lowers (docs/value_sums.md). When the largest table has at least ``executor_noise_cells``
+    cells (default 20 million), the tables are released on the executors and returned as Spark
+    DataFrames (docs/executor_noise.md); ``max_output_rows`` as for ``sra``."""
     private = isinstance(items, str) and items == PRIVATE_ITEMS
     if private:  # partition selection spends delta, and shares it under zCDP
         if delta is None:
@@ -687,8 +695,9 @@ def means(df, *, items, value, l, low="auto", high="auto", epsilon=None, boundin
         raise ConfigError(f"distinct_records must be True or False, got {distinct_records!r}")
     records = with_row_key(_standard_columns(df, {"user_id": privacy_unit, "item_id": item, "attr": attribute,
                                                   "value": value}), distinct=distinct_records)
+    execution = _execution(executor_noise_cells, max_output_rows)
     return _release(family_of("means"), params, records, domains, epsilon, epsilon_split, seed, budget, progress,
-                    guards, accounting=accounting)
+                    guards, execution, accounting)
 
 
 RELEASES = {"sra": sra, "hpa": hpa, "lpa": lpa, "dft": dft, "gs": gs, "user_histogram": user_histogram,

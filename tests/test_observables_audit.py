@@ -24,7 +24,7 @@ from dp_spark.cli import main
 from tests.test_report_audit import HEAVY, JOBS, write_checkins, write_people, write_ratings
 
 AUDITED = ("sra", "hpa", "lpa", "dpsense", "user_histogram", "entropy_limit", "frapp_det_gd", "sra_on_executors",
-           "sra_guarded")
+           "sra_guarded", "means_on_executors")
 # Log lines that name a DP output, with the output replaced by a letter before comparing.
 DP_OUTPUTS_IN_LOG = (
     (r"\d+ perturbed records", "N perturbed records"),                # FRAPP's N, public under its local model

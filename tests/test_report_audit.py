@@ -342,6 +342,11 @@ JOBS = {
     "sra_on_executors": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\n[execution]\nexecutor_noise_cells = 1")),
     "hpa_on_executors": ("ratings", lambda p: ratings_config(p, "hpa", "l = 5\nd = 2\n[execution]\n"
                                                                        "executor_noise_cells = 1")),
+    "means_on_executors": ("ratings", lambda p: ratings_config(
+        p, "means", "l = 5\nlow = 1\nhigh = 5\n[execution]\nexecutor_noise_cells = 1")),
+    "means_gaussian_on_executors": ("ratings", lambda p: ratings_config(
+        p, "means", "l = 5\nlow = 1\nhigh = 5\nrecords_per_item = 1\n[execution]\nexecutor_noise_cells = 1").replace(
+        "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
     # Guards decide on noisy figures (issue 39): their noisy values may differ, nothing else; strict
     # mode's report says its guarantee is conditional, on both sides.
     "sra_guarded": ("ratings", lambda p: ratings_config(

@@ -143,8 +143,10 @@ def selected_cell_tally(selection, items: ItemDomain, attributes: AttributeDomai
     return cells_of_keys(tally, items, attributes)
 
 
-def cells_of_keys(tally: DataFrame, items: ItemDomain, attributes: AttributeDomain | None) -> DataFrame:
-    """A tally by :func:`edge_key` (DataFrame[_key, _count]) as a tally by cell index."""
+def cells_of_keys(tally: DataFrame, items: ItemDomain, attributes: AttributeDomain | None,
+                  figures: tuple[str, ...] = ("_count",)) -> DataFrame:
+    """A tally by :func:`edge_key` (DataFrame[_key, *figures]) as a tally by cell index,
+    DataFrame[_cell, *figures]."""
     h = len(attributes) if attributes else 1
     key = F.col("_key")
     if not attributes:
@@ -155,7 +157,7 @@ def cells_of_keys(tally: DataFrame, items: ItemDomain, attributes: AttributeDoma
     else:
         item = key.getField("item")
         attr = (F.array_position(F.array(*[F.lit(v) for v in attributes.values]), key.getField("attr")) - 1)
-    decoded = tally.select(item.alias("item_id"), attr.cast("long").alias("_attr"), "_count")
+    decoded = tally.select(item.alias("item_id"), attr.cast("long").alias("_attr"), *figures)
     if items.id_range:
         positioned = decoded.withColumn("_pos", F.col("item_id") - F.lit(items.id_range[0]))
     else:  # a left join: a key outside the domain keeps its row, with no position
@@ -165,4 +167,4 @@ def cells_of_keys(tally: DataFrame, items: ItemDomain, attributes: AttributeDoma
     # on_domain does on the driver, rather than being dropped or counted in another cell.
     inside = (F.col("_pos").between(0, len(items) - 1) & F.col("_attr").between(0, h - 1))
     checked = F.when(F.coalesce(inside, F.lit(False)), cell).otherwise(F.raise_error(F.lit(OUTSIDE)))
-    return positioned.select(checked.cast("long").alias("_cell"), "_count")
+    return positioned.select(checked.cast("long").alias("_cell"), *figures)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from dp_spark.aggregates import item_edges
@@ -54,6 +54,22 @@ def _cell_and_units(packed: bool, clip: ClipRange) -> Tally:
                  summand=lambda name: F.expr(f"pmod({name}, {w}) - {clip.steps}"))
 
 
+def _record_value(cell: Column, units: Column, clip: ClipRange, packed: bool) -> Column:
+    """What goes through the per-user selection for each record: its cell and units, packed into
+    one long (cell·w + units + steps) or as a struct. A packed long stays within a long, and so do
+    the sums on the way, however Spark orders them (item_edges.long_key_fits)."""
+    if packed:
+        return cell * F.lit(2 * clip.steps + 1) + units + F.lit(clip.steps)
+    return F.struct(cell.alias("cell"), units.alias("units"))
+
+
+def _capped(selection: Selection, cell: Column, units: Column, clip: ClipRange, cap: int,
+            item_of_cell: Column) -> DataFrame:
+    """The kept (cell, units) structs, at most ``cap`` per user and item (bounding.item_cap)."""
+    kept = selection.kept_values(_record_value(cell, units, clip, packed=False))
+    return capped_values(kept, item_of_cell, cap, selection.user_col)
+
+
 def cell_sums(selection: Selection, cell: Column, units: Column, clip: ClipRange, packed: bool = False,
               cap: int | None = None, item_of_cell: Column | None = None) -> pd.DataFrame:
     """DataFrame[_key, count, _sum] on the driver: for each cell (``cell``, an expression over the
@@ -63,14 +79,22 @@ def cell_sums(selection: Selection, cell: Column, units: Column, clip: ClipRange
     (item_edges.long_key_fits). With ``cap``, at most that many of each user's kept records per
     item, ``item_of_cell`` naming a record's item from ``_value.cell`` (bounding.item_cap)."""
     if cap is None:
-        tally = _cell_and_units(packed, clip)
-        # Within a long, and so are the sums on the way, however Spark orders them (long_key_fits).
-        value = cell * F.lit(2 * clip.steps + 1) + units + F.lit(clip.steps) if packed \
-            else F.struct(cell.alias("cell"), units.alias("units"))
-        return selection.counted(value, tally)
-    kept = selection.kept_values(F.struct(cell.alias("cell"), units.alias("units")))
-    kept = capped_values(kept, item_of_cell, cap, selection.user_col)
-    return _cell_and_units(False, clip).aggregated(kept).toPandas()
+        return selection.counted(_record_value(cell, units, clip, packed), _cell_and_units(packed, clip))
+    return _cell_and_units(False, clip).aggregated(_capped(selection, cell, units, clip, cap, item_of_cell)).toPandas()
+
+
+def cell_tally(selection: Selection, items: ItemDomain, value_col: str, clip: ClipRange,
+               attributes: AttributeDomain | None = None, cap: int | None = None) -> DataFrame:
+    """DataFrame[_cell, _count, _sum] left on the executors (for tables too large for the driver):
+    per cell index (publishers.executor_laplace.CellGrid) the selection's kept records and the sum
+    of their units, only where some record fell. The records and units of :func:`bounded_sums`,
+    from the exact selection (kept_values) rather than the counted one."""
+    packed = cap is None and item_edges.long_key_fits(items, attributes, 2 * clip.steps + 1)
+    cell, units = item_edges.edge_key(items, attributes), units_column(F.col(value_col), clip)
+    kept = selection.kept_values(_record_value(cell, units, clip, packed)) if cap is None \
+        else _capped(selection, cell, units, clip, cap, item_edges.item_of_key("_value.cell", items, attributes))
+    tally = _cell_and_units(packed, clip).aggregated(kept).withColumnRenamed("count", "_count")
+    return item_edges.cells_of_keys(tally, items, attributes, ("_count", "_sum"))
 
 
 def bounded_sums(selection: Selection, items: ItemDomain, value_col: str, clip: ClipRange,

@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.algorithms.value_sums import ClipRange, SumSensitivity, mean_interval
+from dp_spark.algorithms.value_sums import ClipRange, SumSensitivity, mean_intervals
 from dp_spark.core import accuracy
 from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth
 from dp_spark.core.mechanisms import RandomSource
@@ -84,7 +84,11 @@ def _entry(step: str, noise: str, l1: int, l2_squared: int, epsilon: Fraction, c
 
 def ledger_entries(bounded: BoundedSums, pair: TablePair) -> tuple[LedgerEntry, LedgerEntry]:
     """The two tables' ledger entries: counts at L1 l (L2² l·c), sums at l·steps (l·c·steps²) grid units."""
-    s, cells = bounded.sensitivity, bounded.counts.size
+    return pair_entries(bounded.sensitivity, bounded.counts.size, pair)
+
+
+def pair_entries(s: SumSensitivity, cells: int, pair: TablePair) -> tuple[LedgerEntry, LedgerEntry]:
+    """:func:`ledger_entries` from the sensitivity and the number of cells (tables left on the executors)."""
     return (_entry(pair.count_step, pair.count_noise, s.bound, s.count_l2_squared, pair.epsilon_counts, cells),
             _entry(pair.sum_step, pair.sum_noise, s.l1, s.l2_squared, pair.epsilon_sums, cells))
 
@@ -109,15 +113,19 @@ def publish_means(bounded: BoundedSums, pair: TablePair, budget: Budget, rng: Ra
     as γ·Ŝ + m·Ĉ, so its error carries m times the count's; each cell's mean with its interval,
     each figure's half-width at α/2, so that a cell's interval fails with probability at most α
     (a union bound over its two figures); no mean where the count's lower end is not positive."""
-    clip = bounded.clip
     count_entry, sum_entry = ledger_entries(bounded, pair)
     counts = bounded.counts + _noise(budget, count_entry, rng)
     units = bounded.units + _noise(budget, sum_entry, rng)
-    count_width, sum_width = halfwidth(count_entry, alpha / 2), halfwidth(sum_entry, alpha / 2)
-    means = [mean_interval(int(s), int(c), sum_width, count_width, clip) for s, c in zip(units, counts)]
+    return released_columns(counts, units, halfwidth(count_entry, alpha / 2), halfwidth(sum_entry, alpha / 2),
+                            bounded.clip)
 
-    def column(values):
-        return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+
+def released_columns(counts: np.ndarray, units: np.ndarray, count_width: float, sum_width: float,
+                     clip: ClipRange) -> dict[str, np.ndarray]:
+    """A table's columns from its noisy counts and centred sums (post-processing): noisy_count,
+    noisy_sum = γ·Ŝ + m·Ĉ, and each cell's mean with its interval from the two half-widths
+    (:func:`value_sums.mean_interval`, cell by cell as numpy arrays; NaN where no mean is given)."""
+    counts, units = np.asarray(counts, dtype=np.int64), np.asarray(units, dtype=np.int64)
+    mean, low, high = mean_intervals(units, counts, sum_width, count_width, clip)
     return {"noisy_count": counts, "noisy_sum": units * clip.unit + clip.centre * counts,
-            "mean": column(m.mean for m in means), "mean_low": column(m.low for m in means),
-            "mean_high": column(m.high for m in means)}
+            "mean": mean, "mean_low": low, "mean_high": high}

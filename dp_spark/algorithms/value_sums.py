@@ -27,6 +27,8 @@ import math
 import sys
 from dataclasses import dataclass
 
+import numpy as np
+
 DEFAULT_STEPS = 1000  # grid units per half-range: a record moves by at most h/2000 in rounding
 
 
@@ -154,3 +156,26 @@ def mean_interval(sum_units: int, count: int, sum_halfwidth: float, count_halfwi
     corners = [at(sum_units + s, count + c) for s in (-sum_halfwidth, sum_halfwidth)
                for c in (-count_halfwidth, count_halfwidth)]
     return MeanEstimate(at(sum_units, count), min(corners), max(corners))
+
+
+def mean_intervals(sum_units: np.ndarray, counts: np.ndarray, sum_halfwidth: float, count_halfwidth: float,
+                   clip: ClipRange) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`mean_interval` of every cell at once: the means, lows and highs as float arrays, NaN
+    where no mean is given. The same operations in the same order on the same doubles, so each
+    cell's numbers are mean_interval's to the bit (tested) while its figures are within ±2^53 (at
+    1,000 steps, a cell of fewer than 9·10^12 records); beyond, the mean may differ in its last bit
+    (mean_interval divides the exact integers)."""
+    if not (sum_halfwidth >= 0 and count_halfwidth >= 0):
+        raise ValueError(f"half-widths must be numbers >= 0, got {sum_halfwidth!r} and {count_halfwidth!r}")
+    s = np.asarray(sum_units, dtype=np.int64).astype(np.float64)
+    c = np.asarray(counts, dtype=np.int64).astype(np.float64)
+    given = c - count_halfwidth > 0
+    safe = np.where(given, c, 1.0)  # no division where no mean is given
+
+    def at(total: np.ndarray, records: np.ndarray) -> np.ndarray:
+        return np.minimum(np.maximum(clip.centre + (total / records) * clip.unit, clip.low), clip.high)
+    corners = [at(s + ds, safe + dc) for ds in (-sum_halfwidth, sum_halfwidth)
+               for dc in (-count_halfwidth, count_halfwidth)]
+    missing = np.full(s.shape, np.nan)
+    return (np.where(given, at(s, safe), missing), np.where(given, np.minimum.reduce(corners), missing),
+            np.where(given, np.maximum.reduce(corners), missing))

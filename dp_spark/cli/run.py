@@ -86,7 +86,7 @@ def _print_summary(result) -> None:
             print(f"  location {row.location_id:<9} {row.noisy_entropy:8.3f}{plus}")
         return
     if "item_means" in result.tables:
-        _print_means(result, result.tables["item_means"])
+        _print_means(result)
         return
     top = _top_items(result, 10)
     plus = _halfwidth(report, "item_counts", "noisy_count")
@@ -113,33 +113,44 @@ def _print_summary(result) -> None:
               "their true counts may be near zero.")
 
 
-def _print_means(result, table) -> None:
+def _print_means(result) -> None:
     """The 10 items of highest noisy count with their means and intervals (DP outputs only)."""
     import pandas as pd
 
-    published = table["mean"].notna()
+    table = _read_back(result, "item_means")
+    on_driver = isinstance(table, pd.DataFrame)
+    given = int(table["mean"].notna().sum()) if on_driver else table.where(table["mean"].isNotNull()).count()
+    rows = len(table) if on_driver else result.report["outputs"]["item_means"]["rows"]
     level = int(round(100 * (1 - result.report["accuracy"]["alpha"])))
-    print(f"\n{int(published.sum()):,} of {len(table):,} items have a mean; the 10 of highest noisy count, with "
-          f"each mean's {level}% interval:")
-    top = table.sort_values(["noisy_count", "item_id"], ascending=[False, True]).head(10)
-    for row in top.itertuples(index=False):
+    print(f"\n{given:,} of {rows:,} items have a mean; the 10 of highest noisy count, with each mean's {level}% "
+          "interval:")
+    for row in _top_items(result, 10, "item_means").itertuples(index=False):
         title = result.items.titles.get(int(row.item_id), "") if result.items.titles else ""
         mean = "no mean" if pd.isna(row.mean) else \
             f"mean {row.mean:6.3f} [{row.mean_low:.3f}, {row.mean_high:.3f}]"
         print(f"  item {row.item_id:<7} count {row.noisy_count:>7,}  {mean}  {title}")
 
 
-def _top_items(result, n: int):
-    """The n items of highest noisy count (ties by id), as pandas. A table released on the
-    executors is read back from what was written rather than drawn again."""
+def _read_back(result, name: str):
+    """A released table as pandas, or, released on the executors, what was written (a Spark
+    DataFrame): read back rather than drawn again."""
+    import pandas as pd
+
+    table = result.tables[name]
+    if isinstance(table, pd.DataFrame):
+        return table
+    return table.sparkSession.read.parquet(f"{result.output.rstrip('/')}/{name}")
+
+
+def _top_items(result, n: int, name: str = "item_counts"):
+    """The n items of highest noisy count (ties by id), as pandas."""
     import pandas as pd
     from pyspark.sql import functions as F
 
-    table = result.tables["item_counts"]
+    table = _read_back(result, name)
     if isinstance(table, pd.DataFrame):
         return table.sort_values(["noisy_count", "item_id"], ascending=[False, True]).head(n)
-    written = table.sparkSession.read.parquet(f"{result.output.rstrip('/')}/item_counts")
-    return written.orderBy(F.desc("noisy_count"), F.asc("item_id")).limit(n).toPandas()
+    return table.orderBy(F.desc("noisy_count"), F.asc("item_id")).limit(n).toPandas()
 
 
 def _halfwidth_value(report: dict, table: str, column: str, alpha: float = 0.05,

@@ -182,9 +182,9 @@ def check_domain_fits(family: Family, params: Any, domains: Domains, execution: 
     if items is None or len(items) <= MAX_DRIVER_ITEMS or family.beyond_the_driver(params, domains, execution):
         return
     raise ConfigError(f"the item domain has {len(items):,} items, more than the {MAX_DRIVER_ITEMS:,} a release on "
-                      f"the driver holds; only sra and lpa with the laplace publisher release larger domains, on "
-                      f"the executors (execution.executor_noise_cells; hpa's popularity is drawn on the driver: "
-                      f"docs/executor_noise.md)")
+                      f"the driver holds; only sra and lpa with the laplace publisher, and means with sra bounding, "
+                      f"release larger domains, on the executors (execution.executor_noise_cells; hpa's popularity "
+                      f"is drawn on the driver: docs/executor_noise.md)")
 
 
 def output_size(family: Family, params: Any, domains: Domains, execution: Execution) -> dict[str, int | None]:

@@ -22,9 +22,9 @@ from dp_spark.core.accuracy import POST_PROCESSED, UPPER_BOUND
 from dp_spark.core.discrete_gaussian import variance_at_least
 from dp_spark.core.privacy import check_noise
 from dp_spark.core.progress import diagnostic
-from dp_spark.core.vector_noise import NoiseSecret
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
+from dp_spark.families import on_executors as executors
 from dp_spark.families.auto_bound import AUTO, AUTO_NOTE, AutoBound, candidates_of
 from dp_spark.families.base import (ConfigTables, Domains, Execution, Family, FamilyOutput, RunInputs, require,
                                    rows_per_user)
@@ -211,15 +211,14 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
         diagnostic(inputs.progress, f"{validated.diagnostics['rows_read']:,} records read")
         on_executors = _on_executors(params, inputs.domains, inputs.execution)
         if on_executors:
-            inputs.progress(f"{_largest_table(inputs.domains):,} cells: the noise is drawn on the executors "
-                            f"(execution.executor_noise_cells = {inputs.execution.executor_noise_cells:,})")
+            inputs.progress(executors.said(inputs.domains, inputs.execution))
         gaussian = gaussian_tables(params, l, inputs.split, attributes is not None)
         common = dict(items=items, attributes=attributes, l=l, epsilons=inputs.split, budget=inputs.budget,
                       rng=inputs.rng, seed=inputs.seed, user_counts=validated.user_counts,
                       users_by_n=validated.users_by_n,
                       publisher=sampling.Publisher(params.publisher, dict(params.publisher_options), gaussian,
                                                    params.records_per_item),
-                      on_executors=_noise_secret(inputs.seed) if on_executors else None)
+                      on_executors=executors.noise_secret(inputs.seed) if on_executors else None)
         if params.algorithm != "hpa":
             release = sampling.sra(validated.records, **common)
         else:
@@ -238,12 +237,8 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
     return FamilyOutput(tables_of(release, inputs.domains), {**validated.diagnostics, **release.diagnostics,
                                                              "coverage": coverage.to_json()}, chosen=chosen,
                         guards=decided, bounding=removed,
-                        **(_executor_output(inputs.domains, inputs.seed) if on_executors else {}))
-
-
-def _largest_table(domains: Domains) -> int:
-    """The cells of the release's largest table: items × attribute values, or items."""
-    return len(domains.items) * (len(domains.attributes) if domains.attributes else 1)
+                        **(executors.executor_output(_output_rows(params, inputs.domains), inputs.seed)
+                           if on_executors else {}))
 
 
 def _on_executors(params: CountsParams, domains: Domains, execution: Execution) -> bool:
@@ -253,28 +248,7 @@ def _on_executors(params: CountsParams, domains: Domains, execution: Execution) 
     public domains (items selected privately are a DP output)."""
     if params.publisher != "laplace" or params.publisher_options or params.consistent:
         return False
-    return execution.on_executors(_largest_table(domains))
-
-
-def _noise_secret(seed: int | None) -> NoiseSecret:
-    """A fresh secret from the OS for a release; one derived from a fixed seed for a test."""
-    return NoiseSecret.fresh() if seed is None else NoiseSecret.from_seed(seed)
-
-
-def _executor_output(domains: Domains, seed: int | None) -> dict:
-    """The FamilyOutput fields of a release on the executors: each table's rows (public: one per
-    cell) and the report's word on where and how the noise was drawn."""
-    rows = {"item_counts": len(domains.items)}
-    if domains.attributes:
-        rows["edge_counts"] = _largest_table(domains)
-    return {"rows": rows, "noise_extra": {"drawn_on": "executors", "executor_noise": EXECUTOR_NOISE_NOTE + (
-        "; the secret is derived from the fixed seed" if seed is not None else "")}}
-
-
-EXECUTOR_NOISE_NOTE = ("drawn on the executors, cell by cell: each cell's random bits are SHAKE-256 of a keyed "
-                       "BLAKE2b of a 32-byte secret (drawn once on the driver) and the cell's block, so a retried "
-                       "task draws the same noise; exact given those bits, which are uniform under the usual "
-                       "assumption that keyed BLAKE2b and SHAKE-256 are pseudorandom (docs/executor_noise.md)")
+    return executors.reaches_threshold(domains, execution)
 
 
 def _nothing_selected(inputs: RunInputs, selection: SelectedItems) -> FamilyOutput:

@@ -19,11 +19,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pyspark.sql import functions as F
 
 from dp_spark.aggregates import bound_bias
 from dp_spark.aggregates.value_ranks import value_ranks
-from dp_spark.aggregates.value_sums import bounded_sums
-from dp_spark.algorithms import bound_selection, clip_choice
+from dp_spark.aggregates.value_sums import bounded_sums, cell_tally
+from dp_spark.algorithms import bound_selection, clip_choice, executor_means
+from dp_spark.algorithms.executor_means import SUM
 from dp_spark.algorithms import means as publishing
 from dp_spark.algorithms.sampling import hpa_selection
 from dp_spark.algorithms.value_sums import DEFAULT_STEPS, ClipRange, SumSensitivity
@@ -35,11 +37,13 @@ from dp_spark.core.privacy import check_noise
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
+from dp_spark.families import on_executors as executors
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require, rows_per_user
 from dp_spark.families.auto_bound import AUTO, AUTO_NOTE, AutoBound, candidates_of
 from dp_spark.families.private_keys import (NOTHING_SELECTED, PARTITION_SHARE, PRIVATE_ITEMS, checked_private_items,
                                             items_text, partition_delta, selected_items, unselected_apart)
 from dp_spark.io.validation import check_schema, check_value_schema, validate_records
+from dp_spark.publishers.executor_laplace import COUNT, CellGrid
 
 BOUNDINGS = ("sra", "hpa")
 # The share of each table pair's ε that goes to the sums, the rest to the counts: the sum's
@@ -290,6 +294,8 @@ def _summed(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
                                                          users_truncated=coverage.users_truncated),
                                bound=coverage.bound)
         inputs.progress("records read; bounding and summing")
+        # A function of the config and the public domains (items selected privately are a DP output).
+        on_executors = executors.reaches_threshold(inputs.domains, inputs.execution)
         diagnostic(inputs.progress, f"{validated.diagnostics['rows_read']:,} records read")
         extra = {}
         if hpa:
@@ -301,9 +307,21 @@ def _summed(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
                                                       counts=validated.user_counts, users_by_n=validated.users_by_n)
         # A cap of c ≥ l keeps every kept record (a chosen l can be below the configured c).
         cap = params.records_per_item if params.records_per_item and params.records_per_item < params.l else None
-        item_sums, edge_sums = bounded_sums(selection, items, "value", params.clip, attributes, cap)
+        if on_executors:
+            inputs.progress(executors.said(inputs.domains, inputs.execution))
+            # Checkpointed: both tables are made from the same tally, and a retried task reads it again.
+            tally = cell_tally(selection, items, "value", params.clip, attributes, cap).localCheckpoint(eager=True)
+            kept_rows = (user_records.capped_total(validated.users_by_n, params.l) if cap is None
+                         else int(tally.agg(F.sum(COUNT)).first()[0] or 0))
+        else:
+            item_sums, edge_sums = bounded_sums(selection, items, "value", params.clip, attributes, cap)
+            kept_rows = int(item_sums.counts.sum())
     finally:
         validated.release()
+    diagnostics = {**validated.diagnostics, "rows_after_bounding": kept_rows, **extra, "coverage": coverage.to_json()}
+    if on_executors:
+        return FamilyOutput(_tables_on_executors(params, inputs, tally), diagnostics, guards=decided, chosen=chosen,
+                            **executors.executor_output(_output_rows(params, inputs.domains), inputs.seed))
     tables = {ITEM_TABLE: pd.DataFrame({"item_id": items.ids, **_columns(
         publishing.publish_means(item_sums, _pair(params, inputs.split, ITEM_TABLE), inputs.budget, inputs.rng))})}
     if attributes is not None:
@@ -312,9 +330,25 @@ def _summed(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
                                            **_columns(publishing.publish_means(
                                                edge_sums, _pair(params, inputs.split, EDGE_TABLE), inputs.budget,
                                                inputs.rng))})
-    kept = {"rows_after_bounding": int(item_sums.counts.sum()), **extra}
-    return FamilyOutput(tables, {**validated.diagnostics, **kept, "coverage": coverage.to_json()}, guards=decided,
-                        chosen=chosen)
+    return FamilyOutput(tables, diagnostics, guards=decided, chosen=chosen)
+
+
+def _tables_on_executors(params: MeansParams, inputs: RunInputs, tally) -> dict[str, Any]:
+    """The tables as Spark DataFrames, their noise drawn on the executors (algorithms.executor_means),
+    from the checkpointed tally of DataFrame[_cell, _count, _sum] by item × attribute cell; the item
+    table's tally is that tally summed per item. Spent as the driver's path spends: items, then edges."""
+    items, attributes = inputs.domains.items, inputs.domains.attributes
+    secret, s = executors.noise_secret(inputs.seed), params.sensitivity_at(params.l)
+    h = len(attributes) if attributes else 1
+    item_tally = tally if h == 1 else tally.groupBy(F.expr(f"_cell div {h}").alias("_cell")).agg(
+        F.sum(COUNT).alias(COUNT), F.sum(SUM).alias(SUM))
+    tables = {ITEM_TABLE: executor_means.publish_means(item_tally, CellGrid(items), s, params.clip,
+                                                       _pair(params, inputs.split, ITEM_TABLE), inputs.budget, secret)}
+    if attributes is not None:
+        tables[EDGE_TABLE] = executor_means.publish_means(tally, CellGrid(items, attributes), s, params.clip,
+                                                          _pair(params, inputs.split, EDGE_TABLE), inputs.budget,
+                                                          secret)
+    return tables
 
 
 def error_model(params: MeansParams, domains: Domains, split: dict[str, Fraction]) -> bound_selection.ErrorModel:
@@ -589,6 +623,12 @@ def _check_schema(params: MeansParams, records, domains: Domains) -> None:
     check_value_schema(records)
 
 
+def _beyond_the_driver(params: MeansParams, domains: Domains, execution) -> bool:
+    """No value per item on the driver: SRA's bounding (HPA's popularity is drawn there) over a
+    public domain, released on the executors."""
+    return params.bounding == "sra" and not params.private_items and executors.reaches_threshold(domains, execution)
+
+
 FAMILY = Family(name="means", algorithms=("means",), params_type=MeansParams, default_split=_split,
                 split_keys=lambda params, domains: tuple(_split(params, Fraction(1), domains)), run=run,
                 describe=_describe, report_section=_report_section, from_config=from_config, accuracy=_accuracy,
@@ -596,4 +636,4 @@ FAMILY = Family(name="means", algorithms=("means",), params_type=MeansParams, de
                              "keys_per_user"),
                 reads="valued_records", with_chosen=_with_chosen,
                 takes_gaussian=True, check_schema=_check_schema, output_rows=_output_rows,
-                delta=lambda params: params.delta)
+                delta=lambda params: params.delta, beyond_the_driver=_beyond_the_driver)

@@ -19,8 +19,10 @@ from the domain's ids, which travel to the executors as a table beside the count
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -77,19 +79,20 @@ class CellGrid:
     def chunks(self) -> int:
         return -(-len(self.items) // self.items_per_chunk)
 
-    def schema(self) -> T.StructType:
-        """The released table: item_id (and attr), noisy_count."""
+    def schema(self, figures: list[T.StructField] | None = None) -> T.StructType:
+        """The released table: item_id (and attr), then ``figures`` (default: noisy_count)."""
         item_type = T.StringType() if self.items.is_string else T.LongType()
         fields = [T.StructField("item_id", item_type, False)]
         if self.attributes:
             fields.append(T.StructField("attr", T.StringType(), False))
-        return T.StructType(fields + [T.StructField("noisy_count", T.LongType(), False)])
+        return T.StructType(fields + (figures or [T.StructField("noisy_count", T.LongType(), False)]))
 
 
 # Rows of the domain carry this count, the true counts' rows at least 1: no column holds a null,
 # so Arrow hands the executors int64 columns (a null would make them float64, which cannot hold
 # every 64-bit id).
 _DOMAIN_ROW = -1
+COUNT = "_count"  # the tally's count column: every tally has one, and marks the domain's rows
 
 
 def _chunk_of(index: str, per_chunk: int):
@@ -98,18 +101,19 @@ def _chunk_of(index: str, per_chunk: int):
     return F.expr(f"{index} div {per_chunk}")
 
 
-def _domain_rows(spark: SparkSession, grid: CellGrid, item_type: T.DataType) -> DataFrame:
+def _domain_rows(spark: SparkSession, grid: CellGrid, item_type: T.DataType, others: tuple[str, ...]) -> DataFrame:
     """One row per chunk: the chunk alone for a range (the executors compute its ids), or one row
     per item with its position and id otherwise. Every chunk has at least one, so every chunk is
-    released even where no record fell."""
+    released even where no record fell. The tally's other figures are 0 on these rows."""
     items = grid.items
+    zeros = [F.lit(0).cast("long").alias(name) for name in others]
     if items.id_range:
         return spark.range(grid.chunks).select(F.col("id").alias("_chunk"), F.lit(0).cast("long").alias("_cell"),
-                                               F.lit(_DOMAIN_ROW).cast("long").alias("_count"),
+                                               F.lit(_DOMAIN_ROW).cast("long").alias(COUNT), *zeros,
                                                _no_item(item_type))
     return domain_positions(spark, items).select(_chunk_of("_pos", grid.items_per_chunk).alias("_chunk"),
                                                  F.col("_pos").alias("_cell"),
-                                                 F.lit(_DOMAIN_ROW).cast("long").alias("_count"),
+                                                 F.lit(_DOMAIN_ROW).cast("long").alias(COUNT), *zeros,
                                                  F.col("item_id").alias("_item"))
 
 
@@ -117,8 +121,14 @@ def _no_item(item_type: T.DataType):
     return F.lit("" if isinstance(item_type, T.StringType) else 0).cast(item_type).alias("_item")
 
 
-def _released_chunk(grid: CellGrid, noise: CellNoise):
-    """The function each chunk goes through on an executor: zero-filled counts plus noise."""
+# What a chunk's cells become: (first cell index, {figure: the true figure of each of the chunk's
+# cells, zero-filled}) -> {output column: one value per cell}.
+Finish = Callable[[int, dict[str, np.ndarray]], dict[str, Any]]
+
+
+def _released_chunk(grid: CellGrid, figures: tuple[str, ...], finish: Finish):
+    """The function each chunk goes through on an executor: its cells' true figures, zero-filled,
+    through ``finish``."""
     width, per_chunk = grid.width, grid.items_per_chunk
     low = grid.items.id_range[0] if grid.items.id_range else None
     n_items = len(grid.items)
@@ -129,27 +139,50 @@ def _released_chunk(grid: CellGrid, noise: CellNoise):
         first_item = chunk * per_chunk
         n = min(per_chunk, n_items - first_item)
         first_cell = first_item * width
-        tally = rows[rows["_count"] != _DOMAIN_ROW]
+        tally = rows[rows[COUNT] != _DOMAIN_ROW]
         local = tally["_cell"].to_numpy(dtype=np.int64) - first_cell
         if local.size and (local.min() < 0 or local.max() >= n * width):  # fail closed, as on_domain does
             raise ValueError(OUTSIDE)
-        counts = np.zeros(n * width, dtype=np.int64)
-        np.add.at(counts, local, tally["_count"].to_numpy(dtype=np.int64))
-        noisy = counts + noise(first_cell, first_cell + n * width - 1)
+        true = {}
+        for name in figures:
+            true[name] = np.zeros(n * width, dtype=np.int64)
+            np.add.at(true[name], local, tally[name].to_numpy(dtype=np.int64))
         if low is not None:
             ids = np.arange(low + first_item, low + first_item + n, dtype=np.int64)
         else:
-            domain = rows[rows["_count"] == _DOMAIN_ROW].sort_values("_cell")
+            domain = rows[rows[COUNT] == _DOMAIN_ROW].sort_values("_cell")
             ids = domain["_item"].to_numpy()
             if ids.size != n:  # the domain table lost or repeated a row: never release a partial chunk
                 raise RuntimeError(f"chunk {chunk} has {ids.size} domain items, expected {n}")
         out = {"item_id": np.repeat(ids, width) if width > 1 else ids}
         if attribute_values is not None:
             out["attr"] = np.tile(attribute_values, n)
-        out["noisy_count"] = noisy
+        out.update(finish(first_cell, true))
         return pd.DataFrame(out)
 
     return release
+
+
+def released_cells(tally: DataFrame, grid: CellGrid, figures: tuple[str, ...], fields: list[T.StructField],
+                   finish: Finish) -> DataFrame:
+    """One row per cell of ``grid`` (a Spark DataFrame, never on the driver): item_id (and attr)
+    and the columns ``fields`` that ``finish`` makes of each chunk's true ``figures``, zero-filled.
+    ``tally`` is DataFrame[_cell, *figures] (long columns; ``_count`` first, at least 1 on every
+    row), only where some record fell; a cell may appear more than once, its figures add up.
+    ``finish`` runs on the executors, so it must draw any noise from a CellNoise, keyed per cell."""
+    if not figures or figures[0] != COUNT:
+        raise ValueError(f"a tally's first figure is its count, {COUNT}, got {figures!r}")
+    schema = grid.schema(fields)
+    item_type = schema["item_id"].dataType
+    cells = tally.select(_chunk_of("_cell", grid.width * grid.items_per_chunk).alias("_chunk"),
+                         F.col("_cell").cast("long"), *[F.col(name).cast("long") for name in figures],
+                         _no_item(item_type))
+    rows = _domain_rows(tally.sparkSession, grid, item_type, figures[1:]).unionByName(cells)
+    # As many partitions as chunks, by hash of the chunk: which are empty, and so how many files the
+    # table is written as, is a function of the domain alone. Left to Spark, adaptive execution
+    # would merge partitions by their bytes, which the true counts' rows decide (issue 39).
+    rows = rows.repartition(grid.chunks, "_chunk")
+    return rows.groupBy("_chunk").applyInPandas(_released_chunk(grid, figures, finish), schema)
 
 
 def publish(tally: DataFrame, grid: CellGrid, sensitivity: int, epsilon: Fraction, budget: Budget,
@@ -174,13 +207,9 @@ def publish(tally: DataFrame, grid: CellGrid, sensitivity: int, epsilon: Fractio
                             sensitivity=Fraction(sensitivity), noise_scale=as_scale(Fraction(sensitivity) / epsilon),
                             cells=grid.cells)
         noise = budget.discrete_laplace_on_executors(entry, secret)
-    schema = grid.schema()
-    item_type = schema["item_id"].dataType
-    counts = tally.select(_chunk_of("_cell", grid.width * grid.items_per_chunk).alias("_chunk"),
-                          F.col("_cell").cast("long"), F.col("_count").cast("long"), _no_item(item_type))
-    rows = _domain_rows(tally.sparkSession, grid, item_type).unionByName(counts)
-    # As many partitions as chunks, by hash of the chunk: which are empty, and so how many files the
-    # table is written as, is a function of the domain alone. Left to Spark, adaptive execution
-    # would merge partitions by their bytes, which the true counts' rows decide (issue 39).
-    rows = rows.repartition(grid.chunks, "_chunk")
-    return rows.groupBy("_chunk").applyInPandas(_released_chunk(grid, noise), schema), entry
+
+    def noisy_counts(first_cell: int, true: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        counts = true[COUNT]
+        return {"noisy_count": counts + noise(first_cell, first_cell + counts.size - 1)}
+    return released_cells(tally, grid, (COUNT,), [T.StructField("noisy_count", T.LongType(), False)],
+                          noisy_counts), entry
