@@ -132,6 +132,37 @@ def test_the_cap_keeps_at_most_c_records_per_user_and_item_in_every_cell(spark):
     assert edges.units[:2].tolist() == [1000 * kept_f, -1000 * kept_m] and capped.units[0] == edges.units[:2].sum()
 
 
+@pytest.mark.parametrize("l, oversample, likely", [(3, 6.0, False), (3, 0.0, False), (8, 0.0, True), (50, 6.0, False)])
+def test_the_cap_inside_the_counted_selection_keeps_what_the_cap_after_it_keeps(spark, l, oversample, likely):
+    """The per-item cap tallied in the selection's own job (the rows past it under a null key) must
+    keep the very records the cap after the exact selection keeps (bounding.item_cap), on each of
+    the counted paths: direct (no user short), exact with short users redone (no oversampling),
+    exact from the start (short users likely); for the means' sums and the counts alike."""
+    from dp_spark.aggregates import item_edges
+    from dp_spark.bounding.item_cap import capped_values
+    from dataclasses import replace
+
+    rng = np.random.default_rng(l)
+    frame = pd.DataFrame({"user_id": rng.integers(0, 40, 900), "item_id": rng.integers(-3, 3, 900),
+                          "rating": rng.choice([0.5, 1.0, 2.5, 3.0, 4.5, 5.0, 6.0], 900)})
+    selection = sample_selection(spark.createDataFrame(frame), l, seed=9, oversample=oversample)
+    if likely:
+        selection = replace(selection, short_users_likely=True)
+    cell, units = F.col("item_id"), units_column(F.col("rating"), STARS)
+    for c in (1, 2):
+        got = cell_sums(selection, cell, units, STARS, cap=c, item_of_cell=F.col("_value.cell"))
+        kept = capped_values(selection.kept_values(F.struct(cell.alias("cell"), units.alias("units"))),
+                             F.col("_value.cell"), c)
+        want = kept.groupBy(F.col("_value.cell").alias("_key")).agg(F.count(F.lit(1)).alias("count"),
+                                                                    F.sum("_value.units").alias("_sum")).toPandas()
+        got = got.groupby("_key")[["count", "_sum"]].sum().sort_index()
+        want = want.set_index("_key")[["count", "_sum"]].sort_index()
+        assert got.astype("int64").equals(want.astype("int64")), (c, got, want)
+        assert int(want["count"].sum()) < int(frame.groupby("user_id").size().clip(upper=l).sum())  # it capped
+        counts = item_edges.selected_edge_counts(selection, item_domain_of_ids(list(range(-3, 3)), "-3..2"), None, c)
+        np.testing.assert_array_equal(counts.reshape(-1), want["count"].to_numpy())
+
+
 def test_validation_draws_one_usable_record_per_user_and_the_ranks_count_its_values(spark):
     """The clipping range's input: the value of the record validation draws per user (the same
     record as its item, one with a usable value), and each candidate's counts below and at most."""

@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from dp_spark.aggregates.domain_vector import OUTSIDE, domain_positions, on_domain
-from dp_spark.bounding.item_cap import capped_values
+from dp_spark.bounding.item_cap import ItemCap, capped_values
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 
 
@@ -120,10 +120,8 @@ def selected_edge_counts(selection, items: ItemDomain, attributes: AttributeDoma
                          cap: int | None = None) -> np.ndarray:
     """:func:`edge_counts` of a :class:`dp_spark.bounding.user_records.Selection`'s rows, which only the
     cell key goes through; with ``cap``, at most that many of each user's selected rows per item."""
-    if cap is None:
-        return edges_from_tally(selection.counted(edge_key(items, attributes)), items, attributes)
-    tally = _capped_kept_values(selection, items, attributes, cap).groupBy(F.col("_value").alias("_key")).count()
-    return edges_from_tally(tally.toPandas(), items, attributes)
+    capped = None if cap is None else ItemCap(cap, item_of_key("_value", items, attributes))
+    return edges_from_tally(selection.counted(edge_key(items, attributes), cap=capped), items, attributes)
 
 
 def item_counts(edges: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from dp_spark.aggregates import item_edges
 from dp_spark.algorithms.means import BoundedSums
 from dp_spark.algorithms.value_sums import ClipRange
-from dp_spark.bounding.item_cap import capped_values
+from dp_spark.bounding.item_cap import ItemCap, capped_values
 from dp_spark.bounding.user_records import Selection, Tally
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 
@@ -80,7 +80,8 @@ def cell_sums(selection: Selection, cell: Column, units: Column, clip: ClipRange
     item, ``item_of_cell`` naming a record's item from ``_value.cell`` (bounding.item_cap)."""
     if cap is None:
         return selection.counted(_record_value(cell, units, clip, packed), _cell_and_units(packed, clip))
-    return _cell_and_units(False, clip).aggregated(_capped(selection, cell, units, clip, cap, item_of_cell)).toPandas()
+    return selection.counted(_record_value(cell, units, clip, packed=False), _cell_and_units(False, clip),
+                             ItemCap(cap, item_of_cell))
 
 
 def cell_tally(selection: Selection, items: ItemDomain, value_col: str, clip: ClipRange,

@@ -45,6 +45,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from dp_spark.bounding.cutoffs import best_first, min_score
+from dp_spark.bounding.item_cap import ItemCap
 from dp_spark.bounding.keys import new_salt, row_position, sample_salt, with_salt
 
 
@@ -93,6 +94,18 @@ COUNT = Tally()
 def _tally(values: DataFrame, tally: Tally = COUNT) -> pd.DataFrame:
     """DataFrame[_key, count(, _sum)] on the driver: how many picked values fall in each group."""
     return tally.aggregated(values).toPandas()
+
+
+def _capped_tally(values: DataFrame, tally: Tally, cap: ItemCap | None, user_col: str) -> tuple[pd.DataFrame, int]:
+    """:func:`_tally` of ``values`` with at most cap.c per user and item, and how many values there
+    were before the cap: those past it are tallied under a null key, left out of the result
+    (through Arrow, which keeps a column of long keys long beside the null)."""
+    if cap is None:
+        result = _tally(values, tally)
+        return result, int(result["count"].sum())
+    grouped = tally.aggregated(cap.marked(values, user_col)).toArrow()
+    total = pc.sum(grouped.column("count")).as_py() or 0
+    return grouped.filter(pc.is_valid(grouped.column("_key"))).to_pandas(), int(total)
 
 
 def capped_total(users_by_n: pd.Series, l: int) -> int:
@@ -155,7 +168,7 @@ class Selection:
         return values.select(*[F.col(c) if c == self.user_col else F.col(f"_value.`{c}`").alias(c)
                                for c in self.columns])
 
-    def counted(self, key: Column, tally: Tally = COUNT) -> pd.DataFrame:
+    def counted(self, key: Column, tally: Tally = COUNT, cap: ItemCap | None = None) -> pd.DataFrame:
         """How many selected rows have each value of ``key``, an expression over the input's
         columns: DataFrame[_key, count] on the driver. A key can appear in more than one row
         (when short users were redone); its counts add up. With ``tally``, the rows are counted
@@ -169,13 +182,18 @@ class Selection:
         equals Σ min(n, l) exactly when no user was short (a short user has fewer rows, never
         more). Only otherwise is it tallied again, exactly. When they are likely, the exact
         tally is the only one.
+
+        With ``cap`` (bounding.item_cap) at most cap.c of each user's selected rows per item are
+        counted: those past it are tallied apart in the same job and left out, so that the total
+        above still counts every selected row.
         """
         if self.short_users_likely:
-            return self._counted_exactly(key, tally)
-        result = _tally(_values_of(self._pick(self.candidates, key), self.user_col), tally)
-        if self.counts is None or int(result["count"].sum()) == self._capped_total():
+            return self._counted_exactly(key, tally, cap)
+        result, total = _capped_tally(_values_of(self._pick(self.candidates, key), self.user_col), tally, cap,
+                                      self.user_col)
+        if self.counts is None or total == self._capped_total():
             return result
-        return self._counted_exactly(key, tally)
+        return self._counted_exactly(key, tally, cap)
 
     def _capped_total(self) -> int:
         """Σ min(n, l) over the users of ``counts``: what a count of the selection must add up to."""
@@ -183,7 +201,7 @@ class Selection:
             return capped_total(self.users_by_n, self.l)
         return self.counts.agg(F.sum(F.least(F.col("_n"), F.lit(self.l)))).first()[0] or 0
 
-    def _counted_exactly(self, key: Column, tally: Tally = COUNT) -> pd.DataFrame:
+    def _counted_exactly(self, key: Column, tally: Tally = COUNT, cap: ItemCap | None = None) -> pd.DataFrame:
         """:meth:`counted`, exact on any data, in one job unless some user is short.
 
         The candidates carry their user's n, so the per-user selection gives each user's n as
@@ -198,45 +216,55 @@ class Selection:
         """
         user = self.user_col
         if self.counts is None:
-            return _tally(_values_of(self._pick(self.keyed, key), user), tally)
+            return _capped_tally(_values_of(self._pick(self.keyed, key), user), tally, cap, user)[0]
         picked = self._pick(self.candidates, key, F.max("_n").alias("_n"))
-        result, short = self._complete_tally_and_short_users(picked, tally)
-        if int(result["count"].sum()) + int(short["_capped"].sum()) != self._capped_total():
+        result, short, total = self._complete_tally_and_short_users(picked, tally, cap)
+        if total + int(short["_capped"].sum()) != self._capped_total():
             with_every_user = self.counts.join(self._pick(self.candidates, key), user, "left")
-            result, short = self._complete_tally_and_short_users(with_every_user, tally)
+            result, short, total = self._complete_tally_and_short_users(with_every_user, tally, cap)
         if short.empty:
             return result
         spark = self.keyed.sparkSession
         user_type = self.counts.schema[user].dataType
         short_users = spark.createDataFrame(short[[user]], schema=T.StructType([T.StructField(user, user_type)]))
         redone = self._pick(self.keyed.join(F.broadcast(short_users), user, "left_semi"), key)
-        return pd.concat([result, _tally(_values_of(redone, user), tally)], ignore_index=True)
+        return pd.concat([result, _capped_tally(_values_of(redone, user), tally, cap, user)[0]], ignore_index=True)
 
-    def _complete_tally_and_short_users(self, picked: DataFrame, tally: Tally = COUNT
-                                        ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def _complete_tally_and_short_users(self, picked: DataFrame, tally: Tally = COUNT, cap: ItemCap | None = None
+                                        ) -> tuple[pd.DataFrame, pd.DataFrame, int]:
         """From DataFrame[user, _n, _picked] (``_picked`` null for a user with no candidate): the
-        complete users' tally, DataFrame[_key, count(, _sum)], and the short users with their
-        min(n, l), DataFrame[user, _capped]. One job."""
+        complete users' tally, DataFrame[_key, count(, _sum)], with at most cap.c of a user's rows
+        per item; the short users with their min(n, l), DataFrame[user, _capped]; and how many
+        rows the complete users picked, before the cap. One job."""
         user = self.user_col
         complete = F.coalesce(F.size("_picked") >= F.least(F.col("_n"), F.lit(self.l)), F.lit(False))
         user_type = picked.schema[user].dataType
         no_value = F.array(F.lit(None).cast(picked.schema["_picked"].dataType.elementType))
         rows = picked.select(
+            F.col(user), complete.alias("_complete"), F.least(F.col("_n"), F.lit(self.l)).alias("_least"),
+            F.explode(F.when(complete, F.col("_picked")).otherwise(no_value)).alias("_value"),
+        )
+        if cap is not None:  # by the real user, before the complete users are put in one group
+            rows = cap.marked(rows, user)
+        complete = F.col("_complete")
+        rows = rows.select(
             (~complete).alias("_short"),
             # Constants for complete users keep them in one group; never null, so an integer id
             # column stays integer on the driver.
             F.when(complete, F.lit(0).cast(user_type)).otherwise(F.col(user)).alias("_user"),
-            F.when(complete, F.lit(0)).otherwise(F.least(F.col("_n"), F.lit(self.l))).alias("_capped"),
-            F.explode(F.when(complete, F.col("_picked")).otherwise(no_value)).alias("_value"),
+            F.when(complete, F.lit(0)).otherwise(F.col("_least")).alias("_capped"),
+            F.col("_value"),
         )
-        # Through Arrow and split before pandas: the short users' null key would turn a pandas
-        # column of long keys into doubles.
+        # Through Arrow and split before pandas: the short users' null key (and the rows past the
+        # cap) would turn a pandas column of long keys into doubles.
         grouped = tally.aggregated(rows, F.col("_short"), F.col("_user"), F.col("_capped")).toArrow()
         is_short = grouped.column("_short")
         columns = ["_key", "count"] + (["_sum"] if tally.summand else [])
-        result = grouped.filter(pc.invert(is_short)).select(columns).to_pandas()
+        complete_rows = grouped.filter(pc.invert(is_short))
+        total = pc.sum(complete_rows.column("count")).as_py() or 0
+        result = complete_rows.filter(pc.is_valid(complete_rows.column("_key"))).select(columns).to_pandas()
         short = grouped.filter(is_short).select(["_user", "_capped"]).rename_columns([user, "_capped"]).to_pandas()
-        return result, short
+        return result, short, int(total)
 
 
 def sample_per_user(df: DataFrame, l: int, seed: int | None = None, user_col: str = "user_id", **options) -> DataFrame:
