@@ -203,8 +203,8 @@ def rho_per_run(epsilon: float, delta: float, runs: int) -> float:
 class Release:
     """The noisy tables of one release by name, and its privacy report. Tables are pandas
     DataFrames (one row per public domain value), except FRAPP's perturbed records, which are as
-    many as the input's records, and count tables released on the executors (at least
-    ``executor_noise_cells`` cells), which never reach the driver: those are Spark DataFrames."""
+    many as the input's records, and the count and means tables released on the executors (at
+    least ``executor_noise_cells`` cells), which never reach the driver: those are Spark DataFrames."""
 
     tables: dict[str, Any]
     report: dict

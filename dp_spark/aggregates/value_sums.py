@@ -27,6 +27,8 @@ from dp_spark.bounding.item_cap import ItemCap, capped_values
 from dp_spark.bounding.user_records import Selection, Tally
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 
+COUNT, SUM = "_count", "_sum"  # the columns of a tally left on the executors (cell_tally)
+
 
 def units_column(value: Column, clip: ClipRange) -> Column:
     """``clip.units`` over a double column: round half to even of (clip(v) − m)/γ, as a long in
@@ -94,8 +96,8 @@ def cell_tally(selection: Selection, items: ItemDomain, value_col: str, clip: Cl
     cell, units = item_edges.edge_key(items, attributes), units_column(F.col(value_col), clip)
     kept = selection.kept_values(_record_value(cell, units, clip, packed)) if cap is None \
         else _capped(selection, cell, units, clip, cap, item_edges.item_of_key("_value.cell", items, attributes))
-    tally = _cell_and_units(packed, clip).aggregated(kept).withColumnRenamed("count", "_count")
-    return item_edges.cells_of_keys(tally, items, attributes, ("_count", "_sum"))
+    tally = _cell_and_units(packed, clip).aggregated(kept).withColumnRenamed("count", COUNT)
+    return item_edges.cells_of_keys(tally, items, attributes, (COUNT, SUM))
 
 
 def bounded_sums(selection: Selection, items: ItemDomain, value_col: str, clip: ClipRange,

@@ -10,18 +10,16 @@ Claim: docs/value_sums.md, "Privacy claim: value_sums, means".
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from dp_spark.algorithms.means import TablePair, halfwidth, pair_entries, released_columns
+from dp_spark.algorithms.means import TablePair, halfwidth, nullable_means, pair_entries, released_columns
 from dp_spark.algorithms.value_sums import ClipRange, SumSensitivity
 from dp_spark.core import accuracy
 from dp_spark.core.privacy import GAUSSIAN_MECHANISM, Budget, LedgerEntry
 from dp_spark.core.vector_noise import CellNoise, NoiseSecret
+from dp_spark.aggregates.value_sums import SUM
 from dp_spark.publishers.executor_laplace import COUNT, CellGrid, released_cells
-
-SUM = "_sum"  # the tally's sum of centred units (aggregates.value_sums.cell_tally)
 # The released columns, as the driver's tables have them: a mean left out is null.
 FIELDS = [T.StructField("noisy_count", T.LongType(), False), T.StructField("noisy_sum", T.DoubleType(), False),
           *[T.StructField(name, T.DoubleType(), True) for name in ("mean", "mean_low", "mean_high")]]
@@ -50,6 +48,5 @@ def publish_means(tally: DataFrame, grid: CellGrid, sensitivity: SumSensitivity,
         last = first_cell + true[COUNT].size - 1
         columns = released_columns(true[COUNT] + count_noise(first_cell, last), true[SUM] + sum_noise(first_cell, last),
                                    count_width, sum_width, clip)
-        return {name: pd.array(values, dtype="Float64") if name.startswith("mean") else values
-                for name, values in columns.items()}
+        return nullable_means(columns)
     return released_cells(tally, grid, (COUNT, SUM), FIELDS, finish)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+import pandas as pd
 
 from dp_spark.algorithms.value_sums import ClipRange, SumSensitivity, mean_intervals
 from dp_spark.core import accuracy
@@ -118,6 +119,12 @@ def publish_means(bounded: BoundedSums, pair: TablePair, budget: Budget, rng: Ra
     units = bounded.units + _noise(budget, sum_entry, rng)
     return released_columns(counts, units, halfwidth(count_entry, alpha / 2), halfwidth(sum_entry, alpha / 2),
                             bounded.clip)
+
+
+def nullable_means(columns: dict[str, np.ndarray]) -> dict[str, object]:
+    """The columns with each mean left out as a missing value (null in Parquet and in Spark), not NaN."""
+    return {name: pd.array(values, dtype="Float64") if name.startswith("mean") else values
+            for name, values in columns.items()}
 
 
 def released_columns(counts: np.ndarray, units: np.ndarray, count_width: float, sum_width: float,

@@ -170,7 +170,9 @@ def mean_intervals(sum_units: np.ndarray, counts: np.ndarray, sum_halfwidth: flo
     s = np.asarray(sum_units, dtype=np.int64).astype(np.float64)
     c = np.asarray(counts, dtype=np.int64).astype(np.float64)
     given = c - count_halfwidth > 0
-    safe = np.where(given, c, 1.0)  # no division where no mean is given
+    # Where no mean is given, a count whose corners stay positive (count_halfwidth + 1): no
+    # division by zero, and nothing of it is kept.
+    safe = np.where(given, c, count_halfwidth + 1.0)
 
     def at(total: np.ndarray, records: np.ndarray) -> np.ndarray:
         return np.minimum(np.maximum(clip.centre + (total / records) * clip.unit, clip.low), clip.high)

@@ -196,7 +196,7 @@ def output_size(family: Family, params: Any, domains: Domains, execution: Execut
         raise ConfigError(f"the release would write {total:,} rows ({describe_output_size(rows)}), more than "
                           f"execution.max_output_rows = {execution.max_output_rows:,}: check the domain (a range "
                           "typed one digit too long?), or raise the limit if you mean it "
-                          f"(--set execution.max_output_rows={total}; in the API's count functions max_output_rows={total})")
+                          f"(--set execution.max_output_rows={total}; in the API's count and means functions max_output_rows={total})")
     return rows
 
 

@@ -24,7 +24,7 @@ from dp_spark.core.privacy import check_noise
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
-from dp_spark.families import on_executors as executors
+from dp_spark.families import on_executors as executor_path
 from dp_spark.families.auto_bound import AUTO, AUTO_NOTE, AutoBound, candidates_of
 from dp_spark.families.base import (ConfigTables, Domains, Execution, Family, FamilyOutput, RunInputs, require,
                                    rows_per_user)
@@ -211,14 +211,14 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
         diagnostic(inputs.progress, f"{validated.diagnostics['rows_read']:,} records read")
         on_executors = _on_executors(params, inputs.domains, inputs.execution)
         if on_executors:
-            inputs.progress(executors.said(inputs.domains, inputs.execution))
+            inputs.progress(executor_path.said(inputs.domains, inputs.execution))
         gaussian = gaussian_tables(params, l, inputs.split, attributes is not None)
         common = dict(items=items, attributes=attributes, l=l, epsilons=inputs.split, budget=inputs.budget,
                       rng=inputs.rng, seed=inputs.seed, user_counts=validated.user_counts,
                       users_by_n=validated.users_by_n,
                       publisher=sampling.Publisher(params.publisher, dict(params.publisher_options), gaussian,
                                                    params.records_per_item),
-                      on_executors=executors.noise_secret(inputs.seed) if on_executors else None)
+                      on_executors=executor_path.noise_secret(inputs.seed) if on_executors else None)
         if params.algorithm != "hpa":
             release = sampling.sra(validated.records, **common)
         else:
@@ -237,7 +237,7 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
     return FamilyOutput(tables_of(release, inputs.domains), {**validated.diagnostics, **release.diagnostics,
                                                              "coverage": coverage.to_json()}, chosen=chosen,
                         guards=decided, bounding=removed,
-                        **(executors.executor_output(_output_rows(params, inputs.domains), inputs.seed)
+                        **(executor_path.executor_output(_output_rows(params, inputs.domains), inputs.seed)
                            if on_executors else {}))
 
 
@@ -248,7 +248,7 @@ def _on_executors(params: CountsParams, domains: Domains, execution: Execution) 
     public domains (items selected privately are a DP output)."""
     if params.publisher != "laplace" or params.publisher_options or params.consistent:
         return False
-    return executors.reaches_threshold(domains, execution)
+    return executor_path.reaches_threshold(domains, execution)
 
 
 def _nothing_selected(inputs: RunInputs, selection: SelectedItems) -> FamilyOutput:

@@ -37,7 +37,7 @@ from dp_spark.core.privacy import check_noise
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families import guards
-from dp_spark.families import on_executors as executors
+from dp_spark.families import on_executors as executor_path
 from dp_spark.families.base import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require, rows_per_user
 from dp_spark.families.auto_bound import AUTO, AUTO_NOTE, AutoBound, candidates_of
 from dp_spark.families.private_keys import (NOTHING_SELECTED, PARTITION_SHARE, PRIVATE_ITEMS, checked_private_items,
@@ -295,7 +295,7 @@ def _summed(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
                                bound=coverage.bound)
         inputs.progress("records read; bounding and summing")
         # A function of the config and the public domains (items selected privately are a DP output).
-        on_executors = executors.reaches_threshold(inputs.domains, inputs.execution)
+        on_executors = executor_path.reaches_threshold(inputs.domains, inputs.execution)
         diagnostic(inputs.progress, f"{validated.diagnostics['rows_read']:,} records read")
         extra = {}
         if hpa:
@@ -308,8 +308,9 @@ def _summed(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
         # A cap of c ≥ l keeps every kept record (a chosen l can be below the configured c).
         cap = params.records_per_item if params.records_per_item and params.records_per_item < params.l else None
         if on_executors:
-            inputs.progress(executors.said(inputs.domains, inputs.execution))
-            # Checkpointed: both tables are made from the same tally, and a retried task reads it again.
+            inputs.progress(executor_path.said(inputs.domains, inputs.execution))
+            # Checkpointed: both tables are made from the same tally, and a retried task reads the same
+            # counts (a lost executor fails the write rather than tally again: docs/executor_noise.md).
             tally = cell_tally(selection, items, "value", params.clip, attributes, cap).localCheckpoint(eager=True)
             kept_rows = (user_records.capped_total(validated.users_by_n, params.l) if cap is None
                          else int(tally.agg(F.sum(COUNT)).first()[0] or 0))
@@ -321,13 +322,13 @@ def _summed(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
     diagnostics = {**validated.diagnostics, "rows_after_bounding": kept_rows, **extra, "coverage": coverage.to_json()}
     if on_executors:
         return FamilyOutput(_tables_on_executors(params, inputs, tally), diagnostics, guards=decided, chosen=chosen,
-                            **executors.executor_output(_output_rows(params, inputs.domains), inputs.seed))
-    tables = {ITEM_TABLE: pd.DataFrame({"item_id": items.ids, **_columns(
+                            **executor_path.executor_output(_output_rows(params, inputs.domains), inputs.seed))
+    tables = {ITEM_TABLE: pd.DataFrame({"item_id": items.ids, **publishing.nullable_means(
         publishing.publish_means(item_sums, _pair(params, inputs.split, ITEM_TABLE), inputs.budget, inputs.rng))})}
     if attributes is not None:
         h = len(attributes)
         tables[EDGE_TABLE] = pd.DataFrame({"item_id": items.ids.repeat(h), "attr": list(attributes.values) * len(items),
-                                           **_columns(publishing.publish_means(
+                                           **publishing.nullable_means(publishing.publish_means(
                                                edge_sums, _pair(params, inputs.split, EDGE_TABLE), inputs.budget,
                                                inputs.rng))})
     return FamilyOutput(tables, diagnostics, guards=decided, chosen=chosen)
@@ -338,7 +339,7 @@ def _tables_on_executors(params: MeansParams, inputs: RunInputs, tally) -> dict[
     from the checkpointed tally of DataFrame[_cell, _count, _sum] by item × attribute cell; the item
     table's tally is that tally summed per item. Spent as the driver's path spends: items, then edges."""
     items, attributes = inputs.domains.items, inputs.domains.attributes
-    secret, s = executors.noise_secret(inputs.seed), params.sensitivity_at(params.l)
+    secret, s = executor_path.noise_secret(inputs.seed), params.sensitivity_at(params.l)
     h = len(attributes) if attributes else 1
     item_tally = tally if h == 1 else tally.groupBy(F.expr(f"_cell div {h}").alias("_cell")).agg(
         F.sum(COUNT).alias(COUNT), F.sum(SUM).alias(SUM))
@@ -440,12 +441,6 @@ def _with_chosen(params: MeansParams, chosen: dict) -> tuple[MeansParams, dict] 
         params = _at_clip(params, chosen["low"], chosen["high"])
         said.update(low=chosen["low"], high=chosen["high"])
     return (params, said) if said else None
-
-
-def _columns(published: dict[str, np.ndarray]) -> dict[str, Any]:
-    """The release's columns, a mean left out as a missing value (null in Parquet), not NaN."""
-    return {name: pd.array(values, dtype="Float64") if name.startswith("mean") else values
-            for name, values in published.items()}
 
 
 def _describe(params: MeansParams, epsilon: Fraction, domains: Domains) -> str:
@@ -626,7 +621,7 @@ def _check_schema(params: MeansParams, records, domains: Domains) -> None:
 def _beyond_the_driver(params: MeansParams, domains: Domains, execution) -> bool:
     """No value per item on the driver: SRA's bounding (HPA's popularity is drawn there) over a
     public domain, released on the executors."""
-    return params.bounding == "sra" and not params.private_items and executors.reaches_threshold(domains, execution)
+    return params.bounding == "sra" and not params.private_items and executor_path.reaches_threshold(domains, execution)
 
 
 FAMILY = Family(name="means", algorithms=("means",), params_type=MeansParams, default_split=_split,

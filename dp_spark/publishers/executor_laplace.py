@@ -1,5 +1,7 @@
 """LPA on the executors: discrete Laplace noise on every cell of a count table too large for the driver
-(or, under zCDP accounting, discrete Gaussian noise: the same layout, another keyed sampler).
+(or, under zCDP accounting, discrete Gaussian noise: the same layout, another keyed sampler). The
+layout (``released_cells``) serves any table of figures per cell: the means' counts and sums too
+(algorithms.executor_means).
 
 The mechanism is :mod:`dp_spark.publishers.laplace`'s, with the same claim (docs/publishers.md,
 "Privacy claim: laplace"): an integer count per cell of a public, complete domain, L1
@@ -37,7 +39,7 @@ from dp_spark.core.privacy import Budget, LedgerEntry, gaussian_entry
 from dp_spark.core.vector_noise import BLOCK_CELLS, CellNoise, NoiseSecret
 
 # Cells per chunk, the unit of work of one call on an executor, about: large enough that Spark's
-# per-group cost is small, small enough that one chunk's pandas table (three columns) stays
+# per-group cost is small, small enough that one chunk's pandas table (three columns for counts, seven for means) stays
 # within tens of megabytes. A chunk is whole items, and where the attribute values allow, whole
 # noise blocks: otherwise it also draws the rest of the blocks at its two ends.
 CHUNK_CELLS = 16 * BLOCK_CELLS
@@ -79,13 +81,14 @@ class CellGrid:
     def chunks(self) -> int:
         return -(-len(self.items) // self.items_per_chunk)
 
-    def schema(self, figures: list[T.StructField] | None = None) -> T.StructType:
-        """The released table: item_id (and attr), then ``figures`` (default: noisy_count)."""
+    def schema(self, fields: list[T.StructField] | None = None) -> T.StructType:
+        """The released table: item_id (and attr), then ``fields`` (default: noisy_count)."""
         item_type = T.StringType() if self.items.is_string else T.LongType()
-        fields = [T.StructField("item_id", item_type, False)]
+        keys = [T.StructField("item_id", item_type, False)]
         if self.attributes:
-            fields.append(T.StructField("attr", T.StringType(), False))
-        return T.StructType(fields + (figures or [T.StructField("noisy_count", T.LongType(), False)]))
+            keys.append(T.StructField("attr", T.StringType(), False))
+        released = [T.StructField("noisy_count", T.LongType(), False)] if fields is None else fields
+        return T.StructType(keys + released)
 
 
 # Rows of the domain carry this count, the true counts' rows at least 1: no column holds a null,
