@@ -13,13 +13,14 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from dp_spark.aggregates.value_sums import SUM
 from dp_spark.algorithms.means import TablePair, halfwidth, nullable_means, pair_entries, released_columns
 from dp_spark.algorithms.value_sums import ClipRange, SumSensitivity
 from dp_spark.core import accuracy
 from dp_spark.core.privacy import GAUSSIAN_MECHANISM, Budget, LedgerEntry
 from dp_spark.core.vector_noise import CellNoise, NoiseSecret
-from dp_spark.aggregates.value_sums import SUM
 from dp_spark.publishers.executor_laplace import COUNT, CellGrid, released_cells
+
 # The released columns, as the driver's tables have them: a mean left out is null.
 FIELDS = [T.StructField("noisy_count", T.LongType(), False), T.StructField("noisy_sum", T.DoubleType(), False),
           *[T.StructField(name, T.DoubleType(), True) for name in ("mean", "mean_low", "mean_high")]]

@@ -23,9 +23,8 @@ from pyspark.sql import functions as F
 
 from dp_spark.aggregates import bound_bias
 from dp_spark.aggregates.value_ranks import value_ranks
-from dp_spark.aggregates.value_sums import bounded_sums, cell_tally
+from dp_spark.aggregates.value_sums import SUM, bounded_sums, cell_tally
 from dp_spark.algorithms import bound_selection, clip_choice, executor_means
-from dp_spark.algorithms.executor_means import SUM
 from dp_spark.algorithms import means as publishing
 from dp_spark.algorithms.sampling import hpa_selection
 from dp_spark.algorithms.value_sums import DEFAULT_STEPS, ClipRange, SumSensitivity
