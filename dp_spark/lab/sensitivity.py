@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from dp_spark.aggregates import item_columns, item_edges, user_quantities, value_sums
+from dp_spark.aggregates.domain_vector import on_domain
 from dp_spark.aggregates.key_users import users_per_key
 from dp_spark.aggregates.value_ranks import value_ranks
 from dp_spark.algorithms import dpsense, sampling
@@ -143,14 +144,23 @@ def _valued(df: DataFrame, distinct: bool) -> DataFrame:
     return _keyed(df, distinct).withColumn("value", value.cast("double"))
 
 
-def _means_tables(df: DataFrame, distinct: bool, attributes: AttributeDomain | None, cap: int | None):
+def _means_tables(df: DataFrame, distinct: bool, attributes: AttributeDomain | None, cap: int | None,
+                  on_executors: bool = False):
     """The means' path: validation drops the NaN values (a rule on each record), SRA keeps l of
-    each user's records, and the kept ones are summed per item (and cell)."""
+    each user's records, and the kept ones are summed per item (and cell); ``on_executors``: the
+    tally a release beyond the driver makes instead (value_sums.cell_tally), as (counts, units)
+    per cell."""
     validated = validate_records(_valued(df, distinct), ITEM_DOMAIN, attributes, value=True)
     try:
         selection = user_records.sample_selection(validated.records, BOUND, SEED, counts=validated.user_counts,
                                                   users_by_n=validated.users_by_n)
-        return value_sums.bounded_sums(selection, ITEM_DOMAIN, "value", MEANS_CLIP, attributes, cap)
+        if not on_executors:
+            return value_sums.bounded_sums(selection, ITEM_DOMAIN, "value", MEANS_CLIP, attributes, cap)
+        tally = value_sums.cell_tally(selection, ITEM_DOMAIN, "value", MEANS_CLIP, attributes, cap).toPandas()
+        cells = len(ITEM_DOMAIN) * (len(attributes) if attributes else 1)
+        figures = [on_domain(tally["_cell"].to_numpy(), tally[name].to_numpy(), cells)
+                   for name in (value_sums.COUNT, value_sums.SUM)]
+        return tuple(figures)
     finally:
         validated.release()
 
@@ -168,6 +178,14 @@ def means_capped(df: DataFrame, distinct: bool) -> np.ndarray:
     squared L2, each count table by l and l."""
     items, edges = _means_tables(df, distinct, ATTRIBUTE_DOMAIN, 1)
     return np.concatenate([edges.units, items.units, edges.counts, items.counts])
+
+
+def means_on_executors(df: DataFrame, distinct: bool) -> np.ndarray:
+    """:func:`means_capped`'s aggregates as a release on the executors tallies them: the same
+    sensitivity."""
+    counts, units = _means_tables(df, distinct, ATTRIBUTE_DOMAIN, 1, on_executors=True)
+    h = len(ATTRIBUTE_DOMAIN)
+    return np.concatenate([units, units.reshape(-1, h).sum(axis=1), counts, counts.reshape(-1, h).sum(axis=1)])
 
 
 # Candidates for the clipping range's choice: some between the values, some beyond them.
@@ -337,6 +355,8 @@ FAMILIES = (
            l2_squared=(BOUND * MEANS_CLIP.steps) ** 2 + BOUND ** 2),
     Family("means_capped", means_capped, 2 * BOUND * MEANS_CLIP.steps + 2 * BOUND, linf=MEANS_CLIP.steps,
            l2_squared=2 * BOUND * MEANS_CLIP.steps ** 2 + 2 * BOUND),
+    Family("means_on_executors", means_on_executors, 2 * BOUND * MEANS_CLIP.steps + 2 * BOUND,
+           linf=MEANS_CLIP.steps, l2_squared=2 * BOUND * MEANS_CLIP.steps ** 2 + 2 * BOUND),
     # The clipping range's ranks: one value per user, so each count moves by one at most.
     Family("means_clip_ranks", means_clip_ranks, 2 * len(CLIP_CANDIDATES) + 1, linf=1),
     # Families that bound without a random key: checked the same way.

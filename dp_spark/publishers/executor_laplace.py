@@ -39,9 +39,9 @@ from dp_spark.core.privacy import Budget, LedgerEntry, gaussian_entry
 from dp_spark.core.vector_noise import BLOCK_CELLS, CellNoise, NoiseSecret
 
 # Cells per chunk, the unit of work of one call on an executor, about: large enough that Spark's
-# per-group cost is small, small enough that one chunk's pandas table (three columns for counts, seven for means) stays
-# within tens of megabytes. A chunk is whole items, and where the attribute values allow, whole
-# noise blocks: otherwise it also draws the rest of the blocks at its two ends.
+# per-group cost is small, small enough that one chunk's pandas table (three columns for counts,
+# seven for means) stays within tens of megabytes. A chunk is whole items, and where the attribute
+# values allow, whole noise blocks: otherwise it also draws the rest of the blocks at its two ends.
 CHUNK_CELLS = 16 * BLOCK_CELLS
 
 
