@@ -36,7 +36,7 @@ from dp_spark.families.engine import accuracy_section, compute
 from dp_spark.families.frapp import frapp_params
 from dp_spark.families.guards import Guards, guards_of
 from dp_spark.families.location_entropy import EntropyParams
-from dp_spark.families.means import MeansParams
+from dp_spark.families.means_params import MeansParams
 from dp_spark.families.registry import family_of
 from dp_spark.families.user_histogram import HistogramParams
 from dp_spark.io import checkins, executor_env, release_store

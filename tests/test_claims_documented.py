@@ -45,7 +45,8 @@ ALGORITHM_CLAIMS = {
     "frapp": ("docs/frapp.md", ["frapp"], ["dp_spark/algorithms/frapp.py", "dp_spark/algorithms/frapp_mining.py",
                                             "dp_spark/families/frapp.py"]),
     "means": ("docs/value_sums.md", ["means"], ["dp_spark/algorithms/means.py", "dp_spark/algorithms/value_sums.py",
-                                                "dp_spark/families/means.py"]),
+                                                "dp_spark/families/means.py", "dp_spark/families/means_params.py",
+                                                "dp_spark/families/means_choice.py"]),
 }
 
 # The primitives every release rests on: (module, name in it) -> their page.

@@ -19,7 +19,7 @@ from dp_spark.algorithms import bound_selection, clip_choice
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.domain import AttributeDomain, item_domain_of_ids
 from dp_spark.errors import ConfigError, DataError
-from dp_spark.families import means as means_family
+from dp_spark.families import means_choice, means_params
 from dp_spark.families.base import Domains
 from dp_spark.jobs.config import load_config
 from dp_spark.jobs.runner import compute_release
@@ -305,9 +305,9 @@ def test_the_choice_weighs_the_counts_bias_twice_against_every_tables_noise(rati
         want = cells * (noise_choice.laplace_variance(b, pair * Fraction(3, 10))
                         + noise_choice.laplace_variance(b * 1000, pair * Fraction(7, 10)) / 1000 ** 2)
         assert float(noise) == pytest.approx(want, rel=1e-12)
-    params = means_family.MeansParams(1, 5, "auto")
-    model = means_family.error_model(params, _domains(with_edges),
-                                     means_family._split(params, Fraction(4), _domains(with_edges)))
+    params = means_params.MeansParams(1, 5, "auto")
+    model = means_choice.error_model(params, _domains(with_edges),
+                                     means_params.budget_split(params, Fraction(4), _domains(with_edges)))
     assert model.tables == 2 * tables
 
 

@@ -9,6 +9,7 @@ from dp_spark.core import zcdp
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import (PURE, Accounting, Budget, BudgetExceeded, LedgerEntry, accounting_of,
                                    gaussian_entry)
+from dp_spark.core.vector_noise import GAUSSIAN, LAPLACE, NoiseSecret
 from dp_spark.errors import ConfigError
 from dp_spark.jobs.config import build_config
 
@@ -33,6 +34,33 @@ def test_pure_steps_cost_half_their_epsilon_squared_and_gaussian_steps_their_rho
     with pytest.raises(BudgetExceeded, match="rho"):  # nothing is left for another share
         budget.discrete_laplace(_laplace("c", Fraction(1, 100)), RandomSource(seed=1))
     assert len(budget.entries) == 2
+
+
+def test_noise_draws_with_the_sampler_its_entry_names_on_the_driver_and_the_executors():
+    # Budget.noise and noise_on_executors serve tables that take either noise (the means): a
+    # Gaussian entry must get the Gaussian sampler, a Laplace entry the Laplace one, each spent once.
+    laplace, gaussian = _laplace("a", Fraction(1, 20)), gaussian_entry("b", 10, 10, Fraction(1, 20), 3)
+    budget, reference = Budget(1, accounting=ZCDP), Budget(1, accounting=ZCDP)
+    assert (budget.noise(laplace, RandomSource(seed=1))
+            == reference.discrete_laplace(laplace, RandomSource(seed=1))).all()
+    assert (budget.noise(gaussian, RandomSource(seed=1))
+            == reference.discrete_gaussian(gaussian, RandomSource(seed=1))).all()
+    assert budget.entries == reference.entries == [laplace, gaussian]
+    secret = NoiseSecret.fresh()
+    on_executors = Budget(1, accounting=ZCDP)
+    for entry, mechanism in ((_laplace("c", Fraction(1, 20)), LAPLACE),
+                             (gaussian_entry("d", 10, 10, Fraction(1, 20), 3), GAUSSIAN)):
+        handed_out = on_executors.noise_on_executors(entry, secret)
+        assert (handed_out.mechanism, handed_out.label, handed_out.scale) == (mechanism, entry.step, entry.noise_scale)
+    assert [e.step for e in on_executors.entries] == ["c", "d"]
+    # Spent before drawn: what the budget cannot pay for is neither drawn nor handed out.
+    spent = Budget(Fraction(1, 100))
+    rng = RandomSource(seed=1)
+    with pytest.raises(BudgetExceeded):
+        spent.noise(_laplace("e", Fraction(1, 20)), rng)
+    with pytest.raises(BudgetExceeded):
+        spent.noise_on_executors(_laplace("f", Fraction(1, 20)), NoiseSecret.fresh())
+    assert spent.entries == [] and rng.words(4).tolist() == RandomSource(seed=1).words(4).tolist()
 
 
 def test_an_exponential_mechanism_costs_a_quarter_as_a_bounded_range_step():

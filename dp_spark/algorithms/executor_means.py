@@ -17,20 +17,13 @@ from dp_spark.aggregates.value_sums import SUM
 from dp_spark.algorithms.means import TablePair, halfwidth, nullable_means, pair_entries, released_columns
 from dp_spark.algorithms.value_sums import ClipRange, SumSensitivity
 from dp_spark.core import accuracy
-from dp_spark.core.privacy import GAUSSIAN_MECHANISM, Budget, LedgerEntry
-from dp_spark.core.vector_noise import CellNoise, NoiseSecret
+from dp_spark.core.privacy import Budget
+from dp_spark.core.vector_noise import NoiseSecret
 from dp_spark.publishers.executor_laplace import COUNT, CellGrid, released_cells
 
 # The released columns, as the driver's tables have them: a mean left out is null.
 FIELDS = [T.StructField("noisy_count", T.LongType(), False), T.StructField("noisy_sum", T.DoubleType(), False),
           *[T.StructField(name, T.DoubleType(), True) for name in ("mean", "mean_low", "mean_high")]]
-
-
-def _handed_out(budget: Budget, entry: LedgerEntry, secret: NoiseSecret) -> CellNoise:
-    """Spend ``entry`` and get its cells' keyed noise (Laplace or Gaussian, as the entry says)."""
-    if entry.mechanism == GAUSSIAN_MECHANISM:
-        return budget.discrete_gaussian_on_executors(entry, secret)
-    return budget.discrete_laplace_on_executors(entry, secret)
 
 
 def publish_means(tally: DataFrame, grid: CellGrid, sensitivity: SumSensitivity, clip: ClipRange, pair: TablePair,
@@ -42,7 +35,8 @@ def publish_means(tally: DataFrame, grid: CellGrid, sensitivity: SumSensitivity,
     if grid.cells == 0:
         raise ValueError("cannot publish an empty table")
     count_entry, sum_entry = pair_entries(sensitivity, grid.cells, pair)
-    count_noise, sum_noise = _handed_out(budget, count_entry, secret), _handed_out(budget, sum_entry, secret)
+    count_noise = budget.noise_on_executors(count_entry, secret)  # counts first, as on the driver
+    sum_noise = budget.noise_on_executors(sum_entry, secret)
     count_width, sum_width = halfwidth(count_entry, alpha / 2), halfwidth(sum_entry, alpha / 2)
 
     def finish(first_cell: int, true: dict[str, np.ndarray]) -> dict[str, object]:

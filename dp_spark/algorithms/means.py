@@ -101,12 +101,6 @@ def halfwidth(entry: LedgerEntry, alpha: float) -> float:
     return accuracy.discrete_laplace_halfwidth(entry.noise_scale, alpha)
 
 
-def _noise(budget: Budget, entry: LedgerEntry, rng: RandomSource) -> np.ndarray:
-    if entry.mechanism == GAUSSIAN_MECHANISM:
-        return budget.discrete_gaussian(entry, rng)
-    return budget.discrete_laplace(entry, rng)
-
-
 def publish_means(bounded: BoundedSums, pair: TablePair, budget: Budget, rng: RandomSource,
                   alpha: float = accuracy.DEFAULT_ALPHA) -> dict[str, np.ndarray]:
     """noisy_count, noisy_sum, mean, mean_low, mean_high per cell (NaN where no mean is given):
@@ -115,8 +109,8 @@ def publish_means(bounded: BoundedSums, pair: TablePair, budget: Budget, rng: Ra
     each figure's half-width at α/2, so that a cell's interval fails with probability at most α
     (a union bound over its two figures); no mean where the count's lower end is not positive."""
     count_entry, sum_entry = ledger_entries(bounded, pair)
-    counts = bounded.counts + _noise(budget, count_entry, rng)
-    units = bounded.units + _noise(budget, sum_entry, rng)
+    counts = bounded.counts + budget.noise(count_entry, rng)
+    units = bounded.units + budget.noise(sum_entry, rng)
     return released_columns(counts, units, halfwidth(count_entry, alpha / 2), halfwidth(sum_entry, alpha / 2),
                             bounded.clip)
 

@@ -545,6 +545,20 @@ class Budget:
         _check_gaussian(entry)
         return self._hand_out(entry, secret, vector_noise.GAUSSIAN)
 
+    def noise(self, entry: LedgerEntry, rng: mechanisms.RandomSource) -> np.ndarray:
+        """Spend ``entry``, then draw its cells' noise with the mechanism it names:
+        :meth:`discrete_gaussian` for a :func:`gaussian_entry`, else :meth:`discrete_laplace`
+        (for a release whose tables take either, as it chose per table: core.noise_choice)."""
+        if entry.mechanism == GAUSSIAN_MECHANISM:
+            return self.discrete_gaussian(entry, rng)
+        return self.discrete_laplace(entry, rng)
+
+    def noise_on_executors(self, entry: LedgerEntry, secret: vector_noise.NoiseSecret) -> vector_noise.CellNoise:
+        """:meth:`noise` with the cells' noise handed out for the executors to draw, keyed per cell."""
+        if entry.mechanism == GAUSSIAN_MECHANISM:
+            return self.discrete_gaussian_on_executors(entry, secret)
+        return self.discrete_laplace_on_executors(entry, secret)
+
     def exponential_mechanism(self, entry: LedgerEntry, rng: mechanisms.RandomSource, scores, *,
                               monotone: bool = False) -> int:
         """Spend ``entry``, then pick one of its ``entry.cells`` candidates with the exponential

@@ -107,7 +107,7 @@ FRAPP_ALLOWED = (Allowed("outputs.perturbed_records.rows", "FRAPP publishes ever
 # full check.
 # HPA's popularity step has sensitivity d, a config value, whatever l is chosen: not covered.
 COUNTS_COUNT_STEPS = r"item_counts|edge_counts"
-# The means' tables, paid at the chosen l as well (families/means.py).
+# The means' tables, paid at the chosen l as well (families/means_params.PAIRS).
 MEANS_STEPS = r"value_counts|value_sums|edge_value_counts|edge_value_sums"
 CHOSEN_BOUND_STEPS = f"{COUNTS_COUNT_STEPS}|{MEANS_STEPS}"
 # The accuracy leaves that follow from the scale (the note names the chosen bound).
