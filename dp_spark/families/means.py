@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import functions as F
 
-from dp_spark.aggregates.value_sums import SUM, bounded_sums, cell_tally
+from dp_spark.aggregates.value_sums import COUNT, SUM, bounded_sums, cell_tally
 from dp_spark.algorithms import executor_means
 from dp_spark.algorithms import means as publishing
 from dp_spark.algorithms.sampling import hpa_selection
@@ -37,7 +37,7 @@ from dp_spark.families.means_params import (EDGE_TABLE, ITEM_TABLE, PAIRS, Means
 from dp_spark.families.means_report import describe, report_section, table_accuracy
 from dp_spark.families.private_keys import NOTHING_SELECTED, selected_items, unselected_apart
 from dp_spark.io.validation import check_schema, check_value_schema, validate_records
-from dp_spark.publishers.executor_laplace import COUNT, CellGrid
+from dp_spark.publishers.executor_laplace import CellGrid
 
 
 def _pair(params: MeansParams, split: dict[str, Fraction], table: str) -> publishing.TablePair:
