@@ -20,6 +20,10 @@ data. Repeated releases fit far longer under zCDP: 365 daily releases of ρ/365 
 ρ = rho_of(1, 10⁻⁶), stay within (1, 10⁻⁶), where sequential composition allows ε = 1/365 per
 release. A zCDP budget needs δ_cap > 0: the conversion states ρ at a δ.
 
+δ's are doubles, compared with the cap exactly: Σ δ is the exact sum of the doubles' values (as
+fractions), with no allowance over the cap, and the δ left to the zCDP conversion, δ_cap − δ_out,
+is rounded down, so that it and δ_out never add up past the cap.
+
 Claim: docs/mechanisms.md, "Privacy claim: Accounting, delta_of" (across runs: docs/zcdp.md).
 """
 
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from dp_spark.core import zcdp
@@ -56,7 +60,11 @@ class Charge:
 @dataclass(frozen=True)
 class Guarantee:
     """What a history of charges guarantees: the sequential (ε, δ), the zCDP (ρ, δ_outside), and the
-    ε of the zCDP statement at ``delta`` (None when δ_outside leaves nothing of it)."""
+    ε of the zCDP statement at ``delta`` (None when δ_outside leaves nothing of it).
+
+    ``delta_sequential`` is Σ δ correctly rounded to a double (what reports show);
+    ``delta_sequential_exact``, the exact sum of the charges' doubles, is what the cap is checked
+    against (without it, the double is taken as exact)."""
 
     epsilon_sequential: Fraction
     delta_sequential: float
@@ -64,12 +72,16 @@ class Guarantee:
     delta_outside: float
     delta: float
     epsilon_zcdp: float | None
+    delta_sequential_exact: Fraction | None = field(default=None, compare=False, repr=False)
 
     def within(self, epsilon_cap: Fraction, delta_cap: float, composition: str = SEQUENTIAL) -> bool:
         """Whether the statement of ``composition`` is within (ε_cap, δ_cap): the sequential
-        (Σ ε, Σ δ), or the zCDP (epsilon_zcdp, ``delta``)."""
+        (Σ ε, Σ δ), or the zCDP (epsilon_zcdp, ``delta``). δ's are compared exactly: a Σ δ above
+        δ_cap by any amount, however small, is not within."""
         if composition == SEQUENTIAL:
-            return self.epsilon_sequential <= epsilon_cap and self.delta_sequential <= delta_cap * (1 + 1e-12)
+            spent = (Fraction(self.delta_sequential) if self.delta_sequential_exact is None
+                     else self.delta_sequential_exact)
+            return self.epsilon_sequential <= epsilon_cap and spent <= Fraction(delta_cap)
         if composition != ZCDP:
             raise ValueError(f"unknown composition {composition!r}; expected one of {', '.join(COMPOSITIONS)}")
         return self.epsilon_zcdp is not None and self.delta <= delta_cap and self.epsilon_zcdp <= epsilon_cap
@@ -91,10 +103,14 @@ def guarantee(charges: Iterable[Charge], delta: float) -> Guarantee:
     epsilon = sum((c.epsilon for c in charges), Fraction(0))
     rho = sum((c.rho for c in charges), Fraction(0))
     outside = math.fsum(c.delta_outside for c in charges)
-    left = delta - outside
+    # What the conversion may use: δ − δ_out exactly, rounded down (a float subtraction of a float
+    # sum could round it up, and the two parts add up past δ).
+    left_exact = Fraction(delta) - sum((Fraction(c.delta_outside) for c in charges), Fraction(0))
+    left = zcdp.float_at_most(left_exact) if left_exact > 0 else 0.0
     stated = None
-    if rho == 0 and left >= 0:
+    if rho == 0 and left_exact >= 0:
         stated = 0.0
     elif left > 0 and delta < 1:
         stated = zcdp.epsilon_of(float(rho), left)
-    return Guarantee(epsilon, math.fsum(c.delta for c in charges), rho, outside, delta, stated)
+    return Guarantee(epsilon, math.fsum(c.delta for c in charges), rho, outside, delta, stated,
+                     sum((Fraction(c.delta) for c in charges), Fraction(0)))

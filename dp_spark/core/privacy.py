@@ -11,7 +11,9 @@ outside ``dp_spark.core`` draws noise only through them, so noise that the
 ledger does not pay for cannot be drawn (a test reads the source to hold this).
 
 Epsilons are exact fractions: a split such as 0.1 + 0.45 + 0.45 adds up to
-exactly 1, never to 1.0000000000000002.
+exactly 1, never to 1.0000000000000002. Deltas are doubles, but the check adds
+their exact values (as fractions) and compares them with the job's δ with no
+allowance: a step that would take the exact sum past it by an ulp is refused.
 
 Composition is sequential (every step reads the same users), which is what
 all algorithms in this package need. The guarantee is pure ε-DP (δ = 0), or
@@ -338,7 +340,9 @@ def accounting_of(noise: object, epsilon: object, delta: object, rho: object, se
     if delta < MIN_DELTA:  # the conversion works in doubles: far below this it cannot be stated safely
         raise ConfigError(f"{prefix}delta = {delta:g} is below {MIN_DELTA:g}, where the zCDP conversion is not "
                           "computed")
-    conversion = float(delta) * float(1 - Fraction(outside_share))
+    # The conversion's part of δ, rounded down: with the outside part (exact for a share of 1/2) it
+    # never adds up past δ.
+    conversion = zcdp.float_at_most(Fraction(float(delta)) * (1 - Fraction(outside_share)))
     if rho is not None:
         if epsilon is not None:
             raise ConfigError(f"give {prefix}epsilon (with {prefix}delta) or {prefix}rho, not both")
@@ -386,7 +390,14 @@ class Budget:
 
     @property
     def delta_spent(self) -> float:
+        """Σ δ of the ledger, correctly rounded to a double (what the report shows)."""
         return math.fsum(e.delta for e in self.entries)
+
+    @property
+    def delta_spent_exact(self) -> Fraction:
+        """Σ δ of the ledger exactly, the doubles' values added as fractions: what the budget is
+        checked against, so that rounding cannot accumulate past it over many steps."""
+        return sum((Fraction(e.delta) for e in self.entries), Fraction(0))
 
     @property
     def rho_spent(self) -> Fraction:
@@ -460,7 +471,10 @@ class Budget:
             self._check_rho(entry.cost, entry.step)
         else:
             self.check_affordable(entry.epsilon, entry.step)
-        if self.delta_spent + entry.delta > self.delta_total * (1 + 1e-12):
+        if isinstance(entry.delta, bool) or not isinstance(entry.delta, (int, float)) or not 0 <= entry.delta < 1:
+            raise ValueError(f"step {entry.step!r} records delta {entry.delta!r}; a delta is a number in [0, 1)")
+        # Exact: no allowance over the job's δ (a split must round its parts down instead).
+        if self.delta_spent_exact + Fraction(entry.delta) > Fraction(self.delta_total):
             raise BudgetExceeded(f"step {entry.step!r} needs delta {entry.delta:g} but the job allows "
                                  f"{self.delta_total:g} in all")
         self.entries.append(entry)

@@ -20,7 +20,8 @@ Gaussian for Differential Privacy", arXiv 2004.00010):
 
 The conversions are floating point, so each rounds the safe way: :func:`epsilon_of` may state a
 slightly larger ε, :func:`rho_of` hands out a slightly smaller ρ, never the reverse. Every α > 1
-gives a valid δ, so an imperfect minimisation over α only loosens the statement.
+gives a valid δ, so an imperfect minimisation over α only loosens the statement. A δ too small
+for a normal double is stated as e^-708, never as 0 (which ``exp`` would round it to).
 
 Claim: docs/mechanisms.md, "Privacy claim: Accounting, delta_of".
 """
@@ -35,6 +36,11 @@ from fractions import Fraction
 _SAFETY = 1e-9
 _RHO_SAFETY = 1e-6
 _BISECTIONS = 200
+# The least log δ that delta_of states: e^-708 is a normal double (the least is e^-708.4). Below it
+# exp returns a subnormal, with too few bits for the margin to cover its rounding, or 0, a δ that
+# no positive ρ has; any larger δ is a valid statement, so a smaller true δ is stated as e^-708.
+_LEAST_LOG_DELTA = -708.0
+_LEAST_DELTA = math.exp(_LEAST_LOG_DELTA) * (1 + _SAFETY)  # the least δ delta_of states
 
 
 def _check_positive(value: float, name: str) -> float:
@@ -71,12 +77,14 @@ def _best_alpha(rho: float, epsilon: float) -> float:
 
 
 def delta_of(rho: float, epsilon: float) -> float:
-    """The δ for which ρ-zCDP implies (ε, δ)-DP (Canonne–Kamath–Steinke, Corollary 13), at most 1."""
+    """The δ for which ρ-zCDP implies (ε, δ)-DP (Canonne–Kamath–Steinke, Corollary 13), at most 1
+    and never below e^-708 (about 3.3e-308): a true δ smaller than a normal double is stated as
+    that, never as 0."""
     rho = _check_positive(rho, "rho")
     if isinstance(epsilon, bool) or not math.isfinite(float(epsilon)) or epsilon < 0:
         raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
     log_delta = _log_delta(rho, float(epsilon), _best_alpha(rho, float(epsilon)))
-    return min(1.0, math.exp(log_delta) * (1 + _SAFETY))
+    return min(1.0, math.exp(max(log_delta, _LEAST_LOG_DELTA)) * (1 + _SAFETY))
 
 
 def _check_delta(delta: float) -> float:
@@ -85,13 +93,22 @@ def _check_delta(delta: float) -> float:
     return float(delta)
 
 
+def _implies(rho: float, epsilon: float, delta: float) -> bool:
+    """Whether ρ-zCDP implies (ε, δ)-DP as delta_of states it: delta_of(ρ, ε) ≤ δ; for a δ below
+    the least that delta_of states, the same test on logs, with the same margin."""
+    if delta >= _LEAST_DELTA:
+        return delta_of(rho, epsilon) <= delta
+    return _log_delta(rho, epsilon, _best_alpha(rho, epsilon)) + _SAFETY <= math.log(delta)
+
+
 def epsilon_of(rho: float, delta: float) -> float:
     """The smallest ε (up to 1e-9 relative, rounded up) for which ρ-zCDP implies (ε, δ)-DP."""
     rho, delta = _check_positive(rho, "rho"), _check_delta(delta)
-    if delta_of(rho, 0.0) <= delta:
+    if _implies(rho, 0.0, delta):
         return 0.0
-    classical = rho + 2 * math.sqrt(rho * math.log(1 / delta))  # the classical bound is valid
-    return _bisect(0.0, classical, lambda eps: delta_of(rho, eps) <= delta)[1] * (1 + _SAFETY)
+    # The classical bound is valid (-log δ where 1/δ would overflow, for a subnormal δ).
+    classical = rho + 2 * math.sqrt(rho * (math.log(1 / delta) if delta >= _LEAST_DELTA else -math.log(delta)))
+    return _bisect(0.0, classical, lambda eps: _implies(rho, eps, delta))[1] * (1 + _SAFETY)
 
 
 def rho_of(epsilon: float, delta: float) -> Fraction:
@@ -99,8 +116,16 @@ def rho_of(epsilon: float, delta: float) -> Fraction:
     implies (ε, δ)-DP: how a budget given as (ε, δ) becomes a ρ to spend."""
     epsilon, delta = _check_positive(epsilon, "epsilon"), _check_delta(delta)
     # At ρ = ε, ε alone is below ρ's mean privacy loss: δ is large.
-    low, _ = _bisect(0.0, epsilon, lambda rho: delta_of(rho, epsilon) > delta)
+    low, _ = _bisect(0.0, epsilon, lambda rho: not _implies(rho, epsilon, delta))
     return floor_fraction(low * (1 - _RHO_SAFETY))
+
+
+def float_at_most(value: Fraction | int) -> float:
+    """The largest double that is at most ``value`` exactly: a part of a δ rounded down, so that
+    parts computed apart never add up past their total however the doubles round."""
+    value = Fraction(value)
+    near = float(value)  # correctly rounded: at most half an ulp either way
+    return math.nextafter(near, -math.inf) if Fraction(near) > value else near
 
 
 def floor_fraction(value: float | Fraction, max_denominator: int = 10**12) -> Fraction:
