@@ -14,6 +14,7 @@ import os as _os
 import sys as _sys
 
 from dp_spark.errors import ConfigError, DataError, DpSparkError, GuardRefused
+from dp_spark.io.spark_channels import SparkChannelsNotice
 from dp_spark.version import __version__
 
 # Spark's local Python workers run PYSPARK_PYTHON, else whatever `python3` comes first on the PATH,
@@ -32,7 +33,7 @@ if (not _os.environ.get("PYSPARK_PYTHON") and not _os.environ.get("PYSPARK_GATEW
 __all__ = [
     "__version__", "BudgetExceeded", "ConfigError", "DataError", "DatasetBudget", "DpSparkError", "GuardRefused",
     "Plan", "Release", "dft", "dpsense", "dpsense_s", "frapp", "gs", "hpa", "location_entropy", "lpa", "means", "plan",
-    "rho_per_run", "sra", "user_histogram",
+    "rho_per_run", "SparkChannelsNotice", "sra", "user_histogram",
 ]
 
 # The API's names are loaded on first use: ``import dp_spark`` (and so every ``dp-spark`` command,

@@ -39,7 +39,7 @@ from dp_spark.families.location_entropy import EntropyParams
 from dp_spark.families.means_params import MeansParams
 from dp_spark.families.registry import family_of
 from dp_spark.families.user_histogram import HistogramParams
-from dp_spark.io import checkins, executor_env, release_store
+from dp_spark.io import checkins, executor_env, release_store, spark_channels
 
 
 class DatasetBudget:
@@ -385,6 +385,7 @@ def _release(family: Family, params: Any, records, domains: Domains, epsilon: ob
     family.check_schema(params, records, domains)  # the columns' names and types are public: no charge yet
     accuracy_section(family, params, epsilon, domains, split, accounting=accounting)  # refused before the charge
     executor_env.check(records.sparkSession, progress)  # the executors' Python, before any charge
+    spark_channels.warn_once(records.sparkSession)  # the UI or event log on: exact figures outside the release
     # Under zCDP the release is stated as (epsilon, delta) at the delta its rho converts at, and costs its rho.
     delta = family.delta(params) + (accounting.conversion_delta if accounting.zcdp else 0.0)
     cost = Charge(epsilon, delta, accounting.rho, family.delta(params)) if accounting.zcdp else None

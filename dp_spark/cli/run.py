@@ -287,6 +287,7 @@ def _run_job(args, progress, arm_signals=lambda: None):
 
     from dp_spark.jobs.config import load_config, run_date
     from dp_spark.jobs.runner import existing_release, plan_budget, run_job
+    from dp_spark.io import spark_channels
     from dp_spark.io.session import get_session
 
     with progress.stage("config"):
@@ -307,6 +308,7 @@ def _run_job(args, progress, arm_signals=lambda: None):
         spark = get_session(spark_args.master_of(args), cfg.spark, progress_bar=False if progress.json else None,
                             jvm_stderr=progress.spark_log if progress.json else None)
         arm_signals()  # again: a classic session has put its own handler on SIGINT
+        spark_channels.announce(spark, progress)  # the UI or event log on: one line, from the settings alone
     return run_job(cfg, spark, progress, force=args.force)
 
 

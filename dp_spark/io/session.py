@@ -25,6 +25,9 @@ DEFAULT_SPARK_CONF = {
     # Set when the context starts, so on a local Spark Connect server too (a Connect client has
     # no SparkContext.setLogLevel).
     "spark.log.level": "WARN",
+    # Spark's UI shows exact figures of the data (rows read, rows per step), which are not private:
+    # off unless the job's [spark] table or spark-defaults turns it on (io/spark_channels.py).
+    "spark.ui.enabled": "false",
 }
 
 # Spark's own log at WARN without the start-up noise: installed for the driver JVM that
@@ -133,6 +136,13 @@ def connect_url(master: str | None, conf: dict[str, str], environ=os.environ) ->
     return conf.get("spark.remote") or environ.get("SPARK_REMOTE") or None
 
 
+def session_settings(defaults: dict[str, str], submitted: Callable[[str], bool], conf: dict[str, str]) -> dict[str, str]:
+    """The settings a new session starts with: dp-spark's ``defaults`` where spark-submit and the
+    site's spark-defaults.conf (``submitted(key)``: whether they set it) say nothing, then the
+    job's own ``conf`` over both."""
+    return {**{k: v for k, v in defaults.items() if not submitted(k)}, **conf}
+
+
 def get_session(master: str | None = None, conf: dict[str, str] | None = None, app_name: str = "dp-spark",
                 progress_bar: bool | None = None, jvm_stderr: Callable[[str], None] | None = None):
     """The active session, or a new one: ``master`` if given, else the master
@@ -175,7 +185,7 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None, a
         # packages, not whatever "python3" is first on the PATH.
         if not submitted.contains("spark.pyspark.python"):
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    settings = {**{k: v for k, v in defaults.items() if not submitted.contains(k)}, **(conf or {})}
+    settings = session_settings(defaults, submitted.contains, conf or {})
     if SparkContext._gateway is None:  # this call launches the driver JVM (not under spark-submit)
         install_log4j2(settings)
         if jvm_stderr is not None:

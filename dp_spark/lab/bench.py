@@ -450,7 +450,9 @@ def run(rows_list: list[int], jobs: list[str], out: str, repeats: int, data_dir:
     reads = {DATA_OF.get(name, "netflix") for name in [*jobs, *floors_for(jobs)]}
     for rows in rows_list:
         progress(f"benchmarking {', '.join(jobs)} at {rows:,} rows on {master}")
-        spark = get_session(master, {"spark.ui.showConsoleProgress": "false"}, app_name=f"dp-spark-bench-{rows}")
+        # The UI's REST API gives the shuffle bytes and job times (synthetic data: nothing private).
+        spark = get_session(master, {"spark.ui.showConsoleProgress": "false", "spark.ui.enabled": "true"},
+                            app_name=f"dp-spark-bench-{rows}")
         try:
             data = {"netflix": ensure_table(rows, data_dir, progress)}
             if "checkins" in reads:
