@@ -164,6 +164,19 @@ def test_the_budget_store_and_the_api_refuse_the_rounded_down_pair(tmp_path):
         api.charge(Fraction(1), b, "second")
 
 
+def test_the_store_says_when_only_the_doubles_exact_sum_passes_the_cap(tmp_path):
+    """Ten runs of 1e-9 against a cap of 1e-8: the tenth is refused, and the refusal says why,
+    since its figures, printed as %g, read as the cap exactly."""
+    store = StoreSpec(str(tmp_path / "budget.json"), "ratings", Fraction(100), TEN_CAP)
+    for _ in range(9):
+        budget_store.charge(store, Fraction(1), TENTH, {})
+    with pytest.raises(BudgetRefused, match="add up exactly to a little more than the cap"):
+        budget_store.charge(store, Fraction(1), TENTH, {})
+    with pytest.raises(BudgetRefused) as refused:  # a plain overspend does not get the note
+        budget_store.charge(store, Fraction(1), 2 * TENTH, {})
+    assert "a little more" not in str(refused.value)
+
+
 # -- The splits the code makes ---------------------------------------------------------------------------
 
 
@@ -214,11 +227,10 @@ def test_partition_selection_and_the_conversion_share_delta_within_it(delta):
 @pytest.mark.parametrize("delta", DELTAS[:-1])
 @pytest.mark.parametrize("l0", [1, 3, 7, 10, 30])
 def test_partition_selection_per_key_delta_adds_up_to_at_most_delta(delta, l0):
-    params = ps.SelectionParams(Fraction(1), delta, l0) if ps._delta_units(delta, l0) else None
     units = ps._delta_units(delta, l0)
     assert Fraction(units * l0, ps.ONE) <= Fraction(delta)  # the grid's δ/l0, l0 times
-    if params is not None:
-        assert params.key_delta * l0 == Fraction(delta)
+    if units:
+        assert ps.SelectionParams(Fraction(1), delta, l0).key_delta * l0 == Fraction(delta)
 
 
 @pytest.mark.parametrize("delta", [1e-6 / 3, 0.1, 1e-10, 1e-8, 1e-5 / 7, 1e-100])

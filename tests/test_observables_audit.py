@@ -1,20 +1,25 @@
-"""The observables audit (issue 39): the report audit's D against D minus one user, extended from
-privacy.json to what a reader of the outputs or the scheduler sees. For each job below, run as
+"""The observables audit: the report audit's D against D minus one user, extended from privacy.json
+to what a reader of the outputs or the scheduler sees. Every job of the report audit
+(tests/test_report_audit.JOBS: each algorithm and each path a family takes on its own) is run as
 `dp-spark run` with a budget store, once with the text log and once with the JSON log, on D and on
-D′, these must be equal: the exit status; which files the release holds and how many (part files
-counted per table); the budget store's record of the run (status, epsilon spent, ledger steps);
-and the default log, with times, paths and the DP outputs it names set aside.
+D′, and these must be equal: the exit status; which files the release holds and how many (part
+files counted per table); the budget store's record of the run (status, epsilon spent, ledger
+steps); the default log, with times, paths and the DP outputs it names set aside; and Python's own
+lines in it (warnings, shown at every run). The cases are grouped by the family registry, so a
+family registered without a job fails here.
 
-Not compared: the noisy values themselves (on stdout and in the tables), and the JVM's own log
-lines (Spark's warnings), which are not dp-spark's. Raw figures reach the log only with
---diagnostics, which these runs do not pass; a run that printed one by default would differ
-between D and D′, and `test_the_audit_sees_a_raw_figure_in_the_default_log` checks that it would be
-caught."""
+Not compared here: the noisy values themselves (on stdout and in the tables), and the JVM's own
+lines (Spark's warnings), which the suite's JVM writes to its own stderr, out of these in-process
+runs' reach: tests/test_spark_channels.py compares them in runs of their own process. Raw figures
+reach the log only with --diagnostics, which these runs do not pass; a run that printed one by
+default would differ between D and D′, and `test_the_audit_sees_a_raw_figure_in_the_default_log`
+checks that it would be caught."""
 
 from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -25,38 +30,13 @@ from dp_spark.families.registry import BY_ALGORITHM, FAMILIES, family_of
 from dp_spark.lab import report_audit
 from tests.test_report_audit import HEAVY, JOBS, write_checkins, write_people, write_ratings
 
-# The paths audited, by family of the registry: every algorithm name, and each path a family takes
-# on its own (the tables on the executors, a guard, a bound, a clipping range or the items chosen
-# privately, Gaussian noise). The audit is parametrised by the registry, so a family registered
-# without a case here fails (test_what_readers_see_is_the_same_without_one_user[<family>-missing]).
-AUDITED_BY_FAMILY = {
-    "counts": ("sra", "hpa", "lpa", "dft", "gs", "sra_auto", "sra_private_items", "sra_on_executors", "sra_guarded"),
-    "user_histogram": ("user_histogram",),
-    "dpsense": ("dpsense", "dpsense_s"),
-    "location_entropy": ("entropy_limit",),
-    "frapp": ("frapp_det_gd",),
-    "means": ("means", "means_auto", "means_auto_clip", "means_private_items", "means_hpa_gaussian",
-              "means_on_executors"),
-}
-
-
-def audit_cases(families=FAMILIES, by_family=AUDITED_BY_FAMILY):
-    """(family, case) for every case of every registered family; (family, None) for one without."""
-    for family in families:
-        cases = by_family.get(family.name, ())
-        if not cases:
-            yield pytest.param(family.name, None, id=f"{family.name}-missing")
-        for case in cases:
-            yield pytest.param(family.name, case, id=case)
-
-
-def algorithm_of(case: str) -> str:
-    return re.search(r'\[algorithm\]\nname = "(\w+)"', JOBS[case][1]("data.csv")).group(1)
 # Log lines that name a DP output, with the output replaced by a letter before comparing.
 DP_OUTPUTS_IN_LOG = (
-    (r"\d+ perturbed records", "N perturbed records"),                # FRAPP's N, public under its local model
+    (r"[\d,]+ perturbed records", "N perturbed records"),                # FRAPP's N, public under its local model
     (r"length (\d+): \d+ candidates, \d+ frequent", r"length \1: C candidates, F frequent"),  # mined from them
-    (r"\d+ items selected privately", "N items selected privately"),  # partition selection's output
+    (r"[\d,]+ items selected privately", "N items selected privately"),  # partition selection's output
+    (r"(\w+) = \d+, chosen privately from", r"\1 = B, chosen privately from"),  # the per-user bound l or m
+    (r"clipping range \[[^]]*\], chosen privately", "clipping range [L, H], chosen privately"),  # the means'
 )
 # Log lines whose presence is decided by a DP output, set aside after their whole text is checked
 # against its only shape (so that a raw figure written into one is still seen): the counts' warning
@@ -69,6 +49,29 @@ DP_OUTPUT_LINES = {
         rf"\w+ {_FIGURE} against ±{_FIGURE}(; \w+ {_FIGURE} against ±{_FIGURE})*: the records kept, a DP estimate, "
         r"over the cells\): most counts are mostly noise, and only counts well above the ± say anything"),
 }
+
+
+def algorithm_of(case: str) -> str:
+    return re.search(r'\[algorithm\]\nname = "(\w+)"', JOBS[case][1]("data.csv")).group(1)
+
+
+def cases_by_family(jobs=JOBS) -> dict[str, list[str]]:
+    """The report audit's jobs by the registry's family of their algorithm."""
+    grouped: dict[str, list[str]] = {}
+    for case in jobs:
+        grouped.setdefault(family_of(algorithm_of(case)).name, []).append(case)
+    return grouped
+
+
+def audit_cases(families=FAMILIES, by_family=None):
+    """(family, case) for every case of every registered family; (family, None) for one without."""
+    by_family = cases_by_family() if by_family is None else by_family
+    for family in families:
+        cases = by_family.get(family.name, ())
+        if not cases:
+            yield pytest.param(family.name, None, id=f"{family.name}-missing")
+        for case in cases:
+            yield pytest.param(family.name, case, id=case)
 
 
 @pytest.fixture(scope="module")
@@ -97,11 +100,13 @@ def run_side(tmp_path: Path, side: str, config_text: str, log_format: str, capsy
     store = f'[budget_store]\npath = "{folder / "budget.json"}"\ndataset = "audit"\nepsilon_cap = 100\ndelta_cap = 1e-3\n'
     config.write_text(f'output = "{folder / "out"}"\nseed = 5\n' + config_text + "\n" + store)
     capsys.readouterr()
-    code = main(["run", str(config), "--log-format", log_format])
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")  # every run shows its warnings, not only the first run of a line
+        code = main(["run", str(config), "--log-format", log_format])
     err = capsys.readouterr().err.replace(str(folder), "<side>")
     err = re.sub(r"/(observables\d*|test_malformed_records_change\w*)/D(_prime)?/", "/<input>/", err)
     return {"exit": code, "files": release_files(folder / "out"), "store": store_record(folder / "budget.json"),
-            "log": log_lines(err, log_format)}
+            "log": log_lines(err, log_format), "others": other_lines(err, log_format)}
 
 
 def release_files(out: Path) -> list[str]:
@@ -140,13 +145,23 @@ def _dp_output_line(text: str) -> bool:
     return bool(shapes)
 
 
-def log_lines(err: str, log_format: str) -> list[str]:
-    lines = []
+def _events(err: str, log_format: str):
+    """Each line of ``err`` with its JSON event: None in text mode, or for a line that is no JSON."""
     for line in err.splitlines():
+        event = None
         if log_format == "json":
             try:
                 event = json.loads(line)
             except json.JSONDecodeError:
+                pass
+        yield line, event
+
+
+def log_lines(err: str, log_format: str) -> list[str]:
+    lines = []
+    for line, event in _events(err, log_format):
+        if log_format == "json":
+            if event is None:
                 continue
             if _dp_output_line(str(event.get("message", ""))):
                 continue
@@ -170,25 +185,21 @@ def log_lines(err: str, log_format: str) -> list[str]:
     return lines
 
 
-# Spark's own lines (the JVM's log at WARN, Java's warnings) and Python's warnings, which these
-# in-process runs cannot see (the suite's JVM writes to its own stderr): the D/D′ runs in new
-# processes of tests/test_spark_channels.py compare them, sorted (they arrive on another thread)
-# and with only the time stamp that io/log4j2.properties puts first masked, so that a figure in a
-# message still tells D from D′.
+# The lines that are not dp-spark's own: Python's warnings, and in a process of its own the JVM's
+# (Spark's log at WARN, Java's warnings; tests/test_spark_channels.py). Compared sorted (the JVM's
+# arrive on another thread), with only the time stamp that io/log4j2.properties puts first masked,
+# so that a figure in a message still tells D from D′.
 SPARK_STAMP = r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d "
 
 
-def spark_lines(err: str, log_format: str) -> list[str]:
+def other_lines(err: str, log_format: str) -> list[str]:
     """The lines of ``err`` that are not dp-spark's own, sorted, their log4j time stamps masked."""
     lines = []
-    for line in err.splitlines():
+    for line, event in _events(err, log_format):
         if log_format == "json":
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
+            if event is None:
                 lines.append(line)
-                continue
-            if event.get("event") == "spark_log":
+            elif event.get("event") == "spark_log":
                 lines.append(event["line"])
             elif event.get("event") == "python_log":
                 lines.append(f"{event.get('level')} {event.get('logger')}: {event.get('message')}")
@@ -197,19 +208,19 @@ def spark_lines(err: str, log_format: str) -> list[str]:
     return sorted(re.sub(SPARK_STAMP, "<time> ", line) for line in lines)
 
 
-def test_spark_lines_keep_a_raw_figure_and_mask_only_the_time():
+def test_other_lines_keep_a_raw_figure_and_mask_only_the_time():
     """Negative control: a Spark line that carried a raw figure would tell D from D′; its time
     stamp alone would not."""
     line = "{stamp} WARN MemoryStore: {rows} rows of the source, a figure planted"
     side = {rows: f"[dp-spark    1.0s] reading\n" + line.format(stamp="26/11/29 01:14:0" + str(rows % 7), rows=rows)
             for rows in (200, 160)}
-    assert spark_lines(side[200], "text") != spark_lines(side[160], "text")
-    assert spark_lines(side[200], "text") == [line.format(stamp="<time>", rows=200)]
+    assert other_lines(side[200], "text") != other_lines(side[160], "text")
+    assert other_lines(side[200], "text") == [line.format(stamp="<time>", rows=200)]
     as_json = {rows: json.dumps({"event": "spark_log", "line": line.format(stamp="26/11/29 01:14:00", rows=rows)})
                for rows in (200, 160)}
-    assert spark_lines(as_json[200], "json") != spark_lines(as_json[160], "json")
+    assert other_lines(as_json[200], "json") != other_lines(as_json[160], "json")
     same_figure = [line.format(stamp=stamp, rows=200) for stamp in ("26/11/29 01:14:00", "26/11/29 02:00:59")]
-    assert spark_lines(same_figure[0], "text") == spark_lines(same_figure[1], "text")
+    assert other_lines(same_figure[0], "text") == other_lines(same_figure[1], "text")
 
 
 def observed(spark, tmp_path, sides, job: str, capsys) -> dict[str, tuple[dict, dict]]:
@@ -224,16 +235,16 @@ def observed(spark, tmp_path, sides, job: str, capsys) -> dict[str, tuple[dict, 
 
 @pytest.mark.parametrize(("family", "job"), list(audit_cases()))
 def test_what_readers_see_is_the_same_without_one_user(spark, tmp_path, sides, family, job, capsys):
-    assert job is not None, f"family {family} is registered but has no observables-audit case (AUDITED_BY_FAMILY)"
+    assert job is not None, f"family {family} is registered but has no job in tests/test_report_audit.JOBS"
     assert family_of(algorithm_of(job)).name == family
     for log_format, (d, d_prime) in observed(spark, tmp_path, sides, job, capsys).items():
         assert d["exit"] == 0 and d["log"], (log_format, d)
-        for what in ("exit", "files", "store", "log"):
+        for what in ("exit", "files", "store", "log", "others"):
             assert d[what] == d_prime[what], (log_format, what)
 
 
 def test_every_algorithm_name_of_the_registry_has_a_case():
-    audited = {algorithm_of(case) for cases in AUDITED_BY_FAMILY.values() for case in cases}
+    audited = {algorithm_of(case) for cases in cases_by_family().values() for case in cases}
     assert audited == set(BY_ALGORITHM)
 
 
@@ -286,5 +297,5 @@ def test_malformed_records_change_nothing_a_reader_sees(spark, tmp_path, job, ca
     sides = [run_side(tmp_path / "runs", side, config(str(tmp_path / side / f"{data}.csv")), "text", capsys)
              for side in ("D", "D_prime")]
     assert sides[0]["exit"] == 0
-    for what in ("exit", "files", "store", "log"):
+    for what in ("exit", "files", "store", "log", "others"):
         assert sides[0][what] == sides[1][what], what

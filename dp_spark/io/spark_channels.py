@@ -19,6 +19,7 @@ Whether the notice is given depends on the session's settings alone, never on th
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 
@@ -27,6 +28,7 @@ EVENT_LOG = "spark.eventLog.enabled"
 # Spark's own defaults, which hold when a session was started without the setting.
 SPARK_DEFAULTS = {UI: True, EVENT_LOG: False}
 NAMES = {UI: "the Spark UI", EVENT_LOG: "the event log"}
+UNKNOWN = object()  # a setting the session would not tell
 
 
 class SparkChannelsNotice(UserWarning):
@@ -35,23 +37,46 @@ class SparkChannelsNotice(UserWarning):
 
 def channels_on(setting: Callable[[str], str | None]) -> tuple[str, ...]:
     """The settings among UI and EVENT_LOG that are on, given ``setting(key)``: the session's value
-    of a key, or None when it was never set (then Spark's default holds)."""
+    of a key, None when it was never set (then Spark's default holds), or UNKNOWN when it cannot be
+    read (then the channel may be on, and is counted on)."""
     on = []
     for key, default in SPARK_DEFAULTS.items():
         value = setting(key)
-        if default if value is None else str(value).strip().lower() == "true":
+        if value is UNKNOWN:
+            is_on = True
+        elif value is None:
+            is_on = default
+        else:
+            is_on = str(value).strip().lower() == "true"
+        if is_on:
             on.append(key)
     return tuple(on)
 
 
-def session_channels(spark) -> tuple[str, ...]:
-    """The channels on in ``spark``, classic or Spark Connect: a session reports the settings its
-    context (or the Connect server) started with, and Spark refuses to change them afterwards."""
-    def setting(key):
-        try:
-            return spark.conf.get(key, None)
-        except Exception:  # noqa: BLE001 - a server that hides the setting: Spark's default holds
-            return None
+def session_channels(spark, context=None) -> tuple[str, ...]:
+    """The channels on in ``spark``. A classic session's own settings are not enough: a builder's
+    .config() on a session already running is copied into them while the context, its UI and its
+    event log keep the settings they started with; so the ``context``'s are read (by default the
+    driver's one SparkContext). A Spark Connect session reports its server's, which a client
+    cannot change."""
+    from dp_spark.io.session import is_connect
+
+    if is_connect(spark):
+        def setting(key):
+            try:
+                return spark.conf.get(key, None)
+            except Exception:  # noqa: BLE001 - a server that hides the setting
+                return UNKNOWN
+    else:
+        if context is None:
+            from pyspark import SparkContext
+
+            context = SparkContext.getOrCreate()  # the session's own: one context per driver
+
+        def setting(key):
+            if key == UI:  # the UI that runs, whatever the settings say
+                return "true" if context.uiWebUrl else "false"
+            return context.getConf().get(key, None)
     return channels_on(setting)
 
 
@@ -74,11 +99,12 @@ def announce(spark, progress: Callable[[str], None]) -> None:
         progress(line)
 
 
-_WARNED: set[str] = set()  # the sessions already warned, by application id
+_WARNED: set[str] = set()  # the sessions already warned
 
 
 def warn_once(spark) -> None:
-    """The API's notice: a SparkChannelsNotice the first time a session with a channel on releases."""
+    """The API's notice: a SparkChannelsNotice the first time a session with a channel on releases,
+    shown at the user's line that asked for the release."""
     line = notice(session_channels(spark))
     if line is None:
         return
@@ -86,10 +112,23 @@ def warn_once(spark) -> None:
     if key in _WARNED:
         return
     _WARNED.add(key)
-    warnings.warn(line, SparkChannelsNotice, stacklevel=3)
+    warnings.warn(line, SparkChannelsNotice, stacklevel=_outside_the_package())
+
+
+def _outside_the_package() -> int:
+    """The stacklevel of the first caller outside dp_spark, as warnings.warn counts it from here."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "dp_spark":
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _session_key(spark) -> str:
+    """A Spark Connect session's id (sessions on one server share an application id), else the
+    application's id, else the object's."""
+    session_id = getattr(spark, "session_id", None)
+    if isinstance(session_id, str):
+        return session_id
     try:
         return str(spark.conf.get("spark.app.id", None) or id(spark))
     except Exception:  # noqa: BLE001 - any stable name will do
