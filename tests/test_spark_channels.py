@@ -1,8 +1,8 @@
 """Spark's own channels lie outside the release (docs/privacy.md, "What readers can see"): the
-event log holds exact figures of the data, which differ between D and D′ (one user added), while
-everything the release shows (exit, files, privacy.json, the default log, Spark's lines in it
-included) does not. A job's session starts with the UI off; a session with the UI or the event log
-on says so in one line (the job's log) or one warning (the API)."""
+event log holds exact figures of the data, which differ between D and D′ (D without its heaviest
+user), while everything the release shows (exit, files, privacy.json, the default log, Spark's
+lines in it included) does not. A job's session starts with the UI off; a session with the UI or
+the event log on says so in one line (the job's log) or one warning (the API)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 from dp_spark.io import session, spark_channels
 from dp_spark.io.spark_channels import EVENT_LOG, UI, SparkChannelsNotice, channels_on, notice
 from dp_spark.lab import report_audit
-from tests.test_observables_audit import log_lines, release_files, other_lines
+from tests.test_observables_audit import log_lines, other_lines, release_files
 from tests.test_preflight import _Session as FakeSession
 from tests.test_report_audit import HEAVY, ratings_config, write_ratings
 
