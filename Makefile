@@ -22,14 +22,17 @@ TMLT_VENV := .venv-tumult
 demo: install check-java $(DEMO_DATA)
 	$(BIN)/dp-spark run conf/demo.toml
 
-# Two pytest processes: the Spark Connect tests need one without a classic session (tests/conftest.py).
+# The suite in TEST_WORKERS processes (pytest-xdist), each with its own local SparkSession; a test
+# file stays in one process (--dist loadfile), with its module-scoped fixtures. Then the Spark
+# Connect tests, which need a process without a classic session (tests/conftest.py).
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed-test check-java
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 	$(BIN)/python -m pytest --connect
 
-# The unit tier only (tests/conftest.py): pure Python and numpy, no JVM, so no Java needed; under a minute.
+# The unit tier only (tests/conftest.py): pure Python and numpy, no JVM, so no Java needed.
 test-fast: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -m unit
+	$(BIN)/python -m pytest -m unit -n $(TEST_WORKERS)
 
 # The driver's environment in one file for a cluster's executors (docs/cluster.md); rebuilt only
 # when the code or .venv's packages changed. scripts/submit.sh --package ships it.
