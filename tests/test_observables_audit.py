@@ -212,7 +212,7 @@ def test_other_lines_keep_a_raw_figure_and_mask_only_the_time():
     """Negative control: a Spark line that carried a raw figure would tell D from D′; its time
     stamp alone would not."""
     line = "{stamp} WARN MemoryStore: {rows} rows of the source, a figure planted"
-    side = {rows: f"[dp-spark    1.0s] reading\n" + line.format(stamp="26/11/29 01:14:0" + str(rows % 7), rows=rows)
+    side = {rows: "[dp-spark    1.0s] reading\n" + line.format(stamp="26/11/29 01:14:0" + str(rows % 7), rows=rows)
             for rows in (200, 160)}
     assert other_lines(side[200], "text") != other_lines(side[160], "text")
     assert other_lines(side[200], "text") == [line.format(stamp="<time>", rows=200)]
