@@ -311,12 +311,6 @@ def check_reachable(spec: StoreSpec) -> None:
         _load(path, spec.dataset)  # unreadable, not a store, another dataset's: ConfigError now
 
 
-# Said when the deltas' exact sum passes the cap while their sum rounded to a double does not.
-_ROUNDING_NOTE = (", and the deltas add up exactly to a little more than the cap: a double such as 1e-09 is "
-                  "slightly above the decimal it stands for, so ten of them pass 1e-08 "
-                  "(docs/scheduled_runs.md, \"The budget store\"); give the cap a little room")
-
-
 def charge(spec: StoreSpec, epsilon: Fraction, delta: float, run: dict, cost: Charge | None = None) -> dict:
     """Charge a run before it reads data; raises BudgetRefused over the cap.
 
@@ -365,8 +359,10 @@ def charge(spec: StoreSpec, epsilon: Fraction, delta: float, run: dict, cost: Ch
             raise BudgetRefused(
                 f"dataset {spec.dataset!r} has spent delta {spent_delta:g} of its cap {delta_limit:g}"
                 f"{stricter if delta_limit < stored_delta else ''}; this run needs {delta:g} more"
-                f"{_ROUNDING_NOTE if after.delta_sequential <= delta_limit else ''} "
-                f"(an operator raises the stored cap with dp-spark budget set-cap ... --delta-cap Y)")
+                + (", and the deltas add up exactly to a little more than the cap (a double such as 1e-09 lies above "
+                   "its decimal; docs/scheduled_runs.md): give the cap a little room"  # %g would show spent = cap
+                   if after.delta_sequential <= delta_limit else "")
+                + " (an operator raises the stored cap with dp-spark budget set-cap ... --delta-cap Y)")
         run_id = uuid.uuid4().hex
         zcdp_cost = {} if cost == Charge.pure(epsilon, delta) else {
             "rho": float(cost.rho), "rho_exact": str(cost.rho), "delta_outside_zcdp": cost.delta_outside}
