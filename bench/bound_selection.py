@@ -40,11 +40,11 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dp_spark.algorithms import bound_selection  # noqa: E402
+from dp_spark.release import bound_selection  # noqa: E402
 from dp_spark.core import noise_choice, zcdp  # noqa: E402
 from dp_spark.core.privacy import PURE, Accounting  # noqa: E402
-from dp_spark.families import counts  # noqa: E402
-from dp_spark.families.base import Domains, plan_split  # noqa: E402
+from dp_spark.families.counts import family as counts  # noqa: E402
+from dp_spark.release.family import Domains, plan_split  # noqa: E402
 from dp_spark.families.registry import family_of  # noqa: E402
 from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors, user_item_table  # noqa: E402
 from dp_spark.lab.tune import choice_percentiles  # noqa: E402
@@ -281,7 +281,7 @@ def cmd_partition(args) -> None:
     draws the same bound), so the empirical release rate can be set against π(n) exactly."""
     import dp_spark
     from dp_spark.aggregates.key_users import users_per_key
-    from dp_spark.algorithms import partition_selection as ps
+    from dp_spark.release import partition_selection as ps
     from dp_spark.bounding.user_keys import bounded_keys
 
     pairs, _cells = read_pairs("ml-1m", None)

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bound_selection import read_pairs  # noqa: E402
 
-from dp_spark.algorithms import bounding_estimate as be  # noqa: E402
+from dp_spark.release import bounding_estimate as be  # noqa: E402
 from dp_spark.core.mechanisms import RandomSource  # noqa: E402
 from dp_spark.core.privacy import Budget  # noqa: E402
 

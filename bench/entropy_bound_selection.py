@@ -41,10 +41,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bound_selection import write  # noqa: E402  (the results' JSON and Markdown, headed NOT PRIVATE)
 
-from dp_spark.aggregates.location_sums import CandidateSums  # noqa: E402
-from dp_spark.algorithms import entropy_bound_selection as ebs  # noqa: E402
-from dp_spark.algorithms import entropy_sensitivity as sens  # noqa: E402
-from dp_spark.algorithms import location_entropy as le  # noqa: E402
+from dp_spark.families.location_entropy.sums import CandidateSums  # noqa: E402
+from dp_spark.families.location_entropy import bounds_choice as ebs  # noqa: E402
+from dp_spark.families.location_entropy import sensitivity as sens  # noqa: E402
+from dp_spark.families.location_entropy import entropy as le  # noqa: E402
 from dp_spark.core.mechanisms import as_scale, discrete_laplace_variance, exponential_probabilities  # noqa: E402
 from dp_spark.lab.tune import choice_percentiles  # noqa: E402
 
@@ -74,7 +74,7 @@ def actual_entropy(pairs: pd.DataFrame, locations: int) -> np.ndarray:
 
 
 def grid_sums(pairs: pd.DataFrame, locations: int, Ms: tuple[int, ...], Cs: tuple[int, ...]) -> CandidateSums:
-    """The sums ``aggregates.location_sums.candidate_sums`` gives, in numpy: at (M_i, C_j) a pair
+    """The sums ``families.location_entropy.sums.candidate_sums`` gives, in numpy: at (M_i, C_j) a pair
     counts when its rank is ≤ M_i, with c capped at C_j."""
     kept = pairs[pairs["rank"] <= Ms[-1]].sort_values("rank", kind="stable")
     rank = kept["rank"].to_numpy()

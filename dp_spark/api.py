@@ -27,18 +27,18 @@ from dp_spark.core.privacy import (PURE, Accounting, BudgetExceeded, accounting_
                                    release_epsilon)
 from dp_spark.core.progress import Progress
 from dp_spark.errors import ConfigError, DataError, GuardRefused
-from dp_spark.families.base import (Domains, Execution, Family, check_accounting, check_domain_fits,
+from dp_spark.release.family import (Domains, Execution, Family, check_accounting, check_domain_fits,
                                    describe_output_size, output_size, plan_split)
-from dp_spark.families.counts import BASELINE_PUBLISHERS, CountsParams
-from dp_spark.families.private_keys import PARTITION_DELTA_SHARE, PRIVATE_ITEMS, partition_delta
-from dp_spark.families.dpsense import DPSenseParams
-from dp_spark.families.engine import accuracy_section, compute
-from dp_spark.families.frapp import frapp_params
-from dp_spark.families.guards import Guards, guards_of
-from dp_spark.families.location_entropy import EntropyParams
-from dp_spark.families.means_params import MeansParams
+from dp_spark.families.counts.family import BASELINE_PUBLISHERS, CountsParams
+from dp_spark.release.private_keys import PARTITION_DELTA_SHARE, PRIVATE_ITEMS, partition_delta
+from dp_spark.families.dpsense.family import DPSenseParams
+from dp_spark.release.engine import accuracy_section, compute
+from dp_spark.families.frapp.family import frapp_params
+from dp_spark.release.guards import Guards, guards_of
+from dp_spark.families.location_entropy.family import EntropyParams
+from dp_spark.families.means.params import MeansParams
 from dp_spark.families.registry import family_of
-from dp_spark.families.user_histogram import HistogramParams
+from dp_spark.families.user_histogram.family import HistogramParams
 from dp_spark.io import checkins, executor_env, release_store, spark_channels
 
 

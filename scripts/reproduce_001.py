@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from dp_spark.io import sources, validation  # noqa: E402
 from dp_spark.lab import evaluate_columns
-from dp_spark.algorithms import dpsense  # noqa: E402
+from dp_spark.families.dpsense import theta as dpsense  # noqa: E402
 from dp_spark.bounding import item_rows  # noqa: E402
 from dp_spark.lab.bench import ensure_table  # noqa: E402
 from dp_spark.jobs.config import load_config  # noqa: E402

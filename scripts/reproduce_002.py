@@ -75,8 +75,8 @@ def movielens_histogram(l: int) -> np.ndarray:
 def movielens_user_histogram(bins: int) -> np.ndarray:
     """Users of MovieLens 1M by number of ratings, in bins 1, 2, …, bins − 1 and "bins or more"."""
     from dp_spark.io import datasets
-    from dp_spark.aggregates import user_quantities
-    from dp_spark.algorithms import histogram
+    from dp_spark.families.user_histogram import quantities as user_quantities
+    from dp_spark.families.user_histogram import histogram
     from dp_spark.io.session import get_session
 
     spark = get_session("local[2]", {"spark.ui.showConsoleProgress": "false"})

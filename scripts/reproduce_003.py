@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from dp_spark.lab import plots  # noqa: E402
 from dp_spark.lab import evaluate_frapp
-from dp_spark.algorithms import frapp_mining as fm  # noqa: E402
+from dp_spark.families.frapp import mining as fm  # noqa: E402
 from dp_spark.jobs.config import load_config  # noqa: E402
 from dp_spark.io.session import get_session  # noqa: E402
 

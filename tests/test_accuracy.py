@@ -14,19 +14,19 @@ import numpy as np
 import pytest
 
 import dp_spark
-from dp_spark.algorithms import dpsense as dpsense_algorithm
-from dp_spark.algorithms import entropy_sensitivity
-from dp_spark.algorithms import location_entropy as le
+from dp_spark.families.dpsense import theta as dpsense_algorithm
+from dp_spark.families.location_entropy import sensitivity as entropy_sensitivity
+from dp_spark.families.location_entropy import entropy as le
 from dp_spark.cli import main
 from dp_spark.core import accuracy
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace
 from dp_spark.core.privacy import Budget
-from dp_spark.families import engine
-from dp_spark.families.dpsense import DPSenseParams
-from dp_spark.families.dpsense import FAMILY as DPSENSE
-from dp_spark.families.location_entropy import FAMILY as ENTROPY
-from dp_spark.families.location_entropy import EntropyParams
-from dp_spark.families.publisher_accuracy import publisher_accuracy
+from dp_spark.release import engine
+from dp_spark.families.dpsense.family import DPSenseParams
+from dp_spark.families.dpsense.family import FAMILY as DPSENSE
+from dp_spark.families.location_entropy.family import FAMILY as ENTROPY
+from dp_spark.families.location_entropy.family import EntropyParams
+from dp_spark.release.publisher_accuracy import publisher_accuracy
 from dp_spark import publishers
 from tests.conftest import ROOT
 
@@ -340,7 +340,7 @@ def test_plan_warns_when_the_entropys_noise_is_wider_than_its_range(capsys, epsi
 
 def test_the_entropy_warning_is_worked_out_at_the_least_noise_a_private_choice_can_give():
     from dp_spark.core.domain import ItemDomain
-    from dp_spark.families.base import Domains
+    from dp_spark.release.family import Domains
 
     domains = Domains(ItemDomain(np.arange(1, 11), "1..10"))
     split = {"epsilon_bound": Fraction(1, 2), "epsilon_entropy": Fraction(9, 2)}

@@ -16,7 +16,7 @@ import pytest
 
 import dp_spark
 from dp_spark.cli import main
-from dp_spark.families.counts import CountsParams
+from dp_spark.families.counts.family import CountsParams
 from dp_spark.io import checkins, datasets
 from tests.conftest import ROOT, shared_data
 

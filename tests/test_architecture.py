@@ -1,12 +1,14 @@
 """The package's shape, read from the source with `ast` (nothing is imported):
 
+* the import table: each floor (a folder of dp_spark, or a top-level module) imports only the
+  floors MAY_IMPORT lists for it, and a family package imports no other family;
 * the lab wall: non-private measurement code (dp_spark/lab/) is imported by no product module;
   the CLI may reach it only inside functions, when a lab command runs;
 * no import cycles, counting imports inside functions as well as at module level;
-* the number of import layers never grows;
+* every module under MAX_MODULE_LINES lines;
 
 and the test tiers of tests/conftest.py: each test gets its tier, and a unit test cannot start Spark.
-See docs/architecture.md, "Tests".
+See docs/architecture.md, "The floors" and "Tests".
 """
 
 from __future__ import annotations
@@ -26,16 +28,34 @@ def _in_cli(module: str) -> bool:
     """The command line is the package dp_spark.cli (or, in a test's small package, a module cli)."""
     return module == CLI or module.startswith(CLI + ".")
 
-# The longest chain of imports (in modules), function-level imports included: it may only go down.
-# 14 on the reorganised tree (ba9a7fc); 15 since the command line became a package (its face is one
-# more link) and the budget hands out the noise (core.privacy now imports core.mechanisms). The
-# chain runs cli -> lab.bench -> jobs -> families -> algorithms -> publishers -> core; issue 28 aims
-# for at most 7 at the level of folders. 16 since the budget hands out the executors' noise too
-# (core.privacy -> core.vector_noise -> core.mechanisms, issue 31). 17 since the executors draw the
-# discrete Gaussian too, whose sampler is built on the discrete Laplace's (core.vector_noise ->
-# core.discrete_gaussian -> core.mechanisms, issue 41: CKS Algorithm 3 draws from Algorithm 2).
-# Lower this when a change shortens the chain.
-MAX_IMPORT_LAYERS = 17
+# Which floor may import which: the design of docs/architecture.md, "The floors". A floor is a
+# folder of dp_spark or a top-level module; every family package (dp_spark/families/<name>/) is the
+# floor FAMILY and may import its own package besides, never another family's. A folder that is
+# not in the table fails the test until it is given its place. The lab may import every product
+# floor; the CLI every floor (the lab only inside functions: the lab wall below).
+FAMILY = "families.<name>"
+MAY_IMPORT: dict[str, frozenset[str]] = {name: frozenset(floors) for name, floors in {
+    "errors": (),
+    "version": (),
+    "core": ("errors",),
+    "bounding": ("core", "errors"),
+    "aggregates": ("bounding", "core", "errors"),
+    "io": ("bounding", "core", "errors", "version"),
+    "publishers": ("aggregates", "core", "errors"),
+    "release": ("publishers", "io", "aggregates", "bounding", "core", "errors", "version"),
+    FAMILY: ("release", "publishers", "io", "aggregates", "bounding", "core", "errors"),
+    "families": (FAMILY, "release", "errors"),  # the registry, which lists the families
+    "jobs": ("families", FAMILY, "release", "io", "core", "errors"),
+    "display": ("core",),
+    "api": ("jobs", "families", FAMILY, "release", "io", "bounding", "core", "display", "errors"),
+    "dp_spark": ("api", "io", "errors", "version"),  # the package's face, dp_spark/__init__.py
+    "lab": ("jobs", "families", FAMILY, "release", "publishers", "io", "aggregates", "bounding", "core",
+            "errors", "version"),
+    "cli": ("lab", "jobs", "families", FAMILY, "release", "io", "core", "display", "errors", "version"),
+}.items()}
+
+# A module's length in lines: a module past this has more than one job (split it, do not raise this).
+MAX_MODULE_LINES = 500
 
 
 @dataclass(frozen=True)
@@ -150,24 +170,39 @@ def cycles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
     return found
 
 
-def import_layers(edges: dict[str, set[str]]) -> tuple[int, list[str]]:
-    """The longest import chain, counted in modules, and one chain that long. Each cycle counts
-    as one module (its members are loaded together)."""
-    component_of = {module: frozenset({module}) for module in edges}
-    for component in cycles(edges):
-        component_of.update({module: component for module in component})
-    longest: dict[frozenset[str], list[str]] = {}
+def floor_of(module: str) -> str:
+    """The floor a module stands on: its folder under dp_spark, or its own name for a top-level
+    module; FAMILY for a module of a family package."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "dp_spark"
+    if parts[0] == "families" and len(parts) > 1 and parts[1] != "registry":
+        return FAMILY
+    return parts[0]
 
-    def chain(component: frozenset[str]) -> list[str]:
-        if component not in longest:
-            longest[component] = []  # a placeholder; the condensed graph has no cycles
-            below = {component_of[t] for m in component for t in edges[m]} - {component}
-            deepest = max((chain(c) for c in sorted(below, key=sorted)), key=len, default=[])
-            longest[component] = ["+".join(sorted(component))] + deepest
-        return longest[component]
 
-    best = max((chain(component_of[m]) for m in sorted(edges)), key=len, default=[])
-    return len(best), best
+def family_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if floor_of(module) == FAMILY else None
+
+
+def table_breaches(package_dir: Path) -> list[Import]:
+    """Imports the table does not allow: to a floor not listed for the importer's (a floor missing
+    from the table allows nothing), or from one family package into another."""
+    found = []
+    for imp in all_imports(package_dir):
+        importer, imported = floor_of(imp.importer), floor_of(imp.imported)
+        if importer == imported:
+            if family_of(imp.importer) != family_of(imp.imported):
+                found.append(imp)
+        elif imported not in MAY_IMPORT.get(importer, ()):
+            found.append(imp)
+    return found
+
+
+def long_modules(package_dir: Path) -> dict[str, int]:
+    lengths = {name: len(path.read_text().splitlines()) for name, path in package_modules(package_dir).items()}
+    return {name: n for name, n in lengths.items() if n >= MAX_MODULE_LINES}
 
 
 def _describe(imports: list[Import]) -> str:
@@ -190,11 +225,20 @@ def test_the_import_graph_has_no_new_cycles():
         "  a cycle among " + ", ".join(c) for c in new)
 
 
-def test_import_layers_do_not_grow():
-    layers, chain = import_layers(graph(PACKAGE_DIR))
-    print(f"{layers} import layers, e.g. {' -> '.join(chain)}")
-    assert layers <= MAX_IMPORT_LAYERS, (
-        f"{layers} import layers, more than {MAX_IMPORT_LAYERS}: {' -> '.join(chain)}")
+def test_each_floor_imports_only_what_the_table_allows():
+    breaches = table_breaches(PACKAGE_DIR)
+    assert not breaches, ("imports the table MAY_IMPORT does not allow (docs/architecture.md, \"The floors\"):\n"
+                          + _describe(breaches))
+
+
+def test_every_floor_is_in_the_table():
+    floors = {floor_of(name) for name in package_modules(PACKAGE_DIR)}
+    assert floors <= set(MAY_IMPORT), f"floors with no place in MAY_IMPORT: {sorted(floors - set(MAY_IMPORT))}"
+
+
+def test_modules_stay_under_the_line_limit():
+    assert not long_modules(PACKAGE_DIR), (f"modules of {MAX_MODULE_LINES} lines or more (split them): "
+                                           f"{long_modules(PACKAGE_DIR)}")
 
 
 # --- The checks themselves catch what they guard, on a small package built here ----------------
@@ -238,16 +282,38 @@ def test_a_cycle_through_a_function_level_import_is_caught(tmp_path):
     assert cycles(graph(package)) == [frozenset({"dp_spark.a", "dp_spark.b", "dp_spark.c"})]
 
 
-def test_layers_count_the_longest_chain_and_a_cycle_as_one(tmp_path):
+@pytest.mark.parametrize("files, breach", [
+    ({"core/ledger.py": "from dp_spark.release import engine\n", "release/engine.py": ""},
+     ("dp_spark.core.ledger", "dp_spark.release.engine")),  # an arrow back up
+    ({"bounding/keys.py": "def f():\n    from dp_spark.families.means import family\n",
+      "families/means/family.py": ""},
+     ("dp_spark.bounding.keys", "dp_spark.families.means.family")),  # inside a function too
+    ({"families/means/family.py": "from dp_spark.families.counts import sampling\n",
+      "families/counts/sampling.py": ""},
+     ("dp_spark.families.means.family", "dp_spark.families.counts.sampling")),  # one family into another
+    ({"attic/old.py": "from dp_spark.core import ledger\n", "core/ledger.py": ""},
+     ("dp_spark.attic.old", "dp_spark.core.ledger")),  # a floor the table does not list
+])
+def test_an_import_the_table_does_not_allow_is_caught(tmp_path, files, breach):
+    package = write_package(tmp_path, files)
+    assert [(i.importer, i.imported) for i in table_breaches(package)] == [breach]
+
+
+def test_what_the_table_allows_passes(tmp_path):
     package = write_package(tmp_path, {
-        "base.py": "",
-        "mid.py": "import dp_spark.base\n",
-        "top.py": "from dp_spark import mid, base\n",
-        "x.py": "from dp_spark import y, top\n",
-        "y.py": "def f():\n    from dp_spark import x\n",
+        "core/ledger.py": "from dp_spark import errors\n", "errors.py": "",
+        "release/engine.py": "from dp_spark.core import ledger\n",
+        "families/means/family.py": "from dp_spark.release import engine\nfrom dp_spark.families.means import params\n",
+        "families/means/params.py": "",
+        "families/registry.py": "from dp_spark.families.means import family\n",
     })
-    layers, chain = import_layers(graph(package))
-    assert (layers, chain) == (4, ["dp_spark.x+dp_spark.y", "dp_spark.top", "dp_spark.mid", "dp_spark.base"])
+    assert table_breaches(package) == []
+
+
+def test_a_long_module_is_caught(tmp_path):
+    package = write_package(tmp_path, {"short.py": "x = 1\n" * (MAX_MODULE_LINES - 1),
+                                       "long.py": "x = 1\n" * MAX_MODULE_LINES})
+    assert long_modules(package) == {"dp_spark.long": MAX_MODULE_LINES}
 
 
 # --- The test tiers (tests/conftest.py), on a small suite run in-process -----------------------

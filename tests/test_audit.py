@@ -9,8 +9,8 @@ import pytest
 from fractions import Fraction
 
 from dp_spark.lab import audit
-from dp_spark.algorithms import entropy_sensitivity as sens
-from dp_spark.algorithms import entropy_bound_selection as ebs
+from dp_spark.families.location_entropy import sensitivity as sens
+from dp_spark.families.location_entropy import bounds_choice as ebs
 from dp_spark.core.mechanisms import exponential_probabilities
 from dp_spark.lab.audit_targets import EPSILONS, FAMILIES, GAMMAS, GRID_POINTS, TARGETS, old_code
 from dp_spark.lab.audit_targets import bounds as audit_bounds

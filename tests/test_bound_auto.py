@@ -12,15 +12,15 @@ import pandas as pd
 import pytest
 
 import dp_spark
-from dp_spark.aggregates import bound_bias
-from dp_spark.algorithms import bound_selection
+from dp_spark.release import bound_bias
+from dp_spark.release import bound_selection
 from dp_spark.core.mechanisms import discrete_laplace_variance
 from dp_spark.core import zcdp
 from dp_spark.core.accuracy import EXACT, UPPER_BOUND
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.errors import ConfigError
-from dp_spark.families import counts
-from dp_spark.families.base import Domains, plan_split
+from dp_spark.families.counts import family as counts
+from dp_spark.release.family import Domains, plan_split
 from dp_spark.families.registry import family_of
 from dp_spark.jobs.config import load_config
 from tests.conftest import ROOT

@@ -1,4 +1,4 @@
-"""The private choice of a per-user bound (dp_spark.algorithms.bound_selection): the per-user
+"""The private choice of a per-user bound (dp_spark.release.bound_selection): the per-user
 bias terms by hand, the squared norms against a brute force, the sensitivity the proof needs
 (docs/bound_selection.md) on random neighbouring inputs and where it is tight, a negative control
 without the per-cell cap, and the sampler's distribution against the exponential mechanism's."""
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp_spark.algorithms import bound_selection as bs
+from dp_spark.release import bound_selection as bs
 from dp_spark.core.mechanisms import RandomSource, exponential_probabilities
 from dp_spark.core.privacy import Budget
 

@@ -1,4 +1,4 @@
-"""The DP estimate of what bounding removed (algorithms.bounding_estimate): its figures by hand,
+"""The DP estimate of what bounding removed (release.bounding_estimate): its figures by hand,
 its sensitivity over neighbours, its ledger, the coverage of its share bound, and its warning."""
 
 from fractions import Fraction
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp_spark.algorithms import bounding_estimate as be
+from dp_spark.release import bounding_estimate as be
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget
 

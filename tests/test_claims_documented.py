@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dp_spark import publishers
-from dp_spark.algorithms import location_entropy
+from dp_spark.families.location_entropy import entropy as location_entropy
 from dp_spark.core import discrete_gaussian, mechanisms, privacy, vector_noise, zcdp
 from dp_spark.jobs import config
 
@@ -31,22 +31,22 @@ DOCSTRING_SECTION = re.compile(r'"(Privacy claim: [^"]+)"')
 # Each algorithm name of a job config: its page, the names its claim sections must cover, and
 # the modules that implement it. A new algorithm fails here until it has its claim.
 ALGORITHM_CLAIMS = {
-    "sra": ("docs/sra_hpa.md", ["sra"], ["dp_spark/algorithms/sampling.py"]),
-    "hpa": ("docs/sra_hpa.md", ["hpa"], ["dp_spark/algorithms/sampling.py"]),
-    "lpa": ("docs/sra_hpa.md", ["lpa"], ["dp_spark/algorithms/sampling.py"]),
-    "dft": ("docs/sra_hpa.md", ["dft"], ["dp_spark/algorithms/sampling.py"]),
-    "gs": ("docs/sra_hpa.md", ["gs"], ["dp_spark/algorithms/sampling.py"]),
-    "user_histogram": ("docs/user_histogram.md", ["user_histogram"], ["dp_spark/algorithms/histogram.py"]),
-    "dpsense": ("docs/dpsense.md", ["dpsense"], ["dp_spark/algorithms/dpsense.py"]),
-    "dpsense_s": ("docs/dpsense.md", ["dpsense_s"], ["dp_spark/algorithms/dpsense.py"]),
+    "sra": ("docs/sra_hpa.md", ["sra"], ["dp_spark/families/counts/sampling.py"]),
+    "hpa": ("docs/sra_hpa.md", ["hpa"], ["dp_spark/families/counts/sampling.py"]),
+    "lpa": ("docs/sra_hpa.md", ["lpa"], ["dp_spark/families/counts/sampling.py"]),
+    "dft": ("docs/sra_hpa.md", ["dft"], ["dp_spark/families/counts/sampling.py"]),
+    "gs": ("docs/sra_hpa.md", ["gs"], ["dp_spark/families/counts/sampling.py"]),
+    "user_histogram": ("docs/user_histogram.md", ["user_histogram"], ["dp_spark/families/user_histogram/histogram.py"]),
+    "dpsense": ("docs/dpsense.md", ["dpsense"], ["dp_spark/families/dpsense/theta.py"]),
+    "dpsense_s": ("docs/dpsense.md", ["dpsense_s"], ["dp_spark/families/dpsense/theta.py"]),
     # One claim per variant: they range from pure ε-DP to not DP at all.
     "entropy": ("docs/location_entropy.md", list(location_entropy.VARIANTS),
-                ["dp_spark/algorithms/location_entropy.py", "dp_spark/algorithms/entropy_sensitivity.py"]),
-    "frapp": ("docs/frapp.md", ["frapp"], ["dp_spark/algorithms/frapp.py", "dp_spark/algorithms/frapp_mining.py",
-                                            "dp_spark/families/frapp.py"]),
-    "means": ("docs/value_sums.md", ["means"], ["dp_spark/algorithms/means.py", "dp_spark/algorithms/value_sums.py",
-                                                "dp_spark/families/means.py", "dp_spark/families/means_params.py",
-                                                "dp_spark/families/means_choice.py"]),
+                ["dp_spark/families/location_entropy/entropy.py", "dp_spark/families/location_entropy/sensitivity.py"]),
+    "frapp": ("docs/frapp.md", ["frapp"], ["dp_spark/families/frapp/perturbation.py", "dp_spark/families/frapp/mining.py",
+                                            "dp_spark/families/frapp/family.py"]),
+    "means": ("docs/value_sums.md", ["means"], ["dp_spark/families/means/publish.py", "dp_spark/core/clip_range.py",
+                                                "dp_spark/families/means/family.py", "dp_spark/families/means/params.py",
+                                                "dp_spark/families/means/choice.py"]),
 }
 
 # The primitives every release rests on: (module, name in it) -> their page.
@@ -69,7 +69,7 @@ MECHANISMS = {
 # Post-processing that is not a publisher but still claims to cost nothing, and the guards, whose
 # noisy figures decide whether a run releases.
 POST_PROCESSING = {"consistency": ("docs/publishers.md", "dp_spark/publishers/consistency.py"),
-                   "guards": ("docs/privacy.md", "dp_spark/families/guards.py")}
+                   "guards": ("docs/privacy.md", "dp_spark/release/guards.py")}
 
 
 # ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The private choice of the means' clipping range (algorithms.clip_choice), pure: the quality's
+"""The private choice of the means' clipping range (release.clip_choice), pure: the quality's
 zero at the grid-rounded quantile and its sensitivity under one added value, the tail q, what the
 ledger is charged, and the choice on real ratings and across ε."""
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp_spark.algorithms import clip_choice as cc
+from dp_spark.release import clip_choice as cc
 from dp_spark.core import zcdp
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Accounting, Budget

@@ -23,7 +23,7 @@ from dp_spark.core.domain import AttributeDomain
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace_pmf
 from dp_spark.core.privacy import Budget
 from dp_spark.errors import ConfigError, GuardRefused
-from dp_spark.families import guards
+from dp_spark.release import guards
 from dp_spark.io.validation import SHARE_GRID
 
 
@@ -178,9 +178,9 @@ def test_bad_guards_are_config_errors(table, message):
 
 @pytest.mark.unit
 def test_the_guards_epsilon_comes_off_the_top_of_the_split():
-    from dp_spark.families.base import Domains, plan_split
+    from dp_spark.release.family import Domains, plan_split
     from dp_spark.families.registry import family_of
-    from dp_spark.families.counts import CountsParams
+    from dp_spark.families.counts.family import CountsParams
     params, family = CountsParams("sra", l=2), family_of("sra")
     limits = guards.Guards(max_dropped_fraction=0.5, epsilon=Fraction(1, 10))
     assert plan_split(family, params, Fraction(1), Domains(None), guards=limits) == \

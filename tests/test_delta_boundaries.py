@@ -19,12 +19,12 @@ from fractions import Fraction
 import pytest
 
 import dp_spark
-from dp_spark.algorithms import entropy_sensitivity, location_entropy
-from dp_spark.algorithms import partition_selection as ps
+from dp_spark.families.location_entropy import sensitivity as entropy_sensitivity, entropy as location_entropy
+from dp_spark.release import partition_selection as ps
 from dp_spark.core import composition, zcdp
 from dp_spark.core.composition import Charge, Guarantee, guarantee
 from dp_spark.core.privacy import Budget, BudgetExceeded, LedgerEntry, accounting_of
-from dp_spark.families.private_keys import PARTITION_DELTA_SHARE, partition_delta
+from dp_spark.release.private_keys import PARTITION_DELTA_SHARE, partition_delta
 from dp_spark.jobs import budget_store
 from dp_spark.jobs.budget_store import BudgetRefused, StoreSpec
 

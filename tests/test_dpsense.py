@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from dp_spark.aggregates import item_columns
-from dp_spark.algorithms import dpsense
+from dp_spark.families.dpsense import columns as item_columns
+from dp_spark.families.dpsense import theta as dpsense
 from dp_spark.bounding import item_rows, keys
 from dp_spark.cli import main
 from dp_spark.core.domain import ItemDomain

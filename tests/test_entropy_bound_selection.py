@@ -1,4 +1,4 @@
-"""The private choice of location entropy's M and C (dp_spark.algorithms.entropy_bound_selection):
+"""The private choice of location entropy's M and C (dp_spark.families.location_entropy.bounds_choice):
 the sensitivity the proof needs (docs/bound_selection.md, "Privacy claim: entropy_bound_selection")
 on random neighbouring inputs, a negative control, the sampler against the exponential
 mechanism's probabilities, the one-aggregation sums against bounding at each candidate, a seeded
@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dp_spark.lab.audit_targets.entropy_bounds import candidate_sums_of
-from dp_spark.aggregates.location_sums import CandidateSums, candidate_sums, location_sums
-from dp_spark.algorithms import entropy_bound_selection as ebs
-from dp_spark.algorithms import entropy_sensitivity as sens
-from dp_spark.algorithms import location_entropy as le
+from dp_spark.families.location_entropy.sums import CandidateSums, candidate_sums, location_sums
+from dp_spark.families.location_entropy import bounds_choice as ebs
+from dp_spark.families.location_entropy import sensitivity as sens
+from dp_spark.families.location_entropy import entropy as le
 from dp_spark.bounding.user_locations import bounded_pairs, ranked_pairs
 from dp_spark.cli import main
 from dp_spark.core.domain import ItemDomain
@@ -280,7 +280,7 @@ def test_bad_auto_settings_are_refused(algorithm, privacy, message):
 
 @pytest.mark.unit
 def test_auto_splits_a_tenth_to_the_bound_by_default():
-    from dp_spark.families.base import Domains, plan_split
+    from dp_spark.release.family import Domains, plan_split
     from dp_spark.families.registry import family_of
 
     cfg = build_config(entropy_config({"locations_per_user": "auto", "visits_per_location": "auto"}))

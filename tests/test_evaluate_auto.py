@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from dp_spark.algorithms import bound_selection
+from dp_spark.release import bound_selection
 from dp_spark.cli import main
 from dp_spark.errors import ConfigError
 from dp_spark.jobs.config import load_config

@@ -1,4 +1,4 @@
-"""Means released on the executors (issue 43; algorithms.executor_means): the executors' tally is
+"""Means released on the executors (issue 43; families.means.on_executors): the executors' tally is
 the driver's bounded sums, every cell is its true count and sum plus exactly its keyed noise
 through the driver's own columns, the ledger is the driver's, a mean left out is null, and the
 family's switch (a range of a billion items never lands on the driver; HPA's stays there)."""
@@ -14,9 +14,9 @@ from pyspark.sql import functions as F
 
 from dp_spark import api
 from dp_spark.aggregates.value_sums import bounded_sums, cell_tally
-from dp_spark.algorithms import executor_means
-from dp_spark.algorithms.means import GAUSSIAN, LAPLACE, TablePair, halfwidth, pair_entries, released_columns
-from dp_spark.algorithms.value_sums import ClipRange, SumSensitivity
+from dp_spark.families.means import on_executors as executor_means
+from dp_spark.families.means.publish import GAUSSIAN, LAPLACE, TablePair, halfwidth, pair_entries, released_columns
+from dp_spark.core.clip_range import ClipRange, SumSensitivity
 from dp_spark.bounding.user_records import sample_selection
 from dp_spark.core.domain import attribute_domain, item_domain
 from dp_spark.core.privacy import Accounting, Budget, BudgetExceeded
@@ -116,7 +116,7 @@ def test_the_sums_are_refused_before_their_noise_when_the_budget_is_short(spark)
 
 
 def test_the_vectorised_means_are_mean_interval_to_the_bit():
-    from dp_spark.algorithms.value_sums import mean_interval, mean_intervals
+    from dp_spark.core.clip_range import mean_interval, mean_intervals
 
     # Figures within ±2^53, which doubles hold exactly: a cell of up to 9·10^12 records at 1,000
     # steps. (Beyond, the quotient of the rounded doubles may differ from Python's exact int/int in

@@ -17,7 +17,7 @@ from dp_spark.core.mechanisms import discrete_laplace_pmf
 from dp_spark.core.privacy import Budget, BudgetExceeded
 from dp_spark.core.vector_noise import BLOCK_CELLS, NoiseSecret, range_noise
 from dp_spark.errors import ConfigError
-from dp_spark.families.base import Execution
+from dp_spark.release.family import Execution
 from dp_spark.publishers import executor_laplace
 from dp_spark.publishers.executor_laplace import CellGrid
 from tests.stats import chi2_critical, chi2_statistic

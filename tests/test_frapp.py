@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_spark.algorithms import frapp
-from dp_spark.algorithms import frapp_mining as fm
+from dp_spark.families.frapp import perturbation as frapp
+from dp_spark.families.frapp import mining as fm
 from dp_spark.cli import main
 from dp_spark.jobs.config import build_config
 from dp_spark.errors import ConfigError

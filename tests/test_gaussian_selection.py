@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dp_spark.algorithms import partition_selection as ps
+from dp_spark.release import partition_selection as ps
 from dp_spark.core import discrete_gaussian as dg, zcdp
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Accounting, Budget, BudgetExceeded

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from dp_spark.lab import evaluate
-from dp_spark.aggregates import user_quantities
-from dp_spark.algorithms import histogram
+from dp_spark.families.user_histogram import quantities as user_quantities
+from dp_spark.families.user_histogram import histogram
 from dp_spark.cli import main
 from dp_spark.jobs.config import load_config
 from dp_spark.errors import ConfigError

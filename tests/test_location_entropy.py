@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from dp_spark.io import checkins
-from dp_spark.algorithms import entropy_sensitivity as sens
-from dp_spark.aggregates.location_sums import location_sums
-from dp_spark.algorithms import location_entropy as le
+from dp_spark.families.location_entropy import sensitivity as sens
+from dp_spark.families.location_entropy.sums import location_sums
+from dp_spark.families.location_entropy import entropy as le
 from dp_spark.bounding.user_locations import bounded_pairs
 from dp_spark.cli import main
 from dp_spark.jobs.config import build_config
@@ -96,7 +96,7 @@ def test_local_bound_is_non_increasing_from_m0_up_to_the_largest_supported_c(C):
     # The smooth-sensitivity table and GS_k stop at m0 (decreasing_from); that is sound only if
     # LS*(C, ·) never rises again after it. The spec checked C <= 199; the config accepts C up to
     # MAX_VISITS_PER_LOCATION. Densely just after m0, where LS* turns, then log-spaced to 10^12.
-    from dp_spark.families.location_entropy import MAX_VISITS_PER_LOCATION
+    from dp_spark.families.location_entropy.family import MAX_VISITS_PER_LOCATION
 
     assert C <= MAX_VISITS_PER_LOCATION
     m0 = math.ceil(sens.decreasing_from(C))

@@ -14,13 +14,13 @@ import pytest
 from pyspark.sql import functions as F
 
 import dp_spark
-from dp_spark.aggregates import bound_bias
-from dp_spark.algorithms import bound_selection, clip_choice
+from dp_spark.release import bound_bias
+from dp_spark.release import bound_selection, clip_choice
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.domain import AttributeDomain, item_domain_of_ids
 from dp_spark.errors import ConfigError, DataError
-from dp_spark.families import means_choice, means_params
-from dp_spark.families.base import Domains
+from dp_spark.families.means import choice as means_choice, params as means_params
+from dp_spark.release.family import Domains
 from dp_spark.jobs.config import load_config
 from dp_spark.jobs.runner import compute_release
 from tests.conftest import SHARED_DATA
@@ -347,7 +347,7 @@ def test_a_chosen_l_below_the_per_item_cap_is_paid_as_no_cap(ratings, monkeypatc
 
 
 # ---------------------------------------------------------------------------
-# The clipping range chosen privately (algorithms.clip_choice).
+# The clipping range chosen privately (release.clip_choice).
 
 
 def test_the_range_is_chosen_from_one_value_per_user_and_the_sums_use_it(ratings, monkeypatch):

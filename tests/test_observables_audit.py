@@ -265,7 +265,7 @@ def test_the_audit_sees_a_raw_figure_in_the_default_log(spark, tmp_path, sides, 
         progress_(message)
 
     monkeypatch.setattr(progress, "diagnostic", raw_by_default)
-    from dp_spark.families import counts
+    from dp_spark.families.counts import family as counts
     monkeypatch.setattr(counts, "diagnostic", raw_by_default)
     d, d_prime = observed(spark, tmp_path, sides, "sra", capsys)["text"]
     assert d["log"] != d_prime["log"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dp_spark.algorithms import partition_selection as ps
+from dp_spark.release import partition_selection as ps
 from dp_spark.core import mechanisms
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget, BudgetExceeded
@@ -157,7 +157,7 @@ def test_the_claim_is_documented_beside_the_modules():
     claims = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(claims)
     claims.check_claim("docs/partition_selection.md", "partition_selection")
-    for module in ("dp_spark/algorithms/partition_selection.py", "dp_spark/families/private_keys.py"):
+    for module in ("dp_spark/release/partition_selection.py", "dp_spark/release/private_keys.py"):
         claims.check_docstring_points_to(module, "docs/partition_selection.md", "partition_selection")
 
 
@@ -246,7 +246,7 @@ def test_bounded_keys_keep_at_most_l0_of_each_users_own_keys(spark, key_type, ma
 
 @pytest.mark.parametrize("key_type, make", [("string", lambda i: f"venue:{i}"), ("long", lambda i: i * 7)])
 def test_private_keys_releases_popular_keys_and_never_absent_ones(spark, key_type, make):
-    from dp_spark.families.private_keys import private_keys
+    from dp_spark.release.private_keys import private_keys
 
     # ε = 40, δ = 0.5, l0 = 2: keys with 3 or more users always go out; a key with 1 user with
     # probability 0.25; a key nobody has, never.

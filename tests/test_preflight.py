@@ -16,10 +16,10 @@ import pytest
 from dp_spark.cli.exits import error_fields, innermost_java_cause, root_cause, short_java_name
 from dp_spark.core.domain import item_domain, read_movielens_catalogue
 from dp_spark.errors import ConfigError, DataError, PreflightError
-from dp_spark.families.counts import CountsParams
-from dp_spark.families.dpsense import DPSenseParams
-from dp_spark.families.location_entropy import EntropyParams
-from dp_spark.families.user_histogram import HistogramParams
+from dp_spark.families.counts.family import CountsParams
+from dp_spark.families.dpsense.family import DPSenseParams
+from dp_spark.families.location_entropy.family import EntropyParams
+from dp_spark.families.user_histogram.family import HistogramParams
 from dp_spark.io.release_store import probe_writable
 from dp_spark.jobs import budget_store
 from dp_spark.jobs.config import load_config

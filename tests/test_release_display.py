@@ -123,7 +123,7 @@ def test_a_private_selection_prints_a_short_ledger_row_and_says_absent_is_not_ze
 
 
 def test_the_diagnostics_count_the_rows_of_items_not_selected_apart():
-    from dp_spark.families.guards import Coverage, coverage_lines
+    from dp_spark.release.guards import Coverage, coverage_lines
 
     lines = coverage_lines(Coverage(1000, {}, extra={"rows_of_items_not_selected": 975}))
     assert lines[0].startswith("1,000 rows read; outside the domain: none")

@@ -10,7 +10,8 @@ from chispa import assert_df_equality
 from dp_spark.io import validation
 from dp_spark.bounding import keys
 from dp_spark.io import datasets
-from dp_spark.algorithms import sampling
+from dp_spark.families.counts import sampling
+from dp_spark.release import hpa_selection
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget
@@ -33,8 +34,8 @@ def test_the_array_lookup_gives_what_the_join_gives(spark):
     as_range, as_list = _domains(-3, 40)  # a negative low end checks the offset
     values = rng.integers(0, 1000, size=len(as_range))
     df = _records(spark, rng.integers(-3, 41, size=300))
-    by_array = sampling.with_item_values(df, as_range, values, "_value")
-    by_join = sampling.with_item_values(df, as_list, values, "_value")
+    by_array = hpa_selection.with_item_values(df, as_range, values, "_value")
+    by_join = hpa_selection.with_item_values(df, as_list, values, "_value")
     assert "Join" not in by_array._jdf.queryExecution().optimizedPlan().toString()
     assert_df_equality(by_array, by_join.select(*by_array.columns), ignore_row_order=True)
     got = {(r["item_id"], r["_value"]) for r in by_array.collect()}
@@ -44,7 +45,7 @@ def test_the_array_lookup_gives_what_the_join_gives(spark):
 def test_new_values_reuse_the_generated_code(spark):
     as_range, _ = _domains(1, 50)
     df = _records(spark, range(1, 51))
-    first, second = (generated_code(sampling.with_item_values(df, as_range, values, "_value"))
+    first, second = (generated_code(hpa_selection.with_item_values(df, as_range, values, "_value"))
                      for values in (np.arange(50), np.arange(50)[::-1] * 3 + 7))
     assert "/* literal */).getLong(" in first and first == second
 

@@ -16,7 +16,7 @@ import dp_spark
 from dp_spark.cli import main
 from dp_spark.core.privacy import MAX_EPSILON, MEANINGFUL_EPSILON, epsilon_warning, release_epsilon
 from dp_spark.errors import ConfigError
-from dp_spark.families.base import DEFAULT_MAX_OUTPUT_ROWS
+from dp_spark.release.family import DEFAULT_MAX_OUTPUT_ROWS
 from dp_spark.jobs.config import load_config
 
 from tests.test_accuracy import missing_source_config

@@ -198,8 +198,8 @@ def test_a_string_release_is_the_integer_release_relabelled(spark, ratings, algo
 
 def test_hpa_joins_its_scores_on_string_ids(spark, ratings, monkeypatch):
     """The broadcast join of with_item_values, on a domain larger than the literal's limit."""
-    from dp_spark.algorithms import sampling
-    monkeypatch.setattr(sampling, "LITERAL_LOOKUP_MAX_ITEMS", 3)
+    from dp_spark.release import hpa_selection
+    monkeypatch.setattr(hpa_selection, "LITERAL_LOOKUP_MAX_ITEMS", 3)
     common = dict(l=30, d=30, epsilon=1, seed=SEED)  # no user sampled out (see above)
     by_int = dp_spark.hpa(spark.createDataFrame(ratings), items=list(range(1, N_ITEMS + 1)), **common)
     by_str = dp_spark.hpa(spark.createDataFrame(_relabelled(ratings)),

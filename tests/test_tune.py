@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_spark.algorithms import bound_selection
+from dp_spark.release import bound_selection
 from dp_spark.cli import main
 from dp_spark.io import datasets
 from dp_spark.lab import bound_curve, tune
@@ -161,8 +161,8 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
 def test_an_auto_config_is_scored_as_its_job_scores_it():
     # The split of an l = "auto" config already leaves the bound's tenth out: tune must not take it
     # out again (a review's finding); a fixed config's split loses it; both give the job's model.
-    from dp_spark.families import counts
-    from dp_spark.families.base import Domains, plan_split
+    from dp_spark.families.counts import family as counts
+    from dp_spark.release.family import Domains, plan_split
     from dp_spark.families.registry import family_of
     from dp_spark.core.domain import ItemDomain
 
@@ -176,7 +176,7 @@ def test_an_auto_config_is_scored_as_its_job_scores_it():
     assert setup.error_model(tune.BOUND_SHARE, (1, 2, 4)) == counts.error_model(auto, domains, split)
     # With guards their part comes off the top, and the bound takes its tenth of the rest (a review's
     # finding: tune shrank the guards' part too).
-    from dp_spark.families.guards import Guards
+    from dp_spark.release.guards import Guards
 
     limits = Guards(max_dropped_fraction=0.5, epsilon=Fraction(1, 10))
     guarded = plan_split(family_of("sra"), auto, Fraction(1), domains, guards=limits)
@@ -196,8 +196,8 @@ def test_under_zcdp_tune_scores_the_choice_as_the_job_makes_it():
     from dp_spark.core import zcdp
     from dp_spark.core.domain import ItemDomain
     from dp_spark.core.privacy import Accounting
-    from dp_spark.families import counts
-    from dp_spark.families.base import Domains, plan_split
+    from dp_spark.families.counts import family as counts
+    from dp_spark.release.family import Domains, plan_split
     from dp_spark.families.registry import family_of
 
     accounting = Accounting("gaussian", zcdp.rho_of(1.0, 1e-6), 1e-6)

@@ -8,7 +8,7 @@ import pytest
 
 from dp_spark.cli import main
 from dp_spark.errors import ConfigError
-from dp_spark.families.user_histogram import NO_ITEM_DOMAIN
+from dp_spark.families.user_histogram.family import NO_ITEM_DOMAIN
 from dp_spark.jobs.config import build_config
 
 CONFIG = """\

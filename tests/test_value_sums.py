@@ -1,4 +1,4 @@
-"""The public side of sums and means per cell (dp_spark.algorithms.value_sums, issue 43): the
+"""The public side of sums and means per cell (dp_spark.core.clip_range, issue 43): the
 grid by hand, the sensitivity on random neighbouring inputs and where it is tight, and the mean's
 interval against the truth it must cover."""
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp_spark.algorithms.value_sums import ClipRange, SumSensitivity, mean_interval
+from dp_spark.core.clip_range import ClipRange, SumSensitivity, mean_interval
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Accounting, Budget
 from tests.test_claims_documented import check_claim, check_docstring_points_to
@@ -118,16 +118,16 @@ def test_the_interval_covers_the_kept_records_mean_when_both_figures_are_within_
 
 def test_the_claim_is_documented_beside_the_modules():
     check_claim("docs/value_sums.md", "value_sums")
-    for module in ("dp_spark/algorithms/value_sums.py", "dp_spark/algorithms/means.py"):
+    for module in ("dp_spark/core/clip_range.py", "dp_spark/families/means/publish.py"):
         check_docstring_points_to(module, "docs/value_sums.md", "value_sums")
 
 
 # ---------------------------------------------------------------------------
-# The release on the driver (algorithms.means).
+# The release on the driver (families.means.publish).
 
 
 def _bounded(counts, means_in_stars, bound=2):
-    from dp_spark.algorithms.means import BoundedSums
+    from dp_spark.aggregates.value_sums import BoundedSums
 
     counts = np.asarray(counts)
     units = np.array([c * STARS.units(m) for c, m in zip(counts, means_in_stars)])
@@ -135,14 +135,14 @@ def _bounded(counts, means_in_stars, bound=2):
 
 
 def _pair(epsilon_counts, epsilon_sums, count_noise="laplace", sum_noise="laplace"):
-    from dp_spark.algorithms.means import TablePair
+    from dp_spark.families.means.publish import TablePair
 
     return TablePair("value_counts", "value_sums", Fraction(epsilon_counts), Fraction(epsilon_sums), count_noise,
                      sum_noise)
 
 
 def test_the_release_pays_each_table_at_its_sensitivity_and_sums_back_in_values():
-    from dp_spark.algorithms import means
+    from dp_spark.families.means import publish as means
 
     bounded = _bounded([30, 30, 0], [4.0, 2.0, 3.0])
     budget = Budget(Fraction(2))
@@ -157,8 +157,8 @@ def test_the_release_pays_each_table_at_its_sensitivity_and_sums_back_in_values(
 
 def test_gaussian_tables_are_paid_by_their_l2_sensitivity_with_the_per_item_cap():
     # l = 4, c = 1: counts L2² = l·c = 4, sums L2² = l·c·steps² = 4·10⁶; their L1 stays l and l·steps.
-    from dp_spark.algorithms import means
-    from dp_spark.algorithms.means import BoundedSums
+    from dp_spark.families.means import publish as means
+    from dp_spark.aggregates.value_sums import BoundedSums
     from dp_spark.core import zcdp
 
     bounded = BoundedSums(np.array([30, 5]), np.array([0, 100]), 4, STARS, per_cell=1)
@@ -181,7 +181,7 @@ def test_the_means_intervals_cover_at_the_stated_rate_over_all_items():
     # and an interval may fail for at most 10% of the published items (the union bound; with
     # independent noises about 2·(α/2)·(its share), observed near 1%). A half-width at α, not α/2,
     # would be narrower: the test checks the widths too.
-    from dp_spark.algorithms import means
+    from dp_spark.families.means import publish as means
     from dp_spark.core import accuracy
 
     truth = np.linspace(1.2, 4.8, 2000)
@@ -205,7 +205,7 @@ def test_the_means_intervals_cover_at_the_stated_rate_over_all_items():
 
 @pytest.mark.parametrize("counts, units, bound", [([1, 2], [0], 1), ([-1], [0], 1), ([1], [1001], 1), ([1], [0], 0)])
 def test_bad_bounded_sums_are_refused(counts, units, bound):
-    from dp_spark.algorithms.means import BoundedSums
+    from dp_spark.aggregates.value_sums import BoundedSums
 
     with pytest.raises(ValueError):
         BoundedSums(np.array(counts), np.array(units), bound, STARS)

@@ -13,8 +13,8 @@ from pyspark.sql import functions as F
 
 from dp_spark.aggregates.value_ranks import value_ranks
 from dp_spark.aggregates.value_sums import bounded_sums, cell_sums, units_column
-from dp_spark.algorithms import clip_choice
-from dp_spark.algorithms.value_sums import ClipRange
+from dp_spark.release import clip_choice
+from dp_spark.core.clip_range import ClipRange
 from dp_spark.bounding import keys
 from dp_spark.bounding.user_records import sample_selection
 from dp_spark.core.domain import item_domain_of_ids

@@ -1,6 +1,6 @@
 """Distinct users per key on the driver: the counts private partition selection thresholds
 (docs/partition_selection.md). NOT private: read only by
-:func:`dp_spark.algorithms.partition_selection.select`.
+:func:`dp_spark.release.partition_selection.select`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The ranks of public candidate clipping points among per-user values, for the private choice of
-the clipping range (algorithms.clip_choice): one Spark aggregation over a table of one value per
+the clipping range (release.clip_choice): one Spark aggregation over a table of one value per
 user. The result is NOT private; only the choice's mechanisms read it. The candidates are public
 literals in the plan.
 

@@ -1,5 +1,5 @@
 """Per-cell counts and centred sums of the records a per-user bound keeps, summed on the executors
-(issue 43). The values go through ``algorithms.value_sums.ClipRange.units`` (clip, centre, round to
+(issue 43). The values go through ``core.clip_range.ClipRange.units`` (clip, centre, round to
 the integer grid) as a Spark expression that gives the same integers; the result is NOT private
 until noise is added to it.
 
@@ -15,19 +15,50 @@ rows: docs/value_sums.md, "Speed").
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from dp_spark.aggregates import item_edges
-from dp_spark.algorithms.means import BoundedSums
-from dp_spark.algorithms.value_sums import ClipRange
+from dp_spark.core.clip_range import ClipRange, SumSensitivity
 from dp_spark.bounding.item_cap import ItemCap, capped_values
 from dp_spark.bounding.user_records import Selection, Tally
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 
 COUNT, SUM = "_count", "_sum"  # the columns of a tally left on the executors (cell_tally)
+
+
+@dataclass(frozen=True)
+class BoundedSums:
+    """Per cell, the kept records and the sum of their grid units (NOT private), with the bound
+    (l), the per-item cap (c; None: l) and the range they were summed under: the noise is set
+    from these, never from numbers given again (a grid finer than the one summed would
+    understate the sensitivity)."""
+
+    counts: np.ndarray
+    units: np.ndarray
+    bound: int
+    clip: ClipRange
+    per_cell: int | None = None
+
+    def __post_init__(self):
+        counts, units = np.asarray(self.counts, dtype=np.int64), np.asarray(self.units, dtype=np.int64)
+        if counts.shape != units.shape or counts.ndim != 1:
+            raise ValueError(f"one count and one sum per cell, got shapes {counts.shape} and {units.shape}")
+        if isinstance(self.bound, bool) or not isinstance(self.bound, int) or self.bound < 1:
+            raise ValueError(f"the bound must be a positive integer, got {self.bound!r}")
+        if np.any(counts < 0) or np.any(np.abs(units) > counts * self.clip.steps):
+            raise ValueError("each cell's sum must be within steps times its count of records")
+        object.__setattr__(self, "counts", counts)
+        object.__setattr__(self, "units", units)
+        self.sensitivity  # checks the cap against the bound
+
+    @property
+    def sensitivity(self) -> SumSensitivity:
+        return SumSensitivity(self.bound, self.bound if self.per_cell is None else self.per_cell, self.clip.steps)
 
 
 def units_column(value: Column, clip: ClipRange) -> Column:

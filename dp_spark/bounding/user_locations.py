@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from dp_spark.bounding.keys import keyed_position, with_salt
 
 
-# The coverage columns of bounded_pairs (NOT private; summed by aggregates.location_sums).
+# The coverage columns of bounded_pairs (NOT private; summed by families.location_entropy.sums).
 COVERAGE_COLUMNS = ("_coverage_users", "_coverage_pairs", "_coverage_users_truncated", "_coverage_visits")
 
 
@@ -47,7 +47,7 @@ def ranked_pairs(checkins: DataFrame, locations_per_user: int, visits_per_locati
     largest candidate bounds (M_K, C_K), with each pair's rank in its user's own order and the
     user's locations and visits before bounding. The pairs bounded_pairs keeps at any M ≤ M_K,
     C ≤ C_K are those of rank ≤ M, with c capped at C: one ranking serves every candidate
-    (the private choice of M and C, algorithms.entropy_bound_selection)."""
+    (the private choice of M and C, families.location_entropy.bounds_choice)."""
     ranked = _ranked(checkins, random_salt)
     return ranked.where(F.col("_rank") <= locations_per_user).select(
         "user_id", "item_id", F.least(F.col("c"), F.lit(visits_per_location)).alias("c"),

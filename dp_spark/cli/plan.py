@@ -31,9 +31,9 @@ def plan(args) -> int:
 
     from dp_spark.core import accuracy
     from dp_spark.core.privacy import epsilon_warning
-    from dp_spark.families.base import describe_output_size, output_size
-    from dp_spark.families.engine import accuracy_section
-    from dp_spark.families import guards
+    from dp_spark.release.family import describe_output_size, output_size
+    from dp_spark.release.engine import accuracy_section
+    from dp_spark.release import guards
     from dp_spark.families.registry import family_of
     from dp_spark.jobs.config import load_config
     from dp_spark.jobs.runner import job_domains, plan_budget

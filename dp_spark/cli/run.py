@@ -169,7 +169,7 @@ def _halfwidth_value(report: dict, table: str, column: str, alpha: float = 0.05,
     if dpsense and algorithm.get("chosen"):
         from fractions import Fraction
 
-        from dp_spark.families.dpsense import DPSenseParams, accuracy_at
+        from dp_spark.families.dpsense.family import DPSenseParams, accuracy_at
 
         params = DPSenseParams(algorithm["name"], algorithm["parameters"]["theta_max"],
                                algorithm["parameters"]["limit"])

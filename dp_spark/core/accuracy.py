@@ -185,7 +185,7 @@ FAR_BELOW_SHARE = 0.9
 
 
 def bounding_text(bounding: dict) -> str:
-    """``accuracy.bounding`` (algorithms.bounding_estimate) in a sentence for a person: after a
+    """``accuracy.bounding`` (release.bounding_estimate) in a sentence for a person: after a
     run, the DP estimate of what bounding removed; before it, what the run will estimate."""
     if "records_kept" not in bounding:
         return f"bounding: {bounding.get('note', 'no estimate')}"

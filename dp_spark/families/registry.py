@@ -7,8 +7,13 @@ for an algorithm by name. A new family is a module in this package and one entry
 from __future__ import annotations
 
 from dp_spark.errors import ConfigError
-from dp_spark.families import counts, dpsense, frapp, location_entropy, means, user_histogram
-from dp_spark.families.base import Family
+from dp_spark.families.counts import family as counts
+from dp_spark.families.dpsense import family as dpsense
+from dp_spark.families.frapp import family as frapp
+from dp_spark.families.location_entropy import family as location_entropy
+from dp_spark.families.means import family as means
+from dp_spark.families.user_histogram import family as user_histogram
+from dp_spark.release.family import Family
 
 FAMILIES: tuple[Family, ...] = (counts.FAMILY, user_histogram.FAMILY, dpsense.FAMILY, location_entropy.FAMILY,
                                 frapp.FAMILY, means.FAMILY)

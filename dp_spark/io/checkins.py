@@ -178,7 +178,7 @@ def _refuse_malformed(stats, progress) -> None:
 
 def guard_figures(df: DataFrame, locations: ItemDomain) -> tuple[int, int]:
     """(users with a usable id, the sum over them of ⌊SHARE_GRID · d/n⌋, d of a user's n rows
-    not kept by validate_checkins): the guards' figures (families.guards; NOT private until
+    not kept by validate_checkins): the guards' figures (release.guards; NOT private until
     noised). A pass of its own, run only when a guard is set."""
     user, _item, _visits, _in_set, kept = _checked(df, locations)
     per_user = (df.select(user.alias("user_id"), (~kept).cast("long").alias("d")).where(F.col("user_id").isNotNull())

@@ -24,7 +24,7 @@ import os
 import sys
 from typing import Any
 
-# What the executors import (dp_spark/publishers/executor_laplace.py, dp_spark/algorithms/frapp_mining.py).
+# What the executors import (dp_spark/publishers/executor_laplace.py, dp_spark/families/frapp/mining.py).
 PACKAGES = ("numpy", "pandas", "pyarrow")
 FIX = ("Build the driver's environment into one file with `make package` and submit with `scripts/submit.sh CONF "
        "--package ...`, or give the executors a Python with the driver's packages (spark.pyspark.python); "

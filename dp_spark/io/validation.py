@@ -26,7 +26,7 @@ from dp_spark.errors import DataError
 from dp_spark.io.session import default_parallelism
 
 ID_COLUMNS = ("user_id", "item_id")
-# A user's share of rows outside the domain, for the guards (families.guards), is counted in
+# A user's share of rows outside the domain, for the guards (release.guards), is counted in
 # steps of 1/SHARE_GRID: ⌊SHARE_GRID · outside / rows⌋, an integer in [0, SHARE_GRID], so that
 # its sum over users is exact and moves by at most SHARE_GRID with one user.
 SHARE_GRID = 1024

@@ -27,12 +27,12 @@ from dp_spark.errors import ConfigError
 from dp_spark.io.catalog import check_output_table
 from dp_spark.io.datasets import MOVIELENS_ATTRIBUTE_KINDS
 from dp_spark.io.sources import SourceSpec
-from dp_spark.families.base import ConfigTables, Execution, check_accounting, require
-from dp_spark.families.counts import ALGORITHMS as COUNTS_ALGORITHMS
-from dp_spark.families.private_keys import PARTITION_DELTA_SHARE, PRIVATE_ITEMS
-from dp_spark.families.frapp import FrappParams
-from dp_spark.families.guards import GUARD_KEYS, Guards, guards_of
-from dp_spark.families.location_entropy import EntropyParams
+from dp_spark.release.family import ConfigTables, Execution, check_accounting, require
+from dp_spark.families.counts.family import ALGORITHMS as COUNTS_ALGORITHMS
+from dp_spark.release.private_keys import PARTITION_DELTA_SHARE, PRIVATE_ITEMS
+from dp_spark.families.frapp.family import FrappParams
+from dp_spark.release.guards import GUARD_KEYS, Guards, guards_of
+from dp_spark.families.location_entropy.family import EntropyParams
 from dp_spark.families.registry import BY_ALGORITHM, family_of
 from dp_spark.core.privacy import PURE, Accounting, accounting_of, as_epsilon, release_epsilon
 
@@ -85,7 +85,7 @@ class JobConfig:
     run_date: str | None = None  # YYYY-MM-DD: the release goes to output/run_date=.../ (scheduled runs)
     budget_store: StoreSpec | None = None  # the dataset's budget across runs (dp_spark.jobs.budget_store)
     output_table: str | None = None  # "db.name": the release also as catalog tables db.name_<table> (io.catalog)
-    guards: Guards = Guards()  # [guards]: refuse a run whose records the domain barely covers (families.guards)
+    guards: Guards = Guards()  # [guards]: refuse a run whose records the domain barely covers (release.guards)
     execution: Execution = Execution()  # [execution]: which tables are released on the executors
     accounting: Accounting = PURE  # pure epsilon, or rho-zCDP (privacy.noise, privacy.rho; core.privacy)
 

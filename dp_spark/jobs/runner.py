@@ -17,8 +17,8 @@ from dp_spark.core.domain import ItemDomain, attribute_domain, item_domain, refu
 from dp_spark.core.privacy import epsilon_warning
 from dp_spark.core.progress import Progress, stage
 from dp_spark.errors import ConfigError, GuardRefused
-from dp_spark.families.base import Domains, check_domain_fits, describe_output_size, output_size, plan_split
-from dp_spark.families.engine import Computed, compute, planned_accuracy
+from dp_spark.release.family import Domains, check_domain_fits, describe_output_size, output_size, plan_split
+from dp_spark.release.engine import Computed, compute, planned_accuracy
 from dp_spark.families.registry import family_of
 from dp_spark.io import catalog, checkins, output_lock, release_store, sources
 from dp_spark.jobs import budget_store, preflight

@@ -158,8 +158,8 @@ def floor_entropy(spark, data: str) -> np.ndarray:
 
 def floor_apriori(spark, data: str) -> dict:
     """Non-private FRAPP: exact Apriori on the raw records, over the job's attributes and support."""
-    from dp_spark.algorithms import frapp_mining
-    from dp_spark.families.frapp import attribute_spec
+    from dp_spark.families.frapp import mining as frapp_mining
+    from dp_spark.families.frapp.family import attribute_spec
 
     records, sup_min = frapp_settings()
     specs = [attribute_spec(entry, i) for i, entry in enumerate(records)]

@@ -41,18 +41,20 @@ from dp_spark.io import sources
 from dp_spark.io import validation
 from dp_spark.io.validation import keyed_by_user
 from dp_spark import publishers
-from dp_spark.aggregates import item_edges, user_quantities
+from dp_spark.aggregates import item_edges
+from dp_spark.families.user_histogram import quantities as user_quantities
 from dp_spark.bounding import user_records
 from dp_spark.io import checkins
 from dp_spark.lab import evaluate_columns
 from dp_spark.lab import evaluate_entropy
 from dp_spark.lab import evaluate_frapp
 from dp_spark.lab import metrics
-from dp_spark.algorithms import histogram, sampling
-from dp_spark.algorithms import bound_selection
-from dp_spark.families import counts as counts_family
-from dp_spark.families.base import Domains, RunInputs
-from dp_spark.families.counts import AUTO, BASELINE_PUBLISHERS
+from dp_spark.families.user_histogram import histogram
+from dp_spark.families.counts import sampling
+from dp_spark.release import bound_selection
+from dp_spark.families.counts import family as counts_family
+from dp_spark.release.family import Domains, RunInputs
+from dp_spark.families.counts.family import AUTO, BASELINE_PUBLISHERS
 from dp_spark.families.registry import family_of
 from dp_spark.jobs.config import JobConfig
 from dp_spark.core.domain import attribute_domain, item_domain

@@ -20,8 +20,8 @@ import numpy as np
 
 from dp_spark import publishers
 from dp_spark.lab import metrics
-from dp_spark.aggregates import item_columns
-from dp_spark.algorithms import dpsense
+from dp_spark.families.dpsense import columns as item_columns
+from dp_spark.families.dpsense import theta as dpsense
 from dp_spark.bounding import item_rows
 from dp_spark.jobs.config import JobConfig
 from dp_spark.errors import ConfigError

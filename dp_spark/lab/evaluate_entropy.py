@@ -29,12 +29,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from dp_spark.lab import metrics
-from dp_spark.aggregates.location_sums import candidate_sums, location_sums
-from dp_spark.algorithms import entropy_bound_selection as ebs
-from dp_spark.algorithms import location_entropy as le
+from dp_spark.families.location_entropy.sums import candidate_sums, location_sums
+from dp_spark.families.location_entropy import bounds_choice as ebs
+from dp_spark.families.location_entropy import entropy as le
 from dp_spark.bounding.user_locations import bounded_pairs, ranked_pairs
-from dp_spark.families.location_entropy import AUTO, bounding_salt
-from dp_spark.families.location_entropy import timed_bound as timed_bound_of
+from dp_spark.families.location_entropy.family import AUTO, bounding_salt
+from dp_spark.families.location_entropy.family import timed_bound as timed_bound_of
 from dp_spark.jobs.config import JobConfig
 from dp_spark.errors import ConfigError
 from dp_spark.core.mechanisms import RandomSource
@@ -130,7 +130,7 @@ def run_variants(configs: list[JobConfig], records: DataFrame, locations, actual
 def _run_auto(cfg: JobConfig, records: DataFrame, locations, actual: le.LocationStats, runs: int,
               progress) -> list[tuple[str, dict]]:
     """limit_auto and limit_oracle (see the module): one aggregation gives the sums at every
-    candidate pair, as the release's own (families.location_entropy._run_auto)."""
+    candidate pair, as the release's own (families.location_entropy.family._run_auto)."""
     p = cfg.params
     Ms, Cs = p.grid
     progress(f"location sums at {len(Ms) * len(Cs)} candidate bounds (M in {list(Ms)}, C in {list(Cs)})")

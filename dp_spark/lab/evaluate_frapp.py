@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from dp_spark.algorithms import frapp
-from dp_spark.algorithms import frapp_mining as fm
+from dp_spark.families.frapp import perturbation as frapp
+from dp_spark.families.frapp import mining as fm
 from dp_spark.jobs.config import JobConfig
 from dp_spark.errors import ConfigError
 
@@ -37,7 +37,7 @@ def scheme_for(cfg: JobConfig, method: str) -> fm.Scheme:
 
 def run_methods(cfg: JobConfig, spark, methods: list[str], runs: int, progress) -> list[tuple[str, dict]]:
     """[(method, {(query, metric): [values over runs]})]."""
-    from dp_spark.families.frapp import bounded_records
+    from dp_spark.families.frapp.family import bounded_records
     from dp_spark.io.sources import read_whole_records
 
     for method in methods:

@@ -127,7 +127,7 @@ def _accuracy_allowed(report: dict) -> tuple[Allowed, ...]:
 
 # The exponential mechanism of the bound's choice (its Δq depends on the user cap the count set).
 CHOICE_STEPS = r"choose l|choose m"
-# The steps of the estimate of what bounding removed (algorithms.bounding_estimate).
+# The steps of the estimate of what bounding removed (release.bounding_estimate).
 BOUNDING_STEPS = r"bounding: kept|bounding: removed"
 
 

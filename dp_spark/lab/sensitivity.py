@@ -23,15 +23,20 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dp_spark.aggregates import item_columns, item_edges, user_quantities, value_sums
+from dp_spark.families.dpsense import columns as item_columns
+
+from dp_spark.aggregates import item_edges, value_sums
+
+from dp_spark.families.user_histogram import quantities as user_quantities
 from dp_spark.aggregates.domain_vector import on_domain
 from dp_spark.aggregates.key_users import users_per_key
 from dp_spark.aggregates.value_ranks import value_ranks
-from dp_spark.algorithms import dpsense, sampling
-from dp_spark.algorithms.value_sums import ClipRange
+from dp_spark.families.dpsense import theta as dpsense
+from dp_spark.families.counts import sampling
+from dp_spark.core.clip_range import ClipRange
 from dp_spark.bounding import item_rows, keys, user_keys, user_locations, user_records
 from dp_spark.core.domain import AttributeDomain, ItemDomain
-from dp_spark.families.frapp import bounded_records
+from dp_spark.families.frapp.family import bounded_records
 from dp_spark.io.checkins import guard_figures as guard_figures_of_checkins
 from dp_spark.io.validation import SHARE_GRID, validate_records
 
@@ -193,7 +198,7 @@ CLIP_CANDIDATES = (-4.0, -1.0, 0.0, 0.5, 2.0, 4.0, 6.0)
 
 
 def means_clip_ranks(df: DataFrame, distinct: bool) -> np.ndarray:
-    """The ranks the clipping range is chosen from (algorithms.clip_choice): each candidate's count
+    """The ranks the clipping range is chosen from (release.clip_choice): each candidate's count
     of per-user values below it and at most it, and their number, from the record validation
     draws per user. Each moves by at most one."""
     validated = validate_records(_valued(df, distinct), ITEM_DOMAIN, None, value=True, sample_value=True,
@@ -303,7 +308,7 @@ GUARD_ATTRIBUTES = AttributeDomain(ATTRS[:2])
 
 
 def guard_figures(df: DataFrame, distinct: bool) -> np.ndarray:
-    """The guards' figures from validation's pass (families.guards.GuardFigures): users, the
+    """The guards' figures from validation's pass (release.guards.GuardFigures): users, the
     dropped-share sum and the users over the bound, the counts of users scaled by SHARE_GRID so
     that every coordinate's sensitivity is SHARE_GRID."""
     validated = validate_records(_keyed(df, distinct), GUARD_DOMAIN, GUARD_ATTRIBUTES)
@@ -365,7 +370,7 @@ FAMILIES = (
     Family("dpsense_normalized", dpsense_normalized, BOUND << dpsense.GRID_BITS,
            l2_squared=BOUND << (2 * dpsense.GRID_BITS)),
     Family("entropy_first_visits", entropy_first_visits, BOUND * VISITS_CAP, linf=VISITS_CAP),
-    # The guards' noisy figures: each coordinate moves by at most SHARE_GRID (families.guards).
+    # The guards' noisy figures: each coordinate moves by at most SHARE_GRID (release.guards).
     Family("guard_figures", guard_figures, 4 * SHARE_GRID, linf=SHARE_GRID),
     Family("entropy_guard_figures", entropy_guard_figures, 2 * SHARE_GRID, linf=SHARE_GRID),
 )

@@ -5,9 +5,9 @@ per-user bound, from the raw records. NOT PRIVATE: it reads the true data withou
 For each candidate b it shows SRA's exact expected error (:mod:`dp_spark.lab.bound_curve`):
 the truncation bias and the sampling variance of keeping min(n, b) records per user, and the
 noise variance the item table gets at bound b and the item counts' share of ε (the discrete
-Gaussian's where the job would draw it, else the publisher's; ``families.counts.error_model``).
+Gaussian's where the job would draw it, else the publisher's; ``families.counts.family.error_model``).
 Beside them, the quality q(b) that ``l = "auto"`` would score
-(:mod:`dp_spark.algorithms.bound_selection`, at the likeliest user cap) and the probability that
+(:mod:`dp_spark.release.bound_selection`, at the likeliest user cap) and the probability that
 the choice picks b, over its user count's noise and its exponential mechanism.
 
 HPA keeps each user's most popular records rather than a uniform sample, so its bias on popular
@@ -26,12 +26,12 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from dp_spark.algorithms import bound_selection
+from dp_spark.release import bound_selection
 from dp_spark.core import zcdp
 from dp_spark.errors import ConfigError
-from dp_spark.families import counts
-from dp_spark.families.base import Domains
-from dp_spark.families.guards import SPLIT_KEY as GUARDS_SPLIT_KEY
+from dp_spark.families.counts import family as counts
+from dp_spark.release.family import Domains
+from dp_spark.release.guards import SPLIT_KEY as GUARDS_SPLIT_KEY
 from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors
 
 # The bounds shown when neither the config nor --candidates names any, and the share of ε that
@@ -84,7 +84,7 @@ class TuneSetup:
     def noise_variance(self, bound: int, split: Mapping[str, Fraction] | None = None) -> float:
         """One item's noise variance at ``bound`` and the item counts' part of ``split`` (default the
         config's): the noise the item table gets there, the discrete Gaussian's or the publisher's,
-        as the job's error model has it (families.counts.error_model on the item table alone)."""
+        as the job's error model has it (families.counts.family.error_model on the item table alone)."""
         model = counts.error_model(self._params((bound,)), Domains(range(self.item_cells)), dict(split or self.split))
         return float(model.noise_variance[0]) / self.item_cells
 
@@ -96,7 +96,7 @@ class TuneSetup:
     def _kept_split(self, share: Fraction) -> dict:
         """The parts of ε the tables keep once the bound has its share, as the job's split of
         l = "auto" gives them: as they are when the config's split already left it out. Else the
-        guards' part comes off the top and the bound takes ``share`` of the rest (families.base.
+        guards' part comes off the top and the bound takes ``share`` of the rest (release.family.
         plan_split); the bounding estimate keeps its part (the same share in either split), and
         the other parts shrink together to make room: in ε, or under zCDP in ρ (ε_k²/2)."""
         if "epsilon_bound" in self.split:
@@ -129,7 +129,7 @@ class TuneSetup:
         return zcdp.selection_epsilon(part, self.rho is not None)
 
     def error_model(self, share: Fraction, candidates: Sequence[int]) -> bound_selection.ErrorModel:
-        """The quality's public side as ``l = "auto"`` sets it (families.counts.error_model), with
+        """The quality's public side as ``l = "auto"`` sets it (families.counts.family.error_model), with
         every part of ε shrunk by the bound's ``share`` unless the config's split already left it out."""
         values = None if self.edge_cells is None else range(self.edge_cells // self.item_cells)
         return counts.error_model(self._params(candidates), Domains(range(self.item_cells), values),
@@ -159,7 +159,7 @@ def tune_rows(pairs: pd.DataFrame, norms: Mapping[int, Sequence[int]], candidate
               share: Fraction = BOUND_SHARE) -> list[TuneRow]:
     """Every candidate's row (see the module). ``pairs``: (user_id, item_id), one row per
     in-domain record; ``norms``: {user cap: the squared bias norms ``l = "auto"`` scores the
-    candidates by at that cap} (aggregates.bound_bias on the same records) for at least the caps
+    candidates by at that cap} (release.bound_bias on the same records) for at least the caps
     of :func:`likely_caps`. The quality shown is at the likeliest cap; P(pick) mixes them all."""
     candidates = tuple(int(b) for b in bound_selection.candidates_checked(candidates))
     if not 0 < share < 1:

@@ -1,7 +1,7 @@
 """LPA on the executors: discrete Laplace noise on every cell of a count table too large for the driver
 (or, under zCDP accounting, discrete Gaussian noise: the same layout, another keyed sampler). The
 layout (``released_cells``) serves any table of figures per cell: the means' counts and sums too
-(algorithms.executor_means).
+(families.means.on_executors).
 
 The mechanism is :mod:`dp_spark.publishers.laplace`'s, with the same claim (docs/publishers.md,
 "Privacy claim: laplace"): an integer count per cell of a public, complete domain, L1

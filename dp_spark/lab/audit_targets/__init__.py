@@ -29,9 +29,9 @@ from dp_spark.lab.audit_targets import frapp as fr
 from dp_spark.lab.audit_targets import jobs, old_code
 from dp_spark.lab.audit_targets import partition
 from dp_spark.lab.audit_targets import primitives as prim
-from dp_spark.algorithms import partition_selection as ps
-from dp_spark.algorithms import bound_selection as bs
-from dp_spark.algorithms.bounding_estimate import CAP_FACTOR
+from dp_spark.release import partition_selection as ps
+from dp_spark.release import bound_selection as bs
+from dp_spark.release.bounding_estimate import CAP_FACTOR
 from dp_spark.errors import ConfigError
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget, LedgerEntry

@@ -1,4 +1,4 @@
-"""Audit samplers for the DP estimate of what bounding removed (algorithms.bounding_estimate,
+"""Audit samplers for the DP estimate of what bounding removed (release.bounding_estimate,
 issue 42), and its negative control.
 
 D is a few users with public-looking record counts; D′ adds one user with exactly the cap
@@ -14,7 +14,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from dp_spark.algorithms import bounding_estimate as be
+from dp_spark.release import bounding_estimate as be
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget
 

@@ -28,7 +28,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from dp_spark.algorithms import bound_selection as bs
+from dp_spark.release import bound_selection as bs
 from dp_spark.core.mechanisms import RandomSource, exponential_probabilities
 from dp_spark.core.privacy import Budget, LedgerEntry
 
@@ -40,7 +40,7 @@ CANDIDATES = {
     "wide": (1, 100_000),
 }
 # T: the counts' item table (1), items and edges (2), and the means with attributes (4: the counts'
-# bias vectors of items and edges, each standing for its sum table's too; families/means_choice.py).
+# bias vectors of items and edges, each standing for its sum table's too; families/means/choice.py).
 TABLES = (1, 2, 4)
 USERS = 3  # on D; any number gives the same move, since the users' vectors are parallel
 CELLS = 10  # the cells each user's b_K records fall in (k = b_K/10 of them each, when b_K allows)

@@ -23,7 +23,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.algorithms import clip_choice
+from dp_spark.release import clip_choice
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget
 

@@ -3,7 +3,7 @@
 
 The mechanism reads the per-location sums at every candidate pair (``CandidateSums``: users,
 visits and Σ c ln c at (M_i, C_j)); they are built here on the driver, user by user, exactly as
-``aggregates.location_sums.candidate_sums`` adds them up over ``ranked_pairs`` (each user keeps
+``families.location_entropy.sums.candidate_sums`` adds them up over ``ranked_pairs`` (each user keeps
 its first M_i locations, visits capped at C_j; the product's Spark test checks that equality).
 No Spark runs: a release is one ``choose_bounds`` call.
 
@@ -35,8 +35,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.aggregates.location_sums import CandidateSums
-from dp_spark.algorithms import entropy_bound_selection as ebs
+from dp_spark.families.location_entropy.sums import CandidateSums
+from dp_spark.families.location_entropy import bounds_choice as ebs
 from dp_spark.core.mechanisms import RandomSource, exponential_probabilities
 from dp_spark.core.privacy import Budget, LedgerEntry
 

@@ -11,8 +11,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.algorithms import frapp
-from dp_spark.algorithms.frapp_mining import Scheme
+from dp_spark.families.frapp import perturbation as frapp
+from dp_spark.families.frapp.mining import Scheme
 from dp_spark.core.mechanisms import RandomSource
 
 SMALL_SIZES = (2, 2)

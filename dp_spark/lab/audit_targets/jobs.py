@@ -41,7 +41,7 @@ def sra_sampler(epsilon: Fraction):
     """Item 1's noisy count; D′ adds a user with 3l records of item 1."""
     def sample(side, trials, seed, spark):
         from dp_spark.bounding import user_records
-        from dp_spark.algorithms import sampling
+        from dp_spark.families.counts import sampling
 
         bounded = user_records.sample_selection(records(spark, side, 3 * JOB_L), JOB_L, seed=BOUNDING_SEED)
         counts = sampling.bounded_counts(bounded, item_domain(), None, sampling.Publisher(), BOUNDING_SEED)
@@ -68,7 +68,8 @@ def hpa_sampler(epsilon: Fraction):
     def sample(side, trials, seed, spark):
         from dp_spark.aggregates import item_edges
         from dp_spark.bounding import user_records
-        from dp_spark.algorithms import sampling
+        from dp_spark.families.counts import sampling
+        from dp_spark.release import hpa_selection
 
         data = records(spark, side, 3 * HPA_ITEMS, items=HPA_ITEMS, heavy_items=HPA_ITEMS)
         items = item_domain(HPA_ITEMS)
@@ -80,7 +81,7 @@ def hpa_sampler(epsilon: Fraction):
         def counts_for(ranks: np.ndarray):
             key = tuple(int(r) for r in ranks)
             if key not in by_ranking:
-                scored = sampling.with_item_values(data, items, ranks, "_score_rank")
+                scored = hpa_selection.with_item_values(data, items, ranks, "_score_rank")
                 chosen = user_records.top_selection(scored, HPA_L, "_score_rank", seed=BOUNDING_SEED)
                 by_ranking[key] = sampling.bounded_counts(chosen, items, None, sampling.Publisher(), BOUNDING_SEED)
             return by_ranking[key]
@@ -105,8 +106,8 @@ DPSENSE_THETA_MAX = 4
 def _dpsense_inputs(spark, side: int, scaled: bool, limit: str):
     """The Spark part of DPSense(-S) once per side: what the selection scores, and the limited
     column counts at every θ. D′ adds user 99 with a row of every item."""
-    from dp_spark.aggregates import item_columns
-    from dp_spark.algorithms import dpsense
+    from dp_spark.families.dpsense import columns as item_columns
+    from dp_spark.families.dpsense import theta as dpsense
     from dp_spark.bounding import item_rows
 
     data = records(spark, side, 0)
@@ -129,7 +130,7 @@ def dpsense_sampler(epsilon: Fraction, limit: str = "normalize"):
     """θ by the exponential mechanism, then the counts at θ (normalised or sampled rows): the
     statistic is θ·1000 plus item 1's noisy count, so both outputs enter the event."""
     def sample(side, trials, seed, spark):
-        from dp_spark.algorithms import dpsense
+        from dp_spark.families.dpsense import theta as dpsense
 
         hist, limited = _dpsense_inputs(spark, side, scaled=False, limit=limit)
         split = dpsense.default_split(epsilon)
@@ -150,7 +151,7 @@ def dpsense_s_sampler(epsilon: Fraction):
     its noise scale: on 11 users the choice of (θ, α) is close to uniform and carries little
     signal, while mixing it into the statistic hid the counts' signal from the event search."""
     def sample(side, trials, seed, spark):
-        from dp_spark.algorithms import dpsense
+        from dp_spark.families.dpsense import theta as dpsense
 
         (by_length, long_units), limited = _dpsense_inputs(spark, side, scaled=True, limit="normalize")
         split = dpsense.default_split(epsilon)
@@ -171,8 +172,8 @@ HISTOGRAM_EDGES = np.array([1, 2, 3, 4, 6])
 def user_histogram_sampler(epsilon: Fraction):
     """Users per bin of their record count; D′ adds a user with 3 records (bin [3, 4))."""
     def sample(side, trials, seed, spark):
-        from dp_spark.aggregates import user_quantities
-        from dp_spark.algorithms import histogram
+        from dp_spark.families.user_histogram import quantities as user_quantities
+        from dp_spark.families.user_histogram import histogram
 
         counts = user_quantities.true_histogram(records(spark, side, 3), "records", HISTOGRAM_EDGES)
         rng = RandomSource(seed)

@@ -25,7 +25,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.algorithms import entropy_sensitivity as sens
+from dp_spark.families.location_entropy import sensitivity as sens
 from dp_spark.core.mechanisms import RandomSource, scale_at_least
 from dp_spark.core.privacy import Budget, LedgerEntry
 

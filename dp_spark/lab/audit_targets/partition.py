@@ -9,7 +9,7 @@ the keys are independent and alike, so that count carries all the information th
 holds about the user. The claim audited is the whole (ε, δ) of the user, not a per-key share.
 
 The trials are independent copies of the ``l0`` keys in one release (one Bernoulli per key), so
-one call of :func:`dp_spark.algorithms.partition_selection.select` gives every trial.
+one call of :func:`dp_spark.release.partition_selection.select` gives every trial.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.algorithms import partition_selection as ps
+from dp_spark.release import partition_selection as ps
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.privacy import Budget, LedgerEntry
 

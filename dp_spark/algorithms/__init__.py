@@ -1,1 +1,0 @@
-"""The papers' algorithms, composed from bounding, aggregates and publishers."""

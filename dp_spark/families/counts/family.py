@@ -1,0 +1,470 @@
+"""Item and item x attribute counts: SRA, HPA and paper 000's baselines LPA, DFT and GS.
+
+Bound: each user keeps at most ``l`` records (a uniform sample, or HPA's most popular).
+Aggregate: counts per item and per (item, attribute). Publish: the chosen publisher at L1
+sensitivity ``l``. Claim and argument: docs/sra_hpa.md and docs/privacy.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dp_spark.release import bound_bias
+from dp_spark.release import bound_selection, bounding_estimate
+from dp_spark.families.counts import sampling
+from dp_spark.bounding import keys
+from dp_spark.core import accuracy, noise_choice
+from dp_spark.core.accuracy import POST_PROCESSED, UPPER_BOUND
+from dp_spark.core.discrete_gaussian import variance_at_least
+from dp_spark.core.privacy import check_noise
+from dp_spark.core.progress import diagnostic
+from dp_spark.errors import ConfigError
+from dp_spark.release import guards
+from dp_spark.release import on_executors as executor_path
+from dp_spark.release.auto_bound import AUTO, AUTO_NOTE, AutoBound, candidates_of
+from dp_spark.release.family import (ConfigTables, Domains, Execution, Family, FamilyOutput, RunInputs, require,
+                                   rows_per_user)
+# DEFAULT_KEYS_PER_USER and PARTITION_SHARE are read from here too (tests, bench/bound_selection.py).
+from dp_spark.release.private_keys import (DEFAULT_KEYS_PER_USER, NOTHING_SELECTED, PARTITION_SHARE,  # noqa: F401
+                                            PRIVATE_ITEMS, SelectedItems, checked_private_items, items_text,
+                                            partition_delta, selected_items, unselected_apart)
+from dp_spark.release.publisher_accuracy import publisher_accuracy
+from dp_spark.io.validation import check_schema, validate_records
+from dp_spark.publishers.options import publisher_choice
+
+ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
+# Paper 000's baselines: a uniform sample of at most m records per user, always published
+# with the same publisher.
+BASELINE_PUBLISHERS = {"lpa": "laplace", "dft": "fourier", "gs": "grouping"}
+
+
+@dataclass(frozen=True)
+class CountsParams(AutoBound):
+    """``l``: records kept per user (a config's ``algorithm.m`` for the baselines), or "auto" to
+    choose it privately from ``candidates`` with a share of ε (docs/bound_selection.md);
+    ``d``: HPA's records per user in its popularity sample; ``consistent``: make items and edges agree.
+    ``noise``: privacy.noise, the noise of the item and edge counts under zCDP accounting ("laplace",
+    "gaussian", or "auto": the lower variance); ``records_per_item``: at most this many of a user's
+    records per item (c), which brings the tables' squared L2 sensitivity from l² down to l·c."""
+
+    algorithm: str = "sra"
+    l: int | str = 10
+    d: int = 1
+    publisher: str = "laplace"
+    publisher_options: dict[str, Any] = field(default_factory=dict)
+    consistent: bool = False
+    candidates: tuple[int, ...] | None = None
+    # domain.items = "private": the items are selected by partition selection, which keeps at most
+    # keys_per_user distinct items per user (default DEFAULT_KEYS_PER_USER) and spends privacy.delta.
+    private_items: bool = False
+    keys_per_user: int | None = None
+    delta: float = 0.0
+    noise: str = "laplace"
+    records_per_item: int | None = None
+
+    def __post_init__(self):
+        if self.algorithm not in ALGORITHMS:
+            raise ConfigError(f"unknown counts algorithm {self.algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
+        if self.l == AUTO:
+            object.__setattr__(self, "candidates", candidates_of(self.candidates, self.bound_name))
+        else:
+            rows_per_user(self.l, f"algorithm.{self.bound_name}")
+            if self.candidates is not None:
+                raise ConfigError(f"algorithm.{self.bound_name}_candidates is used only with "
+                                  f"{self.bound_name} = \"auto\"")
+        rows_per_user(self.d, "algorithm.d")
+        if self.algorithm != "hpa" and self.d != 1:
+            raise ConfigError(f"algorithm.d is an HPA parameter; {self.algorithm} does not use it")
+        if not isinstance(self.consistent, bool):
+            raise ConfigError(f"algorithm.consistent must be true or false, got {self.consistent!r}")
+        name, options = publisher_choice({"name": self.publisher, **self.publisher_options}, self.algorithm,
+                                         BASELINE_PUBLISHERS.get(self.algorithm))
+        object.__setattr__(self, "publisher_options", options)
+        self._check_private_items()
+        self._check_noise()
+
+    def _check_noise(self):
+        check_noise(self.noise, self.publisher, self.publisher_options)
+        if self.records_per_item is None:
+            return
+        rows_per_user(self.records_per_item, "algorithm.records_per_item")
+        if self.noise == "laplace":
+            raise ConfigError("algorithm.records_per_item bounds the counts' L2 sensitivity, which only Gaussian "
+                              "noise uses: set privacy.noise = \"gaussian\" or \"auto\" (with privacy.delta), or "
+                              "remove it")
+
+    def _check_private_items(self):
+        if self.private_items and self.publisher != "laplace":
+            raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs the laplace publisher ({self.algorithm} uses "
+                              f"{self.publisher}, whose noise depends on the domain's size before the run)")
+        keys_per_user, delta = checked_private_items(self.private_items, self.keys_per_user, self.delta)
+        object.__setattr__(self, "keys_per_user", keys_per_user)
+        object.__setattr__(self, "delta", delta)
+
+    @property
+    def bound_name(self) -> str:
+        """What a config calls the per-user bound: m for the baselines, l otherwise."""
+        return "m" if self.algorithm in BASELINE_PUBLISHERS else "l"
+
+
+def _split(params: CountsParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
+    """The papers' split; with private items, half of ε first selects them, with "auto" a tenth
+    of ε chooses the bound, and a twentieth estimates what bounding removed; the papers' split
+    shares the rest."""
+    with_edges = domains.attributes is not None
+    first = {}
+    if params.private_items:  # half of ε selects the items, as PipelineDP shares it with one metric
+        first["epsilon_partition"] = epsilon * PARTITION_SHARE
+    if params.auto:
+        first["epsilon_bound"] = epsilon * bound_selection.DEFAULT_SHARE
+    first["epsilon_bounding"] = epsilon * bounding_estimate.SHARE
+    return {**first, **sampling.default_split(params.algorithm, epsilon - sum(first.values(), Fraction(0)), with_edges)}
+
+
+def _split_keys(params: CountsParams, domains: Domains) -> tuple[str, ...]:
+    return tuple(_split(params, Fraction(1), domains))
+
+
+def _popularity_salt(params: CountsParams, seed: int | None) -> int | None:
+    """For HPA with d = 1, the salt of its popularity sample, which validation then draws in its
+    own pass (the sampler's salt, so a seeded run keeps the same records as without this)."""
+    return keys.sample_salt(seed) if params.algorithm == "hpa" and params.d == 1 else None
+
+
+def tables_of(release: sampling.CountsRelease | sampling.ExecutorCounts, domains: Domains) -> dict[str, Any]:
+    """The release's tables: pandas from the driver, Spark DataFrames from the executors."""
+    items, attributes = domains.items, domains.attributes
+    if isinstance(release, sampling.ExecutorCounts):
+        tables = {"item_counts": release.item_counts}
+        return tables if release.edge_counts is None else {**tables, "edge_counts": release.edge_counts}
+    tables = {"item_counts": pd.DataFrame({"item_id": items.ids, "noisy_count": release.item_counts})}
+    if attributes:
+        h = len(attributes)
+        tables["edge_counts"] = pd.DataFrame({
+            "item_id": items.ids.repeat(h),
+            "attr": list(attributes.values) * len(items),
+            "noisy_count": release.edge_counts.reshape(-1),
+        })
+    return tables
+
+
+def run(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
+    if params.consistent and inputs.domains.attributes is None:
+        raise ConfigError("algorithm.consistent needs edge counts: set domain.attributes")
+    selection = None
+    if params.private_items:
+        selection = selected_items(inputs, params.keys_per_user, params.delta)
+        inputs = replace(inputs, domains=replace(inputs.domains, items=selection.domain))
+        if not len(selection.domain):
+            return _nothing_selected(inputs, selection)
+    output = _counted(params, inputs)
+    if selection is None:
+        return output
+    chosen = {**(output.chosen or {}), "items_selected": len(selection.domain)}
+    return replace(output, domains=inputs.domains, chosen=chosen,
+                   diagnostics={**output.diagnostics, "partition_selection": selection.diagnostics})
+
+
+def l2_squared(params: CountsParams, l: int) -> int:
+    """The squared L2 sensitivity of the item counts, and of the edge counts, at bound ``l``: one
+    user adds n_j ≤ c records to item (or item-attribute cell) j, c = records_per_item (else l),
+    with Σ n_j ≤ l, so Σ n_j² ≤ c·Σ n_j ≤ l·c (docs/sra_hpa.md, "Privacy claim: sra")."""
+    return l * min(params.records_per_item or l, l)
+
+
+def gaussian_tables(params: CountsParams, l: int, split: dict[str, Fraction], with_edges: bool) -> dict[str, int]:
+    """{ledger step: squared L2 sensitivity} of the tables that get discrete Gaussian noise: all of
+    them with privacy.noise = "gaussian", those whose Gaussian has the lower variance with "auto"
+    (core.noise_choice). Public: the config, the bound (a DP output when chosen) and the split."""
+    if params.noise == "laplace" or params.publisher != "laplace" or params.publisher_options:
+        return {}
+    parts = {"item_counts": "epsilon_items", **({"edge_counts": "epsilon_edges"} if with_edges else {})}
+    l2 = l2_squared(params, l)
+    return {step: l2 for step, part in parts.items()
+            if noise_choice.chosen(params.noise, l, l2, split[part]) == noise_choice.GAUSSIAN}
+
+
+def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
+    """Bound, count and publish over the (public or privately selected) item domain."""
+    items, attributes = inputs.domains.items, inputs.domains.attributes
+    validated = validate_records(inputs.records, items, attributes,
+                                 one_per_user_salt=_popularity_salt(params, inputs.seed),
+                                 strict=inputs.guards.strict, progress=inputs.progress)
+    try:
+        l, chosen = _bound(params, inputs, validated)
+        # Everything the guards need is known from validation's pass: each user keeps min(n, l).
+        coverage = guards.bounded_coverage(validated.diagnostics["rows_read"], validated.rows_outside_domain,
+                                           validated.users_by_n, l, params.bound_name)
+        if params.private_items:
+            coverage = unselected_apart(coverage)
+        guards.tell(inputs.guards, coverage, inputs.progress, validated.explain)
+        # Before HPA's first noise and the counts' (after the choice of l and the items', when those
+        # are private: docs/bound_selection.md, "Guards").
+        decided = guards.check(inputs, guards.figures_of(validated, attributes_only=params.private_items,
+                                                         users_truncated=coverage.users_truncated),
+                               bound=coverage.bound)
+        inputs.progress("records read; bounding and counting")
+        diagnostic(inputs.progress, f"{validated.diagnostics['rows_read']:,} records read")
+        on_executors = _on_executors(params, inputs.domains, inputs.execution)
+        if on_executors:
+            inputs.progress(executor_path.said(inputs.domains, inputs.execution))
+        gaussian = gaussian_tables(params, l, inputs.split, attributes is not None)
+        common = dict(items=items, attributes=attributes, l=l, epsilons=inputs.split, budget=inputs.budget,
+                      rng=inputs.rng, seed=inputs.seed, user_counts=validated.user_counts,
+                      users_by_n=validated.users_by_n,
+                      publisher=sampling.Publisher(params.publisher, dict(params.publisher_options), gaussian,
+                                                   params.records_per_item),
+                      on_executors=executor_path.noise_secret(inputs.seed) if on_executors else None)
+        if params.algorithm != "hpa":
+            release = sampling.sra(validated.records, **common)
+        else:
+            release = sampling.hpa(validated.records, d=params.d, one_per_user=validated.one_per_user, **common)
+    finally:
+        validated.release()
+    if params.consistent:
+        release = sampling.made_consistent(release, l, inputs.split, gaussian)
+    # From validation's per-user counts (no pass of its own): what bounding at l removed.
+    removed = bounding_estimate.estimate(validated.users_by_n, _bounding_plan(l, inputs.split, inputs.budget.zcdp),
+                                         inputs.budget, inputs.rng)
+    warning = bounding_estimate.noise_warning(removed, _halfwidths(params, l, inputs.domains, inputs.split))
+    if warning:
+        inputs.progress(f"WARNING: {warning}")
+        removed = {**removed, "warning": warning}
+    return FamilyOutput(tables_of(release, inputs.domains), {**validated.diagnostics, **release.diagnostics,
+                                                             "coverage": coverage.to_json()}, chosen=chosen,
+                        guards=decided, bounding=removed,
+                        **(executor_path.executor_output(_output_rows(params, inputs.domains), inputs.seed)
+                           if on_executors else {}))
+
+
+def _on_executors(params: CountsParams, domains: Domains, execution: Execution) -> bool:
+    """Whether the tables are released on the executors: the laplace publisher only (the others
+    need every count at once, and so does making items and edges consistent), and only when the
+    largest table reaches execution.executor_noise_cells. A function of the config and the
+    public domains (items selected privately are a DP output)."""
+    if params.publisher != "laplace" or params.publisher_options or params.consistent:
+        return False
+    return executor_path.reaches_threshold(domains, execution)
+
+
+def _nothing_selected(inputs: RunInputs, selection: SelectedItems) -> FamilyOutput:
+    """No item had enough users to be released: empty tables, and nothing more is spent."""
+    inputs.progress(NOTHING_SELECTED)
+    empty = sampling.CountsRelease(np.zeros(0, dtype=np.int64), None if inputs.domains.attributes is None
+                                   else np.zeros((0, len(inputs.domains.attributes)), dtype=np.int64))
+    return FamilyOutput(tables_of(empty, inputs.domains), {"partition_selection": selection.diagnostics},
+                        chosen={"items_selected": 0}, domains=inputs.domains,
+                        bounding={"note": "no item was selected: nothing was counted, and no estimate was drawn"})
+
+
+def error_model(params: CountsParams, domains: Domains, split: dict[str, Fraction]) -> bound_selection.ErrorModel:
+    """The public side of the bound's quality: the count tables (items; edges with attributes),
+    the records per user and cell the bias counts (``records_per_item`` when the release caps
+    them, else bound_selection's default), and the release's total noise variance at every
+    candidate: each table's cells times its exact per-cell variance at that bound, with the noise
+    the table would get there (Gaussian or the publisher's)."""
+    items = len(domains.items)
+    cells = {"item_counts": ("epsilon_items", items)}
+    if domains.attributes is not None:
+        cells["edge_counts"] = ("epsilon_edges", items * len(domains.attributes))
+    noise = []
+    for b in params.candidates:
+        gaussian = gaussian_tables(params, b, split, domains.attributes is not None)
+        noise.append(sum((Fraction(size * _cell_variance(params, b, split[part], gaussian.get(step), size))
+                          for step, (part, size) in cells.items()), Fraction(0)))
+    return bound_selection.ErrorModel(len(cells), quality_cap(params), tuple(noise))
+
+
+def quality_cap(params: CountsParams) -> int:
+    """The records per user and cell the quality counts: the release's cap when it has one."""
+    return params.records_per_item or bound_selection.QUALITY_RECORDS_PER_CELL
+
+
+def _cell_variance(params: CountsParams, bound: int, epsilon: Fraction, l2_squared: int | None, cells: int) -> float:
+    """One cell's noise variance at ``bound``: the discrete Gaussian's when the table gets it
+    (``l2_squared`` given), else the publisher's (exact for the Laplace publisher, the per-cell
+    figure of publisher_accuracy for the others)."""
+    if l2_squared is not None:
+        return noise_choice.gaussian_variance(l2_squared, epsilon)
+    if params.publisher == "laplace" and not params.publisher_options:
+        return noise_choice.laplace_variance(bound, epsilon)
+    return publisher_accuracy(params.publisher, params.publisher_options, bound, epsilon, cells,
+                              accuracy.DEFAULT_ALPHA).sd ** 2
+
+
+def bias_norms(params: CountsParams, validated, with_edges: bool, user_cap: int) -> list[int]:
+    """The squared bias norms of every candidate bound at the user cap U, from the validated
+    records (one Spark aggregation; NOT private: read only by the mechanism)."""
+    largest = int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
+    norms, _ = bound_bias.squared_bias_norms(validated.records, params.candidates, quality_cap(params),
+                                             bound_selection.GRID, with_edges, largest, validated.user_counts,
+                                             int(validated.users_by_n.sum()), user_cap=user_cap)
+    return norms
+
+
+def _bound(params: CountsParams, inputs: RunInputs, validated) -> tuple[int, dict | None]:
+    """The per-user bound and, when it was chosen privately, the report's ``chosen`` (a DP output)."""
+    if not params.auto:
+        return params.l, None
+    model = error_model(params, inputs.domains, inputs.split)  # public: any error before the records' pass
+    inputs.progress(f"choosing {params.bound_name} privately from {len(params.candidates)} candidates")
+    choice = bound_selection.choose_bound_by_users(
+        lambda cap: bias_norms(params, validated, inputs.domains.attributes is not None, cap),
+        int(validated.users_by_n.sum()), params.candidates, model, inputs.split["epsilon_bound"], inputs.budget,
+        inputs.rng, step=f"choose {params.bound_name}")
+    inputs.progress(f"{params.bound_name} = {choice.bound}, chosen privately from {list(params.candidates)}")
+    return choice.bound, choice.to_json(params.bound_name)
+
+
+def _describe(params: CountsParams, epsilon: Fraction, domains: Domains) -> str:
+    bound = f"auto (chosen privately from {list(params.candidates)})" if params.auto else params.l
+    items = items_text(params.private_items, params.delta, params.keys_per_user, domains.items)
+    noise = "" if params.noise == "laplace" else f", {params.noise} noise (zCDP)" + (
+        f", at most {params.records_per_item} records per user and item" if params.records_per_item else "")
+    return (f"{params.algorithm.upper()} with epsilon {float(epsilon):g}, {params.bound_name} = {bound}, "
+            f"publisher {params.publisher}{noise}; {items}"
+            + (f" x {len(domains.attributes)} attribute values" if domains.attributes else ""))
+
+
+def _report_section(params: CountsParams) -> dict:
+    selection = {f"{params.bound_name}_candidates": list(params.candidates),
+                 "quality": "docs/bound_selection.md"} if params.auto else {}
+    private = {"items": PRIVATE_ITEMS, "keys_per_user": params.keys_per_user, "delta": params.delta,
+               "partition_selection": "docs/partition_selection.md"} if params.private_items else {}
+    gaussian = {"noise": params.noise, **({"records_per_item": params.records_per_item}
+                                          if params.records_per_item else {})} if params.noise != "laplace" else {}
+    return {
+        "parameters": {params.bound_name: params.l, **selection, **private, **gaussian,
+                       **({"d": params.d} if params.algorithm == "hpa" else {})},
+        "specification": sampling.SPEC_SECTIONS[params.algorithm],
+        "post_processing": ("item and edge counts made consistent and non-negative (weighted least squares; no "
+                            "budget)") if params.consistent else None,
+        "publisher": {"name": params.publisher, **{k: v if isinstance(v, (bool, int)) else float(v)
+                                                   for k, v in params.publisher_options.items()}},
+    }
+
+
+CONSISTENT_NOTE = ("then made consistent and non-negative by weighted least squares (post-processing): these "
+                   "are the numbers of the noise before that step, which moves every value; it uses the released "
+                   "values only, but clipping at zero raises small counts, a bias not shown")
+
+
+def _output_rows(params: CountsParams, domains: Domains) -> dict[str, int | None]:
+    """A row per item, and per item and attribute value; items selected privately: as many as it selects."""
+    items = None if domains.items is None else len(domains.items)
+    rows = {"item_counts": items}
+    if domains.attributes is not None:
+        rows["edge_counts"] = None if items is None else items * len(domains.attributes)
+    return rows
+
+
+def _accuracy(params: CountsParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
+              alpha: float) -> dict:
+    """Each table's noisy_count: the publisher at L1 sensitivity l and its part of epsilon."""
+    items = 0 if domains.items is None else len(domains.items)  # private items: unknown before the run (laplace only)
+    cells = {"item_counts": (items, split["epsilon_items"])}
+    if domains.attributes is not None:
+        cells["edge_counts"] = (items * len(domains.attributes), split["epsilon_edges"])
+    tables = {}
+    gaussian = gaussian_tables(params, params.largest_bound, split, domains.attributes is not None)
+    for table, (count, part) in cells.items():
+        if table in gaussian:
+            noise = accuracy.discrete_gaussian(variance_at_least(Fraction(gaussian[table]) / part ** 2), alpha)
+        else:
+            noise = publisher_accuracy(params.publisher, params.publisher_options, params.largest_bound, part, count,
+                                       alpha)
+        if params.auto and noise.kind != POST_PROCESSED:
+            noise = replace(noise, kind=UPPER_BOUND, note="; ".join(filter(None, [noise.note, AUTO_NOTE.format(
+                name=params.bound_name, largest=params.largest_bound)])))
+        if params.consistent:
+            noise = replace(noise, kind=POST_PROCESSED, note="; ".join(filter(None, [noise.note, CONSISTENT_NOTE])))
+        tables[table] = {"noisy_count": noise}
+    return tables
+
+
+def _bounding_plan(l: int, split: dict[str, Fraction], zcdp: bool) -> bounding_estimate.BoundingPlan:
+    return bounding_estimate.BoundingPlan(l, split["epsilon_bounding"], zcdp)
+
+
+def _halfwidths(params: CountsParams, l: int, domains: Domains, split: dict[str, Fraction]) -> dict[str, tuple]:
+    """{table: (cells, the 95% half-width of its noise at bound l)} for the tables whose noise is
+    that half-width (before any post-processing), not only at most it (GS, AHP: no claim of
+    uselessness), from the config and the domains."""
+    at_l = replace(params, l=l, candidates=None)
+    tables = _accuracy(at_l, sum(split.values(), Fraction(0)), domains, split, accuracy.DEFAULT_ALPHA)
+    cells = _output_rows(at_l, domains)
+    return {table: (cells[table], columns["noisy_count"].ci95_halfwidth) for table, columns in tables.items()
+            if columns["noisy_count"].kind in (accuracy.EXACT, POST_PROCESSED)}
+
+
+def _bounding(params: CountsParams, split: dict[str, Fraction], alpha: float, zcdp: bool) -> dict:
+    """accuracy.bounding before the run (with "auto": at the largest candidate, an upper bound)."""
+    return bounding_estimate.planned_section(_bounding_plan(params.largest_bound, split, zcdp), alpha,
+                                             chosen_later=params.auto)
+
+
+def from_config(c: ConfigTables) -> CountsParams:
+    name, algorithm, parts = c.name, c.algorithm, c.parts
+    for key in ("epsilon_theta", "epsilon_counts"):
+        if key in parts:
+            raise ConfigError(f"privacy.{key} is a DPSense parameter; {name} does not use it")
+    bound = "m" if name in BASELINE_PUBLISHERS else "l"
+    other = "l" if bound == "m" else "m"
+    if other in algorithm:
+        raise ConfigError(f"algorithm.{other} is not used by {name}; its per-user bound is algorithm.{bound}")
+    for key in (f"{other}_candidates",):
+        if key in algorithm:
+            raise ConfigError(f"algorithm.{key} is not used by {name}; its per-user bound is algorithm.{bound}")
+    l = require(algorithm, bound, "algorithm")
+    if l != AUTO:
+        l = rows_per_user(l, f"algorithm.{bound}")
+    d = rows_per_user(algorithm.get("d", 1), "algorithm.d")
+    if name != "hpa" and "d" in algorithm:
+        raise ConfigError(f"algorithm.d is an HPA parameter; {name} does not use it")
+    if name != "hpa" and "epsilon_popularity" in parts:
+        raise ConfigError(f"privacy.epsilon_popularity is an HPA parameter; {name} does not use it")
+    publisher, options = publisher_choice(c.publisher, name, BASELINE_PUBLISHERS.get(name))
+    consistent = algorithm.get("consistent", False)
+    if not isinstance(consistent, bool):
+        raise ConfigError(f"algorithm.consistent must be true or false, got {consistent!r}")
+    if consistent and c.attributes is None:
+        raise ConfigError("algorithm.consistent needs edge counts: set domain.attributes")
+    if c.attributes is None and "epsilon_edges" in parts:
+        raise ConfigError("privacy.epsilon_edges is set but domain.attributes is not: no edge counts to publish")
+    private = c.domain.get("items") == PRIVATE_ITEMS
+    zcdp = c.privacy.get("noise", "laplace") != "laplace" or "rho" in c.privacy
+    if private and "delta" not in c.privacy:
+        raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs privacy.delta (e.g. 1e-6): partition selection "
+                          "spends it")
+    return CountsParams(name, l, d, publisher, options, consistent, algorithm.get(f"{bound}_candidates"),
+                        private, algorithm.get("keys_per_user"),
+                        partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0,
+                        c.privacy.get("noise", "laplace"),
+                        algorithm.get("records_per_item"))
+
+
+def _with_chosen(params: CountsParams, chosen: dict) -> tuple[CountsParams, dict] | None:
+    """The parameters at the privately chosen bound (the number of items selected does not change
+    any cell's noise)."""
+    if params.bound_name not in chosen:
+        return None
+    bound = chosen[params.bound_name]
+    return replace(params, l=bound, candidates=None), {params.bound_name: bound}
+
+
+FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, default_split=_split,
+                split_keys=_split_keys, run=run, describe=_describe, report_section=_report_section,
+                from_config=from_config, accuracy=_accuracy, with_chosen=_with_chosen, bounding=_bounding,
+                delta=lambda params: params.delta, beyond_the_driver=lambda params, domains, execution: (
+                    params.algorithm != "hpa" and not params.private_items
+                    and _on_executors(params, domains, execution)),
+                config_keys=("keys_per_user", "l_candidates", "m_candidates", "records_per_item"),
+                takes_gaussian=True,
+                check_schema=lambda params, records, domains: check_schema(records, domains.items,
+                                                                           params.private_items, domains.attributes),
+                output_rows=_output_rows)

@@ -1,0 +1,178 @@
+"""Sums and means of a value per item, and per item x attribute value (issue 43).
+
+Bound: each user keeps at most ``l`` records (SRA's uniform sample, or HPA's most popular by a
+noisy popularity; with l = "auto" l is chosen privately first, by the counts' mechanism with the
+sums' error model: ``error_model``), and with ``records_per_item`` at most c of them per item.
+Aggregate: per cell, the kept records and the sum of their values clipped to the public [low,
+high] and centred (aggregates.value_sums). Publish: noisy counts at L1 l and noisy centred sums at
+L1 l·(high − low)/2, Laplace or (zCDP) Gaussian; the sums and means are post-processing of the two
+(families.means.publish). Claim and argument: docs/value_sums.md, "Privacy claim: value_sums, means".
+
+Here: the release's steps in order. The parameters and the budget's split are in means_params, the
+private choices of l and the range in means_choice, what the report says in means_report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import functions as F
+
+from dp_spark.aggregates.value_sums import COUNT, SUM, bounded_sums, cell_tally
+from dp_spark.families.means import on_executors as executor_means
+from dp_spark.families.means import publish as publishing
+from dp_spark.release.hpa_selection import hpa_selection
+from dp_spark.bounding import keys, user_records
+from dp_spark.core.progress import diagnostic
+from dp_spark.release import guards
+from dp_spark.release import on_executors as executor_path
+from dp_spark.release.family import Domains, Family, FamilyOutput, RunInputs
+from dp_spark.families.means.choice import choose_clip_range, choose_l, with_chosen
+from dp_spark.families.means.params import (EDGE_TABLE, ITEM_TABLE, PAIRS, MeansParams, budget_split, from_config,
+                                            output_rows, table_noises)
+from dp_spark.families.means.report import describe, report_section, table_accuracy
+from dp_spark.release.private_keys import NOTHING_SELECTED, selected_items, unselected_apart
+from dp_spark.io.validation import check_schema, check_value_schema, validate_records
+from dp_spark.publishers.executor_laplace import CellGrid
+
+
+def _pair(params: MeansParams, split: dict[str, Fraction], table: str) -> publishing.TablePair:
+    count_step, sum_step, counts, sums = PAIRS[table]
+    count_noise, sum_noise = table_noises(params, split, table)
+    return publishing.TablePair(count_step, sum_step, split[counts], split[sums], count_noise, sum_noise)
+
+
+def run(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
+    if not params.private_items:
+        return _summed(params, inputs)
+    selection = selected_items(inputs, params.keys_per_user, params.delta)
+    inputs = replace(inputs, domains=replace(inputs.domains, items=selection.domain))
+    if len(selection.domain):
+        output = _summed(params, inputs)
+    else:  # nothing more is spent
+        inputs.progress(NOTHING_SELECTED)
+        output = FamilyOutput(_empty_tables(inputs.domains), {})
+    return replace(output, domains=inputs.domains, chosen={**(output.chosen or {}),
+                                                           "items_selected": len(selection.domain)},
+                   diagnostics={**output.diagnostics, "partition_selection": selection.diagnostics})
+
+
+def _empty_tables(domains: Domains) -> dict[str, pd.DataFrame]:
+    """The release's tables with their columns and no row (no item was selected), so that they
+    are written as an empty release's are."""
+    columns = {name: pd.array([], dtype="Float64") if name.startswith("mean") else np.zeros(0, dtype=np.int64)
+               for name in ("noisy_count", "noisy_sum", "mean", "mean_low", "mean_high")}
+    columns["noisy_sum"] = np.zeros(0)
+    tables = {ITEM_TABLE: pd.DataFrame({"item_id": domains.items.ids, **columns})}
+    if domains.attributes is not None:
+        tables[EDGE_TABLE] = pd.DataFrame({"item_id": domains.items.ids, "attr": pd.Series([], dtype=object),
+                                           **columns})
+    return tables
+
+
+def _summed(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
+    """Bound, sum and publish over the (public or privately selected) item domain."""
+    items, attributes = inputs.domains.items, inputs.domains.attributes
+    hpa = params.bounding == "hpa"
+    # One record per user, drawn in the validation pass: HPA's popularity sample (d = 1), and the
+    # value the clipping range is chosen from. The same salt as SRA's selection, which the choice
+    # may share: each step is DP given any salt (docs/value_sums.md, "Choosing the clipping range").
+    sampled = (hpa and params.d == 1) or params.clip_auto
+    validated = validate_records(inputs.records, items, attributes, value=True, strict=inputs.guards.strict,
+                                 progress=inputs.progress, sample_value=params.clip_auto,
+                                 one_per_user_salt=keys.sample_salt(inputs.seed) if sampled else None)
+    try:
+        # Chosen before the guards look, as the counts' l (docs/bound_selection.md, "Guards").
+        params, chosen = choose_l(params, inputs, validated)
+        params, chosen = choose_clip_range(params, inputs, validated, chosen)
+        # The per-item cap may keep fewer: rows_after_bounding, in the diagnostics, is exact.
+        coverage = guards.bounded_coverage(validated.diagnostics["rows_read"], validated.rows_outside_domain,
+                                           validated.users_by_n, params.l)
+        if params.private_items:
+            coverage = unselected_apart(coverage)
+        guards.tell(inputs.guards, coverage, inputs.progress, validated.explain)
+        decided = guards.check(inputs, guards.figures_of(validated, attributes_only=params.private_items,
+                                                         users_truncated=coverage.users_truncated),
+                               bound=coverage.bound)
+        inputs.progress("records read; bounding and summing")
+        # A function of the config and the public domains (items selected privately are a DP output).
+        on_executors = executor_path.reaches_threshold(inputs.domains, inputs.execution)
+        diagnostic(inputs.progress, f"{validated.diagnostics['rows_read']:,} records read")
+        extra = {}
+        if hpa:
+            selection, extra["rows_in_popularity_sample"] = hpa_selection(
+                validated.records, items, params.l, params.d, inputs.split["epsilon_popularity"], inputs.budget,
+                inputs.rng, inputs.seed, validated.user_counts, validated.users_by_n, validated.one_per_user)
+        else:
+            selection = user_records.sample_selection(validated.records, params.l, inputs.seed,
+                                                      counts=validated.user_counts, users_by_n=validated.users_by_n)
+        # A cap of c ≥ l keeps every kept record (a chosen l can be below the configured c).
+        cap = params.records_per_item if params.records_per_item and params.records_per_item < params.l else None
+        if on_executors:
+            inputs.progress(executor_path.said(inputs.domains, inputs.execution))
+            # Checkpointed: both tables are made from the same tally, and a retried task reads the same
+            # counts (a lost executor fails the write rather than tally again: docs/executor_noise.md).
+            tally = cell_tally(selection, items, "value", params.clip, attributes, cap).localCheckpoint(eager=True)
+            kept_rows = (user_records.capped_total(validated.users_by_n, params.l) if cap is None
+                         else int(tally.agg(F.sum(COUNT)).first()[0] or 0))
+        else:
+            item_sums, edge_sums = bounded_sums(selection, items, "value", params.clip, attributes, cap)
+            kept_rows = int(item_sums.counts.sum())
+    finally:
+        validated.release()
+    diagnostics = {**validated.diagnostics, "rows_after_bounding": kept_rows, **extra, "coverage": coverage.to_json()}
+    if on_executors:
+        return FamilyOutput(_tables_on_executors(params, inputs, tally), diagnostics, guards=decided, chosen=chosen,
+                            **executor_path.executor_output(output_rows(params, inputs.domains), inputs.seed))
+    tables = {ITEM_TABLE: pd.DataFrame({"item_id": items.ids, **publishing.nullable_means(
+        publishing.publish_means(item_sums, _pair(params, inputs.split, ITEM_TABLE), inputs.budget, inputs.rng))})}
+    if attributes is not None:
+        h = len(attributes)
+        tables[EDGE_TABLE] = pd.DataFrame({"item_id": items.ids.repeat(h), "attr": list(attributes.values) * len(items),
+                                           **publishing.nullable_means(publishing.publish_means(
+                                               edge_sums, _pair(params, inputs.split, EDGE_TABLE), inputs.budget,
+                                               inputs.rng))})
+    return FamilyOutput(tables, diagnostics, guards=decided, chosen=chosen)
+
+
+def _tables_on_executors(params: MeansParams, inputs: RunInputs, tally) -> dict[str, Any]:
+    """The tables as Spark DataFrames, their noise drawn on the executors (families.means.on_executors),
+    from the checkpointed tally of DataFrame[_cell, _count, _sum] by item × attribute cell; the item
+    table's tally is that tally summed per item. Spent as the driver's path spends: items, then edges."""
+    items, attributes = inputs.domains.items, inputs.domains.attributes
+    secret, s = executor_path.noise_secret(inputs.seed), params.sensitivity_at(params.l)
+    h = len(attributes) if attributes else 1
+    item_tally = tally if h == 1 else tally.groupBy(F.expr(f"_cell div {h}").alias("_cell")).agg(
+        F.sum(COUNT).alias(COUNT), F.sum(SUM).alias(SUM))
+    tables = {ITEM_TABLE: executor_means.publish_means(item_tally, CellGrid(items), s, params.clip,
+                                                       _pair(params, inputs.split, ITEM_TABLE), inputs.budget, secret)}
+    if attributes is not None:
+        tables[EDGE_TABLE] = executor_means.publish_means(tally, CellGrid(items, attributes), s, params.clip,
+                                                          _pair(params, inputs.split, EDGE_TABLE), inputs.budget,
+                                                          secret)
+    return tables
+
+
+def _check_schema(params: MeansParams, records, domains: Domains) -> None:
+    check_schema(records, domains.items, params.private_items, domains.attributes)
+    check_value_schema(records)
+
+
+def _beyond_the_driver(params: MeansParams, domains: Domains, execution) -> bool:
+    """No value per item on the driver: SRA's bounding (HPA's popularity is drawn there) over a
+    public domain, released on the executors."""
+    return params.bounding == "sra" and not params.private_items and executor_path.reaches_threshold(domains, execution)
+
+
+FAMILY = Family(name="means", algorithms=("means",), params_type=MeansParams, default_split=budget_split,
+                split_keys=lambda params, domains: tuple(budget_split(params, Fraction(1), domains)), run=run,
+                describe=describe, report_section=report_section, from_config=from_config, accuracy=table_accuracy,
+                config_keys=("bounding", "low", "high", "records_per_item", "l_candidates", "clip_candidates",
+                             "keys_per_user"),
+                reads="valued_records", with_chosen=with_chosen,
+                takes_gaussian=True, check_schema=_check_schema, output_rows=output_rows,
+                delta=lambda params: params.delta, beyond_the_driver=_beyond_the_driver)

@@ -1,0 +1,251 @@
+"""The means family's parameters (issue 43): what a config or the API gives, checked; how the
+budget is split between the choices and the tables (the parts compose sequentially:
+docs/value_sums.md, "Privacy claim: value_sums, means"); each table's noise; the tables' shapes.
+The release itself is :mod:`dp_spark.families.means.family`."""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from dp_spark.release import bound_selection, clip_choice
+from dp_spark.core.clip_range import DEFAULT_STEPS, ClipRange, SumSensitivity
+from dp_spark.core import noise_choice
+from dp_spark.core.privacy import check_noise
+from dp_spark.errors import ConfigError
+from dp_spark.release.auto_bound import AUTO, AutoBound, candidates_of
+from dp_spark.release.family import ConfigTables, Domains, require, rows_per_user
+from dp_spark.release.private_keys import PARTITION_SHARE, PRIVATE_ITEMS, checked_private_items, partition_delta
+
+BOUNDINGS = ("sra", "hpa")
+# The share of each table pair's ε that goes to the sums, the rest to the counts: the sum's
+# noise is l·h/ε_sums and the mean's error is mostly the sum's (bench/means_simulation.py:
+# 0.7 was no worse than 0.5 to 0.8 at ε = 1 on MovieLens 1M).
+SUM_SHARE = Fraction(7, 10)
+POPULARITY_SHARE = Fraction(1, 10)  # HPA's popularity, as for the counts (paper 000 §6)
+ITEM_TABLE, EDGE_TABLE = "item_means", "edge_means"
+# Each table pair: its ledger steps and its parts of the budget (privacy.epsilon_*).
+PAIRS = {ITEM_TABLE: ("value_counts", "value_sums", "epsilon_counts", "epsilon_sums"),
+         EDGE_TABLE: ("edge_value_counts", "edge_value_sums", "epsilon_edge_counts", "epsilon_edge_sums")}
+
+
+def clip_candidates_of(values: Any) -> tuple[float, ...]:
+    """The public candidates of a clipping range chosen privately (clip_choice's default when not given)."""
+    if values is None:
+        return clip_choice.DEFAULT_CANDIDATES
+    if not isinstance(values, (list, tuple)):
+        raise ConfigError(f"algorithm.clip_candidates must be a list of numbers, got {values!r}")
+    try:
+        return clip_choice.candidates_checked(values)
+    except ValueError as e:
+        raise ConfigError(f"algorithm.clip_candidates: {e}") from None
+
+
+@functools.lru_cache(maxsize=16)
+def _check_ranges(lows: tuple[float, ...], highs: tuple[float, ...], steps: int) -> None:
+    """Every range the choice can give must be a grid doubles hold: checked before the choice is
+    paid for, not after (once per set of candidates: 15,000 ranges for the default)."""
+    for low in lows:
+        for high in highs:
+            if high > low:
+                ClipRange(low, high, steps)
+
+
+@dataclass(frozen=True)
+class MeansParams(AutoBound):
+    """``low``, ``high``: the public range values are clipped to, either or both "auto" to choose
+    it privately from ``clip_candidates`` with a tenth of ε (docs/value_sums.md, "Choosing the
+    clipping range"); ``l``: records kept per user,
+    by ``bounding`` ("sra": a uniform sample; "hpa": the most popular, popularity measured on
+    ``d`` records per user), or "auto" to choose it privately from ``candidates`` with a tenth of
+    ε (docs/value_sums.md, "Choosing l"); ``records_per_item``: at most c of a user's kept records
+    per item (lowers the L2 sensitivity, which only Gaussian noise uses); ``noise``: privacy.noise."""
+
+    low: float | str
+    high: float | str
+    l: int | str = 10
+    bounding: str = "sra"
+    d: int = 1
+    records_per_item: int | None = None
+    noise: str = "laplace"
+    candidates: tuple[int, ...] | None = None
+    steps: int = DEFAULT_STEPS
+    clip_candidates: tuple[float, ...] | None = None
+    # domain.items = "private": the items are selected by partition selection first (at most
+    # keys_per_user distinct items per user), which spends privacy.delta (as for the counts).
+    private_items: bool = False
+    keys_per_user: int | None = None
+    delta: float = 0.0
+    algorithm: str = "means"
+
+    def __post_init__(self):
+        if self.bounding not in BOUNDINGS:
+            raise ConfigError(f"algorithm.bounding must be one of {', '.join(BOUNDINGS)}, got {self.bounding!r}")
+        if self.auto:
+            object.__setattr__(self, "candidates", candidates_of(self.candidates, "l"))
+        else:
+            rows_per_user(self.l, "algorithm.l")
+            if self.candidates is not None:
+                raise ConfigError("algorithm.l_candidates is used only with l = \"auto\"")
+        rows_per_user(self.d, "algorithm.d")
+        if self.bounding != "hpa" and self.d != 1:
+            raise ConfigError("algorithm.d is HPA bounding's parameter: set algorithm.bounding = \"hpa\", or remove it")
+        self._check_clip()
+        keys_per_user, delta = checked_private_items(self.private_items, self.keys_per_user, self.delta)
+        object.__setattr__(self, "keys_per_user", keys_per_user)
+        object.__setattr__(self, "delta", delta)
+        check_noise(self.noise)
+        if self.records_per_item is not None:
+            # c ≥ l caps nothing (at most l records are kept in all): the sensitivities take min(c, l),
+            # as the counts' do, so a privately chosen l below c is no error.
+            rows_per_user(self.records_per_item, "algorithm.records_per_item")
+            if self.noise == "laplace":
+                raise ConfigError("algorithm.records_per_item bounds the L2 sensitivity, which only Gaussian noise "
+                                  "uses: set privacy.noise = \"gaussian\" or \"auto\" (with privacy.delta), or "
+                                  "remove it")
+
+    def _check_clip(self) -> None:
+        if not self.clip_auto:
+            if self.clip_candidates is not None:
+                raise ConfigError("algorithm.clip_candidates is used only with low or high \"auto\"")
+            try:
+                clip = ClipRange(self.low, self.high, self.steps)
+            except ValueError as e:
+                raise ConfigError(f"algorithm.low and algorithm.high: {e}") from None
+            object.__setattr__(self, "low", clip.low)
+            object.__setattr__(self, "high", clip.high)
+            return
+        candidates = clip_candidates_of(self.clip_candidates)
+        object.__setattr__(self, "clip_candidates", candidates)
+        given = {name: getattr(self, name) for name in ("low", "high") if getattr(self, name) != AUTO}
+        for name, value in given.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"algorithm.{name} must be a finite number or \"auto\", got {value!r}")
+            object.__setattr__(self, name, float(value))
+        lows = [c for c in candidates if c < self.high] if "high" in given else list(candidates[:-1])
+        highs = [c for c in candidates if c > self.low] if "low" in given else list(candidates[1:])
+        if not lows or not highs:
+            side = "below algorithm.high" if not lows else "above algorithm.low"
+            raise ConfigError(f"algorithm.clip_candidates has no value {side}: the range cannot be chosen")
+        try:
+            _check_ranges(tuple(lows), tuple(highs), self.steps)
+        except ValueError as e:
+            raise ConfigError(f"algorithm.clip_candidates: {e}") from None
+
+    @property
+    def clip_auto(self) -> bool:
+        return AUTO in (self.low, self.high)
+
+    @property
+    def clip(self) -> ClipRange:
+        """The public range (not with "auto": see widest_clip)."""
+        if self.clip_auto:
+            raise ValueError("the clipping range is chosen privately: it is known only after the choice")
+        return ClipRange(self.low, self.high, self.steps)
+
+    @property
+    def widest_clip(self) -> ClipRange:
+        """The range, or with "auto" the widest the choice can give: every chosen range lies in it."""
+        if not self.clip_auto:
+            return self.clip
+        low = self.clip_candidates[0] if self.low == AUTO else self.low
+        high = self.clip_candidates[-1] if self.high == AUTO else self.high
+        return ClipRange(low, high, self.steps)
+
+    @property
+    def per_cell(self) -> int:
+        """c: at most this many of a user's kept records per item (l, or below it with the cap)."""
+        return self.per_cell_at(self.largest_bound)
+
+    def per_cell_at(self, l: int) -> int:
+        return min(self.records_per_item or l, l)
+
+    @property
+    def sensitivity(self) -> SumSensitivity:
+        """The tables' sensitivities (families.means.publish takes the same from the sums it publishes);
+        with "auto", at the largest candidate."""
+        return self.sensitivity_at(self.largest_bound)
+
+    def sensitivity_at(self, l: int) -> SumSensitivity:
+        return SumSensitivity(l, self.per_cell_at(l), self.steps)
+
+
+def budget_split(params: MeansParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
+    """With items selected privately, half of ε first selects them (as for the counts); with
+    "auto", a tenth of ε to choose l and a tenth to choose the clipping range; HPA: a tenth of ε
+    for the popularity; the rest shared
+    by the table pairs (items, and items × attributes), each pair 3/10 to its counts and 7/10 to its
+    sums."""
+    first = {"epsilon_partition": epsilon * PARTITION_SHARE} if params.private_items else {}
+    if params.auto:
+        first["epsilon_bound"] = epsilon * bound_selection.DEFAULT_SHARE
+    if params.clip_auto:
+        first["epsilon_clip"] = epsilon * clip_choice.SHARE
+    if params.bounding == "hpa":
+        first["epsilon_popularity"] = epsilon * POPULARITY_SHARE
+    pairs = [ITEM_TABLE] + ([EDGE_TABLE] if domains.attributes is not None else [])
+    each = (epsilon - sum(first.values(), Fraction(0))) / len(pairs)
+    split = dict(first)
+    for table in pairs:
+        _, _, counts, sums = PAIRS[table]
+        split[counts], split[sums] = each * (1 - SUM_SHARE), each * SUM_SHARE
+    return split
+
+
+def table_noises(params: MeansParams, split: dict[str, Fraction], table: str, l: int | None = None) -> tuple[str, str]:
+    """The counts' and the sums' noise in ``table`` at bound ``l`` (default: params.largest_bound):
+    Laplace, Gaussian, or with privacy.noise = "auto" the lower variance."""
+    _, _, counts, sums = PAIRS[table]
+    s = params.sensitivity_at(l or params.largest_bound)
+    return (noise_choice.chosen(params.noise, s.bound, s.count_l2_squared, split[counts]),
+            noise_choice.chosen(params.noise, s.l1, s.l2_squared, split[sums]))
+
+
+def output_rows(params: MeansParams, domains: Domains) -> dict[str, int | None]:
+    """A row per item, and per item and attribute value; items selected privately: as many as it selects."""
+    items = None if domains.items is None else len(domains.items)
+    rows = {ITEM_TABLE: items}
+    if domains.attributes is not None:
+        rows[EDGE_TABLE] = None if items is None else items * len(domains.attributes)
+    return rows
+
+
+def _clip_end(table: dict, key: str) -> float | str:
+    """A number (the public clipping range), or "auto" (also when left out): chosen privately."""
+    value = table.get(key, AUTO)
+    if value == AUTO:
+        return AUTO
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"algorithm.{key} must be a number (the public clipping range) or \"auto\" (chosen "
+                          f"privately), got {value!r}")
+    return float(value)
+
+
+# The algorithm.* keys means reads.
+TAKES = ("name", "bounding", "l", "l_candidates", "d", "records_per_item", "low", "high", "clip_candidates",
+         "keys_per_user")
+
+
+def from_config(c: ConfigTables) -> MeansParams:
+    # A privacy.epsilon_* part the release does not spend is refused with the split (base.plan_split).
+    algorithm = c.algorithm
+    if c.publisher and c.publisher != {"name": "laplace"}:
+        raise ConfigError("[publisher] is not used by means: its tables take Laplace noise, or Gaussian noise under "
+                          "privacy.noise")
+    for key in algorithm:
+        if key not in TAKES:
+            raise ConfigError(f"algorithm.{key} is not used by means (it takes {', '.join(TAKES)})")
+    private = c.domain.get("items") == PRIVATE_ITEMS
+    if private and "delta" not in c.privacy:
+        raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs privacy.delta (e.g. 1e-6): partition selection "
+                          "spends it")
+    zcdp = c.privacy.get("noise", "laplace") != "laplace" or "rho" in c.privacy
+    return MeansParams(_clip_end(algorithm, "low"), _clip_end(algorithm, "high"), require(algorithm, "l", "algorithm"),
+                       algorithm.get("bounding", "sra"), algorithm.get("d", 1), algorithm.get("records_per_item"),
+                       c.privacy.get("noise", "laplace"), algorithm.get("l_candidates"),
+                       clip_candidates=algorithm.get("clip_candidates"), private_items=private,
+                       keys_per_user=algorithm.get("keys_per_user"),
+                       delta=partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0)

@@ -1,0 +1,147 @@
+"""What the means family says about a release (issue 43): the description, the report's
+section and each table's accuracy: before the records are read (with a choice: at the widest
+range and the largest l, as upper bounds), and again at the chosen ones (means_choice.with_chosen)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from fractions import Fraction
+
+from dp_spark.core import accuracy, noise_choice
+from dp_spark.core.accuracy import UPPER_BOUND
+from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth, discrete_gaussian_variance, variance_at_least
+from dp_spark.release.auto_bound import AUTO, AUTO_NOTE
+from dp_spark.release.family import Domains
+from dp_spark.families.means.params import EDGE_TABLE, ITEM_TABLE, PAIRS, MeansParams, table_noises
+from dp_spark.release.private_keys import PRIVATE_ITEMS, items_text
+
+CLIP_NOTE = ("the clipping range is chosen privately from the candidates: the sum's noise is that of the chosen "
+             "range, at most these numbers (at the widest, [{low:g}, {high:g}]); privacy.json's algorithm.chosen "
+             "says which")
+MEAN_NOTE = ("the ratio of the noisy sum and count, not additive noise: each row's mean_low and mean_high are its "
+             "interval at 1 - alpha (both figures within their half-widths at alpha/2); a row without a mean had a "
+             "count whose interval reaches zero (docs/value_sums.md)")
+
+
+def describe(params: MeansParams, epsilon: Fraction, domains: Domains) -> str:
+    noise = "" if params.noise == "laplace" else f", {params.noise} noise (zCDP)" + (
+        f", at most {params.records_per_item} records per user and item" if params.records_per_item else "")
+    items = items_text(params.private_items, params.delta, params.keys_per_user, domains.items)
+    return (f"means of the value clipped to {_clip_text(params)} with epsilon {float(epsilon):g}, "
+            f"{params.bounding.upper()} bounding with l = {_bound_text(params)}{noise}; {items}"
+            + (f" x {len(domains.attributes)} attribute values" if domains.attributes else ""))
+
+
+def _clip_text(params: MeansParams) -> str:
+    if not params.clip_auto:
+        return f"[{params.low:g}, {params.high:g}]"
+    ends = ", ".join("auto" if end == AUTO else f"{end:g}" for end in (params.low, params.high))
+    return f"[{ends}] (chosen privately from {len(params.clip_candidates)} candidates)"
+
+
+def _bound_text(params: MeansParams) -> str:
+    return f"auto (chosen privately from {list(params.candidates)})" if params.auto else str(params.l)
+
+
+def _sensitivities(params: MeansParams) -> dict:
+    """The report's sensitivities; with "auto", a rule at the chosen l and range (algorithm.chosen
+    says which)."""
+    if params.auto or params.clip_auto:
+        h = "(high - low)/2" if params.clip_auto else f"{params.clip.half_width:g}"
+        c = f"min(l, {params.records_per_item})" if params.records_per_item else "l"
+        l, c = (("l", c) if params.auto else (str(params.l), str(params.per_cell)))
+        chosen = " and ".join(filter(None, ["l" if params.auto else "", "range" if params.clip_auto else ""]))
+        return {"sensitivity": f"at the chosen {chosen}: L1 {l} (counts) and {l} x {h} (sums); L2 sqrt({l} x {c}) "
+                               f"and sqrt({l} x {c}) x {h}"}
+    h = params.clip.half_width
+    root = math.sqrt(params.sensitivity.count_l2_squared)
+    return {"sensitivity_l1": {"noisy_count": params.l, "noisy_sum": params.l * h},
+            "sensitivity_l2": {"noisy_count": root, "noisy_sum": root * h}}
+
+
+def report_section(params: MeansParams) -> dict:
+    selection = {"l_candidates": list(params.candidates), "quality": "docs/value_sums.md, \"Choosing l\""} \
+        if params.auto else {}
+    if params.clip_auto:
+        selection["clip_candidates"] = list(params.clip_candidates)
+    if params.private_items:
+        selection.update(items=PRIVATE_ITEMS, keys_per_user=params.keys_per_user, delta=params.delta,
+                         partition_selection="docs/partition_selection.md")
+    return {
+        "parameters": {"bounding": params.bounding, "l": params.l, **selection,
+                       **({"d": params.d} if params.bounding == "hpa" else {}),
+                       "low": params.low, "high": params.high, "grid_steps": params.steps,
+                       **({"records_per_item": params.records_per_item} if params.records_per_item else {}),
+                       **({"noise": params.noise} if params.noise != "laplace" else {}),
+                       **_sensitivities(params)},
+        "specification": ("docs/value_sums.md (bounding: ALGORITHMS.md "
+                          + ("§3.2" if params.bounding == "hpa" else "§3.1") + ")"),
+        "post_processing": ("noisy_sum = (centred sum) + centre x (count); mean = noisy_sum / noisy_count with an "
+                            "interval from both half-widths, left out where the count's interval reaches zero"),
+        "publisher": {"name": "laplace"},
+    }
+
+
+def _noise_accuracy(noise: str, l1: int, l2_squared: int, epsilon: Fraction, alpha: float,
+                    grid: float = 1.0) -> tuple[accuracy.Accuracy, float, float, float]:
+    """One table's noise in grid units: its Accuracy in value units (a grid unit is ``grid``) and,
+    in grid units, its variance and half-widths at α/2 and 2.5% (the sum's union bound)."""
+    if noise == noise_choice.GAUSSIAN:
+        variance = variance_at_least(Fraction(l2_squared) / Fraction(epsilon) ** 2)
+        return (accuracy.discrete_gaussian(variance, alpha, divisor=1 / grid), discrete_gaussian_variance(variance),
+                float(discrete_gaussian_halfwidth(variance, alpha / 2)), float(discrete_gaussian_halfwidth(variance,
+                                                                                                           0.025)))
+    scale = Fraction(l1) / Fraction(epsilon)
+    return (accuracy.discrete_laplace(scale * Fraction(grid), alpha, grid=Fraction(grid)),
+            noise_choice.laplace_variance(l1, epsilon), accuracy.discrete_laplace_halfwidth(scale, alpha / 2),
+            accuracy.discrete_laplace_halfwidth(scale, 0.025))
+
+
+def table_accuracy(params: MeansParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
+                   alpha: float) -> dict:
+    """Per table: noisy_count's noise; noisy_sum's = γ·(sum noise) + m·(count noise), its sd exact
+    and its half-widths from a union bound (γ·h_S + |m|·h_C at half the level each, an upper
+    bound); the means' intervals are per row. With a range chosen privately, an upper bound at
+    the widest range, the centre's size at most the larger of its ends' (``_clip_upper_bound``)."""
+    clip, s = params.widest_clip, params.sensitivity
+    tables = {}
+    for table in [ITEM_TABLE] + ([EDGE_TABLE] if domains.attributes is not None else []):
+        _, _, counts, sums = PAIRS[table]
+        count_noise, sum_noise = table_noises(params, split, table)
+        count, count_var, count_h, count_h95 = _noise_accuracy(count_noise, s.bound, s.count_l2_squared,
+                                                               split[counts], alpha)
+        sum_alone, sum_var, sum_h, sum_h95 = _noise_accuracy(sum_noise, s.l1, s.l2_squared, split[sums], alpha,
+                                                             grid=clip.unit)
+        m, g = abs(clip.centre), clip.unit
+        centre = f"{clip.centre:g}"
+        if params.clip_auto:  # every chosen range's centre is within [low, high] of the widest
+            m, centre = max(abs(clip.low), abs(clip.high)), "(the centre)"
+        if m == 0:
+            total = sum_alone
+        else:
+            total = accuracy.Accuracy(
+                f"{g:g} x ({sum_noise} noise on the centred sum) + {centre} x (the count's {count_noise} noise)",
+                accuracy.UPPER_BOUND, alpha, scale=None, sd=math.sqrt(g * g * sum_var + m * m * count_var),
+                ci95_halfwidth=g * sum_h95 + m * count_h95, ci_halfwidth=g * sum_h + m * count_h,
+                note="the sd is exact; the half-widths add the two noises' at half the level each (a union bound)")
+        if params.auto:
+            count, total = _upper_bound(count, params), _upper_bound(total, params)
+        if params.clip_auto:
+            total = _clip_upper_bound(total, params)
+        tables[table] = {"noisy_count": count, "noisy_sum": total,
+                         "mean": accuracy.not_additive("ratio of two noisy figures", alpha, MEAN_NOTE)}
+    return tables
+
+
+def _upper_bound(noise: accuracy.Accuracy, params: MeansParams) -> accuracy.Accuracy:
+    """Before l is chosen: the noise at the largest candidate, at most what the chosen l gives."""
+    return replace(noise, kind=UPPER_BOUND, note="; ".join(filter(None, [noise.note, AUTO_NOTE.format(
+        name="l", largest=params.largest_bound)])))
+
+
+def _clip_upper_bound(noise: accuracy.Accuracy, params: MeansParams) -> accuracy.Accuracy:
+    """Before the range is chosen: the sum's noise at the widest range, at most what the chosen gives."""
+    clip = params.widest_clip
+    return replace(noise, kind=UPPER_BOUND, note="; ".join(filter(None, [noise.note, CLIP_NOTE.format(
+        low=clip.low, high=clip.high)])))

@@ -1,0 +1,110 @@
+"""The squared norms of the bias a per-user bound brings, for every candidate bound, summed on
+the executors: the Spark twin of ``release.bound_selection.squared_bias_norms`` (the terms,
+their caps and why: that module and docs/bound_selection.md, "The quality"). NOT private: read
+only by ``bound_selection.choose_bound``.
+
+Each user's records per cell (k) are counted beside the user's records in the domain (n); each row
+gets one integer term per candidate, summed per cell, and the squares are summed to one row per
+table. The terms are exact integer divisions: of longs when the largest user's numbers fit one (the
+caller knows the largest n from validation), else of decimals, ten times slower; the quotients
+are at most grid·c, so they fit a long. The sums are longs and the squares decimals: the driver
+gets exact integers.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+
+from dp_spark.release.bound_selection import checked_user_cap
+
+
+_WIDE = "decimal(38,0)"
+# Up to this many users (two longs each) the per-user table is broadcast to every task.
+BROADCAST_USERS = 2_000_000
+
+
+def _term(bound: int, first: int, user_cap: int, cap: int, grid: int, kind: str) -> Column:
+    """bound_selection.bias_term over the columns _k and _n: ⌊grid·min(k, c)·(n − b)⁺·U
+    / (n·max(n − b_1, U))⌋, exact in ``kind`` ("bigint" or the decimal; the integers in the
+    expression are public: config values and U, post-processing of a DP count)."""
+    if user_cap == 0:
+        return F.lit(0).cast("long")
+    return F.expr(
+        f"cast((cast({grid * user_cap} as {kind}) * cast(least(_k, {cap}) as {kind}) "
+        f"* cast(greatest(_n - {bound}, 0) as {kind})) "
+        f"div (cast(_n as {kind}) * cast(greatest(_n - {first}, {user_cap}) as {kind})) as bigint)")
+
+
+def _arithmetic(largest_n: int | None, user_cap: int, cap: int, grid: int) -> str:
+    """Long arithmetic when the numerator and the denominator of every term fit below 2^62 for
+    users of at most ``largest_n`` records, else decimals."""
+    if largest_n is None:
+        return _WIDE
+    numerator = grid * max(user_cap, 1) * cap * largest_n
+    denominator = largest_n * max(largest_n, user_cap)
+    return "bigint" if max(numerator, denominator) < 2**62 else _WIDE
+
+
+def _squared_norms(per_cell: DataFrame, cells: Sequence[str], bounds: list[int], user_cap: int, cap: int,
+                   grid: int, kind: str) -> list[int]:
+    """Σ_j (Σ_u term)² per candidate over one table's cells; ``per_cell`` has user_id, the cells'
+    columns, _k and _n."""
+    sums = per_cell.groupBy(*cells).agg(*[F.sum(_term(b, bounds[0], user_cap, cap, grid, kind)).alias(f"_b{i}")
+                                          for i, b in enumerate(bounds)])
+    row = sums.agg(F.count(F.lit(1)).alias("_cells"),
+                   *[F.sum(F.col(f"_b{i}").cast(_WIDE) * F.col(f"_b{i}").cast(_WIDE)).alias(f"_s{i}")
+                     for i in range(len(bounds))]).collect()[0]
+    if row["_cells"] == 0:
+        return [0] * len(bounds)
+    values = [row[f"_s{i}"] for i in range(len(bounds))]
+    if any(v is None for v in values):  # a decimal overflow, when ANSI mode is off
+        raise ArithmeticError("the bias norms overflowed 38 digits (decimal); the bound cannot be chosen on this "
+                              "table: set the bound instead of \"auto\"")
+    return [int(v) for v in values]
+
+
+def squared_bias_norms(records: DataFrame, candidates: Sequence[int], cap: int, grid: int, attributes: bool,
+                       largest_n: int | None = None, user_counts: DataFrame | None = None,
+                       users: int | None = None, user_cap: int | None = None) -> tuple[list[int], int]:
+    """(Σ over the tables of each candidate's squared bias norm, in units of 1/``grid`` record
+    squared, and the number of tables): the item counts' cells are items, the edge counts'
+    (``attributes``) items × attribute values.
+
+    ``records``: the validated in-domain records (user_id, item_id, and attr with attributes);
+    ``largest_n``: the most records a user has in the domain, when known, for long arithmetic
+    (the same integers either way); ``user_counts``: [user_id, _n], each user's records in the
+    domain, when validation has them cached (else counted here); ``users``: how many, when known,
+    to send them whole to every task (BROADCAST_USERS at most) rather than join by a shuffle;
+    ``user_cap``: the quality's U (default b_K − b_1)."""
+    bounds = [int(b) for b in candidates]
+    if not bounds or any(b < 1 for b in bounds) or bounds != sorted(set(bounds)):
+        raise ValueError(f"the candidates must be strictly increasing integers >= 1, got {bounds}")
+    user_cap = checked_user_cap(bounds, user_cap)
+    kind = _arithmetic(largest_n, user_cap, cap, grid)
+    cells = ["item_id", "attr"] if attributes else ["item_id"]
+    # One shuffle of the records, by user, kept for both tables: the per-(user, cell) counts then
+    # need none (a hash partitioning on the user clusters (user, cell)), and each user's n, small
+    # (a row per user), is sent whole to every task rather than joined by a shuffle.
+    known = records.where(F.col("user_id").isNotNull()).select("user_id", *cells).repartition("user_id")
+    if attributes:
+        known = known.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        if user_counts is None:
+            user_counts = known.groupBy("user_id").agg(F.count(F.lit(1)).alias("_n"))
+        per_user = user_counts.select("user_id", "_n")
+        if users is not None and users <= BROADCAST_USERS:
+            per_user = F.broadcast(per_user)
+        totals = [0] * len(bounds)
+        tables = (["item_id"], cells)[:2 if attributes else 1]
+        for table in tables:
+            counted = known.groupBy("user_id", *table).agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
+            for i, value in enumerate(_squared_norms(counted, table, bounds, user_cap, cap, grid, kind)):
+                totals[i] += value
+    finally:
+        if attributes:
+            known.unpersist()
+    return totals, len(tables)
