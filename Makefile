@@ -17,7 +17,7 @@ PEER_DATA := data/netflix-$(PEER_ROWS).parquet
 PDP_VENV := .venv-pipelinedp
 TMLT_VENV := .venv-tumult
 
-.PHONY: demo test test-fast package bench bench-peers reproduce-000 reproduce-001 reproduce-002 reproduce-003 reproduce-004 install check-java clean
+.PHONY: demo test test-fast lint package bench bench-peers reproduce-000 reproduce-001 reproduce-002 reproduce-003 reproduce-004 install check-java clean
 
 demo: install check-java $(DEMO_DATA)
 	$(BIN)/dp-spark run conf/demo.toml
@@ -26,40 +26,45 @@ demo: install check-java $(DEMO_DATA)
 # file stays in one process (--dist loadfile), with its module-scoped fixtures. Then the Spark
 # Connect tests, which need a process without a classic session (tests/conftest.py).
 TEST_WORKERS ?= 2
-test: $(VENV)/.installed-test check-java
+test: lint check-java
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 	$(BIN)/python -m pytest --connect
 
 # The unit tier only (tests/conftest.py): pure Python and numpy, no JVM, so no Java needed.
-test-fast: $(VENV)/.installed-test
+test-fast: lint
 	$(BIN)/python -m pytest -m unit -n $(TEST_WORKERS)
+
+# The linter and the type checker (settings in pyproject.toml).
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check dp_spark tests bench scripts
+	$(BIN)/mypy
 
 # The driver's environment in one file for a cluster's executors (docs/cluster.md); rebuilt only
 # when the code or .venv's packages changed. scripts/submit.sh --package ships it.
 package: install
 	scripts/package.sh
 
-# Numbers, not a test: see docs/performance.md. BENCH_FULL=1 adds the 100M-row table.
+# Numbers, not a test: see docs/lab/performance.md. BENCH_FULL=1 adds the 100M-row table.
 bench: install check-java
 	$(BIN)/dp-spark bench --rows $(BENCH_ROWS) --out bench/results
 
-# Paper 000's comparison on MovieLens 1M and the Netflix-shaped table: docs/reproduction_000.md.
+# Paper 000's comparison on MovieLens 1M and the Netflix-shaped table: docs/lab/reproduction_000.md.
 reproduce-000: $(VENV)/.installed-test check-java
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python scripts/reproduce_000.py
 
-# Paper 001's DPSense and DPSense-S against LPA, ALPA, FPA, GS: docs/reproduction_001.md.
+# Paper 001's DPSense and DPSense-S against LPA, ALPA, FPA, GS: docs/lab/reproduction_001.md.
 reproduce-001: $(VENV)/.installed-test check-java
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python scripts/reproduce_001.py
 
-# Paper 002's AHP against the corrected DPA-AHP: docs/reproduction_002.md.
+# Paper 002's AHP against the corrected DPA-AHP: docs/lab/reproduction_002.md.
 reproduce-002: $(VENV)/.installed-test check-java
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python scripts/reproduce_002.py
 
-# Paper 003's FRAPP schemes on UCI Adult (CENSUS): docs/reproduction_003.md.
+# Paper 003's FRAPP schemes on UCI Adult (CENSUS): docs/lab/reproduction_003.md.
 reproduce-003: $(VENV)/.installed-test check-java
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python scripts/reproduce_003.py
 
-# Paper 004's location-entropy experiments on generated Sparse and scaled Dense data: docs/reproduction_004.md.
+# Paper 004's location-entropy experiments on generated Sparse and scaled Dense data: docs/lab/reproduction_004.md.
 reproduce-004: $(VENV)/.installed-test check-java
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python scripts/reproduce_004.py
 

@@ -40,14 +40,14 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dp_spark.release import bound_selection  # noqa: E402
 from dp_spark.core import noise_choice, zcdp  # noqa: E402
-from dp_spark.core.privacy import PURE, Accounting  # noqa: E402
+from dp_spark.core.accounting import PURE, Accounting  # noqa: E402
 from dp_spark.families.counts import family as counts  # noqa: E402
-from dp_spark.release.family import Domains, plan_split  # noqa: E402
 from dp_spark.families.registry import family_of  # noqa: E402
 from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors, user_item_table  # noqa: E402
 from dp_spark.lab.tune import choice_percentiles  # noqa: E402
+from dp_spark.release import bound_selection  # noqa: E402
+from dp_spark.release.family import Domains, plan_split  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 EPSILONS = (0.1, 1.0, 5.0)
@@ -281,8 +281,8 @@ def cmd_partition(args) -> None:
     draws the same bound), so the empirical release rate can be set against π(n) exactly."""
     import dp_spark
     from dp_spark.aggregates.key_users import users_per_key
-    from dp_spark.release import partition_selection as ps
     from dp_spark.bounding.user_keys import bounded_keys
+    from dp_spark.release import partition_selection as ps
 
     pairs, _cells = read_pairs("ml-1m", None)
     raw_users = pairs.groupby("item_id")["user_id"].nunique()
@@ -333,19 +333,24 @@ def cmd_partition(args) -> None:
            "items_with_raw_users_at_or_above_median": int((raw_users >= median).sum()),
            "most_users_after_bounding": max(max_bounded), "buckets": buckets,
            "expected_released_total": float(pi_by_bucket.sum() / args.runs)}
-    lines = [f"ε = {args.epsilon:g}, δ = {args.delta:g}, l = {l}, keys_per_user = {l0}, ε_partition = "
-             f"{float(params.epsilon):g}, {args.runs} seeded runs (seeds 0..{args.runs - 1}); "
-             f"{raw_users.size} items have ratings",
-             "", f"- items released: mean {row['released']['mean']:.1f} ± {row['released']['se']:.2g} s.e. "
-             f"(min {row['released_min']}, max {row['released_max']}); expected from π at the bounded counts "
-             f"{row['expected_released_total']:.1f}",
-             f"- top-10 precision {row['top10']['mean']:.3f} ± {row['top10']['se']:.2g}, top-100 precision "
-             f"{row['top100']['mean']:.3f} ± {row['top100']['se']:.2g} (against the true record counts)",
-             f"- smallest user count (after the bound on distinct items) released with probability >= 1/2: "
-             f"{median} (exact table; closed form {row['median_count_formula']}); always released from "
-             f"{row['threshold']}; the most users any item keeps after bounding: {row['most_users_after_bounding']}; "
-             f"{row['items_with_raw_users_at_or_above_median']} items have that many users before bounding", "",
-             "| users per item after bounding | item-runs | released | rate | π(n), mean |", "|---|---:|---:|---:|---:|"]
+    lines = [
+        f"ε = {args.epsilon:g}, δ = {args.delta:g}, l = {l}, keys_per_user = {l0}, ε_partition = "
+        f"{float(params.epsilon):g}, {args.runs} seeded runs (seeds 0..{args.runs - 1}); "
+        f"{raw_users.size} items have ratings",
+        "",
+        f"- items released: mean {row['released']['mean']:.1f} ± {row['released']['se']:.2g} s.e. "
+        f"(min {row['released_min']}, max {row['released_max']}); expected from π at the bounded counts "
+        f"{row['expected_released_total']:.1f}",
+        f"- top-10 precision {row['top10']['mean']:.3f} ± {row['top10']['se']:.2g}, top-100 precision "
+        f"{row['top100']['mean']:.3f} ± {row['top100']['se']:.2g} (against the true record counts)",
+        f"- smallest user count (after the bound on distinct items) released with probability >= 1/2: "
+        f"{median} (exact table; closed form {row['median_count_formula']}); always released from "
+        f"{row['threshold']}; the most users any item keeps after bounding: {row['most_users_after_bounding']}; "
+        f"{row['items_with_raw_users_at_or_above_median']} items have that many users before bounding",
+        "",
+        "| users per item after bounding | item-runs | released | rate | π(n), mean |",
+        "|---|---:|---:|---:|---:|",
+    ]
     lines += [f"| {b['bounded_users']} | {b['item_runs']} | {b['released']} | {b['empirical_rate']:.3f} | "
               f"{b['expected_rate']:.3f} |" for b in buckets]
     write(args.out, f"partition-ml-1m-l0-{l0}", row, "\n".join(lines))

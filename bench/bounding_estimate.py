@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bound_selection import read_pairs  # noqa: E402
 
-from dp_spark.release import bounding_estimate as be  # noqa: E402
+from dp_spark.core.ledger import Budget  # noqa: E402
 from dp_spark.core.mechanisms import RandomSource  # noqa: E402
-from dp_spark.core.privacy import Budget  # noqa: E402
+from dp_spark.release import bounding_estimate as be  # noqa: E402
 
 BOUNDS = (10, 30, 64)
 EPSILONS = (Fraction(1, 10), Fraction(1), Fraction(5))

@@ -41,11 +41,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bound_selection import write  # noqa: E402  (the results' JSON and Markdown, headed NOT PRIVATE)
 
-from dp_spark.families.location_entropy.sums import CandidateSums  # noqa: E402
-from dp_spark.families.location_entropy import bounds_choice as ebs  # noqa: E402
-from dp_spark.families.location_entropy import sensitivity as sens  # noqa: E402
-from dp_spark.families.location_entropy import entropy as le  # noqa: E402
 from dp_spark.core.mechanisms import as_scale, discrete_laplace_variance, exponential_probabilities  # noqa: E402
+from dp_spark.families.location_entropy import bounds_choice as ebs  # noqa: E402
+from dp_spark.families.location_entropy import entropy as le  # noqa: E402
+from dp_spark.families.location_entropy import sensitivity as sens  # noqa: E402
+from dp_spark.families.location_entropy.sums import CandidateSums  # noqa: E402
 from dp_spark.lab.tune import choice_percentiles  # noqa: E402
 
 FINE_M = tuple(range(1, 31))  # paper 004's M grid goes to 30, its C grid to 50

@@ -101,10 +101,16 @@ def main() -> None:
             print(f"{job}: {times[job][-1]:.1f} s", flush=True)
     jvm = _jvm_pid(spark)
     result = {
-        "family": args.family, "items": args.items, "attributes": args.attributes, "cells": args.items * args.attributes,
-        "rows": args.rows, "users": args.users, "cores": os.cpu_count(),
+        "family": args.family,
+        "items": args.items,
+        "attributes": args.attributes,
+        "cells": args.items * args.attributes,
+        "rows": args.rows,
+        "users": args.users,
+        "cores": os.cpu_count(),
         "seconds": {job: statistics.median(values) for job, values in times.items()},
-        "all_seconds": times, "rows_written": rows,
+        "all_seconds": times,
+        "rows_written": rows,
         "ratio_dp_to_floor": statistics.median(times["dp"]) / statistics.median(times["floor"]),
         "driver_python_peak_rss_gib": _peak_mb(os.getpid()) / 1024,
         "jvm_peak_rss_gib": _peak_mb(jvm) / 1024 if jvm else None,

@@ -190,9 +190,12 @@ def table(directory: Path) -> str:
              "|---|---:|---:|---:|---:|---:|---:|"]
     for r in records:
         ours = r["dp_spark"]
-        lines.append(f"| {r['tool']} | {r['rows']:,} | {r['median_s']:.1f} | {ours['median_s']:.2f} | {r['median_s'] / ours['median_s']:.1f}× "
-                     f"| {r['top10_precision']:.2f} / {ours['top10_precision']:.2f} "
-                     f"| {r['item_mse']:,.0f} / {ours['item_mse']:,.0f} |")
+        lines.append(
+            f"| {r['tool']} | {r['rows']:,} | {r['median_s']:.1f} | {ours['median_s']:.2f} "
+            f"| {r['median_s'] / ours['median_s']:.1f}× "
+            f"| {r['top10_precision']:.2f} / {ours['top10_precision']:.2f} "
+            f"| {r['item_mse']:,.0f} / {ours['item_mse']:,.0f} |"
+        )
     return "\n".join(lines)
 
 

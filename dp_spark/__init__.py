@@ -1,7 +1,7 @@
 """dp-spark: differentially private statistics over user-contributed data.
 
 The pipeline is bound -> aggregate -> publish; every epsilon is spent through the ledger
-(:class:`dp_spark.core.privacy.Budget`). The public API works on your own DataFrame::
+(:class:`dp_spark.core.ledger.Budget`). The public API works on your own DataFrame::
 
     import dp_spark
     release = dp_spark.sra(df, privacy_unit="user_id", item="movie_id", items=range(1, 17771), l=10, epsilon=1)

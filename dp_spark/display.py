@@ -97,10 +97,12 @@ def noise_scale_text(entry: dict) -> str:
 
 def summary_lines(report: dict, tables: dict[str, Any]) -> list[str]:
     """A release in a few lines: algorithm, spend, guarantee, each table's size and noise, ledger."""
-    lines = [f"dp-spark release: {_algorithm_line(report)}; epsilon {report['epsilon_spent']:g} spent of "
-             f"{report['epsilon_total']:g}" + (f", delta {report['delta_spent']:g}" if report.get("delta_spent") else ""),
-             f"  guarantee: {report['guarantee']}",
-             f"  privacy unit: {report['privacy_unit']}"]
+    lines = [
+        f"dp-spark release: {_algorithm_line(report)}; epsilon {report['epsilon_spent']:g} spent of "
+        f"{report['epsilon_total']:g}" + (f", delta {report['delta_spent']:g}" if report.get("delta_spent") else ""),
+        f"  guarantee: {report['guarantee']}",
+        f"  privacy unit: {report['privacy_unit']}",
+    ]
     lines.append("  tables:")
     for name, table in tables.items():
         rows = table_rows(report, name, table)

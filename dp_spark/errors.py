@@ -49,3 +49,7 @@ class Interrupted(BaseException):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+
+class BudgetExceeded(DpSparkError):
+    """A spend (or a planned split) would exceed the total epsilon."""

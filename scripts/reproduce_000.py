@@ -3,7 +3,7 @@ Netflix-shaped table, with its qualitative claims (ALGORITHMS.md §9.1) checked.
 
     python scripts/reproduce_000.py [--runs 20] [--netflix-rows 1000000]
 
-Writes docs/reproduction_000.md, docs/img/reproduction_000_*.png (with the
+Writes docs/lab/reproduction_000.md, docs/lab/img/reproduction_000_*.png (with the
 ``plot`` extra) and bench/results/reproduction_000/evaluation.json. Every number
 is an error against true counts computed without noise: NOT private.
 """
@@ -20,10 +20,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dp_spark.lab import plots  # noqa: E402
-from dp_spark.lab import evaluate
-from dp_spark.jobs.config import load_config  # noqa: E402
 from dp_spark.io.session import get_session  # noqa: E402
+from dp_spark.jobs.config import load_config  # noqa: E402
+from dp_spark.lab import (
+    evaluate,
+    plots,  # noqa: E402
+)
 
 METHODS = ["sra", "hpa", "lpa", "dft", "gs"]
 L_VALUES = (5, 10, 20, 30, 50)  # Figure 6's sweep (the paper's Foursquare; here MovieLens 1M)
@@ -99,7 +101,7 @@ def main() -> None:
     raw.mkdir(parents=True, exist_ok=True)
     (raw / "evaluation.json").write_text(json.dumps(records, indent=2) + "\n")
     (raw / "sweep_l.json").write_text(json.dumps(sweep, indent=2) + "\n")
-    images = ROOT / "docs" / "img"
+    images = ROOT / "docs" / "lab" / "img"
     pictures = []
     if plots.available():
         images.mkdir(parents=True, exist_ok=True)
@@ -148,7 +150,7 @@ def main() -> None:
     lines += ["## The paper's claims (ALGORITHMS.md §9.1)", "", "| claim | here | numbers |", "|---|---|---|"]
     lines += [f"| {text} | {'holds' if ok else 'does not hold'} | {numbers} |" for text, ok, numbers in claims(mean)]
     lines += [""] + [f"![{p.stem}]({p})" for p in pictures]
-    (ROOT / "docs" / "reproduction_000.md").write_text("\n".join(lines) + "\n")
+    (ROOT / "docs" / "lab" / "reproduction_000.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

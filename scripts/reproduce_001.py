@@ -4,7 +4,7 @@ table; with the θ DPSense chose against the θ that minimises the true error.
 
     python scripts/reproduce_001.py [--runs 10] [--netflix-rows 10000000]
 
-Writes docs/reproduction_001.md and bench/results/reproduction_001/evaluation.json.
+Writes docs/lab/reproduction_001.md and bench/results/reproduction_001/evaluation.json.
 Every number is an error against true column counts computed without noise: NOT private.
 """
 
@@ -22,14 +22,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dp_spark.io import sources, validation  # noqa: E402
-from dp_spark.lab import evaluate_columns
-from dp_spark.families.dpsense import theta as dpsense  # noqa: E402
 from dp_spark.bounding import item_rows  # noqa: E402
-from dp_spark.lab.bench import ensure_table  # noqa: E402
-from dp_spark.jobs.config import load_config  # noqa: E402
 from dp_spark.core.domain import item_domain  # noqa: E402
+from dp_spark.families.dpsense import theta as dpsense  # noqa: E402
+from dp_spark.io import sources, validation  # noqa: E402
 from dp_spark.io.session import get_session  # noqa: E402
+from dp_spark.jobs.config import load_config  # noqa: E402
+from dp_spark.lab import evaluate_columns
+from dp_spark.lab.bench import ensure_table  # noqa: E402
 
 EPSILONS = (Fraction(1, 10), Fraction(1, 2), Fraction(1), Fraction(2))
 METHODS = ["dpsense", "dpsense_s", "lpa", "alpa", "fpa", "gs"]
@@ -212,7 +212,7 @@ def main() -> None:
                   f"{shape['mean_row']:.1f} ones per row"]
         for metric in SHOWN:
             lines += ["", f"### {metric}", ""] + method_table(records, dataset, metric)
-    (ROOT / "docs" / "reproduction_001.md").write_text("\n".join(lines) + "\n")
+    (ROOT / "docs" / "lab" / "reproduction_001.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

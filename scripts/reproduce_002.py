@@ -12,7 +12,7 @@ number of ratings per user of MovieLens 1M in 1,000 public bins (1, 2, …, 999,
 the user-level counterpart of the thesis' check-in data, where each bin was one
 user's check-ins (ALGORITHMS.md §5.3).
 DPA-AHP as published is run too, labelled: it is not differentially private.
-Writes docs/reproduction_002.md and bench/results/reproduction_002/evaluation.json.
+Writes docs/lab/reproduction_002.md and bench/results/reproduction_002/evaluation.json.
 Every number is an error against the true histogram: NOT private.
 """
 
@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dp_spark import publishers  # noqa: E402
-from dp_spark.lab import metrics
+from dp_spark.core.ledger import Budget  # noqa: E402
 from dp_spark.core.mechanisms import RandomSource  # noqa: E402
-from dp_spark.core.privacy import Budget  # noqa: E402
+from dp_spark.lab import metrics
 
 EPSILONS = (Fraction(1, 100), Fraction(1, 10), Fraction(1))
 DELTAS = (Fraction(0), Fraction(1, 40), Fraction(1, 20), Fraction(3, 40), Fraction(1, 10), Fraction(3, 20))
@@ -61,8 +61,8 @@ def movielens_histogram(l: int) -> np.ndarray:
     from dp_spark.aggregates import item_edges
     from dp_spark.bounding import user_records
     from dp_spark.bounding.keys import with_row_key
-    from dp_spark.io import datasets
     from dp_spark.core.domain import ItemDomain
+    from dp_spark.io import datasets
     from dp_spark.io.session import get_session
 
     spark = get_session("local[2]", {"spark.ui.showConsoleProgress": "false"})
@@ -74,9 +74,9 @@ def movielens_histogram(l: int) -> np.ndarray:
 
 def movielens_user_histogram(bins: int) -> np.ndarray:
     """Users of MovieLens 1M by number of ratings, in bins 1, 2, …, bins − 1 and "bins or more"."""
-    from dp_spark.io import datasets
-    from dp_spark.families.user_histogram import quantities as user_quantities
     from dp_spark.families.user_histogram import histogram
+    from dp_spark.families.user_histogram import quantities as user_quantities
+    from dp_spark.io import datasets
     from dp_spark.io.session import get_session
 
     spark = get_session("local[2]", {"spark.ui.showConsoleProgress": "false"})
@@ -202,7 +202,7 @@ def main() -> None:
     for name in histograms:
         for metric in ("kl", "range_mse"):
             lines += ["", f"## {name}: {metric}", ""] + table(records, name, metric)
-    (ROOT / "docs" / "reproduction_002.md").write_text("\n".join(lines) + "\n")
+    (ROOT / "docs" / "lab" / "reproduction_002.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -5,8 +5,8 @@ RAN-GD, MASK and C&P at γ = 19) and Figure 4 (condition numbers).
     python scripts/reproduce_003.py [--runs 10]
 
 C&P runs with the paper's K = 3, ρ = 0.494 (γ_CP ≈ 15.4, inside γ = 19) and, as
-``cut_paste_tight``, with the ρ that makes γ_CP = 19. Writes docs/reproduction_003.md,
-docs/img/reproduction_003_*.png (with the ``plot`` extra) and
+``cut_paste_tight``, with the ρ that makes γ_CP = 19. Writes docs/lab/reproduction_003.md,
+docs/lab/img/reproduction_003_*.png (with the ``plot`` extra) and
 bench/results/reproduction_003/evaluation.json. NOT private: errors against the true itemsets.
 """
 
@@ -22,11 +22,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dp_spark.lab import plots  # noqa: E402
-from dp_spark.lab import evaluate_frapp
 from dp_spark.families.frapp import mining as fm  # noqa: E402
-from dp_spark.jobs.config import load_config  # noqa: E402
 from dp_spark.io.session import get_session  # noqa: E402
+from dp_spark.jobs.config import load_config  # noqa: E402
+from dp_spark.lab import (
+    evaluate_frapp,
+    plots,  # noqa: E402
+)
 
 PAPER_TABLE_3 = [19, 102, 203, 165, 64, 10]
 METHODS = ["exact", "det_gd", "ran_gd", "mask", "cut_paste"]
@@ -87,7 +89,7 @@ def main() -> int:
     ours = [exact.get(f"len{k}", 0) for k in range(1, 7)]
     images = ""
     if plots.available():
-        img = ROOT / "docs" / "img"
+        img = ROOT / "docs" / "lab" / "img"
         img.mkdir(parents=True, exist_ok=True)
         shown = [r for r in records if r["method"] != "exact"]
         plots.per_length(shown, ["support_error", "sigma_minus", "sigma_plus"], img / "reproduction_003_errors.png")
@@ -120,8 +122,8 @@ What the numbers say is in docs/frapp.md.
 {sections}
 
 {images}"""
-    (ROOT / "docs" / "reproduction_003.md").write_text(text)
-    progress("wrote docs/reproduction_003.md")
+    (ROOT / "docs" / "lab" / "reproduction_003.md").write_text(text)
+    progress("wrote docs/lab/reproduction_003.md")
     return 0
 
 

@@ -4,7 +4,7 @@ and k one at a time around the paper's defaults (ε = 5, M = 5, C = 5, k = 50, �
 
     python scripts/reproduce_004.py [--runs 10] [--dense-users 1000000]
 
-Writes docs/reproduction_004.md, docs/img/reproduction_004_*.png (with the ``plot`` extra) and
+Writes docs/lab/reproduction_004.md, docs/lab/img/reproduction_004_*.png (with the ``plot`` extra) and
 bench/results/reproduction_004/evaluation.json. Every number is an error against the actual
 entropy computed without noise: NOT private.
 """
@@ -23,12 +23,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dp_spark.lab import plots  # noqa: E402
-from dp_spark.io import checkins
-from dp_spark.lab import evaluate_entropy
-from dp_spark.jobs.config import load_config  # noqa: E402
 from dp_spark.core.domain import item_domain  # noqa: E402
+from dp_spark.io import checkins
 from dp_spark.io.session import get_session  # noqa: E402
+from dp_spark.jobs.config import load_config  # noqa: E402
+from dp_spark.lab import (
+    evaluate_entropy,
+    plots,  # noqa: E402
+)
 
 METRICS = ("kl", "mse", "mse_throwaway", "published_ratio")
 DP_VARIANTS = ["limit", "limit_ss", "limit_cb", "limit_cb_dp"]
@@ -188,15 +190,18 @@ def main() -> None:
         lines.append(f"| {stat} | {ours} | {checkins.PAPER_TABLE_2['sparse'][stat]:,} | "
                      f"{checkins.PAPER_TABLE_2['dense'][stat]:,} |")
     shapes = [next(r["shape"] for r in records if r["dataset"] == d) for d in datasets]
-    lines.append("| mean entropy of locations with ≥ 2 users | " + " | ".join(f"{x['mean_entropy']:.2f}" for x in shapes)
-                 + f" | {checkins.PAPER_TABLE_2['sparse']['avg_entropy']} | {checkins.PAPER_TABLE_2['dense']['avg_entropy']} |")
+    lines.append(
+        "| mean entropy of locations with ≥ 2 users | "
+        + " | ".join(f"{x['mean_entropy']:.2f}" for x in shapes)
+        + f" | {checkins.PAPER_TABLE_2['sparse']['avg_entropy']} | {checkins.PAPER_TABLE_2['dense']['avg_entropy']} |"
+    )
     lines.append("| max entropy | " + " | ".join(f"{x['max_entropy']:.2f}" for x in shapes) + " | 9.93 | 14.53 |")
     for sweep in SWEEPS:
         for metric in METRICS:
             for dataset in datasets:
                 lines += ["", f"## {dataset}: {metric} against {sweep}", ""] + table(records, dataset, sweep, metric)
     if plots.available():
-        image_dir = ROOT / "docs" / "img"
+        image_dir = ROOT / "docs" / "lab" / "img"
         image_dir.mkdir(parents=True, exist_ok=True)
         lines += ["", "## Plots", ""]
         for sweep in SWEEPS:
@@ -208,7 +213,7 @@ def main() -> None:
                                            image_dir / f"reproduction_004_{metric}_{sweep}.png",
                                            log_x=sweep == "epsilon", log_y=True)
                 lines.append(f"![{metric} against {sweep}](img/{path.name})")
-    (ROOT / "docs" / "reproduction_004.md").write_text("\n".join(lines) + "\n")
+    (ROOT / "docs" / "lab" / "reproduction_004.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -41,7 +41,8 @@ def spark():
 # Every test gets exactly one tier marker, so `-m unit` runs without a JVM and `make test` runs all:
 #   unit   : pure Python/numpy; never starts Spark (enforced below, it fails loudly if it does);
 #   spark  : uses a local SparkSession through a fixture whose name contains "spark";
-#   system : new processes, spark-submit, a cluster, long jobs (marked slow, or in SYSTEM_MODULES).
+#   system : new processes, spark-submit, a cluster, long jobs (marked slow, or in SYSTEM_MODULES),
+#            and the long statistical controls (marked long: seconds of sampling each).
 # A test may also carry a tier marker itself; it wins over the rules, except that a test which
 # needs a Spark fixture cannot be declared unit. See docs/architecture.md, "Tests".
 pytest_plugins = ["pytester"]  # tests/test_architecture.py runs the tier rules on a small suite
@@ -69,7 +70,8 @@ def tier_of(item: pytest.Item) -> str:
         raise pytest.UsageError(f"{item.nodeid} is marked unit but uses a Spark fixture")
     if declared:
         return declared[0]
-    if item.get_closest_marker("slow") or getattr(item.module, "__name__", "").rpartition(".")[2] in SYSTEM_MODULES:
+    if (item.get_closest_marker("slow") or item.get_closest_marker("long")
+            or getattr(item.module, "__name__", "").rpartition(".")[2] in SYSTEM_MODULES):
         return "system"
     return "spark" if uses_spark(item) else "unit"
 

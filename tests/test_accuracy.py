@@ -14,22 +14,21 @@ import numpy as np
 import pytest
 
 import dp_spark
-from dp_spark.families.dpsense import theta as dpsense_algorithm
-from dp_spark.families.location_entropy import sensitivity as entropy_sensitivity
-from dp_spark.families.location_entropy import entropy as le
+from dp_spark import publishers
 from dp_spark.cli import main
 from dp_spark.core import accuracy
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace
-from dp_spark.core.privacy import Budget
-from dp_spark.release import engine
-from dp_spark.families.dpsense.family import DPSenseParams
+from dp_spark.families.dpsense import theta as dpsense_algorithm
 from dp_spark.families.dpsense.family import FAMILY as DPSENSE
+from dp_spark.families.dpsense.family import DPSenseParams
+from dp_spark.families.location_entropy import entropy as le
+from dp_spark.families.location_entropy import sensitivity as entropy_sensitivity
 from dp_spark.families.location_entropy.family import FAMILY as ENTROPY
 from dp_spark.families.location_entropy.family import EntropyParams
+from dp_spark.release import engine
 from dp_spark.release.publisher_accuracy import publisher_accuracy
-from dp_spark import publishers
 from tests.conftest import ROOT
-
 
 
 def brute_pmf(t: float, span: int) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,9 @@ from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, 
 def test_counts_are_zero_filled_over_the_domain(spark):
     items = item_domain({"range": [1, 5]})
     attrs = attribute_domain(["a", "b"])
-    df = spark.createDataFrame([(1, 1, "a"), (2, 1, "a"), (2, 3, "b"), (3, 5, "b")], "user_id long, item_id long, attr string")
+    df = spark.createDataFrame(
+        [(1, 1, "a"), (2, 1, "a"), (2, 3, "b"), (3, 5, "b")], "user_id long, item_id long, attr string"
+    )
     edges = item_edges.edge_counts(df, items, attrs)
     expected = np.zeros((5, 2), dtype=np.int64)
     expected[0, 0], expected[2, 1], expected[4, 1] = 2, 1, 1
@@ -127,13 +129,19 @@ def test_bounded_counts_move_by_at_most_l_when_a_user_is_removed(spark, bound):
     rows = []
     for user, n in enumerate([1, 2, 3, 5, 9, 14]):
         for r in range(n):
-            rows.append((user, int(rng.integers(1, 5)), str(rng.choice(["a", "b"])), user * 100 + r, int(rng.integers(0, 3))))
+            rows.append(
+                (user, int(rng.integers(1, 5)), str(rng.choice(["a", "b"])), user * 100 + r, int(rng.integers(0, 3)))
+            )
     items, attrs = item_domain({"range": [1, 4]}), attribute_domain(["a", "b"])
     schema = "user_id long, item_id long, attr string, row_key long, score long"
 
     def bounded_counts(data):
         df = spark.createDataFrame(data, schema)
-        kept = user_records.sample_per_user(df, l, salt=99) if bound == "sample" else user_records.top_per_user(df, l, "score", salt=99)
+        kept = (
+            user_records.sample_per_user(df, l, salt=99)
+            if bound == "sample"
+            else user_records.top_per_user(df, l, "score", salt=99)
+        )
         return item_edges.edge_counts(kept, items, attrs)
 
     full = bounded_counts(rows)

@@ -266,7 +266,9 @@ def test_a_product_module_importing_the_lab_is_caught(tmp_path, source):
 
 
 def test_the_cli_may_import_the_lab_only_inside_functions(tmp_path):
-    lazy = write_package(tmp_path / "lazy", {"lab/bench.py": "", "cli.py": "def f():\n    from dp_spark.lab import bench\n"})
+    lazy = write_package(
+        tmp_path / "lazy", {"lab/bench.py": "", "cli.py": "def f():\n    from dp_spark.lab import bench\n"}
+    )
     eager = write_package(tmp_path / "eager", {"lab/bench.py": "", "cli.py": "from dp_spark.lab import bench\n"})
     assert lab_wall_breaches(lazy) == []
     assert [i.line for i in lab_wall_breaches(eager)] == [1]

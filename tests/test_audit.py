@@ -2,21 +2,20 @@
 ε, every audit target within its claim, and every negative control caught."""
 
 import json
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from fractions import Fraction
-
-from dp_spark.lab import audit
-from dp_spark.families.location_entropy import sensitivity as sens
-from dp_spark.families.location_entropy import bounds_choice as ebs
+from dp_spark.cli import main
 from dp_spark.core.mechanisms import exponential_probabilities
+from dp_spark.families.location_entropy import bounds_choice as ebs
+from dp_spark.families.location_entropy import sensitivity as sens
+from dp_spark.lab import audit
 from dp_spark.lab.audit_targets import EPSILONS, FAMILIES, GAMMAS, GRID_POINTS, TARGETS, old_code
 from dp_spark.lab.audit_targets import bounds as audit_bounds
-from dp_spark.lab.audit_targets import entropy_bounds as audit_entropy_bounds
 from dp_spark.lab.audit_targets import entropy as audit_entropy
-from dp_spark.cli import main
+from dp_spark.lab.audit_targets import entropy_bounds as audit_entropy_bounds
 
 NEGATIVE_CONTROLS = ("negative_control_half_noise", "discrete_gaussian_sigma_too_small", "dpa_ahp_as_published",
                      "limit_ss_paper_beta",
@@ -87,10 +86,12 @@ CONTROL_TRIALS = {
 
 
 # 12,000,000 releases a side take about 40 s: a long job, so the system tier (`make test-fast` skips it).
-LONG_CONTROLS = {"old_limit_ss_rounded_scale"}
+# Controls of more than about 5 s of sampling each: in `make test` (system tier), not `make test-fast`.
+LONG_CONTROLS = {"old_limit_ss_rounded_scale", "bound_selection_cap_forgotten", "entropy_bound_selection_per_location",
+                 "clip_choice_every_record", "bounding_estimate_uncapped"}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.system) if n in LONG_CONTROLS else n
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.long) if n in LONG_CONTROLS else n
                                   for n in CONTROL_TRIALS])
 def test_negative_controls_are_caught(name):
     result = audit.run(TARGETS[name], CONTROL_TRIALS[name], seed=5)
@@ -182,6 +183,7 @@ def test_first_pass_target_measures_the_bin_that_differs():
     assert 0.1 < result.lower_bound <= result.claim_epsilon, (result.lower_bound, result.event)
 
 
+@pytest.mark.long
 def test_new_targets_reach_near_their_claim():
     """Targets tight enough that a broken mechanism would show: visits and users (per-location
     share eps/3/M), the baseline at GS(C_max), FRAPP with two records per user (2 ln gamma)."""
@@ -246,6 +248,7 @@ def test_bound_selection_pairs_are_near_the_worst_case(candidates, tables, eps):
         assert audit_bounds.pair_epsilon(pair, eps, audit_bounds.capless_sensitivity(pair)) > 4 * float(eps)
 
 
+@pytest.mark.long
 def test_bound_selection_target_reaches_near_its_claim():
     """Candidates 1 and 100,000, two tables, eps = 5 (exact pair eps 4.69): the audit gets within 75%."""
     result = audit.run(GRID_POINTS["bound_selection[eps=5,cands=wide,tables=2]"], seed=6)
@@ -260,12 +263,13 @@ def test_entropy_bound_selection_grid_covers_both_grids_and_variants():
 
 def test_entropy_bound_selection_pairs_are_neighbours_with_one_user_more():
     """D′ is D plus one user at M_K locations with C_K visits: one more user at each, at M_K."""
-    for grid, (Ms, Cs) in audit_entropy_bounds.GRIDS.items():
+    for grid, (Ms, _Cs) in audit_entropy_bounds.GRIDS.items():
         d, d2 = audit_entropy_bounds.neighbours(grid)
         assert (d2.users[-1] - d.users[-1]).tolist() == [1] * Ms[-1]
         assert (d2.visits[-1, -1] - d.visits[-1, -1]).tolist() == [v for _, v in audit_entropy_bounds.LAYOUTS[grid]]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("grid", list(audit_entropy_bounds.GRIDS))
 @pytest.mark.parametrize("variant", audit_entropy_bounds.VARIANTS)
 @pytest.mark.parametrize("eps", [Fraction(1, 100), Fraction(1, 10), Fraction(1), Fraction(5)])

@@ -24,7 +24,13 @@ def write_config(tmp_path: Path, source: dict, **extra) -> Path:
     lines = [f'output = "{output}"', "seed = 5", "[source]"]
     lines += [f"{k} = {toml_value(v)}" for k, v in source.items()]
     lines += ["[domain]", "items = { range = [1, 20] }", 'attributes = ["a", "b"]']
-    lines += ["[privacy]", f"epsilon = {extra.pop('epsilon', 1.0)}", "[algorithm]", 'name = "sra"', f"l = {extra.pop('l', 2)}"]
+    lines += [
+        "[privacy]",
+        f"epsilon = {extra.pop('epsilon', 1.0)}",
+        "[algorithm]",
+        'name = "sra"',
+        f"l = {extra.pop('l', 2)}",
+    ]
     path = tmp_path / "job.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -36,7 +42,9 @@ def parquet(tmp_path: Path, frame: pd.DataFrame) -> str:
     return str(path)
 
 
-GOOD = pd.DataFrame({"user_id": [1, 1, 2, 3, 3, 3], "item_id": [1, 2, 2, 3, 4, 5], "attr": ["a", "b", "a", "b", "a", "a"]})
+GOOD = pd.DataFrame(
+    {"user_id": [1, 1, 2, 3, 3, 3], "item_id": [1, 2, 2, 3, 4, 5], "attr": ["a", "b", "a", "b", "a", "a"]}
+)
 
 
 def run(spark, config: Path, *overrides: str) -> int:
@@ -157,7 +165,15 @@ def test_a_foreign_output_directory_is_not_replaced(spark, capsys, tmp_path):
 def test_csv_source_with_column_mapping(spark, capsys, tmp_path):
     path = tmp_path / "r.csv"
     path.write_text("who;what;when\n1;3;a\n2;3;b\n2;4;a\n")
-    config = write_config(tmp_path, {"format": "csv", "path": str(path), "sep": ";", "columns": {"user_id": "who", "item_id": "what", "attr": "when"}})
+    config = write_config(
+        tmp_path,
+        {
+            "format": "csv",
+            "path": str(path),
+            "sep": ";",
+            "columns": {"user_id": "who", "item_id": "what", "attr": "when"},
+        },
+    )
     assert run(spark, config) == 0
     assert diagnostics(tmp_path)["rows_read"] == 3
 

@@ -3,13 +3,13 @@
 import json
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from dp_spark.lab import bench
-from dp_spark.io import datasets
 from dp_spark.errors import ConfigError
+from dp_spark.io import datasets
+from dp_spark.lab import bench
 from tests.conftest import ROOT
 
 
@@ -40,7 +40,7 @@ def test_bench_refuses_no_warmup(tmp_path):
 
 def _stamp(seconds: float) -> str:
     """A time as the UI's REST API writes it."""
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "GMT"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "GMT"
 
 
 def test_the_timeline_lists_the_new_finished_jobs_from_the_start_of_the_run():

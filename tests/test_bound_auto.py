@@ -12,17 +12,16 @@ import pandas as pd
 import pytest
 
 import dp_spark
-from dp_spark.release import bound_bias
-from dp_spark.release import bound_selection
-from dp_spark.core.mechanisms import discrete_laplace_variance
 from dp_spark.core import zcdp
 from dp_spark.core.accuracy import EXACT, UPPER_BOUND
 from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.core.mechanisms import discrete_laplace_variance
 from dp_spark.errors import ConfigError
 from dp_spark.families.counts import family as counts
-from dp_spark.release.family import Domains, plan_split
 from dp_spark.families.registry import family_of
 from dp_spark.jobs.config import load_config
+from dp_spark.release import bound_bias, bound_selection
+from dp_spark.release.family import Domains, plan_split
 from tests.conftest import ROOT
 
 DOMAINS = Domains(ItemDomain(np.arange(1, 101), "1..100"), AttributeDomain(("a", "b")))
@@ -75,9 +74,10 @@ def test_the_spark_norms_are_the_reference_norms(spark):
             expected = _reference(frame, candidates, cap, attributes, user_cap)
             # Decimals, longs when the largest n is known, and validation's per-user counts given
             # (broadcast, as there are few users).
-            for known, counts, users in ((None, None, None), (largest, None, None), (largest, user_counts, 40)):
-                norms, tables = bound_bias.squared_bias_norms(records, candidates, cap, grid, attributes, known, counts,
-                                                              users, user_cap=user_cap)
+            for known, per_user, users in ((None, None, None), (largest, None, None), (largest, user_counts, 40)):
+                norms, tables = bound_bias.squared_bias_norms(
+                    records, candidates, cap, grid, attributes, known, per_user, users, user_cap=user_cap
+                )
                 assert (norms, tables) == (expected, 2 if attributes else 1)
     assert _reference(frame, candidates, 1, False, 5) != _reference(frame, candidates, 1, False, None)
     assert bound_bias._arithmetic(largest, 19, 2, grid) == "bigint" != bound_bias._arithmetic(None, 19, 2, grid)

@@ -15,10 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp_spark.release import bound_selection as bs
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource, exponential_probabilities
-from dp_spark.core.privacy import Budget
-
+from dp_spark.release import bound_selection as bs
 from tests.stats import chi2_critical, chi2_statistic
 
 CANDIDATES = [1, 2, 5, 10, 20, 50]
@@ -96,6 +95,7 @@ def neighbours(draw):
     return records, added
 
 
+@pytest.mark.long
 @settings(max_examples=200, deadline=None)
 @given(neighbours(), st.integers(1, 3), st.booleans(), st.fractions(min_value=0, max_value=10_000),
        st.sampled_from([CANDIDATES, [3, 7, 12, 40], [2, 90]]), st.data())
@@ -200,6 +200,7 @@ def test_the_user_cap_follows_the_noisy_user_count_on_its_grid():
     assert bs.user_cap(0, epsilon, (1, 40)) == 16 and bs.user_cap(10**6, epsilon, (1, 40)) == 39
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("users, count_epsilon", [(943, Fraction(1, 1000)), (300, Fraction(1, 5)), (0, Fraction(1))])
 def test_the_cap_probabilities_are_the_count_noise_summed_over_each_caps_counts(users, count_epsilon):
     cands, epsilon = bs.DEFAULT_CANDIDATES, Fraction(9, 100)
@@ -223,7 +224,7 @@ def _records(seed=4, users=120):
 @pytest.mark.parametrize("zcdp", [False, True])
 def test_the_whole_choice_counts_the_users_then_scores_at_their_cap(zcdp):
     from dp_spark.core import zcdp as Z
-    from dp_spark.core.privacy import Accounting
+    from dp_spark.core.accounting import Accounting
 
     # A small part of ε, so that the count's U falls below b_K − b_1 = 49 in some seeds and not others.
     records, part = _records(), Fraction(1, 20)
@@ -231,7 +232,7 @@ def test_the_whole_choice_counts_the_users_then_scores_at_their_cap(zcdp):
     for seed in range(12):
         asked = []
 
-        def norms_at(user_cap):
+        def norms_at(user_cap, asked=asked):
             asked.append(user_cap)
             return norms_of(records, user_cap=user_cap)
         budget = Budget(part, accounting=Accounting("gaussian", Z.pure_cost(part), 1e-6)) if zcdp else Budget(part)
@@ -255,6 +256,7 @@ def test_the_whole_choice_counts_the_users_then_scores_at_their_cap(zcdp):
     assert min(seen) < 49 and 49 in seen  # both kinds of run were checked
 
 
+@pytest.mark.long
 def test_the_whole_choice_follows_its_mixture_over_the_caps():
     # χ² of 3,000 choices against pick_probabilities: P(U) from the count's noise, then the
     # exponential mechanism at each U (fixed seed; the one-sided 1e-4 critical value).

@@ -35,9 +35,11 @@ def test_each_position_is_picked_with_frequency_l_over_n(spark):
 
 def test_a_fresh_salt_reuses_the_generated_code(spark):
     """The salt reaches Spark's generated code by reference, not written into it, so a run with a
-    new salt reuses the code compiled for the last one (docs/performance.md, fifth round)."""
+    new salt reuses the code compiled for the last one (docs/lab/performance.md, fifth round)."""
     df = records(spark, {1: 5, 2: 9})
-    first, second = (generated_code(user_records.sample_selection(df, 3, salt=salt).candidates) for salt in (1, 2**62 + 7))
+    first, second = (
+        generated_code(user_records.sample_selection(df, 3, salt=salt).candidates) for salt in (1, 2**62 + 7)
+    )
     assert "XXH64" in first and first == second
 
 
@@ -204,7 +206,7 @@ def test_each_user_gets_the_first_cutoff_its_row_count_reaches(spark):
 
 
 def test_new_cutoffs_reuse_the_generated_code(spark):
-    """Each run's cutoffs reach Spark's generated code by reference (docs/performance.md, sixth
+    """Each run's cutoffs reach Spark's generated code by reference (docs/lab/performance.md, sixth
     round): selections with different cutoffs, even a different number of them, share their code."""
     df = spark.createDataFrame([(u, i, u * 100 + i, i % 7) for u in range(5) for i in range(20)],
                                "user_id long, item_id long, row_key long, score long")

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp_spark.release import bounding_estimate as be
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
+from dp_spark.release import bounding_estimate as be
 
 pytestmark = pytest.mark.unit
 
@@ -77,6 +77,7 @@ def test_under_zcdp_the_two_figures_spend_the_whole_share_of_rho(epsilon):
     assert be.BoundingPlan(7, epsilon).each == epsilon / 2  # pure ε: half each
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("bound, epsilon", [(2, Fraction(1, 100)), (10, Fraction(1, 20)), (30, Fraction(1))])
 def test_the_share_bound_covers_the_true_share_kept_at_least_95_percent_of_the_time(bound, epsilon):
     """K/(K + D_B) and so the true share kept (records past the cap only lower it) lie below

@@ -6,9 +6,9 @@ from fractions import Fraction
 
 import pytest
 
+from dp_spark.errors import ConfigError
 from dp_spark.jobs import budget_store
 from dp_spark.jobs.budget_store import BudgetRefused, StoreSpec
-from dp_spark.errors import ConfigError
 
 
 def spec(tmp_path, cap="1", delta_cap=0.0, dataset="ratings") -> StoreSpec:

@@ -1,7 +1,9 @@
-"""Every DP claim is written down beside the code (issue 28, item 7): each publisher, each
-algorithm a job can name and each noise primitive has a "Privacy claim: <name>" section in
-its page under docs/, holding every field of a claim, and each module the claim is about names
-that page and section in its docstring.
+"""Every DP claim is written down beside the code: each publisher, each algorithm a job can name
+and each noise primitive has a "Privacy claim: <name>" section in its page under docs/, holding
+every field of a claim, and each module the claim is about names that page and section in its
+docstring. Each claim follows sections of the specification (docs/specification.md), cited as
+"specification §X.Y", and each algorithm's claim names its family's package and its tests, so that
+a reader goes from docs/README.md to a claim, its code and its tests.
 
 No Spark session: docstrings are read from the source files, and the only imports are the
 registries the names come from."""
@@ -15,15 +17,22 @@ from pathlib import Path
 import pytest
 
 from dp_spark import publishers
+from dp_spark.core import accounting, discrete_gaussian, ledger, mechanisms, vector_noise, zcdp
 from dp_spark.families.location_entropy import entropy as location_entropy
-from dp_spark.core import discrete_gaussian, mechanisms, privacy, vector_noise, zcdp
 from dp_spark.jobs import config
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The fields every claim states (docs/privacy.md); a primitive also says what it assumes.
+# The fields every claim states (docs/privacy.md); a primitive also says what it assumes, and an
+# algorithm where its code and its tests are.
 FIELDS = ("Guarantee", "Unit and neighbouring relation", "Sensitivity", "Public", "Argument", "Follows")
 MECHANISM_FIELDS = (*FIELDS, "Assumed")
+ALGORITHM_FIELDS = (*FIELDS, "Code and tests")
+
+# How a claim cites the specification (docs/specification.md): "specification §3.1", the words a
+# link may carry ("[specification §3.1](specification.md#s3.1)"), as the code's docstrings do.
+SPEC_CITATION = re.compile(r"specification §\d+(\.\d+)?")
+SPEC_SECTION = re.compile(r'^<a id="s(\d+(?:\.\d+)?)"></a>$', re.M)
 
 HEADING = re.compile(r"^(#{2,3}) Privacy claim: (.+?)\s*$")
 DOCSTRING_SECTION = re.compile(r'"(Privacy claim: [^"]+)"')
@@ -42,10 +51,11 @@ ALGORITHM_CLAIMS = {
     # One claim per variant: they range from pure ε-DP to not DP at all.
     "entropy": ("docs/location_entropy.md", list(location_entropy.VARIANTS),
                 ["dp_spark/families/location_entropy/entropy.py", "dp_spark/families/location_entropy/sensitivity.py"]),
-    "frapp": ("docs/frapp.md", ["frapp"], ["dp_spark/families/frapp/perturbation.py", "dp_spark/families/frapp/mining.py",
-                                            "dp_spark/families/frapp/family.py"]),
+    "frapp": ("docs/frapp.md", ["frapp"], ["dp_spark/families/frapp/perturbation.py",
+                                            "dp_spark/families/frapp/mining.py", "dp_spark/families/frapp/family.py"]),
     "means": ("docs/value_sums.md", ["means"], ["dp_spark/families/means/publish.py", "dp_spark/core/clip_range.py",
-                                                "dp_spark/families/means/family.py", "dp_spark/families/means/params.py",
+                                                "dp_spark/families/means/family.py",
+                                                "dp_spark/families/means/params.py",
                                                 "dp_spark/families/means/choice.py"]),
 }
 
@@ -58,8 +68,8 @@ MECHANISMS = {
     (mechanisms, "discrete_laplace"): "docs/mechanisms.md",
     (mechanisms, "discrete_laplace_each"): "docs/mechanisms.md",
     (mechanisms, "exponential_mechanism"): "docs/mechanisms.md",
-    (privacy, "Budget"): "docs/mechanisms.md",
-    (privacy, "Accounting"): "docs/mechanisms.md",
+    (ledger, "Budget"): "docs/mechanisms.md",
+    (accounting, "Accounting"): "docs/mechanisms.md",
     (zcdp, "delta_of"): "docs/mechanisms.md",
     (discrete_gaussian, "discrete_gaussian"): "docs/mechanisms.md",
     (vector_noise, "range_noise"): "docs/mechanisms.md",
@@ -124,8 +134,52 @@ def check_claim(doc: str, name: str, fields=FIELDS) -> None:
     for heading in found:
         missing = missing_fields(sections[heading], fields)
         assert not missing, f"{doc}, '{heading}': no {', '.join(missing)}"
-        follows = re.search(r"^- \*\*Follows\*\*.*?(?=^- \*\*|\Z)", sections[heading], re.M | re.S).group(0)
-        assert "ALGORITHMS.md §" in follows, f"{doc}, '{heading}': Follows names no ALGORITHMS.md section"
+        problems = follows_problems(sections[heading])
+        assert not problems, f"{doc}, '{heading}': {'; '.join(problems)}"
+
+
+def field_text(body: str, field: str) -> str:
+    """The text of one field of a claim body, up to the next field."""
+    return re.search(rf"^- \*\*{re.escape(field)}\*\*.*?(?=^- \*\*|\Z)", body, re.M | re.S).group(0)
+
+
+def spec_sections() -> set[str]:
+    """The section numbers docs/specification.md has an anchor for ("3.1", "4", ...)."""
+    return set(SPEC_SECTION.findall((ROOT / "docs/specification.md").read_text(encoding="utf-8")))
+
+
+def follows_problems(body: str) -> list[str]:
+    """What is wrong with a claim's Follows: no "specification §X.Y", or a section the specification
+    does not have."""
+    follows = field_text(body, "Follows")
+    cited = {m.group(0).removeprefix("specification §") for m in SPEC_CITATION.finditer(follows)}
+    if not cited:
+        return ["Follows cites no 'specification §X.Y'"]
+    return [f"the specification has no §{number}" for number in sorted(cited - spec_sections())]
+
+
+def code_and_tests_problems(body: str, packages: set[str]) -> list[str]:
+    """What is wrong with a claim's Code and tests: it names none of the family's packages, no test
+    file, or a repository path that does not exist."""
+    text = field_text(body, "Code and tests")
+    paths = re.findall(r"(?<![\w/.])((?:dp_spark|tests)/[\w./]*\w/?)", text)
+    problems = []
+    if not any(package in paths for package in packages):
+        problems.append(f"Code and tests names none of {sorted(packages)}")
+    if not any(path.startswith("tests/test_") for path in paths):
+        problems.append("Code and tests names no test file")
+    problems += [f"{path} does not exist" for path in paths if not (ROOT / path).exists()]
+    return problems
+
+
+def check_code_and_tests(doc: str, name: str, modules: list[str]) -> None:
+    """The claim names its family's package (the directory of its modules under dp_spark/families/)
+    and at least one test file, and every repository path it names exists."""
+    packages = {str(Path(m).parent) + "/" for m in modules if m.startswith("dp_spark/families/")}
+    sections = page_sections(doc)
+    for heading in sections_naming(sections, name):
+        problems = code_and_tests_problems(sections[heading], packages)
+        assert not problems, f"{doc}, '{heading}': {'; '.join(problems)}"
 
 
 def check_docstring_points_to(module_path: str, doc: str, name: str) -> None:
@@ -159,7 +213,8 @@ def test_every_algorithm_has_its_claim_beside_its_modules(name):
                                       "'Privacy claim' section to its page and list it in ALGORITHM_CLAIMS")
     doc, names, modules = ALGORITHM_CLAIMS[name]
     for claim in names:
-        check_claim(doc, claim)
+        check_claim(doc, claim, ALGORITHM_FIELDS)
+        check_code_and_tests(doc, claim, modules)
         for module in modules:
             check_docstring_points_to(module, doc, claim)
 
@@ -199,7 +254,7 @@ GOOD = """# Page
 - **Sensitivity**: 1.
 - **Public**: the bins.
 - **Argument**: one user, one bin.
-- **Follows**: ALGORITHMS.md §1.1.
+- **Follows**: specification §1.1.
 
 ## Another section
 
@@ -227,3 +282,27 @@ def test_a_field_after_the_section_does_not_count():
     moved = GOOD.replace("- **Sensitivity**: 1.\n", "")
     assert "**Guarantee**" in moved.split("## Another section")[1]
     assert missing_fields(claim_sections(moved)["Privacy claim: a, b"]) == ["Sensitivity"]
+
+
+def test_the_checker_wants_the_specification_cited_by_a_section_it_has():
+    body = claim_sections(GOOD)["Privacy claim: a, b"]
+    assert follows_problems(body) == []
+    assert follows_problems(body.replace("specification §1.1", "ALGORITHMS.md §1.1")) == [
+        "Follows cites no 'specification §X.Y'"]
+    assert follows_problems(body.replace("§1.1", "§1.9")) == ["the specification has no §1.9"]
+    linked = body.replace("specification §1.1", "[specification §1.1](specification.md#s1.1)")
+    assert follows_problems(linked) == []
+
+
+def test_the_checker_wants_the_family_package_and_a_test_that_exist():
+    package = "dp_spark/families/counts/"
+    good = GOOD.replace("- **Follows**", f"- **Code and tests**: [`{package}`](../{package}); tests:\n"
+                                          "  `tests/test_bounding.py`.\n- **Follows**")
+    body = claim_sections(good)["Privacy claim: a, b"]
+    assert code_and_tests_problems(body, {package}) == []
+    assert code_and_tests_problems(body, {"dp_spark/families/means/"}) == [
+        "Code and tests names none of ['dp_spark/families/means/']"]
+    assert code_and_tests_problems(body.replace("tests/test_bounding.py", "tests/helpers.py"), {package}) == [
+        "Code and tests names no test file", "tests/helpers.py does not exist"]
+    assert code_and_tests_problems(body.replace("test_bounding", "test_gone"), {package}) == [
+        "tests/test_gone.py does not exist"]

@@ -6,7 +6,7 @@ import pyspark
 import pytest
 
 from dp_spark.cli import main
-from dp_spark.core.privacy import as_epsilon
+from dp_spark.core.accounting import as_epsilon
 from dp_spark.errors import ConfigError
 from dp_spark.version import __version__
 from tests.conftest import ROOT

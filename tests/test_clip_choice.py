@@ -12,10 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp_spark.release import clip_choice as cc
 from dp_spark.core import zcdp
+from dp_spark.core.accounting import Accounting
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Accounting, Budget
+from dp_spark.release import clip_choice as cc
 from tests.conftest import SHARED_DATA
 
 GRID = (0.0, 1.0, 2.0, 3.0, 5.0)

@@ -4,10 +4,9 @@ from fractions import Fraction
 
 import pytest
 
+from dp_spark.errors import BudgetExceeded, ConfigError
 from dp_spark.jobs.config import build_config, parse_override
-from dp_spark.errors import ConfigError
 from dp_spark.jobs.runner import plan_budget
-from dp_spark.core.privacy import BudgetExceeded
 
 
 def base(**algorithm):
@@ -89,7 +88,11 @@ def test_hpa_parameters_are_refused_for_sra():
     "algorithm, publisher, message",
     [
         ({}, {"name": "gauss"}, "unknown publisher.name 'gauss'"),
-        ({}, {"name": "fourier", "rho": 0.5}, r"publisher.rho is not an option of 'fourier' \(it takes: grid_bits, k\)"),
+        (
+            {},
+            {"name": "fourier", "rho": 0.5},
+            r"publisher.rho is not an option of 'fourier' \(it takes: grid_bits, k\)",
+        ),
         ({}, {"name": "dpa_ahp", "delta": 1.5}, "publisher.delta must be between 0 and 1"),
         ({}, {"name": "ahp", "rho": 1}, "publisher.rho must be strictly between 0 and 1"),
         ({}, {"name": "fourier", "k": 0}, "publisher.k must be an integer >= 1"),

@@ -20,12 +20,11 @@ import pytest
 from dp_spark import api
 from dp_spark.cli import main
 from dp_spark.core.domain import AttributeDomain
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace_pmf
-from dp_spark.core.privacy import Budget
 from dp_spark.errors import ConfigError, GuardRefused
-from dp_spark.release import guards
 from dp_spark.io.validation import SHARE_GRID
-
+from dp_spark.release import guards
 
 # --- Unit: what the operator is told, and the guards' noisy decision --------------------------
 
@@ -178,9 +177,9 @@ def test_bad_guards_are_config_errors(table, message):
 
 @pytest.mark.unit
 def test_the_guards_epsilon_comes_off_the_top_of_the_split():
-    from dp_spark.release.family import Domains, plan_split
-    from dp_spark.families.registry import family_of
     from dp_spark.families.counts.family import CountsParams
+    from dp_spark.families.registry import family_of
+    from dp_spark.release.family import Domains, plan_split
     params, family = CountsParams("sra", l=2), family_of("sra")
     limits = guards.Guards(max_dropped_fraction=0.5, epsilon=Fraction(1, 10))
     assert plan_split(family, params, Fraction(1), Domains(None), guards=limits) == \
@@ -249,7 +248,7 @@ def test_a_csv_attribute_read_as_4_0_matches_the_integer_domain(spark, tmp_path,
     frame.to_csv(csv, index=False)
     config = write_job(tmp_path, csv, "csv", "{ range = [1, 5] }")
     assert main(["run", str(config), "--diagnostics", str(tmp_path / "diagnostics.json")]) == 0
-    report = released(tmp_path)
+    released(tmp_path)
     cov = diagnostics(tmp_path)["coverage"]
     assert cov["rows_outside_domain"] == {"item_id": 0, "attr": 0}
     assert cov["rows_kept_by_bounding"] == kept_by_sra(frame, 2) == 5 > 0

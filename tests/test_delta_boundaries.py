@@ -1,7 +1,7 @@
 """δ at its boundaries: caps compared exactly, splits that never add up past their total, and a
 delta_of that never states 0.
 
-A δ is a double. The budget (core.privacy.Budget), the composition of releases
+A δ is a double. The budget (core.ledger.Budget), the composition of releases
 (core.composition.Guarantee.within) and through them the budget store and the API's DatasetBudget
 compare the exact sum of the doubles' values (as fractions) with the cap, with no allowance above
 it: a spend exactly at the cap fits, the next double above does not, and neither do parts whose
@@ -19,18 +19,21 @@ from fractions import Fraction
 import pytest
 
 import dp_spark
-from dp_spark.families.location_entropy import sensitivity as entropy_sensitivity, entropy as location_entropy
-from dp_spark.release import partition_selection as ps
 from dp_spark.core import composition, zcdp
+from dp_spark.core.accounting import accounting_of
 from dp_spark.core.composition import Charge, Guarantee, guarantee
-from dp_spark.core.privacy import Budget, BudgetExceeded, LedgerEntry, accounting_of
-from dp_spark.release.private_keys import PARTITION_DELTA_SHARE, partition_delta
+from dp_spark.core.ledger import Budget, LedgerEntry
+from dp_spark.errors import BudgetExceeded
+from dp_spark.families.location_entropy import entropy as location_entropy
+from dp_spark.families.location_entropy import sensitivity as entropy_sensitivity
 from dp_spark.jobs import budget_store
 from dp_spark.jobs.budget_store import BudgetRefused, StoreSpec
+from dp_spark.release import partition_selection as ps
+from dp_spark.release.private_keys import PARTITION_DELTA_SHARE, partition_delta
 
 CAP = 1e-6
 # δ's of every kind: round decimals, thirds and sevenths that no double holds, the extremes a
-# config may give (core.privacy.MIN_DELTA is 1e-100), and a large one.
+# config may give (core.accounting.MIN_DELTA is 1e-100), and a large one.
 DELTAS = (1e-6, 1e-6 / 3, 1e-5 / 3, 1e-7 / 7, 0.1, 0.3, 1e-10, 1e-8, 2e-7, 3e-9, 1e-100, 1e-99 / 3, 0.999)
 
 

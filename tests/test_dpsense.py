@@ -7,15 +7,14 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
-from pyspark.sql import functions as F
 
-from dp_spark.families.dpsense import columns as item_columns
-from dp_spark.families.dpsense import theta as dpsense
 from dp_spark.bounding import item_rows, keys
 from dp_spark.cli import main
 from dp_spark.core.domain import ItemDomain
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource, exponential_mechanism, exponential_probabilities
-from dp_spark.core.privacy import Budget
+from dp_spark.families.dpsense import columns as item_columns
+from dp_spark.families.dpsense import theta as dpsense
 from dp_spark.io.validation import validate_records
 from tests.conftest import shared_data
 
@@ -92,7 +91,9 @@ def test_quality_is_exact_so_rounding_cannot_exceed_its_sensitivity():
                                                                                        epsilon_counts)
     assert Fraction(change[0]) == dpsense.quality_sensitivity(theta_max)
     assert all(Fraction(c) <= dpsense.quality_sensitivity(theta_max) for c in change)
-    assert Fraction(dpsense.quality(hist, thetas, columns, epsilon_counts)[0]) == -(16_414_191 + columns / epsilon_counts)
+    assert Fraction(dpsense.quality(hist, thetas, columns, epsilon_counts)[0]) == -(
+        16_414_191 + columns / epsilon_counts
+    )
 
 
 def brute_force_quality_s(rows, theta, alpha, theta_max, columns, epsilon_counts):
@@ -198,7 +199,9 @@ def test_biases_by_sorting_equal_the_direct_sum_with_ties_and_empty_columns():
         at_theta = rng.integers(0, 30, size=(3, d)).astype(np.int64)
         at_max = rng.integers(0, 2000, size=d).astype(np.int64)
         tied = rng.random(d) < 0.4
-        at_max[tied] = at_theta[0, tied] * rng.choice(m, size=int(tied.sum())) + rng.integers(-1, 2, size=int(tied.sum()))
+        at_max[tied] = at_theta[0, tied] * rng.choice(m, size=int(tied.sum())) + rng.integers(
+            -1, 2, size=int(tied.sum())
+        )
         at_max = np.maximum(at_max, 0)
         assert dpsense._biases(at_max, at_theta, m).tolist() == direct_biases(at_max, at_theta, m).tolist()
 
@@ -238,6 +241,7 @@ def test_limited_counts_equal_the_direct_sum():
             np.testing.assert_array_equal(limited[i], direct)
 
 
+@pytest.mark.long
 def test_exponential_mechanism_frequencies_match_its_probabilities():
     """20,000 draws at a fixed seed; every candidate's frequency within 4.5 standard errors."""
     scores = np.array([0.0, -1.0, -2.5, -0.5, -4.0, -10.0])
@@ -249,7 +253,9 @@ def test_exponential_mechanism_frequencies_match_its_probabilities():
     assert np.all(np.abs(frequencies - probabilities) <= tolerance)
     # The monotone form doubles the exponent: exp(ε·q/Δ) instead of exp(ε·q/(2Δ)).
     sharp = exponential_probabilities(scores, 1.0, 1.0, monotone=True)
-    assert sharp[0] / sharp[1] == pytest.approx(np.e) and probabilities[0] / probabilities[1] == pytest.approx(np.e**0.5)
+    assert sharp[0] / sharp[1] == pytest.approx(np.e) and probabilities[0] / probabilities[1] == pytest.approx(
+        np.e**0.5
+    )
     # Scores in the millions do not overflow.
     assert exponential_probabilities(np.array([-3e6, -3e6 - 2]), 1.0, 1.0).sum() == pytest.approx(1.0)
 
@@ -296,17 +302,25 @@ def test_rows_from_validation_give_the_aggregates_of_rows_built_from_the_records
     try:
         assert from_validation.users_by_length.to_dict() == {1: 2, 2: 1, 3: 1, 4: 1, 5: 1}
         for theta_max in (2, THETA_MAX):
-            assert (item_columns.length_histogram(from_validation, theta_max).tolist()
-                    == item_columns.length_histogram(reference, theta_max).tolist() == hist_of(ROWS, theta_max).tolist())
+            assert (
+                item_columns.length_histogram(from_validation, theta_max).tolist()
+                == item_columns.length_histogram(reference, theta_max).tolist()
+                == hist_of(ROWS, theta_max).tolist()
+            )
             got = item_columns.length_by_column(from_validation, ITEMS, theta_max, grid_bits=dpsense.QUALITY_GRID_BITS)
             want = item_columns.length_by_column(reference, ITEMS, theta_max, grid_bits=dpsense.QUALITY_GRID_BITS)
             assert [a.tolist() for a in got] == [a.tolist() for a in want]
         for theta in (1, 2, 3, 5):
             assert from_validation.truncation(theta) == reference.truncation(theta)
             for limit in item_rows.LIMITS:
-                assert (item_columns.limited_counts(from_validation, ITEMS, theta, limit, 5, grid_bits=dpsense.GRID_BITS)
-                        .tolist() == item_columns.limited_counts(reference, ITEMS, theta, limit, 5,
-                                                                 grid_bits=dpsense.GRID_BITS).tolist())
+                assert (
+                    item_columns.limited_counts(
+                        from_validation, ITEMS, theta, limit, 5, grid_bits=dpsense.GRID_BITS
+                    ).tolist()
+                    == item_columns.limited_counts(
+                        reference, ITEMS, theta, limit, 5, grid_bits=dpsense.GRID_BITS
+                    ).tolist()
+                )
     finally:
         reference.release()
         from_validation.release()
@@ -431,7 +445,7 @@ def test_under_zcdp_the_choice_of_theta_is_a_bounded_range_step_at_twice_its_sha
     ε_k ≤ √(2ρ_k), buys it at 2ε_k, as the counts' bound (before, as a pure step, the same ρ bought
     only ε_k)."""
     from dp_spark.core import zcdp
-    from dp_spark.core.privacy import Accounting
+    from dp_spark.core.accounting import Accounting
 
     rho = zcdp.rho_of(1.0, 1e-6)
     share = zcdp.epsilon_for_rho(rho / 10)

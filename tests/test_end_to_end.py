@@ -10,15 +10,13 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from dp_spark.io import sources
-from dp_spark.io import validation
 from dp_spark.aggregates import item_edges
 from dp_spark.bounding import user_records
-from dp_spark.io import datasets
 from dp_spark.cli import main
-from dp_spark.jobs.config import load_config
 from dp_spark.core.domain import attribute_domain, item_domain
 from dp_spark.core.mechanisms import discrete_laplace_variance
+from dp_spark.io import datasets, sources, validation
+from dp_spark.jobs.config import load_config
 from tests.conftest import ROOT, shared_data
 
 ML1M_MOVIES = 3883  # lines of movies.dat: the public item domain

@@ -16,20 +16,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp_spark.lab.audit_targets.entropy_bounds import candidate_sums_of
-from dp_spark.families.location_entropy.sums import CandidateSums, candidate_sums, location_sums
-from dp_spark.families.location_entropy import bounds_choice as ebs
-from dp_spark.families.location_entropy import sensitivity as sens
-from dp_spark.families.location_entropy import entropy as le
 from dp_spark.bounding.user_locations import bounded_pairs, ranked_pairs
 from dp_spark.cli import main
 from dp_spark.core.domain import ItemDomain
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance, exponential_probabilities
-from dp_spark.core.privacy import Budget
 from dp_spark.errors import ConfigError
+from dp_spark.families.location_entropy import bounds_choice as ebs
+from dp_spark.families.location_entropy import entropy as le
+from dp_spark.families.location_entropy import sensitivity as sens
+from dp_spark.families.location_entropy.sums import CandidateSums, candidate_sums, location_sums
 from dp_spark.io import checkins
 from dp_spark.jobs.config import build_config
-
+from dp_spark.lab.audit_targets.entropy_bounds import candidate_sums_of
 from tests.stats import chi2_critical, chi2_statistic
 
 LOCATIONS = 6
@@ -164,9 +163,17 @@ def test_the_sensitivity_covers_the_rounded_global_sensitivity():
 def test_the_root_is_rounded_up_exactly():
     """⌈√v⌉ for Fractions, at squares, just above and below them, below 1 and past doubles' 2^53."""
     big = (1 << 60) + 12345
-    cases = {Fraction(0): 0, Fraction(1, 10**9): 1, Fraction(1): 1, Fraction(4): 2, Fraction(4) + Fraction(1, 10**12): 3,
-             Fraction(17, 2): 3, Fraction(big * big): big, Fraction(big * big + 1): big + 1,
-             Fraction(big * big - 1): big}
+    cases = {
+        Fraction(0): 0,
+        Fraction(1, 10**9): 1,
+        Fraction(1): 1,
+        Fraction(4): 2,
+        Fraction(4) + Fraction(1, 10**12): 3,
+        Fraction(17, 2): 3,
+        Fraction(big * big): big,
+        Fraction(big * big + 1): big + 1,
+        Fraction(big * big - 1): big,
+    }
     assert {v: ebs._root_up(v) for v in cases} == cases
 
 
@@ -202,6 +209,7 @@ def entropy_run(tmp_path, *extra):
 def test_an_auto_job_under_zcdp_charges_the_choice_as_bounded_range(spark, tmp_path):
     # ρ from (ε = 5, δ = 1e-6); the choice's tenth of ρ buys the mechanism at twice √(2ρ/10).
     from fractions import Fraction as F
+
     from dp_spark.core import zcdp
 
     _table, report = entropy_run(tmp_path, "--set", 'algorithm.locations_per_user="auto"',
@@ -280,8 +288,8 @@ def test_bad_auto_settings_are_refused(algorithm, privacy, message):
 
 @pytest.mark.unit
 def test_auto_splits_a_tenth_to_the_bound_by_default():
-    from dp_spark.release.family import Domains, plan_split
     from dp_spark.families.registry import family_of
+    from dp_spark.release.family import Domains, plan_split
 
     cfg = build_config(entropy_config({"locations_per_user": "auto", "visits_per_location": "auto"}))
     assert cfg.params.grid == (ebs.DEFAULT_M_CANDIDATES, ebs.DEFAULT_C_CANDIDATES)
@@ -298,7 +306,7 @@ def test_under_zcdp_the_choice_is_a_bounded_range_step_at_twice_its_share():
     choice's share of ρ, handed out as ε_k ≤ √(2ρ_k), buys it at 2ε_k (before, as a pure step, the
     same ρ bought only ε_k)."""
     from dp_spark.core import zcdp
-    from dp_spark.core.privacy import Accounting
+    from dp_spark.core.accounting import Accounting
 
     rho = zcdp.rho_of(1.0, 1e-6)
     share = zcdp.epsilon_for_rho(rho / 10)

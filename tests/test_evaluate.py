@@ -5,16 +5,14 @@ import json
 import numpy as np
 import pytest
 
-from dp_spark.io import sources
-from dp_spark.io import validation
 from dp_spark.aggregates import item_edges
 from dp_spark.bounding import user_records
-from dp_spark.lab import evaluate
-from dp_spark.lab import metrics
 from dp_spark.cli import main
-from dp_spark.jobs.config import load_config
 from dp_spark.core.domain import attribute_domain, item_domain
 from dp_spark.errors import ConfigError
+from dp_spark.io import sources, validation
+from dp_spark.jobs.config import load_config
+from dp_spark.lab import evaluate, metrics
 from tests.conftest import ROOT, shared_data
 
 

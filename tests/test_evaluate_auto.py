@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from dp_spark.release import bound_selection
 from dp_spark.cli import main
 from dp_spark.errors import ConfigError
 from dp_spark.jobs.config import load_config
 from dp_spark.lab import evaluate
+from dp_spark.release import bound_selection
 from tests.conftest import ROOT
 from tests.test_evaluate import ml100k_args
 from tests.test_location_entropy import generated
@@ -98,9 +98,15 @@ def test_limit_auto_and_its_oracle(spark, tmp_path):
             fixed[M, C] = _cells(got, "entropy")["limit"]["mean"]
     mse = _cells(records, "entropy")
     best = min(fixed, key=fixed.get)
-    assert (_cells(records, "bound", "M")["limit_oracle"]["mean"], _cells(records, "bound", "C")["limit_oracle"]["mean"]) == best
+    assert (
+        _cells(records, "bound", "M")["limit_oracle"]["mean"],
+        _cells(records, "bound", "C")["limit_oracle"]["mean"],
+    ) == best
     assert mse["limit_oracle"]["mean"] == pytest.approx(fixed[best], rel=1e-9)
-    assert _cells(records, "bound", "M")["limit_auto"]["mean"] in (2, 10) or _cells(records, "bound", "M")["limit_auto"]["std"] > 0
+    assert (
+        _cells(records, "bound", "M")["limit_auto"]["mean"] in (2, 10)
+        or _cells(records, "bound", "M")["limit_auto"]["std"] > 0
+    )
     assert mse["limit_auto"]["runs"] == 2
 
 

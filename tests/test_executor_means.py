@@ -14,14 +14,17 @@ from pyspark.sql import functions as F
 
 from dp_spark import api
 from dp_spark.aggregates.value_sums import bounded_sums, cell_tally
+from dp_spark.bounding.user_records import sample_selection
+from dp_spark.core.accounting import Accounting
+from dp_spark.core.clip_range import ClipRange, SumSensitivity
+from dp_spark.core.domain import attribute_domain, item_domain
+from dp_spark.core.ledger import Budget
+from dp_spark.core.vector_noise import GAUSSIAN as KEYED_GAUSSIAN
+from dp_spark.core.vector_noise import LAPLACE as KEYED_LAPLACE
+from dp_spark.core.vector_noise import CellNoise, NoiseSecret
+from dp_spark.errors import BudgetExceeded, ConfigError
 from dp_spark.families.means import on_executors as executor_means
 from dp_spark.families.means.publish import GAUSSIAN, LAPLACE, TablePair, halfwidth, pair_entries, released_columns
-from dp_spark.core.clip_range import ClipRange, SumSensitivity
-from dp_spark.bounding.user_records import sample_selection
-from dp_spark.core.domain import attribute_domain, item_domain
-from dp_spark.core.privacy import Accounting, Budget, BudgetExceeded
-from dp_spark.core.vector_noise import GAUSSIAN as KEYED_GAUSSIAN, LAPLACE as KEYED_LAPLACE, CellNoise, NoiseSecret
-from dp_spark.errors import ConfigError
 from dp_spark.publishers.executor_laplace import CellGrid
 
 SECRET = NoiseSecret.from_seed(43)

@@ -13,13 +13,13 @@ from pyspark.sql import functions as F
 
 from dp_spark import api
 from dp_spark.core.domain import attribute_domain, item_domain, item_domain_of_ids
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import discrete_laplace_pmf
-from dp_spark.core.privacy import Budget, BudgetExceeded
 from dp_spark.core.vector_noise import BLOCK_CELLS, NoiseSecret, range_noise
-from dp_spark.errors import ConfigError
-from dp_spark.release.family import Execution
+from dp_spark.errors import BudgetExceeded, ConfigError
 from dp_spark.publishers import executor_laplace
 from dp_spark.publishers.executor_laplace import CellGrid
+from dp_spark.release.family import Execution
 from tests.stats import chi2_critical, chi2_statistic
 
 SECRET = NoiseSecret.from_seed(31)
@@ -30,8 +30,15 @@ def _tally(spark, cells: list[tuple[int, int]]):
     return spark.createDataFrame(pd.DataFrame(cells, columns=["_cell", "_count"], dtype="int64"))
 
 
-def _released(spark, grid: CellGrid, cells: list[tuple[int, int]], sensitivity=2, epsilon=Fraction(1, 2), step="edge_counts",
-              secret=SECRET) -> tuple[pd.DataFrame, Budget]:
+def _released(
+    spark,
+    grid: CellGrid,
+    cells: list[tuple[int, int]],
+    sensitivity=2,
+    epsilon=Fraction(1, 2),
+    step="edge_counts",
+    secret=SECRET,
+) -> tuple[pd.DataFrame, Budget]:
     budget = Budget(1, fixed_seed=True)
     table, entry = executor_laplace.publish(_tally(spark, cells), grid, sensitivity, epsilon, budget, secret, step)
     assert budget.entries == [entry] and entry.cells == grid.cells and entry.noise_scale == sensitivity / epsilon
@@ -322,8 +329,9 @@ def test_the_number_of_files_written_depends_on_the_domain_alone(spark, tmp_path
     for nonzero in (10, grid.cells):
         chosen = rng.choice(grid.cells, size=nonzero, replace=False)
         cells = list(zip(chosen.tolist(), (1 + rng.integers(0, 50, size=nonzero)).tolist()))
-        table, _entry = executor_laplace.publish(_tally(spark, cells), grid, 2, Fraction(1, 2), Budget(1, fixed_seed=True),
-                                                 SECRET, "edge_counts")
+        table, _entry = executor_laplace.publish(
+            _tally(spark, cells), grid, 2, Fraction(1, 2), Budget(1, fixed_seed=True), SECRET, "edge_counts"
+        )
         out = tmp_path / f"nonzero_{nonzero}"
         table.write.parquet(str(out))
         files.append(len(list(out.glob("part-*.parquet"))))

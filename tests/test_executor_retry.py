@@ -25,7 +25,7 @@ SCRIPT = textwrap.dedent('''
     from pyspark import TaskContext
 
     from dp_spark.core.domain import attribute_domain, item_domain
-    from dp_spark.core.privacy import Budget
+    from dp_spark.core.ledger import Budget
     from dp_spark.core.vector_noise import NoiseSecret
     from dp_spark.io.session import get_session
     from dp_spark.publishers import executor_laplace

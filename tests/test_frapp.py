@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_spark.families.frapp import perturbation as frapp
-from dp_spark.families.frapp import mining as fm
 from dp_spark.cli import main
-from dp_spark.jobs.config import build_config
-from dp_spark.errors import ConfigError
 from dp_spark.core.mechanisms import RandomSource
+from dp_spark.errors import ConfigError
+from dp_spark.families.frapp import mining as fm
+from dp_spark.families.frapp import perturbation as frapp
+from dp_spark.jobs.config import build_config
 from tests.conftest import ROOT, shared_data
 from tests.stats import chi2_critical, chi2_statistic
 
@@ -401,7 +401,10 @@ def test_job_publishes_the_records_it_mined(spark, tmp_path, scheme):
     published = pd.read_parquet(out / "perturbed_records")
     assert len(published) == 800 and list(published.columns) == ["age", "sex"]
     itemsets = pd.read_parquet(out / "frequent_itemsets")
-    attributes = [fm.AttributeSpec("age", (40.0, 65.0)).attribute(), fm.AttributeSpec("sex", values=("F", "M")).attribute()]
+    attributes = [
+        fm.AttributeSpec("age", (40.0, 65.0)).attribute(),
+        fm.AttributeSpec("sex", values=("F", "M")).attribute(),
+    ]
     sizes = fm.sizes_of(attributes)
     cfg_scheme = fm.Scheme.of(scheme, Fraction(9), sizes)
     for row in itemsets[itemsets["length"] == 1].itertuples():

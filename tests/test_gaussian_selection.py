@@ -9,10 +9,13 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dp_spark.release import partition_selection as ps
-from dp_spark.core import discrete_gaussian as dg, zcdp
+from dp_spark.core import discrete_gaussian as dg
+from dp_spark.core import zcdp
+from dp_spark.core.accounting import Accounting
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Accounting, Budget, BudgetExceeded
+from dp_spark.errors import BudgetExceeded
+from dp_spark.release import partition_selection as ps
 
 RHO = zcdp.rho_of(1.0, 5e-7)
 

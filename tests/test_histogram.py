@@ -6,14 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_spark.lab import evaluate
-from dp_spark.families.user_histogram import quantities as user_quantities
-from dp_spark.families.user_histogram import histogram
 from dp_spark.cli import main
-from dp_spark.jobs.config import load_config
-from dp_spark.errors import ConfigError
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
+from dp_spark.errors import ConfigError
+from dp_spark.families.user_histogram import histogram
+from dp_spark.families.user_histogram import quantities as user_quantities
+from dp_spark.jobs.config import load_config
+from dp_spark.lab import evaluate
 from tests.conftest import shared_data
 
 EDGES = np.array([1, 2, 5, 10])  # bins 1, 2-4, 5-9, 10+

@@ -9,15 +9,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_spark.io import checkins
-from dp_spark.families.location_entropy import sensitivity as sens
-from dp_spark.families.location_entropy.sums import location_sums
-from dp_spark.families.location_entropy import entropy as le
 from dp_spark.bounding.user_locations import bounded_pairs
 from dp_spark.cli import main
-from dp_spark.jobs.config import build_config
 from dp_spark.core.domain import ItemDomain
 from dp_spark.errors import ConfigError
+from dp_spark.families.location_entropy import entropy as le
+from dp_spark.families.location_entropy import sensitivity as sens
+from dp_spark.families.location_entropy.sums import location_sums
+from dp_spark.io import checkins
+from dp_spark.jobs.config import build_config
 
 
 def true_local_sensitivity(C: int, n: int) -> float:
@@ -256,8 +256,8 @@ def test_evaluate_compares_the_variants(spark, tmp_path):
 from fractions import Fraction  # noqa: E402
 
 from dp_spark.core import hockey_stick  # noqa: E402
+from dp_spark.core.ledger import Budget  # noqa: E402
 from dp_spark.core.mechanisms import RandomSource, as_scale, scale_at_least  # noqa: E402
-from dp_spark.core.privacy import Budget  # noqa: E402
 
 SS_BOUNDS = le.Bounds(M=5, C=5)
 SS_DELTA = 1e-8

@@ -8,7 +8,7 @@ wrong answer.
 "Exactly right" is checkable because the job runs with l above any user's row count (nothing is
 sampled away) and ε = 10^6, where the discrete Laplace noise has scale 10^-4 and is 0 with
 probability 1 - 2e^-10000: the release must equal the counts this file computes in plain
-Python from the documented rules (README "What you get"; io.validate_records).
+Python from the documented rules (docs/cli.md, "Errors"; io.validate_records).
 """
 
 import itertools

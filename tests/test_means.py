@@ -14,15 +14,15 @@ import pytest
 from pyspark.sql import functions as F
 
 import dp_spark
-from dp_spark.release import bound_bias
-from dp_spark.release import bound_selection, clip_choice
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.domain import AttributeDomain, item_domain_of_ids
 from dp_spark.errors import ConfigError, DataError
-from dp_spark.families.means import choice as means_choice, params as means_params
-from dp_spark.release.family import Domains
+from dp_spark.families.means import choice as means_choice
+from dp_spark.families.means import params as means_params
 from dp_spark.jobs.config import load_config
 from dp_spark.jobs.runner import compute_release
+from dp_spark.release import bound_bias, bound_selection, clip_choice
+from dp_spark.release.family import Domains
 from tests.conftest import SHARED_DATA
 
 ITEMS = 40

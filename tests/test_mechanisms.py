@@ -201,6 +201,7 @@ EXPONENTIAL_CASES = {
 }
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("case", list(EXPONENTIAL_CASES))
 def test_exponential_mechanism_matches_its_probabilities(case):
     """8,000 draws per case at a fixed seed; chi-square below its 1e-4 critical value."""

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 from dp_spark import publishers
+from dp_spark.core.ledger import Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget, BudgetExceeded, LedgerEntry
+from dp_spark.errors import BudgetExceeded
 
 ROOT = Path(__file__).resolve().parents[1]
 # The samplers that turn random words into noise; outside core, only a Budget may call them.
@@ -174,5 +175,5 @@ def test_no_module_outside_core_calls_a_sampler_directly():
     files = outside_core()
     assert any(p.name == "laplace.py" for p in files) and not any("core" in p.parts for p in files)
     offenders = {str(p.relative_to(ROOT)): uses for p in files if (uses := sampler_uses(p.read_text("utf-8")))}
-    assert not offenders, ("noise must come from a Budget (dp_spark.core.privacy), which spends first: "
+    assert not offenders, ("noise must come from a Budget (dp_spark.core.ledger), which spends first: "
                            f"{offenders}")

@@ -97,7 +97,9 @@ def run_side(tmp_path: Path, side: str, config_text: str, log_format: str, capsy
     folder = tmp_path / side / log_format
     folder.mkdir(parents=True)
     config = folder / "job.toml"
-    store = f'[budget_store]\npath = "{folder / "budget.json"}"\ndataset = "audit"\nepsilon_cap = 100\ndelta_cap = 1e-3\n'
+    store = (
+        f'[budget_store]\npath = "{folder / "budget.json"}"\ndataset = "audit"\nepsilon_cap = 100\ndelta_cap = 1e-3\n'
+    )
     config.write_text(f'output = "{folder / "out"}"\nseed = 5\n' + config_text + "\n" + store)
     capsys.readouterr()
     with warnings.catch_warnings():

@@ -30,7 +30,7 @@ def dead_pid() -> int:
 
 
 def holder(pid: int, host: str | None = None, age: dt.timedelta = dt.timedelta(0)) -> dict:
-    started = dt.datetime.now(dt.timezone.utc) - age
+    started = dt.datetime.now(dt.UTC) - age
     return {"host": host or socket.gethostname(), "pid": pid, "started_utc": started.isoformat(timespec="seconds"),
             "token": "theirs"}
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dp_spark.release import partition_selection as ps
 from dp_spark.core import mechanisms
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget, BudgetExceeded
-from dp_spark.errors import ConfigError
+from dp_spark.errors import BudgetExceeded, ConfigError
 from dp_spark.lab import audit
 from dp_spark.lab.audit_targets import FAMILIES, TARGETS
+from dp_spark.release import partition_selection as ps
 
 GRID = [(Fraction(1, 10), 1e-6, 1), (Fraction(1), 1e-6, 1), (Fraction(1), 1e-6, 10), (Fraction(1), 1e-6, 30),
         (Fraction(5), 1e-3, 1), (Fraction(1, 2), 1e-2, 4), (Fraction(2), 1e-10, 3)]

@@ -15,7 +15,6 @@ import pytest
 
 from dp_spark.cli import main
 from dp_spark.io import release_store
-
 from tests.test_preflight import FULL_DISK_TRACE, Py4JJavaError
 
 RECORDS = pd.DataFrame({"user_id": [1, 1, 2, 3, 3, 3, 4], "item_id": [1, 2, 2, 3, 4, 5, 5],

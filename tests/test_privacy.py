@@ -5,9 +5,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dp_spark.errors import ConfigError
+from dp_spark.core.accounting import as_epsilon
+from dp_spark.core.ledger import Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
-from dp_spark.core.privacy import Budget, BudgetExceeded, LedgerEntry, as_epsilon
+from dp_spark.errors import BudgetExceeded, ConfigError
 from dp_spark.publishers import laplace
 
 

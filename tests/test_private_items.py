@@ -13,9 +13,9 @@ import pytest
 import dp_spark
 from dp_spark.errors import ConfigError
 from dp_spark.families.counts import family as counts
-from dp_spark.release.family import Domains, plan_split
 from dp_spark.families.registry import family_of
 from dp_spark.jobs.config import load_config
+from dp_spark.release.family import Domains, plan_split
 from tests.conftest import ROOT, shared_data
 
 

@@ -7,8 +7,8 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dp_spark.jobs.config import JobConfig, build_config
 from dp_spark.errors import ConfigError
+from dp_spark.jobs.config import JobConfig, build_config
 
 BASES = {
     "sra": {"output": "out/x", "source": {"format": "parquet", "path": "x.parquet"},
@@ -27,12 +27,35 @@ BASES = {
               "domain": {"records": [{"column": "age", "edges": [35, 55]}, {"column": "sex", "values": ["F", "M"]}]},
               "privacy": {"gamma": 19}, "algorithm": {"name": "frapp", "scheme": "mask"}},
 }
-KEYS = [("output",), ("seed",), ("source", "format"), ("source", "path"), ("source", "columns"),
-        ("domain", "items"), ("domain", "attributes"), ("domain", "records"), ("privacy", "epsilon"),
-        ("privacy", "gamma"), ("privacy", "delta"), ("privacy", "epsilon_items"), ("algorithm", "name"),
-        ("algorithm", "l"), ("algorithm", "theta_max"), ("algorithm", "variant"), ("algorithm", "scheme"),
-        ("algorithm", "sup_min"), ("algorithm", "quantity"), ("algorithm", "bins"), ("algorithm", "cp_rho"), ("algorithm", "k"), ("publisher", "name"),
-        ("publisher", "rho"), ("spark",), ("nonsense",), ("algorithm", "ünïcode")]
+KEYS = [
+    ("output",),
+    ("seed",),
+    ("source", "format"),
+    ("source", "path"),
+    ("source", "columns"),
+    ("domain", "items"),
+    ("domain", "attributes"),
+    ("domain", "records"),
+    ("privacy", "epsilon"),
+    ("privacy", "gamma"),
+    ("privacy", "delta"),
+    ("privacy", "epsilon_items"),
+    ("algorithm", "name"),
+    ("algorithm", "l"),
+    ("algorithm", "theta_max"),
+    ("algorithm", "variant"),
+    ("algorithm", "scheme"),
+    ("algorithm", "sup_min"),
+    ("algorithm", "quantity"),
+    ("algorithm", "bins"),
+    ("algorithm", "cp_rho"),
+    ("algorithm", "k"),
+    ("publisher", "name"),
+    ("publisher", "rho"),
+    ("spark",),
+    ("nonsense",),
+    ("algorithm", "ünïcode"),
+]
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),

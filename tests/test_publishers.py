@@ -13,8 +13,8 @@ import pytest
 
 from dp_spark import publishers
 from dp_spark.core import mechanisms
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
-from dp_spark.core.privacy import Budget
 from dp_spark.publishers import ahp, alpa, dpa_ahp, fourier, grouping
 
 
@@ -210,3 +210,31 @@ def test_publish_refuses_unknown_names_and_options():
         publishers.publish("laplace", np.array([], dtype=np.int64), 1, Fraction(1), Budget(10), RandomSource(0), "x")
     with pytest.raises(ValueError, match="delta must be between 0 and 1"):
         publishers.publish("dpa_ahp", counts, 1, Fraction(1), Budget(10), RandomSource(0), "x", delta=Fraction(3, 2))
+
+
+@pytest.mark.parametrize("name", sorted(publishers.PUBLISHERS))
+def test_each_publisher_has_the_publisher_signature(name):
+    """The Publisher protocol's six parameters come first, in its order; the publisher's own
+    options follow as keywords, each the registry lists and each with a default but grouping's
+    one-record-per-user sample, which the release passes."""
+    import inspect
+
+    from dp_spark.publishers.interface import Publisher
+
+    function, options = publishers.PUBLISHERS[name]
+    shared = [p for p in inspect.signature(Publisher.__call__).parameters if p != "self"]
+    parameters = list(inspect.signature(function).parameters.values())
+    assert [p.name for p in parameters[:len(shared)]] == shared
+    own = parameters[len(shared):]
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in own)
+    assert set(options) <= {p.name for p in own} | {"delta"}
+    assert [p.name for p in own if p.default is inspect.Parameter.empty] in ([], ["sampled"])
+
+
+def test_the_signature_check_catches_a_publisher_out_of_order(monkeypatch):
+    def publish(counts, epsilon, sensitivity, budget, rng, step):
+        raise AssertionError("never called")
+
+    monkeypatch.setitem(publishers.PUBLISHERS, "swapped", (publish, ()))
+    with pytest.raises(AssertionError):
+        test_each_publisher_has_the_publisher_signature("swapped")

@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_spark.release import engine
-from dp_spark.lab import report_audit
 from dp_spark.cli import main
 from dp_spark.jobs.config import load_config
+from dp_spark.lab import report_audit
+from dp_spark.release import engine
 
 HEAVY = 99  # the user removed to make D′: the heaviest, and at the busiest location
 

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from dp_spark.cli import main
-from dp_spark.jobs.config import build_config
+from dp_spark.core.ledger import Budget
 from dp_spark.errors import ConfigError
+from dp_spark.jobs.config import build_config
 from dp_spark.jobs.runner import run_job
-from dp_spark.core.privacy import Budget
 
 # ---------------------------------------------------------------------------
 # FRAPP: local DP on one record, replacement neighbours, the record count published.

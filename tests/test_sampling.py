@@ -7,14 +7,13 @@ from fractions import Fraction
 import numpy as np
 from chispa import assert_df_equality
 
-from dp_spark.io import validation
 from dp_spark.bounding import keys
-from dp_spark.io import datasets
-from dp_spark.families.counts import sampling
-from dp_spark.release import hpa_selection
 from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
+from dp_spark.families.counts import sampling
+from dp_spark.io import datasets, validation
+from dp_spark.release import hpa_selection
 from tests.codegen import generated_code
 
 

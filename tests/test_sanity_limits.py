@@ -14,11 +14,10 @@ import pytest
 
 import dp_spark
 from dp_spark.cli import main
-from dp_spark.core.privacy import MAX_EPSILON, MEANINGFUL_EPSILON, epsilon_warning, release_epsilon
+from dp_spark.core.accounting import MAX_EPSILON, MEANINGFUL_EPSILON, epsilon_warning, release_epsilon
 from dp_spark.errors import ConfigError
-from dp_spark.release.family import DEFAULT_MAX_OUTPUT_ROWS
 from dp_spark.jobs.config import load_config
-
+from dp_spark.release.family import DEFAULT_MAX_OUTPUT_ROWS
 from tests.test_accuracy import missing_source_config
 from tests.test_preflight_runs import job, refused_before_the_charge
 
@@ -105,7 +104,9 @@ def test_a_run_says_its_output_size_and_warns_about_its_epsilon_and_writes_that_
 def test_each_familys_planned_size_is_what_it_releases(spark, release, expected):
     """The size said before the charge (the family's output_rows) is the size released."""
     rng = np.random.default_rng(0)
-    frame = spark.createDataFrame(pd.DataFrame({"user_id": rng.integers(0, 30, 200), "item_id": rng.integers(1, 8, 200)}))
+    frame = spark.createDataFrame(
+        pd.DataFrame({"user_id": rng.integers(0, 30, 200), "item_id": rng.integers(1, 8, 200)})
+    )
     said = []
     done = release(frame, said.append)
     released = {name: len(done[name]) for name in done.tables}

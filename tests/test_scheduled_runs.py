@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dp_spark.jobs import runner
-from dp_spark.io import release_store
 from dp_spark.cli import main
+from dp_spark.io import release_store
+from dp_spark.jobs import runner
 
 RECORDS = pd.DataFrame({"user_id": [1, 1, 2, 3, 3, 3, 4], "item_id": [1, 2, 2, 3, 4, 5, 5],
                         "attr": ["a", "b", "a", "b", "a", "a", "b"]})

@@ -128,7 +128,7 @@ def test_json_mode_writes_jvm_lines_and_python_warnings_as_events_and_nothing_af
     progress = Progress(stream, "json")
     progress.spark_log("26/11/24 21:24:58 WARN Something: happened")
     with progress.python_logs():
-        warnings.warn("pandas said something", UserWarning)
+        warnings.warn("pandas said something", UserWarning, stacklevel=1)
     progress.end("released", 0)
     progress("too late")
     progress.spark_log("a JVM line after the end")
@@ -184,7 +184,7 @@ def test_a_runtime_error_in_json_mode_carries_its_traceback_in_the_end_event(tmp
 
 def test_a_python_warning_during_a_json_run_is_an_event(tmp_path, monkeypatch, capsys):
     def get_session(*args, **kwargs):
-        warnings.warn("pyarrow said something", UserWarning)
+        warnings.warn("pyarrow said something", UserWarning, stacklevel=1)
         raise SparkStarted("stop here")
 
     monkeypatch.setattr(session, "get_session", get_session)

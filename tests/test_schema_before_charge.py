@@ -18,7 +18,6 @@ import dp_spark
 from dp_spark.cli import main
 from dp_spark.errors import DpSparkError
 from dp_spark.jobs import runner
-
 from tests.test_preflight_runs import refused_before_the_charge, store_runs
 
 GOOD = pd.DataFrame({"user_id": [1, 1, 2, 3], "item_id": [1, 2, 2, 3]})

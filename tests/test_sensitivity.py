@@ -38,6 +38,7 @@ def test_the_audit_catches_a_key_that_hashes_the_scan_position(spark, monkeypatc
     """Negative control: the old row key, the row's position in the scan, lets the added user
     shift every later user's sample, and the audit sees it."""
     from pyspark.sql import functions as F
+
     from dp_spark.bounding import keys
 
     def scan_position_key(df, user_col="user_id", distinct=False):

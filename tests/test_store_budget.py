@@ -12,9 +12,7 @@ import pytest
 
 import dp_spark
 from dp_spark.cli import main
-from dp_spark.core.privacy import BudgetExceeded
-from dp_spark.errors import ConfigError
-
+from dp_spark.errors import BudgetExceeded, ConfigError
 from tests.test_preflight_runs import job
 
 

@@ -17,7 +17,7 @@ import pytest
 
 import dp_spark
 from dp_spark.aggregates import item_edges
-from dp_spark.api import _items
+from dp_spark.api.arguments import as_items
 from dp_spark.cli import main
 from dp_spark.core.domain import AttributeDomain, item_domain, item_domain_of_ids, read_id_file
 from dp_spark.errors import ConfigError, DataError
@@ -56,8 +56,8 @@ def test_string_ids_that_read_as_integers_stay_distinct_strings():
 def test_integer_lists_still_give_integer_domains():
     domain = item_domain({"ids": [3, 1, 2, 3]})
     assert domain.ids.dtype == np.int64 and domain.ids.tolist() == [1, 2, 3] and not domain.is_string
-    assert _items([5, 4]).ids.dtype == np.int64
-    assert _items(np.array([5, 4])).ids.tolist() == [4, 5]
+    assert as_items([5, 4]).ids.dtype == np.int64
+    assert as_items(np.array([5, 4])).ids.tolist() == [4, 5]
 
 
 @pytest.mark.parametrize("ids", [["a", 1], [1, "a"], ["a", np.int64(1)]])
@@ -65,7 +65,7 @@ def test_a_list_mixing_integers_and_strings_is_refused(ids):
     with pytest.raises(ConfigError, match="mixes integer and string ids"):
         item_domain({"ids": ids})
     with pytest.raises(ConfigError, match="mixes integer and string ids"):
-        _items(ids)
+        as_items(ids)
 
 
 @pytest.mark.parametrize("ids", [[1.5], [True, False], [None], []])

@@ -11,11 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_spark.release import bound_selection
 from dp_spark.cli import main
 from dp_spark.io import datasets
 from dp_spark.lab import bound_curve, tune
-
+from dp_spark.release import bound_selection
 from tests.conftest import ROOT
 
 
@@ -88,6 +87,7 @@ def simulated_counts(pairs: pd.DataFrame, bound: int, runs: int, seed: int) -> t
     return np.asarray(ids), counts
 
 
+@pytest.mark.long
 def test_the_formula_matches_a_simulation_of_sras_sampling():
     # 60 users with 1 to 40 records over 12 items (popular items likelier, repeats allowed).
     rng = np.random.default_rng(7)
@@ -161,10 +161,10 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
 def test_an_auto_config_is_scored_as_its_job_scores_it():
     # The split of an l = "auto" config already leaves the bound's tenth out: tune must not take it
     # out again (a review's finding); a fixed config's split loses it; both give the job's model.
-    from dp_spark.families.counts import family as counts
-    from dp_spark.release.family import Domains, plan_split
-    from dp_spark.families.registry import family_of
     from dp_spark.core.domain import ItemDomain
+    from dp_spark.families.counts import family as counts
+    from dp_spark.families.registry import family_of
+    from dp_spark.release.family import Domains, plan_split
 
     domains = Domains(ItemDomain(np.arange(1, 5), "1..4"))
     auto = counts.CountsParams("sra", "auto", candidates=(1, 2, 4))
@@ -194,11 +194,11 @@ def test_under_zcdp_tune_scores_the_choice_as_the_job_makes_it():
     # A review's finding: tune took ε·share for the mechanism under zCDP too. The job runs it at
     # twice the ε of its share of ρ (a bounded-range step), and the tables keep 9/10 of their ρ.
     from dp_spark.core import zcdp
+    from dp_spark.core.accounting import Accounting
     from dp_spark.core.domain import ItemDomain
-    from dp_spark.core.privacy import Accounting
     from dp_spark.families.counts import family as counts
-    from dp_spark.release.family import Domains, plan_split
     from dp_spark.families.registry import family_of
+    from dp_spark.release.family import Domains, plan_split
 
     accounting = Accounting("gaussian", zcdp.rho_of(1.0, 1e-6), 1e-6)
     domains = Domains(ItemDomain(np.arange(1, 5), "1..4"))

@@ -4,9 +4,9 @@ import numpy as np
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from dp_spark.io import validation
 from dp_spark.bounding import user_records
 from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.io import validation
 
 
 def test_user_counts_count_in_domain_rows_and_match_a_recount(spark):
@@ -43,7 +43,9 @@ def test_the_one_record_sample_of_validation_is_the_samplers_sample_of_one(spark
         validated = validation.validate_records(df, items, AttributeDomain(("a",)), one_per_user_salt=salt)
         try:
             sampled = validated.one_per_user.withColumnRenamed("_sampled_item", "item_id")
-            expected = user_records.sample_selection(validated.records, 1, salt=salt).rows().select("user_id", "item_id")
+            expected = (
+                user_records.sample_selection(validated.records, 1, salt=salt).rows().select("user_id", "item_id")
+            )
             assert_df_equality(sampled, expected, ignore_row_order=True, ignore_nullable=True)
             got = sampled.toPandas()
             assert len(got) == validated.user_counts.count() and not {98, 99} & set(got["user_id"])

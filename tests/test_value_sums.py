@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dp_spark.core.accounting import Accounting
 from dp_spark.core.clip_range import ClipRange, SumSensitivity, mean_interval
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Accounting, Budget
 from tests.test_claims_documented import check_claim, check_docstring_points_to
 
 STARS = ClipRange(1.0, 5.0)  # ratings: centre 3, half-width 2, one unit 0.002
@@ -157,9 +158,9 @@ def test_the_release_pays_each_table_at_its_sensitivity_and_sums_back_in_values(
 
 def test_gaussian_tables_are_paid_by_their_l2_sensitivity_with_the_per_item_cap():
     # l = 4, c = 1: counts L2² = l·c = 4, sums L2² = l·c·steps² = 4·10⁶; their L1 stays l and l·steps.
-    from dp_spark.families.means import publish as means
     from dp_spark.aggregates.value_sums import BoundedSums
     from dp_spark.core import zcdp
+    from dp_spark.families.means import publish as means
 
     bounded = BoundedSums(np.array([30, 5]), np.array([0, 100]), 4, STARS, per_cell=1)
     budget = Budget(Fraction(1), accounting=Accounting("gaussian", Fraction(1, 2), 1e-6))
@@ -181,8 +182,8 @@ def test_the_means_intervals_cover_at_the_stated_rate_over_all_items():
     # and an interval may fail for at most 10% of the published items (the union bound; with
     # independent noises about 2·(α/2)·(its share), observed near 1%). A half-width at α, not α/2,
     # would be narrower: the test checks the widths too.
-    from dp_spark.families.means import publish as means
     from dp_spark.core import accuracy
+    from dp_spark.families.means import publish as means
 
     truth = np.linspace(1.2, 4.8, 2000)
     bounded = _bounded([40] * 2000, truth)

@@ -13,12 +13,12 @@ from pyspark.sql import functions as F
 
 from dp_spark.aggregates.value_ranks import value_ranks
 from dp_spark.aggregates.value_sums import bounded_sums, cell_sums, units_column
-from dp_spark.release import clip_choice
-from dp_spark.core.clip_range import ClipRange
 from dp_spark.bounding import keys
 from dp_spark.bounding.user_records import sample_selection
+from dp_spark.core.clip_range import ClipRange
 from dp_spark.core.domain import item_domain_of_ids
 from dp_spark.io.validation import SHARE_GRID, validate_records
+from dp_spark.release import clip_choice
 
 STARS = ClipRange(1.0, 5.0)
 
@@ -138,9 +138,10 @@ def test_the_cap_inside_the_counted_selection_keeps_what_the_cap_after_it_keeps(
     keep the very records the cap after the exact selection keeps (bounding.item_cap), on each of
     the counted paths: direct (no user short), exact with short users redone (no oversampling),
     exact from the start (short users likely); for the means' sums and the counts alike."""
+    from dataclasses import replace
+
     from dp_spark.aggregates import item_edges
     from dp_spark.bounding.item_cap import capped_values
-    from dataclasses import replace
 
     rng = np.random.default_rng(l)
     frame = pd.DataFrame({"user_id": rng.integers(0, 40, 900), "item_id": rng.integers(-3, 3, 900),

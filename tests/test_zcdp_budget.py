@@ -6,11 +6,11 @@ from fractions import Fraction
 import pytest
 
 from dp_spark.core import zcdp
+from dp_spark.core.accounting import PURE, Accounting, accounting_of
+from dp_spark.core.ledger import Budget, LedgerEntry, gaussian_entry
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import (PURE, Accounting, Budget, BudgetExceeded, LedgerEntry, accounting_of,
-                                   gaussian_entry)
 from dp_spark.core.vector_noise import GAUSSIAN, LAPLACE, NoiseSecret
-from dp_spark.errors import ConfigError
+from dp_spark.errors import BudgetExceeded, ConfigError
 from dp_spark.jobs.config import build_config
 
 RHO = zcdp.rho_of(1.0, 1e-6)

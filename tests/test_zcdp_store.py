@@ -40,6 +40,7 @@ def test_each_rule_states_its_own_guarantee():
     assert outside.epsilon_zcdp is None  # its δ outside zCDP takes all of the cap's
 
 
+@pytest.mark.long
 def test_365_daily_runs_fit_in_one_cap_under_zcdp_and_the_366th_does_not(tmp_path):
     spec = StoreSpec(str(tmp_path / "store.json"), "ratings", *CAP, composition="zcdp")
     rho = zcdp.rho_per_run(1.0, 1e-6, 365)

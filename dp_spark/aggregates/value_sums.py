@@ -23,9 +23,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from dp_spark.aggregates import item_edges
-from dp_spark.core.clip_range import ClipRange, SumSensitivity
 from dp_spark.bounding.item_cap import ItemCap, capped_values
 from dp_spark.bounding.user_records import Selection, Tally
+from dp_spark.core.clip_range import ClipRange, SumSensitivity
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 
 COUNT, SUM = "_count", "_sum"  # the columns of a tally left on the executors (cell_tally)
@@ -54,7 +54,7 @@ class BoundedSums:
             raise ValueError("each cell's sum must be within steps times its count of records")
         object.__setattr__(self, "counts", counts)
         object.__setattr__(self, "units", units)
-        self.sensitivity  # checks the cap against the bound
+        self.sensitivity  # noqa: B018 - checks the cap against the bound
 
     @property
     def sensitivity(self) -> SumSensitivity:

@@ -96,7 +96,7 @@ def min_score(n: Column, l: int, cutoffs: list[tuple[int, int]]) -> Column:
 
     The cutoffs go in as array literals, which Spark's generated code reads by reference: written
     out as a ``CASE``, each run's cutoffs compiled a new class, warmed up by the JIT anew (HPA at
-    10M rows in one session: 7.07 → 6.54 s; docs/performance.md, sixth round). A lower score
+    10M rows in one session: 7.07 → 6.54 s; docs/lab/performance.md, sixth round). A lower score
     needs fewer rows, so the first cutoff reached is the one with the largest minimum at or below
     n, found as n's place among the sorted minimums; doubled, they never tie with 2n + 1."""
     rising = list(reversed(cutoffs))

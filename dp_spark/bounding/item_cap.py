@@ -9,7 +9,7 @@ n_j ≤ c to each item with Σ n_j ≤ l, so the squared L2 move is Σ n_j² ≤
 The cap applies to each user's selected records (SRA's sample, HPA's top l), after the selection:
 those are at most l per user, already grouped by user on the executors, so the cap costs a sort of
 them within their partitions and no shuffle of the whole table. (Capping every record before the
-selection took 38.9 s against 2.8 s on the 10M-row table: docs/performance.md.) A user whose selected
+selection took 38.9 s against 2.8 s on the 10M-row table: docs/lab/performance.md.) A user whose selected
 records repeat an item ends with fewer than l: their count stays within l. A selection that is only
 tallied (bounding.user_records.Selection.counted) applies the cap in its own job, marking the
 records past it rather than dropping them (``ItemCap.marked``), so that its check that no user was

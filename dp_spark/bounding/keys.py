@@ -17,7 +17,7 @@ n²/2^64; they are then ordered arbitrarily.
 
 Identical records need their occurrence index, which takes a shuffle of every record (a window
 over user and content): SRA at 10M rows took 13.8 s with it and 3.4 s without, against 2.1 s for
-a non-private count (docs/performance.md, issue 39). A source
+a non-private count (docs/lab/performance.md, "Sampling keys from each user's own records"). A source
 whose records are known to be distinct (each user has each content at most once, as in a ratings
 table keyed by user and item) skips it with ``distinct=True``: every occurrence index is then 0.
 If that declaration is wrong, a user's identical records share one position and are kept or

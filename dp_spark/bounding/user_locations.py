@@ -13,7 +13,6 @@ from pyspark.sql import functions as F
 
 from dp_spark.bounding.keys import keyed_position, with_salt
 
-
 # The coverage columns of bounded_pairs (NOT private; summed by families.location_entropy.sums).
 COVERAGE_COLUMNS = ("_coverage_users", "_coverage_pairs", "_coverage_users_truncated", "_coverage_visits")
 

@@ -14,7 +14,7 @@ the salt and the user's own records: the argument above holds for any salt,
 known or not, and wherever the other users' rows lie in the scan. The salt
 reaches the rows as data (a broadcast column), never as a literal in a plan.
 
-Cost (docs/performance.md). The selection is one aggregation per user,
+Cost (docs/lab/performance.md). The selection is one aggregation per user,
 ``min_by(value, order, l)``, which keeps a bounded heap per user instead of
 sorting the user's rows with a window; when the selection is only counted, the
 value is a long cell key rather than the whole row. Spark runs it as a sort-based
@@ -39,7 +39,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -176,7 +175,7 @@ class Selection:
 
         Only the key goes through the per-user selection. A long key is much cheaper there than
         a whole row: Spark's sort aggregate keeps an array of longs per user instead of an array
-        of structs (HPA's selection at 10M rows: 2.9 s against 3.6 s; docs/performance.md).
+        of structs (HPA's selection at 10M rows: 2.9 s against 3.6 s; docs/lab/performance.md).
 
         When short users are rare, the candidates' selection is tallied directly: its total
         equals Σ min(n, l) exactly when no user was short (a short user has fewer rows, never
@@ -212,7 +211,7 @@ class Selection:
         users' min(n, l) then add up to less than Σ min(n, l), and only then is each user's row
         count joined with its selection to find it (a scan more). On MovieLens 1M no HPA run at
         l = 5 to 50 had such a user. Without the join in every run, HPA at 10M rows took 0.14 to
-        0.22 s less in paired runs (docs/performance.md, seventh round).
+        0.22 s less in paired runs (docs/lab/performance.md, seventh round).
         """
         user = self.user_col
         if self.counts is None:

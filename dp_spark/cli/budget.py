@@ -34,8 +34,8 @@ def add_parser(commands) -> None:
 def budget(args) -> int:
     import json
 
+    from dp_spark.core.accounting import as_epsilon
     from dp_spark.jobs import budget_store
-    from dp_spark.core.privacy import as_epsilon
 
     if args.action == "show":
         info = budget_store.summary(args.path, args.dataset)

@@ -14,8 +14,7 @@ import signal
 import sys
 import traceback
 
-from dp_spark.core.privacy import BudgetExceeded
-from dp_spark.errors import DpSparkError, Interrupted
+from dp_spark.errors import BudgetExceeded, DpSparkError, Interrupted
 
 EXIT_OK, EXIT_RUNTIME, EXIT_INPUT, EXIT_BUDGET, EXIT_AUDIT = 0, 1, 2, 3, 4
 

@@ -31,8 +31,7 @@ import traceback
 
 from dp_spark.cli import budget, measure, plan, report, run, spark_args, tune
 from dp_spark.cli.exits import EXIT_BUDGET, EXIT_INPUT, EXIT_RUNTIME, quiet_spark_error_logs, root_cause
-from dp_spark.core.privacy import BudgetExceeded
-from dp_spark.errors import DpSparkError, Interrupted
+from dp_spark.errors import BudgetExceeded, DpSparkError, Interrupted
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,12 +70,15 @@ def _parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("evaluate", help="error of each method against the true counts (NOT private)")
     evaluate.add_argument("config", help="job config giving the data, domains, epsilon and l")
     evaluate.add_argument("--runs", type=int, default=20, help="runs per method, each with fresh noise (default 20)")
-    evaluate.add_argument("--methods", help="comma-separated: sra, hpa, lpa, dft, gs, sra_auto, hpa_auto, "
-                          "sra_gaussian, hpa_gaussian (zCDP); for a user_histogram config, "
-                          "publishers such as laplace, ahp, dpa_ahp; for a dpsense config, dpsense, "
-                          "dpsense_s, lpa, alpa, fpa, gs; for an entropy config, baseline, limit, "
-                          "limit_ss, limit_cb, limit_cb_dp, limit_auto; for a frapp config, exact, det_gd, ran_gd, mask, "
-                          "cut_paste (default: the config's)")
+    evaluate.add_argument(
+        "--methods",
+        help="comma-separated: sra, hpa, lpa, dft, gs, sra_auto, hpa_auto, "
+        "sra_gaussian, hpa_gaussian (zCDP); for a user_histogram config, "
+        "publishers such as laplace, ahp, dpa_ahp; for a dpsense config, dpsense, "
+        "dpsense_s, lpa, alpa, fpa, gs; for an entropy config, baseline, limit, "
+        "limit_ss, limit_cb, limit_cb_dp, limit_auto; for a frapp config, exact, det_gd, ran_gd, mask, "
+        "cut_paste (default: the config's)",
+    )
     evaluate.add_argument("--m", type=int,
                           help="public per-user bound M for lpa, dft and gs (on a dpsense config: the row bound Δ)")
     evaluate.add_argument("--out", default="evaluation", help="directory for evaluation.json and evaluation.md")
@@ -96,9 +98,10 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--json", help="also write the results to this JSON file")
 
     # The lab (non-private measurement code) is imported inside functions only: tests/test_architecture.py.
-    from dp_spark.lab.bench import DEFAULT_JOBS as DEFAULT_BENCH_JOBS, JOBS as BENCH_JOBS
+    from dp_spark.lab.bench import DEFAULT_JOBS as DEFAULT_BENCH_JOBS
+    from dp_spark.lab.bench import JOBS as BENCH_JOBS
 
-    bench = commands.add_parser("bench", help="time jobs against the non-private floor (docs/performance.md)")
+    bench = commands.add_parser("bench", help="time jobs against the non-private floor (docs/lab/performance.md)")
     bench.add_argument("--rows", required=True, help="comma-separated table sizes, e.g. 1000000,10000000")
     bench.add_argument("--jobs", default=",".join(DEFAULT_BENCH_JOBS),
                        help=f"comma-separated: {', '.join(BENCH_JOBS)} (default: {','.join(DEFAULT_BENCH_JOBS)})")

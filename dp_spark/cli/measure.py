@@ -33,11 +33,11 @@ def audit_report(args) -> int:
     import shutil
     import tempfile
 
-    from dp_spark.lab import report_audit
-    from dp_spark.jobs.config import load_config
-    from dp_spark.jobs.runner import plan_budget
     from dp_spark.core.progress import Progress
     from dp_spark.io.session import get_session
+    from dp_spark.jobs.config import load_config
+    from dp_spark.jobs.runner import plan_budget
+    from dp_spark.lab import report_audit
 
     cfg = load_config(args.config, args.overrides)
     plan_budget(cfg)  # fail on a bad split before starting Spark
@@ -96,9 +96,9 @@ def _plot(records: list[dict], out: str) -> None:
 
 
 def evaluate(args) -> int:
-    from dp_spark.lab import evaluate
-    from dp_spark.jobs.config import load_config
     from dp_spark.io.session import get_session
+    from dp_spark.jobs.config import load_config
+    from dp_spark.lab import evaluate
 
     cfg = load_config(args.config, args.overrides)
     evaluator = evaluate.evaluator_of(cfg)

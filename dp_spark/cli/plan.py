@@ -30,13 +30,13 @@ def plan(args) -> int:
     import json
 
     from dp_spark.core import accuracy
-    from dp_spark.core.privacy import epsilon_warning
-    from dp_spark.release.family import describe_output_size, output_size
-    from dp_spark.release.engine import accuracy_section
-    from dp_spark.release import guards
+    from dp_spark.core.accounting import epsilon_warning
     from dp_spark.families.registry import family_of
     from dp_spark.jobs.config import load_config
     from dp_spark.jobs.runner import job_domains, plan_budget
+    from dp_spark.release import guards
+    from dp_spark.release.engine import accuracy_section
+    from dp_spark.release.family import describe_output_size, output_size
 
     alpha = accuracy.DEFAULT_ALPHA if args.alpha is None else args.alpha
     if not 0 < alpha < 1:

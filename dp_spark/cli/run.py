@@ -285,10 +285,10 @@ def _run_and_end(args, progress, arm_signals) -> int:
 def _run_job(args, progress, arm_signals=lambda: None):
     from dataclasses import replace
 
-    from dp_spark.jobs.config import load_config, run_date
-    from dp_spark.jobs.runner import existing_release, plan_budget, run_job
     from dp_spark.io import spark_channels
     from dp_spark.io.session import get_session
+    from dp_spark.jobs.config import load_config, run_date
+    from dp_spark.jobs.runner import existing_release, plan_budget, run_job
 
     with progress.stage("config"):
         cfg = load_config(args.config, args.overrides)

@@ -52,7 +52,7 @@ class Charge:
     delta_outside: float
 
     @classmethod
-    def pure(cls, epsilon: Fraction, delta: float = 0.0) -> "Charge":
+    def pure(cls, epsilon: Fraction, delta: float = 0.0) -> Charge:
         """An (ε, δ)-DP release (δ = 0: pure): ρ = ε²/2, its δ outside zCDP."""
         return cls(Fraction(epsilon), float(delta), zcdp.pure_cost(epsilon), float(delta))
 

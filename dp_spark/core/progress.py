@@ -98,7 +98,7 @@ class Progress:
         return time.monotonic() - self.started
 
     def _emit(self, event: str, **fields) -> None:
-        line = {"ts": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
+        line = {"ts": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
                 "elapsed_s": round(self._elapsed(), 3), "event": event, **self.fields, **fields}
         text = json.dumps(line, default=str)
         with self._lock:

@@ -67,12 +67,12 @@ class NoiseSecret:
             raise ValueError(f"a noise secret must be {SECRET_BYTES} bytes")
 
     @classmethod
-    def fresh(cls) -> "NoiseSecret":
+    def fresh(cls) -> NoiseSecret:
         """A new secret from the OS CSPRNG: the only choice for a real release."""
         return cls(os.urandom(SECRET_BYTES), seeded=False)
 
     @classmethod
-    def from_seed(cls, seed: int) -> "NoiseSecret":
+    def from_seed(cls, seed: int) -> NoiseSecret:
         """A secret derived from a fixed integer seed: reproducible, and private to nobody."""
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
@@ -175,7 +175,7 @@ def range_noise(secret: NoiseSecret, label: str, scale: Fraction | int, first: i
 @dataclass(frozen=True)
 class CellNoise:
     """The noise of one noised column, handed out by the budget once its ledger entry is spent
-    (:meth:`dp_spark.core.privacy.Budget.discrete_laplace_on_executors`, ``..._gaussian_...``) and
+    (:meth:`dp_spark.core.ledger.Budget.discrete_laplace_on_executors`, ``..._gaussian_...``) and
     shipped to the executors, where ``noise(first, last)`` is :func:`range_noise` of those cells.
     It carries the secret, which its ``repr`` leaves out. ``scale``: the Laplace scale, or the
     Gaussian's σ²."""

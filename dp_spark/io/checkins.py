@@ -23,11 +23,10 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dp_spark.io import sources
-from dp_spark.io import validation
-from dp_spark.io.sources import SourceSpec
 from dp_spark.core.domain import ItemDomain
 from dp_spark.errors import ConfigError, DataError
+from dp_spark.io import sources, validation
+from dp_spark.io.sources import SourceSpec
 
 CHECKIN_FIELDS = ("user_id", "item_id", "time", "lat", "lon")
 PAPER_TABLE_2 = {  # paper 004 Table 2 (ALGORITHMS.md §9.5)
@@ -192,7 +191,10 @@ def _time_sums(df: DataFrame, first_m: int | None) -> list:
     if first_m is None:
         return []
     unparsed = F.col("time_raw").isNotNull() & F.col("time").isNull()
-    return [F.sum(unparsed.cast("long")).alias("bad_times"), F.sum(F.col("time").isNull().cast("long")).alias("untimed")]
+    return [
+        F.sum(unparsed.cast("long")).alias("bad_times"),
+        F.sum(F.col("time").isNull().cast("long")).alias("untimed"),
+    ]
 
 
 def _refuse_unordered(df: DataFrame, records: DataFrame, stats, first_m: int, progress) -> None:

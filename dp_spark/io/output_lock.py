@@ -53,7 +53,7 @@ def lock_location(target: str) -> release_store.Location:
 
 
 def _holder() -> dict:
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     return {"host": socket.gethostname(), "pid": os.getpid(), "started_utc": now.isoformat(timespec="seconds"),
             "token": uuid.uuid4().hex}
 
@@ -96,7 +96,7 @@ def is_stale(holder: dict | None, now: dt.datetime | None = None) -> bool:
         started = dt.datetime.fromisoformat(holder["started_utc"])
     except (KeyError, TypeError, ValueError):
         return True
-    return (now or dt.datetime.now(dt.timezone.utc)) - started > STALE_AFTER
+    return (now or dt.datetime.now(dt.UTC)) - started > STALE_AFTER
 
 
 def _busy(target: str, lock: release_store.Location, holder: dict | None) -> OutputBusy:

@@ -52,7 +52,9 @@ def site_log4j2_config(settings: dict[str, str], environ=os.environ) -> bool:
                settings.get("spark.driver.defaultJavaOptions", "")]
     if any(LOG4J2_OPTION in option for option in options):
         return True
-    conf_dirs = [environ.get("SPARK_CONF_DIR")] + ([f"{environ['SPARK_HOME']}/conf"] if environ.get("SPARK_HOME") else [])
+    conf_dirs = [environ.get("SPARK_CONF_DIR")] + (
+        [f"{environ['SPARK_HOME']}/conf"] if environ.get("SPARK_HOME") else []
+    )
     return any(Path(d, name).is_file() for d in conf_dirs if d
                for name in ("log4j2.properties", "log4j2.xml", "log4j2.yaml", "log4j2.json"))
 
@@ -136,7 +138,9 @@ def connect_url(master: str | None, conf: dict[str, str], environ=os.environ) ->
     return conf.get("spark.remote") or environ.get("SPARK_REMOTE") or None
 
 
-def session_settings(defaults: dict[str, str], submitted: Callable[[str], bool], conf: dict[str, str]) -> dict[str, str]:
+def session_settings(
+    defaults: dict[str, str], submitted: Callable[[str], bool], conf: dict[str, str]
+) -> dict[str, str]:
     """The settings a new session starts with: dp-spark's ``defaults`` where spark-submit and the
     site's spark-defaults.conf (``submitted(key)``: whether they set it) say nothing, then the
     job's own ``conf`` over both."""
@@ -179,7 +183,7 @@ def get_session(master: str | None = None, conf: dict[str, str] | None = None, a
     cores = local_cores(master)
     if cores:
         # 200 shuffle partitions (Spark's default) cost more in task overhead than they
-        # save on a laptop; a few per core keep both cores busy (docs/performance.md).
+        # save on a laptop; a few per core keep both cores busy (docs/lab/performance.md).
         defaults["spark.sql.shuffle.partitions"] = str(4 * cores)
         # Local Python workers (FRAPP's perturbation runs in them) need this interpreter's
         # packages, not whatever "python3" is first on the PATH.

@@ -10,11 +10,10 @@ trimming, case-sensitive), and an integer column by its decimal form (42 is "42"
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pandas as pd
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -282,7 +281,7 @@ def analysed(build: Callable[[], DataFrame]) -> None:
     from pyspark.errors import AnalysisException
 
     try:
-        build().schema  # classic Spark analyses in select(), Spark Connect when asked for the schema
+        build().schema  # noqa: B018 - classic Spark analyses in select(), Spark Connect when asked for the schema
     except AnalysisException as exc:
         first_line = str(exc).strip().splitlines()[0]
         raise DataError(f"the source's columns cannot be read as this job reads them: {first_line}") from None
@@ -304,7 +303,7 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     ``progress`` then gets how many (a diagnostic).
 
     The pass keeps as few running sums as it can (each costs about a tenth of
-    the scan; docs/performance.md): an unusable user id lands in the null
+    the scan; docs/lab/performance.md): an unusable user id lands in the null
     user group, an unusable item id is counted only when the column can hold
     one, and rows outside the attribute domain are what is left over. Which
     problem it was is worked out only on the error path.
@@ -420,7 +419,7 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         *([keys.ROW_KEY] if keys.ROW_KEY in df.columns else []),
     )
     # On clean data the filter keeps every row, and leaving it out spares each later pass the
-    # attribute check, and the popularity sample the attribute column (docs/performance.md).
+    # attribute check, and the popularity sample the attribute column (docs/lab/performance.md).
     if stats["_n"] < stats["rows"]:
         records = records.where(in_items & in_attrs)
     if stats["bad_users"]:  # rows whose user id is unusable belong to no user: dropped

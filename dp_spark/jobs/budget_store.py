@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from dp_spark.errors import ConfigError, Interrupted, PreflightError
+from dp_spark.core.accounting import as_epsilon
 from dp_spark.core.composition import SEQUENTIAL, ZCDP, Charge, Guarantee, check_composition, guarantee
-from dp_spark.core.privacy import BudgetExceeded, as_epsilon
+from dp_spark.errors import BudgetExceeded, ConfigError, Interrupted, PreflightError
 
 FORMAT = "dp-spark budget store 2"  # the caps are stored in the file
 LEGACY_FORMAT = "dp-spark budget store 1"  # no stored cap: each run applied its own config's
@@ -64,7 +64,7 @@ class StoreSpec:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _user() -> str | None:

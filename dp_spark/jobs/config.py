@@ -21,20 +21,20 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from dp_spark.core.accounting import PURE, Accounting, accounting_of, as_epsilon, release_epsilon
 from dp_spark.core.composition import check_composition
-from dp_spark.jobs.budget_store import StoreSpec
 from dp_spark.errors import ConfigError
+from dp_spark.families.counts.family import ALGORITHMS as COUNTS_ALGORITHMS
+from dp_spark.families.frapp.family import FrappParams
+from dp_spark.families.location_entropy.family import EntropyParams
+from dp_spark.families.registry import BY_ALGORITHM, family_of
 from dp_spark.io.catalog import check_output_table
 from dp_spark.io.datasets import MOVIELENS_ATTRIBUTE_KINDS
 from dp_spark.io.sources import SourceSpec
+from dp_spark.jobs.budget_store import StoreSpec
 from dp_spark.release.family import ConfigTables, Execution, check_accounting, require
-from dp_spark.families.counts.family import ALGORITHMS as COUNTS_ALGORITHMS
-from dp_spark.release.private_keys import PARTITION_DELTA_SHARE, PRIVATE_ITEMS
-from dp_spark.families.frapp.family import FrappParams
 from dp_spark.release.guards import GUARD_KEYS, Guards, guards_of
-from dp_spark.families.location_entropy.family import EntropyParams
-from dp_spark.families.registry import BY_ALGORITHM, family_of
-from dp_spark.core.privacy import PURE, Accounting, accounting_of, as_epsilon, release_epsilon
+from dp_spark.release.private_keys import PARTITION_DELTA_SHARE, PRIVATE_ITEMS
 
 SOURCE_FORMATS = ("parquet", "csv", "table", "movielens-1m", "movielens-100k", "netflix-synthetic", "checkins",
                   "checkins-synthetic", "adult")
@@ -87,7 +87,7 @@ class JobConfig:
     output_table: str | None = None  # "db.name": the release also as catalog tables db.name_<table> (io.catalog)
     guards: Guards = Guards()  # [guards]: refuse a run whose records the domain barely covers (release.guards)
     execution: Execution = Execution()  # [execution]: which tables are released on the executors
-    accounting: Accounting = PURE  # pure epsilon, or rho-zCDP (privacy.noise, privacy.rho; core.privacy)
+    accounting: Accounting = PURE  # pure epsilon, or rho-zCDP (privacy.noise, privacy.rho; core.accounting)
 
     def with_params(self, **changes) -> JobConfig:
         """This config with some parameters changed (checked again by the parameter class)."""

@@ -14,15 +14,15 @@ from typing import Any
 
 from dp_spark.core.composition import Charge
 from dp_spark.core.domain import ItemDomain, attribute_domain, item_domain, refuse_source_table
-from dp_spark.core.privacy import epsilon_warning
 from dp_spark.core.progress import Progress, stage
-from dp_spark.errors import ConfigError, GuardRefused
-from dp_spark.release.family import Domains, check_domain_fits, describe_output_size, output_size, plan_split
-from dp_spark.release.engine import Computed, compute, planned_accuracy
+from dp_spark.errors import ConfigError
 from dp_spark.families.registry import family_of
 from dp_spark.io import catalog, checkins, output_lock, release_store, sources
 from dp_spark.jobs import budget_store, preflight
 from dp_spark.jobs.config import JobConfig
+from dp_spark.release import lifecycle
+from dp_spark.release.engine import Computed, compute, planned_accuracy
+from dp_spark.release.family import Domains, plan_split
 
 
 def _family(cfg: JobConfig):
@@ -186,13 +186,9 @@ def run_job(cfg: JobConfig, spark, progress=None, force: bool = False) -> JobRes
 
 def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
     target = release_location(cfg)
-    if cfg.seed is not None:
-        progress("WARNING: fixed seed: this release is for testing only and NOT private (whoever learns the "
-                 "seed can regenerate the noise)")
-    if epsilon_warning(cfg.epsilon):
-        progress(epsilon_warning(cfg.epsilon))
+    lifecycle.announce(progress, cfg.seed is not None, cfg.epsilon)
     with stage(progress, "plan"):
-        plan_budget(cfg)
+        split = plan_budget(cfg)
         refuse_source_table(cfg.items, spark, cfg.source)  # before the budget store is charged
         catalog.preflight(cfg, spark, progress, lambda: release_tables(cfg, spark))  # source found, tables ours
         if cfg.run_date is not None:
@@ -210,19 +206,38 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
                      f"epsilon {float(cfg.epsilon):g} again")
         preflight.check(cfg, target, _family(cfg).uses_item_domain, spark, progress)  # nothing charged or read yet
         domains = job_domains(cfg, spark)
-        check_domain_fits(_family(cfg), cfg.params, domains, cfg.execution)
-        # The expected error is worked out again in the release: here, so that a failure in it (a noise
-        # parameter the samplers refuse) comes before the charge.
-        planned_accuracy(_family(cfg), cfg.params, cfg.epsilon, domains, plan_budget(cfg))
-        progress(f"output: {describe_output_size(output_size(_family(cfg), cfg.params, domains, cfg.execution))}")
+        lifecycle.refuse_before_charge(_family(cfg), cfg.params, domains, cfg.epsilon, split, cfg.execution,
+                                       cfg.accounting, cfg.guards, progress)
         records = check_source_schema(cfg, spark, domains)
     run = {"run_date": cfg.run_date, "forced": replacing}
-    store = cfg.budget_store
-    if store is not None:
+    charger = None if cfg.budget_store is None else _StoreCharger(cfg, target, run, progress)
+
+    def release() -> JobResult:
+        if charger is not None and hasattr(progress, "expect"):
+            took = budget_store.last_release_seconds(cfg.budget_store, cfg.algorithm, cfg.output)
+            if took is not None:
+                progress.expect(took)
+        return _release(cfg, spark, progress, target, run, (domains, records))
+
+    return lifecycle.charged(charger, release, lambda result: result.report, progress)
+
+
+class _StoreCharger:
+    """A job's charge in its budget store (lifecycle.Charger): the run's entry, with what it
+    released, or why it ended without a release. The entry goes into the release's report too
+    (``run.budget_store``)."""
+
+    what = "run"
+
+    def __init__(self, cfg: JobConfig, target: str, run: dict, progress):
+        self.cfg, self.target, self.run, self.progress = cfg, target, run, progress
+
+    def charge(self) -> str:
+        cfg, store, progress = self.cfg, self.cfg.budget_store, self.progress
         with stage(progress, "charge"):
             charged = budget_store.charge(store, cfg.epsilon, claimed_delta(cfg),
-                                          {"algorithm": cfg.algorithm, "output": target, "run_date": cfg.run_date,
-                                           "forced": replacing}, zcdp_charge(cfg))
+                                          {"algorithm": cfg.algorithm, "output": self.target,
+                                           "run_date": cfg.run_date, "forced": self.run["forced"]}, zcdp_charge(cfg))
         if "epsilon_running" in charged:  # a zcdp store: its rule states the runs' rho at the delta cap
             progress(f"charged rho {float(cfg.accounting.rho):.6g} to dataset {store.dataset!r}: its runs so far "
                      f"are (epsilon {charged['epsilon_running']:.6g}, delta {charged['delta_cap']:g})-DP by zCDP "
@@ -230,24 +245,14 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
         else:
             progress(f"charged epsilon {float(cfg.epsilon):g} to dataset {store.dataset!r}: "
                      f"{charged['epsilon_charged_total']:g} of its cap {charged['epsilon_cap']:g} is now used")
-        run["budget_store"] = charged
-    try:
-        if store is not None and hasattr(progress, "expect"):
-            took = budget_store.last_release_seconds(store, cfg.algorithm, cfg.output)
-            if took is not None:
-                progress.expect(took)
-        result = _release(cfg, spark, progress, target, run, (domains, records))
-    except BaseException as exc:  # the charge stays: noise may have been drawn (or, refused, the data decided)
-        if store is not None:
-            status = "refused" if isinstance(exc, GuardRefused) else "failed"
-            try:
-                budget_store.finish(store, run["budget_store"]["run_id"], status, error=budget_store.stored_error(exc))
-            except Exception as store_failure:  # the run's own failure is what the caller must see
-                progress(f"WARNING: could not mark the run {status} in the budget store ({store_failure}); it stays "
-                         "charged there")
-        raise
-    if store is not None:
-        with stage(progress, "record"):
-            budget_store.finish(store, run["budget_store"]["run_id"], "released", release=target,
-                                epsilon_spent=result.report["epsilon_spent"], ledger=result.report["ledger"])
-    return result
+        self.run["budget_store"] = charged
+        return charged["run_id"]
+
+    def ended(self, run_id: str, status: str, exc: BaseException) -> None:
+        budget_store.finish(self.cfg.budget_store, run_id, status, error=budget_store.stored_error(exc))
+
+    def released(self, run_id: str, report: dict) -> None:
+        """A run whose end cannot be recorded fails: the store must say what its charge bought."""
+        with stage(self.progress, "record"):
+            budget_store.finish(self.cfg.budget_store, run_id, "released", release=self.target,
+                                epsilon_spent=report["epsilon_spent"], ledger=report["ledger"])

@@ -23,10 +23,10 @@ grids and neighbouring pairs are in :mod:`dp_spark.lab.audit_targets`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
-from typing import Callable
 
 import numpy as np
 

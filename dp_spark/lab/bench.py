@@ -46,13 +46,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from pyspark.sql import functions as F
 
-from dp_spark.version import __version__
+from dp_spark.errors import ConfigError
 from dp_spark.io import datasets
 from dp_spark.io.session import is_connect
 from dp_spark.jobs.config import build_config
-from dp_spark.errors import ConfigError
-from pyspark.sql import functions as F
+from dp_spark.version import __version__
 
 JOBS = ("floor", "sra", "sra_exact", "sra_gaussian", "sra_gaussian_c1", "hpa", "hpa_d10", "dpsense", "dpsense_s",
         "user_histogram", "entropy", "frapp")
@@ -75,7 +75,7 @@ def frapp_settings() -> tuple[list[dict], float]:
     return config["domain"]["records"], config["algorithm"]["sup_min"]
 # Paper 000's Netflix setting: l = 10, and d = min |T_k|, which is 1 on Netflix (its Table 4),
 # the default d as well. hpa_d10 draws HPA's popularity sample from 10 records per user, as the
-# benchmarks before the ninth round did (docs/performance.md).
+# benchmarks before the ninth round did (docs/lab/performance.md).
 L = 10
 D = {"hpa": 1, "hpa_d10": 10}
 
@@ -224,7 +224,7 @@ def _stages(spark) -> dict[int, int] | None:
 def _ui_time(stamp: str) -> float:
     """Seconds since the epoch from the REST API's ``2026-11-24T07:01:02.345GMT``."""
     parsed = dt.datetime.strptime(stamp.removesuffix("GMT"), "%Y-%m-%dT%H:%M:%S.%f")
-    return parsed.replace(tzinfo=dt.timezone.utc).timestamp()
+    return parsed.replace(tzinfo=dt.UTC).timestamp()
 
 
 def job_timeline(jobs: list[dict], started: float, seen: set[int]) -> list[dict]:

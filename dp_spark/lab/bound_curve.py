@@ -19,8 +19,8 @@ the domain. ``tune`` uses it; ``evaluate`` and the benchmarks may call it for th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import pandas as pd

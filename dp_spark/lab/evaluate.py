@@ -29,40 +29,35 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from dp_spark.io import sources
-from dp_spark.io import validation
-from dp_spark.io.validation import keyed_by_user
 from dp_spark import publishers
 from dp_spark.aggregates import item_edges
-from dp_spark.families.user_histogram import quantities as user_quantities
 from dp_spark.bounding import user_records
-from dp_spark.io import checkins
-from dp_spark.lab import evaluate_columns
-from dp_spark.lab import evaluate_entropy
-from dp_spark.lab import evaluate_frapp
-from dp_spark.lab import metrics
-from dp_spark.families.user_histogram import histogram
-from dp_spark.families.counts import sampling
-from dp_spark.release import bound_selection
+from dp_spark.core import zcdp
+from dp_spark.core.accounting import Accounting
+from dp_spark.core.domain import attribute_domain, item_domain
+from dp_spark.core.ledger import Budget
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.errors import ConfigError
 from dp_spark.families.counts import family as counts_family
-from dp_spark.release.family import Domains, RunInputs
+from dp_spark.families.counts import sampling
 from dp_spark.families.counts.family import AUTO, BASELINE_PUBLISHERS
 from dp_spark.families.registry import family_of
+from dp_spark.io import checkins, sources, validation
+from dp_spark.io.validation import keyed_by_user
 from dp_spark.jobs.config import JobConfig
-from dp_spark.core.domain import attribute_domain, item_domain
-from dp_spark.errors import ConfigError
 from dp_spark.jobs.runner import plan_budget
-from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core import zcdp
-from dp_spark.core.privacy import Accounting, Budget
+from dp_spark.lab import evaluate_columns, evaluate_entropy, evaluate_frapp, evaluate_histogram, metrics
+from dp_spark.lab.metrics import summaries, summary  # noqa: F401 - summary: evaluate's own name too
+from dp_spark.release import bound_selection
+from dp_spark.release.family import Domains, RunInputs
 
 AUTO_METHODS = {"sra_auto": "sra", "hpa_auto": "hpa"}  # the bound chosen privately in every run
 GAUSSIAN_METHODS = {"sra_gaussian": "sra", "hpa_gaussian": "hpa"}  # zCDP, one record per user and item
@@ -248,69 +243,14 @@ def _oracle(cfg, records, validated, items, attributes, truth: Truth, runs, prog
     for l in oracle_bounds(cfg.params.candidates, cfg.algorithm):
         values = defaultdict(list)
         for query, metric, value in _run_method(_fixed(cfg, l), records, validated, items, attributes, truth, runs,
-                                                lambda message: progress(f"oracle at {cfg.bound_name} = {l}: {message}"),
+                                                lambda message, l=l: progress(
+                                                    f"oracle at {cfg.bound_name} = {l}: {message}"),
                                                 bounded):
             values[(query, metric)].append(value)
         mse = summary(values[("items", "mse")])["mean"]
         if mse is not None and (best_mse is None or mse < best_mse):
             best, best_mse = {("bound", cfg.bound_name): [float(l)] * runs, **values}, mse
     return best
-
-
-def histogram_metrics(true: np.ndarray, released: np.ndarray, queries: np.ndarray) -> dict[str, float]:
-    """Paper 002's measures (KL with its zero rule, range-query MSE) and the cell errors."""
-    return {
-        "mse": metrics.mse(true, released),
-        "kl": metrics.kl_002(true, released),
-        "range_mse": metrics.range_query_mse(true, released, queries),
-        "mae": metrics.mae(true, released),
-    }
-
-
-def summary(series) -> dict:
-    """One metric over the runs: mean and standard deviation, and the median, 90th and 99th
-    percentiles (a heavy tail, say a rare bad choice of the bound, shows there and not in mean ±
-    std). Runs whose metric is NaN (a release with nothing to measure) or infinite are kept and
-    counted as ``nan_runs``; the figures are over the others, None when there are none."""
-    values = np.asarray(series, dtype=float)
-    finite = values[np.isfinite(values)]
-    figures = {"mean": None, "std": None, "median": None, "p90": None, "p99": None}
-    if finite.size:
-        p50, p90, p99 = (float(v) for v in np.percentile(finite, [50, 90, 99]))
-        figures = {"mean": float(finite.mean()), "std": float(finite.std()), "median": p50, "p90": p90, "p99": p99}
-    return {**figures, "runs": int(values.size), "nan_runs": int(values.size - finite.size)}
-
-
-def _summaries(method: str, dataset: str, values: dict) -> list[dict]:
-    return [{"method": method, "dataset": dataset, "query": query, "metric": metric, **summary(series)}
-            for (query, metric), series in values.items()]
-
-
-def _evaluate_histogram(configs: list[JobConfig], spark, runs: int, progress) -> list[dict]:
-    """Each publisher on the same true histogram of the per-user quantity, fresh noise per run."""
-    cfg = configs[0]
-    items = item_domain(cfg.items, spark, cfg.source) if cfg.items else None
-    progress(f"reading {cfg.source.path or cfg.source.table}; the true histogram is computed WITHOUT noise")
-    validated = validation.validate_records(sources.read_records(spark, cfg.source, False), items, None)
-    try:
-        true = user_quantities.true_histogram(validated.records, cfg.quantity, np.asarray(cfg.bins),
-                                        validated.user_counts)
-    finally:
-        validated.release()
-    queries = metrics.range_queries(true.size, 1000, seed=0)
-    dataset = Path(cfg.source.path or cfg.source.table).name
-    records = []
-    for method_cfg in configs:
-        values = defaultdict(list)
-        for run in range(runs):
-            progress(f"{method_cfg.publisher}: run {run + 1}/{runs}")
-            rng = RandomSource(None if cfg.seed is None else cfg.seed + run)
-            noisy = histogram.publish_histogram(true, cfg.epsilon, Budget(cfg.epsilon), rng, method_cfg.publisher,
-                                                method_cfg.publisher_options)
-            for metric, value in histogram_metrics(true.astype(float), noisy, queries).items():
-                values[("histogram", metric)].append(value)
-        records += _summaries(method_cfg.publisher, dataset, values)
-    return records
 
 
 def _evaluate_columns(cfg: JobConfig, spark, methods: list[str], runs: int, m: int | None, progress) -> list[dict]:
@@ -322,7 +262,7 @@ def _evaluate_columns(cfg: JobConfig, spark, methods: list[str], runs: int, m: i
         results = evaluate_columns.evaluate_columns(cfg, validated.records, items, methods, runs, m, progress)
     finally:
         validated.release()
-    return [record for method, values in results for record in _summaries(method, dataset, values)]
+    return [record for method, values in results for record in summaries(method, dataset, values)]
 
 
 def _evaluate_entropy(configs: list[JobConfig], spark, runs: int, progress) -> list[dict]:
@@ -340,13 +280,13 @@ def _evaluate_entropy(configs: list[JobConfig], spark, runs: int, progress) -> l
         results = evaluate_entropy.run_variants(configs, records, locations, actual, runs, progress)
     finally:
         records.unpersist()
-    return [record for method, values in results for record in _summaries(method, dataset, values)]
+    return [record for method, values in results for record in summaries(method, dataset, values)]
 
 
 def _evaluate_frapp(cfg: JobConfig, spark, methods: list[str], runs: int, progress) -> list[dict]:
     dataset = Path(cfg.source.path or cfg.source.table).name
     results = evaluate_frapp.run_methods(cfg, spark, methods, runs, progress)
-    return [record for method, values in results for record in _summaries(method, dataset, values)]
+    return [record for method, values in results for record in summaries(method, dataset, values)]
 
 
 def _aligned(table, truth: pd.Series) -> np.ndarray:
@@ -391,7 +331,7 @@ def _evaluate_private_items(configs: list[JobConfig], methods: list[str], spark,
                 values[("selection", "records_share")].append(float(truth[kept].sum() / truth.sum()))
                 if (output.chosen or {}).get(method_cfg.bound_name) is not None:
                     values[("bound", method_cfg.bound_name)].append(float(output.chosen[method_cfg.bound_name]))
-            out += _summaries(method, dataset, values)
+            out += summaries(method, dataset, values)
     finally:
         records.unpersist()
     return out
@@ -404,7 +344,9 @@ def _evaluate_counts(cfg: JobConfig, configs: list[JobConfig], methods: list[str
     items = item_domain(cfg.items, spark, cfg.source)
     attributes = attribute_domain(cfg.attributes)
     progress(f"reading {cfg.source.path or cfg.source.table}; true counts are computed WITHOUT noise")
-    validated = validation.validate_records(sources.read_records(spark, cfg.source, attributes is not None), items, attributes)
+    validated = validation.validate_records(
+        sources.read_records(spark, cfg.source, attributes is not None), items, attributes
+    )
     dataset = Path(cfg.source.path or cfg.source.table).name
     # Every method and every HPA run reads the records again: keep them (spilling to disk
     # when they do not fit) rather than re-reading and re-parsing the source each time.
@@ -424,9 +366,9 @@ def _evaluate_counts(cfg: JobConfig, configs: list[JobConfig], methods: list[str
             values = defaultdict(list)
             for query, metric, value in _run_method(method_cfg, *run):
                 values[(query, metric)].append(value)
-            records += _summaries(method, dataset, values)
+            records += summaries(method, dataset, values)
             if method_cfg.params.auto:
-                records += _summaries(f"{method_cfg.algorithm}_oracle", dataset, _oracle(method_cfg, *run))
+                records += summaries(f"{method_cfg.algorithm}_oracle", dataset, _oracle(method_cfg, *run))
     finally:
         cached.unpersist()
         validated.release()
@@ -452,7 +394,7 @@ EVALUATORS = {  # by family name (dp_spark.families.registry)
         else cfg.algorithm, lambda cfg, m: {"l": cfg.l, "m": m, "publisher": cfg.publisher,
                                                    "oracle": ORACLE_NOTE}),
     "user_histogram": Evaluator(
-        _histogram_method, lambda cfg, configs, spark, methods, runs, m, progress: _evaluate_histogram(
+        _histogram_method, lambda cfg, configs, spark, methods, runs, m, progress: evaluate_histogram.evaluate(
             configs, spark, runs, progress),
         lambda cfg: cfg.publisher, lambda cfg, m: {"quantity": cfg.quantity, "bins": len(cfg.bins)}),
     "dpsense": Evaluator(

@@ -19,14 +19,14 @@ from fractions import Fraction
 import numpy as np
 
 from dp_spark import publishers
-from dp_spark.lab import metrics
+from dp_spark.bounding import item_rows
+from dp_spark.core.ledger import Budget
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.errors import ConfigError
 from dp_spark.families.dpsense import columns as item_columns
 from dp_spark.families.dpsense import theta as dpsense
-from dp_spark.bounding import item_rows
 from dp_spark.jobs.config import JobConfig
-from dp_spark.errors import ConfigError
-from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
+from dp_spark.lab import metrics
 
 METHODS = ("dpsense", "dpsense_s", "lpa", "alpa", "fpa", "gs")
 BASELINES = {"lpa": ("laplace", {}), "alpa": ("alpa", {}), "fpa": ("fourier", {"distinct_cells": True}),

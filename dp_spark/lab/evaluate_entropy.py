@@ -28,17 +28,17 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from dp_spark.lab import metrics
-from dp_spark.families.location_entropy.sums import candidate_sums, location_sums
+from dp_spark.bounding.user_locations import bounded_pairs, ranked_pairs
+from dp_spark.core.ledger import Budget
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.errors import ConfigError
 from dp_spark.families.location_entropy import bounds_choice as ebs
 from dp_spark.families.location_entropy import entropy as le
-from dp_spark.bounding.user_locations import bounded_pairs, ranked_pairs
 from dp_spark.families.location_entropy.family import AUTO, bounding_salt
 from dp_spark.families.location_entropy.family import timed_bound as timed_bound_of
+from dp_spark.families.location_entropy.sums import candidate_sums, location_sums
 from dp_spark.jobs.config import JobConfig
-from dp_spark.errors import ConfigError
-from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
+from dp_spark.lab import metrics
 
 ELIGIBLE_USERS = 20  # K of M9 (paper 004 Fig. 7)
 BASELINE_BOUNDS = le.Bounds(M=100, C=1000)  # Fig. 2's public C_max, M_max

@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from dp_spark.families.frapp import perturbation as frapp
-from dp_spark.families.frapp import mining as fm
-from dp_spark.jobs.config import JobConfig
 from dp_spark.errors import ConfigError
+from dp_spark.families.frapp import mining as fm
+from dp_spark.families.frapp import perturbation as frapp
+from dp_spark.jobs.config import JobConfig
 
 METHODS = ("exact", *frapp.SCHEMES)
 

@@ -130,3 +130,22 @@ def range_query_mse(true, released, queries: np.ndarray | None = None) -> float:
     prefix_r = np.concatenate(([0.0], np.cumsum(r)))
     lo, hi = queries[:, 0], queries[:, 1] + 1
     return float(np.mean(((prefix_r[hi] - prefix_r[lo]) - (prefix_t[hi] - prefix_t[lo])) ** 2))
+
+
+def summary(series) -> dict:
+    """One metric over the runs: mean and standard deviation, and the median, 90th and 99th
+    percentiles (a heavy tail, say a rare bad choice of the bound, shows there and not in mean ±
+    std). Runs whose metric is NaN (a release with nothing to measure) or infinite are kept and
+    counted as ``nan_runs``; the figures are over the others, None when there are none."""
+    values = np.asarray(series, dtype=float)
+    finite = values[np.isfinite(values)]
+    figures = {"mean": None, "std": None, "median": None, "p90": None, "p99": None}
+    if finite.size:
+        p50, p90, p99 = (float(v) for v in np.percentile(finite, [50, 90, 99]))
+        figures = {"mean": float(finite.mean()), "std": float(finite.std()), "median": p50, "p90": p90, "p99": p99}
+    return {**figures, "runs": int(values.size), "nan_runs": int(values.size - finite.size)}
+
+
+def summaries(method: str, dataset: str, values: dict) -> list[dict]:
+    return [{"method": method, "dataset": dataset, "query": query, "metric": metric, **summary(series)}
+            for (query, metric), series in values.items()]

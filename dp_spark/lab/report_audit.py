@@ -25,7 +25,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-
 # ---------------------------------------------------------------------------
 # What may differ between the reports of D and D′, and why.
 

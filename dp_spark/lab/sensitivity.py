@@ -15,28 +15,26 @@ Pure data in, numbers out; ``tests/test_sensitivity.py`` runs it on every family
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dp_spark.families.dpsense import columns as item_columns
-
 from dp_spark.aggregates import item_edges, value_sums
-
-from dp_spark.families.user_histogram import quantities as user_quantities
 from dp_spark.aggregates.domain_vector import on_domain
 from dp_spark.aggregates.key_users import users_per_key
 from dp_spark.aggregates.value_ranks import value_ranks
-from dp_spark.families.dpsense import theta as dpsense
-from dp_spark.families.counts import sampling
-from dp_spark.core.clip_range import ClipRange
 from dp_spark.bounding import item_rows, keys, user_keys, user_locations, user_records
+from dp_spark.core.clip_range import ClipRange
 from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.families.counts import sampling
+from dp_spark.families.dpsense import columns as item_columns
+from dp_spark.families.dpsense import theta as dpsense
 from dp_spark.families.frapp.family import bounded_records
+from dp_spark.families.user_histogram import quantities as user_quantities
 from dp_spark.io.checkins import guard_figures as guard_figures_of_checkins
 from dp_spark.io.validation import SHARE_GRID, validate_records
 

@@ -19,20 +19,20 @@ their publisher: exact for lpa; for dft and gs the noise is the publisher's per-
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from dp_spark.release import bound_selection
 from dp_spark.core import zcdp
 from dp_spark.errors import ConfigError
 from dp_spark.families.counts import family as counts
+from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors
+from dp_spark.release import bound_selection
 from dp_spark.release.family import Domains
 from dp_spark.release.guards import SPLIT_KEY as GUARDS_SPLIT_KEY
-from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors
 
 # The bounds shown when neither the config nor --candidates names any, and the share of ε that
 # ``l = "auto"`` spends on the choice: the product's defaults.
@@ -185,7 +185,9 @@ def method_note(algorithm: str) -> str:
         return ("SRA's formula as a guide: HPA keeps each user's most popular records, so its bias on popular items "
                 "is smaller than shown; noise at HPA's item share")
     if algorithm in ("dft", "gs"):
-        return "SRA's exact sampling error; noise as plan reports it per cell (the publisher's smoothing bias not shown)"
+        return (
+            "SRA's exact sampling error; noise as plan reports it per cell (the publisher's smoothing bias not shown)"
+        )
     return "SRA's exact expectation: bias, sampling variance and the publisher's noise"
 
 
@@ -241,8 +243,9 @@ def table(rows: Sequence[TuneRow], configured: int | None = None) -> list[str]:
 VOIDS_THE_GUARANTEE = (
     "WARNING: a bound chosen from this table depends on the raw records, and a release at it no longer has the "
     "guarantee its privacy.json states. Use it on public data, or on data disjoint from what you will release "
-    "(an earlier period, a held-out set of users); on the data you release, set l = \"auto\" (docs/bound_selection.md), "
-    "which spends part of epsilon to choose l privately.")
+    '(an earlier period, a held-out set of users); on the data you release, set l = "auto" (docs/bound_selection.md), '
+    "which spends part of epsilon to choose l privately."
+)
 
 
 def report(rows: Sequence[TuneRow], setup: TuneSetup, share: Fraction, configured: int | None, source: str) -> dict:
@@ -283,7 +286,9 @@ def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress)
     from dp_spark.jobs.runner import plan_budget
 
     if cfg.algorithm not in COUNTS_ALGORITHMS:
-        raise ConfigError(f"tune works on counts configs ({', '.join(COUNTS_ALGORITHMS)}); {cfg.algorithm!r} is not one")
+        raise ConfigError(
+            f"tune works on counts configs ({', '.join(COUNTS_ALGORITHMS)}); {cfg.algorithm!r} is not one"
+        )
     if getattr(cfg.params, "private_items", False):
         raise ConfigError('tune needs a public item domain; this config selects its items privately '
                           '(domain.items = "private")')

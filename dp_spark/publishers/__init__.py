@@ -14,17 +14,18 @@ Claims: docs/publishers.md, one "Privacy claim: <name>" section per publisher.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
 
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
 from dp_spark.publishers import ahp, alpa, dpa_ahp, fourier, grouping, laplace
-from dp_spark.publishers.interface import Published
+from dp_spark.publishers.interface import Published, Publisher  # noqa: F401 - the publishers' type
 
 # name -> (function, the options it accepts)
-PUBLISHERS = {
+PUBLISHERS: dict[str, tuple[Callable[..., Published], tuple[str, ...]]] = {
     "laplace": (laplace.publish, ()),
     "alpa": (alpa.publish, ()),
     "fourier": (fourier.publish, ("k", "distinct_cells", "grid_bits")),

@@ -14,8 +14,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from dp_spark.core.ledger import Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource, as_scale
-from dp_spark.core.privacy import Budget, LedgerEntry
 from dp_spark.publishers.interface import Published, check_request
 
 

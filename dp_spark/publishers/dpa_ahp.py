@@ -28,8 +28,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from dp_spark.core.ledger import Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource, as_scale, scale_at_least
-from dp_spark.core.privacy import Budget, LedgerEntry
 from dp_spark.publishers import ahp
 from dp_spark.publishers.grouping import random_order_by
 from dp_spark.publishers.interface import Published, check_request

@@ -34,9 +34,9 @@ from pyspark.sql import types as T
 
 from dp_spark.aggregates.domain_vector import OUTSIDE, domain_positions
 from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.core.ledger import Budget, LedgerEntry, gaussian_entry
 from dp_spark.core.mechanisms import as_scale
-from dp_spark.core.privacy import Budget, LedgerEntry, gaussian_entry
-from dp_spark.core.vector_noise import BLOCK_CELLS, CellNoise, NoiseSecret
+from dp_spark.core.vector_noise import BLOCK_CELLS, NoiseSecret
 
 # Cells per chunk, the unit of work of one call on an executor, about: large enough that Spark's
 # per-group cost is small, small enough that one chunk's pandas table (three columns for counts,

@@ -1,4 +1,5 @@
-"""What every publisher shares: its result (:class:`Published`) and the check of a request.
+"""What every publisher shares: its signature (:class:`Publisher`), its result
+(:class:`Published`) and the check of a request.
 
 Every publisher is ``publish(counts, sensitivity, epsilon, budget, rng, step, **options) ->
 Published``: an integer count vector over a public domain, the L1 sensitivity one user can
@@ -10,16 +11,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Protocol
 
 import numpy as np
 
-from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.core.ledger import Budget, LedgerEntry
+from dp_spark.core.mechanisms import RandomSource
 
 
 @dataclass(frozen=True)
 class Published:
     values: np.ndarray  # same shape as the counts; integers (LPA) or floats (averages)
     entries: tuple[LedgerEntry, ...]  # what the publisher spent from the budget, in order
+
+
+class Publisher(Protocol):
+    """The one signature of every publisher: a module's ``publish`` function, whose own options
+    come after these as keywords (tests/test_publishers.py checks each registered one). It draws
+    noise only through ``budget`` (which spends each ledger entry before it draws) and returns the
+    published vector with the entries it spent."""
+
+    def __call__(self, counts: np.ndarray, sensitivity: int, epsilon: Fraction, budget: Budget, rng: RandomSource,
+                 step: str) -> Published: ...
 
 
 def check_request(counts, sensitivity: int, epsilon: Fraction, budget: Budget, step: str) -> np.ndarray:

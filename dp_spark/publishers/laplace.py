@@ -8,7 +8,7 @@ cells with a true count of zero get noise too (§1.2).
 
 Every publisher has this module's signature, ``publish(counts, sensitivity,
 epsilon, budget, rng, step, **options) -> Published``, and draws its noise only
-from ``budget`` (:meth:`dp_spark.core.privacy.Budget.discrete_laplace`), which
+from ``budget`` (:meth:`dp_spark.core.ledger.Budget.discrete_laplace`), which
 spends each ledger entry before it draws.
 
 Claim: docs/publishers.md, "Privacy claim: laplace".
@@ -20,8 +20,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from dp_spark.core.ledger import Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource, as_scale
-from dp_spark.core.privacy import Budget, LedgerEntry
 from dp_spark.publishers.interface import Published, check_request
 
 

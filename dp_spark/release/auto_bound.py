@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dp_spark.release import bound_selection
 from dp_spark.errors import ConfigError
+from dp_spark.release import bound_selection
 from dp_spark.release.family import MAX_ROWS_PER_USER, ROWS_PER_USER_LIMIT
 
 AUTO = "auto"  # the per-user bound chosen privately (release.bound_selection)

@@ -13,14 +13,13 @@ gets exact integers.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame
 from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from dp_spark.release.bound_selection import checked_user_cap
-
 
 _WIDE = "decimal(38,0)"
 # Up to this many users (two longs each) the per-user table is broadcast to every task.

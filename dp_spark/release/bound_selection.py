@@ -24,16 +24,16 @@ NOT private; they are read only inside the mechanism.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from dp_spark.core import zcdp
+from dp_spark.core.ledger import Budget, LedgerEntry, selection_entry
 from dp_spark.core.mechanisms import RandomSource, exponential_probabilities
-from dp_spark.core.privacy import Budget, LedgerEntry, selection_entry
 
 # Public defaults (docs/bound_selection.md, "Defaults"): bounds a factor of about √2 apart up to
 # 256, and a tenth of ε for the choice.

@@ -29,8 +29,8 @@ import pandas as pd
 
 from dp_spark.bounding.user_records import capped_total
 from dp_spark.core import accuracy, zcdp
+from dp_spark.core.ledger import Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget, LedgerEntry
 
 SHARE = Fraction(1, 20)  # of a counts release's ε (under zCDP: of ρ) for the estimate
 CAP_FACTOR = 8  # the removed records are counted up to CAP_FACTOR·l per user

@@ -35,15 +35,15 @@ steps' outputs, so the three compose (sequentially, adaptively). The claim: docs
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 
 from dp_spark.core import zcdp
+from dp_spark.core.ledger import Budget, LedgerEntry, selection_entry
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget, LedgerEntry, selection_entry
 
 # The default candidates: 0 and ±{1, 1.5, 2, 3, 4, 5, 6, 8}·10^k for k = −2 to 8, 177 values from
 # −8·10^8 to 8·10^8, neighbours at most a factor 1.5 apart away from 0 (round numbers, so that a

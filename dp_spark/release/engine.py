@@ -9,21 +9,23 @@ drawn, and a step that would overspend is refused before it draws.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 from pyspark.sql import functions as F
 
-from dp_spark.version import __version__
 from dp_spark.core import accuracy, zcdp
+from dp_spark.core.accounting import PURE, Accounting
 from dp_spark.core.domain import ItemDomain
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import PURE, Accounting, Budget
-from dp_spark.release.family import Domains, Execution, Family, FamilyOutput, RunInputs, check_domain_fits
 from dp_spark.release import guards
+from dp_spark.release.family import Domains, Execution, Family, FamilyOutput, RunInputs, check_domain_fits
 from dp_spark.release.guards import Guards
+from dp_spark.version import __version__
 
 DIAGNOSTICS_NOTE = (
     "NOT PRIVATE: computed from the raw records without noise, for the operator's "
@@ -39,7 +41,7 @@ class Computed:
     tables: dict  # name -> pandas DataFrame of noisy outputs
     report: dict
     items: ItemDomain | None
-    diagnostics: dict | None = None  # NOT private: see diagnostics_of
+    diagnostics: dict = field(default_factory=dict)  # NOT private: see diagnostics_of
 
 
 def diagnostics_of(report: dict, diagnostics: dict) -> dict:
@@ -200,7 +202,7 @@ def build_report(family: Family, params: Any, budget: Budget, domains: Domains, 
     }
     return {
         "dp_spark_version": __version__,
-        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "algorithm": algorithm,
         **budget.to_json(),
         "noise": noise,

@@ -7,16 +7,19 @@ never ask for an algorithm by name; a new family is one module here and one line
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
-from dp_spark.core.domain import AttributeDomain, ItemDomain
-from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core import zcdp
-from dp_spark.core.privacy import PURE, USER_UNIT, Accounting, Budget, BudgetExceeded, PrivacyUnit
-from dp_spark.errors import ConfigError
-from dp_spark.release.guards import SPLIT_KEY as GUARDS_SPLIT_KEY, Guards
+from dp_spark.core.accounting import PURE, USER_UNIT, Accounting, PrivacyUnit
+from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.core.ledger import Budget
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.errors import BudgetExceeded, ConfigError
+from dp_spark.release.guards import SPLIT_KEY as GUARDS_SPLIT_KEY
+from dp_spark.release.guards import Guards
 
 
 @dataclass(frozen=True)
@@ -193,10 +196,12 @@ def output_size(family: Family, params: Any, domains: Domains, execution: Execut
     rows = family.output_rows(params, domains)
     total = sum(n for n in rows.values() if n is not None)
     if total > execution.max_output_rows:
-        raise ConfigError(f"the release would write {total:,} rows ({describe_output_size(rows)}), more than "
-                          f"execution.max_output_rows = {execution.max_output_rows:,}: check the domain (a range "
-                          "typed one digit too long?), or raise the limit if you mean it "
-                          f"(--set execution.max_output_rows={total}; in the API's count and means functions max_output_rows={total})")
+        raise ConfigError(
+            f"the release would write {total:,} rows ({describe_output_size(rows)}), more than "
+            f"execution.max_output_rows = {execution.max_output_rows:,}: check the domain (a range "
+            "typed one digit too long?), or raise the limit if you mean it "
+            f"(--set execution.max_output_rows={total}; in the API's count and means functions max_output_rows={total})"
+        )
     return rows
 
 

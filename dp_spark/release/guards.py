@@ -52,15 +52,17 @@ depends on the records, and privacy.json's guarantee says it holds only for runs
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
 from dp_spark.bounding.user_records import capped_total
+from dp_spark.core.accounting import as_epsilon
+from dp_spark.core.ledger import Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget, LedgerEntry, as_epsilon
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError, GuardRefused
 from dp_spark.io.validation import SHARE_GRID
@@ -252,9 +254,12 @@ def tell(guards: Guards, coverage: Coverage, progress: Callable[[str], None],
     dropped, fraction = coverage.rows_dropped, coverage.dropped_fraction
     if dropped and fraction > guards.warn_dropped_fraction:
         why = explain() if explain is not None else ""
-        diagnostic(progress, f"WARNING: {_percent(dropped, coverage.rows_read)} of the rows read are outside the public "
-                   f"domain and were dropped (warning above guards.warn_dropped_fraction = "
-                   f"{guards.warn_dropped_fraction:g})" + (f"; {why}" if why else ""))
+        diagnostic(
+            progress,
+            f"WARNING: {_percent(dropped, coverage.rows_read)} of the rows read are outside the public "
+            f"domain and were dropped (warning above guards.warn_dropped_fraction = "
+            f"{guards.warn_dropped_fraction:g})" + (f"; {why}" if why else ""),
+        )
 
 
 def figure_scale(limits: Guards) -> Fraction:

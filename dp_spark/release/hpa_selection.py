@@ -23,8 +23,8 @@ from dp_spark.aggregates import item_edges
 from dp_spark.bounding import keys, user_records
 from dp_spark.bounding.cutoffs import long_array, score_cutoffs
 from dp_spark.core.domain import ItemDomain
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
 
 # Domains up to this size are looked up in an array literal rather than joined (with_item_values).
 # The literal travels in every stage's task binary, so a large domain is broadcast instead.
@@ -37,7 +37,7 @@ def with_item_values(records: DataFrame, items: ItemDomain, values: np.ndarray, 
     For an id range of at most LITERAL_LOOKUP_MAX_ITEMS items, the values are an array literal
     read at item_id − low: one string goes to Spark and is folded into the array once, and
     Spark's generated code reads it by reference. Against the broadcast join that serves other
-    domains, HPA at 10M rows in one session: 5.81 → 5.38 s (docs/performance.md, sixth round).
+    domains, HPA at 10M rows in one session: 5.81 → 5.38 s (docs/lab/performance.md, sixth round).
     A string domain (never a range) is joined on its string ids the same way.
     """
     values = np.asarray(values, dtype=np.int64)
@@ -81,7 +81,7 @@ def hpa_selection(records: DataFrame, items: ItemDomain, l: int, d: int, epsilon
 
     item_scores = np.maximum(popularity.values, 0)
     # The selection orders by each score's rank among the distinct scores, which orders the same
-    # (and keeps the generated code the same from run to run: docs/performance.md, fifth round).
+    # (and keeps the generated code the same from run to run: docs/lab/performance.md, fifth round).
     distinct_scores, item_ranks = np.unique(item_scores, return_inverse=True)
     scored = with_item_values(records, items, item_ranks, "_score_rank")
     # The cutoffs only decide which rows the selection looks at, never its result.

@@ -22,7 +22,7 @@ it needs about a quarter more users for an even chance of release; docs/partitio
 Exactness: π is computed in integers on the grid 2^-62 with e^ε' replaced by a rational lower
 bound and every step rounded down. Both constraints hold exactly for the rounded table (the
 argument is in the doc), and each key's Bernoulli(π(n)) is drawn exactly by
-:meth:`dp_spark.core.privacy.Budget.bernoulli_dyadic`, no floating point anywhere.
+:meth:`dp_spark.core.ledger.Budget.bernoulli_dyadic`, no floating point anywhere.
 
 Pure numpy, Fractions and ints; the user counts per key come from
 :mod:`dp_spark.aggregates.key_users`, the whole path from :mod:`dp_spark.release.private_keys`.
@@ -47,9 +47,10 @@ from functools import lru_cache
 import numpy as np
 
 from dp_spark.core import zcdp
+from dp_spark.core.accounting import as_epsilon
 from dp_spark.core.discrete_gaussian import least_integer, tail_at_least, variance_at_least
+from dp_spark.core.ledger import GAUSSIAN_MECHANISM, Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import GAUSSIAN_MECHANISM, Budget, LedgerEntry, as_epsilon
 from dp_spark.errors import ConfigError
 
 GRID_BITS = 62  # release probabilities are multiples of 2^-62 (bernoulli_dyadic draws them exactly)

@@ -15,16 +15,21 @@ import numpy as np
 from pyspark.sql import DataFrame
 
 from dp_spark.aggregates.key_users import users_per_key
-from dp_spark.release.partition_selection import (GaussianSelection, SelectionParams, better_rule, select,
-                                                      select_gaussian)
 from dp_spark.bounding.user_keys import bounded_keys
-from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.domain import ItemDomain, item_domain_of_ids
-from dp_spark.core.privacy import Budget
+from dp_spark.core.ledger import Budget
+from dp_spark.core.mechanisms import RandomSource
 from dp_spark.errors import ConfigError
+from dp_spark.io.validation import keyed_by_user
 from dp_spark.release import guards
 from dp_spark.release.family import RunInputs, rows_per_user
-from dp_spark.io.validation import keyed_by_user
+from dp_spark.release.partition_selection import (
+    GaussianSelection,
+    SelectionParams,
+    better_rule,
+    select,
+    select_gaussian,
+)
 
 PRIVATE_ITEMS = "private"  # domain.items: the items selected privately (release.partition_selection)
 # Partition selection's distinct items per user unless algorithm.keys_per_user says otherwise: each

@@ -72,9 +72,14 @@ def _fourier(options: dict[str, Any], sensitivity: int, epsilon: Fraction, cells
     terms = 1 + 4 * (k - 1) - (3 if cells % 2 == 0 and k == spectrum_size and k > 1 else 0)
     sd = part_sd * (terms / cells) ** 0.5
     return Accuracy(
-        f"discrete Laplace on the grid 2^-{grid_bits} on the {k} lowest DFT coefficients, inverted", accuracy.UPPER_BOUND,
-        alpha, scale=float(part_scale), sd=sd, ci95_halfwidth=accuracy.chebyshev_halfwidth(sd, 0.05),
+        f"discrete Laplace on the grid 2^-{grid_bits} on the {k} lowest DFT coefficients, inverted",
+        accuracy.UPPER_BOUND,
+        alpha,
+        scale=float(part_scale),
+        sd=sd,
+        ci95_halfwidth=accuracy.chebyshev_halfwidth(sd, 0.05),
         ci_halfwidth=accuracy.chebyshev_halfwidth(sd, alpha),
         note="sd is exact; each cell's noise is a sum of many draws with no closed-form quantile, so the "
-             "half-widths are Chebyshev bounds (sd/sqrt(alpha)); scale is that of one coefficient part. Keeping "
-             f"only {k} coefficients adds a bias not shown")
+        "half-widths are Chebyshev bounds (sd/sqrt(alpha)); scale is that of one coefficient part. Keeping "
+        f"only {k} coefficients adds a bias not shown",
+    )

@@ -7,6 +7,7 @@ sensitivity ``l``. Claim and argument: docs/sra_hpa.md and docs/privacy.md.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
@@ -14,28 +15,44 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dp_spark.release import bound_bias
-from dp_spark.release import bound_selection, bounding_estimate
-from dp_spark.families.counts import sampling
 from dp_spark.bounding import keys
 from dp_spark.core import accuracy, noise_choice
+from dp_spark.core.accounting import check_noise
 from dp_spark.core.accuracy import POST_PROCESSED, UPPER_BOUND
 from dp_spark.core.discrete_gaussian import variance_at_least
-from dp_spark.core.privacy import check_noise
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
-from dp_spark.release import guards
-from dp_spark.release import on_executors as executor_path
-from dp_spark.release.auto_bound import AUTO, AUTO_NOTE, AutoBound, candidates_of
-from dp_spark.release.family import (ConfigTables, Domains, Execution, Family, FamilyOutput, RunInputs, require,
-                                   rows_per_user)
-# DEFAULT_KEYS_PER_USER and PARTITION_SHARE are read from here too (tests, bench/bound_selection.py).
-from dp_spark.release.private_keys import (DEFAULT_KEYS_PER_USER, NOTHING_SELECTED, PARTITION_SHARE,  # noqa: F401
-                                            PRIVATE_ITEMS, SelectedItems, checked_private_items, items_text,
-                                            partition_delta, selected_items, unselected_apart)
-from dp_spark.release.publisher_accuracy import publisher_accuracy
+from dp_spark.families.counts import sampling
 from dp_spark.io.validation import check_schema, validate_records
 from dp_spark.publishers.options import publisher_choice
+from dp_spark.release import bound_bias, bound_selection, bounding_estimate, guards
+from dp_spark.release import on_executors as executor_path
+from dp_spark.release.auto_bound import AUTO, AUTO_NOTE, AutoBound, candidates_of
+from dp_spark.release.family import (
+    ConfigTables,
+    Domains,
+    Execution,
+    Family,
+    FamilyOutput,
+    RunInputs,
+    require,
+    rows_per_user,
+)
+
+# DEFAULT_KEYS_PER_USER and PARTITION_SHARE are read from here too (tests, bench/bound_selection.py).
+from dp_spark.release.private_keys import (  # noqa: F401
+    DEFAULT_KEYS_PER_USER,
+    NOTHING_SELECTED,
+    PARTITION_SHARE,
+    PRIVATE_ITEMS,
+    SelectedItems,
+    checked_private_items,
+    items_text,
+    partition_delta,
+    selected_items,
+    unselected_apart,
+)
+from dp_spark.release.publisher_accuracy import publisher_accuracy
 
 ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
 # Paper 000's baselines: a uniform sample of at most m records per user, always published
@@ -58,7 +75,7 @@ class CountsParams(AutoBound):
     publisher: str = "laplace"
     publisher_options: dict[str, Any] = field(default_factory=dict)
     consistent: bool = False
-    candidates: tuple[int, ...] | None = None
+    candidates: Sequence[int] | None = None  # a tuple once checked
     # domain.items = "private": the items are selected by partition selection, which keeps at most
     # keys_per_user distinct items per user (default DEFAULT_KEYS_PER_USER) and spends privacy.delta.
     private_items: bool = False

@@ -28,15 +28,14 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from dp_spark import publishers
 from dp_spark.aggregates import item_edges
 from dp_spark.bounding import keys, user_records
-from dp_spark.publishers import consistency
 from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.core.ledger import Budget, gaussian_entry
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget, gaussian_entry
-from dp_spark import publishers
 from dp_spark.core.vector_noise import NoiseSecret
-from dp_spark.publishers import executor_laplace
+from dp_spark.publishers import consistency, executor_laplace
 from dp_spark.release.hpa_selection import hpa_selection
 
 SPEC_SECTIONS = {"sra": "ALGORITHMS.md §3.1", "hpa": "ALGORITHMS.md §3.2", "lpa": "ALGORITHMS.md §3.3",
@@ -47,7 +46,9 @@ def default_split(algorithm: str, epsilon: Fraction, with_edges: bool) -> dict[s
     """The papers' budget split (000 §6): SRA ε/2 + ε/2; HPA ε/10 + 0.45ε + 0.45ε.
     Without edges the edge share goes to the item counts."""
     if algorithm != "hpa":
-        return {"epsilon_items": epsilon / 2, "epsilon_edges": epsilon / 2} if with_edges else {"epsilon_items": epsilon}
+        return (
+            {"epsilon_items": epsilon / 2, "epsilon_edges": epsilon / 2} if with_edges else {"epsilon_items": epsilon}
+        )
     popularity = epsilon / 10
     if with_edges:
         return {"epsilon_popularity": popularity, "epsilon_items": epsilon * 9 / 20, "epsilon_edges": epsilon * 9 / 20}

@@ -14,17 +14,17 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from dp_spark.families.dpsense import columns as item_columns
-from dp_spark.families.dpsense import theta as dpsense
 from dp_spark.bounding import item_rows
 from dp_spark.core import accuracy, noise_choice
+from dp_spark.core.accounting import check_noise
 from dp_spark.core.discrete_gaussian import variance_at_least
-from dp_spark.core.privacy import check_noise
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
+from dp_spark.families.dpsense import columns as item_columns
+from dp_spark.families.dpsense import theta as dpsense
+from dp_spark.io.validation import ValidatedRecords, check_schema, validate_records
 from dp_spark.release import guards
 from dp_spark.release.family import ConfigTables, Domains, Family, FamilyOutput, RunInputs, rows_per_user
-from dp_spark.io.validation import ValidatedRecords, check_schema, validate_records
 
 ALGORITHMS = ("dpsense", "dpsense_s")
 

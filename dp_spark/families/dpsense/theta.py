@@ -48,14 +48,13 @@ Claim: docs/dpsense.md, "Privacy claim: dpsense", "Privacy claim: dpsense_s".
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
 
-from dataclasses import replace
-
+from dp_spark.core.ledger import Budget, LedgerEntry, gaussian_entry, selection_entry
 from dp_spark.core.mechanisms import RandomSource, as_scale
-from dp_spark.core.privacy import Budget, LedgerEntry, gaussian_entry, selection_entry
 from dp_spark.publishers import laplace
 
 SPEC_SECTIONS = {"dpsense": "ALGORITHMS.md §4.2", "dpsense_s": "ALGORITHMS.md §4.3"}

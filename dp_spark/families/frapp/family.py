@@ -22,18 +22,27 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from dp_spark.families.frapp import perturbation as frapp
-from dp_spark.families.frapp import mining as fm
-from dp_spark.families.frapp.mining import AttributeSpec, Scheme, check_bit_capacity
 from dp_spark.bounding.keys import ROW_KEY, with_row_key
 from dp_spark.bounding.user_records import sample_per_user
 from dp_spark.core import accuracy
-from dp_spark.core.privacy import MAX_EPSILON, LedgerEntry, PrivacyUnit, as_epsilon, release_epsilon
+from dp_spark.core.accounting import MAX_EPSILON, PrivacyUnit, as_epsilon, release_epsilon
+from dp_spark.core.ledger import LedgerEntry
 from dp_spark.core.progress import stage
 from dp_spark.errors import ConfigError
+from dp_spark.families.frapp import mining as fm
+from dp_spark.families.frapp import perturbation as frapp
+from dp_spark.families.frapp.mining import AttributeSpec, Scheme, check_bit_capacity
 from dp_spark.io.validation import refuse_strictly
-from dp_spark.release.family import (ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int, require,
-                                   rows_per_user)
+from dp_spark.release.family import (
+    ConfigTables,
+    Domains,
+    Family,
+    FamilyOutput,
+    RunInputs,
+    positive_int,
+    require,
+    rows_per_user,
+)
 
 FRAPP_KEYS = ("scheme", "sup_min", "records_per_user", "cp_k", "cp_rho")  # the algorithm.* keys it takes
 

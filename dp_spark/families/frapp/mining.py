@@ -19,10 +19,10 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from dp_spark.families.frapp import perturbation as frapp
-from dp_spark.errors import DataError
-from dp_spark.io.validation import refuse_strictly
 from dp_spark.core.mechanisms import RandomSource
+from dp_spark.errors import DataError
+from dp_spark.families.frapp import perturbation as frapp
+from dp_spark.io.validation import refuse_strictly
 
 
 @dataclass(frozen=True)

@@ -35,17 +35,17 @@ Pure numpy and Fractions over the per-candidate location sums (NOT private), whi
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 
-from dp_spark.families.location_entropy.sums import CandidateSums
-from dp_spark.families.location_entropy import sensitivity as sens
-from dp_spark.release.bound_selection import candidates_checked as bound_candidates_checked
-from dp_spark.families.location_entropy import entropy as le
+from dp_spark.core.ledger import Budget, selection_entry
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
-from dp_spark.core.privacy import Budget, selection_entry
+from dp_spark.families.location_entropy import entropy as le
+from dp_spark.families.location_entropy import sensitivity as sens
+from dp_spark.families.location_entropy.sums import CandidateSums
+from dp_spark.release.bound_selection import candidates_checked as bound_candidates_checked
 
 # Public defaults (docs/bound_selection.md, "Location entropy: M and C"): M up to 10, every value
 # to 5 (paper 004's default), and C from 1 to 50 as the paper's grid (it advises C < 10; its

@@ -48,9 +48,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.families.location_entropy import sensitivity as sens
+from dp_spark.core.ledger import Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource, as_scale
-from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.families.location_entropy import sensitivity as sens
 
 VARIANTS = ("baseline", "limit", "limit_ss", "limit_cb", "limit_cb_dp")
 DELTA_VARIANTS = ("limit_ss", "limit_cb_dp")  # (ε, δ)-DP; the others spend no δ

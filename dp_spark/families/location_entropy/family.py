@@ -10,25 +10,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 import pandas as pd
 
-from dp_spark.families.location_entropy.sums import candidate_sums, location_sums
-from dp_spark.families.location_entropy import bounds_choice as ebs
-from dp_spark.families.location_entropy import entropy as le
-from dp_spark.families.location_entropy import sensitivity as entropy_sensitivity
 from dp_spark.bounding.keys import new_salt
 from dp_spark.bounding.user_locations import bounded_pairs, ranked_pairs
 from dp_spark.core import accuracy
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
-from dp_spark.release import guards
-from dp_spark.release.family import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int
+from dp_spark.families.location_entropy import bounds_choice as ebs
+from dp_spark.families.location_entropy import entropy as le
+from dp_spark.families.location_entropy import sensitivity as entropy_sensitivity
+from dp_spark.families.location_entropy.sums import candidate_sums, location_sums
 from dp_spark.io.checkins import check_schema, guard_figures, validate_checkins
 from dp_spark.io.validation import describe_mismatch, outside_item_domain
-
+from dp_spark.release import guards
+from dp_spark.release.family import ConfigTables, Domains, Family, FamilyOutput, RunInputs, positive_int
 
 # C's largest supported value: Limit-SS and Limit-CB tabulate LS*(C, n) in Python up to n ≈ C/ln C
 # (entropy_sensitivity.smooth_sensitivity_table), a hang at C = 10^12.
@@ -48,16 +48,16 @@ class EntropyParams:
     (public; None: the defaults) with the ε share privacy.epsilon_bound (docs/bound_selection.md)."""
 
     variant: str = "limit"
-    M: int = 5
-    C: int = 5
+    M: int | str = 5  # or "auto"
+    C: int | str = 5
     k: int = 50
     xi: float = 1e-3
     delta: float = 1e-8
     outputs: tuple[str, ...] = ("entropy",)
     location_choice: str = "first_visit"
     algorithm: str = "entropy"
-    M_candidates: tuple[int, ...] | None = None
-    C_candidates: tuple[int, ...] | None = None
+    M_candidates: Sequence[int] | None = None  # tuples once checked
+    C_candidates: Sequence[int] | None = None
 
     def __post_init__(self):
         if self.location_choice not in LOCATION_CHOICES:

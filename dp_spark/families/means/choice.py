@@ -9,13 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 from fractions import Fraction
 
-from dp_spark.release import bound_bias
 from dp_spark.aggregates.value_ranks import value_ranks
-from dp_spark.release import bound_selection, clip_choice
 from dp_spark.core import noise_choice
+from dp_spark.families.means.params import PAIRS, MeansParams, output_rows, table_noises
+from dp_spark.release import bound_bias, bound_selection, clip_choice
 from dp_spark.release.auto_bound import AUTO
 from dp_spark.release.family import Domains, RunInputs
-from dp_spark.families.means.params import PAIRS, MeansParams, output_rows, table_noises
 
 
 def error_model(params: MeansParams, domains: Domains, split: dict[str, Fraction]) -> bound_selection.ErrorModel:

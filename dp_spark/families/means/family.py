@@ -23,21 +23,29 @@ import pandas as pd
 from pyspark.sql import functions as F
 
 from dp_spark.aggregates.value_sums import COUNT, SUM, bounded_sums, cell_tally
-from dp_spark.families.means import on_executors as executor_means
-from dp_spark.families.means import publish as publishing
-from dp_spark.release.hpa_selection import hpa_selection
 from dp_spark.bounding import keys, user_records
 from dp_spark.core.progress import diagnostic
+from dp_spark.families.means import on_executors as executor_means
+from dp_spark.families.means import publish as publishing
+from dp_spark.families.means.choice import choose_clip_range, choose_l, with_chosen
+from dp_spark.families.means.params import (
+    EDGE_TABLE,
+    ITEM_TABLE,
+    PAIRS,
+    MeansParams,
+    budget_split,
+    from_config,
+    output_rows,
+    table_noises,
+)
+from dp_spark.families.means.report import describe, report_section, table_accuracy
+from dp_spark.io.validation import check_schema, check_value_schema, validate_records
+from dp_spark.publishers.executor_laplace import CellGrid
 from dp_spark.release import guards
 from dp_spark.release import on_executors as executor_path
 from dp_spark.release.family import Domains, Family, FamilyOutput, RunInputs
-from dp_spark.families.means.choice import choose_clip_range, choose_l, with_chosen
-from dp_spark.families.means.params import (EDGE_TABLE, ITEM_TABLE, PAIRS, MeansParams, budget_split, from_config,
-                                            output_rows, table_noises)
-from dp_spark.families.means.report import describe, report_section, table_accuracy
+from dp_spark.release.hpa_selection import hpa_selection
 from dp_spark.release.private_keys import NOTHING_SELECTED, selected_items, unselected_apart
-from dp_spark.io.validation import check_schema, check_value_schema, validate_records
-from dp_spark.publishers.executor_laplace import CellGrid
 
 
 def _pair(params: MeansParams, split: dict[str, Fraction], table: str) -> publishing.TablePair:

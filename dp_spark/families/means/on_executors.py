@@ -14,11 +14,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from dp_spark.aggregates.value_sums import SUM
-from dp_spark.families.means.publish import TablePair, halfwidth, nullable_means, pair_entries, released_columns
-from dp_spark.core.clip_range import ClipRange, SumSensitivity
 from dp_spark.core import accuracy
-from dp_spark.core.privacy import Budget
+from dp_spark.core.clip_range import ClipRange, SumSensitivity
+from dp_spark.core.ledger import Budget
 from dp_spark.core.vector_noise import NoiseSecret
+from dp_spark.families.means.publish import TablePair, halfwidth, nullable_means, pair_entries, released_columns
 from dp_spark.publishers.executor_laplace import COUNT, CellGrid, released_cells
 
 # The released columns, as the driver's tables have them: a mean left out is null.

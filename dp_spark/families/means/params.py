@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from dp_spark.release import bound_selection, clip_choice
-from dp_spark.core.clip_range import DEFAULT_STEPS, ClipRange, SumSensitivity
 from dp_spark.core import noise_choice
-from dp_spark.core.privacy import check_noise
+from dp_spark.core.accounting import check_noise
+from dp_spark.core.clip_range import DEFAULT_STEPS, ClipRange, SumSensitivity
 from dp_spark.errors import ConfigError
+from dp_spark.release import bound_selection, clip_choice
 from dp_spark.release.auto_bound import AUTO, AutoBound, candidates_of
 from dp_spark.release.family import ConfigTables, Domains, require, rows_per_user
 from dp_spark.release.private_keys import PARTITION_SHARE, PRIVATE_ITEMS, checked_private_items, partition_delta
@@ -71,9 +72,9 @@ class MeansParams(AutoBound):
     d: int = 1
     records_per_item: int | None = None
     noise: str = "laplace"
-    candidates: tuple[int, ...] | None = None
+    candidates: Sequence[int] | None = None  # a tuple once checked
     steps: int = DEFAULT_STEPS
-    clip_candidates: tuple[float, ...] | None = None
+    clip_candidates: Sequence[float] | None = None  # a tuple once checked
     # domain.items = "private": the items are selected by partition selection first (at most
     # keys_per_user distinct items per user), which spends privacy.delta (as for the counts).
     private_items: bool = False

@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 
 from dp_spark.aggregates.value_sums import BoundedSums
-from dp_spark.core.clip_range import ClipRange, SumSensitivity, mean_intervals
 from dp_spark.core import accuracy
+from dp_spark.core.clip_range import ClipRange, SumSensitivity, mean_intervals
 from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth
+from dp_spark.core.ledger import GAUSSIAN_MECHANISM, Budget, LedgerEntry, gaussian_entry
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import GAUSSIAN_MECHANISM, Budget, LedgerEntry, gaussian_entry
 
 LAPLACE, GAUSSIAN = "laplace", "gaussian"
 

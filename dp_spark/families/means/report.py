@@ -11,9 +11,9 @@ from fractions import Fraction
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.accuracy import UPPER_BOUND
 from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth, discrete_gaussian_variance, variance_at_least
+from dp_spark.families.means.params import EDGE_TABLE, ITEM_TABLE, PAIRS, MeansParams, table_noises
 from dp_spark.release.auto_bound import AUTO, AUTO_NOTE
 from dp_spark.release.family import Domains
-from dp_spark.families.means.params import EDGE_TABLE, ITEM_TABLE, PAIRS, MeansParams, table_noises
 from dp_spark.release.private_keys import PRIVATE_ITEMS, items_text
 
 CLIP_NOTE = ("the clipping range is chosen privately from the candidates: the sum's noise is that of the chosen "

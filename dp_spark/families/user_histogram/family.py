@@ -14,19 +14,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dp_spark.families.user_histogram import quantities as user_quantities
-
-from dp_spark.families.user_histogram import histogram
 from dp_spark.core import accuracy, noise_choice
+from dp_spark.core.accounting import check_noise
 from dp_spark.core.discrete_gaussian import variance_at_least
-from dp_spark.core.privacy import check_noise
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
+from dp_spark.families.user_histogram import histogram
+from dp_spark.families.user_histogram import quantities as user_quantities
+from dp_spark.io.validation import check_schema, validate_records
+from dp_spark.publishers.options import publisher_choice
 from dp_spark.release import guards
 from dp_spark.release.family import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require
 from dp_spark.release.publisher_accuracy import publisher_accuracy
-from dp_spark.io.validation import check_schema, validate_records
-from dp_spark.publishers.options import publisher_choice
 
 # The most bins a histogram may have (each one a released cell and a label in privacy.json).
 MAX_BINS = 1_000_000

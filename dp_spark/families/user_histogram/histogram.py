@@ -23,8 +23,8 @@ from fractions import Fraction
 import numpy as np
 
 from dp_spark import publishers
+from dp_spark.core.ledger import Budget, gaussian_entry
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget, gaussian_entry
 
 QUANTITIES = {
     "records": "records per user",

@@ -19,22 +19,18 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from dp_spark.core.ledger import Budget, LedgerEntry
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.errors import ConfigError
 from dp_spark.lab.audit import Family, Target, point_name
-from dp_spark.lab.audit_targets import bounds
-from dp_spark.lab.audit_targets import bounding
-from dp_spark.lab.audit_targets import clip
+from dp_spark.lab.audit_targets import bounding, bounds, clip, jobs, old_code, partition
 from dp_spark.lab.audit_targets import entropy as ent
 from dp_spark.lab.audit_targets import entropy_bounds as ebounds
 from dp_spark.lab.audit_targets import frapp as fr
-from dp_spark.lab.audit_targets import jobs, old_code
-from dp_spark.lab.audit_targets import partition
 from dp_spark.lab.audit_targets import primitives as prim
-from dp_spark.release import partition_selection as ps
 from dp_spark.release import bound_selection as bs
+from dp_spark.release import partition_selection as ps
 from dp_spark.release.bounding_estimate import CAP_FACTOR
-from dp_spark.errors import ConfigError
-from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget, LedgerEntry
 
 EPSILONS = (Fraction(1, 10), Fraction(1), Fraction(5))
 GAMMAS = (Fraction(11, 10), Fraction(3, 2), Fraction(271828, 100000), Fraction(19))  # 271828/100000: just under e

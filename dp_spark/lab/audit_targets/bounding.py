@@ -14,9 +14,9 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from dp_spark.release import bounding_estimate as be
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
+from dp_spark.release import bounding_estimate as be
 
 AUDIT_L = 3
 USERS_BY_N = {1: 3, 2: 2, 5: 1, 40: 1}  # n: users with n in-domain records (D)

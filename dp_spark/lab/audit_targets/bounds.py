@@ -28,9 +28,9 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from dp_spark.release import bound_selection as bs
+from dp_spark.core.ledger import Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource, exponential_probabilities
-from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.release import bound_selection as bs
 
 # The candidate lists of the grid: two close bounds, many bounds, and a wide range where Δq is
 # large and the exact Fractions are long.

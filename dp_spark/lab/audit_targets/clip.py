@@ -23,9 +23,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.release import clip_choice
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
+from dp_spark.release import clip_choice
 
 CANDIDATES = (0.0, 1.0, 2.0, 3.0, 4.0)
 VALUES = (3.5, 3.5, 4.5, 4.5)  # D: one value per user

@@ -14,9 +14,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.families.location_entropy import entropy as location_entropy
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
+from dp_spark.families.location_entropy import entropy as location_entropy
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ the report of this target's branch, found no pair of inputs doing better):
   default grid with C_K visits at each). At the reference (M_K, C_K) the user dominates every
   location and pulls its entropy down by about GS(C_K); at a small C the capped user is one more
   single visit and pushes the entropy up; where M_i leaves the user out, only the reference
-  moves. So every candidate but the reference gets further from it, by up to about half of Δq (the rest of Δq is the room the
-  proof leaves for both H̄ and the reference moving the other way, which one user cannot do at
-  once), and the reference's score does not move at all.
+  moves. So every candidate but the reference gets further from it, by up to about half of Δq
+  (the rest of Δq is the room the proof leaves for both H̄ and the reference moving the other way,
+  which one user cannot do at once), and the reference's score does not move at all.
 * ε_entropy (public) is the value of TUNING_GRID that gives the pair its largest exact ε: a
   large one, where the noise term is small and the quality moves with D (√(D² + |L|²·V) damps
   D's move when the noise dominates).
@@ -35,10 +35,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.families.location_entropy.sums import CandidateSums
-from dp_spark.families.location_entropy import bounds_choice as ebs
+from dp_spark.core.ledger import Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource, exponential_probabilities
-from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.families.location_entropy import bounds_choice as ebs
+from dp_spark.families.location_entropy.sums import CandidateSums
 
 GRIDS = {
     "small": ((1, 2), (1, 5)),

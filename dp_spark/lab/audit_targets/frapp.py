@@ -11,9 +11,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from dp_spark.core.mechanisms import RandomSource
 from dp_spark.families.frapp import perturbation as frapp
 from dp_spark.families.frapp.mining import Scheme
-from dp_spark.core.mechanisms import RandomSource
 
 SMALL_SIZES = (2, 2)
 RECORDS = (np.array([0, 0]), np.array([1, 1]))  # D's record against D′'s (they differ in every attribute)

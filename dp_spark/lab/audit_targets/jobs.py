@@ -14,8 +14,8 @@ import pandas as pd
 
 from dp_spark import publishers
 from dp_spark.bounding.keys import ROW_KEY
+from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget
 
 JOB_L = 3
 JOB_ITEMS = 5
@@ -106,9 +106,9 @@ DPSENSE_THETA_MAX = 4
 def _dpsense_inputs(spark, side: int, scaled: bool, limit: str):
     """The Spark part of DPSense(-S) once per side: what the selection scores, and the limited
     column counts at every θ. D′ adds user 99 with a row of every item."""
+    from dp_spark.bounding import item_rows
     from dp_spark.families.dpsense import columns as item_columns
     from dp_spark.families.dpsense import theta as dpsense
-    from dp_spark.bounding import item_rows
 
     data = records(spark, side, 0)
     if side:
@@ -172,8 +172,8 @@ HISTOGRAM_EDGES = np.array([1, 2, 3, 4, 6])
 def user_histogram_sampler(epsilon: Fraction):
     """Users per bin of their record count; D′ adds a user with 3 records (bin [3, 4))."""
     def sample(side, trials, seed, spark):
-        from dp_spark.families.user_histogram import quantities as user_quantities
         from dp_spark.families.user_histogram import histogram
+        from dp_spark.families.user_histogram import quantities as user_quantities
 
         counts = user_quantities.true_histogram(records(spark, side, 3), "records", HISTOGRAM_EDGES)
         rng = RandomSource(seed)

@@ -25,9 +25,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.families.location_entropy import sensitivity as sens
+from dp_spark.core.ledger import Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource, scale_at_least
-from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.families.location_entropy import sensitivity as sens
 
 GRID_BITS = 16
 UNIT = 1 << GRID_BITS

@@ -18,9 +18,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp_spark.release import partition_selection as ps
+from dp_spark.core.ledger import Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Budget, LedgerEntry
+from dp_spark.release import partition_selection as ps
 
 
 def released_per_trial(params: ps.SelectionParams, n: int, trials: int, seed: int, shift: int = 0) -> np.ndarray:

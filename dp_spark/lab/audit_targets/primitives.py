@@ -12,9 +12,10 @@ import numpy as np
 
 from dp_spark import publishers
 from dp_spark.core import zcdp
+from dp_spark.core.accounting import Accounting
 from dp_spark.core.discrete_gaussian import variance_at_least
+from dp_spark.core.ledger import Budget, LedgerEntry, gaussian_entry
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.core.privacy import Accounting, Budget, LedgerEntry, gaussian_entry
 from dp_spark.publishers import dpa_ahp
 
 # The publishers' two histograms. D′ adds one user (Δ = 1) to bin 0 of each.
