@@ -1,5 +1,5 @@
 """Paper 000's comparison (SRA, HPA, LPA, DFT, GS; ε = 1) on MovieLens 1M and the
-Netflix-shaped table, with its qualitative claims (ALGORITHMS.md §9.1) checked.
+Netflix-shaped table, with its qualitative claims (specification §9.1) checked.
 
     python scripts/reproduce_000.py [--runs 20] [--netflix-rows 1000000]
 
@@ -30,7 +30,7 @@ from dp_spark.lab import (
 METHODS = ["sra", "hpa", "lpa", "dft", "gs"]
 L_VALUES = (5, 10, 20, 30, 50)  # Figure 6's sweep (the paper's Foursquare; here MovieLens 1M)
 # The baselines' public bound M: the paper's max |T_k| of each dataset (Table 4), a published
-# statistic, used here as the public constant the [FIX] of ALGORITHMS.md §3.3 asks for.
+# statistic, used here as the public constant the [FIX] of specification §3.3 asks for.
 DATASETS = {"ml-1m": ("conf/movielens_compare.toml", 2314), "netflix": ("conf/netflix_compare.toml", 17_000)}
 
 
@@ -147,7 +147,7 @@ def main() -> None:
                                          for q in ("items", "edges") for m in ("sra", "hpa")) + " |"
               for l in L_VALUES]
     lines += [""]
-    lines += ["## The paper's claims (ALGORITHMS.md §9.1)", "", "| claim | here | numbers |", "|---|---|---|"]
+    lines += ["## The paper's claims (specification §9.1)", "", "| claim | here | numbers |", "|---|---|---|"]
     lines += [f"| {text} | {'holds' if ok else 'does not hold'} | {numbers} |" for text, ok, numbers in claims(mean)]
     lines += [""] + [f"![{p.stem}]({p})" for p in pictures]
     (ROOT / "docs" / "lab" / "reproduction_000.md").write_text("\n".join(lines) + "\n")

@@ -90,7 +90,7 @@ def run_dataset(spark, name: str, overrides: list[str], bound: int, runs: int, p
 
 
 def claims(records: list[dict]) -> list[str]:
-    """ALGORITHMS.md §9.2: DPSense and DPSense-S beat every baseline on column counts (MAE) and
+    """specification §9.2: DPSense and DPSense-S beat every baseline on column counts (MAE) and
     top-k (top-10 precision); DPSense-S is best overall. Checked per dataset and ε on means,
     against the paper's baselines (Δ = the largest row) and, separately, the tuned ones."""
     mean = {(r["dataset"], r["epsilon"], r["method"], r["metric"]): r["mean"] for r in records
@@ -188,14 +188,14 @@ def main() -> None:
         "",
         "A row is one user's set of distinct items; a column count is the number of users holding the item. "
         f"DPSense chooses θ from 1..{dpsense.DEFAULT_THETA_MAX} with ε/10 and publishes the normalised counts "
-        "with 9ε/10 (ALGORITHMS.md §4.2); DPSense-S chooses (θ, α) with α in 1.00..3.00 (§4.3). The baselines "
+        "with 9ε/10 (specification §4.2); DPSense-S chooses (θ, α) with α in 1.00..3.00 (§4.3). The baselines "
         "keep a uniform sample of at most Δ ones per row, Δ a public bound: each dataset's largest row (the "
         "paper's Δ_D, a published statistic here: " + ", ".join(f"{k} {v:,}" for k, v in bounds.items()) +
         f"), and `lpa_{TUNED_BOUND}`, `gs_{TUNED_BOUND}` with Δ = {TUNED_BOUND}. FPA keeps 5% of the "
         "coefficients with Δ2 = √Δ; GS orders columns by one random one per row. MRE uses the sanity bound 1. "
         f"Mean ± standard deviation over {args.runs} runs.",
         "",
-        "## The paper's claims (ALGORITHMS.md §9.2)",
+        "## The paper's claims (specification §9.2)",
         "",
         *claims(records),
         "",

@@ -1,4 +1,4 @@
-"""Paper 002's experiment: AHP against DPA-AHP (corrected, ALGORITHMS.md §5.2) on
+"""Paper 002's experiment: AHP against DPA-AHP (corrected, specification §5.2) on
 histograms, by KL divergence and range-query MSE over ε and δ.
 
     python scripts/reproduce_002.py [--runs 30]
@@ -10,7 +10,7 @@ user (sensitivity 20, user-level), bounded with dp_spark's SRA sampler; and the
 number of ratings per user of MovieLens 1M in 1,000 public bins (1, 2, …, 999,
 1000+), the job ``user_histogram`` (sensitivity 1, user-level). The last is
 the user-level counterpart of the thesis' check-in data, where each bin was one
-user's check-ins (ALGORITHMS.md §5.3).
+user's check-ins (specification §5.3).
 DPA-AHP as published is run too, labelled: it is not differentially private.
 Writes docs/lab/reproduction_002.md and bench/results/reproduction_002/evaluation.json.
 Every number is an error against the true histogram: NOT private.
@@ -136,7 +136,7 @@ def verdicts(records: list[dict]) -> list[str]:
     lines += ["", f"Of {len(rows)} comparisons, the corrected DPA-AHP is clearly lower in {dpa_wins} and AHP in "
               f"{ahp_wins}; the rest are within noise. Taking the best of five δ after the fact favours DPA-AHP, "
               f"so {dpa_wins} is an upper bound. The thesis' ~10% gains came with a first pass that spends up to "
-              "(1 + δ)·ε1 (ALGORITHMS.md §5.2). With the largest per-bin budget held at ε1, every bin gets at "
+              "(1 + δ)·ε1 (specification §5.2). With the largest per-bin budget held at ε1, every bin gets at "
               "least AHP's first-pass noise (and 5% of ε goes to the ranking), so the allocation cannot help."]
     return lines
 

@@ -105,7 +105,7 @@ def best(records, dataset, sweep, value, metric, methods=DP_VARIANTS) -> str:
 
 
 def recommendations(records, datasets: list[str]) -> list[str]:
-    """The paper's qualitative claims (ALGORITHMS.md §9.5), each checked on our numbers."""
+    """The paper's qualitative claims (specification §9.5), each checked on our numbers."""
     sparse, dense = datasets
     mean = {(r["dataset"], r["sweep"], r["value"], r["method"], r["metric"]): r["mean"] for r in records}
     rows = []

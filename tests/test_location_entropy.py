@@ -44,14 +44,14 @@ def test_local_and_global_sensitivity_bound_the_brute_force(C):
 
 def test_the_c1_correction_is_needed():
     """With one visit each, removing one of two users moves H by ln 2; the paper's ln((n+1)/n)
-    gives ln 1.5 (ALGORITHMS.md §7.1)."""
+    gives ln 1.5 (specification §7.1)."""
     assert true_local_sensitivity(1, 2) == pytest.approx(math.log(2))
     assert sens.local_sensitivity(1, 2) == pytest.approx(math.log(2))
     assert sens.local_sensitivity(1, 2) > math.log(1.5)
 
 
 def test_values_listed_in_the_spec():
-    """ALGORITHMS.md §9.5 and §7.1."""
+    """specification §9.5 and §7.1."""
     expected = [0.693, 0.693, 0.521, 0.376, 0.294, 0.242, 0.205, 0.178, 0.158, 0.141]
     assert [round(sens.local_sensitivity(5, n), 3) for n in range(1, 11)] == expected
     assert sens.local_sensitivity(5, 50) == pytest.approx(0.0519, abs=5e-5)

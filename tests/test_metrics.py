@@ -1,4 +1,4 @@
-"""Metric formulas (ALGORITHMS.md §2) against values worked out by hand."""
+"""Metric formulas (specification §2) against values worked out by hand."""
 
 import math
 

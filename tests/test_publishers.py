@@ -27,7 +27,7 @@ def zero_noise(monkeypatch):
 
 
 def reference_clusters(z, noise_term):
-    """ALGORITHMS.md §5.1 step 4 written out literally (1-based, direct means, no shortcuts)."""
+    """specification §5.1 step 4 written out literally (1-based, direct means, no shortcuts)."""
     n = len(z)
     zz = [None, *map(float, z)]  # 1-based
 

@@ -2,7 +2,7 @@
 
 Spark returns a group only where some record fell. A release needs a cell for every element of
 the public domain, reached or not, so that which cells exist says nothing about the data
-(ALGORITHMS.md §1.2). Every aggregate that leaves Spark goes through :func:`on_domain`; a
+(specification §1.2). Every aggregate that leaves Spark goes through :func:`on_domain`; a
 table released on the executors places its counts by the items' ranks (:func:`domain_positions`).
 """
 

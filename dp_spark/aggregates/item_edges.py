@@ -6,7 +6,7 @@ item and one edge (paper 000 §3).
 Only the aggregate (at most |items| x |attributes| rows) reaches the driver,
 where it is placed into a zero-filled array indexed by the public domain, so
 items nobody rated get a cell too (:func:`dp_spark.aggregates.domain_vector.on_domain`,
-ALGORITHMS.md §1.2).
+specification §1.2).
 """
 
 from __future__ import annotations

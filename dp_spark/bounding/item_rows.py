@@ -1,4 +1,4 @@
-"""DPSense's rows and their limit θ (ALGORITHMS.md §4.2, §4.3).
+"""DPSense's rows and their limit θ (specification §4.2, §4.3).
 
 A user's row is its set of distinct items, built from that user's records alone. A row longer
 than θ is cut down to mass θ: by normalisation, each of its r ones weighing ⌊min(1, θ/r)·2^k⌋

@@ -1,4 +1,4 @@
-"""Location entropy's per-user bound (ALGORITHMS.md §7.3 (a)): each user keeps at most M
+"""Location entropy's per-user bound (specification §7.3 (a)): each user keeps at most M
 locations and at most C visits at each.
 
 Privacy property relied on: which locations a user keeps, and how many visits, is decided from

@@ -1,6 +1,6 @@
 """Per-user contribution bounding: DataFrame -> DataFrame transforms, no noise.
 
-Privacy property relied on (ALGORITHMS.md §1.1 rule 1, paper 000 Lemma 6):
+Privacy property relied on (specification §1.1 rule 1, paper 000 Lemma 6):
 every transform here decides a user's kept rows from that user's own rows and
 a random key, never from other users' data. Adding or removing a user
 therefore changes the output only by that user's kept rows, of which there

@@ -6,7 +6,7 @@ m = (low + high)/2 and put on an integer grid of ``steps`` units per half-range 
     units(x) = round((clip(x, low, high) − m) / γ),   γ = h / steps,   units ∈ [−steps, steps]
 
 A cell's sum is then an integer, so its noise is exact (discrete Laplace or discrete Gaussian on
-integers; ALGORITHMS.md §1.4). A user keeps at most l records, at most c of them in one cell, so
+integers; specification §1.4). A user keeps at most l records, at most c of them in one cell, so
 adding the user moves the sum vector by at most l·steps units in L1 and √(l·c)·steps in L2
 (``SumSensitivity``): l·h and √(l·c)·h in value units, where an uncentred clipped value would
 move it by up to max(|low|, |high|) ≥ h per record (5 against 2 for ratings 1 to 5).

@@ -5,7 +5,7 @@ cost in approximate zCDP, ρ with a δ spent outside zCDP. A budget composes its
 it was created with (:data:`COMPOSITIONS`), and a release fits when the composed statement stays
 within the cap:
 
-* **sequential**: (Σ ε, Σ δ)-DP, basic composition (ALGORITHMS.md §1.5), as every run was before
+* **sequential**: (Σ ε, Σ δ)-DP, basic composition (specification §1.5), as every run was before
   zCDP;
 * **zCDP**: δ_out-approximately (Σ ρ)-zCDP, δ_out = Σ δ_outside (Bun and Steinke 2016, composition
   of approximate zCDP), hence (ε, δ_cap)-DP with ε = epsilon_of(Σ ρ, δ_cap − δ_out) at the cap's δ

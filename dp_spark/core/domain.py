@@ -1,4 +1,4 @@
-"""Public domains: the item catalogue and the attribute values (ALGORITHMS.md §1.2).
+"""Public domains: the item catalogue and the attribute values (specification §1.2).
 
 Releasing the keys a ``groupBy`` happens to return is not DP, so every count is
 published over a domain fixed in advance: an integer range, a list of ids, a

@@ -1,4 +1,4 @@
-"""The privacy budget and its ledger (ALGORITHMS.md §1.5).
+"""The privacy budget and its ledger (specification §1.5).
 
 Every noisy release is one :class:`LedgerEntry`; :meth:`Budget.spend` refuses
 an entry that would take the total past the budget, so an overspending job
@@ -17,7 +17,7 @@ allowance: a step that would take the exact sum past it by an ulp is refused.
 Composition is sequential (every step reads the same users), which is what
 all algorithms in this package need. The guarantee is pure ε-DP (δ = 0), or
 (ε, δ)-DP when a step spends δ, for a :class:`~dp_spark.core.accounting.PrivacyUnit`: by default one user
-added or removed with all of that user's records (ALGORITHMS.md §1.1). A job
+added or removed with all of that user's records (specification §1.1). A job
 whose unit differs (FRAPP: one record replaced, locally) passes its own.
 Under zCDP accounting (:class:`~dp_spark.core.accounting.Accounting`) the same ledger adds ρ instead: a pure
 step costs ε²/2, a discrete Gaussian step Δ₂²/(2σ²) (:meth:`Budget.discrete_gaussian`),
@@ -279,7 +279,7 @@ class Budget:
         """Spend ``entry``, then draw its ``entry.cells`` discrete Laplace values of scale
         ``entry.noise_scale``: the draw is exactly what the ledger records.
 
-        ``grid``: the values are integers in steps of ``grid`` (noise on a grid, ALGORITHMS.md
+        ``grid``: the values are integers in steps of ``grid`` (noise on a grid, docs/specification.md
         §1.4), so the sampler's scale is noise_scale / grid; multiply by ``grid`` for value units.
         ``blocks``: sizes, summing to ``entry.cells``, of consecutive separate runs of the sampler
         (a mechanism that draws its cells in parts; the runs consume the random words in order).

@@ -1,4 +1,4 @@
-"""Noise primitives, exact and pure numpy (ALGORITHMS.md §1.4).
+"""Noise primitives, exact and pure numpy (specification §1.4).
 
 Floating-point Laplace samplers leak the true value through the set of doubles
 they can return (Mironov, CCS 2012). Integer counts therefore get *discrete*
@@ -15,7 +15,7 @@ The samplers are vectorised: every loop below runs over *rounds* of rejection,
 each round handling all pending samples at once, so 160,000 draws take about a
 tenth of a second.
 
-The exponential mechanism is sampled exactly too (ALGORITHMS.md §1.4 asks for
+The exponential mechanism is sampled exactly too (specification §1.4 asks for
 exact arithmetic, or else a stated δ). Every score is read as the exact
 rational it is (a double is m·2^e), the exponents x_i = c·(q* − q_i) are exact
 rationals, and a uniformly proposed candidate is kept with an exact

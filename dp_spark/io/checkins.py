@@ -29,7 +29,7 @@ from dp_spark.io import sources, validation
 from dp_spark.io.sources import SourceSpec
 
 CHECKIN_FIELDS = ("user_id", "item_id", "time", "lat", "lon")
-PAPER_TABLE_2 = {  # paper 004 Table 2 (ALGORITHMS.md §9.5)
+PAPER_TABLE_2 = {  # paper 004 Table 2 (specification §9.5)
     "sparse": {"users": 100_000, "locations": 10_000, "max_locations_per_user": 100, "avg_locations_per_user": 19.28,
                "max_visits": 20_813, "avg_visits": 2_578.0, "avg_users_per_location": 192.9, "avg_entropy": 3.19},
     "dense": {"users": 10_000_000, "locations": 10_000, "max_locations_per_user": 100,
@@ -140,7 +140,7 @@ def validate_checkins(df: DataFrame, locations: ItemDomain, first_m: int | None 
     ``strict`` (guards.strict): unusable ids or visits, or no records at all, are a DataError
     instead, and with ``first_m`` so are a time that is neither a number nor a timestamp and a
     user with more than M locations of which one has no time (the choice would fall to location
-    ids, ALGORITHMS.md §7.3); ``progress`` gets how many (a diagnostic)."""
+    ids, specification §7.3); ``progress`` gets how many (a diagnostic)."""
     check_schema(df, locations, first_m is not None)
     user, item, visits, in_set, kept = _checked(df, locations)
     stats = df.agg(
@@ -222,7 +222,7 @@ def _refuse_unordered(df: DataFrame, records: DataFrame, stats, first_m: int, pr
 
 
 # ---------------------------------------------------------------------------
-# Paper 004's synthetic data (ALGORITHMS.md §7.6: the paper gives only the popularity laws).
+# Paper 004's synthetic data (specification §7.6: the paper gives only the popularity laws).
 
 
 def _harmonic_weights(n: int) -> np.ndarray:

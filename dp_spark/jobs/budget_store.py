@@ -1,6 +1,6 @@
 """A dataset's privacy budget across scheduled runs: a JSON file that every run appends to.
 
-Sequential composition (ALGORITHMS.md §1.5) holds across runs as well as within one: every
+Sequential composition (specification §1.5) holds across runs as well as within one: every
 run reads the same users, so the dataset's total loss is the sum of what all runs spent. The
 store keeps that sum honest:
 

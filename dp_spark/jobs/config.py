@@ -2,7 +2,7 @@
 
 Everything that decides the privacy guarantee (epsilon, l, d, the domains)
 comes from here and is validated before Spark reads a single record
-(ALGORITHMS.md §10: parameters that affect sensitivity are public and checked
+(specification §10: parameters that affect sensitivity are public and checked
 up front).
 
 Relative paths are taken relative to the directory the job is started from.

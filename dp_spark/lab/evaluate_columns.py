@@ -7,7 +7,7 @@ Methods (paper 001): ``dpsense`` and ``dpsense_s`` choose θ afresh in every run
 (the aggregates their quality functions need are computed once; the limited
 counts once per distinct θ chosen); the baselines ``lpa``, ``alpa``, ``fpa`` and
 ``gs`` keep a uniform sample of at most Δ = ``--m`` ones per row (a public
-bound, ALGORITHMS.md §4 [FIX]) once, then draw fresh noise per run.
+bound, specification §4 [FIX]) once, then draw fresh noise per run.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dp_spark.lab import metrics
 METHODS = ("dpsense", "dpsense_s", "lpa", "alpa", "fpa", "gs")
 BASELINES = {"lpa": ("laplace", {}), "alpa": ("alpa", {}), "fpa": ("fourier", {"distinct_cells": True}),
              "gs": ("grouping", {})}
-TOP_KS = (10, 50, 100)  # ALGORITHMS.md §4.4 [ASSUME]
+TOP_KS = (10, 50, 100)  # specification §4.4 [ASSUME]
 
 
 def check_method(method: str, m: int | None) -> None:

@@ -3,7 +3,7 @@
 NOT PRIVATE: the actual entropy of every location is computed from the raw
 check-ins (no bounding, no noise), for comparing methods only.
 
-Metrics (ALGORITHMS.md §2, paper 004): ``kl`` (M2, 004's rule: published against
+Metrics (specification §2, paper 004): ``kl`` (M2, 004's rule: published against
 actual, both floored at 0.01), ``mse`` (M10: a suppressed location counts as
 entropy 0), ``mse_throwaway`` (M10 over published locations only) and
 ``published_ratio`` (M9: of the locations with at least K = 20 users in the raw

@@ -1,4 +1,4 @@
-"""Error metrics of a release against the true counts (ALGORITHMS.md §2, M1–M7).
+"""Error metrics of a release against the true counts (specification §2, M1–M7).
 
 Pure numpy over plain arrays. The true counts are computed from the raw data
 without noise: anything built from these numbers is NOT private and is for

@@ -93,7 +93,7 @@ STEP_NORMALISERS: tuple[tuple[str, str], ...] = (
 )
 
 # FRAPP's local guarantee is for one record under replacement, with the record count N public
-# (ALGORITHMS.md §1.1, issue 27 finding 4): removing a user changes N, visibly and by design. The
+# (specification §1.1, issue 27 finding 4): removing a user changes N, visibly and by design. The
 # allowance holds only while the report says so, i.e. does not claim the add/remove-one-user unit,
 # under which a published N would be a leak.
 FRAPP_ALLOWED = (Allowed("outputs.perturbed_records.rows", "FRAPP publishes every perturbed record: the count "

@@ -1,5 +1,5 @@
 """AHP: noisy bins, sorted and clustered, then one noisy sum per cluster
-(Zhang et al. 2014 as pinned down in ALGORITHMS.md §5.1).
+(Zhang et al. 2014 as pinned down in specification §5.1).
 
 DP claim, ε = ε1 + ε2 with ε1 = ρε:
 * phase 1 adds discrete Laplace of scale Δ/ε1 to every bin (L1 sensitivity Δ

@@ -1,4 +1,4 @@
-"""ALPA: one noisy average for every cell (paper 001's baseline, ALGORITHMS.md §4).
+"""ALPA: one noisy average for every cell (paper 001's baseline, specification §4).
 
 DP claim: the total Σ c is an integer with L1 sensitivity Δ (one user moves
 the vector by at most Δ in L1, so the sum by at most Δ); discrete Laplace of

@@ -9,7 +9,7 @@ returns, per item, the non-negative edges x_ia that minimise
 and the items Σ_a x_ia: the weighted least-squares estimate under the
 constraints, each noisy count weighted by the inverse of its noise variance.
 Being a function of the released counts only, it is post-processing and keeps
-the release's guarantee (ALGORITHMS.md §1.5).
+the release's guarantee (specification §1.5).
 
 Claim: docs/publishers.md, "Privacy claim: consistency".
 """

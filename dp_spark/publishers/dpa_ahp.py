@@ -1,5 +1,5 @@
 """DPA-AHP: AHP whose first pass gives each bin a budget by its rank
-(Chan 2017), in the corrected form of ALGORITHMS.md §5.2.
+(Chan 2017), in the corrected form of specification §5.2.
 
 Corrected version, ε = ε_r + ε1 + ε2 (ε_r = 5% of ε by default; ε1, ε2 split
 the rest by ρ as in AHP):
@@ -36,7 +36,7 @@ from dp_spark.publishers.interface import Published, check_request
 
 RANKING_SHARE = Fraction(1, 20)
 NOT_PRIVATE = ("DPA-AHP as published: bins are ranked by their true counts and the largest per-bin "
-               "budget exceeds epsilon_1 (ALGORITHMS.md §5.2)")
+               "budget exceeds epsilon_1 (specification §5.2)")
 
 
 def weights(cells: int, delta: Fraction) -> list[Fraction]:

@@ -1,5 +1,5 @@
 """FPA / DFT: keep the k lowest Fourier coefficients, add noise, invert
-(Rastogi & Nath 2010 as used by papers 000 and 001; ALGORITHMS.md §3.4).
+(Rastogi & Nath 2010 as used by papers 000 and 001; specification §3.4).
 
 DP claim. The orthonormal DFT preserves L2 norms (Parseval), so one user
 moves the kept coefficients by at most Δ2 in L2, and their 2k real and

@@ -1,5 +1,5 @@
 """GS, grouping and smoothing (Kellaris & Papadopoulos 2013 as used by papers
-000 and 001; ALGORITHMS.md §3.5, group-size rule [RECON]).
+000 and 001; specification §3.5, group-size rule [RECON]).
 
 DP claim, ε = εa + εb (half each):
 * the ordering pass: every user adds exactly one unit to ``sampled`` (one of

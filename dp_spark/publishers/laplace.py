@@ -2,7 +2,7 @@
 
 DP claim: for an integer vector whose L1 sensitivity under the privacy unit is
 Δ, adding independent discrete Laplace noise of scale Δ/ε to every cell is
-ε-DP (ALGORITHMS.md §1.4 and §3.3; the discrete Laplace mechanism of Canonne,
+ε-DP (specification §1.4 and §3.3; the discrete Laplace mechanism of Canonne,
 Kamath and Steinke 2020, Theorem 7). The domain must be public and complete:
 cells with a true count of zero get noise too (§1.2).
 

@@ -4,7 +4,7 @@ with a quality that weighs the bias the bound brings against the noise (issues 3
 The bound is SRA's and HPA's ``l``, the baselines' ``m``: every user keeps at most ``b`` records,
 and each count table is then released with noise that grows with ``b``. A small ``b`` drops the
 records of heavy users (counts biased down); a large one makes every cell noisier. Looking at the
-data to pick ``b`` is itself a release (ALGORITHMS.md §1.3), so it is chosen here with its own
+data to pick ``b`` is itself a release (specification §1.3), so it is chosen here with its own
 share of ε, as DPSense chooses its θ (§4.2).
 
 The quality measures the bias where it falls, cell by cell: for each candidate, the squared norm

@@ -66,7 +66,7 @@ def hpa_selection(records: DataFrame, items: ItemDomain, l: int, d: int, epsilon
     ``one_per_user`` (DataFrame[user_id, _sampled_item], one record drawn uniformly per user
     of ``records``: ``io.validate_records``' sample) is the popularity sample when d = 1, and
     saves the pass that would draw it. It is the same per-user uniform sample of one record, so
-    the popularity counts keep L1 sensitivity d = 1 and the proof of ALGORITHMS.md §3.2 holds
+    the popularity counts keep L1 sensitivity d = 1 and the proof of specification §3.2 holds
     as it is.
     """
     if d == 1 and one_per_user is not None:

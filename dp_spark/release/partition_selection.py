@@ -2,7 +2,7 @@
 given (issue 30, "Which items?").
 
 A Spark ``groupBy(item)`` returns only the keys present in the data, so the key set itself
-leaks (ALGORITHMS.md §1.2): one user with a rare item adds that item. Partition selection
+leaks (specification §1.2): one user with a rare item adds that item. Partition selection
 releases a key only with a probability that grows with the number of distinct users who
 contributed it, calibrated so that the presence of a key is (ε, δ)-DP at the user level.
 

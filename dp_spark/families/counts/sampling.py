@@ -1,6 +1,6 @@
 """SRA and HPA (Fan & Jin, WWW 2015): item and item x attribute ("edge") counts.
 
-DP claims (user level, pure ε-DP; ALGORITHMS.md §3.1 and §3.2):
+DP claims (user level, pure ε-DP; specification §3.1 and §3.2):
 
 * SRA is (ε_items + ε_edges)-DP. Each user keeps at most l records chosen by a
   per-user uniform sample, so item counts and edge counts each have L1
@@ -38,8 +38,8 @@ from dp_spark.core.vector_noise import NoiseSecret
 from dp_spark.publishers import consistency, executor_laplace
 from dp_spark.release.hpa_selection import hpa_selection
 
-SPEC_SECTIONS = {"sra": "ALGORITHMS.md §3.1", "hpa": "ALGORITHMS.md §3.2", "lpa": "ALGORITHMS.md §3.3",
-                 "dft": "ALGORITHMS.md §3.4", "gs": "ALGORITHMS.md §3.5"}
+SPEC_SECTIONS = {name: f"docs/specification.md §{section}" for name, section in
+                 {"sra": "3.1", "hpa": "3.2", "lpa": "3.3", "dft": "3.4", "gs": "3.5"}.items()}
 
 
 def default_split(algorithm: str, epsilon: Fraction, with_edges: bool) -> dict[str, Fraction]:

@@ -1,4 +1,4 @@
-"""DPSense's aggregates (ALGORITHMS.md §4.2, §4.3, §10): column sums of the θ-limited rows, and
+"""DPSense's aggregates (specification §4.2, §4.3, §10): column sums of the θ-limited rows, and
 the row-length histograms that its quality functions are computed from. Only per-item (or
 per-item and length) groups reach the driver; NOT private until the publisher adds noise."""
 

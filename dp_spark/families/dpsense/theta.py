@@ -5,7 +5,7 @@ users whose row holds the item. Rows longer than a limit θ are cut down to
 mass θ, by normalisation (each of the row's r ones weighs min(1, θ/r), floored
 to the grid 2^-10) or by sampling θ of its ones, and θ is chosen privately.
 
-DP claims (user level = one row, pure ε-DP; ALGORITHMS.md §4.2, §4.3, [RECON]):
+DP claims (user level = one row, pure ε-DP; specification §4.2, §4.3, [RECON]):
 
 * DPSense is (ε1 + ε2)-DP, ε1 = ε/10 and ε2 = 9ε/10. θ comes from
   Θ = {1, …, θ_max} by the exponential mechanism with quality
@@ -35,7 +35,7 @@ The quality functions are computed from three aggregates, never from rows:
 the histogram of row lengths capped at θ_max, and, for DPSense-S, per column
 the number of rows of each length r ≤ θ_max holding it (N_j(r)) and the sum
 of ⌊2^20/r⌋ over the longer rows holding it (S'_j, an integer summed as a long
-in Spark) (ALGORITHMS.md §10).
+in Spark) (specification §10).
 
 This module is the numpy part: the qualities, the choice of θ (and α) and the
 release. The rows and their limit are :mod:`dp_spark.bounding.item_rows`, the
@@ -57,7 +57,7 @@ from dp_spark.core.ledger import Budget, LedgerEntry, gaussian_entry, selection_
 from dp_spark.core.mechanisms import RandomSource, as_scale
 from dp_spark.publishers import laplace
 
-SPEC_SECTIONS = {"dpsense": "ALGORITHMS.md §4.2", "dpsense_s": "ALGORITHMS.md §4.3"}
+SPEC_SECTIONS = {"dpsense": "docs/specification.md §4.2", "dpsense_s": "docs/specification.md §4.3"}
 DEFAULT_THETA_MAX = 256  # §4.2 [ASSUME]
 ALPHAS = tuple(Fraction(100 + 5 * i, 100) for i in range(41))  # 1.00, 1.05, …, 3.00 (§4.3 [ASSUME])
 GRID_BITS = 10  # weights are multiples of 2^-10 (§1.4)

@@ -1,4 +1,4 @@
-"""FRAPP (paper 003, ALGORITHMS.md §6): every record perturbed on its own (local DP), then
+"""FRAPP (paper 003, specification §6): every record perturbed on its own (local DP), then
 frequent itemsets mined from the perturbed records.
 
 Bound: a user keeps at most ``records_per_user`` records (a uniform sample of its own), when the
@@ -178,7 +178,7 @@ def from_config(c: ConfigTables) -> FrappParams:
 
 
 # ---------------------------------------------------------------------------
-# Whom it protects: FRAPP's guarantee is local and bounded (ALGORITHMS.md §1.1 rule 4, §6): a
+# Whom it protects: FRAPP's guarantee is local and bounded (specification §1.1 rule 4, §6): a
 # record's values may be replaced, but the number of records is published exactly.
 
 RECORD_NEIGHBOURS = ("replacing the values of one record by any other values: every record is perturbed on its "
@@ -282,7 +282,7 @@ def _report_section(params: FrappParams) -> dict:
                            "reconstruction; no budget)",
         "publisher": None,
         **({"note": "RAN-GD's random matrix adds no privacy: the guarantee is exactly DET-GD's "
-                    "(ALGORITHMS.md §6.3)"} if scheme.name == "ran_gd" else {}),
+                    "(specification §6.3)"} if scheme.name == "ran_gd" else {}),
     }
 
 

@@ -1,5 +1,5 @@
 """FRAPP on Spark: records coded over public domains, perturbed on the executors, mined level by
-level with one pass per itemset length (ALGORITHMS.md §6.6). The math is in
+level with one pass per itemset length (specification §6.6). The math is in
 :mod:`dp_spark.families.frapp.perturbation`.
 
 A coded table has one long column ``_a{j}`` per attribute: the value index for raw and

@@ -1,5 +1,5 @@
 """FRAPP (Agrawal & Haritsa, ICDE 2005): local perturbation of categorical records and
-frequent-itemset mining with support reconstruction (ALGORITHMS.md §6). Pure numpy.
+frequent-itemset mining with support reconstruction (specification §6). Pure numpy.
 
 Every record (one per user) is one value index per attribute over public domains
 S^1..S^M, n_C = Π|S^j| possible records. Schemes, all ε-local DP with the ε below
@@ -43,8 +43,8 @@ BIT_SCHEMES = ("mask", "cut_paste")  # perturbed records are bit sets, not value
 GRID = 1 << 32
 PAPER_CP_K = 3
 RAN_GD_POINTS = 1024  # K: RAN-GD's r takes K equally likely values, a public constant
-SPEC_SECTIONS = {"det_gd": "ALGORITHMS.md §6.1-6.2", "ran_gd": "ALGORITHMS.md §6.3",
-                 "mask": "ALGORITHMS.md §6.4", "cut_paste": "ALGORITHMS.md §6.5"}
+SPEC_SECTIONS = {"det_gd": "docs/specification.md §6.1-6.2", "ran_gd": "docs/specification.md §6.3",
+                 "mask": "docs/specification.md §6.4", "cut_paste": "docs/specification.md §6.5"}
 
 Itemset = tuple  # ((attribute index, value index), ...) sorted by attribute
 

@@ -1,4 +1,4 @@
-"""Location entropy with user-level privacy (To, Nguyen, Shahabi 2016; ALGORITHMS.md §7).
+"""Location entropy with user-level privacy (To, Nguyen, Shahabi 2016; specification §7).
 
 Input: check-ins [user_id, item_id (the location), time, visits] with locations in
 a public set L. Every variant first bounds each user on its own data (§7.3,
@@ -54,14 +54,15 @@ from dp_spark.families.location_entropy import sensitivity as sens
 
 VARIANTS = ("baseline", "limit", "limit_ss", "limit_cb", "limit_cb_dp")
 DELTA_VARIANTS = ("limit_ss", "limit_cb_dp")  # (ε, δ)-DP; the others spend no δ
-SPEC_SECTIONS = {"baseline": "ALGORITHMS.md §7.2", "limit": "ALGORITHMS.md §7.3", "limit_ss": "ALGORITHMS.md §7.4",
-                 "limit_cb": "ALGORITHMS.md §7.5 (crowd-blending, not DP)",
-                 "limit_cb_dp": "ALGORITHMS.md §7.5 (Limit-CB-DP)"}
+SPEC_SECTIONS = {"baseline": "docs/specification.md §7.2", "limit": "docs/specification.md §7.3",
+                 "limit_ss": "docs/specification.md §7.4",
+                 "limit_cb": "docs/specification.md §7.5 (crowd-blending, not DP)",
+                 "limit_cb_dp": "docs/specification.md §7.5 (Limit-CB-DP)"}
 OUTPUTS = ("entropy", "visits", "users")
 GRID_BITS = 16
 SELECTION_SHARE = Fraction(1, 10)  # Limit-CB-DP: ε_s = ε/10 of the entropy's share (§7.5 [ASSUME])
 CROWD_BLENDING = ("Limit-CB publishes a location only when its exact user count reaches k: (k, epsilon)-"
-                  "crowd-blending private, NOT differentially private (ALGORITHMS.md §7.5)")
+                  "crowd-blending private, NOT differentially private (specification §7.5)")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Sensitivities of location entropy (To, Nguyen, Shahabi 2016; ALGORITHMS.md §7.1, §7.4, §7.5).
+"""Sensitivities of location entropy (To, Nguyen, Shahabi 2016; specification §7.1, §7.4, §7.5).
 
 Pure functions of public parameters: C (the most visits a user may have at one
 location after capping), n (users at a location), M, ε, δ. The entropy of a

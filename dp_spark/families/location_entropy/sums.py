@@ -1,4 +1,4 @@
-"""Location entropy's aggregate (ALGORITHMS.md §7.3): per public location, the bounded users,
+"""Location entropy's aggregate (specification §7.3): per public location, the bounded users,
 their visits and Σ c ln c, from which the entropy is computed on the driver."""
 
 from __future__ import annotations

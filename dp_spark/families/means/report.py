@@ -75,7 +75,7 @@ def report_section(params: MeansParams) -> dict:
                        **({"records_per_item": params.records_per_item} if params.records_per_item else {}),
                        **({"noise": params.noise} if params.noise != "laplace" else {}),
                        **_sensitivities(params)},
-        "specification": ("docs/value_sums.md (bounding: ALGORITHMS.md "
+        "specification": ("docs/value_sums.md (bounding: docs/specification.md "
                           + ("§3.2" if params.bounding == "hpa" else "§3.1") + ")"),
         "post_processing": ("noisy_sum = (centred sum) + centre x (count); mean = noisy_sum / noisy_count with an "
                             "interval from both half-widths, left out where the count's interval reaches zero"),

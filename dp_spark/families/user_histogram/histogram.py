@@ -4,7 +4,7 @@ DP claim (user level, pure ε-DP): each user's quantity (its number of records,
 or of distinct items) is computed from that user's own records and placed in
 exactly one of the public bins, the last of which is open-ended ("500 or
 more"), so adding or removing one user changes one bin by one: L1
-sensitivity 1 (ALGORITHMS.md §1.1, rules 1 and 2), and L2 sensitivity 1, which
+sensitivity 1 (specification §1.1, rules 1 and 2), and L2 sensitivity 1, which
 discrete Gaussian noise under zCDP accounting is paid by (issue 41). The bins are public: they
 come from the config, never from the data (§1.2). The publisher's own claim
 covers the rest; with Δ = 1 it is the record-level analysis of paper 002
@@ -30,7 +30,7 @@ QUANTITIES = {
     "records": "records per user",
     "distinct_items": "distinct items per user",
 }
-SPEC_SECTION = "ALGORITHMS.md §1.1 (rules 1 and 2) and §5.3"
+SPEC_SECTION = "docs/specification.md §1.1 (rules 1 and 2) and §5.3"
 SENSITIVITY = 1  # one user, one bin
 
 

@@ -1,4 +1,4 @@
-"""The user histogram's aggregate: users per public bin of a per-user quantity (ALGORITHMS.md
+"""The user histogram's aggregate: users per public bin of a per-user quantity (docs/specification.md
 §1.1 rules 1 and 2). Each user's quantity comes from its own records only, and each user lands
 in exactly one bin; the bins come from the config (docs/user_histogram.md)."""
 

@@ -1,4 +1,4 @@
-"""Audit samplers for location entropy (ALGORITHMS.md §7): one location, D′ adds one user.
+"""Audit samplers for location entropy (specification §7): one location, D′ adds one user.
 
 The trials are independent copies of the location in one release (noise is per location), so
 one call of the job's release function gives every trial. Each location's release must meet the

@@ -1,4 +1,4 @@
-"""Audit samplers for FRAPP (ALGORITHMS.md §6): local DP per record, replacement neighbours.
+"""Audit samplers for FRAPP (specification §6): local DP per record, replacement neighbours.
 
 The scheme is built by ``Scheme.of`` exactly as the job's config builds it, and records are
 perturbed by the functions the job's ``frapp_mining.perturb`` calls. Parameters the code refuses
@@ -65,5 +65,5 @@ def user_sampler(built: Scheme, records_per_user: int = USER_RECORDS):
 
 
 def per_record_gamma(epsilon: Fraction, records_per_user: int = USER_RECORDS) -> Fraction:
-    """γ = e^(ε/L), as the job's config turns a per-record ε into γ (ALGORITHMS.md §1.1 rule 4)."""
+    """γ = e^(ε/L), as the job's config turns a per-record ε into γ (specification §1.1 rule 4)."""
     return frapp.gamma_below(epsilon / records_per_user)
