@@ -3,13 +3,40 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+# DP_SPARK_SHARED_DATA moves it (tests/test_without_data.py points it at nothing).
+SHARED_DATA = Path(os.environ.get("DP_SPARK_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+# Hypothesis: each property's example count is the size CI runs; HYPOTHESIS_PROFILE=thorough runs
+# ten times as many, for a longer run by hand (docs/architecture.md, "Tests").
+HYPOTHESIS_SCALE = {"ci": 1, "thorough": 10}
+HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+if HYPOTHESIS_PROFILE not in HYPOTHESIS_SCALE:
+    raise pytest.UsageError(f"HYPOTHESIS_PROFILE must be one of {', '.join(HYPOTHESIS_SCALE)}")
+
+
+def examples(n: int) -> int:
+    """A property's example count under the profile: ``n`` for CI, 10n for a thorough run."""
+    return n * HYPOTHESIS_SCALE[HYPOTHESIS_PROFILE]
+
+
+def _register_hypothesis_profiles() -> None:
+    """The same scale for properties that keep hypothesis' default count."""
+    from hypothesis import settings
+
+    for name, scale in HYPOTHESIS_SCALE.items():
+        settings.register_profile(name, max_examples=100 * scale)
+    settings.load_profile(HYPOTHESIS_PROFILE)
+
+
+_register_hypothesis_profiles()
 
 
 def shared_data(name: str) -> Path:

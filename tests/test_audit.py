@@ -26,8 +26,6 @@ NEGATIVE_CONTROLS = ("negative_control_half_noise", "discrete_gaussian_sigma_too
 SLOW = {"alpa", "fourier", "grouping", "ahp", "dpa_ahp", "sdpa_ahp", "dpa_ahp_first_pass", "sra", "hpa", "dpsense",
         "dpsense_sample", "entropy_limit_ss_ledger", "entropy_limit_cb_dp_ledger", "bound_selection",
         "entropy_bound_selection", "bounding_estimate", "clip_choice"}
-# Flagged until the fixes of issue 27 on other branches are merged: the Limit-SS ledger must stop
-# publishing the realised (data-dependent) noise scale. After the merge they pass (XPASS).
 def test_clopper_pearson_matches_tables():
     # Two-sided 95% interval for 5 of 100 (each side 2.5%): [0.0164, 0.1128].
     assert audit.cp_lower(5, 100, 0.025) == pytest.approx(0.01643, abs=1e-4)
@@ -104,24 +102,24 @@ def test_every_negative_control_is_registered():
 
 
 # ---------------------------------------------------------------------------
-# The old code paths the controls copy reproduce the issue's numbers.
+# The old code paths the controls copy reproduce the numbers the privacy review found.
 
 
 def test_old_limit_ss_units_jump_at_the_boundary():
-    """Issue 27: near the xi floor the rounded units go 68 -> 67 between 13,542 and 13,543 users."""
+    """The old rounded scale: near the xi floor the rounded units go 68 -> 67 between 13,542 and 13,543 users."""
     table = sens.smooth_sensitivity_table(5, 5, 0.1, 1e-8, 13_543, 1e-3)
     assert [old_code.old_units(table[n]) for n in (13_542, 13_543)] == [68, 67]
 
 
 def test_old_ledger_scale_is_the_issues_reproduction():
-    """Issue 27: 30 vs 31 users, eps = 5, M = C = 5: noise_scale 0.70547 against 0.68866."""
+    """The old ledger told 30 vs 31 users apart: eps = 5, M = C = 5: noise_scale 0.70547 against 0.68866."""
     sample = old_code.old_ledger_sampler(audit_entropy.LEDGER_USERS, 5, 5, Fraction(5), 1e-8, 1e-3)
     assert sample(0, 3, 0, None)[0] == pytest.approx(0.70547, abs=1e-5)
     assert sample(1, 3, 0, None)[0] == pytest.approx(0.68866, abs=1e-5)
 
 
 def test_old_ran_gd_true_epsilon():
-    """Issue 27: CENSUS (n_C = 2000), gamma = 1.1 gives 0.176; gamma = 1.5 gives 0.419."""
+    """The old RAN-GD's clipping on CENSUS (n_C = 2000): gamma = 1.1 gives 0.176; gamma = 1.5 gives 0.419."""
     assert old_code.old_ran_gd_epsilon(Fraction(11, 10), 2000) == pytest.approx(0.176, abs=1e-3)
     assert old_code.old_ran_gd_epsilon(Fraction(3, 2), 2000) == pytest.approx(0.419, abs=1e-3)
     assert old_code.old_ran_gd_epsilon(Fraction(3), 2000) == pytest.approx(1.0986, abs=1e-4)  # no clipping at 3
@@ -223,7 +221,7 @@ def test_cli_grid(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------------
-# The private bound selection (issue 30).
+# The private bound selection.
 
 
 def test_bound_selection_grid_covers_small_and_large_eps_lists_and_tables():

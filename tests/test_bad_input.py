@@ -230,7 +230,7 @@ def test_every_central_family_releases_noise_on_an_empty_source(spark, name):
 
 
 def test_api_arguments_of_the_wrong_kind_cost_nothing(spark):
-    """Issue 40: a budget that is not a DatasetBudget, or no items, is a ConfigError before the
+    """A budget that is not a DatasetBudget, or no items, is a ConfigError before the
     DatasetBudget is charged or a record read."""
     df = spark.createDataFrame(GOOD[["user_id", "item_id"]])
     budget = dp_spark.DatasetBudget(epsilon=2)

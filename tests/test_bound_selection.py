@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource, exponential_probabilities
 from dp_spark.release import bound_selection as bs
+from tests.conftest import examples
 from tests.stats import chi2_critical, chi2_statistic
 
 CANDIDATES = [1, 2, 5, 10, 20, 50]
@@ -96,7 +97,7 @@ def neighbours(draw):
 
 
 @pytest.mark.long
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(neighbours(), st.integers(1, 3), st.booleans(), st.fractions(min_value=0, max_value=10_000),
        st.sampled_from([CANDIDATES, [3, 7, 12, 40], [2, 90]]), st.data())
 def test_adding_a_user_lowers_every_score_by_at_most_the_sensitivity(pair, cap, attributes, noise, candidates, data):

@@ -219,7 +219,7 @@ def test_new_cutoffs_reuse_the_generated_code(spark):
 def test_equal_scores_are_ordered_by_the_whole_position(spark):
     """HPA's order is (−score, position) with all 64 bits of the position: two rows of equal score
     whose positions differ only in their low bits do not tie (the long that packed the score with
-    the position's top bits tied them, and Spark kept whichever row it met first: issue 39)."""
+    the position's top bits tied them, and Spark kept whichever row it met first)."""
     from dp_spark.bounding.cutoffs import best_first
 
     rows = [(5, 2**40 + 1), (5, 2**40), (7, 2**62), (5, -(2**40))]

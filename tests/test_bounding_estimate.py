@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.release import bounding_estimate as be
+from tests.conftest import examples
 
 pytestmark = pytest.mark.unit
 
@@ -28,7 +29,7 @@ def test_the_figures_by_hand():
     assert be.figures(_users({}), plan) == be.BoundingFigures(0, 0)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.dictionaries(st.integers(1, 600), st.integers(1, 5), max_size=8), st.integers(1, 2_000),
        st.integers(1, 40))
 def test_one_user_moves_each_figure_by_at_most_its_sensitivity(counts, n, bound):

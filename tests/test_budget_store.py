@@ -93,7 +93,7 @@ def test_concurrent_runs_cannot_overspend(tmp_path):
     assert [c["action"] for c in state["cap_log"]] == ["create"]  # one racer created the store, once
 
 
-# The cap lives in the store (issue 27, finding 5): a run's config cannot raise it.
+# The cap lives in the store: a run's config cannot raise it.
 
 def test_a_config_cannot_raise_the_stored_cap(tmp_path):
     budget_store.charge(spec(tmp_path, cap="1"), Fraction(1), 0.0, {})  # the first run creates the store, cap 1

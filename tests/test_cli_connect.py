@@ -1,4 +1,4 @@
-"""``dp-spark run`` on a Spark Connect server (issue 40): ``SPARK_REMOTE`` and ``--remote`` each
+"""``dp-spark run`` on a Spark Connect server: ``SPARK_REMOTE`` and ``--remote`` each
 run the job on the server and write the same seeded release as a
 classic run; ``output_table`` works there, and a re-run of a released date does nothing.
 

@@ -17,7 +17,7 @@ from dp_spark.core.accounting import Accounting
 from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.release import clip_choice as cc
-from tests.conftest import SHARED_DATA
+from tests.conftest import examples, shared_data
 
 GRID = (0.0, 1.0, 2.0, 3.0, 5.0)
 
@@ -42,7 +42,7 @@ def test_the_candidate_just_below_the_low_quantile_and_just_above_the_high_one_s
     assert all(s < 0 for i, s in enumerate(low) if i != 1) and all(s < 0 for s in high[:4])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.sampled_from([-1.0, 0.0, 0.5, 1.0, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0]), max_size=30),
        st.sampled_from([-1.0, 0.0, 0.5, 1.0, 2.5, 5.0, 6.0]),
        st.sampled_from([Fraction(1, 100), Fraction(1, 10), Fraction(1, 4)]), st.sampled_from(["low", "high"]))
@@ -52,7 +52,7 @@ def test_one_added_value_moves_every_score_by_at_most_the_stated_sensitivity(val
     assert max(abs(a - b) for a, b in zip(before, after)) <= max(q, 1 - q)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.sampled_from([-1.0, 0.0, 0.5, 1.0, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0]), max_size=30),
        st.sampled_from([-1.0, 0.0, 0.5, 2.5, 5.0, 6.0]), st.sampled_from(["low", "high"]),
        st.integers(1, len(GRID) - 1))
@@ -137,7 +137,7 @@ def test_bad_input_is_refused():
 @pytest.fixture(scope="module")
 def movielens_ratings() -> np.ndarray:
     """One rating per user of MovieLens 1M's rated part (2,999 users), each user's first by time."""
-    frame = pd.read_csv(SHARED_DATA / "ml-1m" / "ratings_users_0001-2999.dat.gz", sep="::", engine="python",
+    frame = pd.read_csv(shared_data("ml-1m") / "ratings_users_0001-2999.dat.gz", sep="::", engine="python",
                         names=["user", "item", "rating", "time"])
     return frame.sort_values(["user", "time"]).groupby("user").head(1)["rating"].to_numpy(dtype=float)
 

@@ -30,7 +30,7 @@ def test_cluster_output_equals_local_output_for_the_same_seed(tmp_path):
     data = tmp_path / "netflix.parquet"
     datasets.generate_netflix(40_000, str(data), seed=9, progress=lambda _: None)
     common = ["--set", f"source.path={data}", "--set", "seed=21"]
-    # Noise drawn on the driver (the default at this size), and on the executors (issue 31).
+    # Noise drawn on the driver (the default at this size), and on the executors.
     where = {"driver": [], "executors": ["--set", "execution.executor_noise_cells=1"]}
     for name, settings in where.items():
         submit("conf/netflix_sra.toml", "--set", f"output={tmp_path / ('local_' + name)}", *common, *settings,

@@ -1,6 +1,6 @@
-"""Coverage for the operator (rows read, outside the domain, kept by bounding, users truncated;
-issue 29) and the guards that refuse a run on noisy coverage figures, before the algorithm's
-noise (issue 39: whether a run releases is seen by its readers, so only DP outputs decide it).
+"""Coverage for the operator (rows read, outside the domain, kept by bounding, users truncated)
+and the guards that refuse a run on noisy coverage figures, before the algorithm's
+noise (whether a run releases is seen by its readers, so only DP outputs decide it).
 
 Jobs run in-process through ``cli.main`` with the suite's SparkSession; expected numbers are
 computed here from the records themselves.

@@ -29,6 +29,7 @@ from dp_spark.families.location_entropy.sums import CandidateSums, candidate_sum
 from dp_spark.io import checkins
 from dp_spark.jobs.config import build_config
 from dp_spark.lab.audit_targets.entropy_bounds import candidate_sums_of
+from tests.conftest import examples
 from tests.stats import chi2_critical, chi2_statistic
 
 LOCATIONS = 6
@@ -50,7 +51,7 @@ def quality(users, variant="limit", epsilon=Fraction(1), Ms=MS, Cs=CS) -> np.nda
 
 
 @pytest.mark.unit
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(user_strategy, max_size=12), user_strategy, st.sampled_from(["limit", "limit_ss", "limit_cb_dp"]),
        st.sampled_from([Fraction(1), Fraction(10**9)]))
 def test_adding_a_user_moves_every_score_by_at_most_the_sensitivity(users, added, variant, epsilon):

@@ -109,8 +109,8 @@ def test_metric_curves_draw_one_line_per_method(tmp_path):
 
 
 def test_a_run_measuring_nan_is_kept_and_counted_not_fatal():
-    # A variant that publishes nothing measures NaN; before issue 42 one such run raised in
-    # statistics.pstdev and every run of every method was lost.
+    # A variant that publishes nothing measures NaN; one such run used to raise in
+    # statistics.pstdev, and every run of every method was lost.
     got = evaluate.summary([4.0, float("nan"), 2.0])
     assert got["runs"] == 3 and got["nan_runs"] == 1
     assert got["mean"] == 3.0 and got["std"] == 1.0 and got["median"] == 3.0
@@ -130,7 +130,7 @@ def test_the_summary_reports_the_tail_not_only_mean_and_std():
 
 
 def test_the_oracle_tries_a_dense_grid_not_only_the_candidates():
-    # Fixed l = 10 beat a powers-of-two oracle twice (issue 42): the oracle now tries the integers
+    # Fixed l = 10 beat a powers-of-two oracle twice, so the oracle now tries the integers
     # nearest 2^(j/4) as well, up to the largest candidate; HPA (a full release per bound) keeps
     # to the candidates.
     bounds = evaluate.oracle_bounds((1, 2, 4, 8, 16), "sra")
@@ -140,7 +140,7 @@ def test_the_oracle_tries_a_dense_grid_not_only_the_candidates():
 
 
 def test_private_items_are_evaluated_as_the_release_selects_them(spark):
-    # Before issue 42 evaluate read items = "private" as a public domain and stopped with a message
+    # evaluate used to read items = "private" as a public domain and stop with a message
     # about domain.items. Now each run is the family's own release, partition selection included
     # (ε = 10: ML-100K's 943 users leave no item selected at ε = 1).
     cfg = load_config(ROOT / "conf/movielens_private_items.toml",

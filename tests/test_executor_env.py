@@ -1,4 +1,4 @@
-"""The executors' pre-flight (dp_spark/io/executor_env.py, issue 32): what counts as a difference,
+"""The executors' pre-flight (dp_spark/io/executor_env.py): what counts as a difference,
 that the probe runs where the executors do, and that a difference stops a job and an API call
 before anything is charged. The cluster with a bare Python is tests/test_package.py."""
 
@@ -115,7 +115,7 @@ def executors_with_another_numpy(monkeypatch):
 
 def test_a_local_session_gets_the_local_fix_in_one_line(spark, executors_with_another_numpy, monkeypatch):
     """In local mode the cluster's advice (package, submit) does not apply: the message says how
-    the workers' Python is chosen there (issue 40)."""
+    the workers' Python is chosen there."""
     monkeypatch.setattr(executor_env, "_local_classic", lambda spark: True)
     with pytest.raises(PreflightError, match=r"^in local mode Spark's Python workers run .*numpy \S+ in .*"
                                              r"os\.environ\['PYSPARK_PYTHON'\] = sys\.executable") as refused:

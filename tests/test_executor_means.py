@@ -1,4 +1,4 @@
-"""Means released on the executors (issue 43; families.means.on_executors): the executors' tally is
+"""Means released on the executors (families.means.on_executors): the executors' tally is
 the driver's bounded sums, every cell is its true count and sum plus exactly its keyed noise
 through the driver's own columns, the ledger is the driver's, a mean left out is null, and the
 family's switch (a range of a billion items never lands on the driver; HPA's stays there)."""

@@ -319,7 +319,7 @@ def test_the_secret_shows_in_no_plan_and_no_message(spark, capsys):
 
 
 def test_the_number_of_files_written_depends_on_the_domain_alone(spark, tmp_path):
-    """Issue 39 finding 4: the shuffle carries one row per non-zero cell, and left to adaptive
+    """The shuffle carries one row per non-zero cell, and left to adaptive
     execution the table came out as more files the more cells had records (3 for 100 users,
     8 for 30,000). The count must follow from the grid: the same for a sparse and a dense tally."""
     grid = CellGrid(item_domain({"range": [1, 400_000]}), attribute_domain(["a", "b"]), chunk_cells=100_000)

@@ -1,4 +1,4 @@
-"""Counts with discrete Gaussian noise under zCDP (issue 41), through the public API: the noise of a
+"""Counts with discrete Gaussian noise under zCDP, through the public API: the noise of a
 release has the variance its ledger states, on the driver and on the executors; the per-item cap
 bounds what one user adds to an item; "auto" and "laplace" choose as documented."""
 

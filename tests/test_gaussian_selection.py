@@ -1,4 +1,4 @@
-"""Partition selection by a Gaussian threshold under zCDP (issue 41, item 5): the threshold's δ,
+"""Partition selection by a Gaussian threshold under zCDP: the threshold's δ,
 the release rates it gives, the choice between it and the optimal pure rule. No Spark."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The README's first example as a new user runs it (issue 40): with the venv's interpreter named
+"""The README's first example as a new user runs it: with the venv's interpreter named
 directly (``.venv/bin/python script.py``, a notebook kernel), not first on the PATH, where the
 ``python3`` Spark's local workers would start is a bare one without numpy, pandas or pyarrow.
 

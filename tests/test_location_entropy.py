@@ -251,7 +251,7 @@ def test_evaluate_compares_the_variants(spark, tmp_path):
 
 # ---------------------------------------------------------------------------
 # Limit-SS: the scale actually used is β′-smooth and reaches the report only through config values
-# (issue 27, findings 1 and 2).
+# (a review found the old rounded scale was not smooth, and the ledger carried realised scales).
 
 from fractions import Fraction  # noqa: E402
 
@@ -265,7 +265,7 @@ N_UP_TO = 100_000
 
 
 def _old_rounded_scales(epsilon: Fraction, n_max: int) -> np.ndarray:
-    """NEGATIVE CONTROL: the scale as main built it before issue 27, 2M·(⌈SS/g⌉ + 1)/ε grid units."""
+    """NEGATIVE CONTROL: the scale as an earlier version built it, 2M·(⌈SS/g⌉ + 1)/ε grid units."""
     table = sens.smooth_sensitivity_table(SS_BOUNDS.C, SS_BOUNDS.M, float(epsilon), SS_DELTA, n_max, 1e-3)
     units = [math.ceil(v * 2**16) + 1 for v in table]
     return np.array([float(scale_at_least(Fraction(2 * SS_BOUNDS.M * u) / epsilon)) for u in units])
@@ -294,7 +294,7 @@ def test_limit_ss_exact_delta_per_location_is_within_the_claim(epsilon):
 
 @pytest.mark.system  # the same exact check, ~3 s
 def test_the_old_rounded_scale_breaks_the_claim_at_small_epsilon():
-    """The same exact check flags the old construction (issue 27: 1.5e-3 at ε = 0.1, against 2e-9)."""
+    """The same exact check flags the old construction (1.5e-3 at ε = 0.1, against 2e-9)."""
     epsilon = Fraction(1, 10)
     assert _worst_neighbour_delta(_old_rounded_scales(epsilon, N_UP_TO + 1), epsilon) > 1e-4
 
@@ -341,7 +341,7 @@ def _one_location(users_at_location_one: int) -> le.LocationStats:
 
 @pytest.mark.parametrize("variant", ["limit_ss", "limit_cb_dp"])
 def test_the_ledger_is_the_same_on_neighbouring_inputs(variant):
-    """Issue 27's reproduction: 30 against 31 users at location 1 (ε = 5, M = C = 5). The old ledger
+    """The leak a review found: 30 against 31 users at location 1 (ε = 5, M = C = 5). The old ledger
     carried min(scales) and max(smooth units), 0.70547 against 0.68866."""
     ledgers = []
     for users in (30, 31):

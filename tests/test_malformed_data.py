@@ -1,7 +1,7 @@
 """Property-based tests (hypothesis) over small malformed inputs: nulls, ids of the wrong type,
 huge or unicode ids, duplicated rows, empty files among the Parquet parts. By default every case
 ends in a release that is exactly right, rows with unusable ids dropped (whether a run releases
-must not depend on one record: issue 39); with ``guards.strict`` a case with unusable ids or no
+must not depend on one record); with ``guards.strict`` a case with unusable ids or no
 records ends in a one-line error naming the problem (exit 2). Never a traceback, never a silent
 wrong answer.
 
@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from dp_spark.cli import main
 from dp_spark.io.validation import DECIMAL_ID
+from tests.conftest import examples
 
 ITEMS = range(1, 11)
 ATTRS = ("a", "b")
@@ -129,7 +130,7 @@ def config(directory, source, strict: bool) -> str:
     return str(path)
 
 
-@settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(40), derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(case=record_tables())
 def test_malformed_records_end_in_a_clear_error_or_an_exact_release(spark, tmp_path_factory, capsys, case):
     kinds, rows, cuts, strict = case

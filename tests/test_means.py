@@ -1,4 +1,4 @@
-"""The means family (issue 43) end to end: config, API and CLI give the same seeded release; bad
+"""The means family end to end: config, API and CLI give the same seeded release; bad
 values are dropped and counted (or refused under strict guards), never summed; the noise of both
 tables is what the ledger says, at the sensitivity the per-user bound and the per-item cap give;
 empty and tiny items get no mean; sources without values are refused before anything is spent."""
@@ -23,7 +23,7 @@ from dp_spark.jobs.config import load_config
 from dp_spark.jobs.runner import compute_release
 from dp_spark.release import bound_bias, bound_selection, clip_choice
 from dp_spark.release.family import Domains
-from tests.conftest import SHARED_DATA
+from tests.conftest import shared_data
 
 ITEMS = 40
 
@@ -222,7 +222,7 @@ def test_a_movielens_source_without_ratings_is_refused_and_gender_is_an_attribut
     base = f"""output = "{tmp_path / 'out'}"
 [source]
 format = "movielens-1m"
-path = "{SHARED_DATA / 'ml-1m'}"
+path = "{shared_data('ml-1m')}"
 [domain]
 items = {{ range = [1, 3952] }}
 [privacy]
@@ -242,7 +242,7 @@ high = 5
         load_config(config)
     from dp_spark.io import datasets
 
-    rated = datasets.load_movielens_1m(spark, str(SHARED_DATA / "ml-1m" / "ratings_users_0001-2999.dat.gz"),
+    rated = datasets.load_movielens_1m(spark, str(shared_data("ml-1m") / "ratings_users_0001-2999.dat.gz"),
                                        attribute="gender")
     first = rated.orderBy("user_id", "item_id").first()
     assert first["attr"] in ("F", "M") and 1 <= first["value"] <= 5

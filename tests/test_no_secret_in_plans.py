@@ -1,10 +1,10 @@
-"""No secret in any Spark plan or event log (issue 39): every family released unseeded, in a new
+"""No secret in any Spark plan or event log: every family released unseeded, in a new
 process whose event log is on and uncompressed, and every salt and noise key the run drew is
 searched for there, in every form Spark could print it (hex, decimal, base64). The event log holds
 each query's physical plan, as explain() prints it, and the SQL tab's details.
 
 Negative control: the same search finds a salt that a plan holds as a literal, the way the
-sampling key held it until issue 39."""
+sampling key once held it."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def test_no_salt_or_noise_key_appears_in_any_plan_or_event_log(tmp_path):
 
 @pytest.mark.spark
 def test_the_search_finds_a_salt_written_into_a_plan_as_a_literal(spark):
-    """Negative control: a salt passed as a literal, as the sampling key did before issue 39, is
+    """Negative control: a salt passed as a literal, as the sampling key once did, is
     in the plan's text in one of the forms searched for."""
     from pyspark.sql import functions as F
 

@@ -1,4 +1,4 @@
-"""Noise is paid for before it is drawn (issue 28, item 2): the budget hands out the noise.
+"""Noise is paid for before it is drawn: the budget hands out the noise.
 
 No Spark: the publishers are pure numpy, and the source check only parses files.
 
@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # as a CellNoise (Budget.discrete_laplace_on_executors).
 SAMPLERS = frozenset({"discrete_laplace", "discrete_laplace_each", "_discrete_laplace", "exponential_mechanism",
                       "bernoulli_dyadic", "range_noise", "block_noise", "discrete_gaussian"})
-# Modules whose samplers draw noise; importing one whole would reach them (core.discrete_gaussian: issue 41).
+# Modules whose samplers draw noise (Laplace and the exponential mechanism; the discrete Gaussian);
+# importing one whole would reach them.
 MECHANISMS_MODULES = frozenset({"dp_spark.core.mechanisms", "dp_spark.core.discrete_gaussian"})
 
 

@@ -259,8 +259,8 @@ def test_negative_control_a_family_without_a_case_gives_a_failing_case():
 
 
 def test_the_audit_sees_a_raw_figure_in_the_default_log(spark, tmp_path, sides, capsys, monkeypatch):
-    """Negative control: a job that prints its raw row count by default (as every family did
-    before issue 39) differs between D and D′."""
+    """Negative control: a job that prints its raw row count by default (as every family once
+    did) differs between D and D′."""
     from dp_spark.core import progress
 
     def raw_by_default(progress_, message):
@@ -275,7 +275,8 @@ def test_the_audit_sees_a_raw_figure_in_the_default_log(spark, tmp_path, sides, 
 
 
 # Rows that belong to no usable user or lie outside every domain: a user id that is no integer, an
-# empty one, an item or location that is no id, a visit count of 0 (issue 39, finding 1).
+# empty one, an item or location that is no id, a visit count of 0.
+# By default validation drops them, so whether a run releases does not depend on them.
 MALFORMED_ROWS = {
     "ratings": pd.DataFrame({"user_id": ["x", "", "9999", "9999"], "item_id": ["3", "4", "seven", "99"],
                              "attr": ["a", "b", "a", "zzz"]}),

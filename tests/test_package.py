@@ -1,4 +1,4 @@
-"""The packaged environment on a cluster whose nodes have a bare Python (issue 32).
+"""The packaged environment on a cluster whose nodes have a bare Python.
 
 A standalone cluster (scripts/cluster.sh) whose workers' python3 is a new venv without numpy,
 pandas or pyarrow plays a YARN or Kubernetes cluster whose nodes were never set up for dp-spark.

@@ -1,4 +1,4 @@
-"""Pre-flight before the charge and one-line runtime errors (issue 29, item 3).
+"""Pre-flight before the charge and one-line runtime errors.
 
 Unit tests here: the root cause of sample exception chains, the probes, the engine's limits on
 parameters and the decoding of domain files. Whole runs through ``cli.main`` (exit codes, the

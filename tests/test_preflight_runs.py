@@ -1,5 +1,5 @@
 """Whole runs that pre-flight stops before the charge, and runtime failures after it that end
-on one line (issue 29, item 3). Jobs run in-process through ``cli.main`` with the suite's
+on one line. Jobs run in-process through ``cli.main`` with the suite's
 SparkSession, against a budget store: every refusal here leaves the store without a run and
 the output unwritten; a failure after the charge leaves the run "failed" and the output unwritten.
 """

@@ -164,7 +164,7 @@ def test_a_private_items_job_runs_and_writes_the_selected_items(spark, tmp_path)
 
 
 # ---------------------------------------------------------------------------
-# Sums and means over items selected privately (issue 43): the counts' selection, then the means.
+# Sums and means over items selected privately: the counts' selection, then the means.
 
 
 def _valued(spark, popular, rare_users=3):

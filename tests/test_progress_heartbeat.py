@@ -1,5 +1,5 @@
 """Long stages say which stage they are in and, when the budget store knows how long the last
-release of the same output took, about how much is left (issue 40)."""
+release of the same output took, about how much is left."""
 
 from __future__ import annotations
 

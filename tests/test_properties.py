@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from dp_spark.errors import ConfigError
 from dp_spark.jobs.config import JobConfig, build_config
+from tests.conftest import examples
 
 BASES = {
     "sra": {"output": "out/x", "source": {"format": "parquet", "path": "x.parquet"},
@@ -83,7 +84,7 @@ def mutate(base: dict, changes) -> dict:
 
 
 # derandomize: the same examples on every run, so the suite is deterministic.
-@settings(max_examples=1500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(BASES)), st.lists(st.tuples(st.sampled_from(KEYS), values), min_size=1, max_size=4))
 def test_any_config_is_accepted_or_refused_with_a_message(base, changes):
     raw = mutate(BASES[base], changes)

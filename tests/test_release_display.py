@@ -1,4 +1,4 @@
-"""A release shown to a person (issue 40): ``print(release)`` is a short summary, Jupyter gets HTML
+"""A release shown to a person: ``print(release)`` is a short summary, Jupyter gets HTML
 with each table's first rows and its ± column, ``release.plot()`` draws a table, and
 ``dp-spark report OUT`` shows a written release as text or as one self-contained HTML page,
 which a real headless Chromium renders (its screenshot must show the page and its plots)."""

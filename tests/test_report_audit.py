@@ -68,14 +68,14 @@ def test_allowed_fields_are_not_reported():
 
 
 def test_raw_diagnostics_in_a_report_are_a_difference():
-    """Negative control for issue 39 finding 3: the raw figures left the report; one that carries
+    """Negative control: the raw figures left the report (they were in it once); one that carries
     them again is flagged, not allowed."""
     leaky = [report(diagnostics_not_private={"rows_read": n}) for n in (120, 119)]
     assert report_audit.differences(*leaky) == ["diagnostics_not_private.rows_read: 120 vs 119"]
 
 
 def test_the_allow_list_names_leaf_keys_only():
-    """Issue 39 finding 6: a DP output is allowed by its exact key; a key beside it is not."""
+    """A DP output is allowed by its exact key; a key beside it is not."""
     auto = report(algorithm={"name": "sra", "parameters": {"l": "auto"}, "chosen": {"l": 4}})
     other = report(algorithm={"name": "sra", "parameters": {"l": "auto"}, "chosen": {"l": 8, "raw_users": 7}})
     assert report_audit.differences(auto, other) == ["algorithm.chosen.raw_users: missing vs 7"]
@@ -295,11 +295,11 @@ JOBS = {
         'location_choice = "random"'))
        for v in ("limit", "limit_cb_dp")},
     **{f"frapp_{s}": ("people", lambda p, s=s: frapp_config(p, s)) for s in ("det_gd", "ran_gd", "mask", "cut_paste")},
-    # The counts' bound chosen privately, and items selected privately (issue 30).
+    # The counts' bound chosen privately, and items selected privately.
     "sra_auto": ("ratings", lambda p: ratings_config(p, "sra", 'l = "auto"\nl_candidates = [1, 5, 20]')),
     "sra_private_items": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\nkeys_per_user = 1").replace(
         "items = { range = [1, 20] }", 'items = "private"').replace("epsilon = 1.0", "epsilon = 40.0\ndelta = 1e-6")),
-    # zCDP with Gaussian noise (issue 41): on the driver and the executors, with the cap of one record
+    # zCDP with Gaussian noise: on the driver and the executors, with the cap of one record
     # per item, HPA with "auto", and items selected privately by the Gaussian threshold.
     "sra_gaussian": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\nrecords_per_item = 1").replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
@@ -319,7 +319,7 @@ JOBS = {
     "sra_gaussian_private_items": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\nkeys_per_user = 1").replace(
         "items = { range = [1, 20] }", 'items = "private"').replace(
         "epsilon = 1.0", 'epsilon = 40.0\ndelta = 1e-6\nnoise = "gaussian"')),
-    # Sums and means (issue 43): SRA and HPA bounding, pure and zCDP with the per-item cap, l chosen privately.
+    # Sums and means: SRA and HPA bounding, pure and zCDP with the per-item cap, l chosen privately.
     "means": ("ratings", lambda p: ratings_config(p, "means", "l = 5\nlow = 1\nhigh = 5")),
     "means_hpa_gaussian": ("ratings", lambda p: ratings_config(
         p, "means", 'l = 5\nlow = 1\nhigh = 5\nbounding = "hpa"\nd = 2\nrecords_per_item = 1').replace(
@@ -338,7 +338,7 @@ JOBS = {
     "means_guarded": ("ratings", lambda p: ratings_config(
         p, "means", "l = 5\nlow = 1\nhigh = 5\n[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\n"
                     "max_truncated_fraction = 1")),
-    # The tables released on the executors (issue 31): the same report, plus where the noise was drawn.
+    # The tables released on the executors: the same report, plus where the noise was drawn.
     "sra_on_executors": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\n[execution]\nexecutor_noise_cells = 1")),
     "hpa_on_executors": ("ratings", lambda p: ratings_config(p, "hpa", "l = 5\nd = 2\n[execution]\n"
                                                                        "executor_noise_cells = 1")),
@@ -347,7 +347,7 @@ JOBS = {
     "means_gaussian_on_executors": ("ratings", lambda p: ratings_config(
         p, "means", "l = 5\nlow = 1\nhigh = 5\nrecords_per_item = 1\n[execution]\nexecutor_noise_cells = 1").replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
-    # Guards decide on noisy figures (issue 39): their noisy values may differ, nothing else; strict
+    # Guards decide on noisy figures: their noisy values may differ, nothing else; strict
     # mode's report says its guarantee is conditional, on both sides.
     "sra_guarded": ("ratings", lambda p: ratings_config(
         p, "sra", "l = 5\n[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\nmax_truncated_fraction = 1")),

@@ -1,4 +1,4 @@
-"""Sanity limits (issue 40): an epsilon beyond any meaning is refused, one above 10 is warned about,
+"""Sanity limits: an epsilon beyond any meaning is refused, one above 10 is warned about,
 and a release of more rows than ``execution.max_output_rows`` is refused by ``plan`` and ``run``
 before anything is read or charged, unless the operator raises the limit. ``plan`` and the run
 show each table's size, which equals the rows a release writes."""

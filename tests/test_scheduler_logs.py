@@ -238,7 +238,7 @@ def test_a_forced_rerun_and_a_new_date_do_start_spark(tmp_path, session_refused,
 
 # --- Real jobs in new processes ---------------------------------------------------------------
 
-# What Spark and the JVM printed on every start before (issue 29), and the progress bar.
+# What Spark and the JVM used to print on every start, and the progress bar.
 NOISE = [r"\bWARN\b", r"Using Spark's default log4j profile", r"Setting default log level",
          r"To adjust logging level", r"NativeCodeLoader", r"Setting Spark log level", r"SparkStringUtils",
          r"resolves to a loopback address", r"SPARK_LOCAL_IP", r"could not bind on port", r"\[Stage \d+"]
@@ -274,7 +274,7 @@ def test_json_mode_a_job_failing_on_its_data_ends_with_end(tmp_path):
     assert done.returncode == 2
     assert (events[-1]["event"], events[-1]["status"], events[-1]["exit_code"]) == ("end", "bad_input", 2)
     assert "item_id" in events[-1]["error"]
-    # Found from the schema with Spark running, before any charge (issue 40).
+    # Found from the schema with Spark running, before any charge.
     assert ("plan", "failed") in [(e.get("stage"), e.get("status")) for e in events]
 
 
@@ -282,7 +282,7 @@ def test_json_mode_a_job_failing_on_its_data_ends_with_end(tmp_path):
 @pytest.mark.parametrize("catalog", [[], ["--set", "output_table=default.noise", "--set",
                                           "spark.sql.catalogImplementation=\"hive\""]], ids=["files", "hive"])
 def test_text_mode_stderr_has_no_spark_noise(tmp_path, catalog):
-    """Nor the Hive metastore's start-up notes on a catalog run (issue 40)."""
+    """Nor the Hive metastore's start-up notes on a catalog run."""
     done = run_cli(str(job(tmp_path)), "--run-date", DATE, *catalog, "--set",
                    f"spark.sql.warehouse.dir=\"{tmp_path / 'warehouse'}\"", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -309,7 +309,7 @@ except Exception as exc:
 @pytest.mark.system
 @pytest.mark.parametrize("debug", [False, True])
 def test_a_failed_task_logs_its_java_stack_in_full_only_with_debug(tmp_path, debug):
-    """A full disk printed ~310 lines of Java stacks before dp-spark's one line (issue 40): each
+    """A full disk printed ~310 lines of Java stacks before dp-spark's one line; now each
     trace is cut to its first frame unless --debug asked for them whole."""
     environ = {k: v for k, v in os.environ.items() if k not in ("SPARK_SUBMIT_OPTS", "PYSPARK_GATEWAY_PORT")}
     environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), environ.get("PYTHONPATH", "")])

@@ -1,5 +1,5 @@
-"""A source whose columns cannot be read as the job needs is refused before any budget is charged
-(issue 40): the schema (column names and types) is public, and Spark knows it without reading a
+"""A source whose columns cannot be read as the job needs is refused before any budget is charged:
+the schema (column names and types) is public, and Spark knows it without reading a
 record. Each case runs the whole job through ``cli.main`` against a budget store and expects exit
 2, the store without a run and no output; the API cases expect a ``DatasetBudget`` untouched.
 

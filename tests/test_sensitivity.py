@@ -1,5 +1,5 @@
 """The sensitivity audit (dp_spark.lab.sensitivity) in CI, and the one-added-user reproduction of
-issue 39 through the public API: with the seed known, adding one user moves each keyed bounding
+the scan-position key's break through the public API: with the seed known, adding one user moves each keyed bounding
 path's pre-noise aggregates by at most the sensitivity its noise is scaled to, wherever that
 user's records lie in the scan and whatever duplicates anyone holds."""
 
@@ -52,7 +52,7 @@ def test_the_audit_catches_a_key_that_hashes_the_scan_position(spark, monkeypatc
 
 
 def test_the_audit_catches_a_guard_on_raw_row_counts(spark):
-    """Negative control: issue 29's guard compared the rows outside the domain with the rows read.
+    """Negative control: the first guard compared the raw rows outside the domain with the rows read.
     One user moves that count by as many rows as it holds outside the domain, not by one."""
     from pyspark.sql import functions as F
 
@@ -91,7 +91,7 @@ def _ratings(users: int = 300, per_user: int = 10, items: int = 40) -> pd.DataFr
 
 @pytest.mark.parametrize("distinct_records", [False, True])
 def test_a_user_whose_record_comes_first_moves_sra_by_at_most_l(spark, distinct_records):
-    """Issue 39's reproduction: 300 users x 10 records, l = 2, seeded so both sides draw the same
+    """A break a review found, reproduced: 300 users x 10 records, l = 2, seeded so both sides draw the same
     noise; D′ adds a user whose single record is the first row of the table. The released counts
     may differ by that user's one kept record; under the scan-position key they moved by L1 = 167."""
     d = _ratings()

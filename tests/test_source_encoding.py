@@ -1,4 +1,4 @@
-"""Text sources in another character set, and compressed check-in files (issue 40): a Latin-1 CSV
+"""Text sources in another character set, and compressed check-in files: a Latin-1 CSV
 read with source.encoding keeps every row; a gzipped check-in file is read like a plain one."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``DatasetBudget.from_store`` (issue 40): the API charges the jobs' persistent budget store, so a
+"""``DatasetBudget.from_store``: the API charges the jobs' persistent budget store, so a
 kernel restart forgets nothing and a notebook and the nightly job share one cap."""
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def test_no_item_domain_releases_what_a_domain_of_every_item_does(spark, tmp_pat
 
 def test_records_per_user_need_no_quantity_and_no_item_column(spark):
     """quantity defaults to "records", which counts every record whatever its item: a DataFrame of
-    user ids alone is enough (issue 40), and gives the histogram of the same DataFrame with items."""
+    user ids alone is enough, and gives the histogram of the same DataFrame with items."""
     import pandas as pd
 
     import dp_spark

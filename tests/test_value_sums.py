@@ -1,4 +1,4 @@
-"""The public side of sums and means per cell (dp_spark.core.clip_range, issue 43): the
+"""The public side of sums and means per cell (dp_spark.core.clip_range): the
 grid by hand, the sensitivity on random neighbouring inputs and where it is tight, and the mean's
 interval against the truth it must cover."""
 
@@ -17,6 +17,7 @@ from dp_spark.core.accounting import Accounting
 from dp_spark.core.clip_range import ClipRange, SumSensitivity, mean_interval
 from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
+from tests.conftest import examples
 from tests.test_claims_documented import check_claim, check_docstring_points_to
 
 STARS = ClipRange(1.0, 5.0)  # ratings: centre 3, half-width 2, one unit 0.002
@@ -45,7 +46,7 @@ def test_bad_clipping_ranges_are_refused(low, high, steps):
         ClipRange(low, high, steps)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.floats(-1e300, 1e300), st.floats(1e-300, 1e300), st.integers(1, 10**6), st.floats(allow_nan=False))
 def test_any_grid_that_is_accepted_puts_its_ends_at_the_ends_and_every_value_between(low, width, steps, value):
     try:
@@ -56,7 +57,7 @@ def test_any_grid_that_is_accepted_puts_its_ends_at_the_ends_and_every_value_bet
     assert -steps <= clip.units(value) <= steps
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(1, 12), st.data())
 def test_one_user_moves_the_sums_by_at_most_the_sensitivity(bound, data):
     # A user keeps at most l records, at most c in a cell; any values, any cells: the vector of
@@ -100,7 +101,7 @@ def test_the_mean_is_post_processing_with_an_interval_from_the_corners():
         mean_interval(600, 100, math.nan, 20, STARS)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.floats(0, 6, allow_nan=False), min_size=1, max_size=40), st.integers(-300, 300),
        st.integers(-5, 5), st.integers(0, 300), st.integers(0, 5))
 def test_the_interval_covers_the_kept_records_mean_when_both_figures_are_within_their_widths(

@@ -1,4 +1,4 @@
-"""The executors' sums of kept values (dp_spark.aggregates.value_sums, issue 43) against the
+"""The executors' sums of kept values (dp_spark.aggregates.value_sums) against the
 driver's reference: the grid's integers, and each cell's count and sum over the rows the
 per-user bound keeps."""
 

@@ -26,7 +26,7 @@ def test_published_values():
     # OpenDP's test of its cdp_delta (Gaussian of scale 4, sensitivity 1: ρ = 1/32).
     assert zcdp.epsilon_of(1 / 32, 1e-3) == pytest.approx(0.6880024554878086, rel=1e-8)
     assert zcdp.delta_of(1 / 32, 0.6880024554878086) == pytest.approx(1e-3, rel=1e-8)
-    # Issue 41's figure: ε = 1, δ = 1e-6 is ρ ≈ 0.0244 by the CKS conversion (0.0175 by the classical one).
+    # ε = 1, δ = 1e-6 is ρ ≈ 0.0244 by the CKS conversion (0.0175 by the classical one).
     assert float(zcdp.rho_of(1, 1e-6)) == pytest.approx(0.024356, rel=1e-4)
 
 

@@ -1,4 +1,4 @@
-"""The ledger under zCDP accounting (issue 41): costs in ρ, Gaussian entries, refusals, the report's
+"""The ledger under zCDP accounting: costs in ρ, Gaussian entries, refusals, the report's
 statement, and the configs and API arguments that ask for it. No Spark."""
 
 from fractions import Fraction

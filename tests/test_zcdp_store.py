@@ -1,5 +1,5 @@
-"""Budgets across releases under zCDP (issue 41, item 2): core.composition's two rules, the budget
-store and the API's DatasetBudget, at the issue's 365 daily runs and beside pure runs. A budget's
+"""Budgets across releases under zCDP: core.composition's two rules, the budget
+store and the API's DatasetBudget, at 365 daily runs and beside pure runs. A budget's
 rule is fixed when it is created: sequential (the default, as before) or zcdp."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_365_daily_runs_fit_in_one_cap_under_zcdp_and_the_366th_does_not(tmp_pat
     assert info["zcdp"]["epsilon_at_cap_delta"] <= 1.0
     assert "zCDP:    rho spent" in budget_store.summary_text(info)
     # Each run's noise: σ of one count table at l = 10 (Δ₂² = 10 with one record per item) against
-    # the pure path's Laplace sd at ε/365 (scale 10·365): the issue's 274 against 5,162.
+    # the pure path's Laplace sd at ε/365 (scale 10·365): 274 against 5,162.
     sigma = (10 / (2 * float(rho))) ** 0.5
     assert 270 < sigma < 280 and 2**0.5 * 10 * 365 > 5000
 
