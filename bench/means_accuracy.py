@@ -1,4 +1,4 @@
-"""Issue 43's measurement: the error of the released average rating per movie, by method, through
+"""The means' accuracy: the error of the released average rating per movie, by method, through
 the product's own code (dp_spark.means on Spark), against the true average over all ratings.
 
 On the rated part of MovieLens 1M (users 1-2999, 487,650 ratings) and on MovieLens 100K, at

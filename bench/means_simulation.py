@@ -1,4 +1,4 @@
-"""A numpy simulation of issue 43's release, to choose its defaults before the family exists (not
+"""A numpy simulation of the means release, to choose its defaults before the family exists (not
 the product's code path; NOT PRIVATE). On the rated part of ML-1M (users 1-2999, 487,650 ratings):
 SRA's uniform sample of l ratings per user, each rating centred at 3 stars on a grid of 1/500 star,
 per-movie counts and centred sums with noise, and the mean as their ratio. It prints, for movies

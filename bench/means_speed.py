@@ -1,4 +1,4 @@
-"""Issue 43's speed target: the means release against its own floor, a non-private
+"""The means release's speed: the release against its own floor, a non-private
 ``groupBy(item).agg(sum, count)`` of the same Parquet, in one session, runs interleaved.
 
 The synthetic Netflix-shaped table (``dp-spark generate netflix``) has no values, so a rating of 1

@@ -47,6 +47,29 @@ def shared_data(name: str) -> Path:
     return path
 
 
+def ml100k_job(tmp_path: Path, algorithm: str, *, seed: int, epsilon: float = 1.0, domain: str = "",
+               publisher: str | None = None, name: str = "job.toml") -> Path:
+    """A seeded job over MovieLens 100K (all 1,682 movies as the item domain), with the given
+    [algorithm] lines, extra [domain] lines and, when given, [publisher] lines (TOML)."""
+    config = tmp_path / name
+    publisher_table = "" if publisher is None else f"[publisher]\n{publisher}\n"
+    config.write_text(f"""
+output = "{tmp_path / 'out'}"
+seed = {seed}
+[source]
+format = "movielens-100k"
+path = "{shared_data('ml-100k')}"
+[domain]
+items = {{ range = [1, 1682] }}
+{domain}
+[privacy]
+epsilon = {epsilon}
+[algorithm]
+{algorithm}
+{publisher_table}""")
+    return config
+
+
 @pytest.fixture(scope="session")
 def spark():
     from dp_spark.io.session import get_session

@@ -112,7 +112,7 @@ def test_old_limit_ss_units_jump_at_the_boundary():
 
 
 def test_old_ledger_scale_is_the_issues_reproduction():
-    """The old ledger told 30 vs 31 users apart: eps = 5, M = C = 5: noise_scale 0.70547 against 0.68866."""
+    """The old ledger told 30 vs 31 users apart (eps = 5, M = C = 5): noise_scale 0.70547 against 0.68866."""
     sample = old_code.old_ledger_sampler(audit_entropy.LEDGER_USERS, 5, 5, Fraction(5), 1e-8, 1e-3)
     assert sample(0, 3, 0, None)[0] == pytest.approx(0.70547, abs=1e-5)
     assert sample(1, 3, 0, None)[0] == pytest.approx(0.68866, abs=1e-5)

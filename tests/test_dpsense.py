@@ -16,7 +16,7 @@ from dp_spark.core.mechanisms import RandomSource, exponential_mechanism, expone
 from dp_spark.families.dpsense import columns as item_columns
 from dp_spark.families.dpsense import theta as dpsense
 from dp_spark.io.validation import validate_records
-from tests.conftest import shared_data
+from tests.conftest import ml100k_job, shared_data
 
 THETA_MAX = 4
 COLUMNS = 5
@@ -361,23 +361,8 @@ def test_publish_columns_pays_both_parts():
 
 
 def ml100k_dpsense(tmp_path, name="dpsense", epsilon=1.0, extra=""):
-    config = tmp_path / "dpsense.toml"
-    config.write_text(f"""
-output = "{tmp_path / 'out'}"
-seed = 6
-[source]
-format = "movielens-100k"
-path = "{shared_data('ml-100k')}"
-[domain]
-items = {{ range = [1, 1682] }}
-[privacy]
-epsilon = {epsilon}
-[algorithm]
-name = "{name}"
-theta_max = 64
-{extra}
-""")
-    return config
+    return ml100k_job(tmp_path, f'name = "{name}"\ntheta_max = 64\n{extra}', seed=6, epsilon=epsilon,
+                      name="dpsense.toml")
 
 
 def ml100k_rows():

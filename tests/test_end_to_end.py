@@ -17,7 +17,7 @@ from dp_spark.core.domain import attribute_domain, item_domain
 from dp_spark.core.mechanisms import discrete_laplace_variance
 from dp_spark.io import datasets, sources, validation
 from dp_spark.jobs.config import load_config
-from tests.conftest import ROOT, shared_data
+from tests.conftest import ROOT, ml100k_job, shared_data
 
 ML1M_MOVIES = 3883  # lines of movies.dat: the public item domain
 
@@ -157,24 +157,9 @@ BOUNDING_STEPS = ("bounding: kept", "bounding: removed")  # every counts release
 
 def ml100k_config(tmp_path: Path, algorithm: str, publisher: str = "") -> Path:
     """A MovieLens 100K job with the given [algorithm] and [publisher] tables (TOML lines)."""
-    config = tmp_path / "job.toml"
-    config.write_text(f"""
-output = "{tmp_path / 'out'}"
-seed = 3
-[source]
-format = "movielens-100k"
-path = "{shared_data('ml-100k')}"
-[domain]
-items = {{ range = [1, 1682] }}
-attributes = {list(datasets.MOVIELENS_ATTRIBUTES)!r}
-[privacy]
-epsilon = 1.0
-[algorithm]
-{algorithm}
-[publisher]
-{publisher}
-""".replace("'", '"'))
-    return config
+    attributes = "attributes = " + repr(list(datasets.MOVIELENS_ATTRIBUTES)).replace("'", '"')
+    return ml100k_job(tmp_path, algorithm.replace("'", '"'), seed=3, domain=attributes,
+                      publisher=publisher.replace("'", '"'))
 
 
 @pytest.mark.parametrize(

@@ -124,7 +124,7 @@ def paper_clipped_mean_keep(gamma: Fraction, n_c: int) -> Fraction:
 def test_ran_gd_worst_ratio_is_gamma_exactly(gamma, n_c):
     """Every keep probability RAN-GD draws from is a fraction in [0, 1] and their mean is exactly
     (γ−1)x, so the worst ratio, from exact fractions, is γ (the old
-    sampler clipped them at 0, which broke it)."""
+    sampler clipped its keep probability at 0, which broke this)."""
     keep = frapp.ran_gd_keep_probabilities(gamma, n_c)
     assert len(keep) == frapp.RAN_GD_POINTS and all(0 < k < 1 for k in keep)
     assert sum(keep, Fraction(0)) / len(keep) == (gamma - 1) * frapp.gamma_x(gamma, n_c)

@@ -14,7 +14,7 @@ from dp_spark.families.user_histogram import histogram
 from dp_spark.families.user_histogram import quantities as user_quantities
 from dp_spark.jobs.config import load_config
 from dp_spark.lab import evaluate
-from tests.conftest import shared_data
+from tests.conftest import ml100k_job, shared_data
 
 EDGES = np.array([1, 2, 5, 10])  # bins 1, 2-4, 5-9, 10+
 
@@ -92,25 +92,8 @@ def test_publishing_pays_epsilon_at_sensitivity_one(publisher):
 
 
 def ml100k_histogram_config(tmp_path, publisher="laplace", epsilon=1.0, quantity="records"):
-    config = tmp_path / "hist.toml"
-    config.write_text(f"""
-output = "{tmp_path / 'out'}"
-seed = 2
-[source]
-format = "movielens-100k"
-path = "{shared_data('ml-100k')}"
-[domain]
-items = {{ range = [1, 1682] }}
-[privacy]
-epsilon = {epsilon}
-[algorithm]
-name = "user_histogram"
-quantity = "{quantity}"
-bins = [1, 20, 50, 100, 200, 500]
-[publisher]
-name = "{publisher}"
-""")
-    return config
+    algorithm = f'name = "user_histogram"\nquantity = "{quantity}"\nbins = [1, 20, 50, 100, 200, 500]'
+    return ml100k_job(tmp_path, algorithm, seed=2, epsilon=epsilon, publisher=f'name = "{publisher}"', name="hist.toml")
 
 
 def test_job_on_movielens_100k_releases_every_bin_with_its_report(spark, tmp_path, capsys):

@@ -1,5 +1,5 @@
-"""Per-cell counts and centred sums of the records a per-user bound keeps, summed on the executors
-(issue 43). The values go through ``core.clip_range.ClipRange.units`` (clip, centre, round to
+"""Per-cell counts and centred sums of the records a per-user bound keeps, summed on the executors.
+The values go through ``core.clip_range.ClipRange.units`` (clip, centre, round to
 the integer grid) as a Spark expression that gives the same integers; the result is NOT private
 until noise is added to it.
 

@@ -73,7 +73,7 @@ def _least_rows_expecting(weights: np.ndarray, need: float, most: int = 1 << 40)
 def best_first(score: Column, position: Column) -> Column:
     """An order in which a higher score comes first and equal scores go by smaller position: the
     struct (−score, position). Two of a user's rows tie only when their 64-bit positions are
-    equal. (Until issue 39 a score of few bits shared one long with the position's top bits,
+    equal. (A score of few bits once shared one long with the position's top bits,
     which Spark compares faster; two rows then tied whenever those bits agreed, and which one
     Spark kept depended on the order the rows arrived in, which other users' rows can change.)"""
     return F.struct((-score).alias("_score"), position.alias("_position"))

@@ -146,7 +146,7 @@ def check_noise(noise: object, publisher: str = "laplace", publisher_options: di
     publisher's noise (the other publishers' arguments are in L1)."""
     if not isinstance(noise, str) or noise not in NOISES:
         raise ConfigError(f"{name} must be one of {', '.join(NOISES)}, got {noise!r}")
-    if noise == "gaussian" and (publisher != "laplace" or publisher_options):
+    if noise == Noise.GAUSSIAN and (publisher != "laplace" or publisher_options):
         raise ConfigError(f"{name} = \"gaussian\" replaces the laplace publisher's noise; publisher {publisher!r} "
                           "is argued for Laplace noise only (use privacy.noise = \"auto\" to keep it under zCDP "
                           "accounting)")
@@ -171,7 +171,7 @@ class Accounting:
     def __post_init__(self):
         object.__setattr__(self, "noise", check_noise(self.noise))
         if self.rho is None:
-            if self.noise != "laplace":
+            if self.noise != Noise.LAPLACE:
                 raise ConfigError(
                     f"privacy.noise = {str(self.noise)!r} needs zCDP accounting: give privacy.epsilon with "
                     "privacy.delta, or privacy.rho"
@@ -204,7 +204,7 @@ def accounting_of(noise: object, epsilon: object, delta: object, rho: object, se
     ``outside_share``: the part of δ that (ε, δ) steps spend outside zCDP (partition selection);
     the conversion gets the rest."""
     noise = check_noise("laplace" if noise is None else noise, name=f"{prefix}noise")
-    if noise == "laplace" and rho is None:
+    if noise == Noise.LAPLACE and rho is None:
         if epsilon is None:
             raise ConfigError(f"missing config key '{prefix}epsilon'" if prefix == "privacy." else
                               "epsilon is required")

@@ -1,4 +1,4 @@
-"""Sums and means of a numeric value per cell (issue 43): the public side, as pure functions.
+"""Sums and means of a numeric value per cell: the public side, as pure functions.
 
 Each kept record's value x is clipped to the public range [low, high], centred at its midpoint
 m = (low + high)/2 and put on an integer grid of ``steps`` units per half-range h = (high − low)/2:

@@ -1,5 +1,5 @@
 """Exact discrete Laplace (or discrete Gaussian) noise keyed by cell index, for drawing on the
-executors (issues 31 and 41).
+executors.
 
 The driver draws noise from one stream (:class:`~dp_spark.core.mechanisms.RandomSource`). On the
 executors each task must draw its own cells' noise, and a retried task must draw the *same*

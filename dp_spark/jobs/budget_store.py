@@ -165,7 +165,7 @@ def totals(state: dict) -> tuple[Fraction, float]:
 
 
 def charge_of(run: dict) -> Charge:
-    """A stored run as a charge: a zCDP run (issue 41) stores its ρ and the δ it spent outside
+    """A stored run as a charge: a zCDP run stores its ρ and the δ it spent outside
     zCDP; a pure run, and every run stored before, costs ε²/2 with its δ outside."""
     if "rho_exact" in run:
         return Charge(Fraction(run["epsilon_exact"]), float(run["delta"]), Fraction(run["rho_exact"]),

@@ -14,7 +14,7 @@ P(M(D) ∈ E) ≤ e^ε·P(M(D′) ∈ E) + δ. An audit draws ``trials`` release
 Because the event is fixed before the second half is looked at, ε_lb is a lower bound on the
 true ε with confidence ≥ 1 − α (95% by default). An audit *flags* a mechanism when ε_lb
 exceeds its claim. The negative controls (a mechanism with half the noise, DPA-AHP as
-published, Limit-SS with the paper's β, and the old code paths of issue 27: Limit-SS's rounded
+published, Limit-SS with the paper's β, and old code paths a review found broken: Limit-SS's rounded
 scale, RAN-GD's clipping, the Limit-SS ledger) must be flagged: an audit that cannot fail proves
 nothing. A :class:`Family` is one mechanism's parameter grid, a target per point. The targets,
 grids and neighbouring pairs are in :mod:`dp_spark.lab.audit_targets`.

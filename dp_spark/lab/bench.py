@@ -107,7 +107,7 @@ def job_config(job: str, data: str):
             "privacy": {"epsilon": 1.0}, "algorithm": {"name": "sra", "l": L}})
     privacy = {"epsilon": 1.0}
     if job in ("sra_gaussian", "sra_gaussian_c1"):
-        # SRA under zCDP with discrete Gaussian noise (issue 41); _c1 also keeps one record per user and
+        # SRA under zCDP with discrete Gaussian noise; _c1 also keeps one record per user and
         # item, the bound that makes the Gaussian pay (a sort of each user's selected records).
         privacy = {"epsilon": 1.0, "delta": 1e-6, "noise": "gaussian"}
         algorithm = {"name": "sra", "l": L, **({"records_per_item": 1} if job.endswith("_c1") else {})}

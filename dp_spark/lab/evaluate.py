@@ -10,7 +10,7 @@ redone in every run. With a fixed seed the bounding is the same across runs
 and only the noise varies; the spread reported is the noise's, not the
 sample's.
 
-``sra_gaussian`` and ``hpa_gaussian`` are SRA and HPA under zCDP accounting (issue 41): the same ε,
+``sra_gaussian`` and ``hpa_gaussian`` are SRA and HPA under zCDP accounting: the same ε,
 converted to ρ at the config's privacy.delta (10⁻⁶ without one), at most one record per user and
 item, and discrete Gaussian noise on the item and edge counts; set beside ``sra`` and ``hpa`` they
 compare Laplace and Gaussian noise at equal (ε, δ).

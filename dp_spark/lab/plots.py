@@ -79,12 +79,7 @@ def metric_curves(records: list[dict], query: str, x_label: str, points: dict[st
             panel.set_yscale("log")
     panels[0][0].set_ylabel(query)
     panels[0][-1].legend(fontsize="small")
-    figure.suptitle("mean over runs (not private)", fontsize="small")
-    figure.tight_layout()
-    path = Path(path)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return _saved(figure, path)
 
 
 def per_length(records: list[dict], metrics: list[str], path: str | Path, log_metrics=("support_error",
@@ -108,6 +103,13 @@ def per_length(records: list[dict], metrics: list[str], path: str | Path, log_me
         if metric in log_metrics:
             panel.set_yscale("log")
     panels[0][-1].legend(fontsize="small")
+    return _saved(figure, path)
+
+
+def _saved(figure, path: str | Path) -> Path:
+    """The figure, titled as every lab plot is (its means are not private), written to ``path``."""
+    import matplotlib.pyplot as plt
+
     figure.suptitle("mean over runs (not private)", fontsize="small")
     figure.tight_layout()
     path = Path(path)

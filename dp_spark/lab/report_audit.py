@@ -13,8 +13,8 @@ difference like any other.
 
 Everything else — every ledger entry's epsilon, sensitivity and noise scale, the guarantee, the
 domain, the output shapes — must be a function of the config and the public domains only, or
-the report itself leaks the data (issue 27, finding 1: a ledger noise scale that told 30 users
-from 31). :func:`differences` compares two reports and names every other field that differs.
+the report itself leaks the data (as a ledger noise scale once did: it told 30 users from 31
+at one location). :func:`differences` compares two reports and names every other field that differs.
 
 This half of the module is pure (dicts in, strings out). :func:`neighbour_reports` below runs
 a job on D and D′ with Spark.
@@ -93,7 +93,7 @@ STEP_NORMALISERS: tuple[tuple[str, str], ...] = (
 )
 
 # FRAPP's local guarantee is for one record under replacement, with the record count N public
-# (specification §1.1, issue 27 finding 4): removing a user changes N, visibly and by design. The
+# (specification §1.1): removing a user changes N, visibly and by design. The
 # allowance holds only while the report says so, i.e. does not claim the add/remove-one-user unit,
 # under which a published N would be a leak.
 FRAPP_ALLOWED = (Allowed("outputs.perturbed_records.rows", "FRAPP publishes every perturbed record: the count "

@@ -7,8 +7,8 @@ audit measures that move directly, with no noise and no statistics: for each fam
 the bounded aggregates of D and of D′,
 where the added user's records come first in the scan, last, spread between the others' records,
 or the whole table is reshuffled across partitions, and each user may hold identical records. A
-bounding step that let one user's presence change another user's kept records (issue 39: a
-sampling key that hashed the scan position) shows up as a move far above the sensitivity.
+bounding step that let one user's presence change another user's kept records (as a
+sampling key that hashed the scan position once did) shows up as a move far above the sensitivity.
 
 Pure data in, numbers out; ``tests/test_sensitivity.py`` runs it on every family in CI.
 """
@@ -363,7 +363,7 @@ FAMILIES = (
     # The clipping range's ranks: one value per user, so each count moves by one at most.
     Family("means_clip_ranks", means_clip_ranks, 2 * len(CLIP_CANDIDATES) + 1, linf=1),
     # Families that bound without a random key: checked the same way.
-    # The Gaussian's L2 too (issue 41): one bin by one; a row's grid weights w ≤ 2^10 with Σ w ≤ θ·2^10.
+    # The Gaussian's L2 too: one bin by one; a row's grid weights w ≤ 2^10 with Σ w ≤ θ·2^10.
     Family("user_histogram", user_histogram, 1, l2_squared=1),
     Family("dpsense_normalized", dpsense_normalized, BOUND << dpsense.GRID_BITS,
            l2_squared=BOUND << (2 * dpsense.GRID_BITS)),

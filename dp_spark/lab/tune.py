@@ -239,7 +239,7 @@ def table(rows: Sequence[TuneRow], configured: int | None = None) -> list[str]:
 
 
 # Choosing l by looking at this table makes l a function of the raw records: the release at that l
-# is then not covered by its own privacy report, which still says pure epsilon-DP (issue 39).
+# is then not covered by its own privacy report, which still says pure epsilon-DP.
 VOIDS_THE_GUARANTEE = (
     "WARNING: a bound chosen from this table depends on the raw records, and a release at it no longer has the "
     "guarantee its privacy.json states. Use it on public data, or on data disjoint from what you will release "

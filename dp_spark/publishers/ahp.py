@@ -102,17 +102,8 @@ def smooth(counts: np.ndarray, phase1: np.ndarray, sensitivity: int, epsilon2: F
     return Published(values, (entry,))
 
 
-def publish(
-    counts: np.ndarray,
-    sensitivity: int,
-    epsilon: Fraction,
-    budget: Budget,
-    rng: RandomSource,
-    step: str,
-    *,
-    rho: Fraction = RHO,
-    eta: float = ETA,
-) -> Published:
+def publish(counts: np.ndarray, sensitivity: int, epsilon: Fraction, budget: Budget, rng: RandomSource,
+            step: str, *, rho: Fraction = RHO, eta: float = ETA) -> Published:
     """AHP over the counts (any shape; bins in public order); floats, same shape."""
     counts = check_request(counts, sensitivity, epsilon, budget, step)
     if not 0 < rho < 1:

@@ -45,20 +45,9 @@ def weights(cells: int, delta: Fraction) -> list[Fraction]:
     return [half + Fraction(cells - 2 * i - 1) * delta / 2 for i in range(cells)]
 
 
-def publish(
-    counts: np.ndarray,
-    sensitivity: int,
-    epsilon: Fraction,
-    budget: Budget,
-    rng: RandomSource,
-    step: str,
-    *,
-    delta: Fraction = Fraction(1, 20),
-    ranking_share: Fraction = RANKING_SHARE,
-    rho: Fraction = ahp.RHO,
-    eta: float = ahp.ETA,
-    reproduce_paper: bool = False,
-) -> Published:
+def publish(counts: np.ndarray, sensitivity: int, epsilon: Fraction, budget: Budget, rng: RandomSource,
+            step: str, *, delta: Fraction = Fraction(1, 20), ranking_share: Fraction = RANKING_SHARE,
+            rho: Fraction = ahp.RHO, eta: float = ahp.ETA, reproduce_paper: bool = False) -> Published:
     """DPA-AHP over the counts (any shape; bins in public order); floats, same shape."""
     counts = check_request(counts, sensitivity, epsilon, budget, step)
     flat = counts.reshape(-1)

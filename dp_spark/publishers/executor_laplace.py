@@ -183,7 +183,7 @@ def released_cells(tally: DataFrame, grid: CellGrid, figures: tuple[str, ...], f
     rows = _domain_rows(tally.sparkSession, grid, item_type, figures[1:]).unionByName(cells)
     # As many partitions as chunks, by hash of the chunk: which are empty, and so how many files the
     # table is written as, is a function of the domain alone. Left to Spark, adaptive execution
-    # would merge partitions by their bytes, which the true counts' rows decide (issue 39).
+    # would merge partitions by their bytes, which the true counts' rows decide.
     rows = rows.repartition(grid.chunks, "_chunk")
     return rows.groupBy("_chunk").applyInPandas(_released_chunk(grid, figures, finish), schema)
 

@@ -41,18 +41,8 @@ def grid_sensitivity(k: int, l2_squared: int, grid_bits: int) -> int:
     return (root if root * root == target else root + 1) + 2 * k
 
 
-def publish(
-    counts: np.ndarray,
-    sensitivity: int,
-    epsilon: Fraction,
-    budget: Budget,
-    rng: RandomSource,
-    step: str,
-    *,
-    k: int | None = None,
-    distinct_cells: bool = False,
-    grid_bits: int = 10,
-) -> Published:
+def publish(counts: np.ndarray, sensitivity: int, epsilon: Fraction, budget: Budget, rng: RandomSource,
+            step: str, *, k: int | None = None, distinct_cells: bool = False, grid_bits: int = 10) -> Published:
     """The counts (flattened in their public order) through FPA_k; same shape back, floats."""
     counts = check_request(counts, sensitivity, epsilon, budget, step)
     x = counts.reshape(-1).astype(float)

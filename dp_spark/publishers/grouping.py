@@ -49,16 +49,8 @@ def random_order_by(values: np.ndarray, rng: RandomSource) -> np.ndarray:
     return np.lexsort((tie_break, -values))
 
 
-def publish(
-    counts: np.ndarray,
-    sensitivity: int,
-    epsilon: Fraction,
-    budget: Budget,
-    rng: RandomSource,
-    step: str,
-    *,
-    sampled: np.ndarray,
-) -> Published:
+def publish(counts: np.ndarray, sensitivity: int, epsilon: Fraction, budget: Budget, rng: RandomSource,
+            step: str, *, sampled: np.ndarray) -> Published:
     """``counts`` (any shape, cells in public order) smoothed over groups of cells
     with similar noisy sampled counts; floats, same shape.
 

@@ -25,9 +25,8 @@ from dp_spark.core.mechanisms import RandomSource, as_scale
 from dp_spark.publishers.interface import Published, check_request
 
 
-def publish(
-    counts: np.ndarray, sensitivity: int, epsilon: Fraction, budget: Budget, rng: RandomSource, step: str
-) -> Published:
+def publish(counts: np.ndarray, sensitivity: int, epsilon: Fraction, budget: Budget, rng: RandomSource,
+            step: str) -> Published:
     """Noisy copy of an integer count array (any shape) with scale sensitivity/ε."""
     counts = check_request(counts, sensitivity, epsilon, budget, step)
     entry = LedgerEntry(

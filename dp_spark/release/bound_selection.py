@@ -1,5 +1,5 @@
 """Choosing a per-user bound privately: the exponential mechanism over public candidate bounds,
-with a quality that weighs the bias the bound brings against the noise (issues 30 and 42).
+with a quality that weighs the bias the bound brings against the noise.
 
 The bound is SRA's and HPA's ``l``, the baselines' ``m``: every user keeps at most ``b`` records,
 and each count table is then released with noise that grows with ``b``. A small ``b`` drops the

@@ -1,4 +1,4 @@
-"""The clipping range of sums and means chosen privately (issue 43): the public side, pure Python.
+"""The clipping range of sums and means chosen privately: the public side, pure Python.
 
 Input: one value per user, the value of one record drawn uniformly from the user's usable
 records (io.validation's per-user sample, in the validation pass), so that adding or removing a

@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from dp_spark.core import zcdp
-from dp_spark.core.accounting import PURE, USER_UNIT, Accounting, PrivacyUnit
+from dp_spark.core.accounting import PURE, USER_UNIT, Accounting, Noise, PrivacyUnit
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
@@ -237,7 +237,7 @@ def plan_split(family: Family, params: Any, epsilon: Fraction, domains: Domains,
         defaults = [key for key in known if key not in (overrides or {})]
         if not overrides or not defaults:
             raise
-        # e.g. a split written before a part was added (the counts' epsilon_bounding, issue 42)
+        # e.g. a split written before a part was added (the counts' epsilon_bounding)
         raise BudgetExceeded(f"{e}; the parts not set ({', '.join(defaults)}) keep their default shares of "
                              "epsilon: set them too, or leave room for them") from None
     return split
@@ -278,7 +278,7 @@ def check_accounting(family: Family, params: Any, accounting: Accounting) -> Non
     (private_keys.partition_delta)."""
     if not accounting.zcdp:
         return
-    if accounting.noise == "gaussian" and not family.takes_gaussian:
+    if accounting.noise == Noise.GAUSSIAN and not family.takes_gaussian:
         raise ConfigError(f"privacy.noise = \"gaussian\": {params.algorithm}'s tables take Laplace noise only (their "
                           "privacy argument is in L1); privacy.noise = \"auto\" keeps them under zCDP accounting")
     if family.delta(params) > 0 and not family.takes_gaussian:

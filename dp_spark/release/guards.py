@@ -2,7 +2,7 @@
 run refused, through noisy figures, when too few of them did.
 
 A release over a domain that none of the records match is pure noise, yet looks like any other
-release (issue 29: an attribute that reads "4.0" against a domain of integers, or "monday"
+release (e.g. an attribute that reads "4.0" against a domain of integers, or "monday"
 against "Mon"). So every family that validates and bounds records counts its **coverage**:
 rows read, rows outside the public domain (per column), rows kept by bounding, users, and users
 truncated (users with more records than the bound). These numbers come from the raw records
@@ -13,8 +13,8 @@ the API's ``Release.diagnostics``), with a WARNING above ``warn_dropped_fraction
 
 **Guards** (a job's ``[guards]`` table, or the API's ``guards=`` dict with the same keys) refuse a
 run whose coverage is too poor. Whether a run releases is something its readers see (the exit
-status, the missing output, the store's "refused"), so the decision is made on noisy figures
-(issue 39), paid from the budget and listed in the ledger:
+status, the missing output, the store's "refused"), so the decision is made on noisy figures,
+paid from the budget and listed in the ledger:
 
 * ``epsilon``: what the guards' figures spend, carved out of ``privacy.epsilon`` before the
   algorithm's split (the report's ``epsilon_split`` shows it as ``epsilon_guards``). Needed by,
@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -321,3 +321,27 @@ def _refusal(name: str, value: float, limit: float, bound: str | None) -> str:
                 f"guards.max_dropped_fraction = {limit:g}")
     return (f"{value:.1%} of the users have more records than the bound{f' ({bound})' if bound else ''} (noisy), "
             f"above guards.max_truncated_fraction = {limit:g}")
+
+
+def unselected_apart(coverage: Coverage) -> Coverage:
+    """With items selected privately, the rows of the items left out are not a mismatch with the
+    domain (nothing for the dropped-fraction guard or its warning): counted apart."""
+    unselected = coverage.rows_outside_domain.get("item_id", 0)
+    outside = {column: rows for column, rows in coverage.rows_outside_domain.items() if column != "item_id"}
+    return replace(coverage, rows_outside_domain=outside, kept_of=coverage.rows_read - coverage.rows_dropped,
+                   extra={**coverage.extra, "rows_of_items_not_selected": unselected})
+
+
+def check_bounded(inputs: Any, validated: Any, bound: int, private_items: bool,
+                  bound_name: str = "l") -> tuple[Coverage, dict | None]:
+    """The guards of a release whose users each keep min(n, ``bound``) of their records (the
+    counts, the means): the coverage from validation's pass, told to the operator who asked, then
+    the guards' decision on their noisy figures (:func:`check`). With items selected privately,
+    the rows of the items left out are counted apart."""
+    coverage = bounded_coverage(validated.diagnostics["rows_read"], validated.rows_outside_domain,
+                                validated.users_by_n, bound, bound_name)
+    if private_items:
+        coverage = unselected_apart(coverage)
+    tell(inputs.guards, coverage, inputs.progress, validated.explain)
+    figures = figures_of(validated, attributes_only=private_items, users_truncated=coverage.users_truncated)
+    return coverage, check(inputs, figures, bound=coverage.bound)

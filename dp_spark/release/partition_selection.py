@@ -1,5 +1,5 @@
 """Private partition selection: which keys (items) to release when no public list of them is
-given (issue 30, "Which items?").
+given.
 
 A Spark ``groupBy(item)`` returns only the keys present in the data, so the key set itself
 leaks (specification §1.2): one user with a rare item adds that item. Partition selection
@@ -27,7 +27,7 @@ argument is in the doc), and each key's Bernoulli(π(n)) is drawn exactly by
 Pure numpy, Fractions and ints; the user counts per key come from
 :mod:`dp_spark.aggregates.key_users`, the whole path from :mod:`dp_spark.release.private_keys`.
 
-Under zCDP accounting a second rule is available (issue 41): discrete Gaussian noise on each
+Under zCDP accounting a second rule is available: discrete Gaussian noise on each
 key's user count and a threshold τ (:class:`GaussianSelection`). Its noise is paid by the counts'
 L2 sensitivity √l0, not l0, so for larger l0 it needs far fewer users than the optimal pure rule
 at the same share of ρ; :func:`better_rule` picks, from public quantities, the rule whose median

@@ -1,4 +1,4 @@
-"""Private partition selection from records to released keys, for a family's run (issue 30):
+"""Private partition selection from records to released keys, for a family's run:
 bound each user to ``l0`` distinct keys, count users per key, release keys with the optimal
 per-key probabilities. The claim: docs/partition_selection.md, "Privacy claim:
 partition_selection". Also the config side of ``domain.items = "private"`` that the counts and the
@@ -7,7 +7,7 @@ means share, and the selected items as a release's domain.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -21,7 +21,6 @@ from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.errors import ConfigError
 from dp_spark.io.validation import keyed_by_user
-from dp_spark.release import guards
 from dp_spark.release.family import RunInputs, rows_per_user
 from dp_spark.release.partition_selection import (
     GaussianSelection,
@@ -117,12 +116,3 @@ def selected_items(inputs: RunInputs, keys_per_user: int, delta: float) -> Selec
     said = f"{selected.keys.size:,} items selected privately by partition selection (docs/partition_selection.md)"
     domain = item_domain_of_ids(selected.keys, said) if selected.keys.size else ItemDomain(selected.keys, said)
     return SelectedItems(domain, selected.diagnostics)
-
-
-def unselected_apart(coverage: guards.Coverage) -> guards.Coverage:
-    """With items selected privately, the rows of the items left out are not a mismatch with the
-    domain (nothing for the dropped-fraction guard or its warning): counted apart."""
-    unselected = coverage.rows_outside_domain.get("item_id", 0)
-    outside = {column: rows for column, rows in coverage.rows_outside_domain.items() if column != "item_id"}
-    return replace(coverage, rows_outside_domain=outside, kept_of=coverage.rows_read - coverage.rows_dropped,
-                   extra={**coverage.extra, "rows_of_items_not_selected": unselected})

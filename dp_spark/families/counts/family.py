@@ -17,7 +17,7 @@ import pandas as pd
 
 from dp_spark.bounding import keys
 from dp_spark.core import accuracy, noise_choice
-from dp_spark.core.accounting import check_noise
+from dp_spark.core.accounting import Noise, check_noise
 from dp_spark.core.accuracy import POST_PROCESSED, UPPER_BOUND
 from dp_spark.core.discrete_gaussian import variance_at_least
 from dp_spark.core.progress import diagnostic
@@ -50,7 +50,6 @@ from dp_spark.release.private_keys import (  # noqa: F401
     items_text,
     partition_delta,
     selected_items,
-    unselected_apart,
 )
 from dp_spark.release.publisher_accuracy import publisher_accuracy
 
@@ -110,7 +109,7 @@ class CountsParams(AutoBound):
         if self.records_per_item is None:
             return
         rows_per_user(self.records_per_item, "algorithm.records_per_item")
-        if self.noise == "laplace":
+        if self.noise == Noise.LAPLACE:
             raise ConfigError("algorithm.records_per_item bounds the counts' L2 sensitivity, which only Gaussian "
                               "noise uses: set privacy.noise = \"gaussian\" or \"auto\" (with privacy.delta), or "
                               "remove it")
@@ -198,7 +197,7 @@ def gaussian_tables(params: CountsParams, l: int, split: dict[str, Fraction], wi
     """{ledger step: squared L2 sensitivity} of the tables that get discrete Gaussian noise: all of
     them with privacy.noise = "gaussian", those whose Gaussian has the lower variance with "auto"
     (core.noise_choice). Public: the config, the bound (a DP output when chosen) and the split."""
-    if params.noise == "laplace" or params.publisher != "laplace" or params.publisher_options:
+    if params.noise == Noise.LAPLACE or params.publisher != "laplace" or params.publisher_options:
         return {}
     parts = {"item_counts": "epsilon_items", **({"edge_counts": "epsilon_edges"} if with_edges else {})}
     l2 = l2_squared(params, l)
@@ -215,16 +214,9 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
     try:
         l, chosen = _bound(params, inputs, validated)
         # Everything the guards need is known from validation's pass: each user keeps min(n, l).
-        coverage = guards.bounded_coverage(validated.diagnostics["rows_read"], validated.rows_outside_domain,
-                                           validated.users_by_n, l, params.bound_name)
-        if params.private_items:
-            coverage = unselected_apart(coverage)
-        guards.tell(inputs.guards, coverage, inputs.progress, validated.explain)
         # Before HPA's first noise and the counts' (after the choice of l and the items', when those
         # are private: docs/bound_selection.md, "Guards").
-        decided = guards.check(inputs, guards.figures_of(validated, attributes_only=params.private_items,
-                                                         users_truncated=coverage.users_truncated),
-                               bound=coverage.bound)
+        coverage, decided = guards.check_bounded(inputs, validated, l, params.private_items, params.bound_name)
         inputs.progress("records read; bounding and counting")
         diagnostic(inputs.progress, f"{validated.diagnostics['rows_read']:,} records read")
         on_executors = _on_executors(params, inputs.domains, inputs.execution)
@@ -341,7 +333,7 @@ def _bound(params: CountsParams, inputs: RunInputs, validated) -> tuple[int, dic
 def _describe(params: CountsParams, epsilon: Fraction, domains: Domains) -> str:
     bound = f"auto (chosen privately from {list(params.candidates)})" if params.auto else params.l
     items = items_text(params.private_items, params.delta, params.keys_per_user, domains.items)
-    noise = "" if params.noise == "laplace" else f", {params.noise} noise (zCDP)" + (
+    noise = "" if params.noise == Noise.LAPLACE else f", {params.noise} noise (zCDP)" + (
         f", at most {params.records_per_item} records per user and item" if params.records_per_item else "")
     return (f"{params.algorithm.upper()} with epsilon {float(epsilon):g}, {params.bound_name} = {bound}, "
             f"publisher {params.publisher}{noise}; {items}"
@@ -354,7 +346,7 @@ def _report_section(params: CountsParams) -> dict:
     private = {"items": PRIVATE_ITEMS, "keys_per_user": params.keys_per_user, "delta": params.delta,
                "partition_selection": "docs/partition_selection.md"} if params.private_items else {}
     gaussian = {"noise": params.noise, **({"records_per_item": params.records_per_item}
-                                          if params.records_per_item else {})} if params.noise != "laplace" else {}
+                                          if params.records_per_item else {})} if params.noise != Noise.LAPLACE else {}
     return {
         "parameters": {params.bound_name: params.l, **selection, **private, **gaussian,
                        **({"d": params.d} if params.algorithm == "hpa" else {})},

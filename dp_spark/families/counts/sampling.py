@@ -191,20 +191,11 @@ def _released(selection: user_records.Selection, items: ItemDomain, attributes: 
                                        publisher.gaussian, publisher.records_per_item)
 
 
-def sra(
-    records: DataFrame,
-    items: ItemDomain,
-    attributes: AttributeDomain | None,
-    l: int,
-    epsilons: dict[str, Fraction],
-    budget: Budget,
-    rng: RandomSource,
-    seed: int | None = None,
-    user_counts: DataFrame | None = None,
-    publisher: Publisher = Publisher(),
-    users_by_n: pd.Series | None = None,
-    on_executors: NoiseSecret | None = None,
-) -> CountsRelease | ExecutorCounts:
+def sra(records: DataFrame, items: ItemDomain, attributes: AttributeDomain | None, l: int,
+        epsilons: dict[str, Fraction], budget: Budget, rng: RandomSource, seed: int | None = None,
+        user_counts: DataFrame | None = None, publisher: Publisher = Publisher(),
+        users_by_n: pd.Series | None = None,
+        on_executors: NoiseSecret | None = None) -> CountsRelease | ExecutorCounts:
     """Simple Random Algorithm: a uniform sample of ≤ l records per user, then noisy counts.
     ``user_counts`` (rows per user of ``records``) saves a pass when known, and
     ``users_by_n`` (users per row count) a job. The baselines LPA, DFT and GS
@@ -214,22 +205,11 @@ def sra(
     return _released(sample, items, attributes, l, epsilons, budget, rng, seed, publisher, on_executors, users_by_n)
 
 
-def hpa(
-    records: DataFrame,
-    items: ItemDomain,
-    attributes: AttributeDomain | None,
-    l: int,
-    d: int,
-    epsilons: dict[str, Fraction],
-    budget: Budget,
-    rng: RandomSource,
-    seed: int | None = None,
-    user_counts: DataFrame | None = None,
-    publisher: Publisher = Publisher(),
-    users_by_n: pd.Series | None = None,
-    one_per_user: DataFrame | None = None,
-    on_executors: NoiseSecret | None = None,
-) -> CountsRelease | ExecutorCounts:
+def hpa(records: DataFrame, items: ItemDomain, attributes: AttributeDomain | None, l: int, d: int,
+        epsilons: dict[str, Fraction], budget: Budget, rng: RandomSource, seed: int | None = None,
+        user_counts: DataFrame | None = None, publisher: Publisher = Publisher(),
+        users_by_n: pd.Series | None = None, one_per_user: DataFrame | None = None,
+        on_executors: NoiseSecret | None = None) -> CountsRelease | ExecutorCounts:
     """Hand-Picked Algorithm: noisy popularity from ≤ d records per user, then each
     user's l records of highest noisy popularity (ties at random), then noisy counts
     (:func:`hpa_selection`)."""

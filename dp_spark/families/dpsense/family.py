@@ -16,7 +16,7 @@ import pandas as pd
 
 from dp_spark.bounding import item_rows
 from dp_spark.core import accuracy, noise_choice
-from dp_spark.core.accounting import check_noise
+from dp_spark.core.accounting import Noise, check_noise
 from dp_spark.core.discrete_gaussian import variance_at_least
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
@@ -55,7 +55,7 @@ class DPSenseParams:
 def gaussian(params: DPSenseParams, theta: int, epsilon_counts: Fraction) -> bool:
     """Whether the column counts at row limit ``theta`` (a DP output) get discrete Gaussian noise:
     with "gaussian", or with "auto" where its variance is the lower (core.noise_choice)."""
-    if params.noise == "laplace":
+    if params.noise == Noise.LAPLACE:
         return False
     unit = dpsense.grid_unit(params.limit)
     return noise_choice.chosen(params.noise, theta * unit, dpsense.column_l2_squared(theta, params.limit),
@@ -120,7 +120,7 @@ def run(params: DPSenseParams, inputs: RunInputs) -> FamilyOutput:
 
 
 def _describe(params: DPSenseParams, epsilon: Fraction, domains: Domains) -> str:
-    noise = "" if params.noise == "laplace" else f", {params.noise} noise (zCDP)"
+    noise = "" if params.noise == Noise.LAPLACE else f", {params.noise} noise (zCDP)"
     return (f"{params.algorithm.upper()} with epsilon {float(epsilon):g}, theta chosen privately from "
             f"1..{params.theta_max}, limit by {params.limit}{noise}; {len(domains.items):,} columns (items)")
 
@@ -187,7 +187,7 @@ FAMILY = Family(
     check_schema=lambda params, records, domains: check_schema(records, domains.items),
     output_rows=lambda params, domains: {"item_counts": len(domains.items)},
     report_section=lambda params: {"parameters": {"theta_max": params.theta_max, "limit": params.limit,
-                                                  **({"noise": params.noise} if params.noise != "laplace" else {})},
+                                                  **({"noise": params.noise} if params.noise != Noise.LAPLACE else {})},
                                    "specification": dpsense.SPEC_SECTIONS[params.algorithm],
                                    "post_processing": None, "publisher": None},
     extra_noise=lambda params: {"selection": "exponential mechanism, sampled exactly: exact rational exponents, "

@@ -15,7 +15,7 @@ DP claims (user level = one row, pure ε-DP; specification §4.2, §4.3, [RECON]
   each row adds at most θ to the column counts in L1 (grid weights are
   floored, so r·w ≤ θ exactly), and discrete Laplace of scale θ/ε2 on the
   grid is ε2-DP (§4.2 (iii), §1.4).
-* Under zCDP accounting (issue 41) the column counts may take discrete Gaussian noise instead:
+* Under zCDP accounting the column counts may take discrete Gaussian noise instead:
   a row's weights w_j ≤ u (u grid units per count) with Σ w_j ≤ θ·u give squared L2 sensitivity
   Σ w_j² ≤ θ·u², so σ² = θ/ε2² in counts (:func:`publish_columns`).
 * DPSense-S is (ε1 + ε2)-DP: (θ, α) ∈ Θ × {1.00, 1.05, …, 3.00} by the

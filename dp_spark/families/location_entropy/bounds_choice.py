@@ -1,4 +1,4 @@
-"""Choosing location entropy's bounds M and C privately (issue 30): one exponential mechanism over
+"""Choosing location entropy's bounds M and C privately: one exponential mechanism over
 a public grid of candidate pairs (M, C), with a quality that weighs what bounding does to the
 entropy against the noise the pair brings.
 

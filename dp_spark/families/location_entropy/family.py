@@ -333,7 +333,7 @@ def _auto_accuracy(params: EntropyParams, epsilon: Fraction, domains: Domains, s
 
 # A location's entropy lies in [0, ln n] for its n users (at most ln n, with even visits). Noise whose
 # 95% half-width h is wider than that whole range for every location of fewer than e^h users makes
-# such locations noise; above this many, the plan and the run warn (issue 42: on small check-in
+# such locations noise; above this many, the plan and the run warn (on small check-in
 # data, publishing 0 everywhere beat every variant at epsilon <= 1).
 USELESS_BELOW_USERS = 10
 

@@ -1,4 +1,4 @@
-"""The means' private choices (issue 43): l by bound_selection's mechanism over the sums' error
+"""The means' private choices: l by bound_selection's mechanism over the sums' error
 model, and the clipping range by release.clip_choice; the parameters at what was chosen.
 Both are paid from the ledger before the tables; the range's one value per user is drawn under
 SRA's salt, which it may share, as the choice is DP given any salt (docs/value_sums.md,

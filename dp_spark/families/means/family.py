@@ -1,4 +1,4 @@
-"""Sums and means of a value per item, and per item x attribute value (issue 43).
+"""Sums and means of a value per item, and per item x attribute value.
 
 Bound: each user keeps at most ``l`` records (SRA's uniform sample, or HPA's most popular by a
 noisy popularity; with l = "auto" l is chosen privately first, by the counts' mechanism with the
@@ -45,7 +45,7 @@ from dp_spark.release import guards
 from dp_spark.release import on_executors as executor_path
 from dp_spark.release.family import Domains, Family, FamilyOutput, RunInputs
 from dp_spark.release.hpa_selection import hpa_selection
-from dp_spark.release.private_keys import NOTHING_SELECTED, selected_items, unselected_apart
+from dp_spark.release.private_keys import NOTHING_SELECTED, selected_items
 
 
 def _pair(params: MeansParams, split: dict[str, Fraction], table: str) -> publishing.TablePair:
@@ -98,14 +98,7 @@ def _summed(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
         params, chosen = choose_l(params, inputs, validated)
         params, chosen = choose_clip_range(params, inputs, validated, chosen)
         # The per-item cap may keep fewer: rows_after_bounding, in the diagnostics, is exact.
-        coverage = guards.bounded_coverage(validated.diagnostics["rows_read"], validated.rows_outside_domain,
-                                           validated.users_by_n, params.l)
-        if params.private_items:
-            coverage = unselected_apart(coverage)
-        guards.tell(inputs.guards, coverage, inputs.progress, validated.explain)
-        decided = guards.check(inputs, guards.figures_of(validated, attributes_only=params.private_items,
-                                                         users_truncated=coverage.users_truncated),
-                               bound=coverage.bound)
+        coverage, decided = guards.check_bounded(inputs, validated, params.l, params.private_items)
         inputs.progress("records read; bounding and summing")
         # A function of the config and the public domains (items selected privately are a DP output).
         on_executors = executor_path.reaches_threshold(inputs.domains, inputs.execution)

@@ -1,5 +1,5 @@
 """A table pair of counts and centred sums released on the executors, for domains too large for
-the driver (issue 43): the mechanism of :func:`dp_spark.families.means.publish.publish_means` (the same
+the driver: the mechanism of :func:`dp_spark.families.means.publish.publish_means` (the same
 ledger entries, in the same order, at the same sensitivities; the same columns, computed by the
 same numpy function from the noisy figures), laid out on the executors as the counts' are
 (publishers.executor_laplace) and with each cell's noise keyed by (secret, table, cell)

@@ -1,4 +1,4 @@
-"""The means family's parameters (issue 43): what a config or the API gives, checked; how the
+"""The means family's parameters: what a config or the API gives, checked; how the
 budget is split between the choices and the tables (the parts compose sequentially:
 docs/value_sums.md, "Privacy claim: value_sums, means"); each table's noise; the tables' shapes.
 The release itself is :mod:`dp_spark.families.means.family`."""
@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from dp_spark.core import noise_choice
-from dp_spark.core.accounting import check_noise
+from dp_spark.core.accounting import Noise, check_noise
 from dp_spark.core.clip_range import DEFAULT_STEPS, ClipRange, SumSensitivity
 from dp_spark.errors import ConfigError
 from dp_spark.release import bound_selection, clip_choice
@@ -103,7 +103,7 @@ class MeansParams(AutoBound):
             # c ≥ l caps nothing (at most l records are kept in all): the sensitivities take min(c, l),
             # as the counts' do, so a privately chosen l below c is no error.
             rows_per_user(self.records_per_item, "algorithm.records_per_item")
-            if self.noise == "laplace":
+            if self.noise == Noise.LAPLACE:
                 raise ConfigError("algorithm.records_per_item bounds the L2 sensitivity, which only Gaussian noise "
                                   "uses: set privacy.noise = \"gaussian\" or \"auto\" (with privacy.delta), or "
                                   "remove it")

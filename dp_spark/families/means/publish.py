@@ -1,4 +1,4 @@
-"""Sums and means of a value per cell over the records a per-user bound keeps (issue 43): the
+"""Sums and means of a value per cell over the records a per-user bound keeps: the
 noise and the means, on the driver (pure numpy; the aggregation is aggregates.value_sums).
 
 A table of counts has L1 sensitivity l (each user keeps at most l records) and squared L2

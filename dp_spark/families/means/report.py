@@ -1,4 +1,4 @@
-"""What the means family says about a release (issue 43): the description, the report's
+"""What the means family says about a release: the description, the report's
 section and each table's accuracy: before the records are read (with a choice: at the widest
 range and the largest l, as upper bounds), and again at the chosen ones (means_choice.with_chosen)."""
 
@@ -9,6 +9,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 from dp_spark.core import accuracy, noise_choice
+from dp_spark.core.accounting import Noise
 from dp_spark.core.accuracy import UPPER_BOUND
 from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth, discrete_gaussian_variance, variance_at_least
 from dp_spark.families.means.params import EDGE_TABLE, ITEM_TABLE, PAIRS, MeansParams, table_noises
@@ -25,7 +26,7 @@ MEAN_NOTE = ("the ratio of the noisy sum and count, not additive noise: each row
 
 
 def describe(params: MeansParams, epsilon: Fraction, domains: Domains) -> str:
-    noise = "" if params.noise == "laplace" else f", {params.noise} noise (zCDP)" + (
+    noise = "" if params.noise == Noise.LAPLACE else f", {params.noise} noise (zCDP)" + (
         f", at most {params.records_per_item} records per user and item" if params.records_per_item else "")
     items = items_text(params.private_items, params.delta, params.keys_per_user, domains.items)
     return (f"means of the value clipped to {_clip_text(params)} with epsilon {float(epsilon):g}, "
@@ -73,7 +74,7 @@ def report_section(params: MeansParams) -> dict:
                        **({"d": params.d} if params.bounding == "hpa" else {}),
                        "low": params.low, "high": params.high, "grid_steps": params.steps,
                        **({"records_per_item": params.records_per_item} if params.records_per_item else {}),
-                       **({"noise": params.noise} if params.noise != "laplace" else {}),
+                       **({"noise": params.noise} if params.noise != Noise.LAPLACE else {}),
                        **_sensitivities(params)},
         "specification": ("docs/value_sums.md (bounding: docs/specification.md "
                           + ("§3.2" if params.bounding == "hpa" else "§3.1") + ")"),

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from dp_spark.core import accuracy, noise_choice
-from dp_spark.core.accounting import check_noise
+from dp_spark.core.accounting import Noise, check_noise
 from dp_spark.core.discrete_gaussian import variance_at_least
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
@@ -62,7 +62,7 @@ class HistogramParams:
 def gaussian(params: HistogramParams, epsilon: Fraction) -> bool:
     """Whether the bins get discrete Gaussian noise: with "gaussian", or "auto" where its variance at
     L1 = L2 = 1 is the lower (always, for one user in one bin); only in place of the laplace publisher."""
-    if params.noise == "laplace" or params.publisher != "laplace" or params.publisher_options:
+    if params.noise == Noise.LAPLACE or params.publisher != "laplace" or params.publisher_options:
         return False
     sensitivity = histogram.SENSITIVITY
     return noise_choice.chosen(params.noise, sensitivity, sensitivity ** 2, epsilon) == noise_choice.GAUSSIAN
@@ -116,7 +116,7 @@ def run(params: HistogramParams, inputs: RunInputs) -> FamilyOutput:
 
 def _describe(params: HistogramParams, epsilon: Fraction, domains: Domains) -> str:
     items = f"{len(domains.items):,} items" if domains.items is not None else "every item id counts (no item domain)"
-    noise = "" if params.noise == "laplace" else f", {params.noise} noise (zCDP)"
+    noise = "" if params.noise == Noise.LAPLACE else f", {params.noise} noise (zCDP)"
     return (f"histogram of {histogram.QUANTITIES[params.quantity]} in {len(params.bins)} public bins with "
             f"epsilon {float(epsilon):g}, publisher {params.publisher}{noise}; {items}")
 
@@ -145,7 +145,7 @@ def _report_section(params: HistogramParams) -> dict:
         "parameters": {"quantity": params.quantity, "bins": histogram.bin_labels(np.asarray(params.bins)),
                        "sensitivity_l1": histogram.SENSITIVITY,
                        **({"noise": params.noise, "sensitivity_l2": histogram.SENSITIVITY}
-                          if params.noise != "laplace" else {})},
+                          if params.noise != Noise.LAPLACE else {})},
         "specification": histogram.SPEC_SECTION,
         "post_processing": None,
         "publisher": {"name": params.publisher, **{k: v if isinstance(v, (bool, int)) else float(v)

@@ -4,8 +4,8 @@ DP claim (user level, pure ε-DP): each user's quantity (its number of records,
 or of distinct items) is computed from that user's own records and placed in
 exactly one of the public bins, the last of which is open-ended ("500 or
 more"), so adding or removing one user changes one bin by one: L1
-sensitivity 1 (specification §1.1, rules 1 and 2), and L2 sensitivity 1, which
-discrete Gaussian noise under zCDP accounting is paid by (issue 41). The bins are public: they
+sensitivity 1 (specification §1.1, rules 1 and 2), and L2 sensitivity 1, the one
+discrete Gaussian noise under zCDP accounting is scaled to. The bins are public: they
 come from the config, never from the data (§1.2). The publisher's own claim
 covers the rest; with Δ = 1 it is the record-level analysis of paper 002
 (§5.1, §5.2 corrected) applied to users (§5.3).

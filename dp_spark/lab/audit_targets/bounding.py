@@ -1,5 +1,5 @@
-"""Audit samplers for the DP estimate of what bounding removed (release.bounding_estimate,
-issue 42), and its negative control.
+"""Audit samplers for the DP estimate of what bounding removed (release.bounding_estimate),
+and its negative control.
 
 D is a few users with public-looking record counts; D′ adds one user with exactly the cap
 B = 8·l records, the worst case of the claim: it adds l to the records kept and B − l to the

@@ -1,5 +1,5 @@
-"""Audit samplers for the private choice of a per-user bound (``bound_selection.choose_bound``,
-issues 30 and 42), and its negative control.
+"""Audit samplers for the private choice of a per-user bound (``bound_selection.choose_bound``),
+and its negative control.
 
 The mechanism reads the squared bias norms of every candidate and the public error model (T
 tables, c records per user and cell, the noise variance at each candidate) of

@@ -1,5 +1,5 @@
-"""Audit samplers for the private choice of the means' clipping range (``clip_choice.choose_clip``,
-issue 43), and its negative control.
+"""Audit samplers for the private choice of the means' clipping range (``clip_choice.choose_clip``),
+and its negative control.
 
 The whole choice is audited at its part ε: the user count, low and high (the statistic is the
 chosen pair; the count's discrete Laplace is audited on its own). The neighbours came from a

@@ -107,7 +107,7 @@ def output_claim(epsilon: Fraction, pair: LocationPair = SMALL) -> tuple[float, 
     return float(share) / pair.bounds.M, 0.0
 
 
-# The ledger: two locations, the first with 30 users against 31 (the reproduction).
+# The ledger: two locations, the first with 30 users against 31 (where the old ledger's scale told them apart).
 LEDGER_BOUNDS = location_entropy.Bounds(M=5, C=5)
 LEDGER_DELTA = 1e-8
 LEDGER_USERS = ((30, 12), (31, 12))

@@ -1,5 +1,5 @@
 """Audit samplers for the private choice of location entropy's M and C
-(``entropy_bound_selection.choose_bounds``, issue 30), and its negative control.
+(``entropy_bound_selection.choose_bounds``), and its negative control.
 
 The mechanism reads the per-location sums at every candidate pair (``CandidateSums``: users,
 visits and Σ c ln c at (M_i, C_j)); they are built here on the driver, user by user, exactly as
@@ -48,8 +48,9 @@ VARIANTS = ("limit", "limit_ss")
 # Per grid, the M_K locations the added user touches, in its order: (the visits of the users there
 # on D, each with that one location only; the added user's visits). A search over crowds of up to
 # four users, and of up to 100 one-visit users with two more, found these best for the pair
-# (reference, the least-bounded candidates) under the first quality, −(D + |L|·s). Under issue 42's,
-# at the ε_entropy that shows the most, they reach 9-10% (small) and 21-22% (default) of the claim.
+# (reference, the least-bounded candidates) under the first quality, −(D + |L|·s). Under the present
+# one, −⌈√(D² + |L|²·V)⌉, at the ε_entropy that shows the most, they reach 9-10% (small) and 21-22%
+# (default) of the claim.
 LAYOUTS = {
     "small": (((1, 1, 1), 5), ((3,), 3)),
     "default": (((1,) * 15, 50),) * ebs.DEFAULT_M_CANDIDATES[-1],

@@ -1,4 +1,4 @@
-"""NEGATIVE CONTROLS built from code paths that were found broken (issue 27).
+"""NEGATIVE CONTROLS built from code paths that a privacy review found broken.
 
 The real modules are fixed, so the old logic is copied here, verbatim in what matters, for the
 audit to run against: an audit that does not flag these cannot be trusted to flag anything. None
