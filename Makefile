@@ -23,11 +23,13 @@ demo: install check-java $(DEMO_DATA)
 	$(BIN)/dp-spark run conf/demo.toml
 
 # The suite in TEST_WORKERS processes (pytest-xdist), each with its own local SparkSession; a test
-# file stays in one process (--dist loadfile), with its module-scoped fixtures. Then the Spark
-# Connect tests, which need a process without a classic session (tests/conftest.py).
+# file stays in one process (--dist loadfile), with its module-scoped fixtures, and files are handed
+# out in collection order, the longest first (tests/conftest.py, LONG_FILES; xdist's own reorder by
+# test count would leave the long files with few tests for last). Then the Spark Connect tests,
+# which need a process without a classic session.
 TEST_WORKERS ?= 2
 test: lint check-java
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 	$(BIN)/python -m pytest --connect
 
 # The unit tier only (tests/conftest.py): pure Python and numpy, no JVM, so no Java needed.

@@ -126,8 +126,29 @@ def tier_of(item: pytest.Item) -> str:
     return "spark" if uses_spark(item) else "unit"
 
 
+# The test files that take longest (minutes, measured), run first: `make test` gives each of its
+# processes a whole file at a time in collection order (--dist loadfile), so a long file collected
+# last would keep one process busy while the other has nothing left. Order only; nothing is skipped.
+LONG_FILES = ("test_package", "test_observables_audit", "test_audit", "test_api", "test_cluster", "test_catalog",
+              "test_signals", "test_crash_safety", "test_spark_channels", "test_scheduler_logs", "test_end_to_end",
+              "test_evaluate_auto", "test_no_secret_in_plans")
+
+
+def long_files_first(items: list[pytest.Item]) -> None:
+    """Reorder ``items`` in place: LONG_FILES' tests first, in that order, then the rest as collected."""
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+
+    def order(indexed: tuple[int, pytest.Item]) -> tuple[int, int]:
+        index, item = indexed
+        module = getattr(item.module, "__name__", "").rpartition(".")[2] if getattr(item, "module", None) else ""
+        return (rank.get(module, len(LONG_FILES)), index)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=order)]
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config, items):
+    long_files_first(items)
     for item in items:
         tier = tier_of(item)
         item.stash[TIER_KEY] = tier

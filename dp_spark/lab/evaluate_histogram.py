@@ -31,7 +31,7 @@ def histogram_metrics(true: np.ndarray, released: np.ndarray, queries: np.ndarra
 
 
 
-def _evaluate_histogram(configs: list[JobConfig], spark, runs: int, progress) -> list[dict]:
+def evaluate(configs: list[JobConfig], spark, runs: int, progress) -> list[dict]:
     """Each publisher on the same true histogram of the per-user quantity, fresh noise per run."""
     cfg = configs[0]
     items = item_domain(cfg.items, spark, cfg.source) if cfg.items else None
