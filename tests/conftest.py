@@ -98,9 +98,8 @@ def spark():
 pytest_plugins = ["pytester"]  # tests/test_architecture.py runs the tier rules on a small suite
 TIERS = ("unit", "spark", "system")
 SYSTEM_MODULES = frozenset({
-    "test_cluster",       # starts a standalone Spark cluster and runs spark-submit
     "test_crash_safety",  # runs the CLI in a new process and SIGKILLs it
-    "test_package",       # builds the packaged environment, starts a cluster with a bare Python
+    "test_package",       # builds the packaged environment, starts the suite's one cluster (bare Python)
 })
 TIER_KEY = pytest.StashKey[str]()
 UNDO_KEY = pytest.StashKey[pytest.MonkeyPatch]()  # the unit tier's refusal of SparkSessions
@@ -129,7 +128,7 @@ def tier_of(item: pytest.Item) -> str:
 # The test files that take longest (minutes, measured), run first: `make test` gives each of its
 # processes a whole file at a time in collection order (--dist loadfile), so a long file collected
 # last would keep one process busy while the other has nothing left. Order only; nothing is skipped.
-LONG_FILES = ("test_package", "test_observables_audit", "test_audit", "test_api", "test_cluster", "test_catalog",
+LONG_FILES = ("test_package", "test_observables_audit", "test_audit", "test_api", "test_catalog",
               "test_signals", "test_crash_safety", "test_spark_channels", "test_scheduler_logs", "test_end_to_end",
               "test_evaluate_auto", "test_no_secret_in_plans")
 

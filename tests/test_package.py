@@ -1,11 +1,11 @@
-"""The packaged environment on a cluster whose nodes have a bare Python.
+"""A real standalone cluster (scripts/cluster.sh), the suite's one, whose nodes have a bare Python.
 
-A standalone cluster (scripts/cluster.sh) whose workers' python3 is a new venv without numpy,
-pandas or pyarrow plays a YARN or Kubernetes cluster whose nodes were never set up for dp-spark.
-Without the package the job stops in pre-flight, before its budget store is charged, with one line
-from dp-spark; with ``--package`` (scripts/package.sh builds the file) the same seeded jobs that run
-code on the executors, FRAPP's perturbation and noise drawn on the executors, give the release of
-local mode."""
+Its workers' python3 is a new venv without numpy, pandas or pyarrow: it plays a YARN or Kubernetes
+cluster whose nodes were never set up for dp-spark. Without the package the job stops in
+pre-flight, before its budget store is charged, with one line from dp-spark; with ``--package``
+(scripts/package.sh builds the file) the same seeded jobs give the release of local mode: FRAPP's
+perturbation, and SRA with its noise drawn on the executors and on the driver. So sampling does not
+depend on where tasks run, and neither does the noise drawn on the executors."""
 
 from __future__ import annotations
 
@@ -19,13 +19,22 @@ import pytest
 
 from dp_spark.io import datasets
 from tests.conftest import ROOT, shared_data
-from tests.test_cluster import cluster
 
-PORT, UI_PORT = "17177", "18180"  # apart from tests/test_cluster.py's, so both may run
+PORT, UI_PORT = "17177", "18180"  # away from the defaults, so a user's own cluster is left alone
 
 # Seeded jobs with code on the executors: FRAPP's perturbation (mapInPandas) and SRA's noise drawn there.
 FRAPP = ("conf/adult_frapp.toml", "--set", "seed=5")
 SRA_ON_EXECUTORS = ("conf/netflix_sra.toml", "--set", "seed=21", "--set", "execution.executor_noise_cells=1")
+SRA_ON_THE_DRIVER = ("conf/netflix_sra.toml", "--set", "seed=21")
+
+
+def cluster(action: str, tmp_path, port: str = PORT, ui_port: str = UI_PORT, python=None) -> None:
+    """scripts/cluster.sh start|stop, its logs under tmp_path/cluster; ``python``: the nodes' own."""
+    env = {"CLUSTER_PORT": port, "CLUSTER_UI_PORT": ui_port, "CLUSTER_DIR": str(tmp_path / "cluster"),
+           **({"CLUSTER_PYTHON": str(python)} if python else {})}
+    done = subprocess.run([str(ROOT / "scripts" / "cluster.sh"), action], cwd=ROOT, capture_output=True,
+                          text=True, timeout=180, env={**os.environ, **env})
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -73,10 +82,18 @@ def test_a_bare_python_cluster_refuses_without_the_package_and_matches_local_mod
     shared_data("adult")
     netflix = tmp_path / "netflix.parquet"
     datasets.generate_netflix(20_000, str(netflix), seed=9, progress=lambda _: None)
-    jobs = {"frapp": FRAPP, "sra": (*SRA_ON_EXECUTORS, "--set", f"source.path={netflix}")}
-    tables = {"frapp": ("perturbed_records", "frequent_itemsets"), "sra": ("item_counts", "edge_counts")}
-    for name, job in jobs.items():  # the reference: local mode, the driver's own venv
-        done = submit(job, tmp_path / f"local_{name}")
+    on_netflix = ("--set", f"source.path={netflix}")
+    jobs = {"frapp": FRAPP, "sra": (*SRA_ON_EXECUTORS, *on_netflix), "sra_driver": (*SRA_ON_THE_DRIVER, *on_netflix)}
+    tables = {"frapp": ("perturbed_records", "frequent_itemsets"), "sra": ("item_counts", "edge_counts"),
+              "sra_driver": ("item_counts", "edge_counts")}
+
+    def run(name: str, where: str, *spark_args, env=None) -> subprocess.CompletedProcess:
+        """Job ``name`` in local mode or on the cluster; SRA's rows kept go to a diagnostics file."""
+        kept = () if name == "frapp" else ("--diagnostics", str(tmp_path / f"{where}_{name}.json"))
+        return submit((*jobs[name], *kept), tmp_path / f"{where}_{name}", *spark_args, env=env)
+
+    for name in jobs:  # the reference: local mode, the driver's own venv
+        done = run(name, "local")
         assert done.returncode == 0, done.stderr[-3000:]
 
     store = tmp_path / "budget.json"
@@ -87,8 +104,7 @@ def test_a_bare_python_cluster_refuses_without_the_package_and_matches_local_mod
     cluster("start", tmp_path, port=PORT, ui_port=UI_PORT, python=bare_python)
     try:
         refused = submit((*FRAPP, *with_store), tmp_path / "refused", *master)
-        packaged = {name: submit(job, tmp_path / f"cluster_{name}", *master, "--package", env=package_env)
-                    for name, job in jobs.items()}
+        packaged = {name: run(name, "cluster", *master, "--package", env=package_env) for name in jobs}
     finally:
         cluster("stop", tmp_path)
 
@@ -112,8 +128,15 @@ def test_a_bare_python_cluster_refuses_without_the_package_and_matches_local_mod
                                           sorted_table(tmp_path / f"local_{name}" / table))
         report = json.loads((tmp_path / f"cluster_{name}" / "privacy.json").read_text())
         assert report["ledger"] == json.loads((tmp_path / f"local_{name}" / "privacy.json").read_text())["ledger"]
-    sra = json.loads((tmp_path / "cluster_sra" / "privacy.json").read_text())
-    assert sra["noise"].get("drawn_on") == "executors"
+    for name in ("sra", "sra_driver"):
+        report = json.loads((tmp_path / f"cluster_{name}" / "privacy.json").read_text())
+        assert (report["noise"].get("drawn_on") == "executors") == (name == "sra")
+        kept = [json.loads((tmp_path / f"{where}_{name}.json").read_text())["rows_after_bounding"]
+                for where in ("local", "cluster")]
+        assert kept[0] == kept[1]
+    # The jobs really ran on the cluster: the master registered them and gave them executors.
+    master_log = (tmp_path / "cluster" / "master.log").read_text()
+    assert "Registered app dp-spark" in master_log and "Launching executor" in master_log
     # The executors really ran the packaged file, on the bare nodes' python3.11.
     stderr_logs = list((tmp_path / "cluster").glob("work*/app-*/*/stderr"))
     assert any("dp-spark-env.pex" in log.read_text() for log in stderr_logs)
