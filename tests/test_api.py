@@ -142,6 +142,16 @@ UNRELATED = ("created_utc", "source", "run")
 _RELEASES: dict = {}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _forget_cached_inputs():
+    """The frames cached for this module are let go when it ends: the session serves other files."""
+    yield
+    for frame in _FRAMES.values():
+        frame.unpersist()
+    _FRAMES.clear()
+    _RELEASES.clear()
+
+
 def api_release(call, spark, data):
     """The call's seeded release, made once: configs that are the same job share it."""
     key = (call, id(spark))

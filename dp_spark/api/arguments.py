@@ -4,7 +4,7 @@ refusal here is a ConfigError that names the argument, raised before any data is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Union
 
@@ -13,6 +13,7 @@ from dp_spark.core.domain import AttributeDomain, ItemDomain, attribute_domain, 
 from dp_spark.errors import ConfigError, DataError
 from dp_spark.release.family import Execution
 from dp_spark.release.guards import Guards, guards_of
+from dp_spark.release.lifecycle import Progress
 
 # The types of the API's arguments, as its functions' signatures show them.
 Number = Union[int, float, Fraction]  # an epsilon, a rho, a value: exact when given as a Fraction
@@ -20,7 +21,7 @@ Items = Union[range, Sequence[int], Sequence[str], Mapping[str, Any], ItemDomain
 Attributes = Union[Sequence[Any], range, Mapping[str, Any], None]  # an attribute column's public values
 Bound = Union[int, str]  # a per-user bound, or "auto" to choose it privately
 Bins = Union[Sequence[int], Mapping[str, Any]]  # histogram edges, or {"range": [1, N]}
-ProgressSink = Callable[[str], None]  # called with each progress line
+ProgressSink = Progress  # called with each progress line (the lifecycle's own type)
 
 
 def as_items(items: Any, what: str = "items") -> ItemDomain:
