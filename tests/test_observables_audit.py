@@ -2,7 +2,8 @@
 to what a reader of the outputs or the scheduler sees. Every job of the report audit
 (tests/test_report_audit.JOBS: each algorithm and each path a family takes on its own) is run as
 `dp-spark run` with a budget store, with the text log (and each family's first job with the JSON
-log as well), on D and on D′, and these must be equal: the exit status; which files the release holds and how many (part
+log as well), on D and on D′, and these must be equal: the exit status; privacy.json outside the
+report audit's allow-list (docs/report_audit.md); which files the release holds and how many (part
 files counted per table); the budget store's record of the run (status, epsilon spent, ledger
 steps); the default log, with times, paths and the DP outputs it names set aside; and Python's own
 lines in it (warnings, shown at every run). The cases are grouped by the family registry, so a
@@ -12,8 +13,8 @@ Not compared here: the noisy values themselves (on stdout and in the tables), an
 lines (Spark's warnings), which the suite's JVM writes to its own stderr, out of these in-process
 runs' reach: tests/test_spark_channels.py compares them in runs of their own process. Raw figures
 reach the log only with --diagnostics, which these runs do not pass; a run that printed one by
-default would differ between D and D′, and `test_the_audit_sees_a_raw_figure_in_the_default_log`
-checks that it would be caught."""
+default, or wrote one into privacy.json, would differ between D and D′, and
+`test_the_audit_sees_a_raw_figure_in_the_default_log_and_in_the_report` checks that it would be caught."""
 
 from __future__ import annotations
 
@@ -84,9 +85,11 @@ def sides(tmp_path_factory):
     for name, write, user in (("ratings", write_ratings, "user_id"), ("checkins", write_checkins, "user_id"),
                               ("people", write_people, "person")):
         d = Path(write(root / "D" / f"{name}.csv"))
-        frame = pd.read_csv(d)
+        frame = pd.read_csv(d, dtype=str, keep_default_na=False)  # every other row as it was, to the byte
         d_prime = root / "D_prime" / f"{name}.csv"
-        frame[frame[user] != HEAVY].to_csv(d_prime, index=False)
+        kept = frame[frame[user] != str(HEAVY)]
+        assert 0 < len(kept) < len(frame)  # D′ is not D
+        kept.to_csv(d_prime, index=False)
         made[name] = (str(d), str(d_prime))
     return made
 
@@ -108,7 +111,17 @@ def run_side(tmp_path: Path, side: str, config_text: str, log_format: str, capsy
     err = capsys.readouterr().err.replace(str(folder), "<side>")
     err = re.sub(r"/(observables\d*|test_malformed_records_change\w*)/D(_prime)?/", "/<input>/", err)
     return {"exit": code, "files": release_files(folder / "out"), "store": store_record(folder / "budget.json"),
-            "log": log_lines(err, log_format), "others": other_lines(err, log_format)}
+            "log": log_lines(err, log_format), "others": other_lines(err, log_format),
+            "report": release_report(folder / "out")}
+
+
+def release_report(out: Path) -> dict | None:
+    """privacy.json as written, with the side's own paths (its source file, its budget store) set aside."""
+    path = out / "privacy.json"
+    if not path.exists():
+        return None
+    text = path.read_text().replace(str(out.parent), "<side>")
+    return json.loads(re.sub(r"/(observables\d*|test_malformed_records_change\w*)/D(_prime)?/", "/<input>/", text))
 
 
 def release_files(out: Path) -> list[str]:
@@ -251,6 +264,11 @@ def test_what_readers_see_is_the_same_without_one_user(spark, tmp_path, sides, f
         assert d["exit"] == 0 and d["log"], (log_format, d)
         for what in ("exit", "files", "store", "log", "others"):
             assert d[what] == d_prime[what], (log_format, what)
+        # privacy.json: the same outside the report audit's allow-list (noisy values, DP choices, the clock).
+        allowed = [f"{x} ({x.allowed_because})" for x in report_audit.compare(d["report"], d_prime["report"])
+                   if x.allowed_because]
+        print("allowed differences:", *allowed, sep="\n  ")
+        assert report_audit.differences(d["report"], d_prime["report"]) == [], log_format
 
 
 def test_every_algorithm_name_of_the_registry_has_a_case():
@@ -266,20 +284,31 @@ def test_negative_control_a_family_without_a_case_gives_a_failing_case():
     assert ("newcomer", None) in cases and cases.count(("newcomer", None)) == 1
 
 
-def test_the_audit_sees_a_raw_figure_in_the_default_log(spark, tmp_path, sides, capsys, monkeypatch):
+def test_the_audit_sees_a_raw_figure_in_the_default_log_and_in_the_report(spark, tmp_path, sides, capsys,
+                                                                          monkeypatch):
     """Negative control: a job that prints its raw row count by default (as every family once
-    did) differs between D and D′."""
+    did), and writes it into privacy.json, differs between D and D′ in both."""
     from dp_spark.core import progress
+    from dp_spark.families.counts import family as counts
+    from dp_spark.release import engine
 
     def raw_by_default(progress_, message):
         progress_(message)
 
+    honest = engine.build_report
+
+    def leaky(family, params, budget, domains, split, output, *args, **kwargs):
+        built = honest(family, params, budget, domains, split, output, *args, **kwargs)
+        built["domain"]["rows"] = output.diagnostics["rows_read"]
+        return built
+
     monkeypatch.setattr(progress, "diagnostic", raw_by_default)
-    from dp_spark.families.counts import family as counts
     monkeypatch.setattr(counts, "diagnostic", raw_by_default)
+    monkeypatch.setattr(engine, "build_report", leaky)
     d, d_prime = observed(spark, tmp_path, sides, "sra", capsys)["text"]
     assert d["log"] != d_prime["log"]
     assert any("records read" in line and line not in d_prime["log"] for line in d["log"])
+    assert report_audit.differences(d["report"], d_prime["report"]) == ["domain.rows: 200 vs 160"]
 
 
 # Rows that belong to no usable user or lie outside every domain: a user id that is no integer, an
@@ -310,3 +339,4 @@ def test_malformed_records_change_nothing_a_reader_sees(spark, tmp_path, job, ca
     assert sides[0]["exit"] == 0
     for what in ("exit", "files", "store", "log", "others"):
         assert sides[0][what] == sides[1][what], what
+    assert report_audit.differences(sides[0]["report"], sides[1]["report"]) == []

@@ -42,6 +42,7 @@ class Allowed:
 
 ALLOWED: tuple[Allowed, ...] = (
     Allowed("created_utc", "the wall clock when the report was written: not derived from the data"),
+    Allowed("run.budget_store.run_id", "a random name the budget store gives each run: not derived from the data"),
     # DPSense and DPSense-S: θ* (and α*) are drawn by the exponential mechanism, whose epsilon_theta is
     # in the ledger; the reader needs them to use the counts.
     Allowed("algorithm.chosen.theta", "θ* is an output of DPSense's exponential mechanism (ledger step theta or "
