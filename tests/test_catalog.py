@@ -3,8 +3,8 @@
 The spark-tier tests use the suite's session, whose catalog is the in-memory one. The system test
 uses what a site runs: a Hive catalog on an embedded Derby metastore (both ship with PySpark) in a
 temporary directory, a real ``saveAsTable`` table written by another process, and the job run as
-``python -m dp_spark.cli run`` in processes of its own (a Hive session cannot join the suite's).
-Each process starts Spark, so they are kept few (six).
+``python -m dp_spark.cli run`` (killed mid-write) and in Hive sessions of other processes (a Hive
+session cannot join the suite's). Each process starts Spark, so they are kept few (four).
 """
 
 import json
@@ -157,8 +157,8 @@ def child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def in_hive_session(tmp_path: Path, code: str) -> str:
-    """Run ``code`` in a new process with a Hive session ``spark``; its stdout."""
+def in_hive_session(tmp_path: Path, code: str) -> tuple[str, str]:
+    """Run ``code`` in a new process with a Hive session ``spark``; its stdout and stderr."""
     preamble = ("from pyspark.sql import SparkSession\n"
                 "builder = SparkSession.builder.master('local[1]')\n"
                 f"for key, value in {hive_settings(tmp_path)!r}.items():\n"
@@ -167,7 +167,13 @@ def in_hive_session(tmp_path: Path, code: str) -> str:
     done = subprocess.run([sys.executable, "-c", preamble + code], cwd=tmp_path, env=child_env(),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    return done.stdout, done.stderr
+
+
+def run_in_session(config: Path, *args: str) -> str:
+    """Code that runs the job in the session at hand and prints its exit status."""
+    return (f"from dp_spark.cli import main\n"
+            f"print('EXIT', main(['run', {str(config)!r}, '--run-date', {DATE!r}, *{list(args)!r}]))\n")
 
 
 def hive_job(tmp_path: Path) -> Path:
@@ -175,12 +181,6 @@ def hive_job(tmp_path: Path) -> Path:
     settings = "".join(f'"{k}" = "{v}"\n' for k, v in hive_settings(tmp_path).items())
     config.write_text(config.read_text() + "[spark]\n" + settings)
     return config
-
-
-def dp_spark_run(config: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dp_spark.cli", "run", str(config), "--run-date", DATE,
-                           "--master", "local[1]", *args], cwd=config.parent, env=child_env(),
-                          capture_output=True, text=True, timeout=300)
 
 
 def kill_mid_write(config: Path, staging_parent: Path) -> None:
@@ -212,9 +212,10 @@ print('READ ' + json.dumps({'rows': rows.to_dict('list'), 'partitions': parts,
 """
 
 
-def read_back(tmp_path: Path, then: str = "") -> tuple[dict, str]:
-    """What ``spark.table`` shows in a new Hive session (and the output of ``then``, run after)."""
-    out = in_hive_session(tmp_path, READ_BACK + then)
+def read_back(tmp_path: Path, before: str = "", then: str = "") -> tuple[dict, str]:
+    """What ``spark.table`` shows in a new Hive session, after ``before`` (and the output of
+    ``then``, run after)."""
+    out, _ = in_hive_session(tmp_path, before + READ_BACK + then)
     line = next(line for line in out.splitlines() if line.startswith("READ "))
     return json.loads(line.removeprefix("READ ")), out
 
@@ -226,38 +227,37 @@ def released(tmp_path: Path) -> dict:
 
 @pytest.mark.system
 def test_hive_round_trip_rerun_force_and_kill_mid_write(tmp_path):
-    # Another job saves the source table into the metastore, then ends.
-    in_hive_session(tmp_path, "import pandas as pd\n"
-                              "spark.sql('CREATE DATABASE src'); spark.sql('CREATE DATABASE stats')\n"
-                              f"spark.createDataFrame(pd.DataFrame({RECORDS.to_dict('list')!r}))"
-                              ".write.saveAsTable('src.ratings')\n")
+    # Another job saves the source table into the metastore; then the job runs in that session (one
+    # process, to save a Spark start: the table is read back from the metastore in the processes below).
     config = hive_job(tmp_path)
-
-    first = dp_spark_run(config)
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert "table stats.ml_item_counts, partition run_date=2026-11-20" in first.stderr
+    out, err = in_hive_session(tmp_path, "import pandas as pd\n"
+                                         "spark.sql('CREATE DATABASE src'); spark.sql('CREATE DATABASE stats')\n"
+                                         f"spark.createDataFrame(pd.DataFrame({RECORDS.to_dict('list')!r}))"
+                                         ".write.saveAsTable('src.ratings')\n" + run_in_session(config))
+    assert "EXIT 0" in out, err[-3000:]
+    assert "table stats.ml_item_counts, partition run_date=2026-11-20" in err
     before, report = released(tmp_path), (tmp_path / "out" / f"run_date={DATE}" / "privacy.json").read_text()
     assert json.loads(report)["source"]["location"] == "src.ratings"
 
-    # Killed while the forced re-run writes: the previous partition is intact, in files and table.
+    # Killed while a forced re-run, `python -m dp_spark.cli run` in a process of its own, writes:
+    # the previous partition is intact, in files and table.
     kill_mid_write(config, tmp_path / "out")
     assert list((tmp_path / "out").glob(f".run_date={DATE}.tmp-*"))  # it was cut short while staging
     assert (tmp_path / "out" / f"run_date={DATE}" / "privacy.json").read_text() == report
-    # Read back in a new session, which then runs the date again (one process, to save a Spark start):
-    # the run recovers (staging removed) and, the date's release existing, is a no-op.
-    again = (f"from dp_spark.cli import main\n"
-             f"print('EXIT', main(['run', {str(config)!r}, '--run-date', {DATE!r}]))\n")
-    shown, out = read_back(tmp_path, then=again)
+    # Read back in a new session, which then runs the date again: the run recovers (staging
+    # removed) and, the date's release existing, is a no-op. Then, in the same session, --force
+    # replaces the partition with new noise and is charged.
+    shown, out = read_back(tmp_path, then=run_in_session(config) +
+                           f"import os; print('HIDDEN', [n for n in os.listdir({str(tmp_path / 'out')!r}) if n.startswith('.')])\n" +
+                           run_in_session(config, "--force"))
     assert shown["rows"] == {**before, "run_date": [DATE] * 10} and shown["partitions"] == [f"run_date={DATE}"]
-    assert "EXIT 0" in out and "already exists" in out
-    assert not list((tmp_path / "out").glob(".*"))
-    assert [r["status"] for r in store_runs(tmp_path)] == ["released", "charged"]  # the killed run stays charged
-
-    # --force replaces the partition with new noise and is charged.
-    forced = dp_spark_run(config, "--force")
-    assert forced.returncode == 0, forced.stderr[-3000:]
+    assert out.count("EXIT 0") == 2 and "already exists" in out
+    assert "HIDDEN []" in out  # no staging directory or lock left after the recovery
     runs = store_runs(tmp_path)
+    # The killed run stays charged; the forced one is released.
     assert [r["status"] for r in runs] == ["released", "charged", "released"] and runs[2]["forced"]
+
+    # A new session reads the forced release back.
     after = released(tmp_path)
     assert after != before
     shown, _ = read_back(tmp_path)
