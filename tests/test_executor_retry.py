@@ -30,45 +30,52 @@ SCRIPT = textwrap.dedent('''
     from dp_spark.io.session import get_session
     from dp_spark.publishers import executor_laplace
 
-    out, marks, fail = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "fail"
+    folder = Path(sys.argv[1])
     spark = get_session("local[2,3]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "5"})
     grid = executor_laplace.CellGrid(item_domain({"range": [1, 30_000]}), attribute_domain(["x", "y"]),
                                      chunk_cells=7_000)
     tally = spark.createDataFrame(pd.DataFrame({"_cell": range(0, 60_000, 13), "_count": 1}))
-    budget = Budget(1, fixed_seed=True)  # the secret comes from a seed, and the budget must say so
-    table, _ = executor_laplace.publish(tally, grid, 1, Fraction(1), budget, NoiseSecret.from_seed(8), "edge_counts")
 
-    def first_attempts_fail(batches):
-        # After the noise of this task's chunks is drawn: the retry draws it again.
-        context = TaskContext.get()
-        for batch in batches:
-            if fail and context.attemptNumber() == 0 and context.partitionId() % 2 == 0:
-                (marks / f"failed-{context.partitionId()}").write_text("")
-                raise RuntimeError("injected failure of a first attempt")
-            yield batch
+    def release(name, fail):
+        """The same seeded release, written to folder/name; with ``fail``, first attempts fail."""
+        marks = folder / f"marks-{name}"
+        marks.mkdir()
+        budget = Budget(1, fixed_seed=True)  # the secret comes from a seed, and the budget must say so
+        table, _ = executor_laplace.publish(tally, grid, 1, Fraction(1), budget, NoiseSecret.from_seed(8),
+                                            "edge_counts")
 
-    table.mapInPandas(first_attempts_fail, table.schema).write.parquet(str(out))
+        def first_attempts_fail(batches):
+            # After the noise of this task's chunks is drawn: the retry draws it again.
+            context = TaskContext.get()
+            for batch in batches:
+                if fail and context.attemptNumber() == 0 and context.partitionId() % 2 == 0:
+                    (marks / f"failed-{context.partitionId()}").write_text("")
+                    raise RuntimeError("injected failure of a first attempt")
+                yield batch
+
+        table.mapInPandas(first_attempts_fail, table.schema).write.parquet(str(folder / name))
+
+    release("clean", fail=False)
+    release("retried", fail=True)
     spark.stop()
 ''')
 
 
-def _release(tmp_path, name: str, fail: bool) -> tuple[pd.DataFrame, list[str]]:
-    marks = tmp_path / f"marks-{name}"
-    marks.mkdir()
+def _releases(tmp_path) -> dict[str, tuple[pd.DataFrame, list[str]]]:
+    """The clean and the retried release, made in one new process; each table and its failure marks."""
     script = tmp_path / "release.py"
     script.write_text(SCRIPT)
-    done = subprocess.run([sys.executable, str(script), str(tmp_path / name), str(marks), "fail" if fail else "ok"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-3000:]
-    table = pd.read_parquet(tmp_path / name).sort_values(["item_id", "attr"]).reset_index(drop=True)
-    return table, sorted(p.name for p in marks.iterdir())
+    return {name: (pd.read_parquet(tmp_path / name).sort_values(["item_id", "attr"]).reset_index(drop=True),
+                   sorted(p.name for p in (tmp_path / f"marks-{name}").iterdir())) for name in ("clean", "retried")}
 
 
 @pytest.mark.slow
 def test_a_retried_task_writes_the_same_noise(tmp_path):
-    clean, no_failures = _release(tmp_path, "clean", fail=False)
-    retried, failures = _release(tmp_path, "retried", fail=True)
+    releases = _releases(tmp_path)
+    (clean, no_failures), (retried, failures) = releases["clean"], releases["retried"]
     assert no_failures == [] and failures, "no task failed: the test would prove nothing"
     assert len(clean) == 60_000
     pd.testing.assert_frame_equal(retried, clean)
