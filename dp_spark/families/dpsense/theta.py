@@ -234,13 +234,24 @@ def choose_theta_alpha(by_length, long_units, theta_max: int, epsilons: dict, bu
                        rng: RandomSource) -> tuple[int, Fraction]:
     """(θ, α) by the exponential mechanism over exact scores; ``by_length`` and ``long_units``
     as :func:`dp_spark.families.dpsense.columns.length_by_column` returns them."""
-    thetas = np.arange(1, theta_max + 1)
-    sensitivity = quality_s_sensitivity(theta_max, ALPHAS[-1])
-    scores = quality_s(by_length, long_units, thetas, ALPHAS, theta_max, epsilons["epsilon_counts"])
-    entry = selection_entry("theta_alpha", "exponential mechanism", epsilons["epsilon_theta"], sensitivity,
-                            scores.size, budget.zcdp)
+    return draw_theta_alpha(theta_alpha_scores(by_length, long_units, theta_max, epsilons), epsilons, budget, rng)
+
+
+def theta_alpha_scores(by_length, long_units, theta_max: int, epsilons: dict) -> np.ndarray:
+    """The exact scores qS(θ, α) for θ = 1..θ_max and every α of ALPHAS, shape (θ, α): a pure
+    function of the data, which only the draw below may release."""
+    return quality_s(by_length, long_units, np.arange(1, theta_max + 1), ALPHAS, theta_max,
+                     epsilons["epsilon_counts"])
+
+
+def draw_theta_alpha(scores: np.ndarray, epsilons: dict, budget: Budget, rng: RandomSource) -> tuple[int, Fraction]:
+    """(θ, α) drawn by the exponential mechanism over ``scores`` (:func:`theta_alpha_scores`),
+    charged to ``budget`` at sensitivity α_max·θ_max."""
+    theta_max = scores.shape[0]
+    entry = selection_entry("theta_alpha", "exponential mechanism", epsilons["epsilon_theta"],
+                            quality_s_sensitivity(theta_max, ALPHAS[-1]), scores.size, budget.zcdp)
     index = budget.exponential_mechanism(entry, rng, scores.ravel())
-    return int(thetas[index // len(ALPHAS)]), ALPHAS[index % len(ALPHAS)]
+    return index // len(ALPHAS) + 1, ALPHAS[index % len(ALPHAS)]
 
 
 def grid_unit(limit: str, grid_bits: int = GRID_BITS) -> int:

@@ -156,10 +156,12 @@ def dpsense_s_sampler(epsilon: Fraction):
         (by_length, long_units), limited = _dpsense_inputs(spark, side, scaled=True, limit="normalize")
         split = dpsense.default_split(epsilon)
         rng = RandomSource(seed)
+        # choose_theta_alpha is this draw over these scores; the scores are the same every trial.
+        scores = dpsense.theta_alpha_scores(by_length, long_units, DPSENSE_THETA_MAX, split)
         out = np.empty(trials)
         for t in range(trials):
             budget = Budget(epsilon)
-            theta, _alpha = dpsense.choose_theta_alpha(by_length, long_units, DPSENSE_THETA_MAX, split, budget, rng)
+            theta, _alpha = dpsense.draw_theta_alpha(scores, split, budget, rng)
             counts = dpsense.publish_columns(limited[theta], theta, "normalize", split["epsilon_counts"], budget, rng)
             out[t] = counts[0] / theta  # the released count is counts[0] * α; α is released too
         return out
