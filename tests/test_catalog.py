@@ -212,6 +212,10 @@ print('READ ' + json.dumps({'rows': rows.to_dict('list'), 'partitions': parts,
 """
 
 
+# Names Spark and Hadoop skip, beside the release: a staging directory or a lock.
+HIDDEN = "import os; print('HIDDEN', [n for n in os.listdir({out!r}) if n.startswith('.')])\n"
+
+
 def read_back(tmp_path: Path, before: str = "", then: str = "") -> tuple[dict, str]:
     """What ``spark.table`` shows in a new Hive session, after ``before`` (and the output of
     ``then``, run after)."""
@@ -248,7 +252,7 @@ def test_hive_round_trip_rerun_force_and_kill_mid_write(tmp_path):
     # removed) and, the date's release existing, is a no-op. Then, in the same session, --force
     # replaces the partition with new noise and is charged.
     shown, out = read_back(tmp_path, then=run_in_session(config) +
-                           f"import os; print('HIDDEN', [n for n in os.listdir({str(tmp_path / 'out')!r}) if n.startswith('.')])\n" +
+                           HIDDEN.format(out=str(tmp_path / "out")) +
                            run_in_session(config, "--force"))
     assert shown["rows"] == {**before, "run_date": [DATE] * 10} and shown["partitions"] == [f"run_date={DATE}"]
     assert out.count("EXIT 0") == 2 and "already exists" in out
