@@ -10,12 +10,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# Every JVM the suite starts (its sessions, the jobs it runs in new processes, spark-submit, the
-# Connect server) compiles with the JIT's first tier only. They run many tiny jobs on two cores,
-# where the second tier's compiler threads take more CPU than their code gives back: three of the
-# suite's files took 211-229 s with it against 270-383 s without, runs interleaved. The results do
-# not depend on the JIT; a site's own setting is kept.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 # DP_SPARK_SHARED_DATA moves it (tests/test_without_data.py points it at nothing).
 SHARED_DATA = Path(os.environ.get("DP_SPARK_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
