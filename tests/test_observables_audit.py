@@ -29,7 +29,7 @@ import pytest
 from dp_spark.cli import main
 from dp_spark.families.registry import BY_ALGORITHM, FAMILIES, family_of
 from dp_spark.lab import report_audit
-from tests.test_report_audit import HEAVY, JOBS, write_checkins, write_people, write_ratings
+from tests.test_report_audit import HEAVY, JOBS, leaky_report, write_checkins, write_people, write_ratings
 
 # Log lines that name a DP output, with the output replaced by a letter before comparing.
 DP_OUTPUTS_IN_LOG = (
@@ -108,8 +108,7 @@ def run_side(tmp_path: Path, side: str, config_text: str, log_format: str, capsy
     with warnings.catch_warnings():
         warnings.simplefilter("always")  # every run shows its warnings, not only the first run of a line
         code = main(["run", str(config), "--log-format", log_format])
-    err = capsys.readouterr().err.replace(str(folder), "<side>")
-    err = re.sub(r"/(observables\d*|test_malformed_records_change\w*)/D(_prime)?/", "/<input>/", err)
+    err = side_paths_masked(capsys.readouterr().err, folder)
     return {"exit": code, "files": release_files(folder / "out"), "store": store_record(folder / "budget.json"),
             "log": log_lines(err, log_format), "others": other_lines(err, log_format),
             "report": release_report(folder / "out")}
@@ -120,8 +119,13 @@ def release_report(out: Path) -> dict | None:
     path = out / "privacy.json"
     if not path.exists():
         return None
-    text = path.read_text().replace(str(out.parent), "<side>")
-    return json.loads(re.sub(r"/(observables\d*|test_malformed_records_change\w*)/D(_prime)?/", "/<input>/", text))
+    return json.loads(side_paths_masked(path.read_text(), out.parent))
+
+
+def side_paths_masked(text: str, folder: Path) -> str:
+    """``text`` with the side's run folder written as <side> and its input folder as <input>."""
+    text = text.replace(str(folder), "<side>")
+    return re.sub(r"/(observables\d*|test_malformed_records_change\w*)/D(_prime)?/", "/<input>/", text)
 
 
 def release_files(out: Path) -> list[str]:
@@ -295,16 +299,9 @@ def test_the_audit_sees_a_raw_figure_in_the_default_log_and_in_the_report(spark,
     def raw_by_default(progress_, message):
         progress_(message)
 
-    honest = engine.build_report
-
-    def leaky(family, params, budget, domains, split, output, *args, **kwargs):
-        built = honest(family, params, budget, domains, split, output, *args, **kwargs)
-        built["domain"]["rows"] = output.diagnostics["rows_read"]
-        return built
-
     monkeypatch.setattr(progress, "diagnostic", raw_by_default)
     monkeypatch.setattr(counts, "diagnostic", raw_by_default)
-    monkeypatch.setattr(engine, "build_report", leaky)
+    monkeypatch.setattr(engine, "build_report", leaky_report(engine.build_report))
     d, d_prime = observed(spark, tmp_path, sides, "sra", capsys)["text"]
     assert d["log"] != d_prime["log"]
     assert any("records read" in line and line not in d_prime["log"] for line in d["log"])

@@ -360,6 +360,15 @@ JOBS = {
 }
 
 
+def leaky_report(honest):
+    """``engine.build_report`` with a planted leak: the report copies the raw rows read."""
+    def leaky(family, params, budget, domains, split, output, *args, **kwargs):
+        built = honest(family, params, budget, domains, split, output, *args, **kwargs)
+        built["domain"]["rows"] = output.diagnostics["rows_read"]
+        return built
+    return leaky
+
+
 def write_config(tmp_path, text: str) -> str:
     path = tmp_path / "job.toml"
     path.write_text(f'output = "{tmp_path / "unused"}"\n' + text)
@@ -381,14 +390,7 @@ def test_command_removes_the_heaviest_user_and_passes_a_clean_job(spark, tmp_pat
 
 def test_command_fails_and_names_a_data_dependent_field(spark, tmp_path, inputs, capsys, monkeypatch):
     """A leak like finding 1, planted: the report copies the raw row count of the diagnostics."""
-    honest = engine.build_report
-
-    def leaky(family, params, budget, domains, split, output, *args, **kwargs):
-        built = honest(family, params, budget, domains, split, output, *args, **kwargs)
-        built["domain"]["rows"] = output.diagnostics["rows_read"]
-        return built
-
-    monkeypatch.setattr(engine, "build_report", leaky)
+    monkeypatch.setattr(engine, "build_report", leaky_report(engine.build_report))
     out = tmp_path / "kept"
     config = write_config(tmp_path, JOBS["sra"][1](inputs["ratings"]))
     assert main(["audit-report", config, "--remove-user", str(HEAVY), "--out", str(out)]) == 4
