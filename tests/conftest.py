@@ -72,15 +72,21 @@ epsilon = {epsilon}
 
 @pytest.fixture(scope="session")
 def spark():
+    """The suite's session, tuned for its many small jobs: two partitions and no whole-stage code
+    generation, whose compiling costs more than it gives on a few thousand rows (a fifth of the
+    observables audit's time; tests/codegen.py turns it on where a test reads the generated code).
+    Results do not depend on either (sampling keys hash each record's content); the jobs run in
+    processes of their own (spark-submit, the CLI, the cluster) keep Spark's defaults."""
     from dp_spark.io.session import get_session
 
     session = get_session(
         "local[2]",
         {
-            "spark.sql.shuffle.partitions": "4",
-            "spark.default.parallelism": "4",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
+            "spark.sql.codegen.wholeStage": "false",
         },
     )
     yield session

@@ -7,7 +7,9 @@ translation error in either path shows up as a difference in the released counts
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -23,19 +25,34 @@ from tests.conftest import ROOT, shared_data
 SEED = 7
 MOVIELENS = "../shared/data/ml-1m"
 CATALOGUE = {"catalogue": "movielens", "path": f"{MOVIELENS}/movies.dat"}
+MEANS_FILE = "ratings_users_0001-2999.dat.gz"  # movielens_means' ratings, with values
 GROUPS = ["F_under25", "F_25-34", "F_over34", "M_under25", "M_25-34", "M_over34"]
 WEEKDAYS = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+SAMPLE_USERS = 800  # of MovieLens 1M's 6,040: the job and the API call read the same records either way
+
+
+def movielens_sample(source: Path, target: Path) -> None:
+    """``source``'s ratings of users 1 to SAMPLE_USERS, in MovieLens 1M's format (user::...)."""
+    with gzip.open(source, "rt") as given, gzip.open(target, "wt") as kept:
+        kept.writelines(line for line in given if int(line.split("::", 1)[0]) <= SAMPLE_USERS)
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    """Small generated stand-ins for the configs' generated tables (the MovieLens ones are real)."""
-    shared_data("ml-1m")
+    """Small stand-ins for the configs' tables: generated ones, and real MovieLens 1M ratings of its
+    first SAMPLE_USERS users (its users and movies files as they are). The property is the same
+    release from the job and the API call on the same records, which needs no million rows."""
+    real = shared_data("ml-1m")
     where = tmp_path_factory.mktemp("api_data")
-    netflix, sparse = str(where / "netflix.parquet"), str(where / "checkins")
+    netflix, sparse, ml = str(where / "netflix.parquet"), str(where / "checkins"), where / "ml-1m"
     datasets.generate_netflix(60_000, netflix, seed=3, progress=lambda *_: None)
     checkins.generate(2_000, sparse, locations=10_000, seed=3)
-    return {"netflix": netflix, "checkins": sparse}
+    ml.mkdir()
+    for name in ("users.dat", "movies.dat"):
+        shutil.copy(real / name, ml / name)
+    for name in ("ratings_pairs.dat.gz", MEANS_FILE):
+        movielens_sample(real / name, ml / name)
+    return {"netflix": netflix, "checkins": sparse, "movielens": str(ml), "means": str(ml / MEANS_FILE)}
 
 
 # The API's inputs, read once per session and cached: a release depends on the records, not on how
@@ -43,15 +60,20 @@ def data(tmp_path_factory):
 _FRAMES: dict = {}
 
 
-def movielens(spark):
+def movielens(spark, d):
     key = ("movielens", id(spark))
     if key not in _FRAMES:
-        _FRAMES[key] = datasets.load_movielens_1m(spark, MOVIELENS).cache()
+        _FRAMES[key] = datasets.load_movielens_1m(spark, d["movielens"]).cache()
     return _FRAMES[key]
 
 
 def netflix(spark, data):
     return spark.read.parquet(data["netflix"])
+
+
+def movielens_source(d) -> list[str]:
+    """The MovieLens configs' override: their sample of MovieLens 1M."""
+    return [f"source.path={d['movielens']}"]
 
 
 # config -> (extra --set overrides, the API call a user would write)
@@ -61,7 +83,7 @@ def netflix_sra(spark, d):  # demo and netflix_sra: one job on the same table
 
 
 def movielens_hpa(spark, d):  # movielens_hpa and movielens_compare: one job (compare adds evaluate's methods)
-    return dp_spark.hpa(movielens(spark), items=CATALOGUE, attribute="attr", attributes=GROUPS, l=30, d=20,
+    return dp_spark.hpa(movielens(spark, d), items=CATALOGUE, attribute="attr", attributes=GROUPS, l=30, d=20,
                         epsilon=1, seed=SEED)
 
 
@@ -71,27 +93,27 @@ CASES = {
     "netflix_compare": (lambda d: [f"source.path={d['netflix']}"], lambda spark, d: dp_spark.hpa(
         netflix(spark, d), items=range(1, 17771), attribute="weekday", attributes=WEEKDAYS, l=10, d=1, epsilon=1,
         seed=SEED)),
-    "movielens_sra": (lambda d: [], lambda spark, d: dp_spark.sra(
-        movielens(spark), items=CATALOGUE, attribute="attr", attributes=GROUPS, l=30, epsilon=1, seed=SEED)),
-    "movielens_sra_auto": (lambda d: [], lambda spark, d: dp_spark.sra(
-        movielens(spark), items=CATALOGUE, attribute="attr", attributes=GROUPS, l="auto", epsilon=1, seed=SEED)),
-    "movielens_private_items": (lambda d: [], lambda spark, d: dp_spark.sra(
-        movielens(spark).drop("attr"), items="private", delta=1e-6, keys_per_user=10, l=30, epsilon=1,
+    "movielens_sra": (movielens_source, lambda spark, d: dp_spark.sra(
+        movielens(spark, d), items=CATALOGUE, attribute="attr", attributes=GROUPS, l=30, epsilon=1, seed=SEED)),
+    "movielens_sra_auto": (movielens_source, lambda spark, d: dp_spark.sra(
+        movielens(spark, d), items=CATALOGUE, attribute="attr", attributes=GROUPS, l="auto", epsilon=1, seed=SEED)),
+    "movielens_private_items": (movielens_source, lambda spark, d: dp_spark.sra(
+        movielens(spark, d).drop("attr"), items="private", delta=1e-6, keys_per_user=10, l=30, epsilon=1,
         seed=SEED)),
-    "movielens_sra_gaussian": (lambda d: [], lambda spark, d: dp_spark.sra(
-        movielens(spark), items=CATALOGUE, attribute="attr", attributes=GROUPS, l=100, epsilon=1, delta=1e-6,
+    "movielens_sra_gaussian": (movielens_source, lambda spark, d: dp_spark.sra(
+        movielens(spark, d), items=CATALOGUE, attribute="attr", attributes=GROUPS, l=100, epsilon=1, delta=1e-6,
         noise="gaussian", records_per_item=1, seed=SEED)),
-    "movielens_hpa": (lambda d: [], movielens_hpa),
-    "movielens_compare": (lambda d: [], movielens_hpa),
-    "movielens_item_histogram": (lambda d: [], lambda spark, d: dp_spark.sra(
-        movielens(spark), items=CATALOGUE, l=20, epsilon=1, publisher="ahp", seed=SEED)),
-    "movielens_user_histogram": (lambda d: [], lambda spark, d: dp_spark.user_histogram(
-        movielens(spark), items=CATALOGUE, quantity="records", bins={"range": [1, 1000]}, epsilon=1,
+    "movielens_hpa": (movielens_source, movielens_hpa),
+    "movielens_compare": (movielens_source, movielens_hpa),
+    "movielens_item_histogram": (movielens_source, lambda spark, d: dp_spark.sra(
+        movielens(spark, d), items=CATALOGUE, l=20, epsilon=1, publisher="ahp", seed=SEED)),
+    "movielens_user_histogram": (movielens_source, lambda spark, d: dp_spark.user_histogram(
+        movielens(spark, d), items=CATALOGUE, quantity="records", bins={"range": [1, 1000]}, epsilon=1,
         publisher="ahp", seed=SEED)),
-    "movielens_dpsense": (lambda d: [], lambda spark, d: dp_spark.dpsense(
-        movielens(spark), items=CATALOGUE, theta_max=256, limit="normalize", epsilon=1, seed=SEED)),
-    "movielens_means": (lambda d: [], lambda spark, d: dp_spark.means(
-        datasets.load_movielens_1m(spark, f"{MOVIELENS}/ratings_users_0001-2999.dat.gz", attribute="gender"),
+    "movielens_dpsense": (movielens_source, lambda spark, d: dp_spark.dpsense(
+        movielens(spark, d), items=CATALOGUE, theta_max=256, limit="normalize", epsilon=1, seed=SEED)),
+    "movielens_means": (lambda d: [f"source.path={d['means']}"], lambda spark, d: dp_spark.means(
+        datasets.load_movielens_1m(spark, d["means"], attribute="gender"),
         items=CATALOGUE, value="value", low=1, high=5, l=100, records_per_item=1, attribute="attr",
         attributes=["F", "M"], epsilon=1, delta=1e-6, noise="gaussian", seed=SEED)),
     "sparse_entropy": (lambda d: [f"source.path={d['checkins']}"], lambda spark, d: dp_spark.location_entropy(
@@ -179,7 +201,8 @@ def test_the_seeded_job_equals_the_seeded_api_call(spark, data, tmp_path, monkey
 def test_a_shared_budget_refuses_the_release_that_would_pass_it(spark):
     df = spark.createDataFrame(pd.DataFrame({"user_id": [1, 1, 2, 3], "item_id": [1, 2, 2, 3]}))
     budget = dp_spark.DatasetBudget(epsilon=1.5)
-    dp_spark.sra(df, items=range(1, 4), l=1, epsilon=1, budget=budget)
+    with pytest.raises(dp_spark.GuardRefused, match="cannot be told from noise"):  # four records, charged
+        dp_spark.sra(df, items=range(1, 4), l=1, epsilon=1, budget=budget)
     with pytest.raises(dp_spark.BudgetExceeded, match="only 0.5 of the dataset's 1.5 is left"):
         dp_spark.hpa(df, items=range(1, 4), l=1, epsilon=1, budget=budget)
     assert float(budget.spent) == 1 and len(budget.charges) == 1
@@ -200,7 +223,8 @@ def test_bad_arguments_are_refused_before_any_record_is_read(spark):
 
 def test_write_is_the_jobs_atomic_release(spark, tmp_path):
     df = spark.createDataFrame(pd.DataFrame({"u": np.arange(50) % 7, "i": np.arange(50) % 5 + 1}))
-    release = dp_spark.sra(df, privacy_unit="u", item="i", items=[1, 2, 3, 4, 5], l=2, epsilon=1, seed=1)
+    release = dp_spark.sra(df, privacy_unit="u", item="i", items=[1, 2, 3, 4, 5], l=2, epsilon=1, seed=1,
+                           guards={"refuse_noise_only": False})  # seven users: released anyway
     path = release.write(str(tmp_path / "out"))
     written = json.loads((Path(path) / "privacy.json").read_text())
     assert written["ledger"] == release.ledger and written["fixed_seed"] is True

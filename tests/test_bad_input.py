@@ -48,8 +48,11 @@ GOOD = pd.DataFrame(
 
 
 def run(spark, config: Path, *overrides: str) -> int:
-    """The job, with its NOT-private diagnostics written beside the config (read by diagnostics())."""
-    args = ["run", str(config), "--diagnostics", str(config.parent / "diagnostics.json")]
+    """The job, with its NOT-private diagnostics written beside the config (read by diagnostics()).
+    These sources hold a handful of records, too few for the default noise-only refusal
+    (docs/privacy.md): released anyway, to check what a release does with bad records."""
+    args = ["run", str(config), "--diagnostics", str(config.parent / "diagnostics.json"),
+            "--set", "guards.refuse_noise_only=false"]
     for o in overrides:
         args += ["--set", o]
     return main(args)
@@ -69,14 +72,13 @@ def expect_error(spark, capsys, config, message, *overrides):
 
 MALFORMED = [
     (GOOD.assign(user_id=[1, None, 2, 3, 3, 3]), "column user_id has null values", "1 of 6 rows"),
-    (GOOD.assign(user_id=["1", "u2", "2", "3", "3", "3"]), "column user_id has non-integer values",
-     "1 of 6 rows, e.g. 'u2'"),
+    (GOOD.assign(user_id=["1", " ", "2", "3", "3", "3"]), "column user_id has empty values", "1 of 6 rows"),
     (GOOD.assign(item_id=[1, 2, None, 3, 4, 5]), "column item_id has null values", "1 of 6 rows"),
     (GOOD.assign(item_id=["1", "2", "x7", "3", "4", "5"]), "column item_id has non-integer values", "e.g. 'x7'"),
     (GOOD.assign(item_id=[1.0, 2.0, 2.5, 3.0, 4.0, 5.0]), "column item_id has non-integer values", "e.g. '2.5'"),
     (GOOD.iloc[0:0], "the source has no records", "0 rows"),
 ]
-MALFORMED_IDS = ["null-user", "non-integer-user", "null-item", "non-integer-item", "fractional-item", "empty"]
+MALFORMED_IDS = ["null-user", "blank-user", "null-item", "non-integer-item", "fractional-item", "empty"]
 
 
 def test_a_missing_column_is_an_error(spark, capsys, tmp_path):
@@ -91,7 +93,7 @@ def test_malformed_records_are_dropped_and_counted_for_the_operator(spark, capsy
     config = write_config(tmp_path, {"format": "parquet", "path": parquet(tmp_path, frame)})
     assert run(spark, config) == 0  # one bad record must not decide whether the run releases
     found = diagnostics(tmp_path)
-    user_ok = pd.to_numeric(frame["user_id"], errors="coerce").notna()
+    user_ok = frame["user_id"].notna() & (frame["user_id"].astype(str).str.strip() != "")
     assert found["rows_invalid_user_id"] == int((~user_ok).sum())
     assert found["rows_read"] == len(frame)
     report = json.loads((tmp_path / "out" / "privacy.json").read_text())
@@ -201,31 +203,34 @@ def test_missing_java_says_how_to_install_it(monkeypatch, tmp_path):
 
 
 EMPTY_RELEASES = {
-    "sra": lambda df: dp_spark.sra(df, items=range(1, 6), l=2, epsilon=1, seed=1),
-    "sra_auto": lambda df: dp_spark.sra(df, items=range(1, 6), l="auto", epsilon=1, seed=1),
-    "hpa": lambda df: dp_spark.hpa(df, items=range(1, 6), l=2, epsilon=1, seed=1),
-    "lpa": lambda df: dp_spark.lpa(df, items=range(1, 6), m=2, epsilon=1, seed=1),
-    "dft": lambda df: dp_spark.dft(df, items=range(1, 6), m=2, epsilon=1, seed=1),
-    "gs": lambda df: dp_spark.gs(df, items=range(1, 6), m=2, epsilon=1, seed=1),
-    "sra_private_items": lambda df: dp_spark.sra(df, items="private", l=2, epsilon=1, delta=1e-6, seed=1),
-    "sra_guarded": lambda df: dp_spark.sra(df, items=range(1, 6), l=2, epsilon=1, seed=1,
-                                           guards={"epsilon": 0.1, "max_dropped_fraction": 1,
-                                                   "max_truncated_fraction": 1}),  # draws, never refuses
-    "user_histogram": lambda df: dp_spark.user_histogram(df, quantity="records", bins=[1, 2, 4], epsilon=1, seed=1),
-    "dpsense": lambda df: dp_spark.dpsense(df, items=range(1, 6), epsilon=1, seed=1),
-    "dpsense_s": lambda df: dp_spark.dpsense_s(df, items=range(1, 6), epsilon=1, seed=1),
-    "entropy": lambda df: dp_spark.location_entropy(df.withColumnRenamed("item_id", "location_id"),
-                                                    locations=range(1, 6), M=2, C=2, epsilon=1, seed=1,
-                                                    location_choice="random"),
+    "sra": lambda df, off: dp_spark.sra(df, items=range(1, 6), l=2, epsilon=1, seed=1, guards=off),
+    "sra_auto": lambda df, off: dp_spark.sra(df, items=range(1, 6), l="auto", epsilon=1, seed=1, guards=off),
+    "hpa": lambda df, off: dp_spark.hpa(df, items=range(1, 6), l=2, epsilon=1, seed=1, guards=off),
+    "lpa": lambda df, off: dp_spark.lpa(df, items=range(1, 6), m=2, epsilon=1, seed=1, guards=off),
+    "dft": lambda df, off: dp_spark.dft(df, items=range(1, 6), m=2, epsilon=1, seed=1, guards=off),
+    "gs": lambda df, off: dp_spark.gs(df, items=range(1, 6), m=2, epsilon=1, seed=1, guards=off),
+    "sra_private_items": lambda df, off: dp_spark.sra(df, items="private", l=2, epsilon=1, delta=1e-6, seed=1,
+                                                      guards=off),
+    "sra_guarded": lambda df, off: dp_spark.sra(df, items=range(1, 6), l=2, epsilon=1, seed=1,
+                                                guards={**off, "epsilon": 0.1, "max_dropped_fraction": 1,
+                                                        "max_truncated_fraction": 1}),  # draws, never refuses
+    "user_histogram": lambda df, off: dp_spark.user_histogram(df, quantity="records", bins=[1, 2, 4], epsilon=1,
+                                                              seed=1, guards=off),
+    "dpsense": lambda df, off: dp_spark.dpsense(df, items=range(1, 6), epsilon=1, seed=1, guards=off),
+    "dpsense_s": lambda df, off: dp_spark.dpsense_s(df, items=range(1, 6), epsilon=1, seed=1, guards=off),
+    "entropy": lambda df, off: dp_spark.location_entropy(df.withColumnRenamed("item_id", "location_id"),
+                                                         locations=range(1, 6), M=2, C=2, epsilon=1, seed=1,
+                                                         location_choice="random", guards=off),
 }
 
 
 @pytest.mark.parametrize("name", list(EMPTY_RELEASES))
 def test_every_central_family_releases_noise_on_an_empty_source(spark, name):
-    """No records is one user's neighbour of one user's records: the run must release there too
-    (a refusal would tell the two apart). Only guards.strict refuses it."""
+    """No records is one user's neighbour of one user's records: nothing raw may refuse it (only
+    guards.strict, which says so). The default noise-only refusal may, on DP figures alone
+    (tests/test_noise_only.py); with it off, every family releases noise."""
     empty = spark.createDataFrame([], "user_id long, item_id long")
-    release = EMPTY_RELEASES[name](empty)
+    release = EMPTY_RELEASES[name](empty, {"refuse_noise_only": False})
     assert release.report["epsilon_spent"] > 0 and release.tables
 
 

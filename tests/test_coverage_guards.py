@@ -246,7 +246,8 @@ def test_a_csv_attribute_read_as_4_0_matches_the_integer_domain(spark, tmp_path,
     frame = pd.DataFrame({"user_id": [1, 1, 1, 2, 3, 3], "item_id": ["4.0", "5", "6.0", "4", "7", "8"],
                           "attr": ["4.0", "5.0", "2.0", " 1 ", "3.0", "4"]})
     frame.to_csv(csv, index=False)
-    config = write_job(tmp_path, csv, "csv", "{ range = [1, 5] }")
+    # Six records: too few for the default noise-only refusal (docs/privacy.md), released anyway.
+    config = write_job(tmp_path, csv, "csv", "{ range = [1, 5] }", "[guards]", "refuse_noise_only = false")
     assert main(["run", str(config), "--diagnostics", str(tmp_path / "diagnostics.json")]) == 0
     released(tmp_path)
     cov = diagnostics(tmp_path)["coverage"]
@@ -269,9 +270,9 @@ def monday_job(tmp_path: Path, *extra: str) -> Path:
 
 def test_monday_against_mon_is_refused_on_noisy_figures(spark, tmp_path, capsys):
     config = monday_job(tmp_path, "[guards]", "max_dropped_fraction = 0.5", "epsilon = 0.1")
-    assert main(["run", str(config), "--diagnostics", str(tmp_path / "diagnostics.json")]) == 2
+    assert main(["run", str(config), "--diagnostics", str(tmp_path / "diagnostics.json")]) == 5  # EXIT_GUARD
     said = capsys.readouterr().err.strip().splitlines()
-    assert re.match(r"dp-spark: error: on average (9\d|100)\.\d% of a user's rows are outside", said[-1])
+    assert re.match(r"dp-spark: refused: on average (9\d|100)\.\d% of a user's rows are outside", said[-1])
     assert "(noisy)" in said[-1]
     assert "monday" not in said[-1] and "300" not in said[-1]  # the refusal quotes DP figures only
     # The operator who asked is told which values missed the domain, as a diagnostic.
@@ -291,14 +292,21 @@ def test_plan_shows_the_guards_part_and_noise(tmp_path, capsys):
     assert "guards: each noisy figure has discrete Laplace noise of scale 20 users" in said
 
 
-def test_without_a_guard_an_all_outside_run_releases_noise(spark, tmp_path, capsys):
-    # The default decides nothing from the records: the release happens (noise only), and only an
-    # operator who asks for diagnostics hears why.
+def test_without_a_limit_an_all_outside_run_is_refused_as_noise_only(spark, tmp_path, capsys):
+    """No [guards] limit: nothing is decided from the records, but the release's own DP figures
+    cannot be told from noise, so the run is refused (exit 5, charged, nothing written), quoting
+    noisy figures only; only an operator who asks for diagnostics hears why. With the refusal off
+    (the negative control) the run releases the noise."""
     config = monday_job(tmp_path)
-    assert main(["run", str(config)]) == 0
+    assert main(["run", str(config)]) == 5
     said = capsys.readouterr().err
-    assert "monday" not in said and "outside" not in said
-    assert released(tmp_path)["epsilon_spent"] == 1.0 and "guards" not in released(tmp_path)
+    assert "monday" not in said and "300" not in said and "cannot be told from noise" in said
+    assert not (tmp_path / "out").exists()
+    [run] = json.loads((tmp_path / "budget.json").read_text())["runs"]
+    assert run["status"] == "refused" and run["epsilon"] == 1.0
+    assert main(["run", str(config), "--set", "guards.refuse_noise_only=false"]) == 0
+    report = released(tmp_path)
+    assert report["epsilon_spent"] == 1.0 and report["guards"]["noise_only"]["refuse"] is False
 
 
 def test_coverage_numbers_are_exact(spark, tmp_path, capsys):
@@ -309,7 +317,8 @@ def test_coverage_numbers_are_exact(spark, tmp_path, capsys):
     })  # users with 3, 1, 1, 3 and 2 rows in the domain (l = 2: two truncated, one exactly at the bound)
     source = tmp_path / "records.parquet"
     frame.to_parquet(source)
-    config = write_job(tmp_path, source, "parquet", '["a", "b"]', "[guards]", "warn_dropped_fraction = 0.5")
+    config = write_job(tmp_path, source, "parquet", '["a", "b"]', "[guards]", "warn_dropped_fraction = 0.5",
+                       "refuse_noise_only = false")  # 13 records: too few to be told from noise
     assert main(["run", str(config), "--diagnostics", str(tmp_path / "diagnostics.json")]) == 0
     said = capsys.readouterr().err  # progress lines go to stderr
     cov = diagnostics(tmp_path)["coverage"]

@@ -86,13 +86,13 @@ def test_the_release_does_not_depend_on_chunks_or_partitions(spark):
     # What a cluster changes: how cells are split into tasks. No value may move.
     items, attributes = item_domain({"range": [1, 40_000]}), attribute_domain({"range": [1, 7]})
     cells = [(c, c % 5 + 1) for c in range(0, 280_000, 997)]
-    runs = []
+    runs, before = [], spark.conf.get("spark.sql.shuffle.partitions")
     for chunk_cells, partitions in ((16 * BLOCK_CELLS, "4"), (3_001, "1"), (50_000, "7")):
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
         try:
             runs.append(_released(spark, CellGrid(items, attributes, chunk_cells=chunk_cells), cells)[0])
         finally:
-            spark.conf.set("spark.sql.shuffle.partitions", "4")
+            spark.conf.set("spark.sql.shuffle.partitions", before)
     pd.testing.assert_frame_equal(runs[0], runs[1])
     pd.testing.assert_frame_equal(runs[0], runs[2])
 
@@ -177,10 +177,12 @@ def test_hpa_on_the_executors_releases_every_cell_with_its_report(spark, tmp_pat
 
 def test_only_the_laplace_publisher_and_unadjusted_counts_go_to_the_executors(spark):
     df = _records(spark, users=50, per_user=2, items=100).withColumn("attr", F.col("user_id") % 2)
-    common = dict(items=range(1, 101), m=2, epsilon=1, seed=1, executor_noise_cells=1, progress=lambda _: None)
+    small = {"refuse_noise_only": False}  # 100 records: released anyway
+    common = dict(items=range(1, 101), m=2, epsilon=1, seed=1, executor_noise_cells=1, progress=lambda _: None,
+                  guards=small)
     assert isinstance(api.gs(df, **common)["item_counts"], pd.DataFrame)
     consistent = api.sra(df, items=range(1, 101), l=2, epsilon=1, attribute="attr", attributes=[0, 1], seed=1,
-                         consistent=True, executor_noise_cells=1, progress=lambda _: None)
+                         consistent=True, executor_noise_cells=1, progress=lambda _: None, guards=small)
     assert isinstance(consistent["edge_counts"], pd.DataFrame)
 
 
@@ -225,7 +227,8 @@ def test_a_range_of_a_billion_items_never_lands_on_the_driver(spark):
     # DataFrames, and the domain's ids are never made (they would take 8 GB).
     df = _records(spark, users=20, per_user=2, items=1000)
     domain = item_domain({"range": [1, 10**9]})
-    release = api.sra(df, items=domain, l=2, epsilon=1, seed=2, progress=lambda _: None)
+    release = api.sra(df, items=domain, l=2, epsilon=1, seed=2, progress=lambda _: None,
+                      guards={"refuse_noise_only": False})  # 40 records: released anyway
     assert release.report["domain"]["item_count"] == 10**9 and release.report["noise"]["drawn_on"] == "executors"
     assert release.report["outputs"]["item_counts"]["rows"] == 10**9
     assert domain._ids is None  # only its bounds were used

@@ -224,7 +224,8 @@ def test_text_checkins_are_read_with_their_times(spark, tmp_path):
             "output": "o", "source": {"format": "checkins", "path": str(path)}, "domain": {"items": {"range": [1, 9]}},
             "privacy": {"epsilon": 1}, "algorithm": {"name": "entropy"}}).source), LOCATIONS)
     rows = records.orderBy("time").toPandas()
-    assert rows[["user_id", "item_id"]].values.tolist() == [[2, 3], [1, 2], [1, 3]]
+    # A text file's user ids are text (io.validation.user_values): "2" is the user 2.
+    assert rows[["user_id", "item_id"]].values.tolist() == [["2", 3], ["1", 2], ["1", 3]]
     assert diagnostics == {"rows_read": 3, "rows_outside_location_set": 0, "rows_invalid_user_id": 0,
                            "rows_invalid_item_id": 0, "rows_invalid_visits": 0}
 

@@ -29,7 +29,9 @@ def job(tmp_path: Path, output=None, store=None, source=None, items="{ range = [
     lines = [f'output = "{output or tmp_path / "out"}"', "[source]", 'format = "parquet"', f'path = "{source}"',
              "[domain]", f"items = {items}", 'attributes = ["a", "b"]',
              "[privacy]", "epsilon = 1", "[algorithm]", 'name = "sra"', "l = 2",
-             "[budget_store]", f'path = "{store or tmp_path / "budget.json"}"', 'dataset = "toy"', "epsilon_cap = 5"]
+             "[budget_store]", f'path = "{store or tmp_path / "budget.json"}"', 'dataset = "toy"', "epsilon_cap = 5",
+             # Seven records are too few for the default noise-only refusal (docs/privacy.md): released anyway.
+             "[guards]", "refuse_noise_only = false"]
     path = tmp_path / "job.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -176,3 +178,14 @@ def test_a_spark_error_reading_a_missing_path_after_the_charge_is_one_line(spark
     # What dp-spark prints; Spark's own log4j WARN for the path goes to the JVM's stderr (docs/scheduled_runs.md).
     assert err == [f"dp-spark: runtime error: AnalysisException: [PATH_NOT_FOUND] Path does not exist: file:{missing}. "
                    "SQLSTATE: 42K03 (--debug prints the traceback)"]
+
+
+def test_an_unreadable_source_ends_in_one_line_naming_the_root_cause(spark, tmp_path, capsys):
+    """A text file named .parquet: Spark's error class and the file, not Py4J's "An error occurred
+    while calling o39.parquet." over a Java stack."""
+    source = tmp_path / "records.parquet"
+    source.write_text("user_id,item_id\n1,2\n")
+    err = refused_before_the_charge(tmp_path, capsys, [str(job(tmp_path, source=source))],
+                                    f"cannot read source '{source}': [FAILED_READ_FILE.CANNOT_READ_FILE_FOOTER]")
+    assert str(source) in err[-1].partition("CANNOT_READ_FILE_FOOTER]")[2]
+    assert not any("An error occurred while calling" in line or "SQLSTATE" in line for line in err)

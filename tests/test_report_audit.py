@@ -16,7 +16,13 @@ from dp_spark.cli import main
 from dp_spark.lab import report_audit
 from dp_spark.release import engine
 
-HEAVY = 99  # the user removed to make D′: the heaviest, and at the busiest location
+HEAVY = "u99"  # the user removed to make D′: the heaviest, and at the busiest location
+
+
+def user_ids(numbers) -> list[str]:
+    """The inputs' user ids as a warehouse may hold them, both kinds in one column: text ("u7") for
+    odd users, whole numbers for even ones. So every job below also runs on text user ids."""
+    return [f"u{n}" if n % 2 else str(n) for n in numbers]
 
 
 # ---------------------------------------------------------------------------
@@ -177,7 +183,7 @@ def write_ratings(path) -> str:
     """40 users with 1 to 7 ratings of items 1..20 and the heaviest user (HEAVY) with 40: well past
     every per-user bound below, and the user that sets the longest row for DPSense."""
     rng = np.random.default_rng(7)
-    users = [u for u in range(1, 41) for _ in range(u % 7 + 1)] + [HEAVY] * 40
+    users = user_ids([u for u in range(1, 41) for _ in range(u % 7 + 1)] + [99] * 40)
     items = rng.integers(1, 21, len(users))
     items[-20:] = np.arange(1, 21)  # HEAVY rates every item: DPSense rows of distinct items
     frame = pd.DataFrame({"user_id": users, "item_id": items, "attr": rng.choice(["a", "b"], len(users)),
@@ -193,8 +199,9 @@ def write_checkins(path) -> str:
     has a time (its row number): the default keeps each user's first M locations by time."""
     rows = [(u, 1, 1 + u % 4) for u in range(1, 31)]
     rows += [(u, 2 + u % 5, 1 + u % 3) for u in range(1, 31)]
-    rows += [(HEAVY, loc, 5) for loc in range(1, 6)]
+    rows += [(99, loc, 5) for loc in range(1, 6)]
     frame = pd.DataFrame(rows, columns=["user_id", "item_id", "visits"])
+    frame["user_id"] = user_ids(frame["user_id"])
     frame.assign(time=range(len(frame))).to_csv(path, index=False)
     return str(path)
 
@@ -202,7 +209,7 @@ def write_checkins(path) -> str:
 def write_people(path) -> str:
     """FRAPP records: 60 people with 1 to 3 records, HEAVY with 4."""
     rng = np.random.default_rng(3)
-    people = [p for p in range(1, 61) for _ in range(p % 3 + 1)] + [HEAVY] * 4
+    people = user_ids([p for p in range(1, 61) for _ in range(p % 3 + 1)] + [99] * 4)
     frame = pd.DataFrame({"person": people, "age": rng.integers(18, 90, len(people)),
                           "sex": rng.choice(["F", "M"], len(people))})
     frame.to_csv(path, index=False)

@@ -65,7 +65,9 @@ def test_plan_shows_each_tables_size_and_refuses_a_huge_one_unless_raised(tmp_pa
     assert "output: item_counts 1,000,000,000,000 rows" in capsys.readouterr().out
 
 
-def test_a_run_of_a_huge_release_is_refused_before_the_charge(spark, tmp_path, capsys):
+def test_a_run_of_a_huge_release_is_refused_before_spark_starts(tmp_path, capsys):
+    """Unit tier: a SparkSession asked for here fails the test (tests/conftest.py), so this also
+    checks that `run` refuses a 10^12-item domain before starting Spark, as `plan` does."""
     refused_before_the_charge(tmp_path, capsys, [str(job(tmp_path)), "--set", HUGE_ITEMS],
                               "the release would write 3,000,000,000,000 rows")
 

@@ -23,7 +23,9 @@ def job(tmp_path: Path, cap=2.5, source=None, store=True) -> Path:
         RECORDS.to_parquet(source)
     lines = [f'output = "{tmp_path / "out"}"', "[source]", 'format = "parquet"', f'path = "{source}"',
              "[domain]", "items = { range = [1, 10] }", 'attributes = ["a", "b"]',
-             "[privacy]", "epsilon = 1", "[algorithm]", 'name = "sra"', "l = 2"]
+             "[privacy]", "epsilon = 1", "[algorithm]", 'name = "sra"', "l = 2",
+             # A handful of records: too few for the default noise-only refusal (docs/privacy.md).
+             "[guards]", "refuse_noise_only = false"]
     if store:
         lines += ["[budget_store]", f'path = "{tmp_path / "budget.json"}"', 'dataset = "toy"']
         lines += [f"epsilon_cap = {cap}"] if cap is not None else []

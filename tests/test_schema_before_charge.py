@@ -28,7 +28,8 @@ def write_job(tmp_path: Path, source: list[str], algorithm: list[str] | None = N
     lines = [f'output = "{tmp_path / "out"}"', "[source]", *source,
              "[domain]", *(domain or ["items = { range = [1, 10] }"]), "[privacy]", privacy,
              "[algorithm]", *(algorithm or ['name = "sra"', "l = 2"]),
-             "[budget_store]", f'path = "{tmp_path / "budget.json"}"', 'dataset = "toy"', "epsilon_cap = 5"]
+             "[budget_store]", f'path = "{tmp_path / "budget.json"}"', 'dataset = "toy"', "epsilon_cap = 5",
+             "[guards]", "refuse_noise_only = false"]  # four records: too few to be told from noise
     path = tmp_path / "job.toml"
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -12,7 +12,7 @@ import pytest
 import dp_spark
 from dp_spark.lab import sensitivity as sens
 
-ODD_IDS = (-5, 0, 2**62)  # the added user's id: negative, zero, near the top of a long
+ODD_IDS = (-5, 2**62)  # the added user's id: negative, near the top of a long
 
 
 @pytest.mark.parametrize("family", sens.FAMILIES, ids=lambda f: f.name)
@@ -69,17 +69,36 @@ def test_the_audit_catches_a_guard_on_raw_row_counts(spark):
 
 
 def test_a_user_with_malformed_ids_moves_the_guards_within_their_sensitivity(spark):
-    """Rows with a null or non-integer id belong to no user and are dropped: a D′ that adds them
-    (spread through the table) moves nothing the guards count by more than SHARE_GRID."""
+    """Rows with a null or blank user id, or a null or non-integer item id, belong to no user or no
+    item and are dropped: a D′ that adds them (spread through the table) moves nothing the guards
+    count by more than SHARE_GRID."""
     base = sens.table().astype({"user_id": "object", "item_id": "object"})
     extra = sens.added_user(9_999).astype({"user_id": "object", "item_id": "object"})
-    extra.loc[[0, 1, 2], "user_id"] = [None, "x", "1.5"]
+    extra.loc[[0, 1, 2], "user_id"] = [None, " ", "   "]
     extra.loc[[3, 4], "item_id"] = [None, "seven"]
     strings = [frame.astype(str).replace("None", None) for frame in (base, extra)]
     family = next(f for f in sens.FAMILIES if f.name == "guard_figures")
     as_text = "user_id string, item_id string, attr string"
     for move in sens.moves(spark, family, strings[0], [strings[1]], schema=as_text):
         assert move.within(family), move
+
+
+def text_ids(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows with text user ids as a warehouse holds them: "u7" for odd users, " 08" (a whole
+    number, with a space and a leading zero) for even ones."""
+    return rows.assign(user_id=[f"u{u}" if u % 2 else f" 0{u}" for u in rows["user_id"]])
+
+
+@pytest.mark.parametrize("family", sens.FAMILIES, ids=lambda f: f.name)
+def test_text_user_ids_move_every_family_within_its_sensitivity(spark, family):
+    """Text user ids are the privacy unit as numbers are: on a table of text ids, some of which read
+    as numbers, one added user (a UUID) moves every family within its sensitivity."""
+    extras = [sens.added_user(0).assign(user_id="6f1c2a7e-0b3d-4e59-9a51-2d8f0c4b7e13")]
+    for move in sens.moves(spark, family, text_ids(sens.table()), extras, schema=TEXT_SCHEMA):
+        assert move.within(family), move
+
+
+TEXT_SCHEMA = "user_id string, item_id long, attr string"
 
 
 def _ratings(users: int = 300, per_user: int = 10, items: int = 40) -> pd.DataFrame:

@@ -1,5 +1,7 @@
 """Text sources in another character set, and compressed check-in files: a Latin-1 CSV
-read with source.encoding keeps every row; a gzipped check-in file is read like a plain one."""
+read with source.encoding keeps every row; read without it, every row misses the domain, and the
+run is refused as noise only (exit 5, no charge returned) unless the operator turns that off, while
+`dp-spark check` says why; a gzipped check-in file is read like a plain one."""
 
 from __future__ import annotations
 
@@ -14,12 +16,15 @@ from dp_spark.errors import ConfigError
 from dp_spark.io import checkins
 from dp_spark.jobs.config import build_config
 
-DRINKS = ["Café", "Thé", "Café", "Crème", "Thé", "Café"]
+DRINKS = ["Café", "Thé", "Crème"]
+USERS = 600  # two orders each: enough that a correct release is told from noise (docs/privacy.md)
 
 
 def latin1_job(tmp_path, *extra: str) -> str:
     csv = tmp_path / "orders.csv"
-    frame = pd.DataFrame({"user_id": [1, 1, 2, 3, 3, 4], "item_id": [1, 2, 2, 3, 4, 1], "attr": DRINKS})
+    users = [u for u in range(1, USERS + 1) for _ in range(2)]
+    frame = pd.DataFrame({"user_id": users, "item_id": [1 + (u + k) % 5 for k, u in enumerate(users)],
+                          "attr": [DRINKS[(u + k) % 3] for k, u in enumerate(users)]})
     csv.write_bytes(frame.to_csv(index=False).encode("latin-1"))
     config = tmp_path / "job.toml"
     config.write_text("\n".join([
@@ -29,8 +34,9 @@ def latin1_job(tmp_path, *extra: str) -> str:
     return str(config)
 
 
-def outside(tmp_path, config: str) -> int:
-    assert main(["run", config, "--diagnostics", str(tmp_path / "diagnostics.json")]) == 0
+def outside(tmp_path, config: str, *overrides: str) -> int:
+    sets = [a for o in overrides for a in ("--set", o)]
+    assert main(["run", config, "--diagnostics", str(tmp_path / "diagnostics.json"), *sets]) == 0
     return json.loads((tmp_path / "diagnostics.json").read_text())["rows_outside_attribute_domain"]
 
 
@@ -40,9 +46,30 @@ def test_a_latin1_csv_read_with_its_encoding_keeps_every_row(spark, tmp_path):
     assert sorted(edges["attr"].unique()) == ["Café", "Crème", "Thé"]
 
 
-def test_read_as_utf8_the_same_file_loses_the_accented_rows(spark, tmp_path):
-    # The negative control: what happened without source.encoding (every value with an accent).
-    assert outside(tmp_path, latin1_job(tmp_path)) == len(DRINKS)
+def test_read_as_utf8_the_same_file_is_refused_as_noise_only(spark, tmp_path, capsys):
+    """The night a CSV is read without its encoding: every row misses the domain. The release's own
+    DP figures cannot be told from noise, so it is refused (exit 5, nothing written); the message
+    quotes noisy figures only. With the check off (the negative control) it releases, and the
+    diagnostics show every row outside the domain."""
+    config = latin1_job(tmp_path)
+    assert main(["run", config]) == 5
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert said.startswith("dp-spark: refused: the release cannot be told from noise (records kept ")
+    assert "dp-spark check" in said and str(2 * USERS) not in said
+    assert not (tmp_path / "out").exists()
+    assert outside(tmp_path, config, "guards.refuse_noise_only=false") == 2 * USERS
+
+
+def test_check_tells_the_operator_why_without_charging_or_releasing(spark, tmp_path, capsys):
+    config = latin1_job(tmp_path)
+    assert main(["check", config]) == 0  # whatever it finds
+    said = capsys.readouterr().out.splitlines()
+    assert all(line.startswith("NOT PRIVATE: ") for line in said)
+    assert f"NOT PRIVATE: rows read: {2 * USERS:,}; a run would keep 0 (0.0%)" in said
+    assert f"NOT PRIVATE: dropped, attribute outside its domain: {2 * USERS:,} rows" in said
+    assert any("attr: 100.0% of the values hold U+FFFD" in line and "source.encoding" in line for line in said)
+    assert any("a run would release noise only" in line for line in said)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_gzipped_check_in_file_is_read_like_a_plain_one(spark, tmp_path):

@@ -22,6 +22,8 @@ epsilon = 1.0
 [algorithm]
 name = "sra"
 l = 2
+[guards]
+refuse_noise_only = false
 """
 
 

@@ -153,6 +153,7 @@ def test_edge_counts_over_string_items_and_attributes(spark):
 
 N_ITEMS = 40
 WEEKDAYS = ["Mon", "Tue", "Wed"]
+SMALL = {"refuse_noise_only": False}  # 60 users over 120 cells: released anyway (docs/privacy.md)
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +186,7 @@ def _as_int_ids(table: pd.DataFrame) -> pd.DataFrame:
                                                 ("hpa", {"l": 30, "d": 30}), ("lpa", {"m": 30})])
 def test_a_string_release_is_the_integer_release_relabelled(spark, ratings, algorithm, options):
     release = getattr(dp_spark, algorithm)
-    common = dict(attribute="weekday", attributes=WEEKDAYS, epsilon=2, seed=SEED, **options)
+    common = dict(attribute="weekday", attributes=WEEKDAYS, epsilon=2, seed=SEED, guards=SMALL, **options)
     by_int = release(spark.createDataFrame(ratings), items=range(1, N_ITEMS + 1), **common)
     by_str = release(spark.createDataFrame(_relabelled(ratings)), items=[sku(k) for k in range(1, N_ITEMS + 1)],
                      **common)
@@ -200,7 +201,7 @@ def test_hpa_joins_its_scores_on_string_ids(spark, ratings, monkeypatch):
     """The broadcast join of with_item_values, on a domain larger than the literal's limit."""
     from dp_spark.release import hpa_selection
     monkeypatch.setattr(hpa_selection, "LITERAL_LOOKUP_MAX_ITEMS", 3)
-    common = dict(l=30, d=30, epsilon=1, seed=SEED)  # no user sampled out (see above)
+    common = dict(l=30, d=30, epsilon=1, seed=SEED, guards=SMALL)  # no user sampled out (see above)
     by_int = dp_spark.hpa(spark.createDataFrame(ratings), items=list(range(1, N_ITEMS + 1)), **common)
     by_str = dp_spark.hpa(spark.createDataFrame(_relabelled(ratings)),
                           items={"ids": [sku(k) for k in range(1, N_ITEMS + 1)]}, **common)
@@ -209,7 +210,7 @@ def test_hpa_joins_its_scores_on_string_ids(spark, ratings, monkeypatch):
 
 
 def test_an_integer_item_column_against_a_string_domain_releases_by_decimal_form(spark, ratings):
-    common = dict(l=5, epsilon=2, seed=SEED)
+    common = dict(l=5, epsilon=2, seed=SEED, guards=SMALL)
     by_int = dp_spark.sra(spark.createDataFrame(ratings), items=range(1, N_ITEMS + 1), **common)
     # The same items written as strings sort differently ("10" < "2"), so compare by id.
     by_str = dp_spark.sra(spark.createDataFrame(ratings), items=[str(k) for k in range(1, N_ITEMS + 1)], **common)
@@ -255,12 +256,14 @@ epsilon = 1.0
 [algorithm]
 name = "hpa"
 l = 5
+[guards]
+refuse_noise_only = false
 """)
     assert main(["run", str(config)]) == 0
     job = pd.read_parquet(out / "item_counts")
     assert job["item_id"].map(type).eq(str).all()
     api = dp_spark.hpa(spark.read.parquet(str(source)), items=ids, attribute="weekday", attributes=WEEKDAYS, l=5,
-                       epsilon=1, seed=SEED).tables["item_counts"]
+                       epsilon=1, seed=SEED, guards=SMALL).tables["item_counts"]
     pd.testing.assert_frame_equal(job.sort_values("item_id").reset_index(drop=True), api, check_dtype=False)
     report = json.loads((out / "privacy.json").read_text())
     assert "list of 40 ids" in json.dumps(report)

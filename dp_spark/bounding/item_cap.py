@@ -26,6 +26,9 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from dp_spark.bounding.keys import user_hash
 
 _RANK = "_rank_in_item"
 
@@ -42,21 +45,23 @@ class ItemCap:
         if isinstance(self.c, bool) or not isinstance(self.c, int) or self.c < 1:
             raise ValueError(f"c must be an integer >= 1, got {self.c!r}")
 
-    def _rank(self, user_col: str) -> Column:
+    def _rank(self, values: DataFrame, user_col: str) -> Column:
         value = F.col("_value")
-        ranked = Window.partitionBy(F.col(user_col), self.item).orderBy(F.xxhash64(F.col(user_col), value), value)
+        text = isinstance(values.schema[user_col].dataType, T.StringType)
+        order = user_hash([], F.col(user_col), [value], text)
+        ranked = Window.partitionBy(F.col(user_col), self.item).orderBy(order, value)
         return F.row_number().over(ranked)
 
     def kept(self, values: DataFrame, user_col: str = "user_id") -> DataFrame:
         """``values`` (DataFrame[user_col, _value, ...], one row per selected record) with at most
         c rows per (user, item)."""
-        return values.withColumn(_RANK, self._rank(user_col)).where(F.col(_RANK) <= self.c).drop(_RANK)
+        return values.withColumn(_RANK, self._rank(values, user_col)).where(F.col(_RANK) <= self.c).drop(_RANK)
 
     def marked(self, values: DataFrame, user_col: str = "user_id") -> DataFrame:
         """The same rows, those past the cap kept but with a null ``_value``: a tally then counts
         them apart (a null key), and its total still says how many records were selected
         (bounding.user_records: the check that no user was left short)."""
-        over = self._rank(user_col) > self.c
+        over = self._rank(values, user_col) > self.c
         return values.withColumn("_value", F.when(over, F.lit(None)).otherwise(F.col("_value")))
 
 

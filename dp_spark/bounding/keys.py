@@ -22,7 +22,8 @@ whose records are known to be distinct (each user has each content at most once,
 table keyed by user and item) skips it with ``distinct=True``: every occurrence index is then 0.
 If that declaration is wrong, a user's identical records share one position and are kept or
 dropped together: still a function of that user's records alone (private as before), but no
-longer a uniform sample for that user.
+longer a uniform sample for that user. The same holds for identical records of one user whose
+text id is spelled two ways ("7" and "07", one user to validation): they are numbered apart.
 
 The salt never enters a Spark plan as a literal: :func:`with_salt` joins a one-row table that
 holds it, so explain(), the SQL tab and the event log show a column, not its value.
@@ -103,10 +104,23 @@ def key_columns(df: DataFrame, user_col: str) -> list[str]:
 def row_position(df: DataFrame, user_col: str) -> Column:
     """The row's random position under the salt in ``df``'s ``_salt`` column (:func:`with_salt`):
     a 63-bit non-negative integer."""
-    return keyed_position([F.col(c) for c in key_columns(df, user_col)])
+    text = isinstance(df.schema[user_col].dataType, T.StringType)
+    return keyed_position([F.col(c) for c in key_columns(df, user_col)], text_user=text)
 
 
-def keyed_position(key: list[Column]) -> Column:
+def keyed_position(key: list[Column], text_user: bool = False) -> Column:
     """:func:`row_position` of the row whose key columns (user first, then what tells its rows
-    apart) are ``key``, under the salt in the column ``_salt``."""
-    return F.shiftrightunsigned(F.xxhash64(F.col(SALT), *key), 1)
+    apart) are ``key``, under the salt in the column ``_salt``. ``text_user``: the user id is text
+    (io.validation.user_values); see :func:`user_hash`."""
+    return F.shiftrightunsigned(user_hash([F.col(SALT)], key[0], key[1:], text_user), 1)
+
+
+def user_hash(before: list[Column], user: Column, after: list[Column], text_user: bool) -> Column:
+    """xxhash64 of ``before``, the user id and ``after``. A text id written as a whole number
+    (validation writes such an id as the number's decimal form) is hashed as that number: a user's
+    positions are the same whether the ids came as numbers or as text (a Parquet table and a CSV
+    of the same records give one release), and every other text id is hashed as text."""
+    if not text_user:
+        return F.xxhash64(*before, user, *after)
+    number = user.try_cast("long")
+    return F.when(number.isNotNull(), F.xxhash64(*before, number, *after)).otherwise(F.xxhash64(*before, user, *after))

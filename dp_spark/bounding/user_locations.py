@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from dp_spark.bounding.keys import keyed_position, with_salt
 
@@ -59,7 +60,8 @@ def _ranked(checkins: DataFrame, random_salt: int | None) -> DataFrame:
     pairs = checkins.groupBy("user_id", "item_id").agg(F.sum("visits").alias("c"), F.min("time").alias("first"))
     if random_salt is not None:
         pairs = with_salt(pairs, random_salt)
-    by = [keyed_position([F.col("user_id"), F.col("item_id")])] if random_salt is not None \
+    text = isinstance(checkins.schema["user_id"].dataType, T.StringType)
+    by = [keyed_position([F.col("user_id"), F.col("item_id")], text_user=text)] if random_salt is not None \
         else [F.col("first").asc_nulls_last(), F.col("item_id")]
     order = Window.partitionBy("user_id").orderBy(*by)
     whole_user = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)

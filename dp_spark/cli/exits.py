@@ -14,9 +14,12 @@ import signal
 import sys
 import traceback
 
-from dp_spark.errors import BudgetExceeded, DpSparkError, Interrupted
+from dp_spark.errors import BudgetExceeded, DpSparkError, GuardRefused, Interrupted
 
 EXIT_OK, EXIT_RUNTIME, EXIT_INPUT, EXIT_BUDGET, EXIT_AUDIT = 0, 1, 2, 3, 4
+# A guard refused the release on its noisy figures, after the charge: nothing was released, the
+# charge stays, and a retry on the same data is refused again (docs/operations.md).
+EXIT_GUARD = 5
 
 # PySpark logs every analysis error that carries a DataFrame query context (the message, the
 # plan and the Java stack, one long line on stderr) before the exception reaches us.
@@ -34,6 +37,8 @@ def status_of(exc: BaseException) -> tuple[str, int]:
         return "interrupted", 128 + signal.SIGINT
     if isinstance(exc, BudgetExceeded):
         return "refused", EXIT_BUDGET
+    if isinstance(exc, GuardRefused):
+        return "guard_refused", EXIT_GUARD
     if isinstance(exc, DpSparkError):
         return "bad_input", EXIT_INPUT
     return "error", EXIT_RUNTIME

@@ -1,4 +1,4 @@
-"""``dp-spark run | plan | tune | generate | bench | evaluate | audit | budget``: the command line.
+"""``dp-spark run | plan | tune | check | generate | bench | evaluate | audit | budget``: the command line.
 
 Exit status, for people and schedulers alike:
 
@@ -12,6 +12,9 @@ Exit status, for people and schedulers alike:
   "IOException: No space left on device"); ``run --debug`` prints the traceback before it (the
   other commands always do). The previous release is intact; a charged run is marked failed;
 - 4: ``dp-spark audit`` found a lower bound above the claimed ε.
+- 5: a guard refused the release on its noisy figures (``[guards]``, or the release's own figures
+  could not be told from noise: release.noise_only); one line ``dp-spark: refused: ...``, nothing
+  written, the charge kept; a retry on the same data is refused again.
 - 4 also: ``dp-spark audit-report`` found privacy.json differing on neighbouring inputs;
 - 2 also: another run of the same output and run date is in progress (its lock is held); nothing
   charged, nothing written;
@@ -29,9 +32,9 @@ import signal
 import sys
 import traceback
 
-from dp_spark.cli import budget, measure, plan, report, run, spark_args, tune
-from dp_spark.cli.exits import EXIT_BUDGET, EXIT_INPUT, EXIT_RUNTIME, quiet_spark_error_logs, root_cause
-from dp_spark.errors import BudgetExceeded, DpSparkError, Interrupted
+from dp_spark.cli import budget, check, measure, plan, report, run, spark_args, tune
+from dp_spark.cli.exits import EXIT_BUDGET, EXIT_GUARD, EXIT_INPUT, EXIT_RUNTIME, quiet_spark_error_logs, root_cause
+from dp_spark.errors import BudgetExceeded, DpSparkError, GuardRefused, Interrupted
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -114,6 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_parser(commands)
     report.add_parser(commands)
     tune.add_parser(commands)
+    check.add_parser(commands)
 
     audit_report = commands.add_parser(
         "audit-report", help="run a job on its source and on the source without one user, and compare the two "
@@ -121,8 +125,9 @@ def _parser() -> argparse.ArgumentParser:
     audit_report.add_argument("config", help="job config, e.g. conf/demo.toml")
     audit_report.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                               help="override a config key (repeatable)")
-    audit_report.add_argument("--remove-user", type=int, metavar="ID",
-                              help="the user left out of D' (default: the user with the most records)")
+    audit_report.add_argument("--remove-user", metavar="ID",
+                              help="the user left out of D', as a number or text id (default: the user with the most "
+                              "records)")
     audit_report.add_argument("--seed", type=int, default=0, help="the seed of both runs (default 0)")
     audit_report.add_argument("--out", help="keep both releases here (D/ and D_prime/); default: a temporary "
                               "local directory, removed afterwards")
@@ -144,6 +149,7 @@ def _versions() -> str:
 COMMANDS = {"run": run.run, "generate": run.generate, "bench": measure.bench, "evaluate": measure.evaluate,
             "audit": measure.audit, "budget": budget.budget, "audit-report": measure.audit_report, "plan": plan.plan}
 COMMANDS["tune"] = tune.tune
+COMMANDS["check"] = check.check
 COMMANDS["report"] = report.report
 
 
@@ -189,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     except BudgetExceeded as exc:
         print(f"dp-spark: budget refused: {exc}", file=sys.stderr)
         return EXIT_BUDGET
+    except GuardRefused as exc:
+        print(f"dp-spark: refused: {exc}", file=sys.stderr)
+        return EXIT_GUARD
     except DpSparkError as exc:
         print(f"dp-spark: error: {exc}", file=sys.stderr)
         return EXIT_INPUT

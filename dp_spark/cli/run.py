@@ -288,7 +288,7 @@ def _run_job(args, progress, arm_signals=lambda: None):
     from dp_spark.io import spark_channels
     from dp_spark.io.session import get_session
     from dp_spark.jobs.config import load_config, run_date
-    from dp_spark.jobs.runner import existing_release, plan_budget, run_job
+    from dp_spark.jobs.runner import check_before_spark, existing_release, plan_budget, run_job
 
     with progress.stage("config"):
         cfg = load_config(args.config, args.overrides)
@@ -296,7 +296,8 @@ def _run_job(args, progress, arm_signals=lambda: None):
             cfg = replace(cfg, run_date=run_date(args.run_date))
         if args.force and cfg.run_date is None:
             raise DpSparkError("--force only applies to a run with a run date (--run-date or run_date)")
-        plan_budget(cfg)  # fail on a bad split before starting Spark
+        plan_budget(cfg)  # fail on a bad split, or a release too large, before starting Spark
+        check_before_spark(cfg)
         if getattr(args, "diagnostics", None):
             _check_outside_release(args.diagnostics, cfg.output)
     progress.context(job=cfg.algorithm, run_date=cfg.run_date)

@@ -98,12 +98,13 @@ def standard_checkins(df: DataFrame, time_name: str = "time") -> DataFrame:
 
 
 def _checked(df: DataFrame, locations: ItemDomain):
-    """(user id as a long, location id as a long, visits as a long, whether the location is in
-    the set, whether the row is kept): null where a value is unusable; a row is kept when its user
-    id is usable, its location in the set and its visits a positive whole number."""
+    """(user id as validation reads it (io.validation.user_values), location id as a long, visits as a
+    long, whether the location is in the set, whether the row is kept): null where a value is
+    unusable; a row is kept when its user id is usable, its location in the set and its visits a
+    positive whole number."""
     if locations.is_string:
         raise ConfigError(f"location ids must be integers; the location set {locations.description} holds strings")
-    _bad, user = validation._integer_problems(df, "user_id")
+    _bad, user = validation.user_values(df)
     _bad, item = validation._integer_problems(df, "item_id")
     visits = F.col("visits").try_cast("long")
     in_set = F.coalesce(item.between(*locations.id_range) if locations.id_range else item.isin(locations.ids.tolist()),

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from dp_spark.bounding.keys import ROW_KEY, with_row_key
 from dp_spark.errors import ConfigError, DataError
 from dp_spark.io import datasets
-from dp_spark.io.validation import _integer_problems
+from dp_spark.io.validation import text_user, user_values
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class SourceSpec:
     columns: dict[str, str] = field(default_factory=dict)
     # Set only by `dp-spark audit-report` (a NOT private test): the source minus this user, the
     # neighbouring input D′ (io.without_dropped_user). No config key sets it.
-    drop_user: int | None = None
+    drop_user: int | str | None = None
     # source.distinct_records: the operator vouches that no user has two identical records, so
     # the rows' occurrence indices (a shuffle of every record) are not computed (bounding.keys).
     distinct_records: bool = False
@@ -77,10 +77,24 @@ def _read_raw(spark: SparkSession, source: SourceSpec) -> DataFrame:
         return spark.table(source.table)
     except DataError:
         raise
-    except Exception as exc:  # AnalysisException and friends: report the first line only
-        where = source.path or source.table
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DataError(f"cannot read source {where!r}: {first_line}") from None
+    except Exception as exc:  # AnalysisException, Py4J's errors and friends: the root cause in one line
+        raise DataError(f"cannot read source {source.path or source.table!r}: {spark_error_line(exc)}") from None
+
+
+# Spark's error classes: "[CANNOT_READ_FILE_FOOTER] Could not read footer for file: ..." names
+# what went wrong; Py4J's first line ("An error occurred while calling o39.parquet.") does not.
+_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_]*(\.[A-Z0-9_]+)*\] .*")
+
+
+def spark_error_line(exc: BaseException) -> str:
+    """One line that says why Spark failed: the first line with an error class and its message
+    (without Java's exception name or the SQLSTATE), else the message's first line."""
+    text = str(exc).strip()
+    for line in text.splitlines():
+        found = _ERROR_CLASS.search(line)
+        if found:
+            return re.sub(r"\s*SQLSTATE: \w+\s*$", "", found.group(0)).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def refuse_data_as_header(names: list[str], source: SourceSpec) -> None:
@@ -138,12 +152,17 @@ def read_records(spark: SparkSession, source: SourceSpec, want_attr: bool, want_
 def without_dropped_user(df: DataFrame, source: SourceSpec, column: str = "user_id") -> DataFrame:
     """``df`` without the rows of ``source.drop_user``; ``df`` itself when that is None (always, for
     a release). Every other row keeps its row key and hence its sampling key (a function of its
-    user's records alone): the job sees exactly D minus one user. Rows whose user id is not an integer
-    are kept, for validation to report."""
+    user's records alone): the job sees exactly D minus one user, the id compared as validation reads
+    it (io.validation.user_values). Rows whose user id is unusable are kept, for validation to report."""
     if source.drop_user is None:
         return df
-    _bad, user = _integer_problems(df, column)
-    return df.where(F.coalesce(user != F.lit(source.drop_user), F.lit(True)))
+    _bad, user = user_values(df, column)
+    text = str(source.drop_user).strip()
+    number = int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else None
+    if not text_user(df, column) and number is None:
+        raise ConfigError(f"user {source.drop_user!r} cannot be removed: the user ids are numbers")
+    dropped = (text if number is None else str(number)) if text_user(df, column) else number
+    return df.where(F.coalesce(user != F.lit(dropped), F.lit(True)))
 
 
 def read_whole_records(spark: SparkSession, source: SourceSpec) -> DataFrame:

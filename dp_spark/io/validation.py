@@ -3,7 +3,10 @@
 ``validate_records`` checks ids in one aggregate pass and casts them; ids outside
 the public domain are dropped and counted in the NOT-private diagnostics.
 
-User ids are integers. Item ids are integers, or strings when the item domain is a string
+User ids are integers or text (:func:`user_values`): a column of numbers gives long ids; a text
+column gives text ids, where a value written as a whole number is that number's decimal form ("042",
+" 42" and "42.0" are the user "42", as the number 42 is) and any other value is itself without the
+spaces around it ("u474", a UUID). Item ids are integers, or strings when the item domain is a string
 domain (``ItemDomain.is_string``): then the item column is compared as a string, exactly (no
 trimming, case-sensitive), and an integer column by its decimal form (42 is "42", never "042").
 """
@@ -95,6 +98,30 @@ def _integer_problems(df: DataFrame, column: str) -> tuple[Column, Column]:
         as_long = F.when(in_range & (truncated == c), truncated)
         return c.isNotNull() & as_long.isNull(), as_long
     raise DataError(f"column {column} has type {field_type.simpleString()}; expected integer ids")
+
+
+def user_values(df: DataFrame, column: str = "user_id") -> tuple[Column, Column]:
+    """(is not a usable user id, the id as the job keys users by) for the user column.
+
+    Numbers give long ids (:func:`_integer_problems`). Text gives text ids: the decimal form of
+    the number when the text is a whole number (so that a CSV's "42", "042" and "42.0" are one
+    user, and the same user as the number 42 of a Parquet column: the sampling keys hash such an
+    id as that number, bounding.keys.keyed_position), else the text without its surrounding
+    spaces; an empty text is no id. Each record's id depends on that record alone."""
+    kind = df.schema[column].dataType
+    if not isinstance(kind, (T.StringType, *NUMERIC_TYPES)):
+        raise DataError(f"column {column} has type {kind.simpleString()}; user ids are integers or text")
+    if not isinstance(kind, T.StringType):
+        return _integer_problems(df, column)
+    _bad, number = _integer_problems(df, column)
+    text = F.trim(F.col(column))
+    user = F.coalesce(number.cast("string"), F.when(text != F.lit(""), text))
+    return F.col(column).isNotNull() & user.isNull(), user
+
+
+def text_user(df: DataFrame, column: str = "user_id") -> bool:
+    """Whether the (validated) user ids are text rather than longs: the column's type, public."""
+    return isinstance(df.schema[column].dataType, T.StringType)
 
 
 def _string_item(df: DataFrame, column: str) -> tuple[Column, Column]:
@@ -189,7 +216,9 @@ def describe_mismatch(df: DataFrame, column: str, outside: Column, domain: str) 
 
 @dataclass(frozen=True)
 class ValidatedRecords:
-    records: DataFrame  # in-domain rows only, ids as long (item ids as string for a string domain), attr as string
+    # In-domain rows only: user ids as long (as text from a text column: user_values), item ids as
+    # long (as string for a string domain), attr as string.
+    records: DataFrame
     diagnostics: dict  # NOT private: raw counts for the operator
     user_counts: DataFrame  # [user_id, _n]: in-domain rows per user (cached; see release)
     cached: DataFrame  # the persisted per-user table behind user_counts
@@ -223,13 +252,15 @@ def _id_problem(df: DataFrame, column: str, rows: int, items: ItemDomain | None 
     """Why ``column`` is unusable (null or non-integer values), or None: (what is wrong, the
     count and an example, which quote the records: NOT private). Error path only. ``items`` is
     the domain the item column is read against."""
-    bad, _typed = _item_values(df, items, column) if column == "item_id" else _integer_problems(df, column)
+    bad, _typed = _item_values(df, items, column) if column == "item_id" else user_values(df, column)
     stats = df.agg(F.sum(F.col(column).isNull().cast("long")).alias("nulls"),
                    F.sum(bad.cast("long")).alias("bad")).first()
     if stats["nulls"]:
         return f"column {column} has null values", f"{stats['nulls']:,} of {rows:,} rows"
     if stats["bad"]:
         example = df.where(bad).select(F.col(column).cast("string")).first()[0]
+        if column == "user_id" and text_user(df):
+            return "column user_id has empty values", f"{stats['bad']:,} of {rows:,} rows"
         return (f"column {column} has non-integer values (ids must be whole numbers within the range of a long)",
                 f"{stats['bad']:,} of {rows:,} rows, e.g. {example!r}")
     return None
@@ -253,7 +284,7 @@ def keyed_by_user(df: DataFrame) -> DataFrame:
     if not isinstance(item_type, (*_INTEGER_TYPES, T.StringType)):
         raise DataError(f"column item_id has type {item_type.simpleString()}; items selected privately need integer "
                         "or string ids")
-    _bad, user = _integer_problems(df, "user_id")
+    _bad, user = user_values(df)
     return df.select(user.alias("user_id"), F.col("item_id")).where(F.col("user_id").isNotNull())
 
 
@@ -262,7 +293,7 @@ def check_schema(df: DataFrame, items: ItemDomain | None, private_items: bool = 
     """A DataError when the user, item or attribute column has a type no value of its domain can
     have (validate_records and keyed_by_user would find it later, after the charge); reads no record."""
     def columns() -> DataFrame:
-        _bad, user = _integer_problems(df, "user_id")
+        _bad, user = user_values(df)
         selected = [user.alias("user_id")]
         if private_items:
             keyed_by_user(df)
@@ -329,7 +360,7 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
     ``rows_outside_domain["value"]``; with ``strict`` it is refused. A column of another type
     is refused before (:func:`check_value_schema`).
     """
-    _bad, user = _integer_problems(df, "user_id")
+    _bad, user = user_values(df)
     _bad, item = _item_values(df, items)
     in_attrs, attr = _attribute_values(df, attributes) if attributes else (F.lit(True), None)
     in_items = _in_item_domain(item, items)
@@ -352,7 +383,7 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         if keys.ROW_KEY not in df.columns:
             raise ValueError(f"a sample in validation needs the {keys.ROW_KEY} column (io.read_records adds it)")
         # The key that bounding hashes for the validated records: the user id as a long, the row key.
-        position = keys.keyed_position([user, F.col(keys.ROW_KEY)])
+        position = keys.keyed_position([user, F.col(keys.ROW_KEY)], text_user=text_user(df))
         in_domain = in_items & in_attrs
         sample_inputs = [F.when(in_domain, item).alias("_sample_item"), F.when(in_domain, position).alias("_sample_at")]
         # min_by passes over rows whose order is null: a user's rows outside the domain are never drawn.

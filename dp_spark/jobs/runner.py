@@ -22,7 +22,7 @@ from dp_spark.jobs import budget_store, preflight
 from dp_spark.jobs.config import JobConfig
 from dp_spark.release import lifecycle
 from dp_spark.release.engine import Computed, compute, planned_accuracy
-from dp_spark.release.family import Domains, plan_split
+from dp_spark.release.family import Domains, check_domain_fits, output_size, plan_split
 
 
 def _family(cfg: JobConfig):
@@ -42,6 +42,18 @@ def plan_budget(cfg: JobConfig) -> dict[str, Fraction]:
     with_edges = Domains(None, attribute_domain(cfg.attributes))  # the split needs only whether there are edges
     return plan_split(_family(cfg), cfg.params, cfg.epsilon, with_edges, cfg.epsilon_parts, cfg.guards,
                       cfg.accounting)
+
+
+def check_before_spark(cfg: JobConfig) -> None:
+    """Refuse what ``plan`` refuses without Spark (a release too large for its limits, e.g. a range
+    of 10^12 items), before ``run`` starts Spark. A domain held in a table needs Spark to be read,
+    and is checked after it starts, as every domain is again before the charge."""
+    family = _family(cfg)
+    if family.uses_item_domain and "table" in (cfg.items or {}):
+        return
+    domains = job_domains(cfg)
+    output_size(family, cfg.params, domains, cfg.execution)
+    check_domain_fits(family, cfg.params, domains, cfg.execution)
 
 
 @dataclass(frozen=True)

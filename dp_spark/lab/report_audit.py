@@ -43,6 +43,10 @@ class Allowed:
 ALLOWED: tuple[Allowed, ...] = (
     Allowed("created_utc", "the wall clock when the report was written: not derived from the data"),
     Allowed("run.budget_store.run_id", "a random name the budget store gives each run: not derived from the data"),
+    # The noise-only refusal (release.noise_only) decides on the release's own DP figures.
+    Allowed("guards.noise_only.figures", "DP outputs: the noisy records kept (step bounding: kept) and released "
+            "tables' totals (post-processing), with thresholds from the public noise at a bound, or over items, "
+            "that may be chosen privately"),
     # DPSense and DPSense-S: θ* (and α*) are drawn by the exponential mechanism, whose epsilon_theta is
     # in the ledger; the reader needs them to use the counts.
     Allowed("algorithm.chosen.theta", "θ* is an output of DPSense's exponential mechanism (ledger step theta or "
@@ -351,11 +355,13 @@ def differences(a: dict, b: dict, allowed: tuple[Allowed, ...] | None = None) ->
 # pick the user, both runs use a fixed seed, and neither charges the configured budget store.
 
 
-def audit_config(cfg, output: str, seed: int, drop_user: int | None = None):
+def audit_config(cfg, output: str, seed: int, drop_user: int | str | None = None):
     """``cfg`` for one side of the audit: its own output, a fixed seed, no run date, no budget
-    store, and the source without ``drop_user`` (D′) or whole (D)."""
+    store, the source without ``drop_user`` (D′) or whole (D), and the noise-only refusal off
+    (release.noise_only): the audit compares the privacy.json a release writes, on small data too."""
     return replace(cfg, output=output, seed=seed, run_date=None, budget_store=None,
-                   source=replace(cfg.source, drop_user=drop_user))
+                   source=replace(cfg.source, drop_user=drop_user),
+                   guards=replace(cfg.guards, refuse_noise_only=False))
 
 
 def _loaded_source(cfg, spark):
@@ -376,7 +382,7 @@ def _loaded_source(cfg, spark):
     return sources.read_records(spark, cfg.source, want_attr=False), "user_id"
 
 
-def heaviest_user(cfg, spark) -> tuple[int, int]:
+def heaviest_user(cfg, spark) -> tuple[int | str, int]:
     """(user id, its number of rows) of the user with the most rows in the source; the smallest
     id among ties. Reads the raw data: NOT private, for this test only."""
     from pyspark.sql import functions as F
@@ -385,17 +391,17 @@ def heaviest_user(cfg, spark) -> tuple[int, int]:
     from dp_spark.io import validation
 
     df, column = _loaded_source(replace(cfg, source=replace(cfg.source, drop_user=None)), spark)
-    _bad, user = validation._integer_problems(df, column)
+    _bad, user = validation.user_values(df, column)
     top = (df.select(user.alias("user")).where(F.col("user").isNotNull()).groupBy("user").count()
            .orderBy(F.desc("count"), "user").first())
     if top is None:
-        raise DataError("the source has no user with an integer id")
-    return int(top["user"]), int(top["count"])
+        raise DataError("the source has no user with a usable id")
+    return (top["user"] if isinstance(top["user"], str) else int(top["user"])), int(top["count"])
 
 
 @dataclass(frozen=True)
 class NeighbourReports:
-    user: int  # the user removed from D to make D′
+    user: int | str  # the user removed from D to make D′
     on_d: dict  # privacy.json of the run on D
     on_d_prime: dict  # privacy.json of the run on D′
     # Each run's NOT-private diagnostics (never in the reports): that rows_read differs shows D′ is not D.
@@ -408,7 +414,7 @@ class NeighbourReports:
         return differences(self.on_d, self.on_d_prime)
 
 
-def neighbour_reports(cfg, spark, workdir: str, user: int | None = None, seed: int = 0,
+def neighbour_reports(cfg, spark, workdir: str, user: int | str | None = None, seed: int = 0,
                       progress=None) -> NeighbourReports:
     """Run the job on D (the configured source) into ``workdir/D`` and on D′ (D without ``user``,
     by default the heaviest) into ``workdir/D_prime``, each with ``seed``; return the two

@@ -22,7 +22,7 @@ from dp_spark.core.accounting import PURE, Accounting
 from dp_spark.core.domain import ItemDomain
 from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.release import guards
+from dp_spark.release import bounding_estimate, guards, noise_only
 from dp_spark.release.family import Domains, Execution, Family, FamilyOutput, RunInputs, check_domain_fits
 from dp_spark.release.guards import Guards
 from dp_spark.version import __version__
@@ -80,10 +80,22 @@ def compute(family: Family, params: Any, records, domains: Domains, epsilon: Fra
     if resolved is not None:
         # A bound chosen privately is a DP output: the noise it implies is post-processing of it.
         planned, expected = chosen_accuracy(family, *resolved, epsilon, domains, split)
+    # Post-processing of the release's DP figures: refused (nothing written) when they are noise alone.
+    noise_only_section = noise_only.decide(
+        noise_only.figures(output.bounding, _kept_scale(budget), noise_only.table_totals(output.tables, planned)),
+        limits.refuse_noise_only)
+    if noise_only_section is not None:
+        output = replace(output, guards={**(output.guards or {}), noise_only.KEY: noise_only_section})
     output = replace(output, tables=with_halfwidth_columns(output.tables, planned))
     domains = output.domains or domains  # items selected privately are a DP output, public from here on
     report = build_report(family, params, budget, domains, split, output, seed, source, expected)
     return Computed(output.tables, report, domains.items, diagnostics_of(report, output.diagnostics))
+
+
+def _kept_scale(budget: Budget) -> float | None:
+    """The noise scale of the counts' records kept (ledger step "bounding: kept"), None without it."""
+    scales = [entry.noise_scale for entry in budget.entries if entry.step == bounding_estimate.KEPT_STEP]
+    return float(scales[0]) if scales else None
 
 
 def planned_accuracy(family: Family, params: Any, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],

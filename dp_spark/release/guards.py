@@ -42,6 +42,10 @@ removing most rows is how the algorithms are meant to work, and is guarded by
 ``max_truncated_fraction`` separately. With items selected privately, items left out are not a
 mismatch: only rows whose attribute lies outside its domain count.
 
+``refuse_noise_only`` (default true) costs nothing: after the release's noise, it refuses a
+release whose own DP figures cannot be told from noise (release.noise_only), the night whose
+records all fell outside the domain. A guard's refusal exits 5 (cli.exits.EXIT_GUARD).
+
 ``strict`` (default false) is about malformed records, not coverage: by default a row whose user
 or item id is null or not an integer is dropped like a row outside the domain (counted in the
 diagnostics), and an empty source releases noise, so that no single record can stop a run.
@@ -67,7 +71,8 @@ from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError, GuardRefused
 from dp_spark.io.validation import SHARE_GRID
 
-GUARD_KEYS = ("epsilon", "max_dropped_fraction", "max_truncated_fraction", "warn_dropped_fraction", "strict")
+GUARD_KEYS = ("epsilon", "max_dropped_fraction", "max_truncated_fraction", "warn_dropped_fraction", "strict",
+              "refuse_noise_only")
 LIMIT_KEYS = ("max_dropped_fraction", "max_truncated_fraction")
 DEFAULT_WARN_DROPPED_FRACTION = 0.05
 # The families that count coverage before their noise; of them, those whose per-user bound is
@@ -98,14 +103,17 @@ class Guards:
     warn_dropped_fraction: float = DEFAULT_WARN_DROPPED_FRACTION  # diagnostics only
     epsilon: Fraction | None = None  # what the noisy figures spend; with a limit only
     strict: bool = False
+    # Refuse a release whose own DP figures cannot be told from noise (release.noise_only; no ε).
+    refuse_noise_only: bool = True
 
     def __post_init__(self):
         for name in ("max_dropped_fraction", "max_truncated_fraction", "warn_dropped_fraction"):
             object.__setattr__(self, name, _fraction(getattr(self, name), name))
         if self.warn_dropped_fraction is None:
             object.__setattr__(self, "warn_dropped_fraction", DEFAULT_WARN_DROPPED_FRACTION)
-        if not isinstance(self.strict, bool):
-            raise ConfigError(f"guards.strict must be true or false, got {self.strict!r}")
+        for name in ("strict", "refuse_noise_only"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"guards.{name} must be true or false, got {getattr(self, name)!r}")
         if self.epsilon is not None:
             object.__setattr__(self, "epsilon", as_epsilon(self.epsilon, "guards.epsilon"))
         if self.active and self.epsilon is None:

@@ -32,7 +32,7 @@ from dp_spark.errors import ConfigError
 from dp_spark.families.frapp import mining as fm
 from dp_spark.families.frapp import perturbation as frapp
 from dp_spark.families.frapp.mining import AttributeSpec, Scheme, check_bit_capacity
-from dp_spark.io.validation import refuse_strictly
+from dp_spark.io.validation import refuse_strictly, user_values
 from dp_spark.release.family import (
     ConfigTables,
     Domains,
@@ -218,6 +218,8 @@ def bounded_records(records: DataFrame, records_per_user: int, seed: int | None,
     when ``strict`` (guards.strict), an error."""
     if "user_id" not in records.columns:
         return records, {"users": "not given: every row is taken as one user"}
+    _bad, user = user_values(records)  # as every family reads them: "01" and 1 are one user
+    records = records.withColumn("user_id", user)
     if strict and records.where(F.col("user_id").isNull()).limit(1).count():
         refuse_strictly("the user id column has missing values", "at least one row", progress)
     records = records.where(F.col("user_id").isNotNull())

@@ -1,0 +1,95 @@
+"""``dp-spark check CONF``: what a run of this config would drop from the records, and why.
+
+NOT PRIVATE: it reads the raw records and prints raw figures (rows read, rows dropped by reason,
+examples of values that missed the domain), for the operator who sets a job up. Nothing is
+charged and nothing is released, and its exit status does not depend on what it finds (0 once the
+records are read), so that a scheduler's ``check && run`` cannot make a run's fate a function of
+the raw data. A run itself decides only on DP figures (release.noise_only, release.guards).
+
+It reads the source as the job does (the same schema checks, the same validation), then adds
+what validation does not say: the share of each text column's values holding U+FFFD, the
+character a reader puts where bytes are not valid in the encoding it was told (a Latin-1 CSV
+read as UTF-8).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from dp_spark.bounding.keys import ROW_KEY
+from dp_spark.families.registry import family_of
+from dp_spark.io import checkins, validation
+from dp_spark.jobs.runner import check_source_schema, job_domains
+
+LABEL = "NOT PRIVATE"
+REPLACEMENT = "\ufffd"  # what a decoder writes for bytes the encoding cannot read
+DROP_REASONS = {
+    "rows_outside_item_domain": "item outside the domain",
+    "rows_outside_location_set": "location outside the set",
+    "rows_outside_attribute_domain": "attribute outside its domain",
+    "rows_invalid_user_id": "null or blank user id",
+    "rows_invalid_item_id": "item id that is no id (also counted as outside the domain)",
+    "rows_invalid_value": "value that is no number",
+    "rows_invalid_visits": "visits that are no positive whole number",
+}
+
+
+def undecodable_shares(df: DataFrame) -> dict[str, float]:
+    """{text column: share of its non-null values holding U+FFFD}, for the columns that have any."""
+    text = [f.name for f in df.schema.fields if isinstance(f.dataType, T.StringType) and f.name != ROW_KEY]
+    if not text:
+        return {}
+    row = df.agg(*[F.avg(F.col(c).contains(REPLACEMENT).cast("double")).alias(c) for c in text]).collect()[0]
+    return {c: float(row[c]) for c in text if row[c]}
+
+
+def _validated(cfg, records, domains) -> tuple[dict, str, int | None]:
+    """(validation's diagnostics, its explanation of values outside the domain, users with a usable
+    id) as a run would find them."""
+    reads = family_of(cfg.algorithm).reads
+    if reads == "checkins":
+        _kept, found = checkins.validate_checkins(records, domains.items)
+        return found, "", None
+    validated = validation.validate_records(records, domains.items, domains.attributes,
+                                            value=reads == "valued_records")
+    try:
+        return validated.diagnostics, validated.explain(), validated.users_read
+    finally:
+        validated.release()
+
+
+def check(cfg, spark) -> dict:
+    """The operator's figures for ``cfg``'s source (NOT private): see the module's docstring."""
+    if family_of(cfg.algorithm).reads == "whole_records":
+        raise NotImplementedError  # refused by the command before Spark starts
+    domains = job_domains(cfg, spark)
+    records = check_source_schema(cfg, spark, domains)
+    found, explain, users = _validated(cfg, records, domains)
+    dropped = {name: found[name] for name in DROP_REASONS if found.get(name)}
+    kept = found["rows_read"] - sum(v for k, v in dropped.items() if k != "rows_invalid_item_id")
+    return {"rows_read": found["rows_read"], "rows_kept": kept, "dropped": dropped, "users": users,
+            "explain": explain, "undecodable": undecodable_shares(records), "encoding": cfg.source.encoding,
+            "format": cfg.source.format}
+
+
+def lines(result: dict, config: str) -> list[str]:
+    """The result as the console shows it, every line labelled NOT PRIVATE."""
+    read, kept = result["rows_read"], result["rows_kept"]
+    out = [f"check of {config}: read from the raw records for the operator; nothing was charged or released, "
+           "and these figures must not be published",
+           f"rows read: {read:,}; a run would keep {kept:,} ({kept / read:.1%})" if read else "rows read: 0"]
+    if result["users"] is not None:
+        out.append(f"users with a usable id: {result['users']:,}")
+    for name, count in result["dropped"].items():
+        out.append(f"dropped, {DROP_REASONS[name]}: {count:,} rows")
+    if result["explain"]:
+        out.append(result["explain"])
+    for column, share in result["undecodable"].items():
+        out.append(f"{column}: {share:.1%} of the values hold U+FFFD, the mark of bytes that are not "
+                   f"{result['encoding']}: set source.encoding to the file's character set (e.g. \"latin-1\")")
+    if read and not kept:
+        out.append("a run would release noise only: no record matches the domain (a run refuses such a release "
+                   "unless guards.refuse_noise_only = false)")
+    return [f"{LABEL}: {line}" for line in out]
