@@ -310,6 +310,11 @@ def test_plan_prints_what_a_seeded_run_reports(spark, tmp_path, capsys):
     assert len(top) == 10 and all(f"±{noise['ci95_halfwidth']:,.4g}" in line for line in top)
     assert "may be at the top by noise alone" in console
     assert "bounding kept" in console and "WARNING: the noise is wider than the average count" in console
+    # The noise-only refusal's thresholds (off for this run, which is noise on purpose): the plan's.
+    figures = report["guards"]["noise_only"]["figures"]
+    assert list(figures) == ["records kept", "item_counts total", "edge_counts total"]
+    said = " or ".join(f"{name} reaches {figure['threshold']:,.0f}" for name, figure in figures.items())
+    assert f"noise-only refusal: a run releases only if {said}" in planned_text
 
 
 # ---------------------------------------------------------------------------

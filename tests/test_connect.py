@@ -120,7 +120,7 @@ def test_scheduled_runs_on_connect(connect_spark, tmp_path):
     config = tmp_path / "job.toml"
     config.write_text(f'output = "{tmp_path / "out"}"\nseed = 1\n[source]\nformat = "parquet"\npath = "{source}"\n'
                       '[domain]\nitems = { range = [1, 4] }\n[privacy]\nepsilon = 1\n'
-                      '[algorithm]\nname = "sra"\nl = 2\n')
+                      '[algorithm]\nname = "sra"\nl = 2\n[guards]\nrefuse_noise_only = false\n')  # four records
     first = run_job(load_config(config, ["run_date=2026-11-20"]), connect_spark, progress=lambda _m: None)
     again = run_job(load_config(config, ["run_date=2026-11-20"]), connect_spark, progress=lambda _m: None)
     assert (first.status, again.status) == ("released", "unchanged") and again.report == first.report

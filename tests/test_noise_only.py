@@ -103,3 +103,17 @@ def refused_share(users: int, draws: int = 4_000, seed: int = 9) -> float:
 @pytest.mark.parametrize("users, low, high", [(0, 0.95, 1.0), (20, 0.9, 0.96), (30, 0.37, 0.46), (50, 0.0, 0.002)])
 def test_the_refusal_at_small_user_counts_is_the_documented_one(users, low, high):
     assert low <= refused_share(users) <= high
+
+
+def test_plan_says_what_a_run_must_reach_or_that_it_is_not_checked():
+    """The plan's thresholds are the run's (the same figures, from the config alone); a job with
+    nothing to decide on says so."""
+    exact = accuracy.discrete_laplace(10, 0.05)
+    found = noise_only.planned(400.0, {"item_counts": {"noisy_count": exact}}, {"item_counts": 100})
+    assert [f.threshold for f in found] == [f.threshold for f in noise_only.figures(
+        {"records_kept_noisy": 0}, 400.0, [("item_counts total", 0.0, 10 * exact.sd)])]
+    assert noise_only.plan_line(found).startswith(
+        f"noise-only refusal: a run releases only if records kept reaches {found[0].threshold:,.0f} or item_counts "
+        f"total reaches {found[1].threshold:,.0f}")
+    assert noise_only.planned(None, {"item_counts": {"noisy_count": exact}}, {"item_counts": None}) == []
+    assert noise_only.plan_line([]).startswith("noise-only refusal: not checked for this job")

@@ -92,9 +92,11 @@ def text_ids(rows: pd.DataFrame) -> pd.DataFrame:
 @pytest.mark.parametrize("family", sens.FAMILIES, ids=lambda f: f.name)
 def test_text_user_ids_move_every_family_within_its_sensitivity(spark, family):
     """Text user ids are the privacy unit as numbers are: on a table of text ids, some of which read
-    as numbers, one added user (a UUID) moves every family within its sensitivity."""
+    as numbers, one added user (a UUID) moves every family within its sensitivity. Two layouts (the
+    test above tries every layout on number ids): spread among the others' records, and reshuffled."""
     extras = [sens.added_user(0).assign(user_id="6f1c2a7e-0b3d-4e59-9a51-2d8f0c4b7e13")]
-    for move in sens.moves(spark, family, text_ids(sens.table()), extras, schema=TEXT_SCHEMA):
+    for move in sens.moves(spark, family, text_ids(sens.table()), extras, schema=TEXT_SCHEMA,
+                           layouts=("spread", "reshuffled")):
         assert move.within(family), move
 
 

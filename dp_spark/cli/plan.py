@@ -34,8 +34,8 @@ def plan(args) -> int:
     from dp_spark.families.registry import family_of
     from dp_spark.jobs.config import load_config
     from dp_spark.jobs.runner import job_domains, plan_budget
-    from dp_spark.release import guards
-    from dp_spark.release.engine import accuracy_section
+    from dp_spark.release import guards, noise_only
+    from dp_spark.release.engine import accuracy_section, planned_accuracy
     from dp_spark.release.family import describe_output_size, output_size
 
     alpha = accuracy.DEFAULT_ALPHA if args.alpha is None else args.alpha
@@ -64,6 +64,10 @@ def plan(args) -> int:
     print(f"output: {describe_output_size(rows)}")
     if cfg.guards.active:
         print(guards.planned(cfg.guards))
+    if cfg.guards.refuse_noise_only:
+        kept_scale = section.get("bounding", {}).get("records_kept", {}).get("scale")
+        tables = planned_accuracy(family, cfg.params, cfg.epsilon, domains, split)
+        print(noise_only.plan_line(noise_only.planned(kept_scale, tables, rows)))
     print("Nothing was read and no budget was spent. Expected error of each released value (the noise alone):\n")
     print("\n".join(accuracy.format_section(section)))
     return EXIT_OK

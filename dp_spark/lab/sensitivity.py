@@ -390,13 +390,13 @@ class Move:
 
 
 def moves(spark: SparkSession, family: Family, base: pd.DataFrame, extras: list[pd.DataFrame],
-          distinct: bool = False, schema: str = SCHEMA) -> list[Move]:
-    """The family's move from D to D′ in every layout, D read in its own order; the layouts take
-    the added users of ``extras`` in turn (so one run tries several odd ids). ``schema``: the
-    columns' types (string ids to try malformed ones)."""
+          distinct: bool = False, schema: str = SCHEMA, layouts: tuple[str, ...] = LAYOUTS) -> list[Move]:
+    """The family's move from D to D′ in each of ``layouts`` (by default every one), D read in its
+    own order; the layouts take the added users of ``extras`` in turn (so one run tries several
+    odd ids). ``schema``: the columns' types (string ids, or malformed ones)."""
     on_d = family.aggregate(frame(spark, base, schema=schema), distinct)
     found = []
-    for k, layout in enumerate(LAYOUTS):
+    for k, layout in enumerate(layouts):
         extra = extras[k % len(extras)]
         on_d2 = family.aggregate(frame(spark, neighbour(base, extra, layout), layout, schema), distinct)
         delta = np.abs(on_d2.astype(np.int64) - on_d.astype(np.int64))

@@ -115,3 +115,24 @@ def decide(found: list[Figure], enabled: bool = True) -> dict | None:
             "run stays charged; `dp-spark check CONFIG` (NOT PRIVATE) shows what a run drops and why, and "
             "guards.refuse_noise_only = false releases such a run anyway")
     return section
+
+
+def planned(kept_scale: float | None, planned_tables: dict[str, dict[str, accuracy.Accuracy]],
+            rows: dict[str, int | None]) -> list[Figure]:
+    """The figures a run will decide on, with their thresholds (noisy values 0): for ``plan``,
+    from the config and the domains alone. ``rows``: each table's rows (None: chosen by the run)."""
+    totals = []
+    for table, columns in planned_tables.items():
+        noise, cells = columns.get("noisy_count"), rows.get(table)
+        if noise is not None and noise.kind == accuracy.EXACT and noise.sd is not None and cells:
+            totals.append((f"{table} total", 0.0, math.sqrt(cells) * noise.sd))
+    return figures({"records_kept_noisy": 0} if kept_scale is not None else None, kept_scale, totals)
+
+
+def plan_line(found: list[Figure]) -> str:
+    """What ``plan`` says of the refusal before anything is read."""
+    if not found:
+        return "noise-only refusal: not checked for this job (it releases no total to decide on)"
+    said = " or ".join(f"{f.name} reaches {f.threshold:,.0f}" for f in found)
+    return (f"noise-only refusal: a run releases only if {said} (noise alone does at most {MISS:.0%} of the "
+            "time; guards.refuse_noise_only = false turns this off)")
