@@ -156,3 +156,18 @@ def test_the_patterns_catch_what_they_are_for(tmp_path):
                     "\n\n```\n[b](x.md)\n```\n")
     assert [target for _, target in links(page)] == ["gone.md"]
     assert [name for _, name in repo_paths(page)] == ["dp_spark/gone.py", "dp_spark/core/gone.py"]
+
+
+def test_the_plan_excerpt_of_choosing_epsilon_is_what_plan_prints(capsys, monkeypatch):
+    """docs/choosing_epsilon.md quotes `dp-spark plan`: the command is run and every quoted line
+    (but "...") must be in what it prints. `plan` reads no record, so no Spark starts here."""
+    from dp_spark.cli import main
+
+    page = (DOCS / "choosing_epsilon.md").read_text()
+    found = re.search(r"```\n\$ dp-spark plan (\S+)\n(.*?)```", page, re.S)
+    assert found, "the page quotes no `dp-spark plan` output"
+    monkeypatch.chdir(ROOT)
+    assert main(["plan", found.group(1)]) == 0
+    printed = capsys.readouterr().out
+    quoted = [line for line in found.group(2).splitlines() if line.strip() and line.strip() != "..."]
+    assert quoted and all(line in printed for line in quoted), quoted
