@@ -24,9 +24,9 @@ lies far above the threshold), 5 such users do not (docs/privacy.md, "Privacy cl
 refusal", has the table). Such a release is mostly noise; ``guards.refuse_noise_only = false``
 releases it anyway.
 
-Families without such a figure (location entropy, whose entropies are no totals; tables released
-on the executors) are not checked; FRAPP's number of perturbed records N is public under its
-local model, and a run that perturbed none is refused.
+Not checked: location entropy (its entropies are no totals), tables released on the executors
+(their totals stay there; the counts' K̂ still decides), and FRAPP, whose release of no records is
+visibly empty (its number of perturbed records N is public under its local model).
 """
 
 from __future__ import annotations
@@ -111,9 +111,9 @@ def decide(found: list[Figure], enabled: bool = True) -> dict | None:
         said = "; ".join(f"{f.name} {f.noisy:,.6g} below {f.threshold:,.6g}" for f in found)
         raise NoiseOnlyRefused(
             f"the release cannot be told from noise ({said}; noise alone passes these at most "
-            f"{MISS:.0%} of the time): its records seem not to match the domain. Nothing was released and the "
-            "run stays charged; `dp-spark check CONFIG` (NOT PRIVATE) shows what a run drops and why, and "
-            "guards.refuse_noise_only = false releases such a run anyway")
+            f"{MISS:.0%} of the time): its records seem not to match the domain, or are too few. Nothing was "
+            "released and the run stays charged; `dp-spark check CONFIG` (NOT PRIVATE) shows what a run drops "
+            "and why, and guards.refuse_noise_only = false releases such a run anyway")
     return section
 
 
