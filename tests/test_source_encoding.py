@@ -70,6 +70,11 @@ def test_check_tells_the_operator_why_without_charging_or_releasing(spark, tmp_p
     assert any("attr: 100.0% of the values hold U+FFFD" in line and "source.encoding" in line for line in said)
     assert any("a run would release noise only" in line for line in said)
     assert not (tmp_path / "out").exists()
+    # The negative control: read in its encoding, every row is kept and nothing is flagged.
+    assert main(["check", latin1_job(tmp_path, 'encoding = "latin-1"')]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert f"NOT PRIVATE: rows read: {2 * USERS:,}; a run would keep {2 * USERS:,} (100.0%)" in said
+    assert not any("U+FFFD" in line or "dropped" in line or "noise only" in line for line in said)
 
 
 def test_a_gzipped_check_in_file_is_read_like_a_plain_one(spark, tmp_path):

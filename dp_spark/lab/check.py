@@ -45,17 +45,19 @@ def undecodable_shares(df: DataFrame) -> dict[str, float]:
     return {c: float(row[c]) for c in text if row[c]}
 
 
-def _validated(cfg, records, domains) -> tuple[dict, str, int | None]:
-    """(validation's diagnostics, its explanation of values outside the domain, users with a usable
-    id) as a run would find them."""
+def _validated(cfg, records, domains) -> tuple[dict, int, str, int | None]:
+    """(validation's diagnostics, the rows it keeps, its explanation of values outside the domain,
+    users with a usable id) as a run would find them."""
     reads = family_of(cfg.algorithm).reads
     if reads == "checkins":
-        _kept, found = checkins.validate_checkins(records, domains.items)
-        return found, "", None
+        kept, found = checkins.validate_checkins(records, domains.items)
+        return found, kept.count(), "", None
     validated = validation.validate_records(records, domains.items, domains.attributes,
                                             value=reads == "valued_records")
     try:
-        return validated.diagnostics, validated.explain(), validated.users_read
+        by_n = validated.users_by_n  # users (values) with n kept rows (index)
+        kept_rows = int((by_n.index.to_numpy() * by_n.to_numpy()).sum())
+        return validated.diagnostics, kept_rows, validated.explain(), validated.users_read
     finally:
         validated.release()
 
@@ -66,9 +68,8 @@ def check(cfg, spark) -> dict:
         raise NotImplementedError  # refused by the command before Spark starts
     domains = job_domains(cfg, spark)
     records = check_source_schema(cfg, spark, domains)
-    found, explain, users = _validated(cfg, records, domains)
-    dropped = {name: found[name] for name in DROP_REASONS if found.get(name)}
-    kept = found["rows_read"] - sum(v for k, v in dropped.items() if k != "rows_invalid_item_id")
+    found, kept, explain, users = _validated(cfg, records, domains)
+    dropped = {name: found[name] for name in DROP_REASONS if found.get(name)}  # a row may have several reasons
     return {"rows_read": found["rows_read"], "rows_kept": kept, "dropped": dropped, "users": users,
             "explain": explain, "undecodable": undecodable_shares(records), "encoding": cfg.source.encoding,
             "format": cfg.source.format}
