@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import dp_spark
+from dp_spark.bounding import keys
 from dp_spark.errors import DataError
 from dp_spark.io import validation
 
@@ -24,7 +25,7 @@ def test_text_ids_read_as_numbers_when_whole_and_as_trimmed_text_otherwise(spark
     assert got == [("42", False), ("42", False), ("42", False), ("42", False), ("u474", False), ("u474", False),
                    ("4.5", False), (None, True), (None, False),  # a null is counted as a null, not as bad
                    ("9223372036854775808", False)]  # past a long: text, not a number (never wrapped)
-    assert validation.text_user(df)
+    assert keys.text_user(df)
 
 
 def test_a_user_column_of_another_type_is_refused_before_anything_runs(spark):

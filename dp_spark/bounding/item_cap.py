@@ -26,9 +26,8 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from dp_spark.bounding.keys import user_hash
+from dp_spark.bounding.keys import text_user, user_hash
 
 _RANK = "_rank_in_item"
 
@@ -47,8 +46,7 @@ class ItemCap:
 
     def _rank(self, values: DataFrame, user_col: str) -> Column:
         value = F.col("_value")
-        text = isinstance(values.schema[user_col].dataType, T.StringType)
-        order = user_hash([], F.col(user_col), [value], text)
+        order = user_hash([], F.col(user_col), [value], text_user(values, user_col))
         ranked = Window.partitionBy(F.col(user_col), self.item).orderBy(order, value)
         return F.row_number().over(ranked)
 

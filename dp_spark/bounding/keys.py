@@ -101,11 +101,16 @@ def key_columns(df: DataFrame, user_col: str) -> list[str]:
     return [user_col] + [c for c in df.columns if c not in (user_col, SALT)]
 
 
+def text_user(df: DataFrame, user_col: str = "user_id") -> bool:
+    """Whether ``df``'s user ids are text rather than numbers (io.validation.user_values): the
+    column's type, public; :func:`user_hash` hashes text ids that read as numbers as the numbers."""
+    return isinstance(df.schema[user_col].dataType, T.StringType)
+
+
 def row_position(df: DataFrame, user_col: str) -> Column:
     """The row's random position under the salt in ``df``'s ``_salt`` column (:func:`with_salt`):
     a 63-bit non-negative integer."""
-    text = isinstance(df.schema[user_col].dataType, T.StringType)
-    return keyed_position([F.col(c) for c in key_columns(df, user_col)], text_user=text)
+    return keyed_position([F.col(c) for c in key_columns(df, user_col)], text_user=text_user(df, user_col))
 
 
 def keyed_position(key: list[Column], text_user: bool = False) -> Column:

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from dp_spark.bounding.keys import keyed_position, new_salt, with_salt
+from dp_spark.bounding.keys import keyed_position, new_salt, text_user, with_salt
 
 SALT_PURPOSE = "partition_selection_keys"
 
@@ -30,8 +29,7 @@ def bounded_keys(records: DataFrame, l0: int, seed: int | None, user_col: str = 
         raise ValueError(f"l0 must be an integer >= 1, got {l0!r}")
     salt = new_salt(seed, SALT_PURPOSE) if salt is None else salt
     pairs = records.select(user_col, key_col).where(F.col(key_col).isNotNull()).distinct()
-    text = isinstance(records.schema[user_col].dataType, T.StringType)
-    order = keyed_position([F.col(user_col), F.col(key_col)], text_user=text)
+    order = keyed_position([F.col(user_col), F.col(key_col)], text_user=text_user(records, user_col))
     kept = (with_salt(pairs, salt).withColumn("_order", order)
             .groupBy(user_col).agg(F.min_by(key_col, "_order", l0).alias("_keys")))
     return kept.select(user_col, F.explode("_keys").alias(key_col))

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from dp_spark.bounding.keys import keyed_position, with_salt
+from dp_spark.bounding.keys import keyed_position, text_user, with_salt
 
 # The coverage columns of bounded_pairs (NOT private; summed by families.location_entropy.sums).
 COVERAGE_COLUMNS = ("_coverage_users", "_coverage_pairs", "_coverage_users_truncated", "_coverage_visits")
@@ -60,9 +59,8 @@ def _ranked(checkins: DataFrame, random_salt: int | None) -> DataFrame:
     pairs = checkins.groupBy("user_id", "item_id").agg(F.sum("visits").alias("c"), F.min("time").alias("first"))
     if random_salt is not None:
         pairs = with_salt(pairs, random_salt)
-    text = isinstance(checkins.schema["user_id"].dataType, T.StringType)
-    by = [keyed_position([F.col("user_id"), F.col("item_id")], text_user=text)] if random_salt is not None \
-        else [F.col("first").asc_nulls_last(), F.col("item_id")]
+    by = [F.col("first").asc_nulls_last(), F.col("item_id")] if random_salt is None \
+        else [keyed_position([F.col("user_id"), F.col("item_id")], text_user=text_user(checkins))]
     order = Window.partitionBy("user_id").orderBy(*by)
     whole_user = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     return pairs.withColumns({"_rank": F.row_number().over(order), "_locations": F.count(F.lit(1)).over(whole_user),

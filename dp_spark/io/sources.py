@@ -18,10 +18,10 @@ from urllib.parse import urlsplit
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dp_spark.bounding.keys import ROW_KEY, with_row_key
+from dp_spark.bounding.keys import ROW_KEY, text_user, with_row_key
 from dp_spark.errors import ConfigError, DataError
 from dp_spark.io import datasets
-from dp_spark.io.validation import text_user, user_values
+from dp_spark.io.validation import user_values
 
 
 @dataclass(frozen=True)

@@ -119,11 +119,6 @@ def user_values(df: DataFrame, column: str = "user_id") -> tuple[Column, Column]
     return F.col(column).isNotNull() & user.isNull(), user
 
 
-def text_user(df: DataFrame, column: str = "user_id") -> bool:
-    """Whether the (validated) user ids are text rather than longs: the column's type, public."""
-    return isinstance(df.schema[column].dataType, T.StringType)
-
-
 def _string_item(df: DataFrame, column: str) -> tuple[Column, Column]:
     """(is not a valid string id, the value as a string) for the item column against a string
     domain. A string column as it is; an integer column by its decimal form. Other types are
@@ -259,7 +254,7 @@ def _id_problem(df: DataFrame, column: str, rows: int, items: ItemDomain | None 
         return f"column {column} has null values", f"{stats['nulls']:,} of {rows:,} rows"
     if stats["bad"]:
         example = df.where(bad).select(F.col(column).cast("string")).first()[0]
-        if column == "user_id" and text_user(df):
+        if column == "user_id" and keys.text_user(df):
             return "column user_id has empty values", f"{stats['bad']:,} of {rows:,} rows"
         return (f"column {column} has non-integer values (ids must be whole numbers within the range of a long)",
                 f"{stats['bad']:,} of {rows:,} rows, e.g. {example!r}")
@@ -383,7 +378,7 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         if keys.ROW_KEY not in df.columns:
             raise ValueError(f"a sample in validation needs the {keys.ROW_KEY} column (io.read_records adds it)")
         # The key that bounding hashes for the validated records: the user id as a long, the row key.
-        position = keys.keyed_position([user, F.col(keys.ROW_KEY)], text_user=text_user(df))
+        position = keys.keyed_position([user, F.col(keys.ROW_KEY)], text_user=keys.text_user(df))
         in_domain = in_items & in_attrs
         sample_inputs = [F.when(in_domain, item).alias("_sample_item"), F.when(in_domain, position).alias("_sample_at")]
         # min_by passes over rows whose order is null: a user's rows outside the domain are never drawn.
