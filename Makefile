@@ -93,7 +93,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "dp-spark needs Python 3.11 or newer")'
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[all]'
 	@touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml

@@ -119,3 +119,19 @@ def test_location_choice_is_checked_and_only_for_entropy():
     with pytest.raises(ConfigError, match="algorithm.location_choice is a entropy parameter"):
         build_config({**raw, "source": {"format": "parquet", "path": "x"},
                       "algorithm": {"name": "sra", "l": 2, "location_choice": "random"}})
+
+
+def test_a_checkin_file_is_tab_or_comma_separated_as_its_first_line_says(spark, tmp_path):
+    from dp_spark.io.checkins import _text_checkins
+
+    lines = [("7", "41", "2010-10-19T23:55:27Z"), ("8", "42", "2010-10-18T22:17:43Z")]
+    tabs, commas = tmp_path / "tabs.txt", tmp_path / "commas.txt"
+    tabs.write_text("".join("\t".join(line) + "\n" for line in lines))
+    commas.write_text("".join(",".join(line) + "\n" for line in lines))
+    read = {path: [tuple(row) for row in _text_checkins(spark, str(path)).collect()] for path in (tabs, commas)}
+    assert read[tabs] == read[commas] == lines
+    # The first line decides: a comma in a tab-separated file stays inside its field.
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text("7\t41\t2010-10-19T23:55:27Z\n8,42,2010-10-18T22:17:43Z\n")
+    rows = [tuple(row) for row in _text_checkins(spark, str(mixed)).collect()]
+    assert rows[1][0] == "8,42,2010-10-18T22:17:43Z" and rows[1][1] is None

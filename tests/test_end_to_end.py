@@ -117,7 +117,7 @@ def test_demo_config_through_spark_submit(tmp_path):
     assert report["fixed_seed"] is False
     assert "diagnostics_not_private" not in report
     assert read_diagnostics(tmp_path / "diagnostics.json")["rows_read"] == 60_000
-    assert "Top-10 items by noisy count" in done.stdout and "spent epsilon 1 of 1" in done.stdout
+    assert "Top-10 items by noisy count" in done.stdout and "epsilon 1 spent of 1" in done.stdout
 
 
 def test_movielens_hpa_in_process(spark, tmp_path, capsys):

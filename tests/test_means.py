@@ -56,8 +56,11 @@ def test_every_record_is_kept_at_a_large_bound_and_the_bad_values_are_dropped_an
     assert list(table.columns[:5]) == ["noisy_count", "noisy_sum", "mean", "mean_low", "mean_high"]
     assert release.diagnostics["rows_invalid_value"] == 3 and release.diagnostics["rows_after_bounding"] == len(
         frame) - 3
-    assert [e["step"] for e in release.report["ledger"]] == ["value_counts", "value_sums"]
+    # The tables, then the DP estimate of what bounding removed (a twentieth of ε).
+    assert [e["step"] for e in release.report["ledger"]] == ["value_counts", "value_sums", "bounding: kept",
+                                                             "bounding: removed"]
     assert release.report["epsilon_spent"] == pytest.approx(4)
+    assert release.report["accuracy"]["bounding"]["about"] == "means"
     # The sum's noise is l·h/ε_sums = 12·2/2.8 stars (scale 8.6, sd 12) over about 500 ratings per
     # item: each mean within about 0.03 stars, and the count's noise adds less.
     good = frame[np.isfinite(frame["value"])]
@@ -74,19 +77,21 @@ def test_every_record_is_kept_at_a_large_bound_and_the_bad_values_are_dropped_an
 
 @pytest.mark.parametrize("epsilon", [0.05, 0.5])
 def test_a_mean_is_given_exactly_where_the_counts_interval_stays_above_zero(ratings, epsilon):
-    # α = 0.1: the count's half-width at α/2, scale l/ε_counts = 12/(0.3·ε). At ε = 0.05 it is about
-    # 2,400, far above every true count (about 500): only noise can put a count there.
+    # A 95% interval: the count's half-width at 2.5%, scale l/ε_counts = 12/(0.3·0.95·ε) (a twentieth
+    # of ε estimates what bounding removed). At ε = 0.05 it is about 3,100, far above every true
+    # count (about 500): only noise can put a count there.
     _, df = ratings
     # At ε = 0.05 the counts are noise by design: released anyway (the noise-only refusal is off).
     table = _release(df, epsilon=epsilon, guards={"refuse_noise_only": False})["item_means"]
-    halfwidth = accuracy.discrete_laplace_halfwidth(12 / (0.3 * epsilon), 0.05)
+    halfwidth = accuracy.discrete_laplace_halfwidth(Fraction(12) / (Fraction(3, 10) * Fraction(19, 20)
+                                                                    * Fraction(epsilon).limit_denominator()), 0.025)
     assert (table["mean"].notna() == (table["noisy_count"] > halfwidth)).all()
     assert (table["mean"].notna() == table["mean_low"].notna()).all()
     if epsilon == 0.05:
         assert table["mean"].notna().mean() < 0.2
 
 
-def test_the_config_the_api_and_the_cli_give_the_same_seeded_release(ratings, tmp_path):
+def test_the_config_the_api_and_the_cli_give_the_same_seeded_release(ratings, tmp_path, capsys):
     frame, df = ratings
     path = tmp_path / "ratings.csv"
     frame.to_csv(path, index=False)
@@ -113,8 +118,16 @@ high = 5
         pd.testing.assert_frame_equal(computed.tables[table].reset_index(drop=True),
                                       api[table].reset_index(drop=True), check_dtype=False)
     assert [e["step"] for e in api.report["ledger"]] == ["value_counts", "value_sums", "edge_value_counts",
-                                                         "edge_value_sums"]
+                                                         "edge_value_sums", "bounding: kept", "bounding: removed"]
+    capsys.readouterr()
     assert main_run(config) == 0
+    printed = capsys.readouterr().out
+    out = " ".join(printed.split())  # the console, its wrapped lines joined
+    assert "items have a mean; the 10 of highest noisy count, with each mean's 95% interval" in out
+    assert "NOTE: each mean's interval covers the mean of the records bounding kept, not of all an item's" in out
+    # The sums' ledger row in value units: l·(high − low)/2 = 12·2 stars, not 12,000 grid units.
+    rows = [line.split() for line in printed.splitlines() if line.split()[:1] == ["value_sums"]]
+    assert [row[4:6] for row in rows] == [["L1", "24"]]
     written = pd.read_parquet(tmp_path / "out" / "item_means")
     assert written["noisy_sum"].tolist() == pytest.approx(api["item_means"]["noisy_sum"].tolist())
     assert written["mean"].isna().tolist() == api["item_means"]["mean"].isna().tolist()
@@ -130,11 +143,12 @@ def test_gaussian_noise_is_paid_by_the_capped_l2_sensitivity_and_hpa_pays_its_po
     _, df = ratings
     release = _release(df, bounding="hpa", d=2, delta=1e-6, noise="gaussian", records_per_item=1, epsilon=1)
     steps = {e["step"]: e for e in release.report["ledger"]}
-    assert list(steps) == ["popularity", "value_counts", "value_sums"]
+    assert list(steps) == ["popularity", "value_counts", "value_sums", "bounding: kept", "bounding: removed"]
     assert steps["value_counts"]["mechanism"] == steps["value_sums"]["mechanism"] == "discrete Gaussian"
     assert steps["value_counts"]["sensitivity_l2"] == pytest.approx(math.sqrt(12))
     # l·c·steps² with c = 1: √12 · 1,000 grid units, i.e. √12 · 2 stars.
     assert steps["value_sums"]["sensitivity_l2"] == pytest.approx(math.sqrt(12) * 1000)
+    assert steps["value_sums"]["value_unit"] == 2 / 1000 and "value_unit" not in steps["value_counts"]
     assert release.report["rho_spent"] <= release.report["rho_total"]
     parameters = release.report["algorithm"]["parameters"]
     assert parameters["sensitivity_l2"]["noisy_sum"] == pytest.approx(math.sqrt(12) * 2)
@@ -142,19 +156,20 @@ def test_gaussian_noise_is_paid_by_the_capped_l2_sensitivity_and_hpa_pays_its_po
 
 def test_the_sums_noise_has_the_stated_scale(spark):
     # 2,000 items of exactly 20 ratings of 3 stars (the centre): every centred sum is 0, so noisy_sum
-    # − 3·noisy_count is the sum's noise in stars, discrete Laplace of scale l·h/ε_sums = 1·2/0.7.
+    # − 3·noisy_count is the sum's noise in stars, discrete Laplace of scale l·h/ε_sums = 1·2/0.665
+    # (ε_sums = 0.7 of the 0.95 of ε the tables get; a twentieth estimates what bounding removed).
     users = np.repeat(np.arange(1, 40_001), 1)
     frame = pd.DataFrame({"user_id": users, "item_id": (users - 1) // 20 + 1, "value": 3.0})
     release = dp_spark.means(spark.createDataFrame(frame), items=range(1, 2001), value="value", low=1, high=5, l=1,
                              epsilon=1, seed=8, progress=lambda _: None, distinct_records=True)
     table = release["item_means"]
     noise = table["noisy_sum"] - 3 * table["noisy_count"]
-    sd = accuracy.discrete_laplace_sd(1000 / 0.7) * 0.002
+    sd = accuracy.discrete_laplace_sd(1000 / 0.665) * 0.002
     # 2,000 cells: the sample sd's standard error is about 2.4% (Laplace's kurtosis); tolerance 4 of them.
     assert noise.std() == pytest.approx(sd, rel=0.10) and abs(noise.mean()) < 5 * sd / math.sqrt(2000)
     planned = release.report["accuracy"]["tables"]["item_means"]
     assert planned["noisy_sum"]["sd"] == pytest.approx(math.sqrt(sd ** 2 + 9 * accuracy.discrete_laplace_sd(
-        1 / 0.3) ** 2))
+        1 / 0.285) ** 2))
 
 
 def test_a_value_column_that_cannot_be_summed_is_refused_before_any_spend(spark):
@@ -171,7 +186,8 @@ def test_hpa_with_its_popularity_from_validations_sample_keeps_its_bound(ratings
     # d = 1 draws the popularity sample in validation's own pass (the records with usable values only).
     frame, df = ratings
     release = _release(df, bounding="hpa", l=3)
-    assert [e["step"] for e in release.report["ledger"]] == ["popularity", "value_counts", "value_sums"]
+    assert [e["step"] for e in release.report["ledger"]] == ["popularity", "value_counts", "value_sums",
+                                                             "bounding: kept", "bounding: removed"]
     good = frame[np.isfinite(frame["value"])]
     kept = int(np.minimum(good.groupby("user_id").size(), 3).sum())
     assert release.diagnostics["rows_after_bounding"] == kept
@@ -261,7 +277,8 @@ def test_auto_l_is_chosen_privately_and_the_tables_are_paid_at_the_chosen_l(rati
     assert chosen in bound_selection.DEFAULT_CANDIDATES
     steps = {e["step"]: e for e in release.report["ledger"]}
     assert list(steps) == ["choose l: users", "choose l", "value_counts", "value_sums", "edge_value_counts",
-                           "edge_value_sums"]
+                           "edge_value_sums", "bounding: kept", "bounding: removed"]
+    assert steps["bounding: kept"]["sensitivity_l1"] == chosen  # the estimate at the chosen l
     assert steps["value_counts"]["sensitivity_l1"] == chosen and steps["value_sums"]["sensitivity_l1"] == chosen * 1000
     good = frame[np.isfinite(frame["value"])]
     assert release.diagnostics["rows_after_bounding"] == int(np.minimum(good.groupby("user_id").size(), chosen).sum())
@@ -298,9 +315,10 @@ def test_the_choice_weighs_the_counts_bias_twice_against_every_tables_noise(rati
     counts_norms, tables = bound_bias.squared_bias_norms(records, [1, 3, 12, 40], 1, bound_selection.GRID,
                                                          with_edges, user_cap=20)
     assert seen["norms"] == [2 * n for n in counts_norms] and seen["model"].tables == 2 * tables
-    # ε = 4: a tenth chooses l; each table pair shares the rest, 3/10 to its counts and 7/10 to its sums.
+    # ε = 4: a tenth chooses l, a twentieth estimates what bounding removed; each table pair shares
+    # the rest, 3/10 to its counts and 7/10 to its sums.
     assert seen["epsilon"] == Fraction(4, 10)
-    pair = Fraction(36, 10) / (2 if with_edges else 1)
+    pair = Fraction(34, 10) / (2 if with_edges else 1)
     cells = ITEMS * (3 if with_edges else 1)  # items, and items x 2 values
     for b, noise in zip([1, 3, 12, 40], seen["model"].noise_variance):
         want = cells * (noise_choice.laplace_variance(b, pair * Fraction(3, 10))
@@ -319,8 +337,9 @@ def test_auto_is_checked_like_the_counts_and_planned_at_the_largest_candidate(tm
     with pytest.raises(ConfigError, match="strictly increasing"):
         dp_spark.plan("means", **common, l="auto", l_candidates=[8, 2], epsilon=1)
     auto = dp_spark.plan("means", **common, l="auto", l_candidates=[2, 8], epsilon=1).accuracy["tables"]
-    # Before the run: the noise at the largest candidate (8), with the nine tenths the tables get.
-    fixed = dp_spark.plan("means", **common, l=8, epsilon=0.9).accuracy["tables"]
+    # Before the run: the noise at the largest candidate (8), with the 17/20 of ε the tables get (a tenth
+    # chooses l, a twentieth estimates what bounding removed): a fixed l's tables get 19/20 of its ε.
+    fixed = dp_spark.plan("means", **common, l=8, epsilon=Fraction(17, 19)).accuracy["tables"]
     for column in ("noisy_count", "noisy_sum"):
         planned, at_largest = auto["item_means"][column], fixed["item_means"][column]
         assert planned["kind"] == accuracy.UPPER_BOUND and planned["sd"] == pytest.approx(at_largest["sd"])
@@ -382,8 +401,9 @@ def test_the_range_is_chosen_from_one_value_per_user_and_the_sums_use_it(ratings
     table = release["item_means"].dropna(subset=["mean"])
     assert len(table) and (table["mean_low"] >= chosen["low"]).all() and (table["mean_high"] <= chosen["high"]).all()
     # The accuracy is reported at the chosen range: as a release with that range given and the
-    # nine tenths of ε the tables got.
-    fixed = dp_spark.means(df, low=chosen["low"], high=chosen["high"], **{**arguments, "epsilon": 3.6})
+    # 17/20 of ε the tables got (a tenth chose the range, a twentieth estimates what bounding removed):
+    # a given range's tables get 19/20 of its ε.
+    fixed = dp_spark.means(df, low=chosen["low"], high=chosen["high"], **{**arguments, "epsilon": Fraction(68, 19)})
     report_sum = release.report["accuracy"]["tables"]["item_means"]["noisy_sum"]
     fixed_sum = fixed.report["accuracy"]["tables"]["item_means"]["noisy_sum"]
     assert report_sum["sd"] == pytest.approx(fixed_sum["sd"])
@@ -393,8 +413,10 @@ def test_the_range_is_chosen_from_one_value_per_user_and_the_sums_use_it(ratings
 def test_a_range_not_given_is_planned_at_the_widest_and_checked_before_the_run(tmp_path):
     common = dict(items=range(1, 5), value="v", l=4, epsilon=1)
     planned = dp_spark.plan("means", **common, low=0, clip_candidates=[1, 2, 10]).accuracy["tables"]["item_means"]
-    # Before the run: an upper bound at the widest range, [0, 10], at the nine tenths the tables get.
-    widest = dp_spark.plan("means", **{**common, "epsilon": 0.9}, low=0, high=10).accuracy["tables"]["item_means"]
+    # Before the run: an upper bound at the widest range, [0, 10], at the 17/20 of ε the tables get (a
+    # given range's tables get 19/20 of its ε).
+    widest = dp_spark.plan("means", **{**common, "epsilon": Fraction(17, 19)}, low=0, high=10).accuracy["tables"][
+        "item_means"]
     assert planned["noisy_sum"]["kind"] == accuracy.UPPER_BOUND
     assert planned["noisy_sum"]["sd"] >= widest["noisy_sum"]["sd"]
     assert planned["noisy_count"]["sd"] == pytest.approx(widest["noisy_count"]["sd"])

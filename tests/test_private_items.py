@@ -184,7 +184,7 @@ def test_means_over_private_items_select_pay_and_sum_only_the_selected_items(spa
     assert report["algorithm"]["chosen"] == {"items_selected": 2}
     assert report["algorithm"]["parameters"]["items"] == "private" and report["domain"]["item_count"] == 2
     steps = {entry["step"]: entry for entry in release.ledger}
-    assert list(steps) == ["select items", "value_counts", "value_sums"]
+    assert list(steps) == ["select items", "value_counts", "value_sums", "bounding: kept", "bounding: removed"]
     assert steps["select items"]["epsilon_exact"] == "2" and steps["value_sums"]["cells"] == 2
     assert report["delta_spent"] == pytest.approx(1e-6) and report["epsilon_spent"] == pytest.approx(4)
     coverage = release.diagnostics["coverage"]

@@ -25,12 +25,14 @@ def releases(spark):
     rng = np.random.default_rng(0)
     frame = spark.createDataFrame(pd.DataFrame({"user_id": rng.integers(0, 300, 3000),
                                                 "item_id": rng.integers(1, 40, 3000),
-                                                "attr": rng.choice(["a", "b"], 3000)}))
+                                                "attr": rng.choice(["a", "b"], 3000),
+                                                "stars": rng.integers(1, 6, 3000).astype(float)}))
     return {
         "counts": dp_spark.sra(frame, items=range(1, 41), attribute="attr", attributes=["a", "b"], l=5, epsilon=1,
                                seed=1),
         "histogram": dp_spark.user_histogram(frame, quantity="records", bins=[1, 5, 10, 20], epsilon=1, seed=1),
         "private": dp_spark.sra(frame, items="private", delta=1e-6, l=5, epsilon=1, seed=1),
+        "means": dp_spark.means(frame, items=range(1, 41), value="stars", low=1, high=5, l=10, epsilon=2, seed=1),
     }
 
 
@@ -70,6 +72,20 @@ def test_plot_draws_the_top_values_or_the_histograms_bins(releases):
         releases["counts"].plot("nope")
 
 
+def test_a_means_release_is_summed_up_plotted_and_shown_by_its_means(releases):
+    means = releases["means"]
+    text = str(means)
+    given = int(means["item_means"]["mean"].notna().sum())
+    assert f"item_means                 40 rows  mean for {given} rows (95% interval each)" in text
+    assert "each mean's interval covers the mean of the records bounding kept" in text
+    assert "noisy_count ±" not in text  # the mean, not the count, is what a means release is read by
+    fig = means.plot()
+    assert "95% interval" in fig.axes[0].get_xlabel() and fig.axes[0].get_xlim() == (1.0, 5.0)
+    assert len(fig.axes[0].get_yticklabels()) == min(display.TOP, given)
+    page = means._repr_html_()
+    assert "mean for" in page and ">NaN<" not in page  # a missing mean shows empty, not NaN
+
+
 def test_report_prints_a_written_release(releases, tmp_path, capsys):
     releases["counts"].write(str(tmp_path / "out"))
     assert main(["report", str(tmp_path / "out")]) == 0
@@ -80,7 +96,7 @@ def test_report_prints_a_written_release(releases, tmp_path, capsys):
 
 @pytest.mark.system
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium; .ci/run does)")
-@pytest.mark.parametrize("kind", ["counts", "histogram"])
+@pytest.mark.parametrize("kind", ["counts", "histogram", "means"])
 def test_the_html_report_renders_in_headless_chromium(releases, tmp_path, capsys, kind):
     from matplotlib.image import imread
 
@@ -115,7 +131,7 @@ def test_a_private_selection_prints_a_short_ledger_row_and_says_absent_is_not_ze
     outputs = {name: {"rows": len(table), "columns": list(table.columns)} for name, table in private.tables.items()}
     _print_summary(SimpleNamespace(report={**private.report, "outputs": outputs}, tables=private.tables, output="x"))
     out = capsys.readouterr().out
-    ledger = out[out.index("Privacy ledger"):out.index("spent epsilon")].splitlines()[2:]
+    ledger = out[out.index("Privacy ledger"):out.index(" spent of ")].splitlines()[2:]
     selection = [row for row in ledger if row.strip().startswith("select items")]
     assert selection and all(len(row) <= 100 for row in ledger)
     assert selection[0].split()[-2] == "-"  # no noise scale for a selection

@@ -129,9 +129,6 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["not_private"].startswith("NOT PRIVATE")
     assert 'l = "auto"' in result["warning"] and "no longer has the guarantee" in result["warning"]
-    assert main(conf) == 0  # the table for people says it too, first and last
-    said = capsys.readouterr().out.splitlines()
-    assert said[1] == said[-1] == tune.VOIDS_THE_GUARANTEE
     assert [r["bound"] for r in result["rows"]] == list(tune.DEFAULT_CANDIDATES)
     assert result["configured_bound"] == 10 and result["count_tables"] == 2 and result["item_cells"] == 17_770
     # Edges in the demo: the items get (1 - 1/20) epsilon/2 (a twentieth estimates what bounding
@@ -144,9 +141,11 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
     assert [r["bias_squared"] for r in result["rows"]] == pytest.approx([e.bias_squared for e in errors])
     assert sum(r["pick_probability"] for r in result["rows"]) == pytest.approx(1)
     assert result["best_bound"] == min(result["rows"], key=lambda r: r["expected_mse"])["bound"]
-    assert main([*conf, "--candidates", "2,8"]) == 0
+    assert main([*conf, "--candidates", "2,8"]) == 0  # the table for people says it too, first and last
     text = capsys.readouterr().out.strip().splitlines()
+    assert text[1] == text[-1] == tune.VOIDS_THE_GUARANTEE
     assert all("NOT PRIVATE" in line or line == tune.VOIDS_THE_GUARANTEE for line in text)
+    assert [line.split()[0] for line in text if line.split()[0].isdigit()] == ["2", "8"]
     assert main([*conf, "--candidates", "8,2"]) == 2
     # An l = "auto" config that sets its epsilon_bound: the fixed bounds it is set against drop
     # that part with the choice (a review's finding: tune refused the config).
@@ -156,6 +155,48 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
     assert auto["auto"]["best_fixed_bound"] in tune.DEFAULT_CANDIDATES
     fixed = {r["bound"]: r["expected_mse"] for r in result["rows"]}  # the fixed config's rows
     assert auto["auto"]["best_fixed_mse"] == pytest.approx(min(fixed.values()), rel=1e-9)
+
+
+def test_tune_on_a_means_config_reads_the_records_its_job_reads(spark, tmp_path, capsys):
+    from dp_spark.families.means.params import MeansParams
+    from dp_spark.lab import tune_means
+
+    rng = np.random.default_rng(5)
+    users = np.repeat(np.arange(1, 1501), 6)
+    frame = pd.DataFrame({"user_id": users, "item_id": rng.integers(1, 11, users.size),
+                          "value": rng.integers(1, 6, users.size).astype(float)})
+    frame.to_csv(tmp_path / "ratings.csv", index=False)
+    (tmp_path / "means.toml").write_text(f"""output = "{tmp_path / 'out'}"
+[source]
+format = "csv"
+path = "{tmp_path / 'ratings.csv'}"
+[domain]
+items = {{ range = [1, 10] }}
+[privacy]
+epsilon = 1.0
+[algorithm]
+name = "means"
+l = 4
+low = 1
+high = 5
+""")
+    conf = ["tune", str(tmp_path / "means.toml"), "--candidates", "1,4,6"]
+    assert main([*conf, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["not_private"].startswith("NOT PRIVATE") and result["configured_bound"] == 4
+    # The rows of the records as pandas reads them: Spark's read of the same file, the same draw.
+    split = {"epsilon_bounding": Fraction(1, 20), "epsilon_counts": Fraction(19, 20) * Fraction(3, 10),
+             "epsilon_sums": Fraction(19, 20) * Fraction(7, 10)}
+    expected = tune_means.tune_rows(frame, MeansParams(1.0, 5.0, 4), [1, 4, 6], split, np.arange(1, 11))
+    for got, want in zip(result["rows"], [row.to_json() for row in expected], strict=True):
+        assert got == pytest.approx(want, rel=1e-9)
+    assert result["rows"][2]["bias_rms"] == 0  # l = 6: every user keeps all six
+    assert main(conf) == 0  # the table for people, between the warnings
+    said = capsys.readouterr().out.splitlines()
+    assert said[1] == said[-1] == tune.VOIDS_THE_GUARANTEE and "items w/ mean" in said[4]
+    assert said[-3].startswith(f"lowest score: l = {result['best_bound']} ")
+    assert main([*conf, "--set", 'algorithm.high="auto"']) == 2  # a range chosen privately: nothing to tune at
+    assert "needs a public clipping range" in capsys.readouterr().err
 
 
 def test_an_auto_config_is_scored_as_its_job_scores_it():

@@ -302,7 +302,8 @@ def means(df: DataFrame, *, items: Items, value: str, l: Bound, low: float | str
           progress: ProgressSink | None = None, noise: str | None = "laplace", delta: float | None = None,
           rho: Number | None = None, distinct_records: bool = False, l_candidates: Sequence[int] | None = None,
           clip_candidates: Sequence[float] | None = None, keys_per_user: int | None = None,
-          executor_noise_cells: int | None = None, max_output_rows: int | None = None) -> Release:
+          executor_noise_cells: int | None = None, max_output_rows: int | None = None,
+          confidence: float = 0.95) -> Release:
     """The sum, count and mean of the numeric column ``value`` per item (table item_means), and
     per item and attribute value with ``attribute``/``attributes`` (edge_means). Values are
     clipped to the public range [``low``, ``high``] (either left out or ``"auto"``: chosen privately
@@ -312,9 +313,10 @@ def means(df: DataFrame, *, items: Items, value: str, l: Bound, low: float | str
     (``bounding="sra"``: a uniform sample of its own; ``"hpa"``: its most popular by a noisy
     popularity from ``d`` records per user); ``l="auto"`` chooses l privately from ``l_candidates``
     (default 1, 2, 3, 4, 6, ..., 256) with a tenth of ε. Each row has noisy_count, noisy_sum, mean and the
-    mean's interval (mean_low, mean_high; at 1 - 0.1); an item whose count is too small for a
-    mean has none. ``items="private"`` (with ``delta``) releases only the items partition selection
-    picks, with half of ε, each user on at most ``keys_per_user`` distinct items (default 10;
+    mean's interval (mean_low, mean_high) at ``confidence`` (default 95%), which covers the mean of
+    the records bounding kept; an item whose count is too small for a mean has none.
+    ``items="private"`` (with ``delta``) releases only the items partition selection picks, with
+    half of ε, each user on at most ``keys_per_user`` distinct items (default 10;
     docs/partition_selection.md). Records whose value is null, NaN or infinite are dropped (counted in the
     diagnostics). ``noise="gaussian"`` with ``delta`` (or ``rho``): zCDP and discrete Gaussian noise,
     paid by the L2 sensitivity, which ``records_per_item`` = c (at most c records per user and
@@ -331,7 +333,8 @@ def means(df: DataFrame, *, items: Items, value: str, l: Bound, low: float | str
         accounting, epsilon = zcdp_accounting("means", noise, epsilon, delta, rho, seed)
     params = MeansParams(low, high, l, bounding, d, records_per_item, noise or "laplace", l_candidates,
                          clip_candidates=clip_candidates, private_items=private, keys_per_user=keys_per_user,
-                         delta=partition_delta(delta or 0.0, accounting.zcdp) if private else 0.0)
+                         delta=partition_delta(delta or 0.0, accounting.zcdp) if private else 0.0,
+                         confidence=confidence)
     check_accounting(family_of("means"), params, accounting)
     domains = Domains(None if private else as_items(items), as_attributes(attributes))
     if (attribute is None) != (domains.attributes is None):
@@ -362,4 +365,6 @@ def plan(algorithm: str, *, alpha: float = accuracy.DEFAULT_ALPHA, **arguments: 
     if algorithm not in RELEASES:
         raise ConfigError(f"unknown algorithm {algorithm!r}; expected one of {', '.join(RELEASES)}")
     arguments.pop("budget", None)
+    if algorithm == "means":  # the value column is named by the release only: nothing is read here
+        arguments.setdefault("value", "value")
     return RELEASES[algorithm](Planning(alpha), **arguments)

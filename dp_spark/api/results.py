@@ -3,6 +3,7 @@ and write them) or, from :func:`dp_spark.plan`, a :class:`Plan` of the expected 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,10 +42,12 @@ class Release:
         """Jupyter's view: the same, with each table's first rows."""
         return display.summary_html(self.report, self.tables)
 
-    def plot(self, table: str | None = None, top: int = display.TOP):
+    def plot(self, table: str | None = None, top: int = display.TOP, titles: Mapping | None = None):
         """A matplotlib Figure of one table (default: the first with a released value): a
-        histogram's bars, or the ``top`` largest values, with the 95% half-width of the noise as
-        error bars where it is exact. Needs matplotlib (``pip install 'dp-spark[plot]'``)."""
+        histogram's bars; a means table's means with their intervals, for the ``top`` items of
+        highest noisy count; or the ``top`` largest values, with the 95% half-width of the noise as
+        error bars where it is exact. ``titles``: labels by item id (e.g. a catalogue's titles),
+        shown beside the ids. Needs matplotlib (``pip install 'dp-spark[plot]'``)."""
         names = display.plotted(self.report, self.tables)
         if table is None:
             if not names:
@@ -53,7 +56,7 @@ class Release:
             table = names[0]
         elif table not in names:
             raise ConfigError(f"no plot of {table!r}: plotted tables are {', '.join(names) or 'none'}")
-        return display.figure(self.report, self.tables, table, top)
+        return display.figure(self.report, self.tables, table, top, titles)
 
     @property
     def ledger(self) -> list[dict]:

@@ -16,7 +16,7 @@ from dp_spark.api.results import Plan, Planning, Release
 from dp_spark.bounding.keys import with_row_key
 from dp_spark.core.accounting import PURE, Accounting, release_epsilon
 from dp_spark.core.composition import Charge
-from dp_spark.core.progress import Progress
+from dp_spark.core.progress import Progress, default_progress
 from dp_spark.errors import ConfigError
 from dp_spark.families.registry import family_of
 from dp_spark.io import executor_env, spark_channels
@@ -82,7 +82,7 @@ def release_of(family: Family, params: Any, records, domains: Domains, epsilon: 
     limits = as_guards(guards)
     epsilon, split = split_of(family, params, domains, epsilon, epsilon_split, limits, seeded=seed is not None,
                               accounting=accounting)
-    progress = progress or Progress()
+    progress = progress or default_progress()
     lifecycle.announce(progress, seed is not None, epsilon)
     lifecycle.refuse_before_charge(family, params, domains, epsilon, split, execution, accounting, limits, progress)
     family.check_schema(params, records, domains)  # the columns' names and types are public: no charge yet

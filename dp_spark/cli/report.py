@@ -38,6 +38,21 @@ def read_release(output: str) -> tuple[dict, dict]:
     return report, tables
 
 
+def catalogue_titles(report: dict) -> dict:
+    """The items' titles from the public catalogue the release's domain was read from (privacy.json's
+    domain.catalogue, a path as the run's config gave it), or {} when it has none or it cannot be
+    read from here: the plots then label items by id alone."""
+    from dp_spark.core.domain import read_movielens_catalogue
+
+    catalogue = report.get("domain", {}).get("catalogue")
+    if not catalogue:
+        return {}
+    try:
+        return read_movielens_catalogue(catalogue["path"], catalogue.get("encoding") or "iso-8859-1")[1]
+    except (OSError, ValueError, ConfigError):
+        return {}
+
+
 def report(args) -> int:
     from pathlib import Path
 
@@ -46,7 +61,8 @@ def report(args) -> int:
     release, tables = read_release(args.output)
     if args.html:
         title = f"dp-spark release {args.output.rstrip('/')}"
-        Path(args.html).write_text(display.report_page(release, tables, title), encoding="utf-8")
+        page = display.report_page(release, tables, title, titles=catalogue_titles(release))
+        Path(args.html).write_text(page, encoding="utf-8")
         print(f"wrote {args.html}")
         return EXIT_OK
     print("\n".join(display.summary_lines(release, tables)))

@@ -39,7 +39,7 @@ def _print_summary(result) -> None:
     import textwrap
 
     from dp_spark.core import accuracy
-    from dp_spark.display import ABSENT_NOTE, epsilon_text, noise_scale_text, short_mechanism
+    from dp_spark.display import ABSENT_NOTE, ledger_lines, spent_text
 
     report = result.report
     print(f"\nOutputs in {result.output}/")
@@ -50,15 +50,8 @@ def _print_summary(result) -> None:
     unit = report["privacy_unit"].split(":", 1)[0]  # the full sentence is in privacy.json
     print(f"\nPrivacy ledger (unit: {unit}; {report['neighbouring_relation']} neighbours, "
           f"{report['privacy_model']} model):")
-    step_w = max([12] + [len(e["step"]) for e in report["ledger"]])
-    mech_w = max([17] + [len(short_mechanism(e)) for e in report["ledger"]])
-    print(f"  {'step':<{step_w}} {'mechanism':<{mech_w}} {'epsilon':>8} {'sensitivity':>11} {'noise scale':>11}"
-          f" {'cells':>9}")
-    for e in report["ledger"]:
-        print(f"  {e['step']:<{step_w}} {short_mechanism(e):<{mech_w}} {epsilon_text(e):>8} {e['sensitivity_l1']:>11g}"
-              f" {noise_scale_text(e):>11} {e['cells']:>9,}")
-    print(f"  spent epsilon {report['epsilon_spent']:g} of {report['epsilon_total']:g}"
-          f"{'  (FIXED SEED: for testing only, NOT private)' if report['fixed_seed'] else ''}")
+    print("\n".join(ledger_lines(report)))
+    print(f"  {spent_text(report)}{'  (FIXED SEED: for testing only, NOT private)' if report['fixed_seed'] else ''}")
     print(f"  guarantee: {report['guarantee']}")
 
     chosen = report["algorithm"].get("chosen")
@@ -114,14 +107,20 @@ def _print_summary(result) -> None:
 
 
 def _print_means(result) -> None:
-    """The 10 items of highest noisy count with their means and intervals (DP outputs only)."""
+    """The 10 items of highest noisy count with their means and intervals, and what the intervals
+    cover (DP outputs only)."""
+    import textwrap
+
     import pandas as pd
+
+    from dp_spark.core import accuracy
+    from dp_spark.display import interval_level
 
     table = _read_back(result, "item_means")
     on_driver = isinstance(table, pd.DataFrame)
     given = int(table["mean"].notna().sum()) if on_driver else table.where(table["mean"].isNotNull()).count()
     rows = len(table) if on_driver else result.report["outputs"]["item_means"]["rows"]
-    level = int(round(100 * (1 - result.report["accuracy"]["alpha"])))
+    level = interval_level(result.report)
     print(f"\n{given:,} of {rows:,} items have a mean; the 10 of highest noisy count, with each mean's {level}% "
           "interval:")
     for row in _top_items(result, 10, "item_means").itertuples(index=False):
@@ -129,6 +128,10 @@ def _print_means(result) -> None:
         mean = "no mean" if pd.isna(row.mean) else \
             f"mean {row.mean:6.3f} [{row.mean_low:.3f}, {row.mean_high:.3f}]"
         print(f"  item {row.item_id:<7} count {row.noisy_count:>7,}  {mean}  {title}")
+    bounding = result.report.get("accuracy", {}).get("bounding")
+    if bounding:
+        print(textwrap.fill(f"NOTE: {accuracy.bounding_text(bounding)}.", 100, initial_indent="  ",
+                            subsequent_indent="    "))
 
 
 def _read_back(result, name: str):

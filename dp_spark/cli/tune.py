@@ -12,11 +12,12 @@ from dp_spark.errors import DpSparkError
 
 
 def add_parser(commands) -> None:
-    tune = commands.add_parser("tune", help="NOT PRIVATE: expected item-count error of a counts config at each "
-                               "candidate per-user bound, from the raw records; a bound chosen from it voids the "
-                               "release's guarantee unless the data is public or disjoint from the release's "
-                               "(else use l = \"auto\")")
-    tune.add_argument("config", help="counts job config (sra, hpa, lpa, dft, gs), e.g. conf/demo.toml")
+    tune = commands.add_parser("tune", help="NOT PRIVATE: expected item-count error of a counts config (or the "
+                               "per-item mean's error of a means config) at each candidate per-user bound, from "
+                               "the raw records; a bound chosen from it voids the release's guarantee unless the "
+                               "data is public or disjoint from the release's (else use l = \"auto\")")
+    tune.add_argument("config", help="counts job config (sra, hpa, lpa, dft, gs) or means config, e.g. "
+                      "conf/demo.toml")
     tune.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                       help="override a config key (repeatable), as for run")
     tune.add_argument("--candidates", help="comma-separated bounds to show (default: the config's candidates, "
@@ -37,8 +38,6 @@ def _bounds(text: str | None) -> list[int] | None:
 
 
 def tune(args) -> int:
-    import json
-
     from dp_spark.io.session import get_session
     from dp_spark.jobs.config import load_config
     from dp_spark.lab import tune
@@ -48,18 +47,17 @@ def tune(args) -> int:
     if not 0 < share < 1:
         raise DpSparkError(f"--bound-share must be strictly between 0 and 1, got {share}")
     candidates = _bounds(args.candidates)
-    tune.candidates_of(candidates, cfg.params)  # refuse bad candidates before Spark starts
-    if cfg.algorithm not in tune.COUNTS_ALGORITHMS:
-        raise DpSparkError(f"tune works on counts configs ({', '.join(tune.COUNTS_ALGORITHMS)}); "
+    bounds = tune.candidates_of(candidates, cfg.params)  # refuse bad candidates before Spark starts
+    if cfg.algorithm not in (*tune.COUNTS_ALGORITHMS, "means"):
+        raise DpSparkError(f"tune works on counts configs ({', '.join(tune.COUNTS_ALGORITHMS)}) and means configs; "
                            f"{cfg.algorithm!r} is not one")
     spark = get_session(spark_args.master_of(args), cfg.spark)
+    if cfg.algorithm == "means":
+        return _tune_means(args, cfg, spark, bounds)
     rows, setup = tune.run(cfg, spark, candidates, share, to_stderr)
     result = tune.report(rows, setup, share, cfg.l, args.config)
-    if args.json:
-        print(json.dumps(result, indent=2))
+    if _printed_as_json(args, result):
         return EXIT_OK
-    print(tune.NOT_PRIVATE)
-    print(tune.VOIDS_THE_GUARANTEE)
     print(f"{args.config}: {setup.algorithm.upper()}, publisher {setup.publisher}, epsilon {float(setup.epsilon):g} "
           f"(items {float(setup.split['epsilon_items']):g}), {setup.item_cells:,} items   NOT PRIVATE")
     print(f"method: {result['method']}   NOT PRIVATE")
@@ -83,6 +81,42 @@ def tune(args) -> int:
     if "auto_vs_configured" in auto:
         line += f", {auto['auto_vs_configured']:.3f} times the config's {cfg.l}"
     print(f"{line}   NOT PRIVATE")
+    print(tune.NOT_PRIVATE)
+    print(tune.VOIDS_THE_GUARANTEE)
+    return EXIT_OK
+
+
+def _printed_as_json(args, result: dict) -> bool:
+    """With --json, the result as JSON (True); else the warnings a table opens with (False)."""
+    import json
+
+    from dp_spark.lab import tune
+
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return True
+    print(tune.NOT_PRIVATE)
+    print(tune.VOIDS_THE_GUARANTEE)
+    return False
+
+
+def _tune_means(args, cfg, spark, bounds) -> int:
+    from dp_spark.lab import tune, tune_means
+
+    rows, users = tune_means.run(cfg, spark, bounds, to_stderr)
+    configured = None if cfg.params.auto else cfg.params.l
+    result = tune_means.report(rows, cfg.params, configured, args.config, users)
+    if _printed_as_json(args, result):
+        return EXIT_OK
+    print(f"{args.config}: means of [{cfg.params.low:g}, {cfg.params.high:g}], {cfg.params.bounding.upper()} "
+          f"bounding, epsilon {float(cfg.epsilon):g}, {users:,} users   NOT PRIVATE")
+    print(f"method: {result['method']}; score: mean squared error over the items with a mean at some l, an item "
+          "without one counted at (range/2)^2   NOT PRIVATE")
+    print("\n".join(tune_means.table(rows, configured)))
+    top = tune_means.best(rows)
+    print(f"lowest score: l = {top.bound} (about {top.items_with_mean:,.0f} items with a mean, error rms "
+          f"{top.error_rms:.3g})"
+          "   NOT PRIVATE")
     print(tune.NOT_PRIVATE)
     print(tune.VOIDS_THE_GUARANTEE)
     return EXIT_OK

@@ -116,6 +116,12 @@ class Accuracy:
     ci95_halfwidth: float | None = None
     ci_halfwidth: float | None = None
     note: str = ""
+    # A mean's interval, whose width depends on the cell's count (the means): its half-width at
+    # ``level`` for a cell of n records, None where no mean is given, as ((n, half-width), ...).
+    by_records: tuple[tuple[int, float | None], ...] = ()
+    level: float | None = None
+    least_records: int | None = None  # the fewest records kept a cell needs for a mean
+    counted: str = "records"  # what a cell's records are: "users" when each user keeps one per cell
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -128,7 +134,11 @@ class Accuracy:
     def to_json(self) -> dict:
         return {"distribution": self.distribution, "kind": self.kind, "scale": self.scale, "sd": self.sd,
                 "ci95_halfwidth": self.ci95_halfwidth, "alpha": self.alpha,
-                f"ci{confidence_label(self.alpha)}_halfwidth": self.ci_halfwidth, "note": self.note}
+                f"ci{confidence_label(self.alpha)}_halfwidth": self.ci_halfwidth, "note": self.note,
+                **({"interval_level": self.level,
+                    "interval_halfwidth_by_records": {str(n): h for n, h in self.by_records},
+                    "least_records_for_a_mean": self.least_records, "records_counted": self.counted}
+                   if self.by_records else {})}
 
 
 def confidence_label(alpha: float) -> str:
@@ -171,9 +181,25 @@ def _grid_text(grid: Fraction | float) -> str:
     return f"{float(grid):g}"
 
 
-def not_additive(distribution: str, alpha: float, note: str) -> Accuracy:
-    """A release with no additive noise per value (FRAPP's perturbed records): no numbers."""
-    return Accuracy(distribution, NOT_ADDITIVE, _check_alpha(alpha), note=note)
+def not_additive(distribution: str, alpha: float, note: str, by_records: tuple = (),
+                 level: float | None = None, least_records: int | None = None, counted: str = "records") -> Accuracy:
+    """A release with no additive noise per value (FRAPP's perturbed records, the means): no sd or
+    ± of its own; a mean's interval half-width by its cell's records, when given."""
+    return Accuracy(distribution, NOT_ADDITIVE, _check_alpha(alpha), note=note, by_records=by_records, level=level,
+                    least_records=least_records, counted=counted)
+
+
+def by_records_text(noise: dict) -> str:
+    """"its 95% interval's half-width by the cell's users: 10: no mean, ..., 1,000: ±0.67; a mean is
+    given where ..." from a mean column's JSON, or "" for any other column."""
+    widths = noise.get("interval_halfwidth_by_records")
+    if not widths:
+        return ""
+    said = ", ".join(f"{int(n):,}: " + ("no mean" if h is None else f"±{h:.2g}") for n, h in widths.items())
+    counted = noise.get("records_counted", "records")
+    return (f"its {100 * noise['interval_level']:g}% interval's half-width by the cell's {counted}: {said}; "
+            f"a mean is given where the noisy count is at least {noise['least_records_for_a_mean']:,}, so a cell "
+            f"needs about that many {counted}")
 
 
 def _number(value: float | None) -> str:
@@ -196,11 +222,15 @@ def bounding_text(bounding: dict) -> str:
                 f"kept (±{h_kept:,.0f}) and of those removed (±{h_removed:,.0f}, counted up to {cap:,} per user), "
                 f"with epsilon {bounding['epsilon']:g}" + (f" ({bounding['note']})" if bounding.get("note") else ""))
     high = bounding["kept_share_at_most_95"]
-    share = "" if high is None else f"; the counts hold at most {high:.0%} of the records in the domain (95%)" + (
-        ", so a count can be far below its true count, by much more than its ± shows" if high < FAR_BELOW_SHARE
-        else "")
+    means = bounding.get("about") == "means"
+    far = (", so an item's mean over all its records can lie outside its interval" if means else
+           ", so a count can be far below its true count, by much more than its ± shows")
+    share = "" if high is None else (f"; the {'means are of' if means else 'counts hold'} at most {high:.0%} of the "
+                                     f"records in the domain (95%)" + (far if high < FAR_BELOW_SHARE else ""))
     warning = f". WARNING: {bounding['warning']}" if bounding.get("warning") else ""
-    return (f"bounding kept {bounding['records_kept_noisy']:,} ±{h_kept:,.0f} records and removed at least "
+    covers = ("each mean's interval covers the mean of the records bounding kept, not of all an item's records: "
+              if means else "")
+    return (f"{covers}bounding kept {bounding['records_kept_noisy']:,} ±{h_kept:,.0f} records and removed at least "
             f"{bounding['records_removed_at_least_noisy']:,} ±{h_removed:,.0f} (DP estimates, 95%; records past "
             f"{cap:,} per user not counted){share}{warning}")
 
@@ -226,6 +256,8 @@ def format_section(section: dict) -> list[str]:
                      f"{_number(noise['ci95_halfwidth']):>10} {_number(noise[f'ci{level}_halfwidth']):>10}  "
                      f"{noise['kind']}, {noise['distribution']}"
                      + (f" (scale {_number(noise['scale'])})" if noise["scale"] is not None else ""))
+        if by_records_text(noise):
+            lines.append(f"  {'':<{table_w}} {'':<{column_w}} {by_records_text(noise)}")
         if noise["note"]:
             notes.append(f"  {table}.{column}: {noise['note']}.")
     notes = [textwrap.fill(note, 100, subsequent_indent="    ") for note in notes]

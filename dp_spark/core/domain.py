@@ -53,9 +53,13 @@ class ItemDomain:
     # A sentence when the domain is public only by the operator's word (a table); "" otherwise.
     public_by_assertion: str = ""
     titles: dict[int, str] = field(default_factory=dict, compare=False, repr=False)
+    # The public catalogue the ids and titles were read from ({"catalogue", "path", "encoding"}), so
+    # that a report of the release can label items by title; None for other domains.
+    catalogue: dict[str, str] | None = field(default=None, compare=False, repr=False)
 
     def __init__(self, ids: np.ndarray | None, description: str, id_range: tuple[int, int] | None = None,
-                 public_by_assertion: str = "", titles: dict[int, str] | None = None):
+                 public_by_assertion: str = "", titles: dict[int, str] | None = None,
+                 catalogue: dict[str, str] | None = None):
         if ids is None and id_range is None:
             raise ValueError("an item domain needs its ids or its range")
         if ids is not None and id_range is not None and (
@@ -66,6 +70,7 @@ class ItemDomain:
         object.__setattr__(self, "id_range", None if id_range is None else (int(id_range[0]), int(id_range[1])))
         object.__setattr__(self, "public_by_assertion", public_by_assertion)
         object.__setattr__(self, "titles", titles or {})
+        object.__setattr__(self, "catalogue", catalogue)
 
     @property
     def ids(self) -> np.ndarray:
@@ -141,11 +146,12 @@ def _string_array(values: list[str]) -> np.ndarray:
     return out
 
 
-def _from_ids(ids: Any, description: str, titles: dict[int, str] | None = None) -> ItemDomain:
+def _from_ids(ids: Any, description: str, titles: dict[int, str] | None = None,
+              catalogue: dict[str, str] | None = None) -> ItemDomain:
     arr = np.unique(np.asarray(ids, dtype=np.int64))
     if arr.size == 0:
         raise ConfigError(f"item domain {description} is empty")
-    return ItemDomain(ids=arr, description=description, titles=titles or {})
+    return ItemDomain(ids=arr, description=description, titles=titles or {}, catalogue=catalogue)
 
 
 def _from_strings(ids: list[str], description: str) -> ItemDomain:
@@ -334,8 +340,10 @@ def item_domain(spec: dict[str, Any], spark: Any = None, source: Any = None) -> 
     if kind == "catalogue":
         if spec["catalogue"] not in CATALOGUES or "path" not in spec:
             raise ConfigError(f"domain.items.catalogue must be one of {CATALOGUES} with a path")
-        ids, titles = read_movielens_catalogue(spec["path"], _encoding(spec, "iso-8859-1"))
-        return _from_ids(ids, f"MovieLens catalogue {spec['path']}", titles)
+        encoding = _encoding(spec, "iso-8859-1")
+        ids, titles = read_movielens_catalogue(spec["path"], encoding)
+        return _from_ids(ids, f"MovieLens catalogue {spec['path']}", titles,
+                         {"catalogue": spec["catalogue"], "path": spec["path"], "encoding": encoding})
     if spark is None:
         raise ConfigError("domain.items.table needs a Spark session")
     return _table_domain(spark, spec["table"], spec.get("column", "item_id"), source)

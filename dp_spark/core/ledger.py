@@ -78,6 +78,9 @@ class LedgerEntry:
     # An ε-DP step whose privacy loss has range at most ε (an exponential mechanism): under zCDP
     # it costs ε²/8, not ε²/2 (core.zcdp.bounded_range_cost; docs/zcdp.md).
     bounded_range: bool = False
+    # Noise on values on a grid (the means' sums): one noise step is worth this many value units.
+    # The mechanism works in grid steps; a reader is shown the sensitivity and scale in values.
+    value_unit: Fraction | None = None
 
     @property
     def gaussian(self) -> bool:
@@ -106,6 +109,7 @@ class LedgerEntry:
                 "sigma_squared_exact": str(self.noise_scale),
                 "noise_scale": math.sqrt(self.noise_scale),
                 "cells": self.cells,
+                **self._unit_json(),
             }
         return {
             "step": self.step,
@@ -116,10 +120,14 @@ class LedgerEntry:
             "sensitivity_l1": float(self.sensitivity),
             "noise_scale": float(self.noise_scale),
             "cells": self.cells,
+            **self._unit_json(),
             **({"bounded_range": True, "rho": float(self.cost), "rho_exact": str(self.cost)}
                if self.bounded_range else {}),
             **({"NOT_PRIVATE": self.not_private} if self.not_private else {}),
         }
+
+    def _unit_json(self) -> dict:
+        return {} if self.value_unit is None else {"value_unit": float(self.value_unit)}
 
 
 GAUSSIAN_MECHANISM = "discrete Gaussian"
@@ -460,6 +468,9 @@ class Budget:
             "rho_spent": float(spent),
             "rho_spent_exact": str(spent),
             "epsilon_total": accounting.epsilon_at(accounting.rho),
+            # What the config or call asked for (or the ε its ρ is stated as): epsilon_total is
+            # the ε that ρ is converted back to, a hair below it.
+            "epsilon_asked": float(self.total),
             "epsilon_spent": accounting.epsilon_at(spent),
             # (ε, δ) of the spend: δ of the conversion plus what (ε, δ) steps spent outside zCDP.
             "delta_total": accounting.conversion_delta + self.delta_total,

@@ -36,3 +36,16 @@ def chosen(noise: str, l1: int, l2_squared: int, epsilon: Fraction) -> str:
     if noise != AUTO:
         raise ValueError(f"unknown noise {noise!r}")
     return GAUSSIAN if gaussian_variance(l2_squared, epsilon) < laplace_variance(l1, epsilon) else LAPLACE
+
+
+def described(noise: str, records_per_item: int | None = None) -> str:
+    """A release's noise for its one-line description: "discrete Gaussian noise (zCDP), at most 1
+    record per user and item", "the lower-variance noise per table (zCDP)", or "" for Laplace
+    (the publisher names it)."""
+    if noise == LAPLACE:
+        return ""
+    said = "discrete Gaussian noise (zCDP)" if noise == GAUSSIAN else \
+        "Laplace or discrete Gaussian noise per table, the lower variance (zCDP)"
+    if records_per_item:
+        said += f", at most {records_per_item} record{'s' if records_per_item > 1 else ''} per user and item"
+    return said

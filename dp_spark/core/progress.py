@@ -41,6 +41,21 @@ RUN_STAGES = ("config", "spark", "plan", "charge", "read", "release", "write", "
 HEARTBEAT_SECONDS = 30.0
 
 
+WARNING = "WARNING"  # how a message that must reach a reader starts (a quiet Progress prints only these)
+
+
+def in_notebook() -> bool:
+    """Whether this Python runs a Jupyter kernel (IPython's shell over ZeroMQ)."""
+    ipython = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return type(ipython).__name__ == "ZMQInteractiveShell"
+
+
+def default_progress() -> Progress:
+    """The API's progress when the caller gives none: every step on stderr, or in a notebook only
+    the warnings (pass ``progress=print`` to see every step there)."""
+    return Progress(quiet=in_notebook())
+
+
 def _duration(seconds: float) -> str:
     seconds = int(round(seconds))
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
@@ -50,10 +65,12 @@ class Progress:
     """Callable with a message; ``stage(name)`` times a block of work."""
 
     def __init__(self, stream=None, log_format: str = "text", diagnostics: bool = False,
-                 heartbeat_seconds: float = HEARTBEAT_SECONDS):
+                 heartbeat_seconds: float = HEARTBEAT_SECONDS, quiet: bool = False):
         if log_format not in FORMATS:
             raise ValueError(f"log format must be one of {FORMATS}, got {log_format!r}")
         self.stream = stream  # None: whatever sys.stderr is at the time of the message
+        # Warnings only (a notebook's default: every other line would sit under each cell).
+        self.quiet = quiet
         self.json = log_format == "json"
         self.diagnostics = diagnostics  # raw, NOT-private figures in the log: only when the operator asks
         self.started = time.monotonic()
@@ -132,6 +149,8 @@ class Progress:
             root.removeHandler(handler)
 
     def __call__(self, message: str) -> None:
+        if self.quiet and not message.startswith(WARNING):
+            return
         if self.json:
             self._emit("message", message=message)
         else:

@@ -231,10 +231,18 @@ def table(rows: Sequence[TuneRow], configured: int | None = None) -> list[str]:
     lines = [f"{'bound':>7} {'dropped':>11} {'bias^2':>11} {'samp var':>10} {'noise var':>11} {'exp. MSE':>11} "
              f"{'q(b)':>13} {'P(pick)':>8}"]
     for r in rows:
-        mark = ("*" if r is top else " ") + ("<" if r.bound == configured else " ")
         lines.append(f"{r.bound:>7} {r.expected_dropped:>11.1f} {r.bias_squared:>11.4g} {r.sampling_variance:>10.4g} "
                      f"{r.noise_variance:>11.4g} {r.expected_mse:>11.4g} {r.quality:>13.6g} {r.pick_probability:>8.3f} "
-                     f"{mark}")
+                     f"{mark(r is top, r.bound == configured)}")
+    return labelled(lines)
+
+
+def mark(best_row: bool, configured: bool) -> str:
+    """A row's marks: * for the best, < for the config's bound."""
+    return ("*" if best_row else " ") + ("<" if configured else " ")
+
+
+def labelled(lines: Sequence[str]) -> list[str]:
     return [f"{line}   NOT PRIVATE" for line in lines]
 
 

@@ -39,8 +39,17 @@ REMOVED_STEP = "bounding: removed"
 # Each figure's two-sided 95% interval bounds it on one side with probability 97.5%, so both
 # one-sided bounds hold at once with probability at least 95%.
 EACH_ALPHA = 0.05
-BIAS_NOTE = ("each count is of the records kept (at most {bound} per user), never more than the true count: "
-             "the counts are biased down by what bounding removed, which the noise's ± does not show")
+COUNTS, MEANS = "counts", "means"  # what the release publishes of the records kept
+BIAS_NOTES = {
+    COUNTS: ("each count is of the records kept (at most {bound} per user), never more than the true count: "
+             "the counts are biased down by what bounding removed, which the noise's ± does not show"),
+    # A user's kept records are a sample of theirs (SRA) or their most popular (HPA), so a user with
+    # many records weighs less in a mean than in the mean of all records: no bound on that bias
+    # follows from the two figures, only how much of the data the means stand for.
+    MEANS: ("each mean and its interval are of the records kept (at most {bound} per user), clipped to the range: "
+            "the interval covers the mean of those records, not the mean of all an item's records, which can lie "
+            "outside it when bounding removed many"),
+}
 
 
 @dataclass(frozen=True)
@@ -51,8 +60,11 @@ class BoundingPlan:
     bound: int
     epsilon: Fraction  # epsilon_bounding, both figures together
     zcdp: bool = False  # whether the budget is ρ-zCDP (the share is then ρ_bounding = ε²/2)
+    about: str = COUNTS  # what the release publishes of the records kept: its bias note
 
     def __post_init__(self):
+        if self.about not in BIAS_NOTES:
+            raise ValueError(f"about must be one of {', '.join(BIAS_NOTES)}, got {self.about!r}")
         if isinstance(self.bound, bool) or not isinstance(self.bound, int) or self.bound < 1:
             raise ValueError(f"the bound must be a positive integer, got {self.bound!r}")
         if not self.epsilon > 0:
@@ -119,7 +131,9 @@ def planned_section(plan: BoundingPlan, alpha: float, chosen_later: bool = False
     said = ("the bound is chosen privately: these are the figures at the largest candidate, the most noise; "
             "the run states them at the chosen bound") if chosen_later else ""
     return {
-        "bias": BIAS_NOTE.format(bound=plan.bound) + "; unknown before the run, between 0 and the whole count",
+        "about": plan.about,
+        "bias": BIAS_NOTES[plan.about].format(bound=plan.bound) + "; unknown before the run"
+                + (", between 0 and the whole count" if plan.about == COUNTS else ""),
         "estimate": ("the run publishes the records kept and (counted up to the cap per user) the records removed, "
                      "each with discrete Laplace noise, and the share kept at most (95%); docs/accuracy.md"),
         "cap_per_user": plan.cap,

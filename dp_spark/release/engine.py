@@ -209,6 +209,7 @@ def build_report(family: Family, params: Any, budget: Budget, domains: Domains, 
         "items": items.description,
         **({"items_public_by_assertion": items.public_by_assertion} if items.public_by_assertion else {}),
         "item_count": len(items),
+        **({"catalogue": items.catalogue} if items.catalogue else {}),
         "attributes": list(attributes.values) if attributes else None,
         **family.extra_domain(params),
     }

@@ -333,10 +333,10 @@ def _bound(params: CountsParams, inputs: RunInputs, validated) -> tuple[int, dic
 def _describe(params: CountsParams, epsilon: Fraction, domains: Domains) -> str:
     bound = f"auto (chosen privately from {list(params.candidates)})" if params.auto else params.l
     items = items_text(params.private_items, params.delta, params.keys_per_user, domains.items)
-    noise = "" if params.noise == Noise.LAPLACE else f", {params.noise} noise (zCDP)" + (
-        f", at most {params.records_per_item} records per user and item" if params.records_per_item else "")
+    # Gaussian noise replaces the laplace publisher's, so the description names the noise instead.
+    noise = noise_choice.described(params.noise, params.records_per_item) or f"publisher {params.publisher}"
     return (f"{params.algorithm.upper()} with epsilon {float(epsilon):g}, {params.bound_name} = {bound}, "
-            f"publisher {params.publisher}{noise}; {items}"
+            f"{noise}; {items}"
             + (f" x {len(domains.attributes)} attribute values" if domains.attributes else ""))
 
 

@@ -31,27 +31,20 @@ from dp_spark.families.means.choice import choose_clip_range, choose_l, with_cho
 from dp_spark.families.means.params import (
     EDGE_TABLE,
     ITEM_TABLE,
-    PAIRS,
     MeansParams,
     budget_split,
     from_config,
     output_rows,
-    table_noises,
+    table_pair,
 )
 from dp_spark.families.means.report import describe, report_section, table_accuracy
 from dp_spark.io.validation import check_schema, check_value_schema, validate_records
 from dp_spark.publishers.executor_laplace import CellGrid
-from dp_spark.release import guards
+from dp_spark.release import bounding_estimate, guards
 from dp_spark.release import on_executors as executor_path
 from dp_spark.release.family import Domains, Family, FamilyOutput, RunInputs
 from dp_spark.release.hpa_selection import hpa_selection
 from dp_spark.release.private_keys import NOTHING_SELECTED, selected_items
-
-
-def _pair(params: MeansParams, split: dict[str, Fraction], table: str) -> publishing.TablePair:
-    count_step, sum_step, counts, sums = PAIRS[table]
-    count_noise, sum_noise = table_noises(params, split, table)
-    return publishing.TablePair(count_step, sum_step, split[counts], split[sums], count_noise, sum_noise)
 
 
 def run(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
@@ -127,17 +120,39 @@ def _summed(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
         validated.release()
     diagnostics = {**validated.diagnostics, "rows_after_bounding": kept_rows, **extra, "coverage": coverage.to_json()}
     if on_executors:
-        return FamilyOutput(_tables_on_executors(params, inputs, tally), diagnostics, guards=decided, chosen=chosen,
+        tables = _tables_on_executors(params, inputs, tally)
+        return FamilyOutput(tables, diagnostics, guards=decided, chosen=chosen,
+                            bounding=_bounding_estimate(params, inputs, validated.users_by_n),
                             **executor_path.executor_output(output_rows(params, inputs.domains), inputs.seed))
+    alpha = params.interval_alpha
     tables = {ITEM_TABLE: pd.DataFrame({"item_id": items.ids, **publishing.nullable_means(
-        publishing.publish_means(item_sums, _pair(params, inputs.split, ITEM_TABLE), inputs.budget, inputs.rng))})}
+        publishing.publish_means(item_sums, table_pair(params, inputs.split, ITEM_TABLE), inputs.budget, inputs.rng,
+                                 alpha))})}
     if attributes is not None:
         h = len(attributes)
         tables[EDGE_TABLE] = pd.DataFrame({"item_id": items.ids.repeat(h), "attr": list(attributes.values) * len(items),
                                            **publishing.nullable_means(publishing.publish_means(
-                                               edge_sums, _pair(params, inputs.split, EDGE_TABLE), inputs.budget,
-                                               inputs.rng))})
-    return FamilyOutput(tables, diagnostics, guards=decided, chosen=chosen)
+                                               edge_sums, table_pair(params, inputs.split, EDGE_TABLE), inputs.budget,
+                                               inputs.rng, alpha))})
+    return FamilyOutput(tables, diagnostics, guards=decided, chosen=chosen,
+                        bounding=_bounding_estimate(params, inputs, validated.users_by_n))
+
+
+def _bounding_plan(l: int, split: dict[str, Fraction], zcdp: bool) -> bounding_estimate.BoundingPlan:
+    return bounding_estimate.BoundingPlan(l, split["epsilon_bounding"], zcdp, about=bounding_estimate.MEANS)
+
+
+def _bounding_estimate(params: MeansParams, inputs: RunInputs, users_by_n: pd.Series) -> dict:
+    """After the tables: the DP estimate of what bounding at l removed, from validation's per-user
+    counts (release.bounding_estimate), paid from its own part of ε."""
+    return bounding_estimate.estimate(users_by_n, _bounding_plan(params.l, inputs.split, inputs.budget.zcdp),
+                                      inputs.budget, inputs.rng)
+
+
+def _planned_bounding(params: MeansParams, split: dict[str, Fraction], alpha: float, zcdp: bool) -> dict:
+    """accuracy.bounding before the run (with "auto": at the largest candidate, an upper bound)."""
+    return bounding_estimate.planned_section(_bounding_plan(params.largest_bound, split, zcdp), alpha,
+                                             chosen_later=params.auto)
 
 
 def _tables_on_executors(params: MeansParams, inputs: RunInputs, tally) -> dict[str, Any]:
@@ -149,12 +164,14 @@ def _tables_on_executors(params: MeansParams, inputs: RunInputs, tally) -> dict[
     h = len(attributes) if attributes else 1
     item_tally = tally if h == 1 else tally.groupBy(F.expr(f"_cell div {h}").alias("_cell")).agg(
         F.sum(COUNT).alias(COUNT), F.sum(SUM).alias(SUM))
+    alpha = params.interval_alpha
     tables = {ITEM_TABLE: executor_means.publish_means(item_tally, CellGrid(items), s, params.clip,
-                                                       _pair(params, inputs.split, ITEM_TABLE), inputs.budget, secret)}
+                                                       table_pair(params, inputs.split, ITEM_TABLE), inputs.budget,
+                                                       secret, alpha)}
     if attributes is not None:
         tables[EDGE_TABLE] = executor_means.publish_means(tally, CellGrid(items, attributes), s, params.clip,
-                                                          _pair(params, inputs.split, EDGE_TABLE), inputs.budget,
-                                                          secret)
+                                                          table_pair(params, inputs.split, EDGE_TABLE), inputs.budget,
+                                                          secret, alpha)
     return tables
 
 
@@ -173,7 +190,7 @@ FAMILY = Family(name="means", algorithms=("means",), params_type=MeansParams, de
                 split_keys=lambda params, domains: tuple(budget_split(params, Fraction(1), domains)), run=run,
                 describe=describe, report_section=report_section, from_config=from_config, accuracy=table_accuracy,
                 config_keys=("bounding", "low", "high", "records_per_item", "l_candidates", "clip_candidates",
-                             "keys_per_user"),
-                reads="valued_records", with_chosen=with_chosen,
+                             "keys_per_user", "confidence"),
+                reads="valued_records", with_chosen=with_chosen, bounding=_planned_bounding,
                 takes_gaussian=True, check_schema=_check_schema, output_rows=output_rows,
                 delta=lambda params: params.delta, beyond_the_driver=_beyond_the_driver)

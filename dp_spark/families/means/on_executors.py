@@ -34,7 +34,7 @@ def publish_means(tally: DataFrame, grid: CellGrid, sensitivity: SumSensitivity,
     Both entries are spent here, counts first, before any executor draws."""
     if grid.cells == 0:
         raise ValueError("cannot publish an empty table")
-    count_entry, sum_entry = pair_entries(sensitivity, grid.cells, pair)
+    count_entry, sum_entry = pair_entries(sensitivity, grid.cells, pair, clip.unit)
     count_noise = budget.noise_on_executors(count_entry, secret)  # counts first, as on the driver
     sum_noise = budget.noise_on_executors(sum_entry, secret)
     count_width, sum_width = halfwidth(count_entry, alpha / 2), halfwidth(sum_entry, alpha / 2)

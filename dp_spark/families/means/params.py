@@ -16,7 +16,8 @@ from dp_spark.core import noise_choice
 from dp_spark.core.accounting import Noise, check_noise
 from dp_spark.core.clip_range import DEFAULT_STEPS, ClipRange, SumSensitivity
 from dp_spark.errors import ConfigError
-from dp_spark.release import bound_selection, clip_choice
+from dp_spark.families.means.publish import TablePair
+from dp_spark.release import bound_selection, bounding_estimate, clip_choice
 from dp_spark.release.auto_bound import AUTO, AutoBound, candidates_of
 from dp_spark.release.family import ConfigTables, Domains, require, rows_per_user
 from dp_spark.release.private_keys import PARTITION_SHARE, PRIVATE_ITEMS, checked_private_items, partition_delta
@@ -80,6 +81,8 @@ class MeansParams(AutoBound):
     private_items: bool = False
     keys_per_user: int | None = None
     delta: float = 0.0
+    # The level of each mean's interval (mean_low, mean_high): the 95% of every other ± we print.
+    confidence: float = 0.95
     algorithm: str = "means"
 
     def __post_init__(self):
@@ -99,6 +102,11 @@ class MeansParams(AutoBound):
         object.__setattr__(self, "keys_per_user", keys_per_user)
         object.__setattr__(self, "delta", delta)
         check_noise(self.noise)
+        if isinstance(self.confidence, bool) or not isinstance(self.confidence, (int, float)) \
+                or not 0 < self.confidence < 1:
+            raise ConfigError(f"algorithm.confidence (the means' interval level) must be a number strictly between "
+                              f"0 and 1, e.g. 0.95, got {self.confidence!r}")
+        object.__setattr__(self, "confidence", float(self.confidence))
         if self.records_per_item is not None:
             # c ≥ l caps nothing (at most l records are kept in all): the sensitivities take min(c, l),
             # as the counts' do, so a privately chosen l below c is no error.
@@ -173,11 +181,16 @@ class MeansParams(AutoBound):
     def sensitivity_at(self, l: int) -> SumSensitivity:
         return SumSensitivity(l, self.per_cell_at(l), self.steps)
 
+    @property
+    def interval_alpha(self) -> float:
+        """α of the means' intervals: each fails with probability at most this."""
+        return 1 - self.confidence
+
 
 def budget_split(params: MeansParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
     """With items selected privately, half of ε first selects them (as for the counts); with
     "auto", a tenth of ε to choose l and a tenth to choose the clipping range; HPA: a tenth of ε
-    for the popularity; the rest shared
+    for the popularity; a twentieth estimates what bounding removed (as for the counts); the rest shared
     by the table pairs (items, and items × attributes), each pair 3/10 to its counts and 7/10 to its
     sums."""
     first = {"epsilon_partition": epsilon * PARTITION_SHARE} if params.private_items else {}
@@ -187,6 +200,7 @@ def budget_split(params: MeansParams, epsilon: Fraction, domains: Domains) -> di
         first["epsilon_clip"] = epsilon * clip_choice.SHARE
     if params.bounding == "hpa":
         first["epsilon_popularity"] = epsilon * POPULARITY_SHARE
+    first["epsilon_bounding"] = epsilon * bounding_estimate.SHARE
     pairs = [ITEM_TABLE] + ([EDGE_TABLE] if domains.attributes is not None else [])
     each = (epsilon - sum(first.values(), Fraction(0))) / len(pairs)
     split = dict(first)
@@ -203,6 +217,13 @@ def table_noises(params: MeansParams, split: dict[str, Fraction], table: str, l:
     s = params.sensitivity_at(l or params.largest_bound)
     return (noise_choice.chosen(params.noise, s.bound, s.count_l2_squared, split[counts]),
             noise_choice.chosen(params.noise, s.l1, s.l2_squared, split[sums]))
+
+
+def table_pair(params: MeansParams, split: dict[str, Fraction], table: str) -> TablePair:
+    """How ``table``'s counts and sums are paid for: their steps, parts of ε and noises."""
+    count_step, sum_step, counts, sums = PAIRS[table]
+    count_noise, sum_noise = table_noises(params, split, table)
+    return TablePair(count_step, sum_step, split[counts], split[sums], count_noise, sum_noise)
 
 
 def output_rows(params: MeansParams, domains: Domains) -> dict[str, int | None]:
@@ -227,7 +248,7 @@ def _clip_end(table: dict, key: str) -> float | str:
 
 # The algorithm.* keys means reads.
 TAKES = ("name", "bounding", "l", "l_candidates", "d", "records_per_item", "low", "high", "clip_candidates",
-         "keys_per_user")
+         "keys_per_user", "confidence")
 
 
 def from_config(c: ConfigTables) -> MeansParams:
@@ -249,4 +270,5 @@ def from_config(c: ConfigTables) -> MeansParams:
                        c.privacy.get("noise", "laplace"), algorithm.get("l_candidates"),
                        clip_candidates=algorithm.get("clip_candidates"), private_items=private,
                        keys_per_user=algorithm.get("keys_per_user"),
-                       delta=partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0)
+                       delta=partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0,
+                       confidence=algorithm.get("confidence", 0.95))

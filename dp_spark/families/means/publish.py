@@ -11,7 +11,7 @@ post-processing (``value_sums.mean_interval``). Claim: docs/value_sums.md, "Priv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -54,15 +54,22 @@ def _entry(step: str, noise: str, l1: int, l2_squared: int, epsilon: Fraction, c
     return LedgerEntry(step, "discrete Laplace", epsilon, Fraction(l1), Fraction(l1) / epsilon, cells)
 
 
+def _in_values(entry: LedgerEntry, value_unit: float) -> LedgerEntry:
+    """The sums' entry, whose noise is in grid units, saying what one unit is worth in values."""
+    return replace(entry, value_unit=Fraction(value_unit))
+
+
 def ledger_entries(bounded: BoundedSums, pair: TablePair) -> tuple[LedgerEntry, LedgerEntry]:
     """The two tables' ledger entries: counts at L1 l (L2² l·c), sums at l·steps (l·c·steps²) grid units."""
-    return pair_entries(bounded.sensitivity, bounded.counts.size, pair)
+    return pair_entries(bounded.sensitivity, bounded.counts.size, pair, bounded.clip.unit)
 
 
-def pair_entries(s: SumSensitivity, cells: int, pair: TablePair) -> tuple[LedgerEntry, LedgerEntry]:
-    """:func:`ledger_entries` from the sensitivity and the number of cells (tables left on the executors)."""
+def pair_entries(s: SumSensitivity, cells: int, pair: TablePair, value_unit: float) -> tuple[LedgerEntry, LedgerEntry]:
+    """:func:`ledger_entries` from the sensitivity, the number of cells and the grid's unit in
+    values (tables left on the executors)."""
     return (_entry(pair.count_step, pair.count_noise, s.bound, s.count_l2_squared, pair.epsilon_counts, cells),
-            _entry(pair.sum_step, pair.sum_noise, s.l1, s.l2_squared, pair.epsilon_sums, cells))
+            _in_values(_entry(pair.sum_step, pair.sum_noise, s.l1, s.l2_squared, pair.epsilon_sums, cells),
+                       value_unit))
 
 
 def halfwidth(entry: LedgerEntry, alpha: float) -> float:

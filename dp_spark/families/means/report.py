@@ -8,11 +8,15 @@ import math
 from dataclasses import replace
 from fractions import Fraction
 
+import numpy as np
+
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.accounting import Noise
 from dp_spark.core.accuracy import UPPER_BOUND
+from dp_spark.core.clip_range import ClipRange, mean_interval
 from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth, discrete_gaussian_variance, variance_at_least
-from dp_spark.families.means.params import EDGE_TABLE, ITEM_TABLE, PAIRS, MeansParams, table_noises
+from dp_spark.families.means import publish as publishing
+from dp_spark.families.means.params import EDGE_TABLE, ITEM_TABLE, PAIRS, MeansParams, table_noises, table_pair
 from dp_spark.release.auto_bound import AUTO, AUTO_NOTE
 from dp_spark.release.family import Domains
 from dp_spark.release.private_keys import PRIVATE_ITEMS, items_text
@@ -21,13 +25,16 @@ CLIP_NOTE = ("the clipping range is chosen privately from the candidates: the su
              "range, at most these numbers (at the widest, [{low:g}, {high:g}]); privacy.json's algorithm.chosen "
              "says which")
 MEAN_NOTE = ("the ratio of the noisy sum and count, not additive noise: each row's mean_low and mean_high are its "
-             "interval at 1 - alpha (both figures within their half-widths at alpha/2); a row without a mean had a "
-             "count whose interval reaches zero (docs/value_sums.md)")
+             "{level:g}% interval (both figures within their half-widths at half the rest each), which covers the "
+             "mean of the records bounding kept, clipped to the range; a row without a mean had a count whose "
+             "interval reaches zero (docs/value_sums.md)")
+# The records kept in a cell at which plan and the report state a mean's interval.
+RECORDS_SHOWN = (10, 100, 1_000, 10_000)
 
 
 def describe(params: MeansParams, epsilon: Fraction, domains: Domains) -> str:
-    noise = "" if params.noise == Noise.LAPLACE else f", {params.noise} noise (zCDP)" + (
-        f", at most {params.records_per_item} records per user and item" if params.records_per_item else "")
+    noise = noise_choice.described(params.noise, params.records_per_item)
+    noise = f", {noise}" if noise else ""
     items = items_text(params.private_items, params.delta, params.keys_per_user, domains.items)
     return (f"means of the value clipped to {_clip_text(params)} with epsilon {float(epsilon):g}, "
             f"{params.bounding.upper()} bounding with l = {_bound_text(params)}{noise}; {items}"
@@ -70,7 +77,7 @@ def report_section(params: MeansParams) -> dict:
         selection.update(items=PRIVATE_ITEMS, keys_per_user=params.keys_per_user, delta=params.delta,
                          partition_selection="docs/partition_selection.md")
     return {
-        "parameters": {"bounding": params.bounding, "l": params.l, **selection,
+        "parameters": {"bounding": params.bounding, "l": params.l, **selection, "confidence": params.confidence,
                        **({"d": params.d} if params.bounding == "hpa" else {}),
                        "low": params.low, "high": params.high, "grid_steps": params.steps,
                        **({"records_per_item": params.records_per_item} if params.records_per_item else {}),
@@ -130,9 +137,42 @@ def table_accuracy(params: MeansParams, epsilon: Fraction, domains: Domains, spl
             count, total = _upper_bound(count, params), _upper_bound(total, params)
         if params.clip_auto:
             total = _clip_upper_bound(total, params)
-        tables[table] = {"noisy_count": count, "noisy_sum": total,
-                         "mean": accuracy.not_additive("ratio of two noisy figures", alpha, MEAN_NOTE)}
+        tables[table] = {"noisy_count": count, "noisy_sum": total, "mean": _mean_accuracy(params, split, table, alpha)}
     return tables
+
+
+def _mean_accuracy(params: MeansParams, split: dict[str, Fraction], table: str, alpha: float) -> accuracy.Accuracy:
+    """The mean's interval half-width for a cell of n records kept (RECORDS_SHOWN), the widest
+    over where the cell's mean lies in the range, and the fewest records a mean needs: from the
+    half-widths the release uses (families.means.publish), at the widest range and the largest l
+    when they are chosen privately (then upper bounds)."""
+    clip = params.widest_clip
+    count_entry, sum_entry = publishing.pair_entries(params.sensitivity, 1, table_pair(params, split, table), clip.unit)
+    level_alpha = params.interval_alpha
+    count_h, sum_h = publishing.halfwidth(count_entry, level_alpha / 2), publishing.halfwidth(sum_entry,
+                                                                                            level_alpha / 2)
+    widths = tuple((n, mean_halfwidth(n, count_h, sum_h, clip)) for n in RECORDS_SHOWN)
+    note = MEAN_NOTE.format(level=100 * params.confidence)
+    if params.auto or params.clip_auto:
+        note += "; the half-widths by records are at the largest l and the widest range, at most what the run gives"
+    # At most one kept record per user and cell, a cell's records are its users.
+    counted = "users" if params.per_cell == 1 else "records kept"
+    return accuracy.not_additive("ratio of two noisy figures", alpha, note, widths, params.confidence,
+                                 math.floor(count_h) + 1, counted)
+
+
+def mean_halfwidth(records: int, count_h: float, sum_h: float, clip: ClipRange, points: int = 21) -> float | None:
+    """Half the width of the interval a cell of ``records`` records kept gets (clip_range.mean_interval)
+    when its noise is zero, the widest over ``points`` true means across the range; None when a
+    cell of that many records gets no mean."""
+    widest = None
+    for step in np.linspace(-clip.steps, clip.steps, points):
+        estimate = mean_interval(int(round(step * records)), records, sum_h, count_h, clip)
+        if not estimate.published:
+            return None
+        width = (estimate.high - estimate.low) / 2
+        widest = width if widest is None else max(widest, width)
+    return widest
 
 
 def _upper_bound(noise: accuracy.Accuracy, params: MeansParams) -> accuracy.Accuracy:

@@ -116,9 +116,9 @@ def run(params: HistogramParams, inputs: RunInputs) -> FamilyOutput:
 
 def _describe(params: HistogramParams, epsilon: Fraction, domains: Domains) -> str:
     items = f"{len(domains.items):,} items" if domains.items is not None else "every item id counts (no item domain)"
-    noise = "" if params.noise == Noise.LAPLACE else f", {params.noise} noise (zCDP)"
+    noise = noise_choice.described(params.noise) or f"publisher {params.publisher}"
     return (f"histogram of {histogram.QUANTITIES[params.quantity]} in {len(params.bins)} public bins with "
-            f"epsilon {float(epsilon):g}, publisher {params.publisher}{noise}; {items}")
+            f"epsilon {float(epsilon):g}, {noise}; {items}")
 
 
 NO_ITEM_DOMAIN = "none: every record counts, whatever its item id"
