@@ -114,8 +114,11 @@ COUNTS_COUNT_STEPS = r"item_counts|edge_counts"
 # The means' tables, paid at the chosen l as well (families/means_params.PAIRS).
 MEANS_STEPS = r"value_counts|value_sums|edge_value_counts|edge_value_sums"
 CHOSEN_BOUND_STEPS = f"{COUNTS_COUNT_STEPS}|{MEANS_STEPS}"
-# The accuracy leaves that follow from the scale (the note names the chosen bound).
-ACCURACY_LEAVES = ("scale", "sd", "ci95_halfwidth", "note")
+# The accuracy leaves that follow from the scale (the note names the chosen bound), and a mean's
+# interval half-widths by records and the count a mean needs (from the chosen l and range; whether
+# a cell's records are its users follows from the chosen l when no per-item cap is given).
+ACCURACY_LEAVES = ("scale", "sd", "ci95_halfwidth", "note", "interval_halfwidth_by_records",
+                   "least_records_for_a_mean", "records_counted")
 
 
 def _accuracy_allowed(report: dict) -> tuple[Allowed, ...]:
@@ -178,11 +181,14 @@ CLIP_AUTO_ALLOWED = (
             "range (a DP output)"),
     Allowed("accuracy.tables.*.noisy_sum.kind", "exact where the privately chosen range is centred on 0, else an "
             "upper bound (a union bound)"),
+    Allowed("ledger[*].value_unit", "the value one grid unit of the sums' noise stands for: the privately chosen "
+            "range's half-width over the grid's steps", step=r"value_sums|edge_value_sums"),
 )
-# Every counts release: the estimate of what bounding removed is drawn with discrete Laplace noise
-# (ledger steps "bounding: kept" and "bounding: removed"); the shares and the warning are
-# post-processing of it and of public numbers.
+# Every counts and means release: the estimate of what bounding removed is drawn with discrete
+# Laplace noise (ledger steps "bounding: kept" and "bounding: removed"); the shares and the warning
+# are post-processing of it and of public numbers.
 COUNTS_ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
+BOUNDING_ALGORITHMS = (*COUNTS_ALGORITHMS, "means")
 BOUNDING_ALLOWED = tuple(Allowed(f"accuracy.bounding.{leaf}", why) for leaf, why in (
     ("records_kept_noisy", "the records kept, with discrete Laplace noise (step bounding: kept)"),
     ("records_removed_at_least_noisy", "the records removed up to the cap, with discrete Laplace noise (step "
@@ -229,7 +235,7 @@ def allowed_for(report: dict) -> tuple[Allowed, ...]:
     parameters = algorithm.get("parameters", {}) if isinstance(algorithm, dict) else {}
     extra = ()
     gaussian = parameters.get("noise") in ("gaussian", "auto")
-    if name in COUNTS_ALGORITHMS:
+    if name in BOUNDING_ALGORITHMS:
         extra += BOUNDING_ALLOWED
     if any(parameters.get(bound) == "auto" for bound in ("l", "m")):
         extra += COUNTS_AUTO_ALLOWED + _accuracy_allowed(report) + _bounding_accuracy_allowed(report)

@@ -34,8 +34,8 @@ import numpy as np
 import pandas as pd
 
 from dp_spark.core import accuracy
-from dp_spark.core import discrete_gaussian as dg
 from dp_spark.core.clip_range import ClipRange
+from dp_spark.core.discrete_gaussian import discrete_gaussian_pmf, discrete_gaussian_variance, support, tail_at_least
 from dp_spark.core.ledger import GAUSSIAN_MECHANISM, LedgerEntry
 from dp_spark.families.means import publish
 from dp_spark.families.means.params import ITEM_TABLE, MeansParams, table_pair
@@ -78,9 +78,9 @@ class TableNoise:
             r = math.exp(-1 / float(entry.noise_scale))
             return np.where(m >= 1, r ** np.maximum(m, 1) / (1 + r), 1 - r ** np.maximum(1 - m, 1) / (1 + r))
         if math.sqrt(entry.noise_scale) > 10_000:  # no table of the pmf this wide
-            return np.vectorize(lambda k: dg.tail_at_least(int(k), entry.noise_scale))(m)
-        z = dg.support(entry.noise_scale)
-        at_least = np.cumsum(dg.discrete_gaussian_pmf(z, entry.noise_scale)[::-1])[::-1]
+            return np.vectorize(lambda k: tail_at_least(int(k), entry.noise_scale))(m)
+        z = support(entry.noise_scale)
+        at_least = np.cumsum(discrete_gaussian_pmf(z, entry.noise_scale)[::-1])[::-1]
         return np.where(m <= z[0], 1.0, np.where(m > z[-1], 0.0, at_least[np.clip(m - z[0], 0, len(z) - 1)]))
 
 
@@ -89,7 +89,7 @@ def _noise(params: MeansParams, split: dict[str, Fraction]) -> TableNoise:
     clip = params.clip
     count_entry, sum_entry = publish.pair_entries(params.sensitivity, 1, table_pair(params, split, ITEM_TABLE),
                                                   clip.unit)
-    variances = [float(dg.discrete_gaussian_variance(e.noise_scale)) if e.mechanism == GAUSSIAN_MECHANISM
+    variances = [float(discrete_gaussian_variance(e.noise_scale)) if e.mechanism == GAUSSIAN_MECHANISM
                  else accuracy.discrete_laplace_sd(e.noise_scale) ** 2 for e in (count_entry, sum_entry)]
     return TableNoise(variances[0], variances[1] * clip.unit ** 2,
                       publish.halfwidth(count_entry, params.interval_alpha / 2), count_entry)
