@@ -5,6 +5,7 @@ what was asked); the release's one-line description; the means' plot; and tune's
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -15,6 +16,7 @@ import dp_spark
 from dp_spark import display
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.clip_range import ClipRange, mean_interval
+from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth
 from dp_spark.families.means.params import MeansParams
 from dp_spark.families.means.report import RECORDS_SHOWN, mean_halfwidth
 from dp_spark.lab import tune_means
@@ -35,10 +37,11 @@ def test_plan_gives_the_means_halfwidth_by_users_and_the_count_a_mean_needs():
     # Below the count's half-width no mean; above it the half-width shrinks about as 1/n.
     assert all((h is None) == (n < least) for n, h in widths.items())
     assert widths[10_000] < widths[1_000] / 5
-    # Counted as the release decides: a cell of `least` records at zero noise gets a mean, one fewer does not.
+    # Counted as the release decides: a mean where the noisy count exceeds the count's half-width
+    # at 2.5% (half of the 5% a 95% interval may fail), so at least that plus one.
     counts = dp_spark.plan("means", **PLAN).accuracy["tables"]["item_means"]["noisy_count"]
-    count_h = counts["sd"]  # only its order matters here
-    assert least > count_h  # the 95% half-width at 2.5% is about 2.2 sd
+    count_h = float(discrete_gaussian_halfwidth(counts["scale"] ** 2, 0.025))
+    assert least == math.floor(count_h) + 1
     text = "\n".join(accuracy.format_section(dp_spark.plan("means", **PLAN).accuracy))
     assert f"a mean is given where the noisy count is at least {least:,}, so a cell needs about that many users" in text
     # Without the per-item cap a user may put several records in a cell: records, not users.
