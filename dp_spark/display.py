@@ -17,6 +17,7 @@ import pandas as pd
 
 HALFWIDTH = "ci95_halfwidth"
 TOP = 20  # bars in a top-k plot
+BAR_COLOUR = "#4c78a8"
 SHOWN_ROWS = 5  # rows of each table in the notebook view
 
 
@@ -304,8 +305,6 @@ def figure(report: dict, tables: dict[str, Any], name: str, top: int = TOP, titl
     axes.set_title(title)
     return fig
 
-
-BAR_COLOUR = "#4c78a8"
 
 
 def _means_figure(Figure, report: dict, table: pd.DataFrame, name: str, top: int, titles: Mapping | None):

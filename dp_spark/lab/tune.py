@@ -287,6 +287,22 @@ def report(rows: Sequence[TuneRow], setup: TuneSetup, share: Fraction, configure
     }
 
 
+def refuse_private_items(cfg) -> None:
+    if getattr(cfg.params, "private_items", False):
+        raise ConfigError('tune needs a public item domain; this config selects its items privately '
+                          '(domain.items = "private")')
+
+
+def at_fixed_bound(cfg, bound: int) -> tuple:
+    """(the config at the fixed ``bound``, its split): any fixed bound has the same split, and an
+    explicit epsilon_bound (l = "auto"'s part) goes with the choice, back to the tables."""
+    from dp_spark.jobs.runner import plan_budget
+
+    fixed = cfg.with_params(l=int(bound), candidates=None)
+    parts = {part: value for part, value in cfg.epsilon_parts.items() if part != "epsilon_bound"}
+    return fixed, plan_budget(replace(fixed, epsilon_parts=parts))
+
+
 def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress) -> tuple[list[TuneRow], TuneSetup]:
     """Read the config's records as a job does, and tune. NOT PRIVATE."""
     from dp_spark.core.domain import attribute_domain, item_domain
@@ -297,18 +313,12 @@ def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress)
         raise ConfigError(
             f"tune works on counts configs ({', '.join(COUNTS_ALGORITHMS)}); {cfg.algorithm!r} is not one"
         )
-    if getattr(cfg.params, "private_items", False):
-        raise ConfigError('tune needs a public item domain; this config selects its items privately '
-                          '(domain.items = "private")')
+    refuse_private_items(cfg)
     bounds = candidates_of(candidates, cfg.params)
     split = plan_budget(cfg)
     # With l = "auto" the rows are at auto's split; the fixed bounds they are set against keep the
     # choice's part (any bound has the same split), and an explicit epsilon_bound goes with it.
-    fixed_split = None
-    if cfg.params.auto:
-        fixed = cfg.with_params(l=bounds[0], candidates=None)
-        parts = {part: value for part, value in cfg.epsilon_parts.items() if part != "epsilon_bound"}
-        fixed_split = plan_budget(replace(fixed, epsilon_parts=parts))
+    fixed_split = at_fixed_bound(cfg, bounds[0])[1] if cfg.params.auto else None
     items = item_domain(cfg.items, spark, cfg.source)
     attributes = attribute_domain(cfg.attributes)
     setup = TuneSetup(cfg.algorithm, cfg.params.publisher, dict(cfg.params.publisher_options), cfg.epsilon, split,

@@ -177,19 +177,13 @@ def run(cfg, spark, candidates: Sequence[int], progress) -> tuple[list[MeansTune
     from dp_spark.core.domain import attribute_domain, item_domain
     from dp_spark.errors import ConfigError
     from dp_spark.io import sources, validation
-    from dp_spark.jobs.runner import plan_budget
 
     params: MeansParams = cfg.params
     if params.clip_auto:
         raise ConfigError("tune for means needs a public clipping range: set algorithm.low and algorithm.high "
                           "(tune shows the error at a range, it does not choose one)")
-    if params.private_items:
-        raise ConfigError('tune needs a public item domain; this config selects its items privately '
-                          '(domain.items = "private")')
-    # The split of a fixed l (any l has the same): with l = "auto" the choice's part goes back to the tables.
-    fixed = cfg.with_params(l=int(candidates[0]), candidates=None)
-    split = plan_budget(replace(fixed, epsilon_parts={k: v for k, v in cfg.epsilon_parts.items()
-                                                      if k != "epsilon_bound"}))
+    tune.refuse_private_items(cfg)
+    fixed, split = tune.at_fixed_bound(cfg, candidates[0])  # with l = "auto": the split of a fixed l
     items = item_domain(cfg.items, spark, cfg.source)
     attributes = attribute_domain(cfg.attributes)
     progress(f"reading {cfg.source.path or cfg.source.table}; the error uses the raw records WITHOUT noise")

@@ -25,7 +25,7 @@ refusal", has the table). Such a release is mostly noise; ``guards.refuse_noise_
 releases it anyway.
 
 Not checked: location entropy (its entropies are no totals), tables released on the executors
-(their totals stay there; the counts' K̂ still decides), and FRAPP, whose release of no records is
+(their totals stay there; the counts' and means' K̂ still decides), and FRAPP, whose release of no records is
 visibly empty (its number of perturbed records N is public under its local model).
 """
 
