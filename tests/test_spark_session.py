@@ -1,4 +1,4 @@
-"""Session defaults: shuffle partitions sized for local mode, nothing forced on a cluster."""
+"""Session defaults: shuffle partitions sized for local mode, nothing forced on a cluster; the suite's JVM flags."""
 
 import os
 
@@ -22,3 +22,13 @@ def test_sessions_do_not_send_python_call_sites_with_each_column(spark):
 
     assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
     assert not is_debugging_enabled()
+
+
+def test_the_suite_s_jvm_runs_with_the_suite_s_flags(spark):
+    # The suite's time rests on these (tests/conftest.py, SUITE_JVM_FLAGS): a session started before
+    # conftest set them, or a launcher that stopped reading SPARK_SUBMIT_OPTS, would lose them quietly.
+    from tests.conftest import SUITE_JVM_FLAGS
+
+    jvm = spark.sparkContext._jvm
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert set(SUITE_JVM_FLAGS.split()) <= set(arguments), arguments
