@@ -22,7 +22,7 @@ NEGATIVE_CONTROLS = ("negative_control_half_noise", "discrete_gaussian_sigma_too
                      "old_limit_ss_rounded_scale", "old_ran_gd_clipping", "old_entropy_ledger_scale",
                      "partition_selection_threshold_lowered", "bound_selection_cap_forgotten",
                      "entropy_bound_selection_per_location", "bounding_estimate_uncapped",
-                     "clip_choice_every_record")
+                     "clip_choice_every_record", "group_quantiles_one_record")
 SLOW = {"alpa", "fourier", "grouping", "ahp", "dpa_ahp", "sdpa_ahp", "dpa_ahp_first_pass", "sra", "hpa", "dpsense",
         "dpsense_sample", "entropy_limit_ss_ledger", "entropy_limit_cb_dp_ledger", "bound_selection",
         "entropy_bound_selection", "bounding_estimate", "clip_choice"}
@@ -80,6 +80,7 @@ CONTROL_TRIALS = {
     "entropy_bound_selection_per_location": None,  # 20,000: 1.75-1.83 [1]; true eps 1.99
     "bounding_estimate_uncapped": 5_000,  # 5,000: 1.70-1.89 [1]; true eps 2.7
     "clip_choice_every_record": None,  # 5,000: 2.85-3.45 [1] at seeds 1, 3, 5
+    "group_quantiles_one_record": None,  # 100,000: 2.23-2.28 [1] at seeds 1, 3, 5
 }
 
 

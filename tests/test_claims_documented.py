@@ -68,6 +68,7 @@ MECHANISMS = {
     (mechanisms, "discrete_laplace"): "docs/mechanisms.md",
     (mechanisms, "discrete_laplace_each"): "docs/mechanisms.md",
     (mechanisms, "exponential_mechanism"): "docs/mechanisms.md",
+    (mechanisms, "exponential_mechanism_rows"): "docs/mechanisms.md",
     (ledger, "Budget"): "docs/mechanisms.md",
     (accounting, "Accounting"): "docs/mechanisms.md",
     (zcdp, "delta_of"): "docs/mechanisms.md",

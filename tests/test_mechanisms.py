@@ -16,6 +16,7 @@ from dp_spark.core.mechanisms import (
     discrete_laplace_variance,
     exponential_exponents,
     exponential_mechanism,
+    exponential_mechanism_rows,
     exponential_probabilities,
 )
 from tests.stats import chi2_critical, chi2_statistic
@@ -212,6 +213,41 @@ def test_exponential_mechanism_matches_its_probabilities(case):
                                               monotone)
     stat, df = _pooled_chi_square(draws, probabilities)
     assert df >= 2 and stat < chi2_critical(df), f"chi-square {stat:.1f} with {df} df"
+
+
+# Rows of whole-number scores: rows whose best differs, ties, a gap of 40 (x = 10 at c = 1/4), and
+# one constant row (uniform).
+ROW_SCORES = np.array([[0, -1, -3, -8], [7, 7, 2, 7], [-100, -140, -100, -101], [4, 4, 4, 4]])
+
+
+@pytest.mark.parametrize("epsilon, sensitivity, monotone", [(Fraction(1, 2), 1, False), (Fraction(1), 2, True),
+                                                            (Fraction(3, 7), Fraction(5, 3), False)])
+def test_each_row_of_the_rows_sampler_matches_its_probabilities(epsilon, sensitivity, monotone):
+    """Each of the four rows repeated 4,000 times in one call (fixed seed): every row's draws
+    follow exponential_probabilities of that row; chi-square below its 1e-4 critical value."""
+    repeats = 4_000
+    draws = exponential_mechanism_rows(RandomSource(seed=23), np.repeat(ROW_SCORES, repeats, axis=0), epsilon,
+                                       sensitivity, monotone).reshape(len(ROW_SCORES), repeats)
+    for row, chosen in zip(ROW_SCORES, draws):
+        probabilities = exponential_probabilities(row.astype(float), epsilon, float(sensitivity), monotone)
+        stat, df = _pooled_chi_square(chosen, probabilities)
+        assert df == 0 or stat < chi2_critical(df), f"row {row}: chi-square {stat:.1f} with {df} df"
+        assert set(np.unique(chosen)) <= set(np.flatnonzero(probabilities > 1e-12))
+
+
+def test_rows_too_long_for_words_are_drawn_one_by_one_with_the_same_law():
+    """A gap of 2^62 at c = 1/2 does not fit 64-bit words: those rows go to exponential_mechanism,
+    which never picks the candidate exp(−2^61) below the best."""
+    scores = np.array([[0, -(1 << 62)], [0, 0]] * 200)
+    chosen = exponential_mechanism_rows(RandomSource(seed=3), scores, 1, 1).reshape(200, 2)
+    assert (chosen[:, 0] == 0).all()
+    assert 60 < chosen[:, 1].sum() < 140  # the tied row: uniform over its two candidates
+
+
+@pytest.mark.parametrize("bad", [np.array([0, 1]), np.zeros((2, 0), dtype=int), np.array([[0.5, 1.0]])])
+def test_the_rows_sampler_takes_a_matrix_of_whole_numbers(bad):
+    with pytest.raises(ValueError, match="matrix of whole numbers"):
+        exponential_mechanism_rows(RandomSource(seed=1), bad, 1, 1)
 
 
 def test_exponential_exponents_are_exact_rationals():

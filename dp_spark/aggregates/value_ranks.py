@@ -19,14 +19,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 
-def _candidates_below(value: Column, candidates: Sequence[float], lo: int, hi: int) -> Column:
+def candidates_below(value: Column, candidates: Sequence[float], lo: int, hi: int) -> Column:
     """lo + how many of the sorted candidates[lo:hi] are below ``value`` (the candidates before lo
     are known to be below it)."""
     if lo == hi:
         return F.lit(lo)
     mid = (lo + hi) // 2
-    return F.when(value > F.lit(float(candidates[mid])), _candidates_below(value, candidates, mid + 1, hi)) \
-        .otherwise(_candidates_below(value, candidates, lo, mid))
+    return F.when(value > F.lit(float(candidates[mid])), candidates_below(value, candidates, mid + 1, hi)) \
+        .otherwise(candidates_below(value, candidates, lo, mid))
 
 
 def value_ranks(values: DataFrame, column: str, candidates: Sequence[float]) -> tuple[np.ndarray, np.ndarray, int]:
@@ -34,7 +34,7 @@ def value_ranks(values: DataFrame, column: str, candidates: Sequence[float]) -> 
     n non-null values are below b and at most b. One job; a result of at most 2K + 1 rows."""
     value = F.col(column)
     k = len(candidates)
-    below_count = _candidates_below(value, candidates, 0, k)  # t: the candidates below the value
+    below_count = candidates_below(value, candidates, 0, k)  # t: the candidates below the value
     # Whether the value is candidate t itself (none when t = K: the value is above them all).
     listed = F.array(*[F.lit(float(b)) for b in candidates])
     on_candidate = F.when(below_count < F.lit(k), F.element_at(listed, below_count + 1) == value).otherwise(False)

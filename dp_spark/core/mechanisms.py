@@ -24,7 +24,8 @@ rounding anywhere, so the mechanism's pure ε-DP holds as proven, with δ = 0.
 
 Claim: docs/mechanisms.md, "Privacy claim: RandomSource", "Privacy claim: bernoulli_exp_minus,
 bernoulli_exp_minus_fraction", "Privacy claim: discrete_laplace, discrete_laplace_each", "Privacy
-claim: exponential_mechanism", "Privacy claim: bernoulli_dyadic".
+claim: exponential_mechanism", "Privacy claim: exponential_mechanism_rows",
+"Privacy claim: bernoulli_dyadic".
 """
 
 from __future__ import annotations
@@ -364,3 +365,39 @@ def exponential_mechanism(rng: RandomSource, scores, epsilon: Fraction | float, 
         for i in proposals[_survive_whole_parts(rng, wholes[proposals])]:
             if _bernoulli_exp_minus_ratio(rng, numerators[i] - wholes[i] * denominator, denominator):
                 return int(i)
+
+
+def exponential_mechanism_rows(rng: RandomSource, scores, epsilon: Fraction | float, sensitivity: Fraction | float,
+                               monotone: bool = False) -> np.ndarray:
+    """One candidate per row of an integer matrix of scores, each row drawn exactly as
+    :func:`exponential_mechanism` draws one vector: P(i) ∝ exp(c·q_i), c = ε/(2Δq) (ε/Δq when
+    ``monotone``), rows independent of each other. For many small choices at once (a quantile
+    per group): every pending row proposes a candidate uniformly in the same round, keeps it
+    with an exact Bernoulli(exp(−x)), x = c·(row's best − q_i), and rows that rejected propose
+    again. Scores are whole numbers (scale a quality to them: a common factor is a factor of
+    Δq too); where c·(best − q) is too long a fraction for 64-bit words, a row is drawn by
+    :func:`exponential_mechanism` itself, with the same distribution."""
+    scores = np.asarray(scores)
+    if scores.ndim != 2 or scores.shape[1] == 0 or scores.dtype.kind not in "iu":
+        raise ValueError("scores must be a matrix of whole numbers, one row per choice")
+    c = Fraction(*_exact_ratio(epsilon)) / Fraction(*_exact_ratio(sensitivity)) / (1 if monotone else 2)
+    if c <= 0:
+        raise ValueError("epsilon and the quality sensitivity must be positive")
+    gaps = scores.max(axis=1, keepdims=True).astype(np.int64) - scores.astype(np.int64)  # best − q ≥ 0
+    if c.denominator >= _MAX_SCALE_PART or c.numerator * int(gaps.max(initial=0)) >= 1 << 62:
+        return np.array([exponential_mechanism(rng, row.tolist(), epsilon, sensitivity, monotone)
+                         for row in scores], dtype=np.int64)
+    rows, k = scores.shape
+    chosen = np.full(rows, -1, dtype=np.int64)
+    pending = np.arange(rows)
+    num, den = np.int64(c.numerator), np.int64(c.denominator)
+    while pending.size:
+        proposed = rng.below(np.full(pending.size, k, dtype=np.uint64)).astype(np.int64)
+        exponent = gaps[pending, proposed] * num  # x = exponent/den
+        alive = _survive_whole_parts(rng, exponent // den)
+        kept = np.zeros(pending.size, dtype=bool)
+        rest = (exponent % den)[alive]
+        kept[alive] = bernoulli_exp_minus(rng, rest.astype(np.uint64), np.full(rest.size, den, dtype=np.uint64))
+        chosen[pending[kept]] = proposed[kept]
+        pending = pending[~kept]
+    return chosen

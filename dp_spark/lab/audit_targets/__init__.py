@@ -23,7 +23,7 @@ from dp_spark.core.ledger import Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.errors import ConfigError
 from dp_spark.lab.audit import Family, Target, point_name
-from dp_spark.lab.audit_targets import bounding, bounds, clip, jobs, old_code, partition
+from dp_spark.lab.audit_targets import bounding, bounds, clip, jobs, old_code, partition, quantiles
 from dp_spark.lab.audit_targets import entropy as ent
 from dp_spark.lab.audit_targets import entropy_bounds as ebounds
 from dp_spark.lab.audit_targets import frapp as fr
@@ -177,6 +177,15 @@ def clip_choice_target(name: str, eps: Fraction) -> Target:
                   f"eps = {float(eps):g}", clip.choice_sampler(eps), trials=5_000)
 
 
+def group_quantiles_target(name: str, eps: Fraction) -> Target:
+    return Target(name, float(eps), 0.0,
+                  f"quantiles per group (the aggregate family's choose), candidates "
+                  f"{list(quantiles.CANDIDATES.values)}, median: {quantiles.GROUPS} groups each holding "
+                  f"{list(quantiles.D_HISTOGRAM)}; D' adds a user with {quantiles.RECORDS} records at the top in "
+                  f"each; statistic the groups' choices; eps = {float(eps):g}",
+                  quantiles.choice_sampler(eps), trials=100_000)
+
+
 def job_target(name: str, job: str, eps: Fraction) -> Target:
     sampler, what = SPARK_JOBS[job]
     return Target(name, float(eps), 0.0, f"{what}; eps = {float(eps):g}", sampler(eps), needs_spark=True)
@@ -320,6 +329,10 @@ def negative_controls() -> list[Target]:
                f"NEGATIVE CONTROL: choose_clip on the ranks of every record, the added user's {clip.HEAVY_RECORDS} "
                "records all counted where the choice assumes one value per user, eps = 1",
                clip.choice_sampler(DEFAULT_EPSILON, every_record=True), negative_control=True, trials=5_000),
+        Target("group_quantiles_one_record", float(DEFAULT_EPSILON), 0.0,
+               f"NEGATIVE CONTROL: the quantiles per group paid at the sensitivity of one record in one group, while "
+               f"D' adds {quantiles.RECORDS} records in each of {quantiles.GROUPS} groups, eps = 1",
+               quantiles.choice_sampler(DEFAULT_EPSILON, one_record=True), negative_control=True, trials=100_000),
         Target("bounding_estimate_uncapped", float(DEFAULT_EPSILON), 0.0,
                f"NEGATIVE CONTROL: the records removed counted without the cap, noised at the capped sensitivity; "
                f"D' adds a user with {bounding.HEAVY_FACTOR} times the cap's records, l = {bounding.AUDIT_L}, eps = 1",
@@ -348,6 +361,7 @@ def _families() -> dict[str, Family]:
         bound_selection_family(),
         _eps_family("bounding_estimate", bounding_estimate_target),
         _eps_family("clip_choice", clip_choice_target),
+        _eps_family("group_quantiles", group_quantiles_target),
         entropy_bound_selection_family(),
         *[publisher_family(p) for p in PUBLISHERS],
         _eps_family("dpa_ahp_first_pass", first_pass_target),

@@ -1,0 +1,117 @@
+"""The groups of an aggregation: one or more key columns, each with its public values, and the
+groups as their product. A group is one cell index, a long: the mixed-radix number of its
+columns' positions in their domains (the first column varies slowest), so that the bounding and
+the aggregates that work per item work per group unchanged, over the range [0, groups).
+
+The domains are public (specification §1.2): a record whose key is outside them is in no group and
+is dropped before bounding, a per-record filter that depends on nothing else. The positions are
+found in Spark from the public values alone (a range by arithmetic, a list by a lookup literal).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from dp_spark.core.domain import MAX_ITEMS, ItemDomain, item_domain
+from dp_spark.errors import ConfigError
+
+# A group's index is a long, and every count of groups a Python int: at most 2^62 groups, as items.
+MAX_GROUPS = MAX_ITEMS
+
+
+@dataclass(frozen=True)
+class KeyColumn:
+    """A key column of the records and its public values (integers or strings, as an item domain)."""
+
+    name: str
+    domain: ItemDomain
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(f"a key column needs a name, got {self.name!r}")
+
+    def position(self) -> Column:
+        """The value's position in the domain, a long; null outside it (or null)."""
+        value = F.col(self.name)
+        if self.domain.id_range is not None:
+            low, high = self.domain.id_range
+            as_long = value.cast("long")
+            # A string column of digits counts as its number, as the items' validation reads it.
+            return F.when(as_long.between(low, high), as_long - F.lit(low))
+        values = self.domain.ids.tolist()
+        kind = "string" if self.domain.is_string else "long"
+        found = F.array_position(F.array(*[F.lit(v) for v in values]), value.cast(kind))
+        return F.when(found > 0, found - F.lit(1))
+
+
+@dataclass(frozen=True)
+class GroupKeys:
+    """The product of the key columns' domains: every combination of their values is a group."""
+
+    columns: tuple[KeyColumn, ...]
+
+    def __post_init__(self):
+        columns = tuple(self.columns)
+        if not columns:
+            raise ConfigError("group by at least one key column")
+        names = [c.name for c in columns]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"each key column once: {', '.join(names)}")
+        if math.prod(len(c.domain) for c in columns) > MAX_GROUPS:
+            raise ConfigError(f"the key columns' domains make more than {MAX_GROUPS:,} groups")
+        object.__setattr__(self, "columns", columns)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def __len__(self) -> int:
+        return math.prod(len(c.domain) for c in self.columns)
+
+    def strides(self) -> tuple[int, ...]:
+        """How far one step of each column's position moves the group index."""
+        sizes = [len(c.domain) for c in self.columns]
+        return tuple(math.prod(sizes[i + 1:]) for i in range(len(sizes)))
+
+    def cell(self) -> Column:
+        """The record's group index, a long in [0, len(self)); null when any key is outside its domain."""
+        terms = [column.position() * F.lit(stride) if stride != 1 else column.position()
+                 for column, stride in zip(self.columns, self.strides())]
+        index = terms[0]
+        for term in terms[1:]:
+            index = index + term
+        return index
+
+    def positions(self, cells: np.ndarray) -> list[np.ndarray]:
+        """Each column's positions for the given group indices."""
+        cells = np.asarray(cells, dtype=np.int64)
+        return [(cells // stride) % len(c.domain) for c, stride in zip(self.columns, self.strides())]
+
+    def frame(self, cells: np.ndarray | None = None) -> pd.DataFrame:
+        """The key columns of the given groups (all of them, in index order, by default)."""
+        cells = np.arange(len(self), dtype=np.int64) if cells is None else np.asarray(cells, dtype=np.int64)
+        return pd.DataFrame({c.name: c.domain.ids[p] for c, p in zip(self.columns, self.positions(cells))})
+
+
+def group_keys(by: Sequence[str] | str, domains: Mapping[str, Any]) -> GroupKeys:
+    """The groups of ``by`` from each column's public domain, given as an item domain is (a range,
+    a list, a file: core.domain.item_domain's tables) or as an ItemDomain."""
+    if isinstance(by, str):
+        by = [by]
+    missing = [name for name in by if name not in domains]
+    if missing:
+        raise ConfigError(f"no public values for key column(s) {', '.join(missing)}: give each a range, a list "
+                          f"or a file")
+    extra = [name for name in domains if name not in by]
+    if extra:
+        raise ConfigError(f"public values given for {', '.join(extra)}, which is not a key column")
+    return GroupKeys(tuple(KeyColumn(name, spec if isinstance(spec, ItemDomain) else item_domain(dict(spec)))
+                           for name, spec in ((n, domains[n]) for n in by)))
