@@ -42,9 +42,10 @@ _register_hypothesis_profiles()
 # Every JVM the suite starts (its own sessions, the CLI and spark-submit in child processes, the
 # Connect server) runs with the client compiler only and the serial collector. The suite runs
 # thousands of small jobs over varied code paths, and the optimising compiler (C2) spent more CPU
-# compiling them than it won back: a quarter of a worker session's CPU went to its thread, and a
-# subset of the suite took 170 s against 228 to 314 s with Java's defaults, on 2 cores. The JIT and
-# the collector change speed, never results. Spark reads SPARK_SUBMIT_OPTS when it starts a driver
+# compiling them than it won back: a quarter of a worker session's CPU went to its thread, and the
+# suite's tests took 2,685 s in all against 3,188 s with Java's defaults, on 2 cores (the JVMs of
+# child processes gained most; a few long in-session tests lost 10-25%). The JIT and the collector
+# change speed, never results. Spark reads SPARK_SUBMIT_OPTS when it starts a driver
 # JVM, and child processes inherit it; flags already set there are kept, ahead of these.
 SUITE_JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
