@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # core.vector_noise's range_noise and block_noise draw the executors' noise: a budget hands it out
 # as a CellNoise (Budget.discrete_laplace_on_executors).
 SAMPLERS = frozenset({"discrete_laplace", "discrete_laplace_each", "_discrete_laplace", "exponential_mechanism",
-                      "bernoulli_dyadic", "range_noise", "block_noise", "discrete_gaussian"})
+                      "exponential_mechanism_rows", "bernoulli_dyadic", "range_noise", "block_noise",
+                      "discrete_gaussian"})
 # Modules whose samplers draw noise (Laplace and the exponential mechanism; the discrete Gaussian);
 # importing one whole would reach them.
 MECHANISMS_MODULES = frozenset({"dp_spark.core.mechanisms", "dp_spark.core.discrete_gaussian"})
@@ -92,7 +93,8 @@ def test_the_budget_spends_before_it_draws():
     drawn = rng.words_drawn
     for draw in (lambda: budget.discrete_laplace(entry(), rng),
                  lambda: budget.discrete_laplace_each(entry(), rng, [1, 2, 3, 4]),
-                 lambda: budget.exponential_mechanism(entry(scale=Fraction(2)), rng, [0.0, 1.0, 2.0, 3.0])):
+                 lambda: budget.exponential_mechanism(entry(scale=Fraction(2)), rng, [0.0, 1.0, 2.0, 3.0]),
+                 lambda: budget.exponential_mechanism_rows(entry(scale=Fraction(2)), rng, np.zeros((3, 4), int))):
         with pytest.raises(BudgetExceeded):
             draw()
     assert rng.words_drawn == drawn and len(budget.entries) == 1
@@ -109,6 +111,8 @@ def test_the_budget_spends_before_it_draws():
     # The exponential mechanism's ledger scale is 2Δq/ε (Δq/ε when monotone).
     (lambda b, rng: b.exponential_mechanism(entry(), rng, [0, 1, 2, 3]), "records noise scale"),
     (lambda b, rng: b.exponential_mechanism(entry(scale=Fraction(2)), rng, [0, 1, 2]), "3 scores"),
+    (lambda b, rng: b.exponential_mechanism_rows(entry(), rng, np.zeros((2, 4), int)), "records noise scale"),
+    (lambda b, rng: b.exponential_mechanism_rows(entry(scale=Fraction(2)), rng, np.zeros((2, 3), int)), "3 scores"),
 ])
 def test_an_entry_that_does_not_match_its_draw_is_refused_before_spending(draw, message):
     budget = Budget(5)
@@ -130,6 +134,10 @@ def test_the_draw_is_at_the_scale_the_entry_records():
     assert Budget(1).exponential_mechanism(entry(scale=Fraction(1), cells=3), RandomSource(4), [0, 5, 1],
                                            monotone=True) == mechanisms.exponential_mechanism(
         RandomSource(4), [0, 5, 1], 1, 1, monotone=True)
+    rows = np.array([[0, 5, 1], [2, 2, 0]])
+    np.testing.assert_array_equal(
+        Budget(1).exponential_mechanism_rows(entry(scale=Fraction(1), cells=3), RandomSource(4), rows, monotone=True),
+        mechanisms.exponential_mechanism_rows(RandomSource(4), rows, 1, 1, monotone=True))
 
 
 # ---------------------------------------------------------------------------

@@ -5,8 +5,9 @@ an entry that would take the total past the budget, so an overspending job
 fails before anything is written.
 
 The budget also hands out the noise: :meth:`Budget.discrete_laplace`,
-:meth:`Budget.discrete_laplace_each`, :meth:`Budget.discrete_gaussian`, :meth:`Budget.exponential_mechanism` and
-:meth:`Budget.bernoulli_dyadic` spend the entry first and only then draw, at the scale the entry records. Code
+:meth:`Budget.discrete_laplace_each`, :meth:`Budget.discrete_gaussian`, :meth:`Budget.exponential_mechanism`,
+:meth:`Budget.exponential_mechanism_rows` and :meth:`Budget.bernoulli_dyadic` spend the entry first
+and only then draw, at the scale the entry records. Code
 outside ``dp_spark.core`` draws noise only through them, so noise that the
 ledger does not pay for cannot be drawn (a test reads the source to hold this).
 
@@ -54,7 +55,6 @@ from dp_spark.errors import BudgetExceeded, ConfigError
 
 SEEDED_GUARANTEE = ("NONE: this release was drawn with a fixed seed; it is for testing only and NOT private "
                     "(whoever learns the seed can regenerate the noise and remove it)")
-
 
 
 class Budget:
