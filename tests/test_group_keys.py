@@ -44,9 +44,13 @@ def test_spark_gives_each_record_the_driver_s_group_and_none_outside(spark):
     assert cells == [0 * 6 + 1 * 3 + 2, 3 * 6 + 0 + 0, None, None, None, None]
     # The driver decodes them back to the records' keys.
     assert keys.frame(np.array(cells[:2])).values.tolist() == [[10, "M", 25], [13, "F", 1]]
-    # A key column read as text (a CSV's) finds the same groups.
+    # A key column read as text (a CSV's) finds the same groups; text that is no whole number, and a
+    # fraction, are in no group (and fail nothing, whatever spark.sql.ansi.enabled says).
     text = frame.select(*[frame[c].cast("string").alias(c) for c in frame.columns])
     assert [row[0] for row in text.select(keys.cell()).collect()] == cells
+    odd = spark.createDataFrame(pd.DataFrame({"movie": ["10", "ten", " 12", "11.5"], "gender": ["F"] * 4,
+                                              "age": [1.0, 1.0, 18.0, 1.0]}))
+    assert [row[0] for row in odd.select(keys.cell()).collect()] == [0, None, 2 * 6 + 0 * 3 + 1, None]
 
 
 @pytest.mark.parametrize("l, cap", [(2, None), (50, None), (50, 2)])

@@ -39,16 +39,20 @@ class KeyColumn:
             raise ConfigError(f"a key column needs a name, got {self.name!r}")
 
     def position(self) -> Column:
-        """The value's position in the domain, a long; null outside it (or null)."""
+        """The value's position in the domain, a long; null outside it (or null). Against whole
+        numbers, a value counts as the whole number it is (7, 7.0 or the text "07"), and is in no
+        group when it is not one (7.5, "seven"): try_cast never fails on a record, and a value
+        whose long and double differ was truncated."""
         value = F.col(self.name)
+        if self.domain.is_string:
+            found = F.array_position(F.array(*[F.lit(v) for v in self.domain.ids.tolist()]), value.cast("string"))
+            return F.when(found > 0, found - F.lit(1))
+        as_long = value.try_cast("long")
+        whole = F.when(as_long.cast("double") == value.try_cast("double"), as_long)
         if self.domain.id_range is not None:
             low, high = self.domain.id_range
-            as_long = value.cast("long")
-            # A string column of digits counts as its number, as the items' validation reads it.
-            return F.when(as_long.between(low, high), as_long - F.lit(low))
-        values = self.domain.ids.tolist()
-        kind = "string" if self.domain.is_string else "long"
-        found = F.array_position(F.array(*[F.lit(v) for v in values]), value.cast(kind))
+            return F.when(whole.between(low, high), whole - F.lit(low))
+        found = F.array_position(F.array(*[F.lit(v) for v in self.domain.ids.tolist()]), whole)
         return F.when(found > 0, found - F.lit(1))
 
 
