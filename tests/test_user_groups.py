@@ -84,3 +84,23 @@ def test_the_bounds_are_whole_numbers_of_at_least_one(spark, l, c):
     records = with_row_key(spark.createDataFrame(pd.DataFrame({"user_id": [1], "cell": [0], "value": [1]})))
     with pytest.raises(ValueError, match="must be an integer >= 1"):
         bounded_groups(records, "cell", l, c, 1)
+
+
+def test_the_group_totals_are_those_of_the_kept_records(spark, ratings):
+    """Records, distinct users, Σ units and Σ units² per group, against pandas on the same kept
+    records; a group nobody kept is all zeros."""
+    from dp_spark.aggregates.group_totals import group_totals
+    from dp_spark.core.clip_range import ClipRange
+
+    stars = ClipRange(1, 5, steps=4)  # units: 1 → −4, 2 → −2, 3 → 0, 4 → 2, 5 → 4
+    records = with_row_key(spark.createDataFrame(ratings))
+    kept_frame = bounded_groups(records, "cell", 3, 2, seed=3)
+    totals = group_totals(kept_frame, "cell", 13, "value", stars)
+    kept = kept_frame.toPandas().assign(u=lambda f: [stars.units(v) for v in f["value"]])
+    want = kept.groupby("cell").agg(n=("u", "size"), users=("user_id", "nunique"), s=("u", "sum"),
+                                    q=("u", lambda u: int((u * u).sum()))).reindex(range(13), fill_value=0)
+    assert totals.records.tolist() == want["n"].tolist() and totals.users.tolist() == want["users"].tolist()
+    assert totals.units.tolist() == want["s"].tolist() and totals.squares.tolist() == want["q"].tolist()
+    assert totals.records[12] == totals.users[12] == 0  # no record has group 12
+    counts_only = group_totals(kept_frame, "cell", 13)
+    assert counts_only.records.tolist() == totals.records.tolist() and counts_only.units is None

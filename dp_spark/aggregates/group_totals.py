@@ -1,0 +1,58 @@
+"""Per group, the totals every metric but the quantiles is made from, over the records a per-user
+bound kept (bounding.user_groups): the records, the distinct users, and the sum and the sum of
+squares of the values clipped and centred on the range's integer grid (aggregates.value_sums'
+units). One aggregation, in two steps: per (user, group) first, then per group, so that a user is
+counted once in a group without a count of distinct values. NOT private until noise is added.
+
+The sums of squares are of grid units, each at most steps² (10^6 for the default grid): a group
+of 10^12 records stays within a long.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from dp_spark.aggregates.value_sums import units_column
+from dp_spark.core.clip_range import ClipRange
+
+
+@dataclass(frozen=True)
+class GroupTotals:
+    """Arrays over the groups [0, groups): records kept, distinct users with a kept record, and
+    (with a value) Σ units and Σ units² of the kept records' values."""
+
+    records: np.ndarray
+    users: np.ndarray
+    units: np.ndarray | None = None
+    squares: np.ndarray | None = None
+
+
+def group_totals(kept: DataFrame, group: str, groups: int, value: str | None = None,
+                 clip: ClipRange | None = None, user_col: str = "user_id") -> GroupTotals:
+    """The totals of ``kept`` (one row per kept record, ``group`` its group index in [0, groups),
+    ``value`` a usable number when given, with its ``clip`` range)."""
+    if (value is None) != (clip is None):
+        raise ValueError("give the value column and its clipping range together, or neither")
+    units = [] if value is None or clip is None else [units_column(F.col(value), clip).alias("_u")]
+    sums = [] if value is None else [F.sum("_u").alias("_s"), F.sum(F.col("_u") * F.col("_u")).alias("_q")]
+    per_user = kept.select(F.col(user_col), F.col(group).cast("long").alias("_g"), *units) \
+        .groupBy(user_col, "_g").agg(F.count(F.lit(1)).alias("_n"), *sums)
+    totals = per_user.groupBy("_g").agg(F.sum("_n").alias("_n"), F.count(F.lit(1)).alias("_users"),
+                                        *([F.sum("_s").alias("_s"), F.sum("_q").alias("_q")] if value else []))
+    frame = pd.DataFrame(totals.toPandas())
+    cells = frame["_g"].to_numpy(dtype=np.int64)
+    if cells.size and (cells.min() < 0 or cells.max() >= groups):
+        raise ValueError(f"a kept record's group is outside [0, {groups})")
+
+    def placed(column: str) -> np.ndarray:
+        out = np.zeros(groups, dtype=np.int64)
+        out[cells] = frame[column].to_numpy(dtype=np.int64)
+        return out
+    if value is None:
+        return GroupTotals(placed("_n"), placed("_users"))
+    return GroupTotals(placed("_n"), placed("_users"), placed("_s"), placed("_q"))
