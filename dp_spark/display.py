@@ -306,7 +306,6 @@ def figure(report: dict, tables: dict[str, Any], name: str, top: int = TOP, titl
     return fig
 
 
-
 def _means_figure(Figure, report: dict, table: pd.DataFrame, name: str, top: int, titles: Mapping | None):
     """The means of the ``top`` rows of highest noisy count (the best supported, not the largest
     means, which are mostly noise) as points with their intervals, on the public clipping range."""

@@ -43,7 +43,7 @@ def bounded_groups(records: DataFrame, group: str, groups_per_user: int, records
     text = keys.text_user(records, user_col)
     user, cell = F.col(user_col), F.col(group)
     group_position = keys.keyed_position([user, cell], text_user=text)
-    record_position = keys.keyed_position([user, F.col(keys.ROW_KEY)], text_user=text)
+    record_position = keys.row_position(salted, user_col)  # (salt, user, row key)
     # dense_rank: a group's records share its rank, so ranks 1..l are l whole groups (ties of
     # position, about n²/2^64 likely, are broken by the group index).
     by_user = Window.partitionBy(user).orderBy(group_position, cell)

@@ -25,9 +25,10 @@ from pyspark.sql import functions as F
 
 from dp_spark.aggregates import item_edges, value_sums
 from dp_spark.aggregates.domain_vector import on_domain
+from dp_spark.aggregates.group_totals import group_totals
 from dp_spark.aggregates.key_users import users_per_key
 from dp_spark.aggregates.value_ranks import value_ranks
-from dp_spark.bounding import item_rows, keys, user_keys, user_locations, user_records
+from dp_spark.bounding import item_rows, keys, user_groups, user_keys, user_locations, user_records
 from dp_spark.core.clip_range import ClipRange
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.families.counts import sampling
@@ -262,6 +263,14 @@ def entropy_random(df: DataFrame, distinct: bool) -> np.ndarray:
     return vector
 
 
+def groups_per_user(df: DataFrame, distinct: bool) -> np.ndarray:
+    """The aggregate family's bound: at most l items (groups) per user and C records in each, then
+    the records and the distinct users per item (aggregates.group_totals)."""
+    kept = user_groups.bounded_groups(_keyed(df, distinct), "item_id", BOUND, VISITS_CAP, SEED)
+    totals = group_totals(kept, "item_id", ITEMS + 1)
+    return np.concatenate([totals.records, totals.users])
+
+
 def user_histogram(df: DataFrame, distinct: bool) -> np.ndarray:
     """The user histogram: each user's record count, in one of the public bins."""
     validated = validate_records(_keyed(df, distinct), ITEM_DOMAIN, None)
@@ -353,6 +362,9 @@ FAMILIES = (
     Family("dpsense_sampled", dpsense_sampled, BOUND, l2_squared=BOUND),
     Family("entropy_random", entropy_random, BOUND * VISITS_CAP, linf=VISITS_CAP),
     Family("frapp_sample", frapp_sample, BOUND),
+    # At most l groups per user, C records in each: records per group L1 l·C, L∞ C; users per group L1 l.
+    Family("groups_per_user", groups_per_user, BOUND * VISITS_CAP + BOUND, linf=VISITS_CAP,
+           l2_squared=BOUND * VISITS_CAP ** 2 + BOUND),
     # Sums and means (docs/value_sums.md): the sums in grid units beside the counts.
     Family("means_sums", means_sums, BOUND * MEANS_CLIP.steps + BOUND,
            l2_squared=(BOUND * MEANS_CLIP.steps) ** 2 + BOUND ** 2),
