@@ -149,7 +149,11 @@ class Selection:
         picked = self._pick(self.candidates, value, F.max("_n").alias("_n")).localCheckpoint(eager=True)
         complete = picked.where(F.size("_picked") >= F.least(F.col("_n"), F.lit(self.l)))
         kept = _values_of(complete, self.user_col)
-        short_users = self.counts.select(self.user_col).join(complete.select(self.user_col), self.user_col, "left_anti")
+        # The complete users under a new column name: ``complete`` and ``counts`` come from the same
+        # rows, and without adaptive execution Spark cannot tell their user columns apart in a join.
+        done = complete.select(F.col(self.user_col).alias("_done_user"))
+        short_users = self.counts.select(self.user_col).join(done, F.col(self.user_col) == done["_done_user"],
+                                                             "left_anti")
         if short_users.isEmpty():
             return kept
         redone = self._pick(self.keyed.join(short_users, self.user_col, "left_semi"), value)
