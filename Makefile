@@ -25,12 +25,17 @@ demo: install check-java $(DEMO_DATA)
 # The suite in TEST_WORKERS processes (pytest-xdist), each with its own local SparkSession; a test
 # file stays in one process (--dist loadfile), with its module-scoped fixtures, and files are handed
 # out in collection order, the longest first (tests/conftest.py, LONG_FILES; xdist's own reorder by
-# test count would leave the long files with few tests for last). Then the Spark Connect tests,
-# which need a process without a classic session.
+# test count would leave the long files with few tests for last). Beside them, from the start, the
+# Spark Connect tests, which need a process without a classic session: run after the others they
+# left a core idle for most of their two minutes. Their report follows the others'.
 TEST_WORKERS ?= 2
+CONNECT_LOG := .connect-tests.log
 test: lint check-java
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
-	$(BIN)/python -m pytest --connect
+	$(BIN)/python -m pytest --connect > $(CONNECT_LOG) 2>&1 & connect=$$!; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder; suite=$$?; \
+	wait $$connect; connect=$$?; \
+	echo "--- the Spark Connect tests (pytest --connect), run beside the others ---"; cat $(CONNECT_LOG); \
+	[ $$suite = 0 ] && [ $$connect = 0 ]
 
 # The unit tier only (tests/conftest.py): pure Python and numpy, no JVM, so no Java needed.
 test-fast: lint

@@ -34,6 +34,25 @@ def test_clopper_pearson_matches_tables():
     assert audit.cp_upper(0, 50, 0.025) == pytest.approx(1 - 0.025 ** (1 / 50), rel=1e-6)
 
 
+def _whole_tail(k: int, n: int, p: float) -> float:
+    """P(X ≥ k), X ~ Binomial(n, p), summed over every j from k to n."""
+    j = np.arange(k, n + 1)
+    terms = audit._log_binomial(n)[k:] + j * np.log(p) + (n - j) * np.log1p(-p)
+    return float(min(1.0, np.exp(terms - terms.max()).sum() * np.exp(terms.max())))
+
+
+@pytest.mark.parametrize("n", [1, 50, 20_000, 3_000_000])
+def test_the_binomial_tail_over_its_window_is_the_whole_sum(n):
+    """The tail is summed near the mean only: it must equal the whole sum from k to n, for k in
+    either tail, at the mean and at the ends, and p from tiny to nearly 1."""
+    for p in (1e-7, 1e-3, 0.3, 0.5, 0.999, 1 - 1e-7):
+        mean, sd = n * p, (n * p * (1 - p)) ** 0.5
+        for k in {1, n, int(mean), int(mean + 3 * sd), int(mean + 60 * sd + 2000), int(mean - 3 * sd),
+                  int(mean - 60 * sd - 2000)}:
+            if 1 <= k <= n:
+                assert audit._tail_at_least(k, n, p) == pytest.approx(_whole_tail(k, n, p), rel=1e-9, abs=1e-300)
+
+
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0])
 def test_lower_bound_is_below_and_near_the_true_epsilon(epsilon):
     """Continuous Laplace of scale 1/ε shifted by 1 is exactly ε-DP: the bound stays below ε

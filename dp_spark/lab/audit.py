@@ -114,16 +114,24 @@ def _log_binomial(n: int) -> np.ndarray:
     return log_fact[n] - log_fact - log_fact[::-1]
 
 
+# The sum below runs over the mean ± (40 standard deviations + 1000) only: Bernstein's inequality
+# leaves less than e^-375 of the mass outside, and past the mean the terms only fall. A whole sum
+# from k to n took 13 s of an audit at 12,000,000 releases a side.
+_WINDOW_SDS, _WINDOW_SLACK = 40, 1000
+
+
 def _tail_at_least(k: int, n: int, p: float) -> float:
     """P(X ≥ k) for X ~ Binomial(n, p)."""
     if k <= 0:
         return 1.0
-    if p <= 0:
+    if p <= 0 or k > n:
         return 0.0
     if p >= 1:
         return 1.0
-    j = np.arange(k, n + 1)
-    terms = _log_binomial(n)[k:] + j * math.log(p) + (n - j) * math.log1p(-p)
+    mean, width = n * p, _WINDOW_SDS * math.sqrt(n * p * (1 - p)) + _WINDOW_SLACK
+    low, high = max(k, math.floor(mean - width)), min(n, math.ceil(max(k, mean) + width))
+    j = np.arange(low, high + 1)
+    terms = _log_binomial(n)[low:high + 1] + j * math.log(p) + (n - j) * math.log1p(-p)
     top = terms.max()
     return float(min(1.0, math.exp(top) * np.exp(terms - top).sum()))
 
