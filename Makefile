@@ -25,17 +25,13 @@ demo: install check-java $(DEMO_DATA)
 # The suite in TEST_WORKERS processes (pytest-xdist), each with its own local SparkSession; a test
 # file stays in one process (--dist loadfile), with its module-scoped fixtures, and files are handed
 # out in collection order, the longest first (tests/conftest.py, LONG_FILES; xdist's own reorder by
-# test count would leave the long files with few tests for last). Beside them, from the start, the
-# Spark Connect tests, which need a process without a classic session: run after the others they
-# left a core idle for most of their two minutes. Their report follows the others'.
+# test count would leave the long files with few tests for last). Then the Spark Connect tests,
+# which need a process without a classic session. (Run beside the others from the start, they made
+# the whole 30:30 against 23 to 27 minutes one after the other: five JVMs on two cores.)
 TEST_WORKERS ?= 2
-CONNECT_LOG := .connect-tests.log
 test: lint check-java
-	$(BIN)/python -m pytest --connect > $(CONNECT_LOG) 2>&1 & connect=$$!; \
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder; suite=$$?; \
-	wait $$connect; connect=$$?; \
-	echo "--- the Spark Connect tests (pytest --connect), run beside the others ---"; cat $(CONNECT_LOG); \
-	[ $$suite = 0 ] && [ $$connect = 0 ]
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest --connect
 
 # The unit tier only (tests/conftest.py): pure Python and numpy, no JVM, so no Java needed.
 test-fast: lint

@@ -19,10 +19,11 @@ def test_each_metric_is_read_with_its_column_and_levels():
 
 
 def test_output_columns_and_the_text_back():
-    metrics = metrics_of(["count", "users", "sum(stars)", "stddev(stars)", "quantiles(stars, 0.5, 0.999)"])
-    assert [c for m in metrics for c in m.columns] == ["count", "users", "sum_stars", "stddev_stars", "stars_p50",
-                                                       "stars_p99_9"]
-    assert [str(m) for m in metrics] == ["count", "users", "sum(stars)", "stddev(stars)",
+    metrics = metrics_of(["count", "users", "sum(stars)", "mean(stars)", "stddev(stars)",
+                          "quantiles(stars, 0.5, 0.999)"])
+    assert [c for m in metrics for c in m.columns] == ["count", "users", "sum_stars", "mean_stars", "mean_stars_low",
+                                                       "mean_stars_high", "stddev_stars", "stars_p50", "stars_p99_9"]
+    assert [str(m) for m in metrics] == ["count", "users", "sum(stars)", "mean(stars)", "stddev(stars)",
                                          "quantiles(stars, 0.5, 0.999)"]
 
 

@@ -23,8 +23,10 @@ NEGATIVE_CONTROLS = ("negative_control_half_noise", "discrete_gaussian_sigma_too
                      "partition_selection_threshold_lowered", "bound_selection_cap_forgotten",
                      "entropy_bound_selection_per_location", "bounding_estimate_uncapped",
                      "clip_choice_every_record", "group_quantiles_one_record")
+# dpsense_s: its statistic carries little signal at any size the suite affords (a bound of 0.11 for
+# its claim of 1 at 20,000 releases a side, 0.05 at 5,000, in 42 and 21 s); `dp-spark audit` runs it whole.
 SLOW = {"alpa", "fourier", "grouping", "ahp", "dpa_ahp", "sdpa_ahp", "dpa_ahp_first_pass", "sra", "hpa", "dpsense",
-        "dpsense_sample", "entropy_limit_ss_ledger", "entropy_limit_cb_dp_ledger", "bound_selection",
+        "dpsense_sample", "dpsense_s", "entropy_limit_ss_ledger", "entropy_limit_cb_dp_ledger", "bound_selection",
         "entropy_bound_selection", "bounding_estimate", "clip_choice"}
 def test_clopper_pearson_matches_tables():
     # Two-sided 95% interval for 5 of 100 (each side 2.5%): [0.0164, 0.1128].

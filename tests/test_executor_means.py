@@ -24,8 +24,8 @@ from dp_spark.core.vector_noise import LAPLACE as KEYED_LAPLACE
 from dp_spark.core.vector_noise import CellNoise, NoiseSecret
 from dp_spark.errors import BudgetExceeded, ConfigError
 from dp_spark.families.means import on_executors as executor_means
-from dp_spark.families.means.publish import GAUSSIAN, LAPLACE, TablePair, halfwidth, pair_entries, released_columns
 from dp_spark.publishers.executor_laplace import CellGrid
+from dp_spark.release.sum_tables import GAUSSIAN, LAPLACE, TablePair, halfwidth, pair_entries, released_columns
 
 SECRET = NoiseSecret.from_seed(43)
 STARS = ClipRange(1.0, 5.0)

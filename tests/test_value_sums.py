@@ -120,12 +120,12 @@ def test_the_interval_covers_the_kept_records_mean_when_both_figures_are_within_
 
 def test_the_claim_is_documented_beside_the_modules():
     check_claim("docs/value_sums.md", "value_sums")
-    for module in ("dp_spark/core/clip_range.py", "dp_spark/families/means/publish.py"):
+    for module in ("dp_spark/core/clip_range.py", "dp_spark/release/sum_tables.py"):
         check_docstring_points_to(module, "docs/value_sums.md", "value_sums")
 
 
 # ---------------------------------------------------------------------------
-# The release on the driver (families.means.publish).
+# The release on the driver (release.sum_tables).
 
 
 def _bounded(counts, means_in_stars, bound=2):
@@ -137,14 +137,14 @@ def _bounded(counts, means_in_stars, bound=2):
 
 
 def _pair(epsilon_counts, epsilon_sums, count_noise="laplace", sum_noise="laplace"):
-    from dp_spark.families.means.publish import TablePair
+    from dp_spark.release.sum_tables import TablePair
 
     return TablePair("value_counts", "value_sums", Fraction(epsilon_counts), Fraction(epsilon_sums), count_noise,
                      sum_noise)
 
 
 def test_the_release_pays_each_table_at_its_sensitivity_and_sums_back_in_values():
-    from dp_spark.families.means import publish as means
+    from dp_spark.release import sum_tables as means
 
     bounded = _bounded([30, 30, 0], [4.0, 2.0, 3.0])
     budget = Budget(Fraction(2))
@@ -161,7 +161,7 @@ def test_gaussian_tables_are_paid_by_their_l2_sensitivity_with_the_per_item_cap(
     # l = 4, c = 1: counts L2² = l·c = 4, sums L2² = l·c·steps² = 4·10⁶; their L1 stays l and l·steps.
     from dp_spark.aggregates.value_sums import BoundedSums
     from dp_spark.core import zcdp
-    from dp_spark.families.means import publish as means
+    from dp_spark.release import sum_tables as means
 
     bounded = BoundedSums(np.array([30, 5]), np.array([0, 100]), 4, STARS, per_cell=1)
     budget = Budget(Fraction(1), accounting=Accounting("gaussian", Fraction(1, 2), 1e-6))
@@ -184,7 +184,7 @@ def test_the_means_intervals_cover_at_the_stated_rate_over_all_items():
     # independent noises about 2·(α/2)·(its share), observed near 1%). A half-width at α, not α/2,
     # would be narrower: the test checks the widths too.
     from dp_spark.core import accuracy
-    from dp_spark.families.means import publish as means
+    from dp_spark.release import sum_tables as means
 
     truth = np.linspace(1.2, 4.8, 2000)
     bounded = _bounded([40] * 2000, truth)

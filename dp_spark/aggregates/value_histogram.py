@@ -5,7 +5,9 @@ reads them.
 A kept record carries one long through the per-user selection, its group's index times the number
 of candidates K plus its candidate's position, as the sums carry theirs (aggregates.value_sums), so
 that the bounding is the counts' own and the tally is one job ending in a row per non-empty
-(group, candidate). The candidate is found by a binary search over the midpoints between
+(group, candidate). Records already bounded (bounding.user_groups keeps at most c per group and l groups per user)
+are tallied directly, one aggregation per (group, candidate): ``kept_histograms``. The candidate is
+found by a binary search over the midpoints between
 candidates, written as nested CASE WHENs of public literals (aggregates.value_ranks): the number of
 midpoints below the value, which puts a value at a midpoint with the lower candidate, as
 ``Candidates.nearest`` does on the driver.
@@ -16,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from pyspark.sql import Column
+import pandas as pd
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from dp_spark.aggregates.value_ranks import candidates_below
@@ -45,3 +48,17 @@ def group_histograms(selection: Selection, cell: Column, value: Column, midpoint
     counts = np.zeros(groups * k, dtype=np.int64)
     np.add.at(counts, tally["_key"].to_numpy(dtype=np.int64), tally["count"].to_numpy(dtype=np.int64))
     return counts.reshape(groups, k)
+
+
+def kept_histograms(kept: DataFrame, group: str, value: Column, midpoints: Sequence[float], groups: int) -> np.ndarray:
+    """A matrix of counts [group, candidate] of records a bound has already kept, ``group`` their
+    group index column in [0, groups) and ``value`` their value (not null)."""
+    k = len(midpoints) + 1
+    tally = pd.DataFrame(kept.groupBy(F.col(group).cast("long").alias("_g"),
+                                      nearest_candidate(value, midpoints).alias("_k")).count().toPandas())
+    cells, candidates = tally["_g"].to_numpy(dtype=np.int64), tally["_k"].to_numpy(dtype=np.int64)
+    if cells.size and (cells.min() < 0 or cells.max() >= groups):
+        raise ValueError(f"a kept record's group is outside [0, {groups})")
+    counts = np.zeros((groups, k), dtype=np.int64)
+    np.add.at(counts, (cells, candidates), tally["count"].to_numpy(dtype=np.int64))
+    return counts

@@ -271,6 +271,16 @@ def groups_per_user(df: DataFrame, distinct: bool) -> np.ndarray:
     return np.concatenate([totals.records, totals.users])
 
 
+def groups_per_user_values(df: DataFrame, distinct: bool) -> np.ndarray:
+    """:func:`groups_per_user` with a value: the sums of the kept values' grid units and of their
+    squares per group (a record with no value is in no group's sums, as the aggregate drops it)."""
+    valued = _valued(df, distinct).where(~F.isnan("value"))
+    kept = user_groups.bounded_groups(valued, "item_id", BOUND, VISITS_CAP, SEED)
+    totals = group_totals(kept, "item_id", ITEMS + 1, "value", MEANS_CLIP)
+    assert totals.units is not None and totals.squares is not None
+    return np.concatenate([totals.units, totals.squares])
+
+
 def user_histogram(df: DataFrame, distinct: bool) -> np.ndarray:
     """The user histogram: each user's record count, in one of the public bins."""
     validated = validate_records(_keyed(df, distinct), ITEM_DOMAIN, None)
@@ -365,6 +375,10 @@ FAMILIES = (
     # At most l groups per user, C records in each: records per group L1 l·C, L∞ C; users per group L1 l.
     Family("groups_per_user", groups_per_user, BOUND * VISITS_CAP + BOUND, linf=VISITS_CAP,
            l2_squared=BOUND * VISITS_CAP ** 2 + BOUND),
+    # Its sums of units and of squared units: L1 l·C·steps and l·C·steps², L∞ C·steps².
+    Family("groups_per_user_values", groups_per_user_values,
+           BOUND * VISITS_CAP * (MEANS_CLIP.steps + MEANS_CLIP.steps ** 2), linf=VISITS_CAP * MEANS_CLIP.steps ** 2,
+           l2_squared=BOUND * VISITS_CAP ** 2 * (MEANS_CLIP.steps ** 2 + MEANS_CLIP.steps ** 4)),
     # Sums and means (docs/value_sums.md): the sums in grid units beside the counts.
     Family("means_sums", means_sums, BOUND * MEANS_CLIP.steps + BOUND,
            l2_squared=(BOUND * MEANS_CLIP.steps) ** 2 + BOUND ** 2),

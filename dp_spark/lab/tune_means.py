@@ -9,7 +9,7 @@ for HPA the sample is a guide). Per item, from the clipped values:
 
 * the bias: the mean of the kept records minus the mean of all the item's records;
 * the noise: the mean's standard deviation from the count's and the sum's noise at l and the
-  config's split (families.means.publish's entries), by the delta method,
+  config's split (release.sum_tables's entries), by the delta method,
   (γ²σ_S² + (μ − m)²σ_C²)/C², C the kept count and μ its mean;
 * the probability p that the item gets a mean: that its kept count plus the count's noise is
   above the count's half-width, as the release decides from its noisy count (exact tails). The
@@ -37,9 +37,9 @@ from dp_spark.core import accuracy
 from dp_spark.core.clip_range import ClipRange
 from dp_spark.core.discrete_gaussian import discrete_gaussian_pmf, discrete_gaussian_variance, support, tail_at_least
 from dp_spark.core.ledger import GAUSSIAN_MECHANISM, LedgerEntry
-from dp_spark.families.means import publish
 from dp_spark.families.means.params import ITEM_TABLE, MeansParams, table_pair
 from dp_spark.lab import tune
+from dp_spark.release import sum_tables as publish
 
 SAMPLING_SEED = 0  # one fixed draw of the sampling: the table is NOT private in any case
 

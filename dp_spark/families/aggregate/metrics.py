@@ -38,6 +38,8 @@ class Metric:
             return (self.kind,)
         if self.kind in ("median", "quantiles"):
             return tuple(f"{self.value}_p{_percent(level)}" for level in self.levels)
+        if self.kind == "mean":  # with its interval's ends
+            return tuple(f"mean_{self.value}{end}" for end in ("", "_low", "_high"))
         return (f"{self.kind}_{self.value}",)
 
     def __str__(self) -> str:

@@ -6,7 +6,7 @@ sums' error model: ``error_model``), and with ``records_per_item`` at most c of 
 Aggregate: per cell, the kept records and the sum of their values clipped to the public [low,
 high] and centred (aggregates.value_sums). Publish: noisy counts at L1 l and noisy centred sums at
 L1 l·(high − low)/2, Laplace or (zCDP) Gaussian; the sums and means are post-processing of the two
-(families.means.publish). Claim and argument: docs/value_sums.md, "Privacy claim: value_sums, means".
+(release.sum_tables). Claim and argument: docs/value_sums.md, "Privacy claim: value_sums, means".
 
 Here: the release's steps in order. The parameters and the budget's split are in means_params, the
 private choices of l and the range in means_choice, what the report says in means_report.
@@ -26,7 +26,6 @@ from dp_spark.aggregates.value_sums import COUNT, SUM, bounded_sums, cell_tally
 from dp_spark.bounding import keys, user_records
 from dp_spark.core.progress import diagnostic
 from dp_spark.families.means import on_executors as executor_means
-from dp_spark.families.means import publish as publishing
 from dp_spark.families.means.choice import choose_clip_range, choose_l, with_chosen
 from dp_spark.families.means.params import (
     EDGE_TABLE,
@@ -42,6 +41,7 @@ from dp_spark.io.validation import check_schema, check_value_schema, validate_re
 from dp_spark.publishers.executor_laplace import CellGrid
 from dp_spark.release import bounding_estimate, guards
 from dp_spark.release import on_executors as executor_path
+from dp_spark.release import sum_tables as publishing
 from dp_spark.release.family import Domains, Family, FamilyOutput, RunInputs
 from dp_spark.release.hpa_selection import hpa_selection
 from dp_spark.release.private_keys import NOTHING_SELECTED, selected_items

@@ -1,5 +1,5 @@
 """A table pair of counts and centred sums released on the executors, for domains too large for
-the driver: the mechanism of :func:`dp_spark.families.means.publish.publish_means` (the same
+the driver: the mechanism of :func:`dp_spark.release.sum_tables.publish_means` (the same
 ledger entries, in the same order, at the same sensitivities; the same columns, computed by the
 same numpy function from the noisy figures), laid out on the executors as the counts' are
 (publishers.executor_laplace) and with each cell's noise keyed by (secret, table, cell)
@@ -18,8 +18,8 @@ from dp_spark.core import accuracy
 from dp_spark.core.clip_range import ClipRange, SumSensitivity
 from dp_spark.core.ledger import Budget
 from dp_spark.core.vector_noise import NoiseSecret
-from dp_spark.families.means.publish import TablePair, halfwidth, nullable_means, pair_entries, released_columns
 from dp_spark.publishers.executor_laplace import COUNT, CellGrid, released_cells
+from dp_spark.release.sum_tables import TablePair, halfwidth, nullable_means, pair_entries, released_columns
 
 # The released columns, as the driver's tables have them: a mean left out is null.
 FIELDS = [T.StructField("noisy_count", T.LongType(), False), T.StructField("noisy_sum", T.DoubleType(), False),

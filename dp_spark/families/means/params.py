@@ -16,11 +16,11 @@ from dp_spark.core import noise_choice
 from dp_spark.core.accounting import Noise, check_noise
 from dp_spark.core.clip_range import DEFAULT_STEPS, ClipRange, SumSensitivity
 from dp_spark.errors import ConfigError
-from dp_spark.families.means.publish import TablePair
 from dp_spark.release import bound_selection, bounding_estimate, clip_choice
 from dp_spark.release.auto_bound import AUTO, AutoBound, candidates_of
 from dp_spark.release.family import ConfigTables, Domains, require, rows_per_user
 from dp_spark.release.private_keys import PARTITION_SHARE, PRIVATE_ITEMS, checked_private_items, partition_delta
+from dp_spark.release.sum_tables import TablePair
 
 BOUNDINGS = ("sra", "hpa")
 # The share of each table pair's ε that goes to the sums, the rest to the counts: the sum's
@@ -174,7 +174,7 @@ class MeansParams(AutoBound):
 
     @property
     def sensitivity(self) -> SumSensitivity:
-        """The tables' sensitivities (families.means.publish takes the same from the sums it publishes);
+        """The tables' sensitivities (release.sum_tables takes the same from the sums it publishes);
         with "auto", at the largest candidate."""
         return self.sensitivity_at(self.largest_bound)
 

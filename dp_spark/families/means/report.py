@@ -15,8 +15,8 @@ from dp_spark.core.accounting import Noise
 from dp_spark.core.accuracy import UPPER_BOUND
 from dp_spark.core.clip_range import ClipRange, mean_interval
 from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth, discrete_gaussian_variance, variance_at_least
-from dp_spark.families.means import publish as publishing
 from dp_spark.families.means.params import EDGE_TABLE, ITEM_TABLE, PAIRS, MeansParams, table_noises, table_pair
+from dp_spark.release import sum_tables as publishing
 from dp_spark.release.auto_bound import AUTO, AUTO_NOTE
 from dp_spark.release.family import Domains
 from dp_spark.release.private_keys import PRIVATE_ITEMS, items_text
@@ -144,7 +144,7 @@ def table_accuracy(params: MeansParams, epsilon: Fraction, domains: Domains, spl
 def _mean_accuracy(params: MeansParams, split: dict[str, Fraction], table: str, alpha: float) -> accuracy.Accuracy:
     """The mean's interval half-width for a cell of n records kept (RECORDS_SHOWN), the widest
     over where the cell's mean lies in the range, and the fewest records a mean needs: from the
-    half-widths the release uses (families.means.publish), at the widest range and the largest l
+    half-widths the release uses (release.sum_tables), at the widest range and the largest l
     when they are chosen privately (then upper bounds)."""
     clip = params.widest_clip
     count_entry, sum_entry = publishing.pair_entries(params.sensitivity, 1, table_pair(params, split, table), clip.unit)

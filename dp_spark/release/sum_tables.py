@@ -1,5 +1,6 @@
 """Sums and means of a value per cell over the records a per-user bound keeps: the
-noise and the means, on the driver (pure numpy; the aggregation is aggregates.value_sums).
+noise and the means, on the driver (pure numpy; the aggregation is aggregates.value_sums). The
+means family publishes its tables with it, and the aggregate family its sums and means per group.
 
 A table of counts has L1 sensitivity l (each user keeps at most l records) and squared L2
 sensitivity l·c (at most c of them per item); the table of centred sums, in grid units, l·steps
@@ -47,14 +48,16 @@ class TablePair:
                 raise ValueError(f"unknown noise {noise!r}")
 
 
-def _entry(step: str, noise: str, l1: int, l2_squared: int, epsilon: Fraction, cells: int) -> LedgerEntry:
+def table_entry(step: str, noise: str, l1: int, l2_squared: int, epsilon: Fraction, cells: int) -> LedgerEntry:
+    """The ledger entry of one integer table: discrete Laplace at L1 ``l1`` and ``epsilon``, or
+    discrete Gaussian at L2² ``l2_squared`` and the share of ρ whose pure-ε equivalent is ``epsilon``."""
     if noise == GAUSSIAN:
         return gaussian_entry(step, l1, l2_squared, epsilon, cells)
     epsilon = Fraction(epsilon)
     return LedgerEntry(step, "discrete Laplace", epsilon, Fraction(l1), Fraction(l1) / epsilon, cells)
 
 
-def _in_values(entry: LedgerEntry, value_unit: float) -> LedgerEntry:
+def in_values(entry: LedgerEntry, value_unit: float) -> LedgerEntry:
     """The sums' entry, whose noise is in grid units, saying what one unit is worth in values."""
     return replace(entry, value_unit=Fraction(value_unit))
 
@@ -67,8 +70,8 @@ def ledger_entries(bounded: BoundedSums, pair: TablePair) -> tuple[LedgerEntry, 
 def pair_entries(s: SumSensitivity, cells: int, pair: TablePair, value_unit: float) -> tuple[LedgerEntry, LedgerEntry]:
     """:func:`ledger_entries` from the sensitivity, the number of cells and the grid's unit in
     values (tables left on the executors)."""
-    return (_entry(pair.count_step, pair.count_noise, s.bound, s.count_l2_squared, pair.epsilon_counts, cells),
-            _in_values(_entry(pair.sum_step, pair.sum_noise, s.l1, s.l2_squared, pair.epsilon_sums, cells),
+    return (table_entry(pair.count_step, pair.count_noise, s.bound, s.count_l2_squared, pair.epsilon_counts, cells),
+            in_values(table_entry(pair.sum_step, pair.sum_noise, s.l1, s.l2_squared, pair.epsilon_sums, cells),
                        value_unit))
 
 

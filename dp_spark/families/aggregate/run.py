@@ -1,0 +1,82 @@
+"""An aggregation's table: bound -> aggregate -> publish, one row per group of the public domains.
+
+1. Each record's group is found from its key columns alone (keys.GroupKeys.cell); a record outside
+   the domains, or without a value when the metrics read one, is dropped (a filter on the record).
+2. Each user keeps at most l groups and c records in each (bounding.user_groups), from its own
+   records alone.
+3. The kept records are aggregated once per group: the totals the counts, sums, means and
+   variances come from (aggregates.group_totals), and the histograms the quantiles are chosen
+   from (aggregates.value_histogram.kept_histograms).
+4. The noise and the choices, paid through the budget in a fixed order: the tables
+   (noisy_totals.publish), then each quantile level (quantiles.choose_levels).
+
+Only the last step's outputs leave: the table holds the public keys and DP outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from dp_spark.aggregates.group_totals import group_totals
+from dp_spark.aggregates.value_histogram import kept_histograms
+from dp_spark.bounding import keys as row_keys
+from dp_spark.bounding.user_groups import bounded_groups
+from dp_spark.core.ledger import Budget
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.families.aggregate import noisy_totals, quantiles
+from dp_spark.families.aggregate.params import QUANTILE_KINDS, AggregateParams, quantile_step
+
+GROUP = "_group"
+
+
+def grouped_records(records: DataFrame, params: AggregateParams, user_col: str = "user_id") -> DataFrame:
+    """The records in a group (and with a value, when the metrics read one), with their group
+    index and their row key: what the bound samples from."""
+    grouped = records.withColumn(GROUP, params.keys.cell()).where(F.col(GROUP).isNotNull())
+    if params.value is not None:
+        grouped = grouped.where(F.col(params.value).isNotNull() & ~F.isnan(F.col(params.value).cast("double")))
+    columns = [user_col, GROUP, *([params.value] if params.value else [])]
+    return row_keys.with_row_key(grouped.select(*columns), user_col)
+
+
+def aggregate_table(records: DataFrame, params: AggregateParams, split: Mapping[str, Fraction], noise: str,
+                    budget: Budget, rng: RandomSource, seed: int | None, alpha: float = 0.05,
+                    user_col: str = "user_id") -> pd.DataFrame:
+    """The released table: the key columns of every group, then the metrics' columns."""
+    bound = params.bound
+    kept = bounded_groups(grouped_records(records, params, user_col), GROUP, bound.groups_per_user,
+                          bound.records_per_group, seed, user_col).cache()
+    try:
+        groups = len(params.keys)
+        columns: dict = {}
+        if params.tables:
+            totals = group_totals(kept, GROUP, groups, params.value, params.clip, user_col)
+            shares = {table: split[noisy_totals.step_name(table, params.value)] for table in params.tables}
+            columns = noisy_totals.publish(totals, params.metrics, bound, params.clip, shares, noise, budget, rng,
+                                           alpha)
+        if params.levels:
+            assert params.value is not None and params.candidates is not None
+            histograms = kept_histograms(kept, GROUP, F.col(params.value), params.candidates.midpoints().tolist(),
+                                         groups)
+            chosen = quantiles.choose_levels(histograms, params.candidates, params.levels,
+                                             [split[quantile_step(params.value, q)] for q in params.levels],
+                                             bound.groups_per_user, bound.records_per_group, budget, rng,
+                                             params.value)
+            at = 0
+            for metric in params.metrics:
+                if metric.kind in QUANTILE_KINDS:
+                    for name in metric.columns:
+                        columns[name] = chosen[:, at]
+                        at += 1
+    finally:
+        kept.unpersist()
+    table = params.keys.frame()
+    for metric in params.metrics:
+        for name in metric.columns:
+            table[name] = columns[name]
+    return table
