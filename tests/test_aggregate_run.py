@@ -15,7 +15,7 @@ from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.errors import ConfigError
 from dp_spark.families.aggregate.keys import group_keys
-from dp_spark.families.aggregate.metrics import metrics_of
+from dp_spark.families.aggregate.metrics import Metric, metrics_of
 from dp_spark.families.aggregate.noisy_totals import GroupBound
 from dp_spark.families.aggregate.params import AggregateParams, clip_of
 from dp_spark.families.aggregate.quantiles import Candidates
@@ -37,8 +37,10 @@ def ratings() -> pd.DataFrame:
 
 def params_of(metrics=METRICS, l: int = 10**4, c: int = 10**4) -> AggregateParams:
     keys = group_keys(["genre", "year"], {"genre": {"ids": GENRES}, "year": {"range": [2000, 2002]}})
-    return AggregateParams(keys, tuple(metrics), GroupBound(l, c), ClipRange(1, 5, steps=4),
-                           Candidates((1, 2, 3, 4, 5)))
+    valued = any(m.value for m in metrics)
+    quantiles = any(m.kind in ("median", "quantiles") for m in metrics)
+    return AggregateParams(keys, tuple(metrics), GroupBound(l, c), ClipRange(1, 5, steps=4) if valued else None,
+                           Candidates((1, 2, 3, 4, 5)) if quantiles else None)
 
 
 def test_with_every_record_kept_and_negligible_noise_it_is_the_direct_computation(spark, ratings):
@@ -80,8 +82,11 @@ def test_the_split_is_an_equal_part_per_step():
     params = params_of(metrics_of(["count", "mean(stars)", "median(stars)"]))
     assert params.steps() == ("count", "sum(stars)", "quantile(stars, 0.5)")
     assert params.split(Fraction(1)) == {step: Fraction(1, 3) for step in params.steps()}
+    with pytest.raises(ConfigError, match="name an output column twice"):  # the same level twice, as text
+        metrics_of(["median(stars)", "quantiles(stars, 0.5)"])
+    twice = (Metric("median", "stars", (Fraction(1, 2),)), Metric("quantiles", "stars", (Fraction(1, 2),)))
     with pytest.raises(ConfigError, match="one quantile level twice"):
-        params_of(metrics_of(["median(stars)", "quantiles(stars, 0.5)"])).split(Fraction(1))
+        params_of(twice).split(Fraction(1))
 
 
 def test_parameters_that_do_not_fit_are_refused():
