@@ -3,7 +3,7 @@ seeded releases must equal the same jobs' on a classic session; and the release 
 recovery and scheduled runs on Connect.
 
 Run with `pytest --connect` (a process of its own: see conftest.py). The classic releases come
-from a child process, run before the Connect server starts.
+from a child process, which runs while the Connect server starts and runs the same jobs.
 """
 
 import json
@@ -72,25 +72,39 @@ def inputs(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def classic_releases(inputs, tmp_path_factory) -> Path:
-    """The seeded releases of a classic session, from a child process (no Connect in it)."""
+def classic_run(inputs, tmp_path_factory):
+    """The seeded releases of a classic session, from a child process (no Connect in it) started
+    now, so that it runs while the Connect server starts and runs the same jobs: this process is
+    alone on the machine after the other tests, and one after the other the two left a core idle.
+    Its output goes to a file (a pipe left unread would stop it when full)."""
     out = tmp_path_factory.mktemp("classic")
-    done = subprocess.run([sys.executable, "-m", "tests.test_connect", str(inputs), str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
+    log = (out.parent / "classic.log").open("w")
+    child = subprocess.Popen([sys.executable, "-m", "tests.test_connect", str(inputs), str(out)], cwd=ROOT,
+                             stdout=log, stderr=subprocess.STDOUT, text=True)
+    yield child, out, Path(log.name)
+    if child.poll() is None:
+        child.kill()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def classic_releases(classic_run) -> Path:
+    child, out, log = classic_run
+    assert child.wait(timeout=1200) == 0, log.read_text()[-3000:]
     return out
 
 
 @pytest.fixture(scope="session")
-def connect_releases(classic_releases, inputs, connect_spark, tmp_path_factory) -> Path:
+def connect_releases(classic_run, inputs, connect_spark, tmp_path_factory) -> Path:
     assert type(connect_spark).__module__.startswith("pyspark.sql.connect.")
     out = tmp_path_factory.mktemp("connect")
     run_all(connect_spark, inputs, out)
     return out
 
 
+# connect_releases first: the Connect jobs run while the classic ones do (classic_run).
 @pytest.mark.parametrize("family", list(job_overrides(Path("."))))
-def test_a_seeded_release_on_connect_equals_the_classic_one(classic_releases, connect_releases, family):
+def test_a_seeded_release_on_connect_equals_the_classic_one(connect_releases, classic_releases, family):
     classic_report, classic_tables = released(classic_releases / family)
     report, tables = released(connect_releases / family)
     assert report == classic_report
