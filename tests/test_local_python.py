@@ -16,7 +16,7 @@ import venv
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SUITE_JVM_FLAGS
 
 pytestmark = pytest.mark.system
 
@@ -32,7 +32,7 @@ def bare_path(tmp_path_factory) -> str:
 def run_script(tmp_path, code: str, path: str) -> subprocess.CompletedProcess:
     script = tmp_path / "script.py"
     script.write_text(code)
-    env = {"PATH": path, "HOME": os.environ.get("HOME", str(tmp_path)),
+    env = {"PATH": path, "HOME": os.environ.get("HOME", str(tmp_path)), "SPARK_SUBMIT_OPTS": SUITE_JVM_FLAGS,
            **{k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "TMPDIR")}}
     return subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)

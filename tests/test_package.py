@@ -24,7 +24,7 @@ import pytest
 
 from dp_spark.cli import main
 from dp_spark.io import datasets
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SUITE_JVM_FLAGS
 
 PORT, UI_PORT = "17177", "18180"  # away from the defaults, so a user's own cluster is left alone
 
@@ -36,8 +36,9 @@ SRA_ON_EXECUTORS = ("conf/netflix_sra.toml", "--set", "seed=21", "--set", "execu
 
 def cluster(action: str, tmp_path, port: str = PORT, ui_port: str = UI_PORT, python=None) -> None:
     """scripts/cluster.sh start|stop, its logs under tmp_path/cluster; ``python``: the nodes' own."""
+    # The suite's JVM flags (tests/conftest.py) for the master and the worker as for every JVM it starts.
     env = {"CLUSTER_PORT": port, "CLUSTER_UI_PORT": ui_port, "CLUSTER_DIR": str(tmp_path / "cluster"),
-           **({"CLUSTER_PYTHON": str(python)} if python else {})}
+           "SPARK_DAEMON_JAVA_OPTS": SUITE_JVM_FLAGS, **({"CLUSTER_PYTHON": str(python)} if python else {})}
     done = subprocess.run([str(ROOT / "scripts" / "cluster.sh"), action], cwd=ROOT, capture_output=True,
                           text=True, timeout=180, env={**os.environ, **env})
     assert done.returncode == 0, done.stdout + done.stderr
@@ -70,7 +71,9 @@ def package(tmp_path_factory):
 
 def submit(conf_and_args, output, *spark_args, env=None) -> subprocess.CompletedProcess:
     conf, *job_args = conf_and_args
-    cmd = [str(ROOT / "scripts" / "submit.sh"), conf, "--driver-memory", "2g", *spark_args,
+    # The executors the cluster starts for the job take the suite's JVM flags from it (speed, not results).
+    cmd = [str(ROOT / "scripts" / "submit.sh"), conf, "--driver-memory", "2g",
+           "--conf", f"spark.executor.extraJavaOptions={SUITE_JVM_FLAGS}", *spark_args,
            "--", *job_args, "--set", f"output={output}"]
     # Not the suite's PYSPARK_PYTHON (its session put the driver's venv there): a user's shell has none.
     clean = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}

@@ -21,6 +21,7 @@ import pytest
 from dp_spark.cli import main
 from dp_spark.core.progress import Progress
 from dp_spark.io import session
+from tests.conftest import SUITE_JVM_FLAGS
 from tests.test_scheduled_runs import job
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -247,8 +248,15 @@ NOISE = [r"\bWARN\b", r"Using Spark's default log4j profile", r"Setting default 
 JVM_INCUBATOR_WARNING = "WARNING: Using incubator modules: jdk.incubator.vector"
 
 
-def run_cli(*arguments: str, cwd: Path) -> subprocess.CompletedProcess:
+def user_shell() -> dict[str, str]:
+    """This process's environment as a user's shell has it: without the log settings the suite's
+    session added to SPARK_SUBMIT_OPTS, with only the suite's JVM flags there (speed, not output)."""
     environ = {k: v for k, v in os.environ.items() if k not in ("SPARK_SUBMIT_OPTS", "PYSPARK_GATEWAY_PORT")}
+    return {**environ, "SPARK_SUBMIT_OPTS": SUITE_JVM_FLAGS}
+
+
+def run_cli(*arguments: str, cwd: Path) -> subprocess.CompletedProcess:
+    environ = user_shell()
     environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), environ.get("PYTHONPATH", "")])
     return subprocess.run([sys.executable, "-m", "dp_spark.cli", "run", *arguments, "--master", "local[1]"],
                           capture_output=True, text=True, cwd=cwd, env=environ, timeout=600)
@@ -311,10 +319,10 @@ except Exception as exc:
 def test_a_failed_task_logs_its_java_stack_in_full_only_with_debug(tmp_path, debug):
     """A full disk printed ~310 lines of Java stacks before dp-spark's one line; now each
     trace is cut to its first frame unless --debug asked for them whole."""
-    environ = {k: v for k, v in os.environ.items() if k not in ("SPARK_SUBMIT_OPTS", "PYSPARK_GATEWAY_PORT")}
+    environ = user_shell()
     environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), environ.get("PYTHONPATH", "")])
-    if debug:
-        environ["SPARK_SUBMIT_OPTS"] = "-Ddpspark.stack=full"  # what --debug adds (cli.main.full_java_stacks)
+    if debug:  # what --debug adds (cli.main.full_java_stacks)
+        environ["SPARK_SUBMIT_OPTS"] += " -Ddpspark.stack=full"
     done = subprocess.run([sys.executable, "-c", FAILING_TASK], capture_output=True, text=True, cwd=tmp_path,
                           env=environ, timeout=300)
     assert "failed: PythonException" in done.stdout, done.stderr[-2000:]
