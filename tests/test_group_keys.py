@@ -29,6 +29,10 @@ def test_the_groups_are_the_product_first_column_slowest():
     (["movie"], {"movie": {"range": [1, 2]}, "age": {"ids": [1]}}, "which is not a key column"),
     (["movie", "movie"], {"movie": {"range": [1, 2]}}, "each key column once"),
     (["a", "b", "c"], {k: {"range": [0, 2**21]} for k in "abc"}, "more than"),
+    # A key column's values refused in its own name, not as domain.items.
+    (["year"], {"year": {"range": [2003, 2000]}}, r"^keys\.year\.range must be \[low, high\]"),
+    (["genre"], {"genre": {"ids": []}}, r"^keys\.genre\.ids must be a non-empty list"),
+    (["genre"], {"genre": {"values": ["a"]}}, r"^keys\.genre needs exactly one of range, ids"),
 ])
 def test_bad_groups_are_refused_before_anything_is_read(by, domains, message):
     with pytest.raises(ConfigError, match=message):

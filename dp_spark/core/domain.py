@@ -205,15 +205,15 @@ def _int_range(spec: Any, name: str) -> tuple[int, int]:
 FALLBACK_ENCODINGS = ("utf-8-sig", "cp1252", "latin-1")
 
 
-def _encoding(spec: dict[str, Any], default: str | None) -> str | None:
-    """``domain.items.encoding`` (checked to be a codec Python knows), else ``default``."""
+def _encoding(spec: dict[str, Any], default: str | None, key: str = "domain.items") -> str | None:
+    """``<key>.encoding`` (checked to be a codec Python knows), else ``default``."""
     if "encoding" not in spec:
         return default
     name = spec["encoding"]
     try:
         codecs.lookup(name)
     except (LookupError, TypeError):
-        raise ConfigError(f"domain.items.encoding {name!r} is not a known text encoding "
+        raise ConfigError(f"{key}.encoding {name!r} is not a known text encoding "
                           "(e.g. \"utf-8\", \"latin-1\", \"cp1252\")") from None
     return name
 
@@ -310,42 +310,43 @@ def read_movielens_catalogue(path: str, encoding: str = "iso-8859-1") -> tuple[n
     return np.array(sorted(titles), dtype=np.int64), titles
 
 
-def item_domain(spec: dict[str, Any], spark: Any = None, source: Any = None) -> ItemDomain:
+def item_domain(spec: dict[str, Any], spark: Any = None, source: Any = None, key: str = "domain.items") -> ItemDomain:
     """Build the item domain from ``[domain] items = {...}``; ``source`` (the job's SourceSpec)
-    is what a table of ids must not be."""
+    is what a table of ids must not be; ``key``: the config key the refusals name (a key column's
+    values are a domain too)."""
     kinds = [k for k in ("range", "ids", "file", "table", "catalogue") if k in spec]
     if len(kinds) != 1:
-        raise ConfigError("domain.items needs exactly one of range, ids, file, table or catalogue")
+        raise ConfigError(f"{key} needs exactly one of range, ids, file, table or catalogue")
     kind = kinds[0]
     if "encoding" in spec and kind not in ("file", "catalogue"):
-        raise ConfigError("domain.items.encoding applies to a file or a catalogue")
+        raise ConfigError(f"{key}.encoding applies to a file or a catalogue")
     if kind == "range":
-        lo, hi = _int_range(spec["range"], "domain.items")
+        lo, hi = _int_range(spec["range"], key)
         if lo < -(2**63) or hi >= 2**63:
-            raise ConfigError(f"domain.items.range [{lo}, {hi}] goes beyond 64-bit integers, which item ids must be")
+            raise ConfigError(f"{key}.range [{lo}, {hi}] goes beyond 64-bit integers, which item ids must be")
         if hi - lo >= MAX_ITEMS:
-            raise ConfigError(f"domain.items.range [{lo}, {hi}] has more than 2^62 items, more than a cell "
+            raise ConfigError(f"{key}.range [{lo}, {hi}] has more than 2^62 items, more than a cell "
                               "index can count")
         return ItemDomain(ids=None, description=f"range [{lo}, {hi}]", id_range=(lo, hi))
     if kind == "ids":
         ids = spec["ids"]
         if not isinstance(ids, list) or not ids:
-            raise ConfigError(f"domain.items.ids must be a non-empty list of ids, got {ids!r}")
+            raise ConfigError(f"{key}.ids must be a non-empty list of ids, got {ids!r}")
         return item_domain_of_ids(ids, f"list of {len(ids):,} ids")
     if kind == "file":
-        asked = _encoding(spec, None)
+        asked = _encoding(spec, None, key)
         ids, used, note = _id_file(spec["file"], asked)
         description = f"file {spec['file']}{_fallback_note(used, asked)}{note}"
         return _from_strings(ids.tolist(), description) if note else _from_ids(ids, description)
     if kind == "catalogue":
         if spec["catalogue"] not in CATALOGUES or "path" not in spec:
-            raise ConfigError(f"domain.items.catalogue must be one of {CATALOGUES} with a path")
-        encoding = _encoding(spec, "iso-8859-1")
+            raise ConfigError(f"{key}.catalogue must be one of {CATALOGUES} with a path")
+        encoding = _encoding(spec, "iso-8859-1", key)
         ids, titles = read_movielens_catalogue(spec["path"], encoding)
         return _from_ids(ids, f"MovieLens catalogue {spec['path']}", titles,
                          {"catalogue": spec["catalogue"], "path": spec["path"], "encoding": encoding})
     if spark is None:
-        raise ConfigError("domain.items.table needs a Spark session")
+        raise ConfigError(f"{key}.table needs a Spark session")
     return _table_domain(spark, spec["table"], spec.get("column", "item_id"), source)
 
 

@@ -117,5 +117,6 @@ def group_keys(by: Sequence[str] | str, domains: Mapping[str, Any]) -> GroupKeys
     extra = [name for name in domains if name not in by]
     if extra:
         raise ConfigError(f"public values given for {', '.join(extra)}, which is not a key column")
-    return GroupKeys(tuple(KeyColumn(name, spec if isinstance(spec, ItemDomain) else item_domain(dict(spec)))
+    return GroupKeys(tuple(KeyColumn(name, spec if isinstance(spec, ItemDomain) else
+                                     item_domain(dict(spec), key=f"keys.{name}"))
                            for name, spec in ((n, domains[n]) for n in by)))
