@@ -17,6 +17,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from dp_spark.aggregates.domain_vector import on_domain
 from dp_spark.aggregates.value_sums import units_column
 from dp_spark.core.clip_range import ClipRange
 
@@ -45,14 +46,9 @@ def group_totals(kept: DataFrame, group: str, groups: int, value: str | None = N
     totals = per_user.groupBy("_g").agg(F.sum("_n").alias("_n"), F.count(F.lit(1)).alias("_users"),
                                         *([F.sum("_s").alias("_s"), F.sum("_q").alias("_q")] if value else []))
     frame = pd.DataFrame(totals.toPandas())
-    cells = frame["_g"].to_numpy(dtype=np.int64)
-    if cells.size and (cells.min() < 0 or cells.max() >= groups):
-        raise ValueError(f"a kept record's group is outside [0, {groups})")
 
     def placed(column: str) -> np.ndarray:
-        out = np.zeros(groups, dtype=np.int64)
-        out[cells] = frame[column].to_numpy(dtype=np.int64)
-        return out
+        return on_domain(frame["_g"].to_numpy(dtype=np.int64), frame[column].to_numpy(dtype=np.int64), groups)
     if value is None:
         return GroupTotals(placed("_n"), placed("_users"))
     return GroupTotals(placed("_n"), placed("_users"), placed("_s"), placed("_q"))

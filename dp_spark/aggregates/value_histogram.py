@@ -5,12 +5,12 @@ reads them.
 A kept record carries one long through the per-user selection, its group's index times the number
 of candidates K plus its candidate's position, as the sums carry theirs (aggregates.value_sums), so
 that the bounding is the counts' own and the tally is one job ending in a row per non-empty
-(group, candidate). Records already bounded (bounding.user_groups keeps at most c per group and l groups per user)
-are tallied directly, one aggregation per (group, candidate): ``kept_histograms``. The candidate is
-found by a binary search over the midpoints between
-candidates, written as nested CASE WHENs of public literals (aggregates.value_ranks): the number of
-midpoints below the value, which puts a value at a midpoint with the lower candidate, as
-``Candidates.nearest`` does on the driver.
+(group, candidate). Records already bounded (bounding.user_groups: at most l groups per user and c
+records in each) are tallied directly, one aggregation per (group, candidate): ``kept_histograms``.
+The candidate is found by a binary search over the midpoints between candidates, written as nested
+CASE WHENs of public literals (aggregates.value_ranks): the number of midpoints below the value,
+which puts a value at a midpoint with the lower candidate, as ``Candidates.nearest`` does on the
+driver.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from dp_spark.aggregates.domain_vector import on_domain
 from dp_spark.aggregates.value_ranks import candidates_below
 from dp_spark.bounding.item_cap import ItemCap
 from dp_spark.bounding.user_records import Selection
@@ -56,9 +57,5 @@ def kept_histograms(kept: DataFrame, group: str, value: Column, midpoints: Seque
     k = len(midpoints) + 1
     tally = pd.DataFrame(kept.groupBy(F.col(group).cast("long").alias("_g"),
                                       nearest_candidate(value, midpoints).alias("_k")).count().toPandas())
-    cells, candidates = tally["_g"].to_numpy(dtype=np.int64), tally["_k"].to_numpy(dtype=np.int64)
-    if cells.size and (cells.min() < 0 or cells.max() >= groups):
-        raise ValueError(f"a kept record's group is outside [0, {groups})")
-    counts = np.zeros((groups, k), dtype=np.int64)
-    np.add.at(counts, (cells, candidates), tally["count"].to_numpy(dtype=np.int64))
-    return counts
+    return on_domain((tally["_g"].to_numpy(dtype=np.int64), tally["_k"].to_numpy(dtype=np.int64)),
+                     tally["count"].to_numpy(dtype=np.int64), (groups, k))
