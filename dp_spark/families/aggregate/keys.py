@@ -45,14 +45,17 @@ class KeyColumn:
         whose long and double differ was truncated."""
         value = F.col(self.name)
         if self.domain.is_string:
-            found = F.array_position(F.array(*[F.lit(v) for v in self.domain.ids.tolist()]), value.cast("string"))
-            return F.when(found > 0, found - F.lit(1))
+            return self._listed(value.cast("string"))
         as_long = value.try_cast("long")
         whole = F.when(as_long.cast("double") == value.try_cast("double"), as_long)
         if self.domain.id_range is not None:
             low, high = self.domain.id_range
             return F.when(whole.between(low, high), whole - F.lit(low))
-        found = F.array_position(F.array(*[F.lit(v) for v in self.domain.ids.tolist()]), whole)
+        return self._listed(whole)
+
+    def _listed(self, value: Column) -> Column:
+        """The position of ``value`` in the domain's list of ids; null when it is not there."""
+        found = F.array_position(F.array(*[F.lit(v) for v in self.domain.ids.tolist()]), value)
         return F.when(found > 0, found - F.lit(1))
 
 
