@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import gzip
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -47,9 +49,35 @@ _register_hypothesis_profiles()
 # child processes gained most; a few long in-session tests lost 10-25%). The JIT and the collector
 # change speed, never results. Spark reads SPARK_SUBMIT_OPTS when it starts a driver
 # JVM, and child processes inherit it; flags already set there are kept, ahead of these.
+# pytest_configure adds the class archive's flags (tests/jvm_archive.py) before any JVM starts.
 SUITE_JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
-    part for part in (os.environ.get("SPARK_SUBMIT_OPTS", ""), SUITE_JVM_FLAGS) if part)
+
+
+def _use_jvm_flags(flags: str) -> None:
+    """Add ``flags`` to SPARK_SUBMIT_OPTS once (xdist's workers inherit the controller's)."""
+    opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    if flags not in opts:
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} {flags}".strip()
+
+
+_use_jvm_flags(SUITE_JVM_FLAGS)
+
+
+def _use_jvm_archive(config) -> None:
+    """Build or find the class archive (not for a unit-only run, which starts no JVM) and add its
+    flags to SUITE_JVM_FLAGS; test modules import SUITE_JVM_FLAGS after this, at collection."""
+    global SUITE_JVM_FLAGS
+    from tests import jvm_archive
+
+    path = os.environ.get(jvm_archive.ENV)
+    if not path and config.getoption("markexpr") != "unit" and getattr(config, "cache", None) is not None:
+        built = jvm_archive.ensure(config.cache.mkdir("jvm-archive"), SUITE_JVM_FLAGS)
+        path = str(built) if built else None
+    if path:
+        os.environ[jvm_archive.ENV] = path
+        flags = jvm_archive.archive_flags(Path(path))
+        SUITE_JVM_FLAGS = f"{SUITE_JVM_FLAGS} {flags}"
+        _use_jvm_flags(flags)
 
 
 def shared_data(name: str) -> Path:
@@ -58,6 +86,19 @@ def shared_data(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is not present (tests read real data from ../shared/data)")
     return path
+
+
+def movielens_1m_sample(target: Path, users: int, ratings: tuple[str, ...] = ("ratings_pairs.dat.gz",)) -> Path:
+    """The folder ``target`` with MovieLens 1M's users and movies files as they are, and the
+    ratings of its users 1 to ``users`` from each gzipped file of ``ratings``, in its format."""
+    real = shared_data("ml-1m")
+    target.mkdir(parents=True)
+    for name in ("users.dat", "movies.dat"):
+        shutil.copy(real / name, target / name)
+    for name in ratings:
+        with gzip.open(real / name, "rt") as given, gzip.open(target / name, "wt") as kept:
+            kept.writelines(line for line in given if int(line.split("::", 1)[0]) <= users)
+    return target
 
 
 def ml100k_job(tmp_path: Path, algorithm: str, *, seed: int, epsilon: float = 1.0, domain: str = "",
@@ -234,6 +275,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "connect: runs on a Spark Connect session; selected by --connect only")
+    _use_jvm_archive(config)
 
 
 def deselect_connect_or_not(config, items):

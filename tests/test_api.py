@@ -7,9 +7,7 @@ translation error in either path shows up as a difference in the released counts
 
 from __future__ import annotations
 
-import gzip
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +18,7 @@ import dp_spark
 from dp_spark.cli import main
 from dp_spark.families.counts.family import CountsParams
 from dp_spark.io import checkins, datasets
-from tests.conftest import ROOT, shared_data
+from tests.conftest import ROOT, movielens_1m_sample
 
 SEED = 7
 MOVIELENS = "../shared/data/ml-1m"
@@ -31,27 +29,16 @@ WEEKDAYS = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
 SAMPLE_USERS = 800  # of MovieLens 1M's 6,040: the job and the API call read the same records either way
 
 
-def movielens_sample(source: Path, target: Path) -> None:
-    """``source``'s ratings of users 1 to SAMPLE_USERS, in MovieLens 1M's format (user::...)."""
-    with gzip.open(source, "rt") as given, gzip.open(target, "wt") as kept:
-        kept.writelines(line for line in given if int(line.split("::", 1)[0]) <= SAMPLE_USERS)
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """Small stand-ins for the configs' tables: generated ones, and real MovieLens 1M ratings of its
     first SAMPLE_USERS users (its users and movies files as they are). The property is the same
     release from the job and the API call on the same records, which needs no million rows."""
-    real = shared_data("ml-1m")
     where = tmp_path_factory.mktemp("api_data")
-    netflix, sparse, ml = str(where / "netflix.parquet"), str(where / "checkins"), where / "ml-1m"
+    netflix, sparse = str(where / "netflix.parquet"), str(where / "checkins")
+    ml = movielens_1m_sample(where / "ml-1m", SAMPLE_USERS, ("ratings_pairs.dat.gz", MEANS_FILE))
     datasets.generate_netflix(60_000, netflix, seed=3, progress=lambda *_: None)
     checkins.generate(2_000, sparse, locations=10_000, seed=3)
-    ml.mkdir()
-    for name in ("users.dat", "movies.dat"):
-        shutil.copy(real / name, ml / name)
-    for name in ("ratings_pairs.dat.gz", MEANS_FILE):
-        movielens_sample(real / name, ml / name)
     return {"netflix": netflix, "checkins": sparse, "movielens": str(ml), "means": str(ml / MEANS_FILE)}
 
 

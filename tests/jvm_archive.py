@@ -1,0 +1,84 @@
+"""A class-data-sharing archive for the suite's JVMs: speed, never results.
+
+A Spark JVM spends most of its first seconds loading and verifying some ten thousand classes
+from Spark's jars. Java 17 can write the classes a run loaded to an archive when it exits
+(-XX:ArchiveClassesAtExit), and a later JVM with the same class path maps them from it instead
+(-XX:SharedArchiveFile). The suite starts dozens of JVMs in child processes (the CLI, spark-submit,
+a cluster's daemons, the Connect server); with the archive, a child that starts a session and
+runs its first small job took 5.5 s instead of 10 to 12, and three files of such children
+(crash safety, signals, scheduler logs) 159 s instead of 208.
+
+The archive is built once, by one short dp-spark job in a child process, into pytest's cache
+(its name holds what it depends on: the Java build, pyspark, the JVM flags, this file), and
+reused by later runs there. A JVM whose class path differs (the archive does not fit) starts as
+it would without it; its notice about that is turned off, as output of the suite's own making.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+# Set by the process that built or found the archive, for the processes it starts (xdist's workers).
+ENV = "DP_SPARK_TEST_JVM_ARCHIVE"
+
+# The warm-up: one SRA job with an attribute over a small Parquet table, read, bounded, noised and
+# written; its classes are the bulk of what any of the suite's JVMs loads.
+WARM_UP = """
+import sys, tempfile
+from pathlib import Path
+from dp_spark.cli import main
+from dp_spark.io import datasets
+work = Path(tempfile.mkdtemp(prefix="jvm-archive-"))
+source = work / "ratings.parquet"
+datasets.generate_netflix(3000, str(source), seed=1, progress=lambda *_: None)
+config = work / "job.toml"
+config.write_text(f'output = "{work / "out"}"\\nseed = 1\\n[source]\\nformat = "netflix-synthetic"\\n'
+                  f'path = "{source}"\\n[domain]\\nitems = {{ range = [1, 17770] }}\\n'
+                  'attributes = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]\\n[privacy]\\nepsilon = 1.0\\n'
+                  '[algorithm]\\nname = "sra"\\nl = 3\\n[guards]\\nrefuse_noise_only = false\\n')
+sys.exit(main(["run", str(config)]))
+"""
+
+
+def _java_build() -> str | None:
+    java = Path(os.environ["JAVA_HOME"]) / "bin" / "java" if os.environ.get("JAVA_HOME") else shutil.which("java")
+    if java is None:
+        return None
+    done = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=60)
+    return done.stderr if done.returncode == 0 else None
+
+
+def archive_flags(path: Path) -> str:
+    """The JVM options that use the archive at ``path`` (no shell wildcards: the launchers split them)."""
+    return f"-XX:SharedArchiveFile={path} -Xlog:cds=off,cds+dynamic=off"
+
+
+def ensure(cache_dir: Path, jvm_flags: str) -> Path | None:
+    """The archive for JVMs started with ``jvm_flags``, built into ``cache_dir`` unless it is there
+    already; None when there is no Java or the build failed (the suite then runs without it)."""
+    import pyspark
+
+    java = _java_build()
+    if java is None:
+        return None
+    key = hashlib.sha256("\n".join([java, pyspark.__version__, pyspark.__file__, jvm_flags,
+                                    Path(__file__).read_text()]).encode()).hexdigest()[:16]
+    path = cache_dir / f"spark-{key}.jsa"
+    if path.exists():
+        return path
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    partial = cache_dir / f"spark-{key}.{os.getpid()}.partial"
+    env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{jvm_flags} -XX:ArchiveClassesAtExit={partial}",
+           "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run([sys.executable, "-c", WARM_UP], capture_output=True, text=True, timeout=600, env=env)
+    if done.returncode != 0 or not partial.exists():
+        partial.unlink(missing_ok=True)
+        sys.stderr.write(f"tests/jvm_archive.py: no class archive, the JVMs start without it:\n{done.stderr[-2000:]}\n")
+        return None
+    os.replace(partial, path)  # whole or absent: a run that stops mid-build leaves only a .partial
+    return path
