@@ -32,16 +32,16 @@ if (not _os.environ.get("PYSPARK_PYTHON") and not _os.environ.get("PYSPARK_GATEW
 
 __all__ = [
     "__version__", "BudgetExceeded", "ConfigError", "DataError", "DatasetBudget", "DpSparkError", "GuardRefused",
-    "Plan", "Release", "dft", "dpsense", "dpsense_s", "frapp", "gs", "hpa", "location_entropy", "lpa", "means", "plan",
-    "rho_per_run", "SparkChannelsNotice", "sra", "user_histogram",
+    "Plan", "Release", "aggregate", "dft", "dpsense", "dpsense_s", "frapp", "gs", "hpa", "location_entropy", "lpa",
+    "means", "plan", "rho_per_run", "SparkChannelsNotice", "sra", "user_histogram",
 ]
 
 # The API's names are loaded on first use: ``import dp_spark`` (and so every ``dp-spark`` command,
 # whose modules live in this package) then does not pay for pandas and PySpark until it needs them,
 # and imports without numpy at all, as the executors' pre-flight check needs (io/executor_env.py).
-_API_NAMES = frozenset({"BudgetExceeded", "DatasetBudget", "Plan", "Release", "dft", "dpsense", "dpsense_s", "frapp",
-                        "gs", "hpa", "location_entropy", "lpa", "means", "plan", "rho_per_run", "sra",
-                        "user_histogram"})
+_API_NAMES = frozenset({"BudgetExceeded", "DatasetBudget", "Plan", "Release", "aggregate", "dft", "dpsense",
+                        "dpsense_s", "frapp", "gs", "hpa", "location_entropy", "lpa", "means", "plan", "rho_per_run",
+                        "sra", "user_histogram"})
 
 
 def __getattr__(name: str):

@@ -70,6 +70,8 @@ def _use_jvm_archive(config) -> None:
     from tests import jvm_archive
 
     path = os.environ.get(jvm_archive.ENV)
+    if path == jvm_archive.OFF:
+        return
     if not path and config.getoption("markexpr") != "unit" and getattr(config, "cache", None) is not None:
         built = jvm_archive.ensure(config.cache.mkdir("jvm-archive"), SUITE_JVM_FLAGS)
         path = str(built) if built else None

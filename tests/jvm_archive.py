@@ -25,6 +25,7 @@ from pathlib import Path
 
 # Set by the process that built or found the archive, for the processes it starts (xdist's workers).
 ENV = "DP_SPARK_TEST_JVM_ARCHIVE"
+OFF = "off"  # DP_SPARK_TEST_JVM_ARCHIVE=off: the JVMs start without the archive (to compare)
 
 # The warm-up: one SRA job with an attribute over a small Parquet table, read, bounded, noised and
 # written; its classes are the bulk of what any of the suite's JVMs loads.

@@ -47,8 +47,8 @@ def test_with_every_record_kept_and_negligible_noise_it_is_the_direct_computatio
     params = params_of()
     epsilon = Fraction(10**12)
     budget = Budget(epsilon)
-    table = aggregate_table(spark.createDataFrame(ratings), params, params.split(epsilon), "laplace", budget,
-                            RandomSource(seed=3), seed=3)
+    table, _kept = aggregate_table(spark.createDataFrame(ratings), params, params.split(epsilon), "laplace", budget,
+                                   RandomSource(seed=3), seed=3)
     inside = ratings[ratings["genre"].isin(GENRES) & ratings["year"].between(2000, 2002) & ratings["stars"].notna()]
     def quantile(q):
         return lambda s: np.quantile(s, q, method="inverted_cdf")
@@ -72,8 +72,8 @@ def test_the_bound_holds_in_what_is_counted(spark, ratings):
     """l = 2 groups of c = 3 records per user: no more than 60 users · 2 · 3 records are counted,
     and no more than 60 · 2 user-group pairs."""
     params = params_of(metrics_of(["count", "users"]), l=2, c=3)
-    table = aggregate_table(spark.createDataFrame(ratings), params, params.split(Fraction(10**12)), "laplace",
-                            Budget(Fraction(10**12)), RandomSource(seed=3), seed=3)
+    table, _kept = aggregate_table(spark.createDataFrame(ratings), params, params.split(Fraction(10**12)), "laplace",
+                                   Budget(Fraction(10**12)), RandomSource(seed=3), seed=3)
     assert table["count"].sum() <= 60 * 2 * 3 and table["users"].sum() <= 60 * 2
     assert table["count"].sum() > 100  # and the bound keeps what it may
 
@@ -101,3 +101,20 @@ def test_parameters_that_do_not_fit_are_refused():
         clip_of(1, None)
     evenly = AggregateParams(keys, metrics_of(["median(stars)"]), GroupBound(1, 1), ClipRange(0, 10))
     assert evenly.candidates is not None and len(evenly.candidates.values) == 101
+
+
+@pytest.mark.parametrize("steps", [1, 4, 7, 1000])
+def test_spark_rounds_each_square_as_the_driver_does(spark, steps):
+    """The square units of every grid unit u in [−steps, steps] (aggregates.group_totals), against
+    ClipRange.square_units: u²/steps to the nearest whole number, in [0, steps]."""
+    from pyspark.sql import functions as F
+
+    from dp_spark.aggregates.group_totals import square_units
+
+    clip = ClipRange(-1, 1, steps=steps)
+    units = list(range(-steps, steps + 1))
+    got = [row[0] for row in spark.createDataFrame([(u,) for u in units], "u long")
+           .select(square_units(F.col("u"), steps)).collect()]
+    expected = [clip.square_units(u) for u in units]
+    assert got == expected and min(expected) == 0 and max(expected) == steps
+    assert all(abs(s * steps - u * u) * 2 <= steps for s, u in zip(expected, units))  # the nearest

@@ -28,7 +28,8 @@ def totals_of(groups: list[list[tuple[int, float]]], clip: ClipRange) -> GroupTo
     """The totals of kept (user, value) records per group, computed directly."""
     units = [[clip.units(v) for _, v in g] for g in groups]
     return GroupTotals(np.array([len(g) for g in groups]), np.array([len({u for u, _ in g}) for g in groups]),
-                       np.array([sum(u) for u in units]), np.array([sum(x * x for x in u) for u in units]))
+                       np.array([sum(u) for u in units]),
+                       np.array([sum(clip.square_units(x) for x in u) for u in units]))
 
 
 def test_each_metric_needs_its_tables():
@@ -43,7 +44,7 @@ def test_the_sensitivities_are_those_of_l_groups_of_c_records():
     assert bound.sensitivity("count") == (6, 12)  # L1 l·c, L2² l·c²
     assert bound.sensitivity("users") == (3, 3)
     assert bound.sensitivity("sum", steps=10) == (60, 1_200)  # l·c·steps, l·c²·steps²
-    assert bound.sensitivity("sum of squares", steps=10) == (600, 120_000)
+    assert bound.sensitivity("sum of squares", steps=10) == (60, 1_200)  # a square is at most steps units
     with pytest.raises(ValueError, match="records_per_group must be an integer >= 1"):
         GroupBound(3, 0)
 
@@ -94,8 +95,8 @@ def test_the_ledger_names_each_table_at_its_sensitivity_and_share():
     assert (count.step, count.sensitivity, count.noise_scale, count.cells) == ("count", 8, 16, 6)
     assert (total.step, total.sensitivity, total.noise_scale) == ("sum(v)", 8_000, 32_000)
     assert total.value_unit == Fraction(clip.unit)  # the noise is in grid units of 0.1
-    assert (squares.step, squares.sensitivity) == ("sum of squares(v)", 8 * 1000**2)
-    assert squares.value_unit == Fraction(clip.unit * clip.unit)
+    assert (squares.step, squares.sensitivity) == ("sum of squares(v)", 8 * 1000)
+    assert squares.value_unit == Fraction(clip.unit * clip.unit * clip.steps)
     assert budget.spent == 1
 
 
@@ -136,7 +137,7 @@ def test_variances_stay_in_the_range_s_widest_and_go_where_the_mean_goes():
     """Noise can push Σv²/n − mean² outside [0, ((high − low)/2)²]: it is kept inside; a group
     whose count's lower end is not positive gets no mean and no variance."""
     clip = ClipRange(0, 10, steps=10)
-    units, squares, counts = np.array([0, 50, -50]), np.array([0, 0, 10**6]), np.array([5, 10, 10])
+    units, squares, counts = np.array([0, 50, -50]), np.array([0, 0, 10**5]), np.array([5, 10, 10])
     means = np.array([np.nan, 10.0, 0.0])
     got = noisy_totals.variances(units, squares, counts, means, clip)
     assert np.isnan(got[0]) and got[1] == 0 and got[2] == 25

@@ -103,6 +103,12 @@ CASES = {
         datasets.load_movielens_1m(spark, d["means"], attribute="gender"),
         items=CATALOGUE, value="value", low=1, high=5, l=100, records_per_item=1, attribute="attr",
         attributes=["F", "M"], epsilon=1, delta=1e-6, noise="gaussian", seed=SEED)),
+    "movielens_aggregate": (lambda d: [f"source.path={d['means']}"], lambda spark, d: dp_spark.aggregate(
+        datasets.load_movielens_1m(spark, d["means"], attribute="gender"), by=["item_id", "attr"],
+        keys={"item_id": CATALOGUE, "attr": ["F", "M"]},
+        metrics=["count", "mean(value)", "variance(value)", "quantiles(value, 0.5, 0.9)"], groups_per_user=100,
+        records_per_group=1, low=1, high=5, candidates=[1, 2, 3, 4, 5], epsilon=1, delta=1e-6, noise="gaussian",
+        seed=SEED)),
     "sparse_entropy": (lambda d: [f"source.path={d['checkins']}"], lambda spark, d: dp_spark.location_entropy(
         spark.read.parquet(d["checkins"]), locations=range(1, 10001), M=5, C=5, time="first_time",
         visits="visits", epsilon=5, seed=SEED)),

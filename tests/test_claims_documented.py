@@ -53,6 +53,8 @@ ALGORITHM_CLAIMS = {
                 ["dp_spark/families/location_entropy/entropy.py", "dp_spark/families/location_entropy/sensitivity.py"]),
     "frapp": ("docs/frapp.md", ["frapp"], ["dp_spark/families/frapp/perturbation.py",
                                             "dp_spark/families/frapp/mining.py", "dp_spark/families/frapp/family.py"]),
+    "aggregate": ("docs/aggregate.md", ["aggregate"], ["dp_spark/families/aggregate/family.py",
+                                                        "dp_spark/families/aggregate/run.py"]),
     "means": ("docs/value_sums.md", ["means"], ["dp_spark/release/sum_tables.py", "dp_spark/core/clip_range.py",
                                                 "dp_spark/families/means/family.py",
                                                 "dp_spark/families/means/params.py",

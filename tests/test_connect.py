@@ -39,6 +39,8 @@ def job_overrides(data: Path) -> dict[str, tuple[str, list[str]]]:
         "means": ("movielens_means.toml", [*ml100k, "algorithm.l=20"]),
         "means_clip": ("movielens_means.toml", [*ml100k, "algorithm.l=20", 'algorithm.low="auto"',
                                                 'algorithm.high="auto"']),
+        "aggregate": ("movielens_aggregate.toml", [*ml100k[:2], "domain.keys.item_id={ range = [1, 1682] }",
+                                                   "algorithm.groups_per_user=20"]),
     }
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from dp_spark.errors import ConfigError
 from dp_spark.families.aggregate.keys import group_keys
+from tests.spark_conf import session_settings
 
 KEYS = {"movie": {"range": [10, 13]}, "gender": {"ids": ["F", "M"]}, "age": {"ids": [1, 18, 25]}}
 
@@ -55,6 +56,21 @@ def test_spark_gives_each_record_the_driver_s_group_and_none_outside(spark):
     odd = spark.createDataFrame(pd.DataFrame({"movie": ["10", "ten", " 12", "11.5"], "gender": ["F"] * 4,
                                               "age": [1.0, 1.0, 18.0, 1.0]}))
     assert [row[0] for row in odd.select(keys.cell()).collect()] == [0, None, 2 * 6 + 0 * 3 + 1, None]
+
+
+def test_a_listed_key_is_found_by_index_or_by_search_alike(spark):
+    """Whole numbers of a short span are looked up by index (keys.DENSE_SPAN), others by a search:
+    the same position for each listed id, and none for a gap, an id outside or one far beyond int's
+    range (which fails nothing under ANSI mode)."""
+    dense = group_keys(["age"], {"age": {"ids": [25, 1, 18]}})
+    sparse = group_keys(["age"], {"age": {"ids": [25, 1, 18, 10**9]}})
+    values = [25, 1, 18, 2, 0, 26, -5, 10**9, 2**40, None]
+    frame = spark.createDataFrame(pd.DataFrame({"age": pd.array(values, dtype="Int64")}))
+    with session_settings(spark, {"spark.sql.ansi.enabled": "true"}):
+        by_index = [row[0] for row in frame.select(dense.cell()).collect()]
+        by_search = [row[0] for row in frame.select(sparse.cell()).collect()]
+    assert by_index == [2, 0, 1] + [None] * 7  # the domain's ids in order: 1, 18, 25
+    assert by_search == [2, 0, 1, None, None, None, None, 3, None, None]
 
 
 @pytest.mark.parametrize("l, cap", [(2, None), (50, None), (50, 2)])

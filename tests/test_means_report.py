@@ -18,8 +18,9 @@ from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.clip_range import ClipRange, mean_interval
 from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth
 from dp_spark.families.means.params import MeansParams
-from dp_spark.families.means.report import RECORDS_SHOWN, mean_halfwidth
+from dp_spark.families.means.report import RECORDS_SHOWN
 from dp_spark.lab import tune_means
+from dp_spark.release.sum_tables import mean_halfwidth
 
 PLAN = dict(items=range(1, 101), low=1, high=5, l=100, records_per_item=1, epsilon=1, delta=1e-6, noise="gaussian")
 

@@ -239,6 +239,29 @@ name = "{algorithm}"
 """
 
 
+def aggregate_config(path: str, privacy: str = "epsilon = 1.0") -> str:
+    """Every metric per (item, attribute), with text ids and values as the CSV holds them."""
+    return f"""
+[source]
+format = "csv"
+path = "{path}"
+[domain.keys]
+item_id = {{ range = [1, 20] }}
+attr = ["a", "b"]
+[privacy]
+{privacy}
+[algorithm]
+name = "aggregate"
+by = ["item_id", "attr"]
+metrics = ["count", "users", "sum(value)", "mean(value)", "stddev(value)", "quantiles(value, 0.5, 0.9)"]
+groups_per_user = 3
+records_per_group = 2
+low = 1
+high = 5
+candidates = [1, 2, 3, 4, 5]
+"""
+
+
 def entropy_config(path: str, variant: str, bounds: str = "locations_per_user = 5\nvisits_per_location = 5") -> str:
     return f"""
 [source]
@@ -276,6 +299,8 @@ sup_min = 0.05
 """
 
 
+# One case per path a reader could see differ: a variant that only changes the noise (pure or zCDP,
+# l chosen privately or not, a publisher the counts already show) shares its path with another case.
 JOBS = {
     "sra": ("ratings", lambda p: ratings_config(p, "sra", "l = 5")),
     "sra_ahp": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\n[publisher]\nname = \"ahp\"")),
@@ -285,9 +310,6 @@ JOBS = {
     "gs": ("ratings", lambda p: ratings_config(p, "gs", "m = 8", attributes=False)),
     "user_histogram": ("ratings", lambda p: ratings_config(
         p, "user_histogram", 'quantity = "records"\nbins = [1, 2, 4, 8, 16, 32]', attributes=False)),
-    "user_histogram_ahp": ("ratings", lambda p: ratings_config(
-        p, "user_histogram", 'quantity = "records"\nbins = [1, 2, 4, 8, 16, 32]\n[publisher]\nname = "ahp"',
-        attributes=False)),
     "user_histogram_dpa_ahp": ("ratings", lambda p: ratings_config(
         p, "user_histogram", 'quantity = "records"\nbins = [1, 2, 4, 8, 16, 32]\n[publisher]\nname = "dpa_ahp"',
         attributes=False)),
@@ -303,8 +325,7 @@ JOBS = {
         'location_choice = "random"'))
        for v in ("limit", "limit_cb_dp")},
     **{f"frapp_{s}": ("people", lambda p, s=s: frapp_config(p, s)) for s in ("det_gd", "ran_gd", "mask", "cut_paste")},
-    # The counts' bound chosen privately, and items selected privately.
-    "sra_auto": ("ratings", lambda p: ratings_config(p, "sra", 'l = "auto"\nl_candidates = [1, 5, 20]')),
+    # Items selected privately.
     "sra_private_items": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\nkeys_per_user = 1").replace(
         "items = { range = [1, 20] }", 'items = "private"').replace("epsilon = 1.0", "epsilon = 40.0\ndelta = 1e-6")),
     # zCDP with Gaussian noise: on the driver and the executors, with the cap of one record
@@ -327,17 +348,15 @@ JOBS = {
     "sra_gaussian_private_items": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\nkeys_per_user = 1").replace(
         "items = { range = [1, 20] }", 'items = "private"').replace(
         "epsilon = 1.0", 'epsilon = 40.0\ndelta = 1e-6\nnoise = "gaussian"')),
-    # Sums and means: SRA and HPA bounding, pure and zCDP with the per-item cap, l chosen privately.
+    # Sums and means: SRA and HPA bounding, pure and zCDP with the per-item cap, l and the range
+    # chosen privately.
     "means": ("ratings", lambda p: ratings_config(p, "means", "l = 5\nlow = 1\nhigh = 5")),
     "means_hpa_gaussian": ("ratings", lambda p: ratings_config(
         p, "means", 'l = 5\nlow = 1\nhigh = 5\nbounding = "hpa"\nd = 2\nrecords_per_item = 1').replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
-    "means_auto": ("ratings", lambda p: ratings_config(p, "means", 'l = "auto"\nl_candidates = [1, 5, 20]\nlow = 1\n'
-                                                                  'high = 5')),
     "means_auto_gaussian": ("ratings", lambda p: ratings_config(
         p, "means", 'l = "auto"\nlow = 1\nhigh = 5\nrecords_per_item = 1').replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
-    "means_auto_clip": ("ratings", lambda p: ratings_config(p, "means", "l = 5\nclip_candidates = [0, 1, 2, 3, 5]")),
     "means_auto_clip_gaussian": ("ratings", lambda p: ratings_config(
         p, "means", 'l = "auto"\nlow = 0\nhigh = "auto"').replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
@@ -346,12 +365,10 @@ JOBS = {
     "means_guarded": ("ratings", lambda p: ratings_config(
         p, "means", "l = 5\nlow = 1\nhigh = 5\n[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\n"
                     "max_truncated_fraction = 1")),
+    # Metrics per group (under zCDP only the noise differs, not what readers see).
+    "aggregate": ("ratings", aggregate_config),
     # The tables released on the executors: the same report, plus where the noise was drawn.
     "sra_on_executors": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\n[execution]\nexecutor_noise_cells = 1")),
-    "hpa_on_executors": ("ratings", lambda p: ratings_config(p, "hpa", "l = 5\nd = 2\n[execution]\n"
-                                                                       "executor_noise_cells = 1")),
-    "means_on_executors": ("ratings", lambda p: ratings_config(
-        p, "means", "l = 5\nlow = 1\nhigh = 5\n[execution]\nexecutor_noise_cells = 1")),
     "means_gaussian_on_executors": ("ratings", lambda p: ratings_config(
         p, "means", "l = 5\nlow = 1\nhigh = 5\nrecords_per_item = 1\n[execution]\nexecutor_noise_cells = 1").replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),

@@ -16,6 +16,7 @@ Plan). The budgets are dp_spark.jobs.dataset_budget's, beside the budget store.
 
 from dp_spark.api.functions import (
                                     RELEASES,
+                                    aggregate,
                                     dft,
                                     dpsense,
                                     dpsense_s,
@@ -33,6 +34,6 @@ from dp_spark.api.results import Plan, Release
 from dp_spark.errors import BudgetExceeded
 from dp_spark.jobs.dataset_budget import DatasetBudget, StoreBudget, rho_per_run
 
-__all__ = ["RELEASES", "BudgetExceeded", "DatasetBudget", "Plan", "Release", "StoreBudget", "dft", "dpsense",
-           "dpsense_s", "frapp", "gs", "hpa", "location_entropy", "lpa", "means", "plan", "rho_per_run", "sra",
-           "user_histogram"]
+__all__ = ["RELEASES", "BudgetExceeded", "aggregate", "DatasetBudget", "Plan", "Release", "StoreBudget", "dft",
+           "dpsense", "dpsense_s", "frapp", "gs", "hpa", "location_entropy", "lpa", "means", "plan", "rho_per_run",
+           "sra", "user_histogram"]

@@ -33,6 +33,7 @@ from dp_spark.bounding.keys import with_row_key
 from dp_spark.core import accuracy
 from dp_spark.core.accounting import accounting_of
 from dp_spark.errors import ConfigError
+from dp_spark.families.aggregate.family import aggregate_params
 from dp_spark.families.counts.family import BASELINE_PUBLISHERS, CountsParams
 from dp_spark.families.dpsense.family import DPSenseParams
 from dp_spark.families.frapp.family import frapp_params
@@ -350,10 +351,41 @@ def means(df: DataFrame, *, items: Items, value: str, l: Bound, low: float | str
                                 progress, guards, execution, accounting))
 
 
+def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[str, Any], metrics: Sequence[str],
+              groups_per_user: int, records_per_group: int = 1, low: float | None = None, high: float | None = None,
+              candidates: Sequence[float] | None = None, epsilon: Number | None = None, privacy_unit: str = "user_id",
+              seed: int | None = None, budget: DatasetBudget | None = None,
+              guards: Mapping[str, Any] | Guards | None = None, progress: ProgressSink | None = None,
+              noise: str | None = "laplace", delta: float | None = None, rho: Number | None = None,
+              max_output_rows: int | None = None) -> Release:
+    """Several metrics per group of the key columns ``by``, in one table (``groups``): one row per
+    combination of the keys' public values ``keys`` ({column: a range, a list, or an item domain's
+    table such as {"file": ...}}), the key columns first. ``metrics``: "count" (records kept),
+    "users" (distinct users), "sum(v)", "mean(v)" (with its interval, mean_v_low and mean_v_high),
+    "variance(v)", "stddev(v)", "median(v)" and "quantiles(v, 0.1, 0.9, ...)", of one numeric column
+    v clipped to the public [``low``, ``high``]; a quantile is chosen among ``candidates`` (default
+    101 evenly over the range). Each user keeps at most ``groups_per_user`` of its groups (a uniform
+    sample) and ``records_per_group`` of its records in each (default 1). Each noisy table and each
+    quantile level gets an equal part of ε (of ρ under zCDP: ``noise="gaussian"`` or ``"auto"``
+    with ``delta``, or ``rho``). docs/aggregate.md."""
+    accounting, epsilon = zcdp_accounting("aggregate", noise, epsilon, delta, rho, seed)
+    params = aggregate_params(by, dict(keys) if isinstance(keys, Mapping) else keys, metrics, groups_per_user,
+                              records_per_group, low, high, candidates, noise or "laplace")
+    family = family_of("aggregate")
+    check_accounting(family, params, accounting)
+    domains = Domains(None)
+    if isinstance(df, Planning):
+        return _returned(plan_of(family, params, domains, epsilon, None, df, guards, accounting))
+    records = standard_columns(df, {"user_id": privacy_unit, **{name: name for name in family.read_columns(params)}})
+    execution = as_execution(None, max_output_rows)
+    return _returned(release_of(family, params, records, domains, epsilon, None, seed, budget, progress, guards,
+                                execution, accounting))
+
+
 RELEASES: dict[str, Callable[..., Any]] = {
             "sra": sra, "hpa": hpa, "lpa": lpa, "dft": dft, "gs": gs, "user_histogram": user_histogram,
             "dpsense": dpsense, "dpsense_s": dpsense_s, "entropy": location_entropy,
-            "location_entropy": location_entropy, "frapp": frapp, "means": means}
+            "location_entropy": location_entropy, "frapp": frapp, "means": means, "aggregate": aggregate}
 
 
 def plan(algorithm: str, *, alpha: float = accuracy.DEFAULT_ALPHA, **arguments: Any) -> Plan:

@@ -28,9 +28,13 @@ def check(args) -> int:
     from dp_spark.lab import check
 
     cfg = load_config(args.config, args.overrides)
-    if family_of(cfg.algorithm).reads == "whole_records":
+    reads = family_of(cfg.algorithm).reads
+    if reads == "whole_records":
         raise ConfigError("check reads the records of the counts, means, histogram, DPSense and entropy jobs; "
                           "FRAPP perturbs every record it reads, with no domain to miss")
+    if reads == "keyed_records":
+        raise ConfigError("check does not read an aggregation's records yet: run the release with --diagnostics "
+                          "FILE for the records bounding kept (NOT private)")
     result = check.check(cfg, get_session(spark_args.master_of(args), cfg.spark))
     print(json.dumps({"note": check.LABEL, **result}, indent=2) if args.json
           else "\n".join(check.lines(result, args.config)))

@@ -81,6 +81,9 @@ def _print_summary(result) -> None:
     if "item_means" in result.tables:
         _print_means(result)
         return
+    if "groups" in result.tables:
+        _print_groups(result)
+        return
     top = _top_items(result, 10)
     plus = _halfwidth(report, "item_counts", "noisy_count")
     print("\nTop-10 items by noisy count" + (" (± the 95% half-width of the noise alone)" if plus else "") + ":")
@@ -132,6 +135,20 @@ def _print_means(result) -> None:
     if bounding:
         print(textwrap.fill(f"NOTE: {accuracy.bounding_text(bounding)}.", 100, initial_indent="  ",
                             subsequent_indent="    "))
+
+
+def _print_groups(result) -> None:
+    """An aggregation's 10 groups of highest noisy count (of highest noisy users, else the first
+    10), with their metrics: DP outputs only."""
+    import pandas as pd
+
+    table = result.tables["groups"]
+    by = next((c for c in ("count", "users") if c in table.columns), None)
+    shown = table.sort_values(by, ascending=False, kind="stable").head(10) if by else table.head(10)
+    columns = [c for c in table.columns if not c.endswith("_halfwidth")]
+    print(f"\n{len(table):,} groups; " + (f"the 10 of highest noisy {by}:" if by else "the first 10:"))
+    with pd.option_context("display.width", 120, "display.max_columns", 20, "display.float_format", "{:.4g}".format):
+        print(shown[columns].to_string(index=False))
 
 
 def _read_back(result, name: str):

@@ -87,6 +87,11 @@ class ClipRange:
         clipped = min(max(value, self.low), self.high)
         return max(-self.steps, min(self.steps, round((clipped - self.centre) / self.unit)))
 
+    def square_units(self, units: int) -> int:
+        """A record's square in a sum of squares: u²/steps rounded half up, an integer in [0, steps]
+        for u in [−steps, steps], so that it moves as a sum's unit does (aggregates.group_totals)."""
+        return (units * units + self.steps // 2) // self.steps
+
     def value_of(self, units: float) -> float:
         """Grid units (a sum, or a sum over a count) back in value units, around the centre."""
         return units * self.unit

@@ -7,6 +7,7 @@ for an algorithm by name. A new family is a module in this package and one entry
 from __future__ import annotations
 
 from dp_spark.errors import ConfigError
+from dp_spark.families.aggregate import family as aggregate
 from dp_spark.families.counts import family as counts
 from dp_spark.families.dpsense import family as dpsense
 from dp_spark.families.frapp import family as frapp
@@ -16,7 +17,7 @@ from dp_spark.families.user_histogram import family as user_histogram
 from dp_spark.release.family import Family
 
 FAMILIES: tuple[Family, ...] = (counts.FAMILY, user_histogram.FAMILY, dpsense.FAMILY, location_entropy.FAMILY,
-                                frapp.FAMILY, means.FAMILY)
+                                frapp.FAMILY, means.FAMILY, aggregate.FAMILY)
 BY_ALGORITHM: dict[str, Family] = {name: family for family in FAMILIES for name in family.algorithms}
 
 

@@ -149,6 +149,35 @@ def read_records(spark: SparkSession, source: SourceSpec, want_attr: bool, want_
     return with_row_key(without_dropped_user(records, source), distinct=distinct)
 
 
+def read_keyed_records(spark: SparkSession, source: SourceSpec, columns: tuple[str, ...]) -> DataFrame:
+    """Records as DataFrame[user_id, *columns] (an aggregation's key and value columns, under their
+    own names; ids not yet validated). A named loader's records have the columns user_id, item_id,
+    attr and value (when its file holds values); any other source names its user column in
+    source.columns.user_id (default user_id)."""
+    if source.format in datasets.LOADERS:
+        if source.columns:
+            raise ConfigError(f"source.columns is not used with the named loader {source.format!r}")
+        options = {"attribute": source.attribute} if source.attribute else {}
+        df = datasets.LOADERS[source.format](spark, source.spark_path, **options)
+        user = "user_id"
+    else:
+        extra = sorted(set(source.columns) - {"user_id"})
+        if extra:
+            raise ConfigError(f"source.columns.{extra[0]}: an aggregation names its key and value columns as the "
+                              "source does; source.columns names only the user column (user_id)")
+        df = _read_raw(spark, source)
+        user = source.columns.get("user_id", "user_id")
+    missing = [name for name in (user, *columns) if name not in df.columns]
+    if missing:
+        raise DataError(f"source column {missing[0]!r} not found; the source has columns: {', '.join(df.columns)}")
+    if user != "user_id" and "user_id" in columns:
+        raise DataError(f"a key or value column is named user_id besides the user column {user!r}: rename one")
+    if user in columns:
+        raise ConfigError(f"the user column {user!r} cannot also be a key or value column")
+    records = df.select(F.col(f"`{user}`").alias("user_id"), *[F.col(f"`{name}`") for name in columns])
+    return without_dropped_user(records, source)
+
+
 def without_dropped_user(df: DataFrame, source: SourceSpec, column: str = "user_id") -> DataFrame:
     """``df`` without the rows of ``source.drop_user``; ``df`` itself when that is None (always, for
     a release). Every other row keeps its row key and hence its sampling key (a function of its

@@ -51,7 +51,7 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "source": ("format", "path", "table", "sep", "header", "names", "columns", "distinct_records", "encoding",
                "attribute"),
     "source.columns": STANDARD_COLUMNS,
-    "domain": ("items", "attributes", "records"),
+    "domain": ("items", "attributes", "records", "keys"),
     "privacy": ("epsilon", "gamma", "epsilon_partition", "epsilon_bound", "epsilon_bounding", "epsilon_items",
                 "epsilon_edges", "epsilon_popularity", "epsilon_theta", "epsilon_counts", "epsilon_entropy",
                 "epsilon_visits", "epsilon_users", "epsilon_sums", "epsilon_edge_counts", "epsilon_edge_sums",
@@ -60,7 +60,8 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
                   "locations_per_user", "visits_per_location", "k", "xi", "outputs", "scheme", "sup_min",
                   "records_per_user", "cp_k", "cp_rho", "location_choice", "l_candidates", "m_candidates",
                   "clip_candidates", "keys_per_user", "records_per_item", "locations_per_user_candidates",
-                  "visits_per_location_candidates", "bounding", "low", "high"),
+                  "visits_per_location_candidates", "bounding", "low", "high", "by", "metrics", "groups_per_user",
+                  "records_per_group", "c", "candidates", "grid_steps"),
     "publisher": ("name", "k", "grid_bits", "rho", "eta", "delta", "ranking_share", "reproduce_paper"),
 }
 EPSILON_PARTS = ("epsilon_partition", "epsilon_bound", "epsilon_bounding", "epsilon_popularity", "epsilon_items",
@@ -355,7 +356,7 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
     source = _source(raw)
     name = raw.get("algorithm", {}).get("name")
     family = BY_ALGORITHM.get(name) if isinstance(name, str) else None  # a bad name is refused below
-    if family is not None and not family.uses_item_domain:  # FRAPP: whole records, their own domain
+    if family is not None and family.reads == "whole_records":  # FRAPP: whole records, their own domain
         for key in ("noise", "rho"):
             if key in raw.get("privacy", {}):
                 raise ConfigError(f"privacy.{key} is for central releases under zCDP; frapp perturbs each record "

@@ -17,9 +17,10 @@ from dp_spark.core.domain import ItemDomain, attribute_domain, item_domain, refu
 from dp_spark.core.progress import Progress, stage
 from dp_spark.errors import ConfigError
 from dp_spark.families.registry import family_of
-from dp_spark.io import catalog, checkins, output_lock, release_store, sources
+from dp_spark.io import catalog, output_lock, release_store
 from dp_spark.jobs import budget_store, preflight
 from dp_spark.jobs.config import JobConfig
+from dp_spark.jobs.reading import family_records
 from dp_spark.release import lifecycle
 from dp_spark.release.engine import Computed, compute, planned_accuracy
 from dp_spark.release.family import Domains, check_domain_fits, output_size, plan_split
@@ -68,13 +69,7 @@ class JobResult:
 
 def read_source(cfg: JobConfig, spark, domains: Domains):
     """The job's records with our standard column names, as the family reads them."""
-    reads = _family(cfg).reads
-    if reads == "checkins":
-        return checkins.read_checkins(spark, cfg.source)
-    if reads == "whole_records":
-        return sources.read_whole_records(spark, cfg.source)
-    return sources.read_records(spark, cfg.source, want_attr=domains.attributes is not None,
-                                want_value=reads == "valued_records")
+    return family_records(_family(cfg), cfg.params, spark, cfg.source, want_attr=domains.attributes is not None)
 
 
 def check_source_schema(cfg: JobConfig, spark, domains: Domains):

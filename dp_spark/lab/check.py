@@ -64,7 +64,7 @@ def _validated(cfg, records, domains) -> tuple[dict, int, str, int | None]:
 
 def check(cfg, spark) -> dict:
     """The operator's figures for ``cfg``'s source (NOT private): see the module's docstring."""
-    if family_of(cfg.algorithm).reads == "whole_records":
+    if family_of(cfg.algorithm).reads in ("whole_records", "keyed_records"):
         raise NotImplementedError  # refused by the command before Spark starts
     domains = job_domains(cfg, spark)
     records = check_source_schema(cfg, spark, domains)

@@ -374,18 +374,13 @@ def _loaded_source(cfg, spark):
     """The source as the job loads it, and the name of its user id column."""
     from dp_spark.errors import ConfigError
     from dp_spark.families.registry import family_of
-    from dp_spark.io import checkins, sources
+    from dp_spark.jobs.reading import family_records
 
-    reads = family_of(cfg.algorithm).reads
-    if reads == "checkins":
-        return checkins.read_checkins(spark, cfg.source), "user_id"
-    if reads == "whole_records":
-        df = sources.read_whole_records(spark, cfg.source)
-        if "user_id" not in df.columns:
-            raise ConfigError("the FRAPP source has no user id column (source.columns.user_id): every row is its "
-                              "own user, and a row cannot be named to remove it")
-        return df, "user_id"
-    return sources.read_records(spark, cfg.source, want_attr=False), "user_id"
+    df = family_records(family_of(cfg.algorithm), cfg.params, spark, cfg.source, want_attr=False)
+    if "user_id" not in df.columns:
+        raise ConfigError("the FRAPP source has no user id column (source.columns.user_id): every row is its "
+                          "own user, and a row cannot be named to remove it")
+    return df, "user_id"
 
 
 def heaviest_user(cfg, spark) -> tuple[int | str, int]:

@@ -375,10 +375,9 @@ FAMILIES = (
     # At most l groups per user, C records in each: records per group L1 l·C, L∞ C; users per group L1 l.
     Family("groups_per_user", groups_per_user, BOUND * VISITS_CAP + BOUND, linf=VISITS_CAP,
            l2_squared=BOUND * VISITS_CAP ** 2 + BOUND),
-    # Its sums of units and of squared units: L1 l·C·steps and l·C·steps², L∞ C·steps².
-    Family("groups_per_user_values", groups_per_user_values,
-           BOUND * VISITS_CAP * (MEANS_CLIP.steps + MEANS_CLIP.steps ** 2), linf=VISITS_CAP * MEANS_CLIP.steps ** 2,
-           l2_squared=BOUND * VISITS_CAP ** 2 * (MEANS_CLIP.steps ** 2 + MEANS_CLIP.steps ** 4)),
+    # Its sums of units and of square units (each at most steps): L1 2·l·C·steps, L∞ C·steps.
+    Family("groups_per_user_values", groups_per_user_values, 2 * BOUND * VISITS_CAP * MEANS_CLIP.steps,
+           linf=VISITS_CAP * MEANS_CLIP.steps, l2_squared=2 * BOUND * VISITS_CAP ** 2 * MEANS_CLIP.steps ** 2),
     # Sums and means (docs/value_sums.md): the sums in grid units beside the counts.
     Family("means_sums", means_sums, BOUND * MEANS_CLIP.steps + BOUND,
            l2_squared=(BOUND * MEANS_CLIP.steps) ** 2 + BOUND ** 2),

@@ -126,10 +126,12 @@ class Family:
     delta: Callable[[Any], float] = lambda params: 0.0
     extra_noise: Callable[[Any], dict] = lambda params: {}
     extra_domain: Callable[[Any], dict] = lambda params: {}
-    # What the family reads: "records" (user, item, attribute), "checkins" (user, location, time,
-    # visits), "valued_records" (user, item, attribute, value: means) or "whole_records" (FRAPP: a
-    # record's own columns, and its user when known).
+    # What the family reads (jobs.reading): "records" (user, item, attribute), "checkins" (user,
+    # location, time, visits), "valued_records" (user, item, attribute, value: means),
+    # "whole_records" (FRAPP: a record's own columns, and its user when known) or "keyed_records"
+    # (the user and the columns ``read_columns`` names, under their own names: aggregate).
     reads: str = "records"
+    read_columns: Callable[[Any], tuple[str, ...]] = lambda params: ()
     uses_item_domain: bool = True  # FRAPP's domain is its attributes' values, in its parameters
     item_domain_optional: bool = False  # without domain.items every record counts (user_histogram)
     # Whom a release protects, given the records it reads (FRAPP: whether they name their users).

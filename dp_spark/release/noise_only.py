@@ -41,6 +41,7 @@ from dp_spark.core import accuracy
 from dp_spark.errors import GuardRefused
 
 MISS = 0.05  # the most often a release of no records is let through
+COUNT_COLUMNS = ("noisy_count", "count")  # the count tables' columns of noisy record counts
 KEY = "noise_only"  # privacy.json's guards.noise_only
 
 
@@ -73,16 +74,22 @@ def cantelli_threshold(sd: float, miss: float) -> float:
     return sd * math.sqrt(1 / miss - 1)
 
 
+def count_column(columns: dict) -> str | None:
+    """The table's column of noisy record counts: noisy_count, or an aggregation's count."""
+    return next((name for name in COUNT_COLUMNS if name in columns), None)
+
+
 def table_totals(tables: dict[str, Any], planned: dict[str, dict[str, accuracy.Accuracy]]) -> list[tuple]:
-    """(name, noisy total, its noise's standard deviation) of each pandas table whose noisy_count
+    """(name, noisy total, its noise's standard deviation) of each pandas table whose count column
     has exactly known, cell-by-cell noise."""
     totals = []
     for table, columns in planned.items():
-        frame, noise = tables.get(table), columns.get("noisy_count")
+        frame, column = tables.get(table), count_column(columns)
+        noise = columns.get(column) if column else None
         if not isinstance(frame, pd.DataFrame) or noise is None or noise.kind != accuracy.EXACT or noise.sd is None \
                 or frame.empty:
             continue
-        totals.append((f"{table} total", float(frame["noisy_count"].sum()), math.sqrt(len(frame)) * noise.sd))
+        totals.append((f"{table} total", float(frame[column].sum()), math.sqrt(len(frame)) * noise.sd))
     return totals
 
 
@@ -123,7 +130,8 @@ def planned(kept_scale: float | None, planned_tables: dict[str, dict[str, accura
     from the config and the domains alone. ``rows``: each table's rows (None: chosen by the run)."""
     totals = []
     for table, columns in planned_tables.items():
-        noise, cells = columns.get("noisy_count"), rows.get(table)
+        column = count_column(columns)
+        noise, cells = (columns.get(column) if column else None), rows.get(table)
         if noise is not None and noise.kind == accuracy.EXACT and noise.sd is not None and cells:
             totals.append((f"{table} total", 0.0, math.sqrt(cells) * noise.sd))
     return figures({"records_kept_noisy": 0} if kept_scale is not None else None, kept_scale, totals)

@@ -20,7 +20,7 @@ import pandas as pd
 
 from dp_spark.aggregates.value_sums import BoundedSums
 from dp_spark.core import accuracy
-from dp_spark.core.clip_range import ClipRange, SumSensitivity, mean_intervals
+from dp_spark.core.clip_range import ClipRange, SumSensitivity, mean_interval, mean_intervals
 from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth
 from dp_spark.core.ledger import GAUSSIAN_MECHANISM, Budget, LedgerEntry, gaussian_entry
 from dp_spark.core.mechanisms import RandomSource
@@ -111,3 +111,17 @@ def released_columns(counts: np.ndarray, units: np.ndarray, count_width: float, 
     mean, low, high = mean_intervals(units, counts, sum_width, count_width, clip)
     return {"noisy_count": counts, "noisy_sum": units * clip.unit + clip.centre * counts,
             "mean": mean, "mean_low": low, "mean_high": high}
+
+
+def mean_halfwidth(records: int, count_h: float, sum_h: float, clip: ClipRange, points: int = 21) -> float | None:
+    """Half the width of the interval a cell of ``records`` records kept gets (clip_range.mean_interval)
+    when its noise is zero, the widest over ``points`` true means across the range; None when a
+    cell of that many records gets no mean."""
+    widest = None
+    for step in np.linspace(-clip.steps, clip.steps, points):
+        estimate = mean_interval(int(round(step * records)), records, sum_h, count_h, clip)
+        if not estimate.published or estimate.high is None or estimate.low is None:
+            return None
+        width = (estimate.high - estimate.low) / 2
+        widest = width if widest is None else max(widest, width)
+    return widest

@@ -25,6 +25,13 @@ from dp_spark.errors import ConfigError
 
 # A group's index is a long, and every count of groups a Python int: at most 2^62 groups, as items.
 MAX_GROUPS = MAX_ITEMS
+# A list of whole numbers whose largest and smallest differ by less than this is looked up by index.
+DENSE_SPAN = 1_000_000
+
+
+def column(name: str) -> Column:
+    """The records' column ``name`` as written, a dot in it included (not a struct's field)."""
+    return F.col(f"`{name}`")
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,7 @@ class KeyColumn:
         numbers, a value counts as the whole number it is (7, 7.0 or the text "07"), and is in no
         group when it is not one (7.5, "seven"): try_cast never fails on a record, and a value
         whose long and double differ was truncated."""
-        value = F.col(self.name)
+        value = column(self.name)
         if self.domain.is_string:
             return self._listed(value.cast("string"))
         as_long = value.try_cast("long")
@@ -54,8 +61,19 @@ class KeyColumn:
         return self._listed(whole)
 
     def _listed(self, value: Column) -> Column:
-        """The position of ``value`` in the domain's list of ids; null when it is not there."""
-        found = F.array_position(F.array(*[F.lit(v) for v in self.domain.ids.tolist()]), value)
+        """The position of ``value`` in the domain's list of ids; null when it is not there. Whole
+        numbers spanning at most DENSE_SPAN are looked up by index in an array of positions (-1 for
+        a gap), one step per record; other lists are searched, a step per listed id."""
+        ids = self.domain.ids
+        if not self.domain.is_string and len(ids) and int(ids.max()) - int(ids.min()) < DENSE_SPAN:
+            low, high = int(ids.min()), int(ids.max())
+            positions = np.full(high - low + 1, -1, dtype=np.int64)
+            positions[ids.astype(np.int64) - low] = np.arange(len(ids))
+            table = F.array(*[F.lit(int(p)) for p in positions])
+            # Guarded by the range first: the index is then an int in [1, span], valid under ANSI mode.
+            at = F.when(value.between(low, high), F.element_at(table, (value - F.lit(low - 1)).cast("int")))
+            return F.when(at >= 0, at)
+        found = F.array_position(F.array(*[F.lit(v) for v in ids.tolist()]), value)
         return F.when(found > 0, found - F.lit(1))
 
 

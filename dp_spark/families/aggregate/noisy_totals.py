@@ -2,21 +2,23 @@
 (aggregates.group_totals) with noise: pure numpy, no Spark.
 
 A user keeps at most ``l`` groups and at most ``c`` records in each (bounding.user_groups), and each
-value is clipped to the public range and put on its grid of ±steps units (core.clip_range). Adding
-or removing the user moves each of its groups' tables by at most c records, one user, c·steps units
-and c·steps² squared units, in at most l groups:
+value is clipped to the public range and put on its grid of ±steps units u (core.clip_range); its
+square counts as u²/steps rounded, in [0, steps] (ClipRange.square_units). Adding or removing the
+user moves each of its groups' tables by at most c records, one user, c·steps units and c·steps
+square units, in at most l groups:
 
     table            L1              L2²
     count            l·c             l·c²
     users            l               l
     sum              l·c·steps       l·c²·steps²
-    sum of squares   l·c·steps²      l·c²·steps⁴
+    sum of squares   l·c·steps       l·c²·steps²
 
 Each table the metrics need gets discrete Laplace noise at its L1 sensitivity or, under zCDP,
 discrete Gaussian noise at its L2², from its own share of the budget (sequential composition),
 paid through the budget's ledger before it is drawn. Everything a metric shows is then
 post-processing of the noisy tables: the sum Σ clip(v) = γ·Ŝ + m·Ĉ, the mean and its interval
-(as the means family gives them: release.sum_tables), the variance Σ clip(v)²/Ĉ − mean², kept in
+(as the means family gives them: release.sum_tables), the variance Σ clip(v)²/Ĉ − mean² with
+Σ clip(v)² = γ²·steps·Q̂ + 2γm·Ŝ + m²·Ĉ (each square rounded by at most γ²·steps/2), kept in
 [0, ((high − low)/2)²], and the standard deviation, its square root. The claim:
 docs/aggregate.md, "Privacy claim: counts, sums, means and variances per group".
 """
@@ -30,6 +32,7 @@ from fractions import Fraction
 import numpy as np
 
 from dp_spark.aggregates.group_totals import GroupTotals
+from dp_spark.core import noise_choice
 from dp_spark.core.clip_range import ClipRange, mean_intervals
 from dp_spark.core.ledger import Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource
@@ -66,7 +69,7 @@ class GroupBound:
     def sensitivity(self, table: str, steps: int = 1) -> tuple[int, int]:
         """(L1, L2²) of ``table`` (the module's table), in grid units for the sums."""
         c = self.records_per_group
-        per_group = {RECORDS: c, DISTINCT_USERS: 1, SUM: c * steps, SQUARES: c * steps * steps}[table]
+        per_group = {RECORDS: c, DISTINCT_USERS: 1, SUM: c * steps, SQUARES: c * steps}[table]
         return self.groups_per_user * per_group, self.groups_per_user * per_group * per_group
 
 
@@ -77,7 +80,8 @@ def step_name(table: str, value: str | None) -> str:
 
 def ledger_entries(tables: Sequence[str], bound: GroupBound, clip: ClipRange | None, value: str | None,
                    shares: Mapping[str, Fraction], noise: str, groups: int) -> dict[str, LedgerEntry]:
-    """Each table's entry at its share of ε (under zCDP, the pure-ε equivalent of its share of ρ);
+    """Each table's entry at its share of ε (under zCDP, the pure-ε equivalent of its share of ρ),
+    with the noise ``noise`` names ("auto": the lower-variance one for that table, core.noise_choice);
     the sums' noise is in grid units, and their entries say what a unit is worth in values."""
     entries = {}
     for table in tables:
@@ -85,9 +89,11 @@ def ledger_entries(tables: Sequence[str], bound: GroupBound, clip: ClipRange | N
             raise ValueError(f"the {table} table needs the value's clipping range")
         steps = clip.steps if clip is not None else 1
         l1, l2_squared = bound.sensitivity(table, steps)
-        entry = table_entry(step_name(table, value), noise, l1, l2_squared, Fraction(shares[table]), groups)
+        share = Fraction(shares[table])
+        entry = table_entry(step_name(table, value), noise_choice.chosen(noise, l1, l2_squared, share), l1, l2_squared,
+                            share, groups)
         if clip is not None and table in (SUM, SQUARES):
-            entry = in_values(entry, clip.unit if table == SUM else clip.unit * clip.unit)
+            entry = in_values(entry, clip.unit if table == SUM else clip.unit * clip.unit * clip.steps)
         entries[table] = entry
     return entries
 
@@ -137,13 +143,13 @@ def _value_columns(metric: Metric, noisy: Mapping[str, np.ndarray], entries: Map
 
 def variances(units: np.ndarray, squares: np.ndarray, counts: np.ndarray, means: np.ndarray,
               clip: ClipRange) -> np.ndarray:
-    """Σ clip(v)²/Ĉ − mean² from the noisy tables, Σ clip(v)² = γ²·Q̂ + 2γm·Ŝ + m²·Ĉ, kept in
+    """Σ clip(v)²/Ĉ − mean² from the noisy tables, Σ clip(v)² = γ²·steps·Q̂ + 2γm·Ŝ + m²·Ĉ, kept in
     [0, ((high − low)/2)²], the largest variance of values in the range; NaN where ``means`` is."""
     counts_f = np.asarray(counts, dtype=np.float64)
     given = ~np.isnan(means)
     safe = np.where(given, counts_f, 1.0)
     gamma, m = clip.unit, clip.centre
     squares_f, units_f = np.asarray(squares, dtype=np.float64), np.asarray(units, dtype=np.float64)
-    second = (gamma * gamma * squares_f + 2 * gamma * m * units_f + m * m * counts_f) / safe
+    second = (gamma * gamma * clip.steps * squares_f + 2 * gamma * m * units_f + m * m * counts_f) / safe
     widest = ((clip.high - clip.low) / 2) ** 2
     return np.where(given, np.clip(second - np.where(given, means, 0.0) ** 2, 0.0, widest), np.nan)

@@ -21,6 +21,7 @@ from dp_spark.families.aggregate.noisy_totals import GroupBound, step_name, tabl
 from dp_spark.families.aggregate.quantiles import MAX_CANDIDATES, Candidates
 
 QUANTILE_KINDS = ("median", "quantiles")
+NOISES = ("laplace", "gaussian", "auto")
 # Without candidates of its own, a quantile is chosen among this many values evenly over the range.
 DEFAULT_CANDIDATES = 101
 
@@ -41,8 +42,13 @@ class AggregateParams:
     bound: GroupBound
     clip: ClipRange | None = None
     candidates: Candidates | None = None
+    noise: str = "laplace"  # privacy.noise: the tables' noise ("gaussian" or "auto" under zCDP)
+
+    algorithm = "aggregate"
 
     def __post_init__(self):
+        if self.noise not in NOISES:
+            raise ConfigError(f"privacy.noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
         metrics = tuple(self.metrics)
         object.__setattr__(self, "metrics", metrics)
         value = self.value
@@ -57,6 +63,8 @@ class AggregateParams:
             object.__setattr__(self, "candidates", Candidates.evenly(self.clip.low, self.clip.high, DEFAULT_CANDIDATES))
         if self.candidates is not None and len(self.candidates.values) > MAX_CANDIDATES:
             raise ConfigError(f"at most {MAX_CANDIDATES:,} quantile candidates")
+        if value is not None and value in self.keys.names:
+            raise ConfigError(f"{value} is a key column and the value the metrics read: a column is one or the other")
         overlap = set(self.keys.names) & {c for m in metrics for c in m.columns}
         if overlap:
             raise ConfigError(f"a key column and a metric's output share the name {', '.join(sorted(overlap))}")

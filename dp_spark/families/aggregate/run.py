@@ -10,7 +10,8 @@
 4. The noise and the choices, paid through the budget in a fixed order: the tables
    (noisy_totals.publish), then each quantile level (quantiles.choose_levels).
 
-Only the last step's outputs leave: the table holds the public keys and DP outputs.
+Only the last step's outputs leave: the table holds the public keys and DP outputs. Claim:
+docs/aggregate.md, "Privacy claim: aggregate".
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from fractions import Fraction
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from dp_spark.aggregates.group_totals import group_totals
 from dp_spark.aggregates.value_histogram import kept_histograms
@@ -29,40 +31,54 @@ from dp_spark.bounding.user_groups import bounded_groups
 from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.families.aggregate import noisy_totals, quantiles
+from dp_spark.families.aggregate.keys import column
 from dp_spark.families.aggregate.params import QUANTILE_KINDS, AggregateParams, quantile_step
+from dp_spark.io.validation import usable_value, user_values, value_number
 
 GROUP = "_group"
+TABLE = "groups"  # the release's one table
+VALUE = "_value"  # the value column as the bound and the aggregates read it: a double
 
 
 def grouped_records(records: DataFrame, params: AggregateParams, user_col: str = "user_id") -> DataFrame:
-    """The records in a group (and with a value, when the metrics read one), with their group
-    index and their row key: what the bound samples from."""
-    grouped = records.withColumn(GROUP, params.keys.cell()).where(F.col(GROUP).isNotNull())
+    """The records with a usable user id, in a group, and with a usable value when the metrics read
+    one (a number, not null, NaN or infinite; text read as a number only when written as one), with
+    their user id as the job keys users (io.validation.user_values), their group index, their value
+    as a double and their row key: what the bound samples from. Each test reads the record alone."""
+    _bad, user = user_values(records, user_col)
+    grouped = records.withColumn(user_col, user).withColumn(GROUP, params.keys.cell())
+    wanted = F.col(user_col).isNotNull() & F.col(GROUP).isNotNull()
     if params.value is not None:
-        grouped = grouped.where(F.col(params.value).isNotNull() & ~F.isnan(F.col(params.value).cast("double")))
-    columns = [user_col, GROUP, *([params.value] if params.value else [])]
-    return row_keys.with_row_key(grouped.select(*columns), user_col)
+        text = isinstance(records.schema[params.value].dataType, T.StringType)
+        grouped = grouped.withColumn(VALUE, value_number(column(params.value), text))
+        wanted = wanted & usable_value(F.col(VALUE))
+    columns = [user_col, GROUP, *([VALUE] if params.value else [])]
+    return row_keys.with_row_key(grouped.where(wanted).select(*columns), user_col)
 
 
 def aggregate_table(records: DataFrame, params: AggregateParams, split: Mapping[str, Fraction], noise: str,
                     budget: Budget, rng: RandomSource, seed: int | None, alpha: float = 0.05,
-                    user_col: str = "user_id") -> pd.DataFrame:
-    """The released table: the key columns of every group, then the metrics' columns."""
+                    user_col: str = "user_id") -> tuple[pd.DataFrame, int]:
+    """The released table (the key columns of every group, then the metrics' columns), and the
+    records bounding kept (NOT private: the operator's diagnostics)."""
     bound = params.bound
     kept = bounded_groups(grouped_records(records, params, user_col), GROUP, bound.groups_per_user,
                           bound.records_per_group, seed, user_col).cache()
     try:
         groups = len(params.keys)
         columns: dict = {}
+        kept_rows = 0
         if params.tables:
-            totals = group_totals(kept, GROUP, groups, params.value, params.clip, user_col)
+            totals = group_totals(kept, GROUP, groups, VALUE if params.value else None, params.clip, user_col)
             shares = {table: split[noisy_totals.step_name(table, params.value)] for table in params.tables}
             columns = noisy_totals.publish(totals, params.metrics, bound, params.clip, shares, noise, budget, rng,
                                            alpha)
+            kept_rows = int(totals.records.sum())
         if params.levels:
             assert params.value is not None and params.candidates is not None
-            histograms = kept_histograms(kept, GROUP, F.col(params.value), params.candidates.midpoints().tolist(),
+            histograms = kept_histograms(kept, GROUP, F.col(VALUE), params.candidates.midpoints().tolist(),
                                          groups)
+            kept_rows = int(histograms.sum())
             chosen = quantiles.choose_levels(histograms, params.candidates, params.levels,
                                              [split[quantile_step(params.value, q)] for q in params.levels],
                                              bound.groups_per_user, bound.records_per_group, budget, rng,
@@ -79,4 +95,4 @@ def aggregate_table(records: DataFrame, params: AggregateParams, split: Mapping[
     for metric in params.metrics:
         for name in metric.columns:
             table[name] = columns[name]
-    return table
+    return table, kept_rows

@@ -8,18 +8,16 @@ import math
 from dataclasses import replace
 from fractions import Fraction
 
-import numpy as np
-
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.accounting import Noise
 from dp_spark.core.accuracy import UPPER_BOUND
-from dp_spark.core.clip_range import ClipRange, mean_interval
 from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth, discrete_gaussian_variance, variance_at_least
 from dp_spark.families.means.params import EDGE_TABLE, ITEM_TABLE, PAIRS, MeansParams, table_noises, table_pair
 from dp_spark.release import sum_tables as publishing
 from dp_spark.release.auto_bound import AUTO, AUTO_NOTE
 from dp_spark.release.family import Domains
 from dp_spark.release.private_keys import PRIVATE_ITEMS, items_text
+from dp_spark.release.sum_tables import mean_halfwidth
 
 CLIP_NOTE = ("the clipping range is chosen privately from the candidates: the sum's noise is that of the chosen "
              "range, at most these numbers (at the widest, [{low:g}, {high:g}]); privacy.json's algorithm.chosen "
@@ -159,20 +157,6 @@ def _mean_accuracy(params: MeansParams, split: dict[str, Fraction], table: str, 
     counted = "users" if params.per_cell == 1 else "records kept"
     return accuracy.not_additive("ratio of two noisy figures", alpha, note, widths, params.confidence,
                                  math.floor(count_h) + 1, counted)
-
-
-def mean_halfwidth(records: int, count_h: float, sum_h: float, clip: ClipRange, points: int = 21) -> float | None:
-    """Half the width of the interval a cell of ``records`` records kept gets (clip_range.mean_interval)
-    when its noise is zero, the widest over ``points`` true means across the range; None when a
-    cell of that many records gets no mean."""
-    widest = None
-    for step in np.linspace(-clip.steps, clip.steps, points):
-        estimate = mean_interval(int(round(step * records)), records, sum_h, count_h, clip)
-        if not estimate.published:
-            return None
-        width = (estimate.high - estimate.low) / 2
-        widest = width if widest is None else max(widest, width)
-    return widest
 
 
 def _upper_bound(noise: accuracy.Accuracy, params: MeansParams) -> accuracy.Accuracy:

@@ -1,0 +1,279 @@
+"""Metrics per group: count, distinct users, sum, mean, variance, standard deviation and quantiles
+of one value, for every group of one or more key columns' public values, in one release.
+
+Bound: each user keeps at most ``groups_per_user`` (l) of its groups, a uniform sample, and at most
+``records_per_group`` (c) of its records in each (bounding.user_groups). Aggregate: per group, the
+totals the metrics need and the histograms the quantiles read (run.aggregate_table). Publish: each
+table with noise at its share, each quantile level by the exponential mechanism at its share.
+Claim and argument: docs/aggregate.md, "Privacy claim: aggregate".
+
+Here: the family's entry (config, report, accuracy, plan). The parts are in params, metrics, keys,
+noisy_totals, quantiles and run.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+from pyspark.sql import types as T
+
+from dp_spark.core import accuracy, noise_choice
+from dp_spark.core.clip_range import DEFAULT_STEPS
+from dp_spark.errors import ConfigError, DataError
+from dp_spark.families.aggregate import noisy_totals, quantiles
+from dp_spark.families.aggregate.keys import group_keys
+from dp_spark.families.aggregate.metrics import COUNT, USERS, metrics_of
+from dp_spark.families.aggregate.noisy_totals import RECORDS, SUM, GroupBound
+from dp_spark.families.aggregate.params import QUANTILE_KINDS, AggregateParams, clip_of, quantile_step
+from dp_spark.families.aggregate.quantiles import Candidates
+from dp_spark.families.aggregate.run import TABLE, aggregate_table
+from dp_spark.io.validation import NUMERIC_TYPES, analysed, user_values
+from dp_spark.release import sum_tables
+from dp_spark.release.family import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require
+
+# The confidence of a mean's interval (mean_v_low, mean_v_high).
+CONFIDENCE = 0.95
+# The records kept in a group at which plan and the report state a mean's interval.
+RECORDS_SHOWN = (10, 100, 1_000, 10_000)
+# The paper's names for the bound, taken as aliases of the users' words.
+ALIASES = {"l": "groups_per_user", "c": "records_per_group"}
+CONFIG_KEYS = ("by", "metrics", "groups_per_user", "records_per_group", "low", "high", "candidates", "grid_steps",
+               "c")
+
+
+def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, records_per_group: Any = 1,
+                     low: Any = None, high: Any = None, candidates: Any = None, noise: str = "laplace",
+                     grid_steps: int = DEFAULT_STEPS) -> AggregateParams:
+    """The parameters from the words of the API and the config (module docstring), each checked."""
+    if not isinstance(keys, dict) or not keys:
+        raise ConfigError("keys: give each key column's public values, e.g. keys={\"movie\": range(1, 3953), "
+                          "\"gender\": [\"F\", \"M\"]}")
+    try:
+        bound = GroupBound(groups_per_user, records_per_group)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    clip = clip_of(low, high, grid_steps)
+    chosen = None
+    if candidates is not None:
+        try:
+            chosen = Candidates(tuple(candidates))
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"candidates: {e}") from None
+    return AggregateParams(group_keys(by, {name: _domain_spec(spec) for name, spec in keys.items()}),
+                           metrics_of(metrics), bound, clip, chosen, noise)
+
+
+def _domain_spec(spec: Any) -> Any:
+    """A key column's public values as an item domain's table: a range or list may be given bare."""
+    if isinstance(spec, range):
+        if spec.step != 1 or not len(spec):
+            raise ConfigError(f"a key column's range must be consecutive and non-empty, got {spec!r}")
+        return {"range": [spec.start, spec.stop - 1]}
+    if isinstance(spec, (list, tuple)):
+        return {"ids": list(spec)}
+    return spec
+
+
+def from_config(c: ConfigTables) -> AggregateParams:
+    """[algorithm] name = "aggregate", by, metrics, groups_per_user (l), records_per_group (c), low,
+    high, candidates; [domain.keys] one entry per key column."""
+    if c.attributes is not None or "items" in c.domain:
+        raise ConfigError("aggregate groups by the key columns of algorithm.by, with their public values in "
+                          "[domain.keys]; domain.items and domain.attributes are for the counts and means")
+    unknown = sorted(set(c.domain) - {"keys"})
+    if unknown:
+        raise ConfigError(f"domain.{unknown[0]} is not used by aggregate (its domain is [domain.keys])")
+    if c.parts:
+        raise ConfigError(f"privacy.{next(iter(c.parts))} is not used by aggregate: each ledger step (a noisy "
+                          "table, a quantile level) gets an equal part of privacy.epsilon")
+    if c.publisher:
+        raise ConfigError("[publisher] is not used by aggregate: its tables take discrete Laplace noise, or "
+                          "discrete Gaussian under zCDP (privacy.noise)")
+    algorithm = dict(c.algorithm)
+    for alias, name in ALIASES.items():
+        if alias in algorithm:
+            if name in algorithm:
+                raise ConfigError(f"algorithm.{alias} and algorithm.{name} are the same bound: give one")
+            algorithm[name] = algorithm.pop(alias)
+    return aggregate_params(require(algorithm, "by", "algorithm"), c.domain.get("keys"),
+                            require(algorithm, "metrics", "algorithm"), require(algorithm, "groups_per_user",
+                                                                                "algorithm"),
+                            algorithm.get("records_per_group", 1), algorithm.get("low"), algorithm.get("high"),
+                            algorithm.get("candidates"), c.privacy.get("noise", "laplace"),
+                            algorithm.get("grid_steps", DEFAULT_STEPS))
+
+
+def _read_columns(params: AggregateParams) -> tuple[str, ...]:
+    return (*params.keys.names, *([params.value] if params.value else []))
+
+
+def _check_schema(params: AggregateParams, records, domains: Domains) -> None:
+    """The user column's type (analysed by Spark, no record read), each key column's and the
+    value's: a key of whole numbers is read from numbers or text, a key of strings from strings or
+    whole numbers, a value from numbers or text."""
+    analysed(lambda: records.select(user_values(records)[1].alias("user_id")))
+    fields = {f.name: f.dataType for f in records.schema.fields}
+    integer_types = tuple(t for t in NUMERIC_TYPES if t not in (T.FloatType, T.DoubleType, T.DecimalType))
+    for column in params.keys.columns:
+        kind = fields[column.name]
+        allowed = (T.StringType, *integer_types) if column.domain.is_string else (T.StringType, *NUMERIC_TYPES)
+        if not isinstance(kind, allowed):
+            raise DataError(f"key column {column.name} has type {kind.simpleString()}; its public values are "
+                            f"{'strings' if column.domain.is_string else 'whole numbers'}")
+    if params.value is not None and not isinstance(fields[params.value], (T.StringType, *NUMERIC_TYPES)):
+        raise DataError(f"the value column {params.value} must hold numbers, got "
+                        f"{fields[params.value].simpleString()}")
+
+
+def run(params: AggregateParams, inputs: RunInputs) -> FamilyOutput:
+    # Guards' limits were refused before anything ran (Guards.check_family): no coverage is counted here.
+    inputs.progress("records read; bounding and aggregating")
+    table, kept = aggregate_table(inputs.records, params, inputs.split, params.noise, inputs.budget, inputs.rng,
+                                  inputs.seed, 1 - CONFIDENCE)
+    return FamilyOutput({TABLE: table}, {"rows_after_bounding": kept})
+
+
+def _describe(params: AggregateParams, epsilon: Fraction, domains: Domains) -> str:
+    noise = noise_choice.described(params.noise)
+    bound = params.bound
+    return (f"aggregate of {', '.join(str(m) for m in params.metrics)} by {', '.join(params.keys.names)} "
+            f"({len(params.keys):,} groups) with epsilon {float(epsilon):g}; at most {bound.groups_per_user} groups "
+            f"per user and {bound.records_per_group} records per group" + (f"; {noise}" if noise else ""))
+
+
+def _domain_section(params: AggregateParams, domains: Domains) -> dict:
+    return {"items": None, "attributes": None, "groups": len(params.keys),
+            "keys": {c.name: c.domain.description for c in params.keys.columns}}
+
+
+def _report_section(params: AggregateParams) -> dict:
+    bound, clip = params.bound, params.clip
+    return {
+        "parameters": {
+            "by": list(params.keys.names), "metrics": [str(m) for m in params.metrics],
+            "groups_per_user": bound.groups_per_user, "records_per_group": bound.records_per_group,
+            **({"low": clip.low, "high": clip.high, "grid_steps": clip.steps} if clip else {}),
+            **({"candidates": len(params.candidates)} if params.candidates else {}),
+            "noise": params.noise, "confidence": CONFIDENCE,
+            "sensitivity_l1": _sensitivities(params),
+        },
+        "specification": "docs/aggregate.md",
+        "post_processing": ("sum = unit x (noisy sum of units) + centre x (noisy count); mean = sum / count with an "
+                            "interval, none where the count's interval reaches zero; variance from the noisy sums "
+                            "of units and of their squares, kept in [0, ((high - low)/2)^2]; quantile levels sorted "
+                            "within a group"),
+        "publisher": {"name": "laplace" if params.noise == "laplace" else params.noise},
+    }
+
+
+def _sensitivities(params: AggregateParams) -> dict:
+    """Each ledger step's L1 sensitivity (the sums' in grid units; a quantile's on its scaled scores)."""
+    steps = params.clip.steps if params.clip else 1
+    said = {noisy_totals.step_name(t, params.value): params.bound.sensitivity(t, steps)[0] for t in params.tables}
+    for level in params.levels:
+        said[quantile_step(params.value or "", level)] = quantiles.scaled_sensitivity(
+            level, params.bound.groups_per_user, params.bound.records_per_group)
+    return said
+
+
+def _table_accuracy(params: AggregateParams, split: dict[str, Fraction], alpha: float, zcdp: bool) -> dict:
+    """Each column's expected error, from the config alone: the counts' noise exactly; the sum's
+    sd exactly and its half-widths by a union bound; a mean's interval by the group's records; a
+    variance none; a quantile's rank error at 1 − alpha."""
+    groups = len(params.keys)
+    entries = noisy_totals.ledger_entries(params.tables, params.bound, params.clip, params.value,
+                                          {t: split[noisy_totals.step_name(t, params.value)] for t in params.tables},
+                                          params.noise, groups)
+    columns: dict[str, accuracy.Accuracy] = {}
+    for metric in params.metrics:
+        if metric.kind in (COUNT, USERS):
+            columns[metric.kind] = _exact(entries[RECORDS if metric.kind == COUNT else noisy_totals.DISTINCT_USERS],
+                                          alpha)
+        elif metric.kind == "sum":
+            columns[metric.columns[0]] = _sum_accuracy(params, entries, alpha)
+        elif metric.kind == "mean":
+            columns[metric.columns[0]] = _mean_accuracy(params, entries, alpha)
+        elif metric.kind in ("variance", "stddev"):
+            columns[metric.columns[0]] = accuracy.not_additive(
+                "from three noisy figures", alpha, "no interval yet: the noisy sum of squares less the squared noisy "
+                "mean, kept in [0, ((high - low)/2)^2]; a group with few records has mostly noise")
+        elif metric.kind in QUANTILE_KINDS:
+            for level, name in zip(metric.levels, metric.columns):
+                columns[name] = _quantile_accuracy(params, split[quantile_step(metric.value or "", level)], level,
+                                                   alpha, zcdp)
+    return {TABLE: columns}
+
+
+def _exact(entry, alpha: float) -> accuracy.Accuracy:
+    if entry.gaussian:
+        return accuracy.discrete_gaussian(entry.noise_scale, alpha)
+    return accuracy.discrete_laplace(entry.noise_scale, alpha)
+
+
+def _sum_accuracy(params: AggregateParams, entries: dict, alpha: float) -> accuracy.Accuracy:
+    """γ·(sum noise) + m·(count noise): the sd exact, the half-widths the two's at half the level each."""
+    clip = params.clip
+    assert clip is not None
+    count, units = entries[RECORDS], entries[SUM]
+    g, m = clip.unit, abs(clip.centre)
+    sd = math.sqrt(g * g * _variance(units) + m * m * _variance(count))
+    h95 = g * sum_tables.halfwidth(units, 0.025) + m * sum_tables.halfwidth(count, 0.025)
+    h = g * sum_tables.halfwidth(units, alpha / 2) + m * sum_tables.halfwidth(count, alpha / 2)
+    return accuracy.Accuracy(f"{g:g} x (noise on the sum of grid units) + {clip.centre:g} x (the count's noise)",
+                             accuracy.UPPER_BOUND, alpha, sd=sd, ci95_halfwidth=h95, ci_halfwidth=h,
+                             note="the sd is exact; the half-widths add the two noises' at half the level each")
+
+
+def _variance(entry) -> float:
+    sd = _exact(entry, 0.5).sd
+    assert sd is not None  # exact noise has one
+    return sd * sd
+
+
+def _mean_accuracy(params: AggregateParams, entries: dict, alpha: float) -> accuracy.Accuracy:
+    clip = params.clip
+    assert clip is not None
+    level_alpha = 1 - CONFIDENCE
+    count_h = sum_tables.halfwidth(entries[RECORDS], level_alpha / 2)
+    sum_h = sum_tables.halfwidth(entries[SUM], level_alpha / 2)
+    widths = tuple((n, sum_tables.mean_halfwidth(n, count_h, sum_h, clip)) for n in RECORDS_SHOWN)
+    note = (f"the ratio of the noisy sum and count: each group's {100 * CONFIDENCE:g}% interval (mean_<v>_low, "
+            "mean_<v>_high) covers the mean of the records bounding kept; a group whose count's interval reaches "
+            "zero gets no mean")
+    counted = "users" if params.bound.records_per_group == 1 else "records kept"
+    return accuracy.not_additive("ratio of two noisy figures", alpha, note, widths, CONFIDENCE,
+                                 math.floor(count_h) + 1, counted)
+
+
+def _quantile_accuracy(params: AggregateParams, share: Fraction, level: Fraction, alpha: float,
+                       zcdp: bool) -> accuracy.Accuracy:
+    assert params.candidates is not None
+    bound = params.bound
+    rank = quantiles.rank_error(len(params.candidates), share, level, bound.groups_per_user,
+                                bound.records_per_group, zcdp, alpha)
+    return accuracy.not_additive(
+        "exponential mechanism over the candidates", alpha,
+        f"with probability at least {100 * (1 - alpha):g}% a group's value is at most {rank:,.1f} of its values away "
+        f"from its {float(level):g}-quantile in rank (values rounded to the {len(params.candidates)} candidates), "
+        "whatever the group's size: a group of many more values than that gets a close quantile")
+
+
+def _accuracy(params: AggregateParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
+              alpha: float) -> dict:
+    # Gaussian or "auto" noise means zCDP accounting, where the mechanism runs at twice its share. A
+    # zCDP release with Laplace noise (privacy.rho alone) is stated at the share: an upper bound.
+    zcdp = params.noise != "laplace"
+    return _table_accuracy(params, split, alpha, zcdp)
+
+
+FAMILY = Family(name="aggregate", algorithms=("aggregate",), params_type=AggregateParams,
+                default_split=lambda params, epsilon, domains: params.split(epsilon),
+                split_keys=lambda params, domains: params.steps(), run=run, describe=_describe,
+                report_section=_report_section, from_config=from_config, config_keys=CONFIG_KEYS,
+                reads="keyed_records", read_columns=_read_columns, uses_item_domain=False,
+                item_domain_optional=True, domain_section=_domain_section, accuracy=_accuracy,
+                check_schema=_check_schema, output_rows=lambda params, domains: {TABLE: len(params.keys)},
+                takes_gaussian=True)
+
