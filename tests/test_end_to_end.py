@@ -125,19 +125,21 @@ def test_demo_config_through_spark_submit(tmp_path):
     assert "Top-10 items by noisy count" in done.stdout and "epsilon 1 spent of 1" in done.stdout
 
 
-def test_movielens_hpa_in_process(spark, tmp_path, capsys):
-    shared_data("ml-1m")
+def test_movielens_hpa_in_process(spark, tmp_path, capsys, monkeypatch):
+    """The shipped HPA config on MovieLens 1M's first 1,000 users (all 3,883 movies in the domain)."""
+    ratings = movielens_1m_sample(tmp_path / "ml-1m", SAMPLE_USERS)
     out = tmp_path / "ml_hpa"
-    assert main(["run", str(ROOT / "conf/movielens_hpa.toml"), "--set", f"output={out}", "--set", "seed=2",
-                 "--diagnostics", str(tmp_path / "diagnostics.json")]) == 0
+    monkeypatch.chdir(ROOT)  # the config's catalogue path is relative to the repository
+    assert main(["run", "conf/movielens_hpa.toml", "--set", f"source.path={ratings}", "--set", f"output={out}",
+                 "--set", "seed=2", "--diagnostics", str(tmp_path / "diagnostics.json")]) == 0
     report, items, edges = read_output(out)
     check_release(report, items, edges, ML1M_MOVIES, datasets.MOVIELENS_ATTRIBUTES, 1.0)
     ledger = [(e["step"], e["epsilon"], e["sensitivity_l1"]) for e in report["ledger"]]
     assert ledger == [("popularity", 0.095, 20), ("item_counts", 0.4275, 30), ("edge_counts", 0.4275, 30),
                       ("bounding: kept", 0.025, 30), ("bounding: removed", 0.025, 210)]
     diagnostics = read_diagnostics(tmp_path / "diagnostics.json")
-    assert diagnostics["rows_in_popularity_sample"] == 20 * 6040  # every user has >= 20 ratings
-    per_user = datasets.load_movielens_1m(spark, str(shared_data("ml-1m"))).groupBy("user_id").count()
+    assert diagnostics["rows_in_popularity_sample"] == 20 * SAMPLE_USERS  # every user has >= 20 ratings
+    per_user = datasets.load_movielens_1m(spark, str(ratings)).groupBy("user_id").count()
     expected_kept = per_user.select(F.sum(F.least(F.col("count"), F.lit(30)))).first()[0]
     assert diagnostics["rows_after_bounding"] == expected_kept  # min(n_u, l) rows of every user
     assert "Top-10 items by noisy count" in capsys.readouterr().out

@@ -87,8 +87,8 @@ def test_the_bounds_are_whole_numbers_of_at_least_one(spark, l, c):
 
 
 def test_the_group_totals_are_those_of_the_kept_records(spark, ratings):
-    """Records, distinct users, Σ units and Σ units² per group, against pandas on the same kept
-    records; a group nobody kept is all zeros."""
+    """Records, distinct users, Σ units and Σ square units (u²/steps, rounded) per group, against
+    pandas on the same kept records; a group nobody kept is all zeros."""
     from dp_spark.aggregates.group_totals import group_totals
     from dp_spark.core.clip_range import ClipRange
 
@@ -98,7 +98,8 @@ def test_the_group_totals_are_those_of_the_kept_records(spark, ratings):
     totals = group_totals(kept_frame, "cell", 13, "value", stars)
     kept = kept_frame.toPandas().assign(u=lambda f: [stars.units(v) for v in f["value"]])
     want = kept.groupby("cell").agg(n=("u", "size"), users=("user_id", "nunique"), s=("u", "sum"),
-                                    q=("u", lambda u: int((u * u).sum()))).reindex(range(13), fill_value=0)
+                                    q=("u", lambda u: sum(stars.square_units(x) for x in u))) \
+        .reindex(range(13), fill_value=0)
     assert totals.records.tolist() == want["n"].tolist() and totals.users.tolist() == want["users"].tolist()
     assert totals.units.tolist() == want["s"].tolist() and totals.squares.tolist() == want["q"].tolist()
     assert totals.records[12] == totals.users[12] == 0  # no record has group 12
