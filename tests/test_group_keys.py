@@ -59,7 +59,7 @@ def test_spark_gives_each_record_the_driver_s_group_and_none_outside(spark):
 
 
 def test_a_listed_key_is_found_by_index_or_by_search_alike(spark):
-    """Whole numbers of a short span are looked up by index (keys.DENSE_SPAN), others by a search:
+    """Whole numbers of a short span are looked up by index (keys.DENSE_FACTOR), others by a search:
     the same position for each listed id, and none for a gap, an id outside or one far beyond int's
     range (which fails nothing under ANSI mode)."""
     dense = group_keys(["age"], {"age": {"ids": [25, 1, 18]}})

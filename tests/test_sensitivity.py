@@ -51,6 +51,18 @@ def test_the_audit_catches_a_key_that_hashes_the_scan_position(spark, monkeypatc
     assert not first.within(family) and first.l1 > 5 * family.l1
 
 
+def test_the_audit_catches_an_aggregation_that_keeps_one_group_too_many(spark, monkeypatch):
+    """Negative control of the aggregate family's path: a release that kept l + 1 groups per user,
+    audited at l, is seen: the added user has two records in each of five groups, so it moves the
+    records and users by (l + 1)·(C + 1) = 12 against the l·(C + 1) = 9 allowed."""
+    family = next(f for f in sens.FAMILIES if f.name == "groups_per_user")
+    heavy = sens.added_user(-5, duplicates=False).assign(item_id=[1, 1, 2, 2, 3, 3, 4, 4, 5, 5])
+    assert all(m.within(family) for m in sens.moves(spark, family, sens.table(), [heavy], layouts=("first",)))
+    monkeypatch.setattr(sens, "BOUND", sens.BOUND + 1)
+    found = sens.moves(spark, family, sens.table(), [heavy], layouts=("first",))
+    assert not any(m.within(family) for m in found) and found[0].l1 == 12
+
+
 def test_the_audit_catches_a_guard_on_raw_row_counts(spark):
     """Negative control: the first guard compared the raw rows outside the domain with the rows read.
     One user moves that count by as many rows as it holds outside the domain, not by one."""

@@ -34,9 +34,9 @@ ID_COLUMNS = ("user_id", "item_id")
 SHARE_GRID = 1024
 
 
-_INTEGER_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+INTEGER_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 # The number types a value to be summed may have (sums and means); text is read (value_number).
-NUMERIC_TYPES = (*_INTEGER_TYPES, T.FloatType, T.DoubleType, T.DecimalType)
+NUMERIC_TYPES = (*INTEGER_TYPES, T.FloatType, T.DoubleType, T.DecimalType)
 
 
 def check_value_schema(df: DataFrame) -> None:
@@ -77,7 +77,7 @@ def _integer_problems(df: DataFrame, column: str) -> tuple[Column, Column]:
     """(is not a valid integer id, the value as a long) for one id column."""
     field_type = df.schema[column].dataType
     c = F.col(column)
-    if isinstance(field_type, _INTEGER_TYPES):
+    if isinstance(field_type, INTEGER_TYPES):
         return F.lit(False), c.cast("long")
     if isinstance(field_type, T.StringType):
         # Compared as values: "4.0" or "1.5E7" (a CSV written from doubles) is an id, as the
@@ -127,7 +127,7 @@ def _string_item(df: DataFrame, column: str) -> tuple[Column, Column]:
     c = F.col(column)
     if isinstance(field_type, T.StringType):
         return F.lit(False), c
-    if isinstance(field_type, _INTEGER_TYPES):
+    if isinstance(field_type, INTEGER_TYPES):
         return F.lit(False), c.cast("string")
     raise DataError(f"column {column} has type {field_type.simpleString()}; a string item domain compares "
                     "string or integer ids")
@@ -166,7 +166,7 @@ def _attribute_values(df: DataFrame, attributes: AttributeDomain) -> tuple[Colum
     as_text = raw.cast("string")
     numbers = attributes.numbers
     plain_integers = numbers is not None and all(v == str(int(n)) for v, n in zip(attributes.values, numbers))
-    if numbers is None or (isinstance(field_type, _INTEGER_TYPES) and plain_integers):
+    if numbers is None or (isinstance(field_type, INTEGER_TYPES) and plain_integers):
         return F.coalesce(as_text.isin(list(attributes.values)), F.lit(False)), as_text
     if isinstance(field_type, T.StringType):  # ASCII numbers only: not "NaN", "4d" or "0x1p3", which Java parses
         text = F.trim(raw)
@@ -276,7 +276,7 @@ def keyed_by_user(df: DataFrame) -> DataFrame:
     left out (validation drops them too, or refuses them when strict). Item ids must be integers
     or strings, as a selected domain's are; checked here, before any budget is spent."""
     item_type = df.schema["item_id"].dataType
-    if not isinstance(item_type, (*_INTEGER_TYPES, T.StringType)):
+    if not isinstance(item_type, (*INTEGER_TYPES, T.StringType)):
         raise DataError(f"column item_id has type {item_type.simpleString()}; items selected privately need integer "
                         "or string ids")
     _bad, user = user_values(df)
@@ -367,7 +367,7 @@ def validate_records(df: DataFrame, items: ItemDomain, attributes: AttributeDoma
         good_value = usable_value(F.col("value"), value_text)
         in_attrs = in_attrs & good_value
     item_field = df.schema["item_id"]
-    item_can_be_bad = item_field.nullable or not isinstance(item_field.dataType, _INTEGER_TYPES)
+    item_can_be_bad = item_field.nullable or not isinstance(item_field.dataType, INTEGER_TYPES)
     sums = {"_n": in_items & in_attrs, "out_items": ~in_items}
     if item_can_be_bad:
         sums["bad_items"] = item.isNull()

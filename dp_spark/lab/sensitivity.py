@@ -28,9 +28,14 @@ from dp_spark.aggregates.domain_vector import on_domain
 from dp_spark.aggregates.group_totals import group_totals
 from dp_spark.aggregates.key_users import users_per_key
 from dp_spark.aggregates.value_ranks import value_ranks
-from dp_spark.bounding import item_rows, keys, user_groups, user_keys, user_locations, user_records
+from dp_spark.bounding import item_rows, keys, user_keys, user_locations, user_records
 from dp_spark.core.clip_range import ClipRange
 from dp_spark.core.domain import AttributeDomain, ItemDomain
+from dp_spark.families.aggregate import run
+from dp_spark.families.aggregate.keys import group_keys
+from dp_spark.families.aggregate.metrics import metrics_of
+from dp_spark.families.aggregate.noisy_totals import GroupBound
+from dp_spark.families.aggregate.params import AggregateParams
 from dp_spark.families.counts import sampling
 from dp_spark.families.dpsense import columns as item_columns
 from dp_spark.families.dpsense import theta as dpsense
@@ -263,20 +268,27 @@ def entropy_random(df: DataFrame, distinct: bool) -> np.ndarray:
     return vector
 
 
+def _aggregate_params(metrics: list[str]) -> AggregateParams:
+    valued = any("(" in m for m in metrics)
+    return AggregateParams(group_keys(["item_id"], {"item_id": {"range": [1, ITEMS]}}), metrics_of(metrics),
+                           GroupBound(BOUND, VISITS_CAP), MEANS_CLIP if valued else None)
+
+
 def groups_per_user(df: DataFrame, distinct: bool) -> np.ndarray:
-    """The aggregate family's bound: at most l items (groups) per user and C records in each, then
-    the records and the distinct users per item (aggregates.group_totals)."""
-    kept = user_groups.bounded_groups(_keyed(df, distinct), "item_id", BOUND, VISITS_CAP, SEED)
-    totals = group_totals(kept, "item_id", ITEMS + 1)
+    """The aggregate family's release path up to its totals (families.aggregate.run.kept_records:
+    each record's user and group, then at most l items (groups) per user and C records in each):
+    the records and the distinct users per item. The family has no distinct-records path."""
+    params = _aggregate_params(["count", "users"])
+    totals = group_totals(run.kept_records(df, params, SEED), run.GROUP, ITEMS)
     return np.concatenate([totals.records, totals.users])
 
 
 def groups_per_user_values(df: DataFrame, distinct: bool) -> np.ndarray:
     """:func:`groups_per_user` with a value: the sums of the kept values' grid units and of their
-    squares per group (a record with no value is in no group's sums, as the aggregate drops it)."""
-    valued = _valued(df, distinct).where(~F.isnan("value"))
-    kept = user_groups.bounded_groups(valued, "item_id", BOUND, VISITS_CAP, SEED)
-    totals = group_totals(kept, "item_id", ITEMS + 1, "value", MEANS_CLIP)
+    square units per group (a record without a usable value is in no group, as the release drops it)."""
+    params = _aggregate_params(["variance(value)"])
+    totals = group_totals(run.kept_records(_valued(df, distinct), params, SEED), run.GROUP, ITEMS, run.VALUE,
+                          MEANS_CLIP)
     assert totals.units is not None and totals.squares is not None
     return np.concatenate([totals.units, totals.squares])
 

@@ -29,7 +29,7 @@ from dp_spark.families.aggregate.noisy_totals import RECORDS, SUM, GroupBound
 from dp_spark.families.aggregate.params import QUANTILE_KINDS, AggregateParams, clip_of, quantile_step
 from dp_spark.families.aggregate.quantiles import Candidates
 from dp_spark.families.aggregate.run import TABLE, aggregate_table
-from dp_spark.io.validation import NUMERIC_TYPES, analysed, user_values
+from dp_spark.io.validation import INTEGER_TYPES, NUMERIC_TYPES, analysed, user_values
 from dp_spark.release import sum_tables
 from dp_spark.release.family import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require
 
@@ -115,10 +115,9 @@ def _check_schema(params: AggregateParams, records, domains: Domains) -> None:
     whole numbers, a value from numbers or text."""
     analysed(lambda: records.select(user_values(records)[1].alias("user_id")))
     fields = {f.name: f.dataType for f in records.schema.fields}
-    integer_types = tuple(t for t in NUMERIC_TYPES if t not in (T.FloatType, T.DoubleType, T.DecimalType))
     for column in params.keys.columns:
         kind = fields[column.name]
-        allowed = (T.StringType, *integer_types) if column.domain.is_string else (T.StringType, *NUMERIC_TYPES)
+        allowed = (T.StringType, *INTEGER_TYPES) if column.domain.is_string else (T.StringType, *NUMERIC_TYPES)
         if not isinstance(kind, allowed):
             raise DataError(f"key column {column.name} has type {kind.simpleString()}; its public values are "
                             f"{'strings' if column.domain.is_string else 'whole numbers'}")

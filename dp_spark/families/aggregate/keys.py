@@ -25,8 +25,10 @@ from dp_spark.errors import ConfigError
 
 # A group's index is a long, and every count of groups a Python int: at most 2^62 groups, as items.
 MAX_GROUPS = MAX_ITEMS
-# A list of whole numbers whose largest and smallest differ by less than this is looked up by index.
-DENSE_SPAN = 1_000_000
+# A list of whole numbers is looked up by index in an array of positions over its span when that
+# array is at most this many times the list's length (plus DENSE_SLACK): building it costs no more
+# than a few copies of the list, which the search would build once.
+DENSE_FACTOR, DENSE_SLACK = 4, 1024
 
 
 def column(name: str) -> Column:
@@ -62,10 +64,12 @@ class KeyColumn:
 
     def _listed(self, value: Column) -> Column:
         """The position of ``value`` in the domain's list of ids; null when it is not there. Whole
-        numbers spanning at most DENSE_SPAN are looked up by index in an array of positions (-1 for
-        a gap), one step per record; other lists are searched, a step per listed id."""
+        numbers whose span is short beside their number (DENSE_FACTOR) are looked up by index in an
+        array of positions (-1 for a gap), one step per record; other lists are searched, a step per
+        listed id."""
         ids = self.domain.ids
-        if not self.domain.is_string and len(ids) and int(ids.max()) - int(ids.min()) < DENSE_SPAN:
+        span = int(ids.max()) - int(ids.min()) + 1 if len(ids) and not self.domain.is_string else None
+        if span is not None and span <= DENSE_FACTOR * len(ids) + DENSE_SLACK:
             low, high = int(ids.min()), int(ids.max())
             positions = np.full(high - low + 1, -1, dtype=np.int64)
             positions[ids.astype(np.int64) - low] = np.arange(len(ids))

@@ -56,14 +56,20 @@ def grouped_records(records: DataFrame, params: AggregateParams, user_col: str =
     return row_keys.with_row_key(grouped.where(wanted).select(*columns), user_col)
 
 
+def kept_records(records: DataFrame, params: AggregateParams, seed: int | None, user_col: str = "user_id") -> DataFrame:
+    """The records the bound keeps (steps 1 and 2), with their group index (GROUP) and value (VALUE)."""
+    bound = params.bound
+    return bounded_groups(grouped_records(records, params, user_col), GROUP, bound.groups_per_user,
+                          bound.records_per_group, seed, user_col)
+
+
 def aggregate_table(records: DataFrame, params: AggregateParams, split: Mapping[str, Fraction], noise: str,
                     budget: Budget, rng: RandomSource, seed: int | None, alpha: float = 0.05,
                     user_col: str = "user_id") -> tuple[pd.DataFrame, int]:
     """The released table (the key columns of every group, then the metrics' columns), and the
     records bounding kept (NOT private: the operator's diagnostics)."""
     bound = params.bound
-    kept = bounded_groups(grouped_records(records, params, user_col), GROUP, bound.groups_per_user,
-                          bound.records_per_group, seed, user_col).cache()
+    kept = kept_records(records, params, seed, user_col).cache()
     try:
         groups = len(params.keys)
         columns: dict = {}
