@@ -3,12 +3,13 @@
 and variance of the stars against their truth over all ratings, through the product's own code
 (dp_spark.aggregate on Spark).
 
-At ε = 1, δ = 1e-6 (zCDP: discrete Gaussian tables, each quantile level the exponential mechanism
-over the stars 1 to 5), one rating per user and group, at several groups_per_user l, each over a
-few seeded runs (fixed seeds: NOT private; this is a measurement). The truth is of every rating:
-what the bound drops counts as error. It prints, per setting and group size (>= 1,000 ratings,
-100-999, < 100), each metric's mean absolute error over the groups (a mean or variance over those
-that got one) and the seconds a release took.
+At ε = 1, δ = 1e-6 under zCDP, by both methods (histogram: one discrete Gaussian histogram per
+group over the stars 1 to 5, every metric from it; tables: a discrete Gaussian table per figure and
+the exponential mechanism per quantile level), one rating per user and group, at several
+groups_per_user l, each over a few seeded runs (fixed seeds: NOT private; this is a measurement).
+The truth is of every rating: what the bound drops counts as error. It prints, per setting and
+group size (>= 1,000 ratings, 100-999, < 100), each metric's mean absolute error over the groups
+(a mean or variance over those that got one) and the seconds a release took.
 
     python bench/aggregate_accuracy.py [--runs 3] [--out bench/results/aggregate/accuracy.txt]
 """
@@ -26,16 +27,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import dp_spark  # noqa: E402
-from dp_spark.io import datasets  # noqa: E402
-from dp_spark.io.session import get_session  # noqa: E402
-
 RATED = ROOT.parent / "shared" / "data" / "ml-1m" / "ratings_users_0001-2999.dat.gz"
 METRICS = ["count", "mean(value)", "variance(value)", "quantiles(value, 0.5, 0.9)"]
 COLUMNS = {"count": "count", "mean": "mean_value", "median": "value_p50", "p90": "value_p90",
            "variance": "variance_value"}
 BUCKETS = (("ratings >= 1,000", 1000, None), ("100-999", 100, 1000), ("< 100", 0, 100))
 BOUNDS = (20, 50, 100)
+METHODS = ("histogram", "tables")
 
 
 def lower_quantile(values: pd.Series, q: float) -> float:
@@ -69,6 +67,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "aggregate" / "accuracy.txt"))
     args = parser.parse_args()
+    # Imported here: bench/aggregate_pipelinedp.py reads this module's truth and errors from a
+    # separate environment without dp-spark's dependencies.
+    import dp_spark
+    from dp_spark.io import datasets
+    from dp_spark.io.session import get_session
     spark = get_session(app_name="aggregate accuracy")
     records = datasets.load_movielens_1m(spark, str(RATED), attribute="gender") \
         .select("user_id", "item_id", "attr", "value").cache()
@@ -80,14 +83,15 @@ def main() -> None:
         truth = truth_of(local, by)
         keys = {"item_id": movies, **({"attr": ["F", "M"]} if "attr" in by else {})}
         lines += [f"## by {' x '.join(by)} ({len(truth):,} groups with ratings)", "",
-                  "| l | groups | " + " | ".join(COLUMNS) + " | seconds |", "|---:|---|" + "---:|" * (len(COLUMNS) + 1)]
-        for l in BOUNDS:
+                  "| method | l | groups | " + " | ".join(COLUMNS) + " | seconds |",
+                  "|---|---:|---|" + "---:|" * (len(COLUMNS) + 1)]
+        for method, l in ((m, b) for m in METHODS for b in BOUNDS):
             runs, seconds = [], []
             for seed in range(1, args.runs + 1):
                 started = time.time()
                 release = dp_spark.aggregate(records, by=by, keys=keys, metrics=METRICS, groups_per_user=l,
                                              records_per_group=1, low=1, high=5, candidates=[1, 2, 3, 4, 5],
-                                             epsilon=1, delta=1e-6, noise="gaussian", seed=seed,
+                                             epsilon=1, delta=1e-6, noise="gaussian", seed=seed, method=method,
                                              progress=lambda _: None, guards={"refuse_noise_only": False})
                 seconds.append(time.time() - started)
                 runs.append(errors(release["groups"], truth, by))
@@ -96,7 +100,7 @@ def main() -> None:
                 for metric in COLUMNS:
                     mae = np.nanmean([r[(bucket, metric)][0] for r in runs])
                     cells.append(f"{mae:.3f} ({np.mean([r[(bucket, metric)][1] for r in runs]):.0f})")
-                lines.append(f"| {l} | {bucket} | " + " | ".join(cells) + f" | {np.median(seconds):.1f} |")
+                lines.append(f"| {method} | {l} | {bucket} | " + " | ".join(cells) + f" | {np.median(seconds):.1f} |")
                 print(lines[-1], flush=True)
         lines.append("")
     out = Path(args.out)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,9 @@ import pytest
 
 import dp_spark
 from dp_spark.cli import main
+from dp_spark.core.ledger import LedgerEntry
 from dp_spark.errors import ConfigError
+from dp_spark.families.aggregate import histogram_metrics as hm
 from dp_spark.families.aggregate.family import aggregate_params
 from dp_spark.jobs.config import load_config
 
@@ -74,22 +77,30 @@ def test_the_config_is_checked_before_anything_is_read(tmp_path, extra, algorith
 
 @pytest.mark.unit
 def test_plan_states_each_metric_s_error_and_the_ledger_steps(tmp_path, capsys):
+    """By histogram (the default for the five stars): two steps, the users and the histogram; by
+    tables: six, an equal part each (count, users, sum, sum of squares, two quantile levels)."""
     config = job(tmp_path, tmp_path / "absent.csv")
     assert main(["plan", str(config)]) == 0
     said = capsys.readouterr().out
-    # Seven steps, an equal part each: count, users, sum, sum of squares, two quantile levels.
-    for step in ("count", "users", "sum(stars)", "sum of squares(stars)", "quantile(stars, 0.5)",
-                 "quantile(stars, 0.9)"):
-        assert step in said, step
-    assert "groups count" in said and "discrete Laplace (scale 48)" in said  # l·c = 8 at ε = 1/6
+    assert "users" in said and "histogram(stars)" in said and "quantile(stars, 0.5)" not in said
     assert "away from its 0.9-quantile in rank" in said and "its 95% interval's half-width by the cell" in said
     plan = dp_spark.plan("aggregate", by=["genre", "year"], keys={"genre": ["drama", "comedy"],
                                                                   "year": range(2000, 2003)},
                          metrics=METRICS, groups_per_user=4, records_per_group=2, low=1, high=5,
                          candidates=[1, 2, 3, 4, 5], epsilon=1)
-    assert plan.accuracy["tables"]["groups"]["count"]["sd"] == pytest.approx(48 * np.sqrt(2), rel=0.01)
-    assert set(plan.epsilon_split) == {"count", "users", "sum(stars)", "sum of squares(stars)", "quantile(stars, 0.5)",
-                                       "quantile(stars, 0.9)"}
+    assert set(plan.epsilon_split) == {"users", "histogram(stars)"}
+    # The count is the sum of five cells' discrete Laplace noise, each at scale l·c/(ε/2) = 16.
+    cell = hm.cell_sd(LedgerEntry("h", "discrete Laplace", Fraction(1, 2), Fraction(8), Fraction(16), 30))
+    assert plan.accuracy["tables"]["groups"]["count"]["sd"] == pytest.approx(cell * np.sqrt(5), rel=1e-9)
+
+    tables = job(tmp_path, tmp_path / "absent.csv", 'method = "tables"')
+    assert main(["plan", str(tables)]) == 0
+    said = capsys.readouterr().out
+    for step in ("count", "users", "sum(stars)", "sum of squares(stars)", "quantile(stars, 0.5)",
+                 "quantile(stars, 0.9)"):
+        assert step in said, step
+    assert "groups count" in said and "discrete Laplace (scale 48)" in said  # l·c = 8 at ε = 1/6
+    assert "away from its 0.9-quantile in rank" in said
 
 
 @pytest.mark.spark
@@ -113,8 +124,8 @@ def test_the_seeded_job_equals_the_seeded_api_call(spark, tmp_path):
         report.pop(key, None)
         release.report.pop(key, None)
     assert json.loads(json.dumps(release.report)) == report
-    assert [e["step"] for e in report["ledger"]] == ["count", "users", "sum(stars)", "sum of squares(stars)",
-                                                    "quantile(stars, 0.5)", "quantile(stars, 0.9)"]
+    assert [e["step"] for e in report["ledger"]] == ["users", "histogram(stars)"]
+    assert report["algorithm"]["parameters"]["method"] == "histogram"
     assert report["domain"]["groups"] == 6 and report["epsilon_spent"] == 1.0
     assert table["stars_p50"].isin([1, 2, 3, 4, 5]).all() and (table["stars_p50"] <= table["stars_p90"]).all()
     width = report["accuracy"]["tables"]["groups"]["count"]["ci95_halfwidth"]

@@ -35,16 +35,20 @@ def ratings() -> pd.DataFrame:
     return frame
 
 
-def params_of(metrics=METRICS, l: int = 10**4, c: int = 10**4) -> AggregateParams:
+def params_of(metrics=METRICS, l: int = 10**4, c: int = 10**4, method: str = "tables") -> AggregateParams:
     keys = group_keys(["genre", "year"], {"genre": {"ids": GENRES}, "year": {"range": [2000, 2002]}})
     valued = any(m.value for m in metrics)
     quantiles = any(m.kind in ("median", "quantiles") for m in metrics)
     return AggregateParams(keys, tuple(metrics), GroupBound(l, c), ClipRange(1, 5, steps=4) if valued else None,
-                           Candidates((1, 2, 3, 4, 5)) if quantiles else None)
+                           Candidates((1, 2, 3, 4, 5)) if quantiles or method == "histogram" else None, method=method)
 
 
-def test_with_every_record_kept_and_negligible_noise_it_is_the_direct_computation(spark, ratings):
-    params = params_of()
+@pytest.mark.parametrize("method, steps", [
+    ("tables", ["count", "users", "sum(stars)", "sum of squares(stars)", "quantile(stars, 0.5)",
+                "quantile(stars, 0.9)"]),
+    ("histogram", ["users", "histogram(stars)"])])
+def test_with_every_record_kept_and_negligible_noise_it_is_the_direct_computation(spark, ratings, method, steps):
+    params = params_of(method=method)
     epsilon = Fraction(10**12)
     budget = Budget(epsilon)
     table, _kept = aggregate_table(spark.createDataFrame(ratings), params, params.split(epsilon), "laplace", budget,
@@ -63,8 +67,7 @@ def test_with_every_record_kept_and_negligible_noise_it_is_the_direct_computatio
     for column in direct.columns:
         assert got[column].to_numpy() == pytest.approx(direct[column].to_numpy(), abs=1e-6), column
     assert (got["mean_stars_low"] <= got["mean_stars"]).all() and (got["mean_stars"] <= got["mean_stars_high"]).all()
-    assert [e.step for e in budget.entries] == ["count", "users", "sum(stars)", "sum of squares(stars)",
-                                                "quantile(stars, 0.5)", "quantile(stars, 0.9)"]
+    assert [e.step for e in budget.entries] == steps
     assert budget.spent == epsilon
 
 

@@ -143,7 +143,7 @@ def test_beyond_the_summed_range_the_tails_are_bounds_that_meet_the_sums(monkeyp
     at_edge = Fraction(10**8)
     exact = {m: dg.tail_at_least(m, at_edge) for m in (0, 5_000, 20_000, 50_000)}
     heads = {m: float(dg.discrete_gaussian_pmf(np.array([m]), at_edge)[0]) for m in exact}
-    monkeypatch.setattr(dg, "_SUMMED_SIGMA", 9_999)
+    monkeypatch.setattr(dg, "SUMMED_SIGMA", 9_999)
     for m, tail in exact.items():
         assert tail <= dg.tail_at_least(m, at_edge) <= tail + heads[m] * 1.001 + 1e-15
     # Far beyond it nothing is summed (σ ≈ 31,623 and 10^6): the variance is σ², the half-width 1.96σ.

@@ -3,6 +3,8 @@ domains as one long per group, in Spark and on the driver alike."""
 
 from __future__ import annotations
 
+import datetime
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -34,10 +36,37 @@ def test_the_groups_are_the_product_first_column_slowest():
     (["year"], {"year": {"range": [2003, 2000]}}, r"^keys\.year\.range must be \[low, high\]"),
     (["genre"], {"genre": {"ids": []}}, r"^keys\.genre\.ids must be a non-empty list"),
     (["genre"], {"genre": {"values": ["a"]}}, r"^keys\.genre needs exactly one of range, ids"),
+    (["day"], {"day": {"range": [datetime.date(2024, 1, 2), datetime.date(2024, 1, 1)]}},
+     r"^keys\.day\.range must be \[first, last\] dates"),
+    (["day"], {"day": {"ids": [datetime.date(2024, 1, 2), "2024-01-03"]}}, r"^keys\.day mixes dates"),
 ])
 def test_bad_groups_are_refused_before_anything_is_read(by, domains, message):
     with pytest.raises(ConfigError, match=message):
         group_keys(by, domains)
+
+
+def test_a_key_of_dates_is_a_range_or_a_list_of_days_shown_as_dates():
+    first, last = datetime.date(2024, 2, 27), datetime.date(2024, 3, 2)
+    keys = group_keys(["day", "gender"], {"day": {"range": [first, last]}, "gender": {"ids": ["F", "M"]}})
+    assert len(keys) == 5 * 2  # a leap year's February 29 included
+    frame = keys.frame()
+    assert frame["day"].iloc[0] == first and frame["day"].iloc[-1] == last
+    assert frame["day"].iloc[4] == datetime.date(2024, 2, 29)
+    listed = group_keys(["day"], {"day": {"ids": [last, first, first]}})
+    assert listed.frame()["day"].tolist() == [first, last]  # sorted, each once
+
+
+def test_spark_finds_a_record_s_day_from_a_date_a_timestamp_or_a_text(spark):
+    keys = group_keys(["day"], {"day": {"range": [datetime.date(2024, 2, 27), datetime.date(2024, 3, 2)]}})
+    listed = group_keys(["day"], {"day": {"ids": [datetime.date(2024, 3, 2), datetime.date(1969, 12, 31)]}})
+    dates = spark.createDataFrame(pd.DataFrame({"day": [datetime.date(2024, 2, 29), datetime.date(2024, 3, 3),
+                                                        datetime.date(1969, 12, 31), None]}))
+    assert [r[0] for r in dates.select(keys.cell()).collect()] == [2, None, None, None]
+    assert [r[0] for r in dates.select(listed.cell()).collect()] == [None, None, 0, None]
+    text = spark.createDataFrame(pd.DataFrame({"day": ["2024-03-02", "2024-02-30", "March", "2024-02-27"]}))
+    assert [r[0] for r in text.select(keys.cell()).collect()] == [4, None, None, 0]
+    stamps = text.selectExpr("try_to_timestamp(concat(day, ' 23:59:59')) AS day")
+    assert [r[0] for r in stamps.select(keys.cell()).collect()] == [4, None, None, 0]
 
 
 def test_spark_gives_each_record_the_driver_s_group_and_none_outside(spark):

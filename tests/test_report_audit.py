@@ -365,8 +365,10 @@ JOBS = {
     "means_guarded": ("ratings", lambda p: ratings_config(
         p, "means", "l = 5\nlow = 1\nhigh = 5\n[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\n"
                     "max_truncated_fraction = 1")),
-    # Metrics per group (under zCDP only the noise differs, not what readers see).
+    # Metrics per group, by histogram and by tables (under zCDP only the noise differs, not what
+    # readers see).
     "aggregate": ("ratings", aggregate_config),
+    "aggregate_tables": ("ratings", lambda p: aggregate_config(p) + 'method = "tables"\n'),
     # The tables released on the executors: the same report, plus where the noise was drawn.
     "sra_on_executors": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\n[execution]\nexecutor_noise_cells = 1")),
     "means_gaussian_on_executors": ("ratings", lambda p: ratings_config(

@@ -174,14 +174,25 @@ def mean_intervals(sum_units: np.ndarray, counts: np.ndarray, sum_halfwidth: flo
         raise ValueError(f"half-widths must be numbers >= 0, got {sum_halfwidth!r} and {count_halfwidth!r}")
     s = np.asarray(sum_units, dtype=np.int64).astype(np.float64)
     c = np.asarray(counts, dtype=np.int64).astype(np.float64)
+    return ratio_intervals(s, c, sum_halfwidth, count_halfwidth, clip.centre, clip.unit, clip.low, clip.high)
+
+
+def ratio_intervals(totals: np.ndarray, counts: np.ndarray, total_halfwidth: float, count_halfwidth: float,
+                    centre: float, unit: float, low: float, high: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per cell, centre + unit·total/count kept in [low, high], and the least and greatest of it
+    over the four corners total ± total_halfwidth, count ± count_halfwidth: the mean of noisy
+    centred totals and its interval, NaN where the count's lower end is not positive. The means'
+    (:func:`mean_intervals`, totals in grid units) and the histograms' (totals in values, unit 1)."""
+    s = np.asarray(totals, dtype=np.float64)
+    c = np.asarray(counts, dtype=np.float64)
     given = c - count_halfwidth > 0
     # Where no mean is given, a count whose corners stay positive (count_halfwidth + 1): no
     # division by zero, and nothing of it is kept.
     safe = np.where(given, c, count_halfwidth + 1.0)
 
     def at(total: np.ndarray, records: np.ndarray) -> np.ndarray:
-        return np.minimum(np.maximum(clip.centre + (total / records) * clip.unit, clip.low), clip.high)
-    corners = [at(s + ds, safe + dc) for ds in (-sum_halfwidth, sum_halfwidth)
+        return np.minimum(np.maximum(centre + (total / records) * unit, low), high)
+    corners = [at(s + ds, safe + dc) for ds in (-total_halfwidth, total_halfwidth)
                for dc in (-count_halfwidth, count_halfwidth)]
     missing = np.full(s.shape, np.nan)
     return (np.where(given, at(s, safe), missing), np.where(given, np.minimum.reduce(corners), missing),

@@ -145,7 +145,7 @@ def discrete_gaussian(rng: RandomSource, variance: Fraction | int, size: int) ->
 # Up to this σ the pmf's sums run over every integer within 40σ (an array of 80σ doubles); beyond it
 # the normaliser is σ√(2π) (Poisson summation: the correction, 2·Σ exp(−2π²σ²k²), is below 10^-300
 # from σ = 10 on) and the tails are bounded by integrals, so a σ of millions costs no memory.
-_SUMMED_SIGMA = 10_000
+SUMMED_SIGMA = 10_000
 
 
 def _sigma(variance: Fraction | float) -> float:
@@ -154,14 +154,14 @@ def _sigma(variance: Fraction | float) -> float:
 
 def support(variance: Fraction | float) -> np.ndarray:
     """The integers carrying all but about 1e-300 of the mass: |z| ≤ 40σ + 2 (for σ up to 10,000)."""
-    if _sigma(variance) > _SUMMED_SIGMA:
-        raise ValueError(f"sigma {_sigma(variance):.4g} is above {_SUMMED_SIGMA}: use the tail bounds")
+    if _sigma(variance) > SUMMED_SIGMA:
+        raise ValueError(f"sigma {_sigma(variance):.4g} is above {SUMMED_SIGMA}: use the tail bounds")
     reach = int(40 * _sigma(variance)) + 2
     return np.arange(-reach, reach + 1)
 
 
 def _normaliser(variance: Fraction | float) -> float:
-    if _sigma(variance) > _SUMMED_SIGMA:
+    if _sigma(variance) > SUMMED_SIGMA:
         return _sigma(variance) * math.sqrt(2 * math.pi)
     return float(np.exp(-(support(variance).astype(float) ** 2) / (2 * float(variance))).sum())
 
@@ -174,7 +174,7 @@ def discrete_gaussian_pmf(z: np.ndarray, variance: Fraction | float) -> np.ndarr
 def discrete_gaussian_variance(variance: Fraction | float) -> float:
     """Var(Z) = Σ z²·P(z): slightly below σ² (CKS Corollary 9), and σ² to double precision beyond
     σ = 10,000, where that is what is returned."""
-    if _sigma(variance) > _SUMMED_SIGMA:
+    if _sigma(variance) > SUMMED_SIGMA:
         return float(variance)
     z = support(variance)
     return float((z.astype(float) ** 2 * discrete_gaussian_pmf(z, variance)).sum())
@@ -184,7 +184,7 @@ def tail_at_least(m: int, variance: Fraction | float) -> float:
     """P(Z ≥ m) for an integer m, exactly summed up to σ = 10,000; beyond, an upper bound:
     Σ_{z≥m} f(z) ≤ f(m) + ∫_m^∞ f for m ≥ 0, f(x) = exp(−x²/2σ²) decreasing (and 1 − P(Z ≥ 1 − m)
     by symmetry for m < 0, with the lower bound ∫_m^∞ f there)."""
-    if _sigma(variance) <= _SUMMED_SIGMA:
+    if _sigma(variance) <= SUMMED_SIGMA:
         z = support(variance)
         return float(discrete_gaussian_pmf(z[z >= m], variance).sum())
     sigma, norm = _sigma(variance), _normaliser(variance)
@@ -204,7 +204,7 @@ def discrete_gaussian_halfwidth(variance: Fraction | float, alpha: float) -> int
     from the tail's upper bound: at most one step wider)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be strictly between 0 and 1, got {alpha!r}")
-    if _sigma(variance) > _SUMMED_SIGMA:
+    if _sigma(variance) > SUMMED_SIGMA:
         return least_integer(lambda h: discrete_gaussian_tail(h, variance) <= alpha)
     z = support(variance)
     inside = discrete_gaussian_pmf(z, variance)

@@ -27,6 +27,7 @@ from dp_spark.aggregates import item_edges, value_sums
 from dp_spark.aggregates.domain_vector import on_domain
 from dp_spark.aggregates.group_totals import group_totals
 from dp_spark.aggregates.key_users import users_per_key
+from dp_spark.aggregates.value_histogram import kept_histograms
 from dp_spark.aggregates.value_ranks import value_ranks
 from dp_spark.bounding import item_rows, keys, user_keys, user_locations, user_records
 from dp_spark.core.clip_range import ClipRange
@@ -36,6 +37,7 @@ from dp_spark.families.aggregate.keys import group_keys
 from dp_spark.families.aggregate.metrics import metrics_of
 from dp_spark.families.aggregate.noisy_totals import GroupBound
 from dp_spark.families.aggregate.params import AggregateParams
+from dp_spark.families.aggregate.quantiles import Candidates
 from dp_spark.families.counts import sampling
 from dp_spark.families.dpsense import columns as item_columns
 from dp_spark.families.dpsense import theta as dpsense
@@ -143,6 +145,7 @@ def hpa_top_capped(df: DataFrame, distinct: bool) -> np.ndarray:
 
 # The means' range: values from −3.1 to 5.3 below, so some are clipped; 10 grid units per half-range.
 MEANS_CLIP = ClipRange(-1.0, 4.0, steps=10)
+HISTOGRAM_CANDIDATES = Candidates((-1.0, 0.0, 1.5, 2.0, 4.0))  # uneven, within MEANS_CLIP
 
 
 def _valued(df: DataFrame, distinct: bool) -> DataFrame:
@@ -285,12 +288,18 @@ def groups_per_user(df: DataFrame, distinct: bool) -> np.ndarray:
 
 def groups_per_user_values(df: DataFrame, distinct: bool) -> np.ndarray:
     """:func:`groups_per_user` with a value: the sums of the kept values' grid units and of their
-    square units per group (a record without a usable value is in no group, as the release drops it)."""
+    square units per group, and the histograms over candidates that the histogram method noises (a
+    record without a usable value is in no group, as the release drops it)."""
     params = _aggregate_params(["variance(value)"])
-    totals = group_totals(run.kept_records(_valued(df, distinct), params, SEED), run.GROUP, ITEMS, run.VALUE,
-                          MEANS_CLIP)
+    kept = run.kept_records(_valued(df, distinct), params, SEED).cache()
+    try:
+        totals = group_totals(kept, run.GROUP, ITEMS, run.VALUE, MEANS_CLIP)
+        histograms = kept_histograms(kept, run.GROUP, F.col(run.VALUE), HISTOGRAM_CANDIDATES.midpoints().tolist(),
+                                     ITEMS)
+    finally:
+        kept.unpersist()
     assert totals.units is not None and totals.squares is not None
-    return np.concatenate([totals.units, totals.squares])
+    return np.concatenate([totals.units, totals.squares, histograms.ravel()])
 
 
 def user_histogram(df: DataFrame, distinct: bool) -> np.ndarray:
@@ -387,9 +396,11 @@ FAMILIES = (
     # At most l groups per user, C records in each: records per group L1 l·C, L∞ C; users per group L1 l.
     Family("groups_per_user", groups_per_user, BOUND * VISITS_CAP + BOUND, linf=VISITS_CAP,
            l2_squared=BOUND * VISITS_CAP ** 2 + BOUND),
-    # Its sums of units and of square units (each at most steps): L1 2·l·C·steps, L∞ C·steps.
-    Family("groups_per_user_values", groups_per_user_values, 2 * BOUND * VISITS_CAP * MEANS_CLIP.steps,
-           linf=VISITS_CAP * MEANS_CLIP.steps, l2_squared=2 * BOUND * VISITS_CAP ** 2 * MEANS_CLIP.steps ** 2),
+    # Its sums of units and of square units (each at most steps): L1 2·l·C·steps, L∞ C·steps; and its
+    # histograms over candidates: L1 l·C, L∞ C, L2² l·C².
+    Family("groups_per_user_values", groups_per_user_values,
+           2 * BOUND * VISITS_CAP * MEANS_CLIP.steps + BOUND * VISITS_CAP, linf=VISITS_CAP * MEANS_CLIP.steps,
+           l2_squared=2 * BOUND * VISITS_CAP ** 2 * MEANS_CLIP.steps ** 2 + BOUND * VISITS_CAP ** 2),
     # Sums and means (docs/value_sums.md): the sums in grid units beside the counts.
     Family("means_sums", means_sums, BOUND * MEANS_CLIP.steps + BOUND,
            l2_squared=(BOUND * MEANS_CLIP.steps) ** 2 + BOUND ** 2),

@@ -3,8 +3,10 @@ of one value, for every group of one or more key columns' public values, in one 
 
 Bound: each user keeps at most ``groups_per_user`` (l) of its groups, a uniform sample, and at most
 ``records_per_group`` (c) of its records in each (bounding.user_groups). Aggregate: per group, the
-totals the metrics need and the histograms the quantiles read (run.aggregate_table). Publish: each
-table with noise at its share, each quantile level by the exponential mechanism at its share.
+totals the metrics need and the histograms over the value's candidates (run.aggregate_table).
+Publish: by histogram, one noisy histogram per group whose post-processing is every value metric;
+by tables, each table with noise at its share and each quantile level by the exponential mechanism
+at its share (params: the methods).
 Claim and argument: docs/aggregate.md, "Privacy claim: aggregate".
 
 Here: the family's entry (config, report, accuracy, plan). The parts are in params, metrics, keys,
@@ -22,11 +24,11 @@ from pyspark.sql import types as T
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.clip_range import DEFAULT_STEPS
 from dp_spark.errors import ConfigError, DataError
-from dp_spark.families.aggregate import noisy_totals, quantiles
+from dp_spark.families.aggregate import histogram_metrics, noisy_totals, quantiles
 from dp_spark.families.aggregate.keys import group_keys
 from dp_spark.families.aggregate.metrics import COUNT, USERS, metrics_of
 from dp_spark.families.aggregate.noisy_totals import RECORDS, SUM, GroupBound
-from dp_spark.families.aggregate.params import QUANTILE_KINDS, AggregateParams, clip_of, quantile_step
+from dp_spark.families.aggregate.params import AUTO, HISTOGRAM, QUANTILE_KINDS, AggregateParams, clip_of, quantile_step
 from dp_spark.families.aggregate.quantiles import Candidates
 from dp_spark.families.aggregate.run import TABLE, aggregate_table
 from dp_spark.io.validation import INTEGER_TYPES, NUMERIC_TYPES, analysed, user_values
@@ -40,12 +42,12 @@ RECORDS_SHOWN = (10, 100, 1_000, 10_000)
 # The paper's names for the bound, taken as aliases of the users' words.
 ALIASES = {"l": "groups_per_user", "c": "records_per_group"}
 CONFIG_KEYS = ("by", "metrics", "groups_per_user", "records_per_group", "low", "high", "candidates", "grid_steps",
-               "c")
+               "method", "c")
 
 
 def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, records_per_group: Any = 1,
                      low: Any = None, high: Any = None, candidates: Any = None, noise: str = "laplace",
-                     grid_steps: int = DEFAULT_STEPS) -> AggregateParams:
+                     grid_steps: int = DEFAULT_STEPS, method: str = AUTO) -> AggregateParams:
     """The parameters from the words of the API and the config (module docstring), each checked."""
     if not isinstance(keys, dict) or not keys:
         raise ConfigError("keys: give each key column's public values, e.g. keys={\"movie\": range(1, 3953), "
@@ -62,7 +64,7 @@ def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, rec
         except (TypeError, ValueError) as e:
             raise ConfigError(f"candidates: {e}") from None
     return AggregateParams(group_keys(by, {name: _domain_spec(spec) for name, spec in keys.items()}),
-                           metrics_of(metrics), bound, clip, chosen, noise)
+                           metrics_of(metrics), bound, clip, chosen, noise, method)
 
 
 def _domain_spec(spec: Any) -> Any:
@@ -78,7 +80,7 @@ def _domain_spec(spec: Any) -> Any:
 
 def from_config(c: ConfigTables) -> AggregateParams:
     """[algorithm] name = "aggregate", by, metrics, groups_per_user (l), records_per_group (c), low,
-    high, candidates; [domain.keys] one entry per key column."""
+    high, candidates, method; [domain.keys] one entry per key column."""
     if c.attributes is not None or "items" in c.domain:
         raise ConfigError("aggregate groups by the key columns of algorithm.by, with their public values in "
                           "[domain.keys]; domain.items and domain.attributes are for the counts and means")
@@ -102,7 +104,7 @@ def from_config(c: ConfigTables) -> AggregateParams:
                                                                                 "algorithm"),
                             algorithm.get("records_per_group", 1), algorithm.get("low"), algorithm.get("high"),
                             algorithm.get("candidates"), c.privacy.get("noise", "laplace"),
-                            algorithm.get("grid_steps", DEFAULT_STEPS))
+                            algorithm.get("grid_steps", DEFAULT_STEPS), algorithm.get("method", AUTO))
 
 
 def _read_columns(params: AggregateParams) -> tuple[str, ...]:
@@ -112,15 +114,16 @@ def _read_columns(params: AggregateParams) -> tuple[str, ...]:
 def _check_schema(params: AggregateParams, records, domains: Domains) -> None:
     """The user column's type (analysed by Spark, no record read), each key column's and the
     value's: a key of whole numbers is read from numbers or text, a key of strings from strings or
-    whole numbers, a value from numbers or text."""
+    whole numbers, a key of dates from dates, timestamps or text, a value from numbers or text."""
     analysed(lambda: records.select(user_values(records)[1].alias("user_id")))
     fields = {f.name: f.dataType for f in records.schema.fields}
     for column in params.keys.columns:
         kind = fields[column.name]
-        allowed = (T.StringType, *INTEGER_TYPES) if column.domain.is_string else (T.StringType, *NUMERIC_TYPES)
+        allowed, said = (((T.StringType, *INTEGER_TYPES), "strings") if column.domain.is_string else
+                         ((T.StringType, T.DateType, T.TimestampType, T.TimestampNTZType), "dates") if column.dates
+                         else ((T.StringType, *NUMERIC_TYPES), "whole numbers"))
         if not isinstance(kind, allowed):
-            raise DataError(f"key column {column.name} has type {kind.simpleString()}; its public values are "
-                            f"{'strings' if column.domain.is_string else 'whole numbers'}")
+            raise DataError(f"key column {column.name} has type {kind.simpleString()}; its public values are {said}")
     if params.value is not None and not isinstance(fields[params.value], (T.StringType, *NUMERIC_TYPES)):
         raise DataError(f"the value column {params.value} must hold numbers, got "
                         f"{fields[params.value].simpleString()}")
@@ -155,22 +158,32 @@ def _report_section(params: AggregateParams) -> dict:
             "groups_per_user": bound.groups_per_user, "records_per_group": bound.records_per_group,
             **({"low": clip.low, "high": clip.high, "grid_steps": clip.steps} if clip else {}),
             **({"candidates": len(params.candidates)} if params.candidates else {}),
+            **({"method": params.method} if params.value else {}),
             "noise": params.noise, "confidence": CONFIDENCE,
             "sensitivity_l1": _sensitivities(params),
         },
         "specification": "docs/aggregate.md",
-        "post_processing": ("sum = unit x (noisy sum of units) + centre x (noisy count); mean = sum / count with an "
-                            "interval, none where the count's interval reaches zero; variance from the noisy sums "
-                            "of units and of their squares, kept in [0, ((high - low)/2)^2]; quantile levels sorted "
-                            "within a group"),
+        "post_processing": _POST_PROCESSING[params.method],
         "publisher": {"name": "laplace" if params.noise == "laplace" else params.noise},
     }
+
+
+_POST_PROCESSING = {
+    "tables": ("sum = unit x (noisy sum of units) + centre x (noisy count); mean = sum / count with an interval, none "
+               "where the count's interval reaches zero; variance from the noisy sums of units and of their squares, "
+               "kept in [0, ((high - low)/2)^2]; quantile levels sorted within a group"),
+    HISTOGRAM: ("count, sum, mean (with an interval), variance and quantiles from each group's noisy histogram over "
+                "the candidates; mean, variance and quantiles none where the count's interval reaches zero"),
+}
 
 
 def _sensitivities(params: AggregateParams) -> dict:
     """Each ledger step's L1 sensitivity (the sums' in grid units; a quantile's on its scaled scores)."""
     steps = params.clip.steps if params.clip else 1
     said = {noisy_totals.step_name(t, params.value): params.bound.sensitivity(t, steps)[0] for t in params.tables}
+    if params.method == HISTOGRAM:
+        said[histogram_metrics.step_name(params.value or "")] = histogram_metrics.sensitivity(params.bound)[0]
+        return said
     for level in params.levels:
         said[quantile_step(params.value or "", level)] = quantiles.scaled_sensitivity(
             level, params.bound.groups_per_user, params.bound.records_per_group)
@@ -186,10 +199,22 @@ def _table_accuracy(params: AggregateParams, split: dict[str, Fraction], alpha: 
                                           {t: split[noisy_totals.step_name(t, params.value)] for t in params.tables},
                                           params.noise, groups)
     columns: dict[str, accuracy.Accuracy] = {}
+    if params.method == HISTOGRAM:
+        assert params.value is not None and params.candidates is not None
+        entry = histogram_metrics.ledger_entry(params.bound, params.value,
+                                               split[histogram_metrics.step_name(params.value)], params.noise, groups,
+                                               len(params.candidates))
+        columns.update(histogram_metrics.table_accuracy(
+            [m for m in params.metrics if m.kind in histogram_metrics.KINDS], entry, params.candidates, alpha,
+            RECORDS_SHOWN, CONFIDENCE))
     for metric in params.metrics:
+        if metric.kind in (COUNT, USERS) and metric.kind in columns:
+            continue
         if metric.kind in (COUNT, USERS):
             columns[metric.kind] = _exact(entries[RECORDS if metric.kind == COUNT else noisy_totals.DISTINCT_USERS],
                                           alpha)
+        elif params.method == HISTOGRAM:
+            continue
         elif metric.kind == "sum":
             columns[metric.columns[0]] = _sum_accuracy(params, entries, alpha)
         elif metric.kind == "mean":

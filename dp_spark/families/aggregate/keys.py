@@ -6,10 +6,16 @@ the aggregates that work per item work per group unchanged, over the range [0, g
 The domains are public (specification §1.2): a record whose key is outside them is in no group and
 is dropped before bounding, a per-record filter that depends on nothing else. The positions are
 found in Spark from the public values alone (a range by arithmetic, a list by a lookup literal).
+
+A key column of dates has a range of two dates or a list of dates as its values (TOML's own dates,
+or Python's datetime.date): it is a domain of whole days since 1970-01-01, and a record's date
+(a date, a timestamp on its day in the session's time zone, or a text Spark reads as a date) is
+found on it as a whole number is; the released table shows the dates.
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +48,7 @@ class KeyColumn:
 
     name: str
     domain: ItemDomain
+    dates: bool = False  # the domain's ids are days since 1970-01-01
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -55,12 +62,20 @@ class KeyColumn:
         value = column(self.name)
         if self.domain.is_string:
             return self._listed(value.cast("string"))
-        as_long = value.try_cast("long")
-        whole = F.when(as_long.cast("double") == value.try_cast("double"), as_long)
+        if self.dates:
+            whole = F.unix_date(value.try_cast("date")).cast("long")
+        else:
+            as_long = value.try_cast("long")
+            whole = F.when(as_long.cast("double") == value.try_cast("double"), as_long)
         if self.domain.id_range is not None:
             low, high = self.domain.id_range
             return F.when(whole.between(low, high), whole - F.lit(low))
         return self._listed(whole)
+
+    def values(self, positions: np.ndarray) -> np.ndarray:
+        """The public values at ``positions``: ids, or dates (datetime.date) for a column of dates."""
+        ids = self.domain.ids[positions]
+        return ids.astype("datetime64[D]").astype(object) if self.dates else ids
 
     def _listed(self, value: Column) -> Column:
         """The position of ``value`` in the domain's list of ids; null when it is not there. Whole
@@ -127,7 +142,7 @@ class GroupKeys:
     def frame(self, cells: np.ndarray | None = None) -> pd.DataFrame:
         """The key columns of the given groups (all of them, in index order, by default)."""
         cells = np.arange(len(self), dtype=np.int64) if cells is None else np.asarray(cells, dtype=np.int64)
-        return pd.DataFrame({c.name: c.domain.ids[p] for c, p in zip(self.columns, self.positions(cells))})
+        return pd.DataFrame({c.name: c.values(p) for c, p in zip(self.columns, self.positions(cells))})
 
 
 def group_keys(by: Sequence[str] | str, domains: Mapping[str, Any]) -> GroupKeys:
@@ -142,6 +157,43 @@ def group_keys(by: Sequence[str] | str, domains: Mapping[str, Any]) -> GroupKeys
     extra = [name for name in domains if name not in by]
     if extra:
         raise ConfigError(f"public values given for {', '.join(extra)}, which is not a key column")
-    return GroupKeys(tuple(KeyColumn(name, spec if isinstance(spec, ItemDomain) else
-                                     item_domain(dict(spec), key=f"keys.{name}"))
-                           for name, spec in ((n, domains[n]) for n in by)))
+    return GroupKeys(tuple(_key_column(name, domains[name]) for name in by))
+
+
+def _key_column(name: str, spec: Any) -> KeyColumn:
+    if isinstance(spec, ItemDomain):
+        return KeyColumn(name, spec)
+    spec = dict(spec)
+    dates = date_domain(spec, f"keys.{name}")
+    if dates is not None:
+        return KeyColumn(name, dates, dates=True)
+    return KeyColumn(name, item_domain(spec, key=f"keys.{name}"))
+
+
+def _is_date(value: Any) -> bool:
+    return isinstance(value, datetime.date) and not isinstance(value, datetime.datetime)
+
+
+def _day(value: datetime.date) -> int:
+    return (value - EPOCH).days
+
+
+EPOCH = datetime.date(1970, 1, 1)
+
+
+def date_domain(spec: dict[str, Any], key: str) -> ItemDomain | None:
+    """The days of a range of two dates or of a list of dates, or None when ``spec`` holds no date.
+    A list mixing dates with other values, or a range of a date and something else, is refused."""
+    values = spec.get("range", spec.get("ids"))
+    if not isinstance(values, (list, tuple)) or not any(_is_date(v) for v in values):
+        return None
+    if not all(_is_date(v) for v in values):
+        raise ConfigError(f"{key} mixes dates with other values: give every value as a date (2024-01-31 in "
+                          "TOML, datetime.date in Python)")
+    if "range" in spec:
+        if len(values) != 2 or values[0] > values[1]:
+            raise ConfigError(f"{key}.range must be [first, last] dates with first <= last, got {values!r}")
+        first, last = _day(values[0]), _day(values[1])
+        return ItemDomain(ids=None, description=f"dates [{values[0]}, {values[1]}]", id_range=(first, last))
+    days = np.unique(np.asarray([_day(v) for v in values], dtype=np.int64))
+    return ItemDomain(ids=days, description=f"{len(days):,} dates")

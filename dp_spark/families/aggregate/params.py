@@ -1,11 +1,18 @@
 """The parameters of an aggregation, checked before anything is read: the groups, the metrics, the
-contribution bound, the value's range and the quantiles' candidates; and the budget split, one
+contribution bound, the value's range and its candidates, the method; and the budget split, one
 equal part per ledger step.
 
-The steps are the noisy tables the metrics need (noisy_totals.tables_for: count, users, sum, sum of
-squares) and one choice per quantile level. Each gets the same part of ε (under zCDP, of ρ): a
-release of `count` and `mean(v)` spends half on the counts and half on the sums; one of
-`quantiles(v, 0.1, 0.5, 0.9)` a third on each level.
+Two methods answer the value metrics. "tables": a noisy table per figure the metrics need
+(noisy_totals.tables_for: count, users, sum, sum of squares) and one exponential-mechanism choice
+per quantile level. "histogram": one noisy histogram per group over the candidates, of which the
+count, sum, mean, variance and every quantile are post-processing (histogram_metrics), and the
+users' table beside it when asked. "auto" (the default) takes the histogram when the candidates
+are given, at most AUTO_HISTOGRAM_CANDIDATES (a value of few possible values, such as ratings), and
+the metrics ask for a quantile or for figures whose separate tables would carry more noise
+(AggregateParams._histogram_is_better): for the stars 1 to 5, a variance, not a mean alone.
+Each step gets the same part of ε (under zCDP, of ρ): by tables, a release of `count` and
+`mean(v)` spends half on the counts and half on the sums, one of `quantiles(v, 0.1, 0.5, 0.9)` a
+third on each level; by histogram, all of it on the histogram (half with `users`).
 """
 
 from __future__ import annotations
@@ -15,8 +22,9 @@ from fractions import Fraction
 
 from dp_spark.core.clip_range import DEFAULT_STEPS, ClipRange
 from dp_spark.errors import ConfigError
+from dp_spark.families.aggregate import histogram_metrics
 from dp_spark.families.aggregate.keys import GroupKeys
-from dp_spark.families.aggregate.metrics import Metric
+from dp_spark.families.aggregate.metrics import USERS, Metric
 from dp_spark.families.aggregate.noisy_totals import GroupBound, step_name, tables_for
 from dp_spark.families.aggregate.quantiles import MAX_CANDIDATES, Candidates
 
@@ -24,6 +32,11 @@ QUANTILE_KINDS = ("median", "quantiles")
 NOISES = ("laplace", "gaussian", "auto")
 # Without candidates of its own, a quantile is chosen among this many values evenly over the range.
 DEFAULT_CANDIDATES = 101
+HISTOGRAM, TABLES, AUTO = "histogram", "tables", "auto"
+METHODS = (AUTO, HISTOGRAM, TABLES)
+# "auto" takes the histogram for at most this many given candidates: each group's count then
+# carries at most this many cells' noise, while every other value metric costs nothing more.
+AUTO_HISTOGRAM_CANDIDATES = 32
 
 
 def quantile_step(value: str, level: Fraction) -> str:
@@ -35,7 +48,8 @@ def quantile_step(value: str, level: Fraction) -> str:
 class AggregateParams:
     """One aggregation: ``keys`` (the groups), ``metrics``, ``bound`` (groups per user, records per
     group); with a value metric, ``clip`` (the public range and its grid); with a quantile,
-    ``candidates`` (by default DEFAULT_CANDIDATES evenly over the range)."""
+    ``candidates`` (by default DEFAULT_CANDIDATES evenly over the range); ``method`` (module
+    docstring: "auto" is resolved here, from the config alone)."""
 
     keys: GroupKeys
     metrics: tuple[Metric, ...]
@@ -43,6 +57,7 @@ class AggregateParams:
     clip: ClipRange | None = None
     candidates: Candidates | None = None
     noise: str = "laplace"  # privacy.noise: the tables' noise ("gaussian" or "auto" under zCDP)
+    method: str = AUTO
 
     algorithm = "aggregate"
 
@@ -56,9 +71,12 @@ class AggregateParams:
             raise ConfigError(f"metrics of {value} need its public range: give low and high")
         if value is None and (self.clip is not None or self.candidates is not None):
             raise ConfigError("a range or quantile candidates are given, but no metric reads a value")
-        if self.candidates is not None and not self.levels:
-            raise ConfigError("quantile candidates are given, but no metric is a median or quantiles")
-        if self.levels and self.candidates is None:
+        asked = self.method
+        self._resolve_method()
+        if self.candidates is not None and not self.levels and asked == TABLES:
+            raise ConfigError("quantile candidates are given, but no metric is a median or quantiles (the "
+                              "histogram method reads them for every value metric)")
+        if (self.levels or self.method == HISTOGRAM) and self.candidates is None:
             assert self.clip is not None
             object.__setattr__(self, "candidates", Candidates.evenly(self.clip.low, self.clip.high, DEFAULT_CANDIDATES))
         if self.candidates is not None and len(self.candidates.values) > MAX_CANDIDATES:
@@ -68,6 +86,39 @@ class AggregateParams:
         overlap = set(self.keys.names) & {c for m in metrics for c in m.columns}
         if overlap:
             raise ConfigError(f"a key column and a metric's output share the name {', '.join(sorted(overlap))}")
+
+    def _resolve_method(self) -> None:
+        if self.method not in METHODS:
+            raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        method = self.method
+        if method == AUTO:
+            few = self.candidates is not None and len(self.candidates) <= AUTO_HISTOGRAM_CANDIDATES
+            method = HISTOGRAM if self.value is not None and few and self._histogram_is_better() else TABLES
+        if method == HISTOGRAM:
+            if self.value is None:
+                raise ConfigError("method \"histogram\" answers the metrics of a value: ask for one, e.g. mean(stars)")
+            assert self.clip is not None
+            if self.candidates is not None and not (self.clip.low <= self.candidates.values[0]
+                                                    and self.candidates.values[-1] <= self.clip.high):
+                raise ConfigError(f"the histogram's candidates must lie in the value's range [{self.clip.low:g}, "
+                                  f"{self.clip.high:g}]")
+        object.__setattr__(self, "method", method)
+
+    def _histogram_is_better(self) -> bool:
+        """With quantiles, always (the exponential mechanism's rank error grows as l, the histogram's
+        as √l); else when the noise on the centred sum, in values, has the lower variance: S_h·Σ(b_k − m)²
+        for the histogram against S_t·((high − low)/2)² for the tables, S the steps sharing the
+        budget, m the candidates' or the range's midpoint (a record moves the sum table by at most
+        half the range). From the config alone."""
+        assert self.candidates is not None and self.clip is not None
+        if self.levels:
+            return True
+        users = sum(1 for m in self.metrics if m.kind == USERS)
+        b = self.candidates.values
+        centre = (b[0] + b[-1]) / 2
+        histogram = (1 + users) * sum((v - centre) ** 2 for v in b)
+        half_range = (self.clip.high - self.clip.low) / 2
+        return histogram < len(tables_for(self.metrics)) * half_range ** 2
 
     @property
     def value(self) -> str | None:
@@ -81,12 +132,19 @@ class AggregateParams:
 
     @property
     def tables(self) -> tuple[str, ...]:
+        """The noisy tables of noisy_totals the release draws: by histogram, the users' alone."""
+        if self.method == HISTOGRAM:
+            return tables_for([m for m in self.metrics if m.kind == USERS])
         return tables_for(self.metrics)
 
     def steps(self) -> tuple[str, ...]:
-        """The ledger steps, in the order the release pays them: the tables, then each level."""
+        """The ledger steps, in the order the release pays them: the tables, then the histogram or
+        each quantile level."""
         value = self.value or ""
-        return (*(step_name(t, self.value) for t in self.tables), *(quantile_step(value, q) for q in self.levels))
+        tables = tuple(step_name(t, self.value) for t in self.tables)
+        if self.method == HISTOGRAM:
+            return (*tables, histogram_metrics.step_name(value))
+        return (*tables, *(quantile_step(value, q) for q in self.levels))
 
     def split(self, epsilon: Fraction) -> dict[str, Fraction]:
         """An equal part of ``epsilon`` per step (module docstring)."""

@@ -4,11 +4,12 @@
    the domains, or without a value when the metrics read one, is dropped (a filter on the record).
 2. Each user keeps at most l groups and c records in each (bounding.user_groups), from its own
    records alone.
-3. The kept records are aggregated once per group: the totals the counts, sums, means and
-   variances come from (aggregates.group_totals), and the histograms the quantiles are chosen
-   from (aggregates.value_histogram.kept_histograms).
+3. The kept records are aggregated once per group: the totals the tables need
+   (aggregates.group_totals), and the histograms over the candidates
+   (aggregates.value_histogram.kept_histograms) when a quantile or the histogram method reads them.
 4. The noise and the choices, paid through the budget in a fixed order: the tables
-   (noisy_totals.publish), then each quantile level (quantiles.choose_levels).
+   (noisy_totals.publish), then the histogram with noise (histogram_metrics.publish) or each
+   quantile level (quantiles.choose_levels).
 
 Only the last step's outputs leave: the table holds the public keys and DP outputs. Claim:
 docs/aggregate.md, "Privacy claim: aggregate".
@@ -30,9 +31,9 @@ from dp_spark.bounding import keys as row_keys
 from dp_spark.bounding.user_groups import bounded_groups
 from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.families.aggregate import noisy_totals, quantiles
+from dp_spark.families.aggregate import histogram_metrics, noisy_totals, quantiles
 from dp_spark.families.aggregate.keys import column
-from dp_spark.families.aggregate.params import QUANTILE_KINDS, AggregateParams, quantile_step
+from dp_spark.families.aggregate.params import HISTOGRAM, QUANTILE_KINDS, AggregateParams, quantile_step
 from dp_spark.io.validation import usable_value, user_values, value_number
 
 GROUP = "_group"
@@ -74,27 +75,30 @@ def aggregate_table(records: DataFrame, params: AggregateParams, split: Mapping[
         groups = len(params.keys)
         columns: dict = {}
         kept_rows = 0
+        by_histogram = params.method == HISTOGRAM
         if params.tables:
-            totals = group_totals(kept, GROUP, groups, VALUE if params.value else None, params.clip, user_col)
+            valued = params.value is not None and not by_histogram
+            totals = group_totals(kept, GROUP, groups, VALUE if valued else None, params.clip if valued else None,
+                                  user_col)
             shares = {table: split[noisy_totals.step_name(table, params.value)] for table in params.tables}
-            columns = noisy_totals.publish(totals, params.metrics, bound, params.clip, shares, noise, budget, rng,
-                                           alpha)
+            columns = noisy_totals.publish(totals, _table_metrics(params), bound, params.clip, shares, noise,
+                                           budget, rng, alpha)
             kept_rows = int(totals.records.sum())
-        if params.levels:
-            assert params.value is not None and params.candidates is not None
-            histograms = kept_histograms(kept, GROUP, F.col(VALUE), params.candidates.midpoints().tolist(),
-                                         groups)
+        if params.levels or by_histogram:
+            value, candidates = params.value, params.candidates
+            assert value is not None and candidates is not None
+            histograms = kept_histograms(kept, GROUP, F.col(VALUE), candidates.midpoints().tolist(), groups)
             kept_rows = int(histograms.sum())
-            chosen = quantiles.choose_levels(histograms, params.candidates, params.levels,
-                                             [split[quantile_step(params.value, q)] for q in params.levels],
-                                             bound.groups_per_user, bound.records_per_group, budget, rng,
-                                             params.value)
-            at = 0
-            for metric in params.metrics:
-                if metric.kind in QUANTILE_KINDS:
-                    for name in metric.columns:
-                        columns[name] = chosen[:, at]
-                        at += 1
+            if by_histogram:
+                columns.update(histogram_metrics.publish(
+                    histograms, [m for m in params.metrics if m.kind in histogram_metrics.KINDS], candidates, bound,
+                    split[histogram_metrics.step_name(value)], noise, budget, rng, alpha))
+            else:
+                chosen = quantiles.choose_levels(histograms, candidates, params.levels,
+                                                 [split[quantile_step(value, q)] for q in params.levels],
+                                                 bound.groups_per_user, bound.records_per_group, budget, rng, value)
+                names = [name for metric in params.metrics if metric.kind in QUANTILE_KINDS for name in metric.columns]
+                columns.update({name: chosen[:, at] for at, name in enumerate(names)})
     finally:
         kept.unpersist()
     table = params.keys.frame()
@@ -102,3 +106,10 @@ def aggregate_table(records: DataFrame, params: AggregateParams, split: Mapping[
         for name in metric.columns:
             table[name] = columns[name]
     return table, kept_rows
+
+
+def _table_metrics(params: AggregateParams) -> list:
+    """The metrics noisy_totals answers: every one by tables, the users' alone by histogram."""
+    if params.method == HISTOGRAM:
+        return [m for m in params.metrics if m.kind not in histogram_metrics.KINDS]
+    return list(params.metrics)
