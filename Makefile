@@ -81,7 +81,7 @@ bench-peers: install check-java $(TMLT_VENV)/.installed $(PDP_VENV)/.installed
 
 $(PDP_VENV)/.installed:
 	@[ -x $(PDP_VENV)/bin/python ] || $(PYTHON) -m venv $(PDP_VENV)
-	$(PDP_VENV)/bin/python -m pip install --quiet pipeline-dp "pyspark>=4.2,<5" "pandas<3" pyarrow
+	$(PDP_VENV)/bin/python -m pip install --quiet pipeline-dp dp-accounting "pyspark>=4.2,<5" "pandas<3" pyarrow
 	@touch $@
 
 $(TMLT_VENV)/.installed:

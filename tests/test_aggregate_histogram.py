@@ -79,13 +79,16 @@ def test_the_quantile_is_the_least_candidate_whose_running_count_reaches_q(count
     assert float(position) == true_quantile(values, level)
 
 
-def test_a_group_whose_count_reaches_zero_gets_no_mean_variance_or_quantile():
-    entry = hm.ledger_entry(GroupBound(1, 1), "stars", Fraction(1), "laplace", 2, 5)
-    noisy = np.array([[0, 1, 0, -1, 2], [200, 300, 500, 300, 200]])
+def test_a_group_whose_count_reaches_zero_gets_no_mean_or_variance_and_without_a_count_no_quantile():
+    entry = hm.ledger_entry(GroupBound(1, 1), "stars", Fraction(1), "laplace", 3, 5)
+    noisy = np.array([[0, 1, 0, -1, 2], [200, 300, 500, 300, 200], [0, 1, 0, -1, 0]])
     got = hm.columns_of(noisy, ALL, STARS, entry, 0.05)
-    for name in ("mean_stars", "mean_stars_low", "variance_stars", "stars_p50"):
+    for name in ("mean_stars", "mean_stars_low", "variance_stars"):
         assert np.isnan(got[name][0]) and not np.isnan(got[name][1]), name
-    assert got["count"].tolist() == [2, 1500]  # the count is always given
+    # Defined, if noisy: from the cells clamped at zero, 0, 1, 0, 0, 2.
+    assert (got["stars_p10"][0], got["stars_p50"][0], got["stars_p90"][0]) == (2, 5, 5)
+    assert np.isnan(got["stars_p50"][2])  # a count of zero: none
+    assert got["count"].tolist() == [2, 1500, 0]  # the count is always given
     assert 1 <= got["mean_stars_low"][1] <= got["mean_stars"][1] <= got["mean_stars_high"][1] <= 5
 
 

@@ -60,3 +60,18 @@ def test_weights_off_a_lattice_or_too_wide_fall_back():
     assert noise_sums.exact_halfwidth(entry("laplace"), [0, 0], 0.05) == 0.0
     bound = hm.combination_halfwidth(entry("gaussian"), [1, math.sqrt(2)], 0.05)
     assert bound >= noise_sums.exact_halfwidth(entry("gaussian"), [1, 1.5], 0.05)  # |√2| < 1.5: no narrower
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+def test_the_positive_parts_quantile_holds_and_is_the_least(noise):
+    """Σ max(Z_k, 0) over 5 cells, 40,000 sums: exceeded at most 5% of the time (plus 3 standard
+    errors), and one less is exceeded more than 5% less 3 standard errors of the time."""
+    alpha, e = 0.05, entry(noise)
+    budget = (Budget(Fraction(10**6), accounting=Accounting("gaussian", Fraction(10**6), 1e-6)) if noise == "gaussian"
+              else Budget(Fraction(10**6)))
+    cells = np.concatenate([budget.noise(e, RandomSource(seed=s)) for s in range(5)])
+    sums = np.maximum(cells, 0).reshape(-1, 5).sum(axis=1)
+    h = noise_sums.positive_part_quantile(e, 5, alpha)
+    se = 3 * math.sqrt(alpha * (1 - alpha) / len(sums))
+    assert np.mean(sums > h) <= alpha + se
+    assert np.mean(sums > h - 1) > alpha - se

@@ -7,7 +7,8 @@ their whole weights: computed here by FFT, each cell's pmf cut where less than T
 lies beyond. The cut leaves a sub-probability (every point's mass at most its true mass), so the
 least h whose cut mass within ±h reaches 1 − α (less a margin for the FFT's rounding) also holds
 for the true sum. Weights off a lattice, or sums too wide to hold, get None: the caller falls back
-on bounds that need no pmf.
+on bounds that need no pmf. The same convolution gives the upper quantile of a sum of the cells'
+positive parts, max(Z_k, 0), which bounds how far clamping noisy cells at zero can raise a sum.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dp_spark.core.discrete_gaussian import SUMMED_SIGMA, discrete_gaussian_pmf
+from dp_spark.core.accuracy import discrete_laplace_halfwidth
+from dp_spark.core.discrete_gaussian import SUMMED_SIGMA, discrete_gaussian_halfwidth, discrete_gaussian_pmf
 from dp_spark.core.ledger import GAUSSIAN_MECHANISM, LedgerEntry
 
 TAIL = 1e-12  # a cell's mass left out, at most, on both sides together
@@ -88,3 +90,32 @@ def _exact(entry: LedgerEntry, weights: tuple[float, ...], alpha: float) -> floa
     covered = np.cumsum(np.concatenate([[total[span]], total[span + 1:] + total[span - 1::-1]]))
     h = int(np.searchsorted(covered, 1 - alpha + ROUNDING))
     return None if h >= len(covered) else h / d
+
+
+def positive_part_quantile(entry: LedgerEntry, cells: int, alpha: float) -> float:
+    """The least h with P(Σ_k max(Z_k, 0) ≤ h) ≥ 1 − α over ``cells`` cells: from the exact pmfs
+    (the positive part of a cell puts all of its mass at or below zero on zero), or beyond the
+    summed σ the union bound's ``cells`` times one cell's two-sided half-width at α/cells."""
+    return _positive(entry, int(cells), float(alpha))
+
+
+@functools.lru_cache(maxsize=64)
+def _positive(entry: LedgerEntry, cells: int, alpha: float) -> float:
+    pmf = cell_pmf(entry)
+    if pmf is not None:
+        reach = (len(pmf) - 1) // 2
+        if cells * reach + 1 <= MAX_POINTS:
+            positive = np.concatenate([[pmf[: reach + 1].sum()], pmf[reach + 1:]])  # on 0..reach
+            size = 1 << (cells * reach + 1).bit_length()
+            total = np.clip(np.fft.irfft(np.fft.rfft(positive, size) ** cells, size)[: cells * reach + 1], 0.0, None)
+            h = int(np.searchsorted(np.cumsum(total), 1 - alpha + ROUNDING))
+            if h < len(total):
+                return float(h)
+    return cells * _one_cell(entry, alpha / cells)
+
+
+def _one_cell(entry: LedgerEntry, alpha: float) -> float:
+    """One cell's exact two-sided half-width at α."""
+    if entry.mechanism == GAUSSIAN_MECHANISM:
+        return float(discrete_gaussian_halfwidth(entry.noise_scale, alpha))
+    return discrete_laplace_halfwidth(entry.noise_scale, alpha)

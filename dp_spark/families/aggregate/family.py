@@ -173,7 +173,8 @@ _POST_PROCESSING = {
                "where the count's interval reaches zero; variance from the noisy sums of units and of their squares, "
                "kept in [0, ((high - low)/2)^2]; quantile levels sorted within a group"),
     HISTOGRAM: ("count, sum, mean (with an interval), variance and quantiles from each group's noisy histogram over "
-                "the candidates; mean, variance and quantiles none where the count's interval reaches zero"),
+                "the candidates; mean and variance none where the count's interval reaches zero, quantiles none "
+                "where the noisy count is not positive"),
 }
 
 

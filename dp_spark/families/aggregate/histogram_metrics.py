@@ -13,10 +13,13 @@ whole budget the value metrics have (one ledger step), and every metric is post-
     sum       Σ_k b_k·ĥ_k
     mean      m + Σ_k (b_k − m)·ĥ_k / Σ_k ĥ_k, m the candidates' midpoint, kept in [b_1, b_K]
     variance  Σ_k (b_k − m)²·ĥ_k / Σ_k ĥ_k − (mean − m)², kept in [0, ((b_K − b_1)/2)²]
-    quantile  the least b_k with Σ_{j≤k} ĥ_j ≥ q·Σ_j ĥ_j
+    quantile  the least b_k with Σ_{j≤k} ĥ⁺_j ≥ q·Σ_j ĥ⁺_j, ĥ⁺ = max(ĥ, 0)
 
-The mean, variance and quantiles are given where the count's interval stays above zero (as the
-means'); a group of fewer records is mostly noise. Against a table per figure (noisy_totals) and
+The mean and variance are given where the count's interval stays above zero (as the means'), the
+quantiles where the noisy count is positive; a group of few records gets mostly noise, and its
+count says so. The quantiles read the cells clamped at zero (no group holds fewer than no
+records): where noise outweighs a small group, its running counts then grow evenly over the
+candidates and its quantiles fall near the middle ones, not anywhere. Against a table per figure (noisy_totals) and
 the exponential mechanism per quantile level (quantiles), nothing is split: with K candidates
 the count carries K cells' noise, but a mean, a variance and each quantile level cost no more,
 and the noise grows as √l (L2) where the exponential mechanism's rank error grows as l.
@@ -133,8 +136,9 @@ def columns_of(noisy: np.ndarray, metrics: Sequence[Metric], candidates: Candida
             variance = _variances(noisy, counts, mean, b, centre, given)
             columns[names[0]] = variance if metric.kind == "variance" else np.sqrt(variance)
         elif metric.kind in ("median", "quantiles"):
+            defined, clamped = counts > 0, np.maximum(noisy, 0)
             for level, name in zip(metric.levels, names):
-                columns[name] = np.where(given, b[_quantile_positions(noisy, level)], np.nan)
+                columns[name] = np.where(defined, b[_quantile_positions(clamped, level)], np.nan)
     return columns
 
 
@@ -149,7 +153,8 @@ def _variances(noisy: np.ndarray, counts: np.ndarray, means: np.ndarray, b: np.n
 
 def _quantile_positions(noisy: np.ndarray, level: Fraction) -> np.ndarray:
     """Per group, the first candidate whose noisy running count reaches q of the noisy total, in
-    whole numbers (D·running ≥ N·total for q = N/D); the last where none does (a total below zero)."""
+    whole numbers (D·running ≥ N·total for q = N/D); the last where none does (a total at most zero,
+    where columns_of gives none)."""
     running = np.cumsum(noisy, axis=1)
     reached = level.denominator * running >= level.numerator * running[:, -1:]
     return np.where(reached.any(axis=1), np.argmax(reached, axis=1), noisy.shape[1] - 1)
@@ -157,11 +162,16 @@ def _quantile_positions(noisy: np.ndarray, level: Fraction) -> np.ndarray:
 
 def rank_error(entry: LedgerEntry, candidates: int, level: Fraction, beta: float) -> float:
     """With probability at least 1 − β, each group's quantile is at most this many of its values
-    from its q-quantile in rank (of the values rounded to the candidates): (1 + q)·E, E bounding
-    every running sum of the noise (K of them, each at β/K, the largest at K cells). The chosen
-    b_k has a noisy running count at least q times the noisy total and the one before it less, so
-    its true ranks are within (1 + q)·E of q·n."""
-    return (1 + float(level)) * combination_halfwidth(entry, np.ones(candidates), beta / candidates)
+    from its q-quantile in rank (of the values rounded to the candidates): (1 + q)·max(E_low, E_up).
+    Clamping moves each cell towards its true count, so a running sum's error lies between the
+    running sum of the noise and that of its positive parts: E_low bounds the first from below at
+    every k (K running sums, each at β/2K), E_up the second from above (the one over all K cells,
+    at β/2; core.noise_sums). The chosen b_k has a clamped running count at least q times the
+    clamped total and the one before it less, so its true ranks are within q·E_low + E_up (or
+    q·E_up + E_low) of q·n."""
+    low = max(combination_halfwidth(entry, np.ones(k), beta / (2 * candidates)) for k in range(1, candidates + 1))
+    high = noise_sums.positive_part_quantile(entry, candidates, beta / 2)
+    return (1 + float(level)) * max(low, high)
 
 
 def table_accuracy(metrics: Sequence[Metric], entry: LedgerEntry, candidates: Candidates, alpha: float,
@@ -198,7 +208,7 @@ def table_accuracy(metrics: Sequence[Metric], entry: LedgerEntry, candidates: Ca
                     "running sums of the noisy histogram", alpha,
                     f"with probability at least {100 * (1 - alpha):g}% a group's value is at most {rank:,.1f} of its "
                     f"values away from its {float(level):g}-quantile in rank (values rounded to the {k} candidates); "
-                    "none where the count's interval reaches zero")
+                    "none where the noisy count is not positive")
     return columns
 
 
