@@ -49,10 +49,11 @@ def main() -> None:
             F.count(F.lit(1)), F.mean(value), F.var_pop(value), F.percentile_approx(value, [0.5, 0.9])).toPandas()
 
     def release(metrics=METRICS, epsilon=1.0, **extra):
+        valued = {"low": 1, "high": 5, "candidates": [1, 2, 3, 4, 5]} if metrics != ["count"] else {}
         return dp_spark.aggregate(spark.read.parquet(path), by="item_id", keys={"item_id": range(1, 17771)},
-                                  metrics=metrics, groups_per_user=20, low=1, high=5, candidates=[1, 2, 3, 4, 5],
-                                  epsilon=epsilon, delta=1e-6, noise="gaussian", progress=lambda _: None,
-                                  guards={"refuse_noise_only": False}, **extra)["groups"]
+                                  metrics=metrics, groups_per_user=20, epsilon=epsilon, delta=1e-6, noise="gaussian",
+                                  progress=lambda _: None, guards={"refuse_noise_only": False}, **valued,
+                                  **extra)["groups"]
 
     def separate():
         return [release([metric], 1.0 / len(SEPARATE)) for metric in SEPARATE]
