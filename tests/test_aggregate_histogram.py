@@ -85,11 +85,30 @@ def test_a_group_whose_count_reaches_zero_gets_no_mean_or_variance_and_without_a
     got = hm.columns_of(noisy, ALL, STARS, entry, 0.05)
     for name in ("mean_stars", "mean_stars_low", "variance_stars"):
         assert np.isnan(got[name][0]) and not np.isnan(got[name][1]), name
-    # Defined, if noisy: from the cells clamped at zero, 0, 1, 0, 0, 2.
-    assert (got["stars_p10"][0], got["stars_p50"][0], got["stars_p90"][0]) == (2, 5, 5)
+    # Defined, if noisy: from the cells clamped at zero, 0, 1, 0, 0, 2, and the prior's λ ≈ 3.0
+    # records spread as the table's cells summed (about 0.13, 0.20, 0.33, 0.20, 0.13).
+    assert (got["stars_p10"][0], got["stars_p50"][0], got["stars_p90"][0]) == (2, 3, 5)
     assert np.isnan(got["stars_p50"][2])  # a count of zero: none
     assert got["count"].tolist() == [2, 1500, 0]  # the count is always given
     assert 1 <= got["mean_stars_low"][1] <= got["mean_stars"][1] <= got["mean_stars_high"][1] <= 5
+
+
+def test_a_group_of_noise_leans_on_the_table_s_quantiles_and_a_large_one_keeps_its_own():
+    """λ = √K·sd records spread as all groups' cells summed: a group of noise alone (sd about 56 a
+    cell here, a noisy count of 10) gets the table's median; a group of 10,000 records keeps its
+    own, against the table's."""
+    entry = hm.ledger_entry(GroupBound(20, 1), "stars", Fraction(1, 2), "laplace", 3, 5)
+    assert hm.prior_weight(entry, 5) == pytest.approx(np.sqrt(5) * hm.cell_sd(entry))
+    noisy = np.array([[0, 0, 0, 30_000, 0], [-40, 20, -10, 45, -5], [9_000, 500, 200, 200, 100]])
+    got = hm.columns_of(noisy, metrics_of(["median(stars)"]), STARS, entry, 0.05)["stars_p50"]
+    assert got[1] == 4 and got[2] == 1  # noise: the table's median; a large group: its own
+    assert hm.with_prior(noisy, entry).sum(axis=1) == pytest.approx(
+        np.maximum(noisy, 0).sum(axis=1) + hm.prior_weight(entry, 5))
+    # The shares are of the cells summed, then clamped: the noise of empty groups cancels (clamped
+    # first, these two would spread a third of the prior over the other stars).
+    cancelling = np.array([[0, 0, 0, 100, 0], [30, -30, 30, -30, 0], [-30, 30, -30, 30, 0]])
+    prior = hm.with_prior(cancelling, entry) - np.maximum(cancelling, 0)
+    assert prior[0] == pytest.approx(hm.prior_weight(entry, 5) * np.array([0, 0, 0, 1, 0]))
 
 
 def test_the_variance_stays_in_the_range_s_widest():

@@ -13,13 +13,14 @@ whole budget the value metrics have (one ledger step), and every metric is post-
     sum       Σ_k b_k·ĥ_k
     mean      m + Σ_k (b_k − m)·ĥ_k / Σ_k ĥ_k, m the candidates' midpoint, kept in [b_1, b_K]
     variance  Σ_k (b_k − m)²·ĥ_k / Σ_k ĥ_k − (mean − m)², kept in [0, ((b_K − b_1)/2)²]
-    quantile  the least b_k with Σ_{j≤k} ĥ⁺_j ≥ q·Σ_j ĥ⁺_j, ĥ⁺ = max(ĥ, 0)
+    quantile  the least b_k with Σ_{j≤k} g_j ≥ q·Σ_j g_j, g = max(ĥ, 0) + λ·(pooled shares)
 
 The mean and variance are given where the count's interval stays above zero (as the means'), the
 quantiles where the noisy count is positive; a group of few records gets mostly noise, and its
 count says so. The quantiles read the cells clamped at zero (no group holds fewer than no
-records): where noise outweighs a small group, its running counts then grow evenly over the
-candidates and its quantiles fall near the middle ones, not anywhere. Against a table per figure (noisy_totals) and
+records) plus a prior of λ = √K·sd records spread as all groups' cells are (with_prior):
+where noise outweighs a small group its quantiles then lean on the whole table's, and a group of
+many records keeps its own. Against a table per figure (noisy_totals) and
 the exponential mechanism per quantile level (quantiles), nothing is split: with K candidates
 the count carries K cells' noise, but a mean, a variance and each quantile level cost no more,
 and the noise grows as √l (L2) where the exponential mechanism's rank error grows as l.
@@ -136,10 +137,30 @@ def columns_of(noisy: np.ndarray, metrics: Sequence[Metric], candidates: Candida
             variance = _variances(noisy, counts, mean, b, centre, given)
             columns[names[0]] = variance if metric.kind == "variance" else np.sqrt(variance)
         elif metric.kind in ("median", "quantiles"):
-            defined, clamped = counts > 0, np.maximum(noisy, 0)
+            defined, leaned = counts > 0, with_prior(noisy, entry)
             for level, name in zip(metric.levels, names):
-                columns[name] = np.where(defined, b[_quantile_positions(clamped, level)], np.nan)
+                columns[name] = np.where(defined, b[_quantile_positions(leaned, level)], np.nan)
     return columns
+
+
+def prior_weight(entry: LedgerEntry, candidates: int) -> float:
+    """λ = √K·sd: the prior's mass in each group, the standard deviation of the noise on a group's
+    count of K cells (public: from the entry). Chosen on MovieLens 1M's ratings at l = 20 and 100
+    against none and K·sd: the median's error of groups of 100 to 999 ratings fell from 0.68–0.84
+    to 0.46–0.53 stars, of those under 100 from 1.10–1.15 to 0.86–0.87, while those of 1,000 and
+    more rose from 0.03–0.29 to 0.14–0.24 (K·sd: 0.28–0.31)."""
+    return math.sqrt(candidates) * cell_sd(entry)
+
+
+def with_prior(noisy: np.ndarray, entry: LedgerEntry) -> np.ndarray:
+    """The cells the quantiles read: each clamped at zero, plus λ times each candidate's share of
+    all groups' noisy cells summed (then clamped at zero; uniform when nothing is left). Summed
+    before clamping, the noise of the many empty groups cancels out instead of flattening the
+    shares. Both read DP outputs and public values only: post-processing."""
+    clamped = np.maximum(noisy, 0).astype(np.float64)
+    pooled = np.maximum(noisy.sum(axis=0), 0).astype(np.float64)
+    shares = pooled / pooled.sum() if pooled.sum() > 0 else np.full(noisy.shape[1], 1 / noisy.shape[1])
+    return clamped + prior_weight(entry, noisy.shape[1]) * shares
 
 
 def _variances(noisy: np.ndarray, counts: np.ndarray, means: np.ndarray, b: np.ndarray, centre: float,
@@ -168,9 +189,9 @@ def rank_error(entry: LedgerEntry, candidates: int, level: Fraction, beta: float
     every k (K running sums, each at β/2K), E_up the second from above (the one over all K cells,
     at β/2; core.noise_sums). The chosen b_k has a clamped running count at least q times the
     clamped total and the one before it less, so its true ranks are within q·E_low + E_up (or
-    q·E_up + E_low) of q·n."""
+    q·E_up + E_low) of q·n. The prior adds at most λ to a running count (with_prior), so to E_up."""
     low = max(combination_halfwidth(entry, np.ones(k), beta / (2 * candidates)) for k in range(1, candidates + 1))
-    high = noise_sums.positive_part_quantile(entry, candidates, beta / 2)
+    high = noise_sums.positive_part_quantile(entry, candidates, beta / 2) + prior_weight(entry, candidates)
     return (1 + float(level)) * max(low, high)
 
 

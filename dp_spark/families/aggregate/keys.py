@@ -35,6 +35,8 @@ MAX_GROUPS = MAX_ITEMS
 # array is at most this many times the list's length (plus DENSE_SLACK): building it costs no more
 # than a few copies of the list, which the search would build once.
 DENSE_FACTOR, DENSE_SLACK = 4, 1024
+# A key column of dates counts whole days from this one (Spark's unix_date).
+EPOCH = datetime.date(1970, 1, 1)
 
 
 def column(name: str) -> Column:
@@ -176,9 +178,6 @@ def _is_date(value: Any) -> bool:
 
 def _day(value: datetime.date) -> int:
     return (value - EPOCH).days
-
-
-EPOCH = datetime.date(1970, 1, 1)
 
 
 def date_domain(spec: dict[str, Any], key: str) -> ItemDomain | None:
