@@ -15,16 +15,14 @@ their ratios to the floor are printed.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from means_speed import rated_table  # noqa: E402
+from means_speed import interleaved, rated_table  # noqa: E402
 
 import dp_spark  # noqa: E402
 from dp_spark.io.session import get_session  # noqa: E402
@@ -59,19 +57,7 @@ def main() -> None:
         return [release([metric], 1.0 / len(SEPARATE)) for metric in SEPARATE]
 
     runs = {"floor": floor, "histogram": release, "tables": lambda: release(method="tables"), "separate": separate}
-    for run in runs.values():  # untimed: the JVM's warm-up and the file cache
-        run()
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(args.repeats):
-        for name, run in runs.items():
-            began = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - began)
-    medians = {name: statistics.median(seconds) for name, seconds in times.items()}
-    print(f"rows {args.rows:,} (median of {args.repeats}): floor {medians['floor']:.2f} s, "
-          + ", ".join(f"{name} {medians[name]:.2f} s, ratio {medians[name] / medians['floor']:.2f}"
-                      for name in runs if name != "floor")
-          + f"; all runs: { {name: [round(t, 2) for t in seconds] for name, seconds in times.items()} }")
+    print(interleaved(runs, args.repeats, args.rows))
 
 
 if __name__ == "__main__":

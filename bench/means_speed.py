@@ -46,6 +46,25 @@ def rated_table(spark, rows: int) -> str:
     return str(rated)
 
 
+def interleaved(runs: dict, repeats: int, rows: int) -> str:
+    """Each run once untimed (the JVM's warm-up and the file cache), then ``repeats`` rounds of all
+    of them in turn, timed to their pandas result; the line of medians and their ratios to
+    ``runs["floor"]``."""
+    for run in runs.values():
+        run()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            began = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - began)
+    medians = {name: statistics.median(seconds) for name, seconds in times.items()}
+    return (f"rows {rows:,} (median of {repeats}): floor {medians['floor']:.2f} s, "
+            + ", ".join(f"{name} {medians[name]:.2f} s, ratio {medians[name] / medians['floor']:.2f}"
+                        for name in runs if name != "floor")
+            + f"; all runs: { {name: [round(t, 2) for t in seconds] for name, seconds in times.items()} }")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -71,19 +90,7 @@ def main() -> None:
     runs = {"floor": floor, "means": release,
             "means_c1": lambda: release(noise="gaussian", delta=1e-6, records_per_item=1),
             "means_clip": lambda: release(low="auto", high="auto"), "sra_counts": counts}
-    for run in runs.values():  # untimed: the JVM's warm-up and the file cache
-        run()
-    times = {name: [] for name in runs}
-    for _ in range(args.repeats):
-        for name, run in runs.items():
-            began = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - began)
-    medians = {name: statistics.median(seconds) for name, seconds in times.items()}
-    print(f"rows {args.rows:,} (median of {args.repeats}): floor {medians['floor']:.2f} s, "
-          + ", ".join(f"{name} {medians[name]:.2f} s, ratio {medians[name] / medians['floor']:.2f}"
-                      for name in runs if name != "floor")
-          + f"; all runs: { {name: [round(t, 2) for t in seconds] for name, seconds in times.items()} }")
+    print(interleaved(runs, args.repeats, args.rows))
 
 
 if __name__ == "__main__":
