@@ -69,16 +69,17 @@ def test_the_spark_norms_are_the_reference_norms(spark):
     candidates, grid = (1, 3, 8, 20), bound_selection.GRID
     largest = int(frame.groupby("user_id").size().max())
     user_counts = spark.createDataFrame(frame.groupby("user_id").size().rename("_n").reset_index())
-    for cap, user_cap in ((1, None), (2, None), (1, 5), (2, 5)):
-        for attributes in (False, True):
-            expected = _reference(frame, candidates, cap, attributes, user_cap)
-            # Decimals, longs when the largest n is known, and validation's per-user counts given
-            # (broadcast, as there are few users).
-            for known, per_user, users in ((None, None, None), (largest, None, None), (largest, user_counts, 40)):
-                norms, tables = bound_bias.squared_bias_norms(
-                    records, candidates, cap, grid, attributes, known, per_user, users, user_cap=user_cap
-                )
-                assert (norms, tables) == (expected, 2 if attributes else 1)
+    # Decimals, longs when the largest n is known, and validation's per-user counts given
+    # (broadcast, as there are few users): taken in turn over the eight settings, so that each
+    # meets both caps, both user caps and both attribute settings (8 runs, not all 24).
+    arithmetic = ((None, None, None), (largest, None, None), (largest, user_counts, 40))
+    settings = [(cap, user_cap, attributes) for user_cap in (None, 5) for cap in (1, 2) for attributes in (False, True)]
+    for i, (cap, user_cap, attributes) in enumerate(settings):
+        known, per_user, users = arithmetic[i % len(arithmetic)]
+        norms, tables = bound_bias.squared_bias_norms(
+            records, candidates, cap, grid, attributes, known, per_user, users, user_cap=user_cap
+        )
+        assert (norms, tables) == (_reference(frame, candidates, cap, attributes, user_cap), 2 if attributes else 1)
     assert _reference(frame, candidates, 1, False, 5) != _reference(frame, candidates, 1, False, None)
     assert bound_bias._arithmetic(largest, 19, 2, grid) == "bigint" != bound_bias._arithmetic(None, 19, 2, grid)
     assert bound_bias._arithmetic(2**40, 10**5, 10**5, grid) != "bigint"  # beyond a long: decimals

@@ -41,6 +41,17 @@ def test_a_string_domain_is_sorted_deduplicated_and_finds_its_ids():
     assert domain.index_of([]).tolist() == []
 
 
+def test_domains_compare_as_values_and_string_ids_never_equal_integers():
+    """Parameters that hold a domain (an aggregation's key columns) compare by it, so a job and an
+    API call can be checked to give the engine the same ones."""
+    assert item_domain({"ids": [3, 1, 2]}) == item_domain({"ids": [2, 1, 3]})
+    assert hash(item_domain({"ids": [3, 1, 2]})) == hash(item_domain({"ids": [1, 2, 3]}))
+    assert item_domain({"ids": [1, 2, 3]}) != item_domain({"ids": [1, 2, 4]})
+    assert item_domain({"ids": [1, 2]}) != item_domain({"ids": [1, 2, 3]})
+    assert item_domain({"ids": ["1", "2"]}) != item_domain({"ids": [1, 2]})  # negative control: strings are not ints
+    assert item_domain({"range": [1, 5]}) == item_domain({"range": [1, 5]}) != item_domain({"range": [1, 6]})
+
+
 def test_an_integer_is_looked_up_in_a_string_domain_by_its_decimal_form():
     domain = item_domain({"ids": ["7", "42", "x"]})
     assert domain.index_of(np.array([42, 7, 8])).tolist() == [0, 1, -1]

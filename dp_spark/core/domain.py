@@ -72,6 +72,21 @@ class ItemDomain:
         object.__setattr__(self, "titles", titles or {})
         object.__setattr__(self, "catalogue", catalogue)
 
+    def __eq__(self, other: object) -> bool:
+        """Equal when they hold the same ids in the same order (a range by its bounds alone) and the
+        same description: the generated comparison would compare the id arrays element-wise, which
+        leaves a parameter object that holds a domain (an aggregation's key columns) uncomparable."""
+        if not isinstance(other, ItemDomain):
+            return NotImplemented
+        if (self.description, self.id_range, self.public_by_assertion) != (
+                other.description, other.id_range, other.public_by_assertion):
+            return False
+        return self.id_range is not None or (self._ids.dtype == other._ids.dtype
+                                             and np.array_equal(self._ids, other._ids))
+
+    def __hash__(self) -> int:
+        return hash((self.description, self.id_range, self.public_by_assertion, len(self)))
+
     @property
     def ids(self) -> np.ndarray:
         if self._ids is None:  # a range: made once, when some driver-side step needs every id
