@@ -20,7 +20,8 @@ force=0
 [ "${1:-}" = "--force" ] && force=1
 
 frozen=$(mktemp)
-trap 'rm -f "$frozen" "$out.tmp"' EXIT
+stage=$(mktemp -d)
+trap 'rm -rf "$frozen" "$stage" "$out.tmp"' EXIT
 "$python" -m pip freeze --exclude-editable --disable-pip-version-check | grep -v '^pex==' >"$frozen"
 
 stale() {  # forced, never built, .venv's packages changed, or code newer than the file
@@ -38,10 +39,25 @@ fi
 
 mkdir -p "$(dirname "$out")"
 started=$SECONDS
+# PEX is given a copy of the project's top-level files and dp_spark/ alone: given the checkout
+# itself, its pip copies all of it first, .venv and data/ included (gigabytes, most of a build's time).
+mkdir "$stage/project"
+find "$here" -maxdepth 1 -type f -exec cp -p {} "$stage/project/" \;
+(cd "$here" && tar -cf - --exclude=__pycache__ --exclude='*.pyc' dp_spark) | tar -xf - -C "$stage/project"
 # --inherit-path=fallback: the executors' own sys.path (Spark's pyspark.zip and the --py-files on
 # PYTHONPATH) comes after the file's packages, so PySpark need not be inside it.
-"$python" -m pex "$here" --constraints "$frozen" --exclude pyspark --inherit-path=fallback \
-  --python "$python" --output-file "$out.tmp"
+pex_args=(--exclude pyspark --inherit-path=fallback --output-file "$out.tmp")
+if "$python" -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
+  # A venv's Python: the dependencies are the files installed there, as they are (no index, no
+  # download), and dp-spark's wheel is built once, by the venv's pip (SOURCE_DATE_EPOCH: the same
+  # code gives the same wheel, so the same file).
+  SOURCE_DATE_EPOCH=315532800 "$python" -m pip wheel --quiet --no-deps --disable-pip-version-check \
+    --wheel-dir "$stage/wheel" "$stage/project"
+  venv=$("$python" -c 'import sys; print(sys.prefix)')
+  "$python" -m pex --project "$stage"/wheel/dp_spark-*.whl --venv-repository "$venv" "${pex_args[@]}"
+else  # another interpreter: resolved from the index at the versions `pip freeze` lists
+  "$python" -m pex "$stage/project" --constraints "$frozen" --python "$python" "${pex_args[@]}"
+fi
 mv "$out.tmp" "$out"
 cp "$frozen" "$pins" && chmod 644 "$pins"
 for_python=$("$python" -c 'import sys; print("CPython %d.%d" % sys.version_info[:2])')

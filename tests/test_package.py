@@ -72,8 +72,12 @@ def package(tmp_path_factory):
 def submit(conf_and_args, output, *spark_args, env=None) -> subprocess.CompletedProcess:
     conf, *job_args = conf_and_args
     # The executors the cluster starts for the job take the suite's JVM flags from it (speed, not results).
+    # 5 shuffle partitions, not Spark's 200: the pre-flight check runs one task per partition, as do
+    # four of the job's stages, and the two submits' 1,200 tasks took minutes on two one-core workers.
+    # Still not local mode's 2, so the reference run's partitions differ from the cluster's.
     cmd = [str(ROOT / "scripts" / "submit.sh"), conf, "--driver-memory", "2g",
-           "--conf", f"spark.executor.extraJavaOptions={SUITE_JVM_FLAGS}", *spark_args,
+           "--conf", f"spark.executor.extraJavaOptions={SUITE_JVM_FLAGS}",
+           "--conf", "spark.sql.shuffle.partitions=5", *spark_args,
            "--", *job_args, "--set", f"output={output}"]
     # Not the suite's PYSPARK_PYTHON (its session put the driver's venv there): a user's shell has none.
     clean = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
@@ -109,7 +113,8 @@ def test_a_bare_python_cluster_refuses_without_the_package_and_matches_local_mod
     package_env = {"PACKAGE_OUT": str(package)}
     cluster("start", tmp_path, port=PORT, ui_port=UI_PORT, python=bare_python)
     try:
-        refused = submit((*jobs["sra"], *with_store), tmp_path / "refused", *master)
+        # One executor is enough to be refused; the second would start only to be stopped.
+        refused = submit((*jobs["sra"], *with_store), tmp_path / "refused", *master, "--conf", "spark.cores.max=1")
         packaged = {name: submit((*jobs[name], *diagnostics(name, "cluster")), tmp_path / f"cluster_{name}", *master,
                                  "--package", env=package_env) for name in jobs}
     finally:
