@@ -6,6 +6,8 @@ Every sampler factory takes the parameters of one grid point and returns
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -74,6 +76,43 @@ def exponential_sampler(epsilon: Fraction):
         entry = LedgerEntry("audit", "exponential mechanism", epsilon, Fraction(1), 2 / epsilon, scores.size)
         return np.array([Budget(epsilon).exponential_mechanism(entry, rng, scores) for _ in range(trials)])
     return sample
+
+
+class RecordingBudget(Budget):
+    """A budget that keeps what its last exponential mechanism drew: the entry, the scores, the
+    factor and the index drawn. A sampler runs the product's choice once on it, then draws the
+    other releases of that same choice with :func:`exponential_rows`."""
+
+    drawn: tuple[LedgerEntry, list, bool, int] | None = None
+
+    def exponential_mechanism(self, entry: LedgerEntry, rng: RandomSource, scores, *, monotone: bool = False) -> int:
+        index = super().exponential_mechanism(entry, rng, scores, monotone=monotone)
+        self.drawn = (entry, list(scores), monotone, index)
+        return index
+
+    def only_draw(self) -> tuple[LedgerEntry, list, bool, int]:
+        """What the choice drew, when its one spending was that exponential mechanism: a choice
+        that spent more (another mechanism, a count) would not be repeated whole by drawing the
+        mechanism again, so it is refused."""
+        if self.drawn is None or self.entries != [self.drawn[0]]:
+            raise AssertionError(f"the choice spent {[e.step for e in self.entries]}, not one exponential mechanism: "
+                                 "its releases cannot be drawn again by rows")
+        return self.drawn
+
+
+def exponential_rows(entry: LedgerEntry, scores, monotone: bool, trials: int, rng: RandomSource) -> np.ndarray:
+    """``trials`` independent draws of the exponential mechanism of ``entry`` over ``scores`` (ints
+    or exact fractions), distributed as ``trials`` calls of Budget.exponential_mechanism, in one
+    call of the sampler by rows (a row per draw), which settles every pending draw in the same
+    round instead of one draw at a time. That sampler takes whole numbers: the scores and Δq are
+    multiplied by the scores' common denominator, which leaves every exponent ε·(q* − q)/Δq as it
+    was."""
+    exact = [Fraction(score) for score in scores]
+    unit = math.lcm(*(score.denominator for score in exact))
+    whole = np.array([int(score * unit) for score in exact], dtype=np.int64)
+    scaled = replace(entry, sensitivity=entry.sensitivity * unit, noise_scale=entry.noise_scale * unit)
+    return Budget(entry.epsilon).exponential_mechanism_rows(scaled, rng, np.tile(whole, (trials, 1)),
+                                                            monotone=monotone)
 
 
 def publisher_sampler(name: str, epsilon: Fraction, bins: str = "mixed", **options):
