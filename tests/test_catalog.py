@@ -4,7 +4,8 @@ The spark-tier tests use the suite's session, whose catalog is the in-memory one
 uses what a site runs: a Hive catalog on an embedded Derby metastore (both ship with PySpark) in a
 temporary directory, a real ``saveAsTable`` table written by another process, and the job run as
 ``python -m dp_spark.cli run`` (killed mid-write) and in Hive sessions of other processes (a Hive
-session cannot join the suite's). Each process starts Spark, so they are kept few (four).
+session cannot join the suite's). Each process starts Spark, so they are kept few (three): every
+write the test reads back is read by a later process, and the kill has a process of its own.
 """
 
 import json
@@ -216,54 +217,66 @@ print('READ ' + json.dumps({'rows': rows.to_dict('list'), 'partitions': parts,
 HIDDEN = "import os; print('HIDDEN', [n for n in os.listdir({out!r}) if n.startswith('.')])\n"
 
 
-def read_back(tmp_path: Path, before: str = "", then: str = "") -> tuple[dict, str]:
-    """What ``spark.table`` shows in a new Hive session, after ``before`` (and the output of
-    ``then``, run after)."""
-    out, _ = in_hive_session(tmp_path, before + READ_BACK + then)
+def read_back(tmp_path: Path, before: str = "", then: str = "") -> tuple[dict, str, str]:
+    """What ``spark.table`` shows in a new Hive session, after ``before`` (and the stdout and
+    stderr of ``then``, run after)."""
+    out, err = in_hive_session(tmp_path, before + READ_BACK + then)
     line = next(line for line in out.splitlines() if line.startswith("READ "))
-    return json.loads(line.removeprefix("READ ")), out
+    return json.loads(line.removeprefix("READ ")), out, err
 
 
-def released(tmp_path: Path) -> dict:
-    frame = pd.read_parquet(tmp_path / "out" / f"run_date={DATE}" / "item_counts").sort_values("item_id")
+def released(partition: Path) -> dict:
+    """The item counts of the release in ``partition`` (a ``run_date=...`` directory), by item."""
+    frame = pd.read_parquet(partition / "item_counts").sort_values("item_id")
     return {column: frame[column].tolist() for column in frame.columns}
+
+
+# In the first process, between its two runs: the first release is copied aside (the forced run
+# replaces it), for the test to compare the forced one with.
+KEEP_FIRST = "import shutil; shutil.copytree({partition!r}, {first!r})\n"
 
 
 @pytest.mark.system
 def test_hive_round_trip_rerun_force_and_kill_mid_write(tmp_path):
-    # Another job saves the source table into the metastore; then the job runs in that session (one
-    # process, to save a Spark start: the table is read back from the metastore in the processes below).
+    # Another job saves the source table into the metastore; then the job runs in that session, and
+    # runs again with --force, which replaces the partition with new noise and is charged. (One
+    # process, to save Spark starts: the table is read back from the metastore by a new process
+    # below, after the kill; the first release's files are kept aside to compare the forced one with.)
     config = hive_job(tmp_path)
+    partition, first = tmp_path / "out" / f"run_date={DATE}", tmp_path / "first"
     out, err = in_hive_session(tmp_path, "import pandas as pd\n"
                                          "spark.sql('CREATE DATABASE src'); spark.sql('CREATE DATABASE stats')\n"
                                          f"spark.createDataFrame(pd.DataFrame({RECORDS.to_dict('list')!r}))"
-                                         ".write.saveAsTable('src.ratings')\n" + run_in_session(config))
-    assert "EXIT 0" in out, err[-3000:]
-    assert "table stats.ml_item_counts, partition run_date=2026-11-20" in err
-    before, report = released(tmp_path), (tmp_path / "out" / f"run_date={DATE}" / "privacy.json").read_text()
-    assert json.loads(report)["source"]["location"] == "src.ratings"
+                                         ".write.saveAsTable('src.ratings')\n" + run_in_session(config) +
+                                         KEEP_FIRST.format(partition=str(partition), first=str(first)) +
+                                         run_in_session(config, "--force"))
+    assert out.count("EXIT 0") == 2, err[-3000:]
+    assert err.count("table stats.ml_item_counts, partition run_date=2026-11-20") == 2
+    assert "spends epsilon 1 again" in err
+    before, after = released(first), released(partition)
+    assert after != before  # new noise
+    assert json.loads((first / "privacy.json").read_text())["source"]["location"] == "src.ratings"
+    report = (partition / "privacy.json").read_text()
+    assert json.loads(report)["source"]["location"] == "src.ratings" and json.loads(report)["run"]["forced"]
 
     # Killed while a forced re-run, `python -m dp_spark.cli run` in a process of its own, writes:
     # the previous partition is intact, in files and table.
     kill_mid_write(config, tmp_path / "out")
     assert list((tmp_path / "out").glob(f".run_date={DATE}.tmp-*"))  # it was cut short while staging
-    assert (tmp_path / "out" / f"run_date={DATE}" / "privacy.json").read_text() == report
-    # Read back in a new session, which then runs the date again: the run recovers (staging
-    # removed) and, the date's release existing, is a no-op. Then, in the same session, --force
-    # replaces the partition with new noise and is charged.
-    shown, out = read_back(tmp_path, then=run_in_session(config) +
-                           HIDDEN.format(out=str(tmp_path / "out")) +
-                           run_in_session(config, "--force"))
-    assert shown["rows"] == {**before, "run_date": [DATE] * 10} and shown["partitions"] == [f"run_date={DATE}"]
-    assert out.count("EXIT 0") == 2 and "already exists" in out
-    assert "HIDDEN []" in out  # no staging directory or lock left after the recovery
-    runs = store_runs(tmp_path)
-    # The killed run stays charged; the forced one is released.
-    assert [r["status"] for r in runs] == ["released", "charged", "released"] and runs[2]["forced"]
-
-    # A new session reads the forced release back.
-    after = released(tmp_path)
-    assert after != before
-    shown, _ = read_back(tmp_path)
+    assert (partition / "privacy.json").read_text() == report
+    # Read back in a new session: the table shows the forced release, whose files the kill left in
+    # place. That session then runs the date again: the run recovers (staging removed) and, the
+    # date's release existing, is a no-op.
+    shown, out, err = read_back(tmp_path, then=run_in_session(config) + HIDDEN.format(out=str(tmp_path / "out")))
     assert shown["rows"] == {**after, "run_date": [DATE] * 10} and shown["partitions"] == [f"run_date={DATE}"]
-    assert shown["edges"] == len(pd.read_parquet(tmp_path / "out" / f"run_date={DATE}" / "edge_counts"))
+    assert shown["edges"] == len(pd.read_parquet(partition / "edge_counts"))
+    assert out.count("EXIT 0") == 1 and "already exists" in out
+    # The no-op registers the release again (idempotent), in a session that did not create the
+    # tables: the statements a forced run in a later process sends, run against the metastore.
+    assert "table stats.ml_item_counts, partition run_date=2026-11-20" in err
+    assert "HIDDEN []" in out  # no staging directory or lock left after the recovery
+    assert (partition / "privacy.json").read_text() == report  # the no-op drew nothing
+    runs = store_runs(tmp_path)
+    # The forced run is released; the killed one (forced too) stays charged; the no-op adds nothing.
+    assert [r["status"] for r in runs] == ["released", "released", "charged"]
+    assert not runs[0]["forced"] and runs[1]["forced"] and runs[2]["forced"]
