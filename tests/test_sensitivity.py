@@ -15,10 +15,25 @@ from dp_spark.lab import sensitivity as sens
 ODD_IDS = (-5, 2**62)  # the added user's id: negative, near the top of a long
 
 
+@pytest.fixture(scope="module")
+def on_table(spark):
+    """Each family's aggregates on D = sens.table() (number ids, not declared distinct), computed
+    once in this module: the test of every family and the negative controls that start from the
+    same D and the same code (nothing patched) compare their D′ with them."""
+    found: dict[str, np.ndarray] = {}
+
+    def on_d(family: sens.Family) -> np.ndarray:
+        if family.name not in found:
+            found[family.name] = sens.aggregate_on(spark, family, sens.table())
+        return found[family.name]
+
+    return on_d
+
+
 @pytest.mark.parametrize("family", sens.FAMILIES, ids=lambda f: f.name)
-def test_one_added_user_moves_every_family_within_its_sensitivity(spark, family):
+def test_one_added_user_moves_every_family_within_its_sensitivity(spark, on_table, family):
     extras = [sens.added_user(user_id) for user_id in ODD_IDS]
-    for move in sens.moves(spark, family, sens.table(), extras):
+    for move in sens.moves(spark, family, sens.table(), extras, on_d=on_table(family)):
         assert move.within(family), move
 
 
@@ -46,24 +61,26 @@ def test_the_audit_catches_a_key_that_hashes_the_scan_position(spark, monkeypatc
 
     monkeypatch.setattr(keys, "with_row_key", scan_position_key)
     family = next(f for f in sens.FAMILIES if f.name == "sra")
-    found = sens.moves(spark, family, sens.table(), [sens.added_user(-5)])
+    # The user added first in the scan is the case the assertion reads (it shifts every later row).
+    found = sens.moves(spark, family, sens.table(), [sens.added_user(-5)], layouts=("first",))
     first = next(m for m in found if m.layout == "first")
     assert not first.within(family) and first.l1 > 5 * family.l1
 
 
-def test_the_audit_catches_an_aggregation_that_keeps_one_group_too_many(spark, monkeypatch):
+def test_the_audit_catches_an_aggregation_that_keeps_one_group_too_many(spark, on_table, monkeypatch):
     """Negative control of the aggregate family's path: a release that kept l + 1 groups per user,
     audited at l, is seen: the added user has two records in each of five groups, so it moves the
     records and users by (l + 1)·(C + 1) = 12 against the l·(C + 1) = 9 allowed."""
     family = next(f for f in sens.FAMILIES if f.name == "groups_per_user")
     heavy = sens.added_user(-5, duplicates=False).assign(item_id=[1, 1, 2, 2, 3, 3, 4, 4, 5, 5])
-    assert all(m.within(family) for m in sens.moves(spark, family, sens.table(), [heavy], layouts=("first",)))
-    monkeypatch.setattr(sens, "BOUND", sens.BOUND + 1)
+    assert all(m.within(family) for m in sens.moves(spark, family, sens.table(), [heavy], layouts=("first",),
+                                                    on_d=on_table(family)))
+    monkeypatch.setattr(sens, "BOUND", sens.BOUND + 1)  # from here D is aggregated anew, at l + 1
     found = sens.moves(spark, family, sens.table(), [heavy], layouts=("first",))
     assert not any(m.within(family) for m in found) and found[0].l1 == 12
 
 
-def test_the_audit_catches_a_guard_on_raw_row_counts(spark):
+def test_the_audit_catches_a_guard_on_raw_row_counts(spark, on_table):
     """Negative control: the first guard compared the raw rows outside the domain with the rows read.
     One user moves that count by as many rows as it holds outside the domain, not by one."""
     from pyspark.sql import functions as F
@@ -77,7 +94,8 @@ def test_the_audit_catches_a_guard_on_raw_row_counts(spark):
     assert not any(m.within(family) for m in found) and found[0].l1 == 10  # all ten of its records
     guarded = next(f for f in sens.FAMILIES if f.name == "guard_figures")  # the same user, in the guards' figures
     heavy_outside = [sens.added_user(-5).assign(item_id=12)]
-    assert all(m.within(guarded) for m in sens.moves(spark, guarded, sens.table(), heavy_outside))
+    assert all(m.within(guarded) for m in sens.moves(spark, guarded, sens.table(), heavy_outside,
+                                                     on_d=on_table(guarded)))
 
 
 def test_a_user_with_malformed_ids_moves_the_guards_within_their_sensitivity(spark):
@@ -148,12 +166,13 @@ def test_a_user_whose_record_comes_first_moves_sra_by_at_most_l(spark, distinct_
     assert int(np.abs(on_d2.to_numpy() - on_d.to_numpy()).sum()) <= 1
 
 
-def test_without_the_cap_one_user_moves_the_item_counts_by_l_in_l2(spark):
+def test_without_the_cap_one_user_moves_the_item_counts_by_l_in_l2(spark, on_table):
     """Negative control of the per-item cap: an added user whose four records are all of item 1
     keeps three of them (l = 3), which move that item's count by 3: a squared L2 of 9 = l², which
     the capped paths' bound l·c = 3 would refuse."""
     one_item = pd.DataFrame([(8_000, 1, attr) for attr in ("a", "b", "c", "a")], columns=["user_id", "item_id", "attr"])
-    moved = sens.moves(spark, next(f for f in sens.FAMILIES if f.name == "sra_items"), sens.table(), [one_item])
+    items = next(f for f in sens.FAMILIES if f.name == "sra_items")
+    moved = sens.moves(spark, items, sens.table(), [one_item], on_d=on_table(items))
     assert max(move.l2_squared for move in moved) > sens.BOUND
     capped = sens.Family("capped bound", sens.sra_items, sens.BOUND, l2_squared=sens.BOUND)
     assert not all(move.within(capped) for move in moved)

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from dp_spark.cli import main
+from dp_spark.core.mechanisms import exponential_probabilities
 from dp_spark.io import datasets
 from dp_spark.lab import bound_curve, tune
 from dp_spark.release import bound_selection
@@ -74,6 +79,33 @@ def test_quality_and_pick_probabilities_by_hand():
     assert sum(r.pick_probability for r in rows) == pytest.approx(1)
 
 
+def test_the_rows_mix_the_user_caps_the_count_can_give():
+    # Candidates 1 and 20 leave a choice of U: the count of HAND's 2 users at ε/100 gives U = 16
+    # or 19, both likely. tune_rows asks for the norms at those caps only (here no other is
+    # given), shows q(b) at the likelier, and P(pick) is the mixture over the caps of the
+    # exponential mechanism's probabilities at each, weighted by the caps' probabilities.
+    candidates = [1, 20]
+    caps = tune.likely_caps(2, candidates, HAND_SETUP, tune.BOUND_SHARE)
+    assert set(caps) == {16, 19} and sum(caps.values()) == pytest.approx(1)
+    every = hand_norms(candidates)
+    norms = {cap: every[cap] for cap in caps}
+    rows = tune.tune_rows(HAND, norms, candidates, HAND_SETUP)
+    model = HAND_SETUP.error_model(tune.BOUND_SHARE, candidates)
+    likeliest = max(caps, key=caps.get)
+    at_likeliest = replace(model, user_cap=likeliest)
+    assert [r.quality for r in rows] == pytest.approx(bound_selection.quality(norms[likeliest], candidates,
+                                                                              at_likeliest))
+    epsilon = HAND_SETUP.mechanism_epsilon(tune.BOUND_SHARE, candidates)
+    mixed = sum(p * exponential_probabilities(
+        np.asarray(bound_selection.quality(norms[cap], candidates, replace(model, user_cap=cap)), dtype=float),
+        epsilon, bound_selection.quality_sensitivity(candidates, replace(model, user_cap=cap)), monotone=True)
+        for cap, p in caps.items())
+    assert [r.pick_probability for r in rows] == pytest.approx(list(mixed), rel=1e-9)
+    assert sum(r.pick_probability for r in rows) == pytest.approx(1)
+    report = tune.report(rows, replace(HAND_SETUP, users=2), tune.BOUND_SHARE, None, "hand")
+    assert report["bound_selection"]["user_caps"] == {str(cap): p for cap, p in caps.items()}
+
+
 def simulated_counts(pairs: pd.DataFrame, bound: int, runs: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(item ids, counts of shape runs x items): each user keeps a uniform sample of
     min(n, bound) of their records (SRA's bounding), drawn with numpy."""
@@ -121,13 +153,31 @@ def test_bad_candidates_and_inputs_are_refused():
         bound_curve.sra_sampling_errors(HAND, [1], 2)
 
 
+def with_light_users(path, users: int, seed: int) -> None:
+    """Add ``users`` users of one record each to the Netflix-shaped table at ``path`` (ids past
+    the generator's, items at random, weekdays drawn from the table's own rows)."""
+    table = pq.read_table(path)
+    rng = np.random.default_rng(seed)
+    light = pa.table({"user_id": pa.array(10**7 + np.arange(users), pa.int64()),
+                      "item_id": pa.array(rng.integers(1, 17_771, users), pa.int32()),
+                      "weekday": table["weekday"].take(rng.integers(0, table.num_rows, users))}, schema=table.schema)
+    pq.write_table(pa.concat_tables([table, light]), path)
+
+
 def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
     data = tmp_path / "netflix.parquet"
     datasets.generate_netflix(20_000, str(data), seed=3, progress=lambda _: None)
+    # The generator's 96 users, and 2,500 more with one record each: with that many users the
+    # choice's count of them (at ε/100) gives the user cap U = 255 alone, and tune aggregates the
+    # bias norms once a call rather than at each of the nine caps a count of 96 users can give
+    # (a few Spark jobs a cap). The command over two caps is the table's call below; the mixture
+    # over them, test_the_rows_mix_the_user_caps_the_count_can_give.
+    with_light_users(data, 2_500, seed=4)
     conf = ["tune", str(ROOT / "conf/demo.toml"), "--set", f"source.path={data}"]
     assert main([*conf, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["not_private"].startswith("NOT PRIVATE")
+    assert list(result["bound_selection"]["user_caps"]) == ["255"]
     assert 'l = "auto"' in result["warning"] and "no longer has the guarantee" in result["warning"]
     assert [r["bound"] for r in result["rows"]] == list(tune.DEFAULT_CANDIDATES)
     assert result["configured_bound"] == 10 and result["count_tables"] == 2 and result["item_cells"] == 17_770
@@ -141,11 +191,15 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
     assert [r["bias_squared"] for r in result["rows"]] == pytest.approx([e.bias_squared for e in errors])
     assert sum(r["pick_probability"] for r in result["rows"]) == pytest.approx(1)
     assert result["best_bound"] == min(result["rows"], key=lambda r: r["expected_mse"])["bound"]
-    assert main([*conf, "--candidates", "2,8"]) == 0  # the table for people says it too, first and last
+    # The table for people says it too, first and last. With a hundredth of ε on the choice its
+    # count of the users (at ε/1000) gives U = 16 or 18 for the candidates 2 and 20: tune
+    # aggregates the norms at both caps and mixes them.
+    assert main([*conf, "--candidates", "2,20", "--bound-share", "0.01"]) == 0
     text = capsys.readouterr().out.strip().splitlines()
     assert text[1] == text[-1] == tune.VOIDS_THE_GUARANTEE
     assert all("NOT PRIVATE" in line or line == tune.VOIDS_THE_GUARANTEE for line in text)
-    assert [line.split()[0] for line in text if line.split()[0].isdigit()] == ["2", "8"]
+    assert [line.split()[0] for line in text if line.split()[0].isdigit()] == ["2", "20"]
+    assert re.search(r"user cap U \(P\) 16: \S+, 18: \S+;", "\n".join(text))
     assert main([*conf, "--candidates", "8,2"]) == 2
     # An l = "auto" config that sets its epsilon_bound: the fixed bounds it is set against drop
     # that part with the choice (a review's finding: tune refused the config).

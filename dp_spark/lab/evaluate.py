@@ -39,7 +39,7 @@ from pyspark.sql import functions as F
 
 from dp_spark import publishers
 from dp_spark.aggregates import item_edges
-from dp_spark.bounding import user_records
+from dp_spark.bounding import keys, user_records
 from dp_spark.core import zcdp
 from dp_spark.core.accounting import Accounting
 from dp_spark.core.domain import attribute_domain, item_domain
@@ -164,14 +164,17 @@ def _fixed(cfg: JobConfig, l: int) -> JobConfig:
 class _Bounded:
     """SRA's bounded counts at each bound, aggregated once per bound (the sample is seeded)."""
 
-    def __init__(self, records, user_counts, items, attributes, publisher, seed):
-        self._args = (records, user_counts, items, attributes, publisher, seed)
+    def __init__(self, records, validated, items, attributes, publisher, seed):
+        self._args = (records, validated, items, attributes, publisher, seed)
         self._counts = {}
 
     def at(self, l: int):
         if l not in self._counts:
-            records, user_counts, items, attributes, publisher, seed = self._args
-            sample = user_records.sample_selection(records, l, seed=seed, counts=user_counts)
+            records, validated, items, attributes, publisher, seed = self._args
+            # The users per row count, as the job passes them: the sample's count is checked
+            # against Σ min(n, l) without a job of its own (the same sample either way).
+            sample = user_records.sample_selection(records, l, seed=seed, counts=validated.user_counts,
+                                                   users_by_n=validated.users_by_n)
             self._counts[l] = sampling.bounded_counts(sample, items, attributes, publisher, seed)
         return self._counts[l]
 
@@ -218,7 +221,8 @@ def _run_method(cfg, records, validated, items, attributes, truth: Truth, runs, 
                                        cfg.params.records_per_item)
         if cfg.algorithm == "hpa":
             release = sampling.hpa(records, items, attributes, l, cfg.d, split, budget, rng,
-                                   seed=cfg.seed, user_counts=validated.user_counts, publisher=publisher)
+                                   seed=cfg.seed, user_counts=validated.user_counts, publisher=publisher,
+                                   users_by_n=validated.users_by_n, one_per_user=validated.one_per_user)
         else:
             release = sampling.publish_counts(bounded.at(l), l, split, budget, rng, publisher)
         yield from _release_metrics(release, l, split, truth, attributes, gaussian)
@@ -344,8 +348,13 @@ def _evaluate_counts(cfg: JobConfig, configs: list[JobConfig], methods: list[str
     items = item_domain(cfg.items, spark, cfg.source)
     attributes = attribute_domain(cfg.attributes)
     progress(f"reading {cfg.source.path or cfg.source.table}; true counts are computed WITHOUT noise")
+    # HPA with d = 1 takes its popularity sample from validation's pass, as the job does: under the
+    # sampler's salt it is the same record per user, without a selection of its own in every run.
+    # Only when seeded: without a seed each run draws a sample of its own.
+    salt = keys.sample_salt(cfg.seed) if cfg.seed is not None and any(
+        c.algorithm == "hpa" and c.d == 1 for c in configs) else None
     validated = validation.validate_records(
-        sources.read_records(spark, cfg.source, attributes is not None), items, attributes
+        sources.read_records(spark, cfg.source, attributes is not None), items, attributes, one_per_user_salt=salt
     )
     dataset = Path(cfg.source.path or cfg.source.table).name
     # Every method and every HPA run reads the records again: keep them (spilling to disk
@@ -360,7 +369,7 @@ def _evaluate_counts(cfg: JobConfig, configs: list[JobConfig], methods: list[str
             publisher = sampling.Publisher(method_cfg.publisher, dict(method_cfg.publisher_options),
                                            records_per_item=method_cfg.params.records_per_item)
             key = (publisher.name, tuple(sorted(publisher.options.items())), publisher.records_per_item)
-            counts_at = bounded.setdefault(key, _Bounded(cached, validated.user_counts, items, attributes, publisher,
+            counts_at = bounded.setdefault(key, _Bounded(cached, validated, items, attributes, publisher,
                                                          method_cfg.seed))
             run = (cached, validated, items, attributes, truth, runs, progress, counts_at)
             values = defaultdict(list)

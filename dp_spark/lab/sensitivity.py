@@ -422,6 +422,12 @@ FAMILIES = (
 )
 
 
+def aggregate_on(spark: SparkSession, family: Family, base: pd.DataFrame, distinct: bool = False,
+                 schema: str = SCHEMA) -> np.ndarray:
+    """The family's aggregates on D, read in its own order (what :func:`moves` compares D′ with)."""
+    return family.aggregate(frame(spark, base, schema=schema), distinct)
+
+
 @dataclass(frozen=True)
 class Move:
     """How far one added user moved a family's aggregates in one layout."""
@@ -438,11 +444,14 @@ class Move:
 
 
 def moves(spark: SparkSession, family: Family, base: pd.DataFrame, extras: list[pd.DataFrame],
-          distinct: bool = False, schema: str = SCHEMA, layouts: tuple[str, ...] = LAYOUTS) -> list[Move]:
+          distinct: bool = False, schema: str = SCHEMA, layouts: tuple[str, ...] = LAYOUTS,
+          on_d: np.ndarray | None = None) -> list[Move]:
     """The family's move from D to D′ in each of ``layouts`` (by default every one), D read in its
     own order; the layouts take the added users of ``extras`` in turn (so one run tries several
-    odd ids). ``schema``: the columns' types (string ids, or malformed ones)."""
-    on_d = family.aggregate(frame(spark, base, schema=schema), distinct)
+    odd ids). ``schema``: the columns' types (string ids, or malformed ones). ``on_d``: the
+    family's aggregates on D when the caller has them already (:func:`aggregate_on`)."""
+    if on_d is None:
+        on_d = aggregate_on(spark, family, base, distinct, schema)
     found = []
     for k, layout in enumerate(layouts):
         extra = extras[k % len(extras)]
