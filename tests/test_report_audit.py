@@ -301,6 +301,8 @@ sup_min = 0.05
 
 # One case per path a reader could see differ: a variant that only changes the noise (pure or zCDP,
 # l chosen privately or not, a publisher the counts already show) shares its path with another case.
+# Each case is two whole runs in the observables audit, so options whose paths are independent of
+# each other (guards, the per-item cap, where the noise is drawn, private items) share a case.
 JOBS = {
     "sra": ("ratings", lambda p: ratings_config(p, "sra", "l = 5")),
     "sra_ahp": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\n[publisher]\nname = \"ahp\"")),
@@ -318,7 +320,9 @@ JOBS = {
                                                            attributes=False)),
     "dpsense_s": ("ratings", lambda p: ratings_config(p, "dpsense_s", "theta_max = 32", attributes=False)),
     **{f"entropy_{v}": ("checkins", lambda p, v=v: entropy_config(p, v))
-       for v in ("baseline", "limit", "limit_ss", "limit_cb", "limit_cb_dp")},
+       for v in ("baseline", "limit", "limit_ss", "limit_cb_dp")},
+    "entropy_limit_cb_guarded": ("checkins", lambda p: entropy_config(p, "limit_cb") +
+                                 "[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\nmax_truncated_fraction = 1\n"),
     # M and C chosen privately: the chosen values and the release's scale may differ, nothing else.
     **{f"entropy_{v}_auto": ("checkins", lambda p, v=v: entropy_config(
         p, v, 'locations_per_user = "auto"\nvisits_per_location = "auto"\nvisits_per_location_candidates = [1, 5, 20]\n'
@@ -330,8 +334,6 @@ JOBS = {
         "items = { range = [1, 20] }", 'items = "private"').replace("epsilon = 1.0", "epsilon = 40.0\ndelta = 1e-6")),
     # zCDP with Gaussian noise: on the driver and the executors, with the cap of one record
     # per item, HPA with "auto", and items selected privately by the Gaussian threshold.
-    "sra_gaussian": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\nrecords_per_item = 1").replace(
-        "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
     "sra_gaussian_on_executors": ("ratings", lambda p: ratings_config(
         p, "sra", "l = 5\nrecords_per_item = 1\n[execution]\nexecutor_noise_cells = 1").replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
@@ -341,11 +343,10 @@ JOBS = {
     "sra_auto_gaussian": ("ratings", lambda p: ratings_config(
         p, "sra", 'l = "auto"\nl_candidates = [1, 5, 20]').replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
-    "dpsense_gaussian": ("ratings", lambda p: ratings_config(p, "dpsense", "theta_max = 32", attributes=False).replace(
-        "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
     "hpa_auto_noise": ("ratings", lambda p: ratings_config(p, "hpa", "l = 5\nd = 2").replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "auto"')),
-    "sra_gaussian_private_items": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\nkeys_per_user = 1").replace(
+    "sra_gaussian_private_items": ("ratings", lambda p: ratings_config(
+        p, "sra", "l = 5\nkeys_per_user = 1\nrecords_per_item = 1").replace(
         "items = { range = [1, 20] }", 'items = "private"').replace(
         "epsilon = 1.0", 'epsilon = 40.0\ndelta = 1e-6\nnoise = "gaussian"')),
     # Sums and means: SRA and HPA bounding, pure and zCDP with the per-item cap, l and the range
@@ -354,35 +355,30 @@ JOBS = {
     "means_hpa_gaussian": ("ratings", lambda p: ratings_config(
         p, "means", 'l = 5\nlow = 1\nhigh = 5\nbounding = "hpa"\nd = 2\nrecords_per_item = 1').replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
-    "means_auto_gaussian": ("ratings", lambda p: ratings_config(
-        p, "means", 'l = "auto"\nlow = 1\nhigh = 5\nrecords_per_item = 1').replace(
-        "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
     "means_auto_clip_gaussian": ("ratings", lambda p: ratings_config(
-        p, "means", 'l = "auto"\nlow = 0\nhigh = "auto"').replace(
+        p, "means", 'l = "auto"\nlow = 0\nhigh = "auto"\nrecords_per_item = 1').replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
-    "means_private_items": ("ratings", lambda p: ratings_config(p, "means", "l = 5\nlow = 1\nhigh = 5").replace(
-        "items = { range = [1, 20] }", 'items = "private"').replace("epsilon = 1.0", "epsilon = 40.0\ndelta = 1e-6")),
-    "means_guarded": ("ratings", lambda p: ratings_config(
+    "means_private_items_guarded": ("ratings", lambda p: ratings_config(
         p, "means", "l = 5\nlow = 1\nhigh = 5\n[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\n"
-                    "max_truncated_fraction = 1")),
+                    "max_truncated_fraction = 1").replace(
+        "items = { range = [1, 20] }", 'items = "private"').replace("epsilon = 1.0", "epsilon = 40.0\ndelta = 1e-6")),
     # Metrics per group, by histogram and by tables (under zCDP only the noise differs, not what
     # readers see).
     "aggregate": ("ratings", aggregate_config),
     "aggregate_tables": ("ratings", lambda p: aggregate_config(p) + 'method = "tables"\n'),
     # The tables released on the executors: the same report, plus where the noise was drawn.
-    "sra_on_executors": ("ratings", lambda p: ratings_config(p, "sra", "l = 5\n[execution]\nexecutor_noise_cells = 1")),
+    # Guards decide on noisy figures: their noisy values may differ, nothing else.
+    "sra_guarded_on_executors": ("ratings", lambda p: ratings_config(
+        p, "sra", "l = 5\n[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\nmax_truncated_fraction = 1\n"
+                  "[execution]\nexecutor_noise_cells = 1")),
     "means_gaussian_on_executors": ("ratings", lambda p: ratings_config(
         p, "means", "l = 5\nlow = 1\nhigh = 5\nrecords_per_item = 1\n[execution]\nexecutor_noise_cells = 1").replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
-    # Guards decide on noisy figures: their noisy values may differ, nothing else; strict
-    # mode's report says its guarantee is conditional, on both sides.
-    "sra_guarded": ("ratings", lambda p: ratings_config(
-        p, "sra", "l = 5\n[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\nmax_truncated_fraction = 1")),
-    "dpsense_guarded_strict": ("ratings", lambda p: ratings_config(
+    # Strict mode's report says its guarantee is conditional, on both sides; with θ* setting the
+    # Gaussian's σ.
+    "dpsense_gaussian_guarded_strict": ("ratings", lambda p: ratings_config(
         p, "dpsense", "theta_max = 32\n[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\nstrict = true",
-        attributes=False)),
-    "entropy_limit_guarded": ("checkins", lambda p: entropy_config(p, "limit") +
-                              "[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\nmax_truncated_fraction = 1\n"),
+        attributes=False).replace("epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
 }
 
 
