@@ -190,9 +190,11 @@ def tier_of(item: pytest.Item) -> str:
 # The test files that take longest (minutes, measured), run first: `make test` gives each of its
 # processes a whole file at a time in collection order (--dist loadfile), so a long file collected
 # last would keep one process busy while the other has nothing left. Order only; nothing is skipped.
-LONG_FILES = ("test_package", "test_observables_audit", "test_audit", "test_api", "test_catalog",
-              "test_signals", "test_crash_safety", "test_spark_channels", "test_scheduler_logs", "test_end_to_end",
-              "test_evaluate_auto", "test_no_secret_in_plans")
+LONG_FILES = ("test_observables_audit", "test_sensitivity", "test_audit", "test_package", "test_api",
+              "test_end_to_end", "test_catalog", "test_signals", "test_value_sums_spark", "test_executor_release",
+              "test_cli_connect", "test_bounding", "test_crash_safety", "test_scheduler_logs", "test_means",
+              "test_location_entropy", "test_malformed_data", "test_executor_means", "test_evaluate",
+              "test_spark_channels")
 
 
 def long_files_first(items: list[pytest.Item]) -> None:
