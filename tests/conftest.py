@@ -75,6 +75,19 @@ _use_jvm_flags(SUITE_JVM_FLAGS)
 # family's whole job also runs on generated code, and tests/codegen.py turns whole-stage code
 # generation on where a test reads the generated code.
 SUITE_SQL_SETTINGS = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+# Spark's own values of those settings, for the tests that need generated code (SPARK_DEFAULT_SQL_SETTINGS
+# in a session, spark_defaults_env for a child process).
+SPARK_DEFAULT_SQL_SETTINGS = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+
+
+def suite_sql_flags() -> str:
+    return " ".join(f"-D{key}={value}" for key, value in SUITE_SQL_SETTINGS.items())
+
+
+def spark_defaults_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a child process whose JVM keeps Spark's defaults (no SUITE_SQL_SETTINGS)."""
+    opts = env.get("SPARK_SUBMIT_OPTS", "").replace(suite_sql_flags(), "").strip()
+    return {**env, "SPARK_SUBMIT_OPTS": opts}
 
 
 def _use_jvm_archive(config) -> None:
@@ -293,7 +306,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "connect: runs on a Spark Connect session; selected by --connect only")
     _use_jvm_archive(config)
     if not config.getoption("--connect"):
-        _use_jvm_flags(" ".join(f"-D{key}={value}" for key, value in SUITE_SQL_SETTINGS.items()))
+        _use_jvm_flags(suite_sql_flags())
 
 
 def deselect_connect_or_not(config, items):
