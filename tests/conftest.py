@@ -63,25 +63,34 @@ def _use_jvm_flags(flags: str) -> None:
 _use_jvm_flags(SUITE_JVM_FLAGS)
 
 
-# Spark's interpreted expressions instead of the Java it generates and compiles for each query:
-# the suite runs thousands of small queries, nearly every one a new plan, and compiling them cost
-# more than running them on a few hundred rows (whole jobs of the observables audit took 19% less
-# time with the interpreted expressions than with whole-stage code generation off alone, and 41%
-# less than with Spark's defaults; measured in one session, runs interleaved). Spark keeps the two
-# paths equal, and its own tests run both; the results here do not change (sampling keys hash each
-# record's content, and a seeded release of each family was compared row for row in both modes).
-# The suite's sessions and the JVMs of its child processes (spark-submit, the CLI, the cluster,
-# through SPARK_SUBMIT_OPTS) run so; the Spark Connect pass keeps Spark's defaults, so that every
-# family's whole job also runs on generated code, and tests/codegen.py turns whole-stage code
-# generation on where a test reads the generated code.
-SUITE_SQL_SETTINGS = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+# The suite's sessions evaluate Spark's expressions interpreted, not as Java generated and compiled
+# for each query, and plan each query once, without adaptive execution: the suite runs thousands
+# of small queries, nearly every one a new plan, on tables of a few hundred rows, where compiling a
+# plan and re-planning it at each shuffle cost more than running it. Measured in one session, runs
+# interleaved: the sensitivity audit's 26 families took 17.6 s with whole-stage code generation off
+# alone (the suite's setting before), 16.0 s interpreted and 11.7 s interpreted without adaptive
+# execution; sixteen test files of mid-sized jobs took 753 s in all against 689 s. Results do not
+# change (sampling keys hash each record's content; a seeded release of each family was compared
+# row for row). Test files whose jobs read large tables (marked large_tables: MovieLens 1M samples,
+# MovieLens 100K, the 60,000-row Netflix table) keep the compiled expressions and adaptive
+# execution, where they won: those three files took 345 s against 471 s interpreted. The JVMs of
+# child processes (spark-submit, the CLI, the cluster, through SPARK_SUBMIT_OPTS) get the
+# interpreted expressions (dp-spark's own session settings turn adaptive execution on there); the
+# Spark Connect pass keeps Spark's defaults, so that every family's whole job also runs on
+# generated code, and tests/codegen.py turns whole-stage code generation on where a test reads the
+# generated code.
+INTERPRETED_SQL_SETTINGS = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+SUITE_SQL_SETTINGS = {**INTERPRETED_SQL_SETTINGS, "spark.sql.adaptive.enabled": "false"}
+LARGE_TABLE_SQL_SETTINGS = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "FALLBACK",
+                            "spark.sql.adaptive.enabled": "true"}
 # Spark's own values of those settings, for the tests that need generated code (SPARK_DEFAULT_SQL_SETTINGS
 # in a session, spark_defaults_env for a child process).
-SPARK_DEFAULT_SQL_SETTINGS = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+SPARK_DEFAULT_SQL_SETTINGS = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK",
+                              "spark.sql.adaptive.enabled": "true"}
 
 
 def suite_sql_flags() -> str:
-    return " ".join(f"-D{key}={value}" for key, value in SUITE_SQL_SETTINGS.items())
+    return " ".join(f"-D{key}={value}" for key, value in INTERPRETED_SQL_SETTINGS.items())
 
 
 def spark_defaults_env(env: dict[str, str]) -> dict[str, str]:
@@ -155,9 +164,9 @@ epsilon = {epsilon}
 
 @pytest.fixture(scope="session")
 def spark():
-    """The suite's session, tuned for its many small jobs: two partitions and interpreted
-    expressions (SUITE_SQL_SETTINGS). Results depend on neither (sampling keys hash each record's
-    content)."""
+    """The suite's session, tuned for its many small jobs: two partitions, interpreted expressions
+    and no adaptive execution (SUITE_SQL_SETTINGS). Results depend on none of them (sampling keys
+    hash each record's content)."""
     from dp_spark.io.session import get_session
 
     session = get_session(
@@ -174,6 +183,19 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _large_table_settings(request):
+    """LARGE_TABLE_SQL_SETTINGS on the suite's session for a test of a module marked large_tables
+    (a test that does not use Spark is left alone: it may be in the unit tier)."""
+    if request.node.get_closest_marker("large_tables") is None or not uses_spark(request.node):
+        yield
+        return
+    from tests.spark_conf import session_settings
+
+    with session_settings(request.getfixturevalue("spark"), LARGE_TABLE_SQL_SETTINGS):
+        yield
+
+
 # --- Test tiers --------------------------------------------------------------------------------
 # Every test gets exactly one tier marker, so `-m unit` runs without a JVM and `make test` runs all:
 #   unit   : pure Python/numpy; never starts Spark (enforced below, it fails loudly if it does);
@@ -181,7 +203,7 @@ def spark():
 #   system : new processes, spark-submit, a cluster, long jobs (marked slow, or in SYSTEM_MODULES),
 #            and the long statistical controls (marked long: seconds of sampling each).
 # A test may also carry a tier marker itself; it wins over the rules, except that a test which
-# needs a Spark fixture cannot be declared unit. See docs/architecture.md, "Tests".
+# needs a Spark fixture, or is marked slow or long, cannot be declared unit. See docs/architecture.md, "Tests".
 pytest_plugins = ["pytester"]  # tests/test_architecture.py runs the tier rules on a small suite
 TIERS = ("unit", "spark", "system")
 SYSTEM_MODULES = frozenset({
@@ -204,6 +226,9 @@ def tier_of(item: pytest.Item) -> str:
         raise pytest.UsageError(f"{item.nodeid} is marked with several tiers: {declared}")
     if declared == ["unit"] and uses_spark(item):
         raise pytest.UsageError(f"{item.nodeid} is marked unit but uses a Spark fixture")
+    # A module's `unit` would otherwise keep its long controls in `make test-fast`.
+    if declared == ["unit"] and (item.get_closest_marker("slow") or item.get_closest_marker("long")):
+        raise pytest.UsageError(f"{item.nodeid} is marked unit but also slow or long (the system tier)")
     if declared:
         return declared[0]
     if (item.get_closest_marker("slow") or item.get_closest_marker("long")

@@ -29,6 +29,8 @@ from dp_spark.jobs import runner
 from dp_spark.jobs.config import load_config
 from tests.conftest import ROOT, movielens_1m_sample
 
+pytestmark = pytest.mark.large_tables  # compiled expressions: tests/conftest.py, LARGE_TABLE_SQL_SETTINGS
+
 SEED = 7
 MOVIELENS = "../shared/data/ml-1m"
 CATALOGUE = {"catalogue": "movielens", "path": f"{MOVIELENS}/movies.dat"}

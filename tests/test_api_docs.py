@@ -1,4 +1,8 @@
-"""The examples of docs/api.md and the README's API section run as they are written."""
+"""The examples of the README's API section run as they are written, on a classic session.
+
+docs/api.md's examples run on a Spark Connect session in the Connect pass (tests/test_connect.py,
+``api_examples_run``); running them here as well took about a minute of the suite's time for
+code that tests/test_api.py already runs on a classic session, job against API call."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ def python_blocks(path) -> list[str]:
     return BLOCK.findall((ROOT / path).read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("page", ["docs/api.md", "README.md"])
+@pytest.mark.parametrize("page", ["README.md"])
 def test_every_python_block_runs(spark, page, capsys):
     blocks = python_blocks(page)
     assert blocks, f"{page} has no python examples"

@@ -388,3 +388,12 @@ def test_every_folder_of_the_package_is_a_regular_package():
     missing = sorted(str(folder.relative_to(PACKAGE_DIR.parent)) for folder in folders
                      if not (folder / "__init__.py").exists())
     assert not missing, f"folders without __init__.py: {missing}"
+
+
+def test_a_long_test_cannot_be_declared_unit(small_suite):
+    """A module's ``pytestmark = pytest.mark.unit`` once kept its long control in test-fast."""
+    small_suite.makepyfile(test_bad="import pytest\npytestmark = pytest.mark.unit\n"
+                                    "@pytest.mark.long\ndef test_x():\n    pass\n")
+    result = small_suite.runpytest_inprocess("--collect-only", "-p", "no:cacheprovider", "test_bad.py")
+    assert result.ret != 0
+    assert "marked unit but also slow or long" in result.stdout.str() + result.stderr.str()

@@ -14,8 +14,6 @@ from dp_spark.core.mechanisms import RandomSource
 from dp_spark.release import bounding_estimate as be
 from tests.conftest import examples
 
-pytestmark = pytest.mark.unit
-
 
 def _users(counts: dict[int, int]) -> pd.Series:
     return pd.Series(counts, dtype="int64").sort_index()

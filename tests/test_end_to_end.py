@@ -21,6 +21,8 @@ from dp_spark.io import datasets, sources, validation
 from dp_spark.jobs.config import load_config
 from tests.conftest import ROOT, ml100k_job, movielens_1m_sample, shared_data
 
+pytestmark = pytest.mark.large_tables  # compiled expressions: tests/conftest.py, LARGE_TABLE_SQL_SETTINGS
+
 ML1M_MOVIES = 3883  # lines of movies.dat: the public item domain
 SAMPLE_USERS = 1000
 

@@ -15,6 +15,8 @@ from dp_spark.jobs.config import load_config
 from dp_spark.lab import evaluate, metrics
 from tests.conftest import ROOT, shared_data
 
+pytestmark = pytest.mark.large_tables  # compiled expressions: tests/conftest.py, LARGE_TABLE_SQL_SETTINGS
+
 
 def ml100k_args(*extra):
     return ["--set", "source.format=movielens-100k", "--set", f"source.path={shared_data('ml-100k')}",
