@@ -43,7 +43,7 @@ def _whole_tail(k: int, n: int, p: float) -> float:
     return float(min(1.0, np.exp(terms - terms.max()).sum() * np.exp(terms.max())))
 
 
-@pytest.mark.parametrize("n", [1, 50, 20_000, 3_000_000])
+@pytest.mark.parametrize("n", [1, 50, 20_000, pytest.param(3_000_000, marks=pytest.mark.long)])
 def test_the_binomial_tail_over_its_window_is_the_whole_sum(n):
     """The tail is summed near the mean only: it must equal the whole sum from k to n, for k in
     either tail, at the mean and at the ends, and p from tiny to nearly 1."""
@@ -108,8 +108,8 @@ CONTROL_TRIALS = {
 
 
 # 12,000,000 releases a side take about 15 s: a long job, so the system tier (`make test-fast` skips it).
-# Controls of more than about 5 s of sampling each: in `make test` (system tier), not `make test-fast`.
-LONG_CONTROLS = {"old_limit_ss_rounded_scale", "clip_choice_every_record"}
+# Controls of about 4 s of sampling or more each: in `make test` (system tier), not `make test-fast`.
+LONG_CONTROLS = {"old_limit_ss_rounded_scale", "clip_choice_every_record", "dpa_ahp_as_published"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.long) if n in LONG_CONTROLS else n

@@ -161,6 +161,7 @@ def test_the_quality_trades_the_bias_where_it_falls_against_noise():
     assert CANDIDATES[int(np.argmax(dear))] == 1
 
 
+@pytest.mark.long
 def test_the_choice_follows_the_exponential_mechanism_and_is_paid_for():
     rng = np.random.default_rng(4)
     records = [(u, int(rng.integers(0, 30)), "a") for u in range(120) for _ in range(int(rng.integers(1, 40)))]

@@ -137,8 +137,10 @@ def test_bad_input_is_refused():
 @pytest.fixture(scope="module")
 def movielens_ratings() -> np.ndarray:
     """One rating per user of MovieLens 1M's rated part (2,999 users), each user's first by time."""
-    frame = pd.read_csv(shared_data("ml-1m") / "ratings_users_0001-2999.dat.gz", sep="::", engine="python",
-                        names=["user", "item", "rating", "time"])
+    # "::" split as ":" by pandas' C reader (the Python one took 3 s): user, item, rating and time
+    # are every other field.
+    frame = pd.read_csv(shared_data("ml-1m") / "ratings_users_0001-2999.dat.gz", sep=":", header=None,
+                        usecols=[0, 2, 4, 6], names=["user", "item", "rating", "time"])
     return frame.sort_values(["user", "time"]).groupby("user").head(1)["rating"].to_numpy(dtype=float)
 
 

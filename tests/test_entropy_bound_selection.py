@@ -50,7 +50,7 @@ def quality(users, variant="limit", epsilon=Fraction(1), Ms=MS, Cs=CS) -> np.nda
     return ebs.quality(sums_of(users, Ms, Cs), variant, epsilon, LOCATIONS)
 
 
-@pytest.mark.unit
+@pytest.mark.long
 @settings(max_examples=examples(150), deadline=None)
 @given(st.lists(user_strategy, max_size=12), user_strategy, st.sampled_from(["limit", "limit_ss", "limit_cb_dp"]),
        st.sampled_from([Fraction(1), Fraction(10**9)]))
@@ -130,7 +130,7 @@ def test_the_quality_trades_bias_against_noise():
     assert (MS[best[0]], CS[best[1]]) == (4, 8)
 
 
-@pytest.mark.unit
+@pytest.mark.long
 def test_the_choice_follows_the_exponential_mechanism_and_is_paid_for():
     rng_data = np.random.default_rng(3)
     users = [[(int(x), int(v)) for x, v in zip(rng_data.permutation(LOCATIONS)[:k], rng_data.integers(1, 12, k))]

@@ -4,6 +4,7 @@ accepted or refused with a ConfigError carrying a message; it never ends in a tr
 import copy
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -83,7 +84,9 @@ def mutate(base: dict, changes) -> dict:
     return raw
 
 
-# derandomize: the same examples on every run, so the suite is deterministic.
+# derandomize: the same examples on every run, so the suite is deterministic. Long: 1,500 configs
+# take about 10 s, so it runs in `make test`, not `make test-fast`.
+@pytest.mark.long
 @settings(max_examples=examples(1500), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(BASES)), st.lists(st.tuples(st.sampled_from(KEYS), values), min_size=1, max_size=4))
 def test_any_config_is_accepted_or_refused_with_a_message(base, changes):

@@ -125,6 +125,7 @@ def test_alpa_without_noise_gives_every_cell_the_mean(zero_noise):
     assert released.entries[0].cells == 1 and released.entries[0].noise_scale == 3
 
 
+@pytest.mark.long
 def test_alpa_noise_on_the_total_has_the_discrete_laplace_variance():
     rng = RandomSource(7)
     counts = np.zeros(4, dtype=np.int64)

@@ -29,6 +29,7 @@ The statistic is the chosen candidate's index i·|C| + j; the exact ε of a pair
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -114,6 +115,9 @@ def neighbours(grid: str) -> tuple[CandidateSums, CandidateSums]:
     return (candidate_sums_of(crowd, len(layout), Ms, Cs), candidate_sums_of(crowd + [added], len(layout), Ms, Cs))
 
 
+# Cached, and called when a point is first sampled, not when the targets are listed: tuning the 18
+# points' pairs took 8 s, which every process that imported the audit (each test process) paid.
+@functools.lru_cache(maxsize=None)
 def pair(grid: str, variant: str, epsilon: Fraction, sensitivity: Fraction | None = None) -> EntropyBoundPair:
     """The pair of :func:`neighbours` on ``grid``, with the public ε_entropy of TUNING_GRID that
     gives the pair its largest exact ε when the mechanism runs at ``sensitivity`` (default the
@@ -144,9 +148,9 @@ def pair_epsilon(p: EntropyBoundPair, epsilon: Fraction, sensitivity: Fraction |
 
 def choose_bounds_sampler(epsilon: Fraction, grid: str, variant: str):
     """The candidate ``choose_bounds`` picks (index i·|C| + j), once per trial, on D or D′."""
-    p = pair(grid, variant, epsilon)
 
     def sample(side, trials, seed, _spark):
+        p = pair(grid, variant, epsilon)
         rng = RandomSource(seed)
         # The first release is choose_bounds' own; the others draw the exponential mechanism it
         # called, with its entry (ε, Δq, factor) and scores, all at once: one call per release
@@ -172,11 +176,10 @@ def per_location_sampler(epsilon: Fraction, grid: str = "default", variant: str 
     """NEGATIVE CONTROL: ``choose_bounds``' quality sampled at :func:`per_location_sensitivity`,
     M_K = 10 times too small on the default grid. The pair is tuned at that sensitivity, as the
     buggy code would draw with it."""
-    wrong = per_location_sensitivity(pair(grid, variant, epsilon))
-    p = pair(grid, variant, epsilon, wrong)
 
     def sample(side, trials, seed, _spark):
-        scores = p.scores(side)
+        wrong = per_location_sensitivity(pair(grid, variant, epsilon))
+        scores = pair(grid, variant, epsilon, wrong).scores(side)
         entry = LedgerEntry("negative control", "exponential mechanism at one location's sensitivity", epsilon,
                             wrong, 2 * wrong / epsilon, len(scores),
                             not_private="the quality's sensitivity without the factor M_K")
