@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from dp_spark.cli import main
 from tests.conftest import ROOT, SHARED_DATA
 from tests.test_connect import released
 
@@ -87,10 +88,13 @@ def job(tmp_path_factory) -> tuple[Path, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def classic(job) -> tuple[dict, dict]:
+def classic(job, spark) -> tuple[dict, dict]:
+    """The job's release on a classic session: the suite's own, in this process (a process of its
+    own would start one more JVM; the CLI's child processes run on Connect below)."""
     cwd, args = job
-    done = dp_spark(["run", *args, "--set", "output=classic", "--master", "local[2]"], cwd)
-    assert done.returncode == 0, done.stderr[-3000:]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        assert main(["run", *args, "--set", "output=classic"]) == 0
     return released(cwd / "classic")
 
 
