@@ -276,6 +276,7 @@ def test_the_seeded_job_equals_the_seeded_api_call(spark, data, tmp_path, monkey
     overrides, call = CASES[name]
     job_tables, job_report = _job_release(tmp_path, name, overrides(data), monkeypatch)
     release = api_release(call, spark, data)
+    assert job_tables and all(len(table) for table in job_tables.values())  # a release, not a refusal
     assert set(release.tables) == set(job_tables)
     for table, frame in release.tables.items():
         frame = frame if isinstance(frame, pd.DataFrame) else frame.toPandas()  # FRAPP's perturbed records
