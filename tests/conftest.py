@@ -70,8 +70,9 @@ _use_jvm_flags(SUITE_JVM_FLAGS)
 # interleaved: the sensitivity audit's 26 families took 17.6 s with whole-stage code generation off
 # alone (the suite's setting before), 16.0 s interpreted and 11.7 s interpreted without adaptive
 # execution; sixteen test files of mid-sized jobs took 753 s in all against 689 s. Results do not
-# change (sampling keys hash each record's content; a seeded release of each family was compared
-# row for row). Test files whose jobs read large tables (marked large_tables: MovieLens 1M samples,
+# change: sampling keys hash each record's content, and a seeded release of each family (the jobs
+# of tests/test_connect.py) was the same, rows and report, under these settings and Spark's
+# defaults. Test files whose jobs read large tables (marked large_tables: MovieLens 1M samples,
 # MovieLens 100K, the 60,000-row Netflix table) keep the compiled expressions and adaptive
 # execution, where they won: those three files took 345 s against 471 s interpreted. The JVMs of
 # child processes (spark-submit, the CLI, the cluster, through SPARK_SUBMIT_OPTS) get the
