@@ -72,8 +72,8 @@ _use_jvm_flags(SUITE_JVM_FLAGS)
 # execution; sixteen test files of mid-sized jobs took 753 s in all against 689 s. Results do not
 # change: sampling keys hash each record's content, and a seeded release of each family (the jobs
 # of tests/test_connect.py) was the same, rows and report, under these settings and Spark's
-# defaults. Test files whose jobs read large tables (marked large_tables: MovieLens 1M samples,
-# MovieLens 100K, the 60,000-row Netflix table) keep the compiled expressions and adaptive
+# defaults. Test files whose jobs read large tables (MovieLens 1M samples, MovieLens 100K, the
+# 60,000-row Netflix table; marked sql_settings(LARGE_TABLE_SQL_SETTINGS)) keep the compiled expressions and adaptive
 # execution, where they won: those three files took 345 s against 471 s interpreted. The JVMs of
 # child processes (spark-submit, the CLI, the cluster, through SPARK_SUBMIT_OPTS) get the
 # interpreted expressions (dp-spark's own session settings turn adaptive execution on there); the
@@ -82,12 +82,11 @@ _use_jvm_flags(SUITE_JVM_FLAGS)
 # generated code.
 INTERPRETED_SQL_SETTINGS = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 SUITE_SQL_SETTINGS = {**INTERPRETED_SQL_SETTINGS, "spark.sql.adaptive.enabled": "false"}
-LARGE_TABLE_SQL_SETTINGS = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "FALLBACK",
-                            "spark.sql.adaptive.enabled": "true"}
 # Spark's own values of those settings, for the tests that need generated code (SPARK_DEFAULT_SQL_SETTINGS
 # in a session, spark_defaults_env for a child process).
 SPARK_DEFAULT_SQL_SETTINGS = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK",
                               "spark.sql.adaptive.enabled": "true"}
+LARGE_TABLE_SQL_SETTINGS = {**SPARK_DEFAULT_SQL_SETTINGS, "spark.sql.codegen.wholeStage": "false"}
 
 
 def suite_sql_flags() -> str:
@@ -185,15 +184,17 @@ def spark():
 
 
 @pytest.fixture(autouse=True)
-def _large_table_settings(request):
-    """LARGE_TABLE_SQL_SETTINGS on the suite's session for a test of a module marked large_tables
-    (a test that does not use Spark is left alone: it may be in the unit tier)."""
-    if request.node.get_closest_marker("large_tables") is None or not uses_spark(request.node):
+def _marked_sql_settings(request):
+    """The settings of a test's ``sql_settings(settings)`` marker (its own or its module's) on the
+    suite's session while it runs; a test that does not use Spark is left alone (it may be in the
+    unit tier)."""
+    marker = request.node.get_closest_marker("sql_settings")
+    if marker is None or not uses_spark(request.node):
         yield
         return
     from tests.spark_conf import session_settings
 
-    with session_settings(request.getfixturevalue("spark"), LARGE_TABLE_SQL_SETTINGS):
+    with session_settings(request.getfixturevalue("spark"), marker.args[0]):
         yield
 
 

@@ -27,9 +27,9 @@ from dp_spark.families.registry import family_of
 from dp_spark.io import checkins, datasets
 from dp_spark.jobs import runner
 from dp_spark.jobs.config import load_config
-from tests.conftest import ROOT, movielens_1m_sample
+from tests.conftest import LARGE_TABLE_SQL_SETTINGS, ROOT, movielens_1m_sample
 
-pytestmark = pytest.mark.large_tables  # compiled expressions: tests/conftest.py, LARGE_TABLE_SQL_SETTINGS
+pytestmark = pytest.mark.sql_settings(LARGE_TABLE_SQL_SETTINGS)  # large tables: compiled expressions
 
 SEED = 7
 MOVIELENS = "../shared/data/ml-1m"

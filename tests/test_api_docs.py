@@ -19,15 +19,19 @@ def python_blocks(path) -> list[str]:
     return BLOCK.findall((ROOT / path).read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("page", ["README.md"])
-def test_every_python_block_runs(spark, page, capsys):
-    blocks = python_blocks(page)
-    assert blocks, f"{page} has no python examples"
-    namespace: dict = {}
-    for number, code in enumerate(blocks, 1):
+def run_python_blocks(page: str, namespace: dict) -> None:
+    """Every python block of ``page``, in order, in ``namespace``; a failure names its block (the
+    traceback points into the page)."""
+    for number, code in enumerate(python_blocks(page), 1):
         try:
             exec(compile(code, f"{page} block {number}", "exec"), namespace)
-        except Exception as exc:  # name the block: the traceback points into the page
+        except Exception as exc:
             raise AssertionError(f"{page}, python block {number} failed: {exc!r}") from exc
+
+
+@pytest.mark.parametrize("page", ["README.md"])
+def test_every_python_block_runs(spark, page, capsys):
+    assert python_blocks(page), f"{page} has no python examples"
+    run_python_blocks(page, {})
     out = capsys.readouterr().out
     assert "noisy_count" in out or "noisy_entropy" in out  # the examples print released tables

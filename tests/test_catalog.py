@@ -26,23 +26,16 @@ from dp_spark.io import catalog
 from dp_spark.io.session import check_catalog
 from dp_spark.jobs.config import load_config
 from tests.conftest import SPARK_DEFAULT_SQL_SETTINGS, spark_defaults_env
-from tests.spark_conf import session_settings
 from tests.test_scheduled_runs import RECORDS, job, store_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 DATE = "2026-11-20"
 
 
-@pytest.fixture(autouse=True)
-def spark_defaults(request):
-    """Spark's defaults for these tests, not the suite's interpreted expressions: with those, a
-    second write to a partitioned catalog table fails in Spark (IllegalArgumentException: argument
-    type mismatch), and the product runs on Spark's defaults."""
-    if "spark" not in request.fixturenames:
-        yield
-        return
-    with session_settings(request.getfixturevalue("spark"), SPARK_DEFAULT_SQL_SETTINGS):
-        yield
+# Spark's defaults for these tests, not the suite's interpreted expressions: with those, a second
+# write to a partitioned catalog table fails in Spark (IllegalArgumentException: argument type
+# mismatch), and the product runs on Spark's defaults.
+pytestmark = pytest.mark.sql_settings(SPARK_DEFAULT_SQL_SETTINGS)
 
 
 def with_table_output(config: Path, output_table: str, source_table: str | None = None) -> Path:

@@ -120,16 +120,14 @@ def api_examples_run(connect_spark):
     server keeps only a little over one core busy with one client's queries, so the examples run
     alongside the jobs of connect_releases instead of after them. Their print goes to a buffer of their own
     (pytest's capture of sys.stdout would take them into whichever test runs meanwhile)."""
-    from tests.test_api_docs import python_blocks
+    from tests.test_api_docs import run_python_blocks
 
     printed: list[str] = []
     result: dict = {"namespace": {"print": lambda *args, **_kw: printed.append(" ".join(map(str, args)))}}
 
     def run():
-        namespace = result["namespace"]
         try:
-            for number, code in enumerate(python_blocks("docs/api.md"), 1):
-                exec(compile(code, f"docs/api.md block {number}", "exec"), namespace)
+            run_python_blocks("docs/api.md", result["namespace"])
         except BaseException:  # handed to the test, which fails with it
             result["error"] = traceback.format_exc()
 

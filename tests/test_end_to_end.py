@@ -19,9 +19,9 @@ from dp_spark.core.domain import attribute_domain, item_domain
 from dp_spark.core.mechanisms import discrete_laplace_variance
 from dp_spark.io import datasets, sources, validation
 from dp_spark.jobs.config import load_config
-from tests.conftest import ROOT, ml100k_job, movielens_1m_sample, shared_data
+from tests.conftest import LARGE_TABLE_SQL_SETTINGS, ROOT, ml100k_job, movielens_1m_sample, shared_data
 
-pytestmark = pytest.mark.large_tables  # compiled expressions: tests/conftest.py, LARGE_TABLE_SQL_SETTINGS
+pytestmark = pytest.mark.sql_settings(LARGE_TABLE_SQL_SETTINGS)  # large tables: compiled expressions
 
 ML1M_MOVIES = 3883  # lines of movies.dat: the public item domain
 SAMPLE_USERS = 1000

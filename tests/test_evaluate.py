@@ -13,9 +13,9 @@ from dp_spark.errors import ConfigError
 from dp_spark.io import sources, validation
 from dp_spark.jobs.config import load_config
 from dp_spark.lab import evaluate, metrics
-from tests.conftest import ROOT, shared_data
+from tests.conftest import LARGE_TABLE_SQL_SETTINGS, ROOT, shared_data
 
-pytestmark = pytest.mark.large_tables  # compiled expressions: tests/conftest.py, LARGE_TABLE_SQL_SETTINGS
+pytestmark = pytest.mark.sql_settings(LARGE_TABLE_SQL_SETTINGS)  # large tables: compiled expressions
 
 
 def ml100k_args(*extra):
