@@ -101,3 +101,27 @@ def test_users_item_sets_keep_the_shuffle_s_partitions(spark):
         finally:
             with_sets.cached.unpersist()
             without.cached.unpersist()
+
+
+def test_a_domain_of_listed_ids_keeps_and_drops_what_column_isin_does(spark):
+    """A domain that lists its ids (a catalogue with gaps) is checked by one SQL expression
+    (validation.in_id_list), not by Column.isin: the same rows are kept and dropped, text ids that
+    read as numbers included, null and unusable ids dropped, ids past 2^31 compared whole."""
+    big = 2**40
+    ids = np.array([1, 3, 7, big], dtype=np.int64)
+    items = ItemDomain(ids=ids, description="1, 3, 7, 2^40")
+    rows = [(1, "1"), (1, " 3"), (2, "7.0"), (2, "2"), (3, str(big)), (3, str(big + 1)), (4, None), (4, "x"),
+            (5, "-1"), (5, "7")]
+    df = spark.createDataFrame(rows, "user_id long, item_id string")
+    validated = validation.validate_records(df, items, None)
+    try:
+        kept = sorted(tuple(r) for r in validated.records.select("user_id", "item_id").collect())
+        assert kept == [(1, 1), (1, 3), (2, 7), (3, big), (5, 7)]
+        assert validated.diagnostics["rows_outside_item_domain"] == 5  # 2, 2^40 + 1, null, "x", -1
+    finally:
+        validated.release()
+    # The expression itself against Column.isin, row by row (nulls stay null), and an empty list.
+    numbers = spark.createDataFrame([(v,) for v in (1, 2, 3, 7, big, big + 1, -1, None)], "v long")
+    found = numbers.select(validation.in_id_list("v", ids).alias("mine"), F.col("v").isin(ids.tolist()).alias("isin"))
+    assert all(r["mine"] == r["isin"] for r in found.collect())
+    assert numbers.where(validation.in_id_list("v", [])).count() == 0
