@@ -6,7 +6,7 @@ from pyspark.sql import functions as F
 
 from dp_spark.bounding import user_records
 from dp_spark.core.domain import AttributeDomain, ItemDomain
-from dp_spark.io import validation
+from dp_spark.io import sql_literals, validation
 from tests.spark_conf import session_settings
 
 
@@ -105,7 +105,7 @@ def test_users_item_sets_keep_the_shuffle_s_partitions(spark):
 
 def test_a_domain_of_listed_ids_keeps_and_drops_what_column_isin_does(spark):
     """A domain that lists its ids (a catalogue with gaps) is checked by one SQL expression
-    (validation.in_id_list), not by Column.isin: the same rows are kept and dropped, text ids that
+    (sql_literals.in_id_list), not by Column.isin: the same rows are kept and dropped, text ids that
     read as numbers included, null and unusable ids dropped, ids past 2^31 compared whole."""
     big = 2**40
     ids = np.array([1, 3, 7, big], dtype=np.int64)
@@ -122,6 +122,17 @@ def test_a_domain_of_listed_ids_keeps_and_drops_what_column_isin_does(spark):
         validated.release()
     # The expression itself against Column.isin, row by row (nulls stay null), and an empty list.
     numbers = spark.createDataFrame([(v,) for v in (1, 2, 3, 7, big, big + 1, -1, None)], "v long")
-    found = numbers.select(validation.in_id_list("v", ids).alias("mine"), F.col("v").isin(ids.tolist()).alias("isin"))
+    found = numbers.select(sql_literals.in_id_list("v", ids).alias("mine"), F.col("v").isin(ids.tolist()).alias("isin"))
     assert all(r["mine"] == r["isin"] for r in found.collect())
-    assert numbers.where(validation.in_id_list("v", [])).count() == 0
+    assert numbers.where(sql_literals.in_id_list("v", [])).count() == 0
+
+
+def test_an_int_array_literal_is_the_array_of_lits(spark):
+    """sql_literals.int_array: the values and the type that F.array of F.lit's gives (int, or bigint
+    once a value needs it), in one expression."""
+    for values in ([3, -1, 0, 7], [1, 2**40]):
+        one = spark.range(1).select(sql_literals.int_array(values).alias("a"),
+                                    F.array(*[F.lit(v) for v in values]).alias("b"))
+        assert one.schema["a"].dataType == one.schema["b"].dataType
+        row = one.first()
+        assert row["a"] == row["b"] == values

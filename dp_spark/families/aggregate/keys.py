@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 
 from dp_spark.core.domain import MAX_ITEMS, ItemDomain, item_domain
 from dp_spark.errors import ConfigError
+from dp_spark.io.sql_literals import int_array
 
 # A group's index is a long, and every count of groups a Python int: at most 2^62 groups, as items.
 MAX_GROUPS = MAX_ITEMS
@@ -90,11 +91,12 @@ class KeyColumn:
             low, high = int(ids.min()), int(ids.max())
             positions = np.full(high - low + 1, -1, dtype=np.int64)
             positions[ids.astype(np.int64) - low] = np.arange(len(ids))
-            table = F.array(*[F.lit(int(p)) for p in positions])
+            table = int_array(positions)  # one expression: an F.lit per position costs a call to the JVM each
             # Guarded by the range first: the index is then an int in [1, span], valid under ANSI mode.
             at = F.when(value.between(low, high), F.element_at(table, (value - F.lit(low - 1)).cast("int")))
             return F.when(at >= 0, at)
-        found = F.array_position(F.array(*[F.lit(v) for v in ids.tolist()]), value)
+        listed = F.array(*[F.lit(v) for v in ids.tolist()]) if self.domain.is_string else int_array(ids)
+        found = F.array_position(listed, value)
         return F.when(found > 0, found - F.lit(1))
 
 
