@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from pyspark.sql import functions as F
 
 from dp_spark.bounding.user_locations import bounded_pairs
 from dp_spark.cli import main
@@ -16,7 +17,7 @@ from dp_spark.errors import ConfigError
 from dp_spark.families.location_entropy import entropy as le
 from dp_spark.families.location_entropy import sensitivity as sens
 from dp_spark.families.location_entropy.sums import location_sums
-from dp_spark.io import checkins
+from dp_spark.io import checkins, validation
 from dp_spark.jobs.config import build_config
 
 
@@ -228,6 +229,23 @@ def test_text_checkins_are_read_with_their_times(spark, tmp_path):
     assert rows[["user_id", "item_id"]].values.tolist() == [["2", 3], ["1", 2], ["1", 3]]
     assert diagnostics == {"rows_read": 3, "rows_outside_location_set": 0, "rows_invalid_user_id": 0,
                            "rows_invalid_item_id": 0, "rows_invalid_visits": 0}
+
+
+def test_a_location_set_that_lists_its_ids_keeps_what_its_range_would(spark):
+    """A location set with gaps is checked in one SQL expression (io.sql_literals), not Column.isin:
+    the rows it keeps and the figures it counts are those of the range it lies in, less the gaps'
+    rows, and the guards' figures see the same rows dropped."""
+    rows = [(1, 1, 1), (1, 2, 3), (1, 4, 1), (2, 4, 2), (2, 6, 1), (3, 2, 0), (3, 9, 1), (4, None, 1), (5, 6, 1)]
+    df = spark.createDataFrame(rows, "user_id long, item_id long, visits long").withColumn("time", F.lit(None))
+    listed = ItemDomain(ids=np.array([1, 4, 6]), description="1, 4, 6")
+    records, diagnostics = checkins.validate_checkins(df, listed)
+    assert sorted(tuple(r) for r in records.select("user_id", "item_id", "visits").collect()) == [
+        (1, 1, 1), (1, 4, 1), (2, 4, 2), (2, 6, 1), (5, 6, 1)]
+    assert diagnostics == {"rows_read": 9, "rows_outside_location_set": 3, "rows_invalid_user_id": 0,
+                           "rows_invalid_item_id": 1, "rows_invalid_visits": 1}
+    # The guards' figures: user 1 loses one row of three, users 3 and 4 all of theirs.
+    grid = validation.SHARE_GRID
+    assert checkins.guard_figures(df, listed) == (5, grid // 3 + grid + grid)
 
 
 def test_evaluate_compares_the_variants(spark, tmp_path):

@@ -27,6 +27,7 @@ from dp_spark.core.domain import ItemDomain
 from dp_spark.errors import ConfigError, DataError
 from dp_spark.io import sources, validation
 from dp_spark.io.sources import SourceSpec
+from dp_spark.io.sql_literals import in_id_list
 
 CHECKIN_FIELDS = ("user_id", "item_id", "time", "lat", "lon")
 PAPER_TABLE_2 = {  # paper 004 Table 2 (specification §9.5)
@@ -98,18 +99,27 @@ def standard_checkins(df: DataFrame, time_name: str = "time") -> DataFrame:
 
 
 def _checked(df: DataFrame, locations: ItemDomain):
-    """(user id as validation reads it (io.validation.user_values), location id as a long, visits as a
-    long, whether the location is in the set, whether the row is kept): null where a value is
-    unusable; a row is kept when its user id is usable, its location in the set and its visits a
-    positive whole number."""
+    """(the records, user id as validation reads it (io.validation.user_values), location id as a
+    long, visits as a long, whether the location is in the set, whether the row is kept): null where
+    a value is unusable; a row is kept when its user id is usable, its location in the set and its
+    visits a positive whole number. A set that lists its ids is checked in one SQL expression
+    (io.sql_literals) over the location id as a column of its own, which the records returned carry."""
     if locations.is_string:
         raise ConfigError(f"location ids must be integers; the location set {locations.description} holds strings")
     _bad, user = validation.user_values(df)
     _bad, item = validation._integer_problems(df, "item_id")
     visits = F.col("visits").try_cast("long")
-    in_set = F.coalesce(item.between(*locations.id_range) if locations.id_range else item.isin(locations.ids.tolist()),
-                        F.lit(False))
-    return user, item, visits, in_set, in_set & F.coalesce(visits >= 1, F.lit(False)) & user.isNotNull()
+    if locations.id_range:
+        in_set = item.between(*locations.id_range)
+    else:
+        df = df.withColumn(_LOCATION_LONG, item)
+        item = F.col(_LOCATION_LONG)
+        in_set = in_id_list(_LOCATION_LONG, locations.ids)
+    in_set = F.coalesce(in_set, F.lit(False))
+    return df, user, item, visits, in_set, in_set & F.coalesce(visits >= 1, F.lit(False)) & user.isNotNull()
+
+
+_LOCATION_LONG = "_location_id_long"
 
 
 def check_schema(df: DataFrame, locations: ItemDomain, by_time: bool) -> None:
@@ -117,8 +127,8 @@ def check_schema(df: DataFrame, locations: ItemDomain, by_time: bool) -> None:
     type no id can have, string location ids, or no time column for a choice by first visit. The
     schema is public: checked before the charge (and again on validation)."""
     def columns() -> DataFrame:
-        user, item, visits, _in_set, kept = _checked(df, locations)
-        return df.select(user.alias("u"), item.alias("i"), visits.alias("v"), kept.alias("k"))
+        checked, user, item, visits, _in_set, kept = _checked(df, locations)
+        return checked.select(user.alias("u"), item.alias("i"), visits.alias("v"), kept.alias("k"))
 
     validation.analysed(columns)
     if by_time and df.schema["time_raw"].metadata.get("source_column") is None:
@@ -143,7 +153,7 @@ def validate_checkins(df: DataFrame, locations: ItemDomain, first_m: int | None 
     user with more than M locations of which one has no time (the choice would fall to location
     ids, specification §7.3); ``progress`` gets how many (a diagnostic)."""
     check_schema(df, locations, first_m is not None)
-    user, item, visits, in_set, kept = _checked(df, locations)
+    df, user, item, visits, in_set, kept = _checked(df, locations)
     stats = df.agg(
         F.count(F.lit(1)).alias("rows"),
         F.sum(user.isNull().cast("long")).alias("bad_users"),
@@ -153,7 +163,7 @@ def validate_checkins(df: DataFrame, locations: ItemDomain, first_m: int | None 
         *_time_sums(df, first_m),
     ).first().asDict()
     stats = {name: value or 0 for name, value in stats.items()}  # sums over no rows are null
-    records = df.select(user.alias("user_id"), item.alias("item_id"), "time", visits.alias("visits")).where(kept)
+    records = df.where(kept).select(user.alias("user_id"), item.alias("item_id"), "time", visits.alias("visits"))
     if strict:
         _refuse_malformed(stats, progress)
         if first_m is not None:
@@ -180,7 +190,7 @@ def guard_figures(df: DataFrame, locations: ItemDomain) -> tuple[int, int]:
     """(users with a usable id, the sum over them of ⌊SHARE_GRID · d/n⌋, d of a user's n rows
     not kept by validate_checkins): the guards' figures (release.guards; NOT private until
     noised). A pass of its own, run only when a guard is set."""
-    user, _item, _visits, _in_set, kept = _checked(df, locations)
+    df, user, _item, _visits, _in_set, kept = _checked(df, locations)
     per_user = (df.select(user.alias("user_id"), (~kept).cast("long").alias("d")).where(F.col("user_id").isNotNull())
                 .groupBy("user_id").agg(F.count(F.lit(1)).alias("n"), F.sum("d").alias("d")))
     row = per_user.agg(F.count(F.lit(1)).alias("users"),
