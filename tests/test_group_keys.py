@@ -28,7 +28,7 @@ def test_the_groups_are_the_product_first_column_slowest():
 
 @pytest.mark.parametrize("by, domains, message", [
     ([], {}, "at least one key column"),
-    (["movie"], {}, "no public values for key column"),
+    (["movie"], {}, "no values for key column"),
     (["movie"], {"movie": {"range": [1, 2]}, "age": {"ids": [1]}}, "which is not a key column"),
     (["movie", "movie"], {"movie": {"range": [1, 2]}}, "each key column once"),
     (["a", "b", "c"], {k: {"range": [0, 2**21]} for k in "abc"}, "more than"),

@@ -36,6 +36,7 @@ DP_OUTPUTS_IN_LOG = (
     (r"[\d,]+ perturbed records", "N perturbed records"),                # FRAPP's N, public under its local model
     (r"length (\d+): \d+ candidates, \d+ frequent", r"length \1: C candidates, F frequent"),  # mined from them
     (r"[\d,]+ items selected privately", "N items selected privately"),  # partition selection's output
+    (r"[\d,]+ tuples selected privately: [\d,]+ groups", "T tuples selected privately: N groups"),  # the aggregate's
     (r"(\w+) = \d+, chosen privately from", r"\1 = B, chosen privately from"),  # the per-user bound l or m
     (r"clipping range \[[^]]*\], chosen privately", "clipping range [L, H], chosen privately"),  # the means'
     # The noise-only refusal quotes the noisy figures it decided on (release.noise_only).

@@ -365,7 +365,9 @@ JOBS = {
     # Metrics per group, by histogram and by tables (under zCDP only the noise differs, not what
     # readers see).
     "aggregate": ("ratings", aggregate_config),
-    "aggregate_tables": ("ratings", lambda p: aggregate_config(p) + 'method = "tables"\n'),
+    # By tables, with the items chosen privately (two independent paths, one case).
+    "aggregate_tables": ("ratings", lambda p: aggregate_config(p, "epsilon = 40.0\ndelta = 1e-6").replace(
+        "item_id = { range = [1, 20] }", 'item_id = "private"') + 'method = "tables"\nkeys_per_user = 1\n'),
     # The tables released on the executors: the same report, plus where the noise was drawn.
     # Guards decide on noisy figures: their noisy values may differ, nothing else.
     "sra_guarded_on_executors": ("ratings", lambda p: ratings_config(

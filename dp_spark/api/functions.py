@@ -357,7 +357,7 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[str, Any]
               seed: int | None = None, budget: DatasetBudget | None = None,
               guards: Mapping[str, Any] | Guards | None = None, progress: ProgressSink | None = None,
               noise: str | None = "laplace", delta: float | None = None, rho: Number | None = None,
-              max_output_rows: int | None = None, method: str = "auto") -> Release:
+              max_output_rows: int | None = None, method: str = "auto", keys_per_user: int | None = None) -> Release:
     """Several metrics per group of the key columns ``by``, in one table (``groups``): one row per
     combination of the keys' public values ``keys`` ({column: a range, a list, or an item domain's
     table such as {"file": ...}}), the key columns first. ``metrics``: "count" (records kept),
@@ -371,10 +371,22 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[str, Any]
     mechanism per quantile level) or "auto" (the histogram for at most 32 given candidates where
     its noise is lower: with a quantile, or a variance of the stars 1 to 5). Each
     ledger step gets an equal part of ε (of ρ under zCDP: ``noise="gaussian"`` or ``"auto"`` with
-    ``delta``, or ``rho``). docs/aggregate.md."""
-    accounting, epsilon = zcdp_accounting("aggregate", noise, epsilon, delta, rho, seed)
+    ``delta``, or ``rho``). A key column given as ``"private"`` has its values chosen by partition
+    selection over the tuples of all such columns, with half of ε and ``delta`` (needed then),
+    each user on at most ``keys_per_user`` tuples (default ``groups_per_user``). docs/aggregate.md."""
+    private = isinstance(keys, Mapping) and any(spec == PRIVATE_ITEMS for spec in keys.values())
+    if private:  # partition selection spends delta, and shares it under zCDP
+        if delta is None:
+            raise ConfigError(f"a key column chosen privately (\"{PRIVATE_ITEMS}\") needs delta (e.g. 1e-6): "
+                              "partition selection spends it")
+        accounting, epsilon = accounting_of(noise, epsilon, delta, rho, seed is not None, prefix="",
+                                            outside_share=PARTITION_DELTA_SHARE)
+    else:
+        accounting, epsilon = zcdp_accounting("aggregate", noise, epsilon, delta, rho, seed)
     params = aggregate_params(by, dict(keys) if isinstance(keys, Mapping) else keys, metrics, groups_per_user,
-                              records_per_group, low, high, candidates, noise or "laplace", method=method)
+                              records_per_group, low, high, candidates, noise or "laplace", method=method,
+                              keys_per_user=keys_per_user,
+                              delta=partition_delta(delta or 0.0, accounting.zcdp) if private else 0.0)
     family = family_of("aggregate")
     check_accounting(family, params, accounting)
     domains = Domains(None)

@@ -390,9 +390,10 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
 
     privacy = raw.get("privacy", {})
     seeded = raw.get("seed") is not None
+    selects = _selects_privately(domain)
     accounting, epsilon = accounting_of(privacy.get("noise"), privacy.get("epsilon"), privacy.get("delta"),
                                         privacy.get("rho"), seeded, outside_share=PARTITION_DELTA_SHARE
-                                        if domain.get("items") == PRIVATE_ITEMS else Fraction(0))
+                                        if selects else Fraction(0))
     parts = {k: release_epsilon(privacy[k], f"privacy.{k}", seeded) for k in EPSILON_PARTS if k in privacy}
     if accounting.zcdp and parts:
         raise ConfigError(f"privacy.{next(iter(parts))}: under zCDP accounting the budget's parts are shares of rho, "
@@ -408,7 +409,7 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
             raise ConfigError(f"algorithm.{key} is a {' and '.join(owners)} parameter; {name} does not use it")
     if name != "entropy":
         for key in ("epsilon_entropy", "epsilon_visits", "epsilon_users", "delta"):
-            if key == "delta" and (domain.get("items") == PRIVATE_ITEMS or accounting.zcdp):
+            if key == "delta" and (selects or accounting.zcdp):
                 continue  # partition selection spends it; zCDP states its guarantee at it
             if key in raw.get("privacy", {}):
                 raise ConfigError(f"privacy.{key} is a location-entropy parameter; {name} does not use it")
@@ -422,6 +423,14 @@ def _job_config(raw: dict[str, Any]) -> JobConfig:
                      epsilon_parts=parts, algorithm=name, params=params, seed=seed,
                      spark=_spark_settings(raw), accounting=accounting)
 
+
+
+def _selects_privately(domain: dict[str, Any]) -> bool:
+    """Whether the release selects its items, or some key columns' values, by partition selection
+    (which spends privacy.delta)."""
+    keys = domain.get("keys")
+    return domain.get("items") == PRIVATE_ITEMS or (
+        isinstance(keys, dict) and any(spec == PRIVATE_ITEMS for spec in keys.values()))
 
 
 def _own_keys(algorithm: str) -> tuple[str, ...]:

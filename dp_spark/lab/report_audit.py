@@ -209,6 +209,15 @@ PRIVATE_ITEMS_ALLOWED = (
     Allowed("outputs.*.rows", "one row per item selected privately (a DP output)"),
 )
 
+# An aggregation whose key columns are chosen privately: its groups are the tuples partition
+# selection released (ledger step "select groups") times the public keys' values.
+PRIVATE_GROUPS_ALLOWED = (
+    Allowed("algorithm.chosen.groups_selected", "the number of groups, from the tuples partition selection released "
+            "(step select groups)"),
+    Allowed("ledger[*].cells", "one cell per group (and candidate), whose number follows from the tuples selected "
+            "privately (a DP output)", step=r"(?!select groups$).*"),
+    Allowed("outputs.*.rows", "one row per group, whose number follows from the tuples selected privately"),
+)
 
 # Under zCDP a Gaussian step's σ² is the sensitivity's over ε², rounded up to what the exact sampler
 # takes; where that sensitivity is a DP output (DPSense's θ*, the counts' chosen bound), σ², the step's
@@ -247,6 +256,9 @@ def allowed_for(report: dict) -> tuple[Allowed, ...]:
         extra += _gaussian_chosen_allowed(r"column_counts", "theta*")
     if parameters.get("items") == "private":
         extra += PRIVATE_ITEMS_ALLOWED
+    domain = report.get("domain")
+    if name == "aggregate" and isinstance(domain, dict) and domain.get("private_keys"):
+        extra += PRIVATE_GROUPS_ALLOWED
     return ALLOWED + extra
 
 

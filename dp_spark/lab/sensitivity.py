@@ -32,8 +32,8 @@ from dp_spark.aggregates.value_ranks import value_ranks
 from dp_spark.bounding import item_rows, keys, user_keys, user_locations, user_records
 from dp_spark.core.clip_range import ClipRange
 from dp_spark.core.domain import AttributeDomain, ItemDomain
-from dp_spark.families.aggregate import run
-from dp_spark.families.aggregate.keys import group_keys
+from dp_spark.families.aggregate import private_groups, run
+from dp_spark.families.aggregate.keys import PRIVATE, group_keys
 from dp_spark.families.aggregate.metrics import metrics_of
 from dp_spark.families.aggregate.noisy_totals import GroupBound
 from dp_spark.families.aggregate.params import AggregateParams
@@ -286,6 +286,22 @@ def groups_per_user(df: DataFrame, distinct: bool) -> np.ndarray:
     return np.concatenate([totals.records, totals.users])
 
 
+def private_group_keys(df: DataFrame, distinct: bool) -> np.ndarray:
+    """The aggregate family's selection of key columns chosen privately, on its own path
+    (run.usable_records: each record's user and tuple; then at most l0 = l distinct tuples per
+    user): the users per tuple that partition selection thresholds."""
+    params = AggregateParams(group_keys(["item_id"], {"item_id": PRIVATE}), metrics_of(["count"]),
+                             GroupBound(BOUND, VISITS_CAP), delta=1e-6)
+    usable = run.usable_records(df, params)
+    bounded = user_keys.bounded_keys(usable.select("user_id", private_groups.KEY), BOUND, SEED,
+                                     key_col=private_groups.KEY)
+    found, users = users_per_key(bounded, private_groups.KEY)
+    vector = np.zeros(ITEMS, dtype=np.int64)
+    items = [private_groups.decoded(text, (private_groups.INTEGER,))[0] for text in found]
+    vector[np.asarray(items, dtype=np.int64) - 1] = users
+    return vector
+
+
 def groups_per_user_values(df: DataFrame, distinct: bool) -> np.ndarray:
     """:func:`groups_per_user` with a value: the sums of the kept values' grid units and of their
     square units per group, and the histograms over candidates that the histogram method noises (a
@@ -394,6 +410,8 @@ FAMILIES = (
     Family("entropy_random", entropy_random, BOUND * VISITS_CAP, linf=VISITS_CAP),
     Family("frapp_sample", frapp_sample, BOUND),
     # At most l groups per user, C records in each: records per group L1 l·C, L∞ C; users per group L1 l.
+    # Each user on at most l0 = l distinct tuples of the private key columns: users per tuple L1 l, L∞ 1.
+    Family("private_group_keys", private_group_keys, BOUND, linf=1),
     Family("groups_per_user", groups_per_user, BOUND * VISITS_CAP + BOUND, linf=VISITS_CAP,
            l2_squared=BOUND * VISITS_CAP ** 2 + BOUND),
     # Its sums of units and of square units (each at most steps): L1 2·l·C·steps, L∞ C·steps; and its

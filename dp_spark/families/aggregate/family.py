@@ -16,6 +16,7 @@ noisy_totals, quantiles and run.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -24,16 +25,25 @@ from pyspark.sql import types as T
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.clip_range import DEFAULT_STEPS
 from dp_spark.errors import ConfigError, DataError
-from dp_spark.families.aggregate import histogram_metrics, noisy_totals, quantiles
-from dp_spark.families.aggregate.keys import group_keys
+from dp_spark.families.aggregate import histogram_metrics, noisy_totals, private_groups, quantiles
+from dp_spark.families.aggregate.keys import PRIVATE, group_keys
 from dp_spark.families.aggregate.metrics import COUNT, USERS, metrics_of
 from dp_spark.families.aggregate.noisy_totals import RECORDS, SUM, GroupBound
-from dp_spark.families.aggregate.params import AUTO, HISTOGRAM, QUANTILE_KINDS, AggregateParams, clip_of, quantile_step
+from dp_spark.families.aggregate.params import (
+    AUTO,
+    HISTOGRAM,
+    QUANTILE_KINDS,
+    SELECTION_STEP,
+    AggregateParams,
+    clip_of,
+    quantile_step,
+)
 from dp_spark.families.aggregate.quantiles import Candidates
-from dp_spark.families.aggregate.run import TABLE, aggregate_table
+from dp_spark.families.aggregate.run import TABLE, aggregate_table, empty_table, usable_records
 from dp_spark.io.validation import INTEGER_TYPES, NUMERIC_TYPES, analysed, user_values
 from dp_spark.release import sum_tables
 from dp_spark.release.family import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require
+from dp_spark.release.private_keys import partition_delta
 
 # The confidence of a mean's interval (mean_v_low, mean_v_high).
 CONFIDENCE = 0.95
@@ -42,16 +52,18 @@ RECORDS_SHOWN = (10, 100, 1_000, 10_000)
 # The paper's names for the bound, taken as aliases of the users' words.
 ALIASES = {"l": "groups_per_user", "c": "records_per_group"}
 CONFIG_KEYS = ("by", "metrics", "groups_per_user", "records_per_group", "low", "high", "candidates", "grid_steps",
-               "method", "c")
+               "method", "c", "keys_per_user")
 
 
 def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, records_per_group: Any = 1,
                      low: Any = None, high: Any = None, candidates: Any = None, noise: str = "laplace",
-                     grid_steps: int = DEFAULT_STEPS, method: str = AUTO) -> AggregateParams:
-    """The parameters from the words of the API and the config (module docstring), each checked."""
+                     grid_steps: int = DEFAULT_STEPS, method: str = AUTO, keys_per_user: Any = None,
+                     delta: float = 0.0) -> AggregateParams:
+    """The parameters from the words of the API and the config (module docstring), each checked.
+    ``delta``: partition selection's, with key columns chosen privately (private_keys.partition_delta)."""
     if not isinstance(keys, dict) or not keys:
-        raise ConfigError("keys: give each key column's public values, e.g. keys={\"movie\": range(1, 3953), "
-                          "\"gender\": [\"F\", \"M\"]}")
+        raise ConfigError("keys: give each key column's public values, or \"private\", e.g. "
+                          "keys={\"movie\": range(1, 3953), \"gender\": [\"F\", \"M\"]}")
     try:
         bound = GroupBound(groups_per_user, records_per_group)
     except ValueError as e:
@@ -64,7 +76,7 @@ def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, rec
         except (TypeError, ValueError) as e:
             raise ConfigError(f"candidates: {e}") from None
     return AggregateParams(group_keys(by, {name: _domain_spec(spec) for name, spec in keys.items()}),
-                           metrics_of(metrics), bound, clip, chosen, noise, method)
+                           metrics_of(metrics), bound, clip, chosen, noise, method, keys_per_user, delta)
 
 
 def _domain_spec(spec: Any) -> Any:
@@ -99,12 +111,20 @@ def from_config(c: ConfigTables) -> AggregateParams:
             if name in algorithm:
                 raise ConfigError(f"algorithm.{alias} and algorithm.{name} are the same bound: give one")
             algorithm[name] = algorithm.pop(alias)
-    return aggregate_params(require(algorithm, "by", "algorithm"), c.domain.get("keys"),
+    keys = c.domain.get("keys")
+    private = isinstance(keys, dict) and any(spec == PRIVATE for spec in keys.values())
+    if private and "delta" not in c.privacy:
+        raise ConfigError(f"a key column chosen privately (\"{PRIVATE}\") needs privacy.delta (e.g. 1e-6): partition "
+                          "selection spends it")
+    zcdp = c.privacy.get("noise", "laplace") != "laplace" or "rho" in c.privacy
+    return aggregate_params(require(algorithm, "by", "algorithm"), keys,
                             require(algorithm, "metrics", "algorithm"), require(algorithm, "groups_per_user",
                                                                                 "algorithm"),
                             algorithm.get("records_per_group", 1), algorithm.get("low"), algorithm.get("high"),
                             algorithm.get("candidates"), c.privacy.get("noise", "laplace"),
-                            algorithm.get("grid_steps", DEFAULT_STEPS), algorithm.get("method", AUTO))
+                            algorithm.get("grid_steps", DEFAULT_STEPS), algorithm.get("method", AUTO),
+                            algorithm.get("keys_per_user"),
+                            partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0)
 
 
 def _read_columns(params: AggregateParams) -> tuple[str, ...]:
@@ -114,7 +134,8 @@ def _read_columns(params: AggregateParams) -> tuple[str, ...]:
 def _check_schema(params: AggregateParams, records, domains: Domains) -> None:
     """The user column's type (analysed by Spark, no record read), each key column's and the
     value's: a key of whole numbers is read from numbers or text, a key of strings from strings or
-    whole numbers, a key of dates from dates, timestamps or text, a value from numbers or text."""
+    whole numbers, a key of dates from dates, timestamps or text, a key chosen privately from whole
+    numbers, text or dates, a value from numbers or text."""
     analysed(lambda: records.select(user_values(records)[1].alias("user_id")))
     fields = {f.name: f.dataType for f in records.schema.fields}
     for column in params.keys.columns:
@@ -124,6 +145,7 @@ def _check_schema(params: AggregateParams, records, domains: Domains) -> None:
                          else ((T.StringType, *NUMERIC_TYPES), "whole numbers"))
         if not isinstance(kind, allowed):
             raise DataError(f"key column {column.name} has type {kind.simpleString()}; its public values are {said}")
+    private_groups.kinds(records.schema, params.keys.private)  # a DataError for a type no private key can have
     if params.value is not None and not isinstance(fields[params.value], (T.StringType, *NUMERIC_TYPES)):
         raise DataError(f"the value column {params.value} must hold numbers, got "
                         f"{fields[params.value].simpleString()}")
@@ -131,23 +153,70 @@ def _check_schema(params: AggregateParams, records, domains: Domains) -> None:
 
 def run(params: AggregateParams, inputs: RunInputs) -> FamilyOutput:
     # Guards' limits were refused before anything ran (Guards.check_family): no coverage is counted here.
+    selection: dict = {}
+    if params.keys.private:
+        params, selection = _selected(params, inputs)
+        if not len(params.keys):  # nothing more is spent
+            inputs.progress(NOTHING_SELECTED)
+            return FamilyOutput({TABLE: empty_table(params)}, {"partition_selection": selection},
+                                chosen={"groups_selected": 0})
     inputs.progress("records read; bounding and aggregating")
     table, kept = aggregate_table(inputs.records, params, inputs.split, params.noise, inputs.budget, inputs.rng,
                                   inputs.seed, 1 - CONFIDENCE)
-    return FamilyOutput({TABLE: table}, {"rows_after_bounding": kept})
+    diagnostics = {"rows_after_bounding": kept, **({"partition_selection": selection} if selection else {})}
+    return FamilyOutput({TABLE: table}, diagnostics,
+                        chosen={"groups_selected": len(params.keys)} if params.keys.private else None)
+
+
+# The progress line of a release whose selection kept no tuple of the private key columns.
+NOTHING_SELECTED = ("WARNING: no group was selected; the table is empty (too few users per key for this "
+                    "epsilon_partition and delta)")
+
+
+def _selected(params: AggregateParams, inputs: RunInputs) -> tuple[AggregateParams, dict]:
+    """The parameters with the private key columns' tuples partition selection released, and its
+    NOT private diagnostics."""
+    keys = params.keys
+    inputs.progress(f"selecting the values of {', '.join(keys.private)} privately (at most {params.keys_per_user} "
+                    f"per user)")
+    assert params.keys_per_user is not None
+    kinds = private_groups.kinds(inputs.records.schema, keys.private)
+    keys, diagnostics = private_groups.select(usable_records(inputs.records, params), keys, kinds,
+                                              params.keys_per_user, inputs.split[SELECTION_STEP], params.delta,
+                                              inputs.budget, inputs.rng, inputs.seed)
+    inputs.progress(f"{len(keys.selected or ()):,} tuples selected privately: {len(keys):,} groups")
+    return replace(params, keys=keys), diagnostics
 
 
 def _describe(params: AggregateParams, epsilon: Fraction, domains: Domains) -> str:
     noise = noise_choice.described(params.noise)
     bound = params.bound
     return (f"aggregate of {', '.join(str(m) for m in params.metrics)} by {', '.join(params.keys.names)} "
-            f"({len(params.keys):,} groups) with epsilon {float(epsilon):g}; at most {bound.groups_per_user} groups "
+            f"({_groups_text(params)}) with epsilon {float(epsilon):g}; at most {bound.groups_per_user} groups "
             f"per user and {bound.records_per_group} records per group" + (f"; {noise}" if noise else ""))
 
 
+def _groups_text(params: AggregateParams) -> str:
+    keys = params.keys
+    if not keys.private:
+        return f"{len(keys):,} groups"
+    public = f" times {keys.public_size:,} public combinations" if keys.columns else ""
+    return (f"groups: the values of {', '.join(keys.private)} selected privately (delta {params.delta:g}, at most "
+            f"{params.keys_per_user} per user){public}")
+
+
 def _domain_section(params: AggregateParams, domains: Domains) -> dict:
-    return {"items": None, "attributes": None, "groups": len(params.keys),
-            "keys": {c.name: c.domain.description for c in params.keys.columns}}
+    """From the config alone: with private keys, the number of groups is a DP output (the report's
+    chosen.groups_selected), not said here."""
+    keys = params.keys
+    described = {c.name: c.domain.description for c in keys.columns}
+    described.update({name: "selected privately (docs/partition_selection.md)" for name in keys.private})
+    section: dict[str, Any] = {"items": None, "attributes": None, "groups": None if keys.private else len(keys),
+                               "keys": {name: described[name] for name in keys.names}}
+    if keys.private:
+        section["private_keys"] = {"columns": list(keys.private), "keys_per_user": params.keys_per_user,
+                                   "delta": params.delta}
+    return section
 
 
 def _report_section(params: AggregateParams) -> dict:
@@ -195,7 +264,7 @@ def _table_accuracy(params: AggregateParams, split: dict[str, Fraction], alpha: 
     """Each column's expected error, from the config alone: the counts' noise exactly; the sum's
     sd exactly and its half-widths by a union bound; a mean's interval by the group's records; a
     variance none; a quantile's rank error at 1 − alpha."""
-    groups = len(params.keys)
+    groups = params.keys.size() or 1  # a cell's noise does not depend on how many there are
     entries = noisy_totals.ledger_entries(params.tables, params.bound, params.clip, params.value,
                                           {t: split[noisy_totals.step_name(t, params.value)] for t in params.tables},
                                           params.noise, groups)
@@ -295,10 +364,11 @@ def _accuracy(params: AggregateParams, epsilon: Fraction, domains: Domains, spli
 
 FAMILY = Family(name="aggregate", algorithms=("aggregate",), params_type=AggregateParams,
                 default_split=lambda params, epsilon, domains: params.split(epsilon),
-                split_keys=lambda params, domains: params.steps(), run=run, describe=_describe,
+                split_keys=lambda params, domains: params.split_keys(), run=run, describe=_describe,
                 report_section=_report_section, from_config=from_config, config_keys=CONFIG_KEYS,
                 reads="keyed_records", read_columns=_read_columns, uses_item_domain=False,
                 item_domain_optional=True, domain_section=_domain_section, accuracy=_accuracy,
-                check_schema=_check_schema, output_rows=lambda params, domains: {TABLE: len(params.keys)},
+                check_schema=_check_schema, output_rows=lambda params, domains: {TABLE: params.keys.size()},
+                delta=lambda params: params.delta,
                 takes_gaussian=True)
 

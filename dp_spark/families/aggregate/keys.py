@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,8 @@ MAX_GROUPS = MAX_ITEMS
 # array is at most this many times the list's length (plus DENSE_SLACK): building it costs no more
 # than a few copies of the list, which the search would build once.
 DENSE_FACTOR, DENSE_SLACK = 4, 1024
+# A key column's values given as this are chosen privately (private_groups).
+PRIVATE = "private"
 # A key column of dates counts whole days from this one (Spark's unix_date).
 EPOCH = datetime.date(1970, 1, 1)
 
@@ -102,35 +104,74 @@ class KeyColumn:
 
 @dataclass(frozen=True)
 class GroupKeys:
-    """The product of the key columns' domains: every combination of their values is a group."""
+    """The groups: every combination of the public key columns' values, and, when some key columns
+    are chosen privately (``private``), of the tuples of theirs that partition selection released
+    (``selected``, set by the run: private_groups). A group's index puts the selected tuple's
+    position first (slowest), then the public columns' positions; ``order`` is the key columns in
+    the order the user gave them, the released table's."""
 
     columns: tuple[KeyColumn, ...]
+    private: tuple[str, ...] = ()
+    selected: tuple[tuple, ...] | None = None  # a DP output, sorted
+    order: tuple[str, ...] = ()
 
     def __post_init__(self):
-        columns = tuple(self.columns)
-        if not columns:
+        columns, private = tuple(self.columns), tuple(self.private)
+        names = [*(c.name for c in columns), *private]
+        if not names:
             raise ConfigError("group by at least one key column")
-        names = [c.name for c in columns]
         if len(set(names)) != len(names):
             raise ConfigError(f"each key column once: {', '.join(names)}")
         if math.prod(len(c.domain) for c in columns) > MAX_GROUPS:
             raise ConfigError(f"the key columns' domains make more than {MAX_GROUPS:,} groups")
+        order = tuple(self.order) or tuple(names)
+        if sorted(order) != sorted(names):
+            raise ValueError(f"the key columns' order {order} names other columns than {names}")
+        if self.selected is not None and not private:
+            raise ValueError("selected tuples without key columns chosen privately")
         object.__setattr__(self, "columns", columns)
+        object.__setattr__(self, "private", private)
+        object.__setattr__(self, "order", order)
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.columns)
+        return self.order
 
-    def __len__(self) -> int:
+    @property
+    def public_size(self) -> int:
+        """The number of combinations of the public columns' values (1 when there is none)."""
         return math.prod(len(c.domain) for c in self.columns)
 
+    @property
+    def known(self) -> bool:
+        """Whether the groups are known: all public, or the private tuples selected."""
+        return not self.private or self.selected is not None
+
+    def __len__(self) -> int:
+        if not self.known:
+            raise ValueError("the groups are known only after the private selection of their keys")
+        return self.public_size * (len(self.selected) if self.selected is not None else 1)
+
+    def size(self) -> int | None:
+        """The number of groups, or None while the private keys are not selected yet."""
+        return len(self) if self.known else None
+
+    def with_selected(self, tuples: Sequence[tuple]) -> GroupKeys:
+        """These keys with the tuples partition selection released, sorted."""
+        return replace(self, selected=tuple(sorted(tuple(t) for t in tuples)))
+
     def strides(self) -> tuple[int, ...]:
-        """How far one step of each column's position moves the group index."""
+        """How far one step of each public column's position moves the group index."""
         sizes = [len(c.domain) for c in self.columns]
         return tuple(math.prod(sizes[i + 1:]) for i in range(len(sizes)))
 
     def cell(self) -> Column:
-        """The record's group index, a long in [0, len(self)); null when any key is outside its domain."""
+        """The record's index among the public columns' combinations, a long in [0, public_size);
+        null when any public key is outside its domain (0 for every record without public columns).
+        With private columns, the group index adds the selected tuple's position times public_size
+        (private_groups.grouped)."""
+        if not self.columns:
+            return F.lit(0).cast("long")
         terms = [column.position() * F.lit(stride) if stride != 1 else column.position()
                  for column, stride in zip(self.columns, self.strides())]
         index = terms[0]
@@ -139,34 +180,50 @@ class GroupKeys:
         return index
 
     def positions(self, cells: np.ndarray) -> list[np.ndarray]:
-        """Each column's positions for the given group indices."""
-        cells = np.asarray(cells, dtype=np.int64)
+        """Each public column's positions for the given group indices."""
+        cells = np.asarray(cells, dtype=np.int64) % self.public_size
         return [(cells // stride) % len(c.domain) for c, stride in zip(self.columns, self.strides())]
 
     def frame(self, cells: np.ndarray | None = None) -> pd.DataFrame:
-        """The key columns of the given groups (all of them, in index order, by default)."""
+        """The key columns of the given groups (all of them, in index order, by default), in the
+        order the user gave them."""
         cells = np.arange(len(self), dtype=np.int64) if cells is None else np.asarray(cells, dtype=np.int64)
-        return pd.DataFrame({c.name: c.values(p) for c, p in zip(self.columns, self.positions(cells))})
+        table = {c.name: c.values(p) for c, p in zip(self.columns, self.positions(cells))}
+        if self.private:
+            assert self.selected is not None
+            tuples = cells // self.public_size
+            for at, name in enumerate(self.private):
+                table[name] = np.array([self.selected[t][at] for t in tuples], dtype=object)
+        return pd.DataFrame({name: table[name] for name in self.order}, index=range(len(cells)))
 
 
 def group_keys(by: Sequence[str] | str, domains: Mapping[str, Any]) -> GroupKeys:
     """The groups of ``by`` from each column's public domain, given as an item domain is (a range,
-    a list, a file: core.domain.item_domain's tables) or as an ItemDomain."""
+    a list, a file: core.domain.item_domain's tables) or as an ItemDomain; or PRIVATE: the column's
+    values are chosen privately, together with the other private columns' (private_groups)."""
     if isinstance(by, str):
         by = [by]
     missing = [name for name in by if name not in domains]
     if missing:
-        raise ConfigError(f"no public values for key column(s) {', '.join(missing)}: give each a range, a list "
-                          f"or a file")
+        raise ConfigError(f"no values for key column(s) {', '.join(missing)}: give each a range, a list, a file, "
+                          f"or \"{PRIVATE}\" to choose them privately")
     extra = [name for name in domains if name not in by]
     if extra:
-        raise ConfigError(f"public values given for {', '.join(extra)}, which is not a key column")
-    return GroupKeys(tuple(_key_column(name, domains[name]) for name in by))
+        raise ConfigError(f"values given for {', '.join(extra)}, which is not a key column")
+    private = tuple(name for name in by if _is_private(domains[name]))
+    public = tuple(_key_column(name, domains[name]) for name in by if name not in private)
+    return GroupKeys(public, private, order=tuple(by))
+
+
+def _is_private(spec: Any) -> bool:
+    return isinstance(spec, str) and spec == PRIVATE
 
 
 def _key_column(name: str, spec: Any) -> KeyColumn:
     if isinstance(spec, ItemDomain):
         return KeyColumn(name, spec)
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"keys.{name}: give a range, a list, a file or \"{PRIVATE}\", got {spec!r}")
     spec = dict(spec)
     dates = date_domain(spec, f"keys.{name}")
     if dates is not None:

@@ -23,10 +23,12 @@ from fractions import Fraction
 from dp_spark.core.clip_range import DEFAULT_STEPS, ClipRange
 from dp_spark.errors import ConfigError
 from dp_spark.families.aggregate import histogram_metrics
-from dp_spark.families.aggregate.keys import GroupKeys
+from dp_spark.families.aggregate.keys import PRIVATE, GroupKeys
 from dp_spark.families.aggregate.metrics import USERS, Metric
 from dp_spark.families.aggregate.noisy_totals import GroupBound, step_name, tables_for
 from dp_spark.families.aggregate.quantiles import MAX_CANDIDATES, Candidates
+from dp_spark.release.family import rows_per_user
+from dp_spark.release.private_keys import PARTITION_SHARE
 
 QUANTILE_KINDS = ("median", "quantiles")
 NOISES = ("laplace", "gaussian", "auto")
@@ -37,6 +39,8 @@ METHODS = (AUTO, HISTOGRAM, TABLES)
 # "auto" takes the histogram for at most this many given candidates: each group's count then
 # carries at most this many cells' noise, while every other value metric costs nothing more.
 AUTO_HISTOGRAM_CANDIDATES = 32
+# The budget's part that selects the tuples of the key columns chosen privately (as the counts').
+SELECTION_STEP = "epsilon_partition"
 
 
 def quantile_step(value: str, level: Fraction) -> str:
@@ -58,6 +62,10 @@ class AggregateParams:
     candidates: Candidates | None = None
     noise: str = "laplace"  # privacy.noise: the tables' noise ("gaussian" or "auto" under zCDP)
     method: str = AUTO
+    # With key columns chosen privately: partition selection's distinct groups per user (default
+    # groups_per_user) and the δ it spends (private_keys.partition_delta of privacy.delta).
+    keys_per_user: int | None = None
+    delta: float = 0.0
 
     algorithm = "aggregate"
 
@@ -66,6 +74,7 @@ class AggregateParams:
             raise ConfigError(f"privacy.noise must be one of {', '.join(NOISES)}, got {self.noise!r}")
         metrics = tuple(self.metrics)
         object.__setattr__(self, "metrics", metrics)
+        self._check_selection()
         value = self.value
         if value is not None and self.clip is None:
             raise ConfigError(f"metrics of {value} need its public range: give low and high")
@@ -86,6 +95,21 @@ class AggregateParams:
         overlap = set(self.keys.names) & {c for m in metrics for c in m.columns}
         if overlap:
             raise ConfigError(f"a key column and a metric's output share the name {', '.join(sorted(overlap))}")
+
+    def _check_selection(self) -> None:
+        """keys_per_user and delta, which only partition selection reads, checked (and the default
+        keys_per_user, groups_per_user, put in) when a key column is chosen privately."""
+        if not self.keys.private:
+            if self.keys_per_user is not None or self.delta:
+                raise ConfigError(f"keys_per_user and partition selection's delta are used only when a key column's "
+                                  f"values are chosen privately (\"{PRIVATE}\")")
+            return
+        keys_per_user = self.bound.groups_per_user if self.keys_per_user is None else self.keys_per_user
+        object.__setattr__(self, "keys_per_user", rows_per_user(keys_per_user, "keys_per_user"))
+        delta = self.delta
+        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
+            raise ConfigError(f"key columns chosen privately need delta in (0, 1), which partition selection "
+                              f"spends, got {delta!r}")
 
     def _resolve_method(self) -> None:
         if self.method not in METHODS:
@@ -147,11 +171,18 @@ class AggregateParams:
         return (*tables, *(quantile_step(value, q) for q in self.levels))
 
     def split(self, epsilon: Fraction) -> dict[str, Fraction]:
-        """An equal part of ``epsilon`` per step (module docstring)."""
+        """An equal part of ``epsilon`` per step (module docstring); with key columns chosen
+        privately, PARTITION_SHARE of it first selects their tuples (as the counts' items)."""
         steps = self.steps()
         if len(set(steps)) != len(steps):
             raise ConfigError(f"the metrics ask for one quantile level twice: {', '.join(steps)}")
-        return {step: Fraction(epsilon) / len(steps) for step in steps}
+        epsilon = Fraction(epsilon)
+        first = {SELECTION_STEP: epsilon * PARTITION_SHARE} if self.keys.private else {}
+        rest = epsilon - sum(first.values(), Fraction(0))
+        return {**first, **{step: rest / len(steps) for step in steps}}
+
+    def split_keys(self) -> tuple[str, ...]:
+        return (*([SELECTION_STEP] if self.keys.private else []), *self.steps())
 
 
 def clip_of(low: float | None, high: float | None, steps: int = DEFAULT_STEPS) -> ClipRange | None:

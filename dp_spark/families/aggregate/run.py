@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from fractions import Fraction
 
+import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -31,8 +32,9 @@ from dp_spark.bounding import keys as row_keys
 from dp_spark.bounding.user_groups import bounded_groups
 from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.families.aggregate import histogram_metrics, noisy_totals, quantiles
+from dp_spark.families.aggregate import histogram_metrics, noisy_totals, private_groups, quantiles
 from dp_spark.families.aggregate.keys import column
+from dp_spark.families.aggregate.metrics import COUNT, USERS
 from dp_spark.families.aggregate.params import HISTOGRAM, QUANTILE_KINDS, AggregateParams, quantile_step
 from dp_spark.io.validation import usable_value, user_values, value_number
 
@@ -41,20 +43,46 @@ TABLE = "groups"  # the release's one table
 VALUE = "_value"  # the value column as the bound and the aggregates read it: a double
 
 
-def grouped_records(records: DataFrame, params: AggregateParams, user_col: str = "user_id") -> DataFrame:
-    """The records with a usable user id, in a group, and with a usable value when the metrics read
-    one (a number, not null, NaN or infinite; text read as a number only when written as one), with
-    their user id as the job keys users (io.validation.user_values), their group index, their value
-    as a double and their row key: what the bound samples from. Each test reads the record alone."""
+def usable_records(records: DataFrame, params: AggregateParams, user_col: str = "user_id") -> DataFrame:
+    """The records with a usable user id, their public keys in their domains, every private key
+    non-null, and a usable value when the metrics read one (a number, not null, NaN or infinite;
+    text read as a number only when written as one): their user id as the job keys users
+    (io.validation.user_values), their index among the public keys' combinations (GROUP), their
+    value as a double (VALUE), and with private keys their tuple (private_groups.KEY) and the
+    private columns. Each test reads the record alone."""
+    keys = params.keys
     _bad, user = user_values(records, user_col)
-    grouped = records.withColumn(user_col, user).withColumn(GROUP, params.keys.cell())
+    grouped = records.withColumn(user_col, user).withColumn(GROUP, keys.cell())
     wanted = F.col(user_col).isNotNull() & F.col(GROUP).isNotNull()
+    columns: list[str | Column] = [user_col, GROUP]
     if params.value is not None:
         text = isinstance(records.schema[params.value].dataType, T.StringType)
         grouped = grouped.withColumn(VALUE, value_number(column(params.value), text))
         wanted = wanted & usable_value(F.col(VALUE))
+        columns.append(VALUE)
+    if keys.private:
+        tuple_key = private_groups.tuple_key(keys.private, private_groups.kinds(records.schema, keys.private))
+        grouped = grouped.withColumn(private_groups.KEY, tuple_key)
+        wanted = wanted & F.col(private_groups.KEY).isNotNull()
+        columns += [private_groups.KEY, *(column(name) for name in keys.private)]
+    return grouped.where(wanted).select(*columns)
+
+
+def grouped_records(records: DataFrame, params: AggregateParams, user_col: str = "user_id") -> DataFrame:
+    """The usable records (usable_records) in a group, with their group index (GROUP) and their
+    row key: what the bound samples from. With private keys (selected first: family.run), the
+    group puts the record's selected tuple first, and a record whose tuple was not selected is in
+    none."""
+    keys = params.keys
+    usable = usable_records(records, params, user_col)
     columns = [user_col, GROUP, *([VALUE] if params.value else [])]
-    return row_keys.with_row_key(grouped.where(wanted).select(*columns), user_col)
+    if keys.private:
+        if keys.selected is None:
+            raise ValueError("the private keys' tuples are selected before the records are grouped")
+        kinds = private_groups.kinds(records.schema, keys.private)
+        usable = private_groups.with_position(usable, keys, kinds).withColumn(
+            GROUP, F.col(private_groups.POSITION) * F.lit(keys.public_size) + F.col(GROUP))
+    return row_keys.with_row_key(usable.select(*columns), user_col)
 
 
 def kept_records(records: DataFrame, params: AggregateParams, seed: int | None, user_col: str = "user_id") -> DataFrame:
@@ -113,3 +141,14 @@ def _table_metrics(params: AggregateParams) -> list:
     if params.method == HISTOGRAM:
         return [m for m in params.metrics if m.kind not in histogram_metrics.KINDS]
     return list(params.metrics)
+
+
+def empty_table(params: AggregateParams) -> pd.DataFrame:
+    """The table of a release whose private keys selected no tuple: the key and metric columns, no
+    row, so that it is written as any other release's is."""
+    table = params.keys.frame()
+    for metric in params.metrics:
+        for name in metric.columns:
+            whole = metric.kind in (COUNT, USERS) and name == metric.kind
+            table[name] = np.zeros(0, dtype=np.int64 if whole else np.float64)
+    return table
