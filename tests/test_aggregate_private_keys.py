@@ -39,8 +39,8 @@ def test_the_groups_are_the_selected_tuples_times_the_public_values_in_the_order
                                                                          ("movie", "city", "gender"), 2, None)
     with pytest.raises(ValueError, match="after the private selection"):
         len(keys)
-    chosen = keys.with_selected([(13, "Oslo"), (11, "Lyon")])
-    assert chosen.selected == ((11, "Lyon"), (13, "Oslo"))  # sorted: the order says nothing of the data
+    chosen = keys.with_tuples([(13, "Oslo"), (11, "Lyon")])
+    assert chosen.tuples == ((11, "Lyon"), (13, "Oslo"))  # sorted: the order says nothing of the data
     frame = chosen.frame()
     assert list(frame.columns) == ["movie", "city", "gender"]
     assert frame.values.tolist() == [[11, "Lyon", "F"], [11, "Lyon", "M"], [13, "Oslo", "F"], [13, "Oslo", "M"]]

@@ -351,7 +351,7 @@ def means(df: DataFrame, *, items: Items, value: str, l: Bound, low: float | str
                                 progress, guards, execution, accounting))
 
 
-def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[str, Any], metrics: Sequence[str],
+def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any], metrics: Sequence[str],
               groups_per_user: int, records_per_group: int = 1, low: float | None = None, high: float | None = None,
               candidates: Sequence[float] | None = None, epsilon: Number | None = None, privacy_unit: str = "user_id",
               seed: int | None = None, budget: DatasetBudget | None = None,
@@ -360,9 +360,10 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[str, Any]
               max_output_rows: int | None = None, method: str = "auto", keys_per_user: int | None = None) -> Release:
     """Several metrics per group of the key columns ``by``, in one table (``groups``): one row per
     combination of the keys' public values ``keys`` ({column: a range, a list, or an item domain's
-    table such as {"file": ...}}), the key columns first. ``metrics``: "count" (records kept),
-    "users" (distinct users), "sum(v)", "mean(v)" (with its interval, mean_v_low and mean_v_high),
-    "variance(v)", "stddev(v)", "median(v)" and "quantiles(v, 0.1, 0.9, ...)", of one numeric column
+    table such as {"file": ...}}; {("city", "zip"): rows}: the listed tuples of several columns, a
+    list of tuples or a pandas DataFrame, instead of their product), the key columns first.
+    ``metrics``: "count" (records kept), "users" (distinct users), "sum(v)", "mean(v)" (with its
+    interval, mean_v_low and mean_v_high), "variance(v)", "stddev(v)", "median(v)" and "quantiles(v, 0.1, 0.9, ...)", of one numeric column
     v clipped to the public [``low``, ``high``], whose values are rounded to ``candidates`` (default
     101 evenly over the range) for its quantiles, and for every value metric by histogram. Each user
     keeps at most ``groups_per_user`` of its groups (a uniform sample) and ``records_per_group`` of

@@ -64,6 +64,8 @@ def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, rec
     if not isinstance(keys, dict) or not keys:
         raise ConfigError("keys: give each key column's public values, or \"private\", e.g. "
                           "keys={\"movie\": range(1, 3953), \"gender\": [\"F\", \"M\"]}")
+    keys = {_tuple_table_name(name): {"columns": list(name), "rows": spec} if isinstance(name, tuple) else spec
+            for name, spec in keys.items()}
     try:
         bound = GroupBound(groups_per_user, records_per_group)
     except ValueError as e:
@@ -77,6 +79,11 @@ def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, rec
             raise ConfigError(f"candidates: {e}") from None
     return AggregateParams(group_keys(by, {name: _domain_spec(spec) for name, spec in keys.items()}),
                            metrics_of(metrics), bound, clip, chosen, noise, method, keys_per_user, delta)
+
+
+def _tuple_table_name(name: Any) -> str:
+    """The API's keys={("city", "zip"): rows}: a table of key tuples, named by its columns."""
+    return ",".join(name) if isinstance(name, tuple) else name
 
 
 def _domain_spec(spec: Any) -> Any:
@@ -145,7 +152,9 @@ def _check_schema(params: AggregateParams, records, domains: Domains) -> None:
                          else ((T.StringType, *NUMERIC_TYPES), "whole numbers"))
         if not isinstance(kind, allowed):
             raise DataError(f"key column {column.name} has type {kind.simpleString()}; its public values are {said}")
-    private_groups.kinds(records.schema, params.keys.private)  # a DataError for a type no private key can have
+    private_groups.kinds(records.schema, params.keys.tupled)  # a DataError for a type no such key can have
+    if params.keys.tupled and not params.keys.private:
+        private_groups.listed_typed(params.keys, records.schema)  # a ConfigError for a value no key there can be
     if params.value is not None and not isinstance(fields[params.value], (T.StringType, *NUMERIC_TYPES)):
         raise DataError(f"the value column {params.value} must hold numbers, got "
                         f"{fields[params.value].simpleString()}")
@@ -154,6 +163,8 @@ def _check_schema(params: AggregateParams, records, domains: Domains) -> None:
 def run(params: AggregateParams, inputs: RunInputs) -> FamilyOutput:
     # Guards' limits were refused before anything ran (Guards.check_family): no coverage is counted here.
     selection: dict = {}
+    if params.keys.tupled and not params.keys.private:
+        params = replace(params, keys=private_groups.listed_typed(params.keys, inputs.records.schema))
     if params.keys.private:
         params, selection = _selected(params, inputs)
         if not len(params.keys):  # nothing more is spent
@@ -184,7 +195,7 @@ def _selected(params: AggregateParams, inputs: RunInputs) -> tuple[AggregatePara
     keys, diagnostics = private_groups.select(usable_records(inputs.records, params), keys, kinds,
                                               params.keys_per_user, inputs.split[SELECTION_STEP], params.delta,
                                               inputs.budget, inputs.rng, inputs.seed)
-    inputs.progress(f"{len(keys.selected or ()):,} tuples selected privately: {len(keys):,} groups")
+    inputs.progress(f"{len(keys.tuples or ()):,} tuples selected privately: {len(keys):,} groups")
     return replace(params, keys=keys), diagnostics
 
 
@@ -211,6 +222,8 @@ def _domain_section(params: AggregateParams, domains: Domains) -> dict:
     keys = params.keys
     described = {c.name: c.domain.description for c in keys.columns}
     described.update({name: "selected privately (docs/partition_selection.md)" for name in keys.private})
+    if keys.tupled and not keys.private:
+        described.update({name: f"a table of key tuples ({keys.source})" for name in keys.tupled})
     section: dict[str, Any] = {"items": None, "attributes": None, "groups": None if keys.private else len(keys),
                                "keys": {name: described[name] for name in keys.names}}
     if keys.private:

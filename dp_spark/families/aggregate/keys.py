@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 
 from dp_spark.core.domain import MAX_ITEMS, ItemDomain, item_domain
 from dp_spark.errors import ConfigError
+from dp_spark.families.aggregate.key_tuples import is_tuple_table, listed_tuples
 from dp_spark.io.sql_literals import int_array
 
 # A group's index is a long, and every count of groups a Python int: at most 2^62 groups, as items.
@@ -104,20 +105,24 @@ class KeyColumn:
 
 @dataclass(frozen=True)
 class GroupKeys:
-    """The groups: every combination of the public key columns' values, and, when some key columns
-    are chosen privately (``private``), of the tuples of theirs that partition selection released
-    (``selected``, set by the run: private_groups). A group's index puts the selected tuple's
-    position first (slowest), then the public columns' positions; ``order`` is the key columns in
-    the order the user gave them, the released table's."""
+    """The groups: every combination of the public key columns' values (``columns``), times the
+    tuples of the ``tupled`` columns when there are some: listed in a public table of key tuples,
+    or, with ``tuples_private``, the tuples partition selection released (set by the run:
+    private_groups). A group's index puts the tuple's position first (slowest), then the public
+    columns' positions; ``order`` is the key columns in the order the user gave them, the released
+    table's. Listed tuples are kept as given until the run types them (typed_tuples); the tuples
+    are then sorted and distinct."""
 
     columns: tuple[KeyColumn, ...]
-    private: tuple[str, ...] = ()
-    selected: tuple[tuple, ...] | None = None  # a DP output, sorted
+    tupled: tuple[str, ...] = ()
+    tuples: tuple[tuple, ...] | None = None  # selected (a DP output) or listed (public)
+    tuples_private: bool = False
     order: tuple[str, ...] = ()
+    source: str = ""  # where listed tuples come from, for the report
 
     def __post_init__(self):
-        columns, private = tuple(self.columns), tuple(self.private)
-        names = [*(c.name for c in columns), *private]
+        columns, tupled = tuple(self.columns), tuple(self.tupled)
+        names = [*(c.name for c in columns), *tupled]
         if not names:
             raise ConfigError("group by at least one key column")
         if len(set(names)) != len(names):
@@ -127,15 +132,22 @@ class GroupKeys:
         order = tuple(self.order) or tuple(names)
         if sorted(order) != sorted(names):
             raise ValueError(f"the key columns' order {order} names other columns than {names}")
-        if self.selected is not None and not private:
-            raise ValueError("selected tuples without key columns chosen privately")
+        if (self.tuples is not None or self.tuples_private) and not tupled:
+            raise ValueError("tuples without the columns they are of")
+        if tupled and not self.tuples_private and not self.tuples:
+            raise ConfigError(f"the table of key tuples for {', '.join(tupled)} has no row")
         object.__setattr__(self, "columns", columns)
-        object.__setattr__(self, "private", private)
+        object.__setattr__(self, "tupled", tupled)
         object.__setattr__(self, "order", order)
 
     @property
     def names(self) -> tuple[str, ...]:
         return self.order
+
+    @property
+    def private(self) -> tuple[str, ...]:
+        """The key columns whose values are chosen privately (none, or all of ``tupled``)."""
+        return self.tupled if self.tuples_private else ()
 
     @property
     def public_size(self) -> int:
@@ -144,21 +156,21 @@ class GroupKeys:
 
     @property
     def known(self) -> bool:
-        """Whether the groups are known: all public, or the private tuples selected."""
-        return not self.private or self.selected is not None
+        """Whether the groups are known: no private tuples, or those selected."""
+        return not self.tupled or self.tuples is not None
 
     def __len__(self) -> int:
         if not self.known:
             raise ValueError("the groups are known only after the private selection of their keys")
-        return self.public_size * (len(self.selected) if self.selected is not None else 1)
+        return self.public_size * (len(self.tuples) if self.tuples is not None else 1)
 
     def size(self) -> int | None:
         """The number of groups, or None while the private keys are not selected yet."""
         return len(self) if self.known else None
 
-    def with_selected(self, tuples: Sequence[tuple]) -> GroupKeys:
-        """These keys with the tuples partition selection released, sorted."""
-        return replace(self, selected=tuple(sorted(tuple(t) for t in tuples)))
+    def with_tuples(self, tuples: Sequence[tuple]) -> GroupKeys:
+        """These keys with ``tuples`` (selected privately, or listed and typed), sorted and distinct."""
+        return replace(self, tuples=tuple(sorted({tuple(t) for t in tuples})))
 
     def strides(self) -> tuple[int, ...]:
         """How far one step of each public column's position moves the group index."""
@@ -168,8 +180,8 @@ class GroupKeys:
     def cell(self) -> Column:
         """The record's index among the public columns' combinations, a long in [0, public_size);
         null when any public key is outside its domain (0 for every record without public columns).
-        With private columns, the group index adds the selected tuple's position times public_size
-        (private_groups.grouped)."""
+        With tupled columns, the group index adds the tuple's position times public_size
+        (run.grouped_records)."""
         if not self.columns:
             return F.lit(0).cast("long")
         terms = [column.position() * F.lit(stride) if stride != 1 else column.position()
@@ -189,30 +201,47 @@ class GroupKeys:
         order the user gave them."""
         cells = np.arange(len(self), dtype=np.int64) if cells is None else np.asarray(cells, dtype=np.int64)
         table = {c.name: c.values(p) for c, p in zip(self.columns, self.positions(cells))}
-        if self.private:
-            assert self.selected is not None
-            tuples = cells // self.public_size
-            for at, name in enumerate(self.private):
-                table[name] = np.array([self.selected[t][at] for t in tuples], dtype=object)
+        if self.tupled:
+            assert self.tuples is not None
+            at_tuple = cells // self.public_size
+            for at, name in enumerate(self.tupled):
+                table[name] = np.array([self.tuples[t][at] for t in at_tuple], dtype=object)
         return pd.DataFrame({name: table[name] for name in self.order}, index=range(len(cells)))
 
 
 def group_keys(by: Sequence[str] | str, domains: Mapping[str, Any]) -> GroupKeys:
     """The groups of ``by`` from each column's public domain, given as an item domain is (a range,
     a list, a file: core.domain.item_domain's tables) or as an ItemDomain; or PRIVATE: the column's
-    values are chosen privately, together with the other private columns' (private_groups)."""
+    values are chosen privately, together with the other private columns' (private_groups); or, under
+    a name of its own, a table of key tuples of several columns (key_tuples.listed_tuples:
+    {"columns": [...], "file": ...} or "rows")."""
     if isinstance(by, str):
         by = [by]
-    missing = [name for name in by if name not in domains]
+    tables = {name: spec for name, spec in domains.items() if is_tuple_table(spec)}
+    if len(tables) > 1:
+        raise ConfigError(f"one table of key tuples at most, got {', '.join(tables)}")
+    listed: tuple[str, ...] = ()
+    rows: tuple[tuple, ...] | None = None
+    source = ""
+    for name, spec in tables.items():
+        listed, rows, source = listed_tuples(name, spec)
+    per_column = {name: spec for name, spec in domains.items() if name not in tables}
+    missing = [name for name in by if name not in per_column and name not in listed]
     if missing:
         raise ConfigError(f"no values for key column(s) {', '.join(missing)}: give each a range, a list, a file, "
                           f"or \"{PRIVATE}\" to choose them privately")
-    extra = [name for name in domains if name not in by]
+    extra = [name for name in [*per_column, *listed] if name not in by]
     if extra:
         raise ConfigError(f"values given for {', '.join(extra)}, which is not a key column")
-    private = tuple(name for name in by if _is_private(domains[name]))
-    public = tuple(_key_column(name, domains[name]) for name in by if name not in private)
-    return GroupKeys(public, private, order=tuple(by))
+    private = tuple(name for name in by if name in per_column and _is_private(per_column[name]))
+    if private and listed:
+        raise ConfigError(f"key columns chosen privately ({', '.join(private)}) and a table of key tuples "
+                          f"({', '.join(listed)}) in one release: give the table's columns' values as tuples, or "
+                          "choose them privately, not both")
+    public = tuple(_key_column(name, per_column[name]) for name in by if name in per_column and name not in private)
+    if private:
+        return GroupKeys(public, private, tuples_private=True, order=tuple(by))
+    return GroupKeys(public, listed, rows, order=tuple(by), source=source)
 
 
 def _is_private(spec: Any) -> bool:

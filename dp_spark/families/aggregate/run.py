@@ -48,8 +48,8 @@ def usable_records(records: DataFrame, params: AggregateParams, user_col: str = 
     non-null, and a usable value when the metrics read one (a number, not null, NaN or infinite;
     text read as a number only when written as one): their user id as the job keys users
     (io.validation.user_values), their index among the public keys' combinations (GROUP), their
-    value as a double (VALUE), and with private keys their tuple (private_groups.KEY) and the
-    private columns. Each test reads the record alone."""
+    value as a double (VALUE), the tupled key columns, and with private keys not yet selected
+    their tuple as one text (private_groups.KEY). Each test reads the record alone."""
     keys = params.keys
     _bad, user = user_values(records, user_col)
     grouped = records.withColumn(user_col, user).withColumn(GROUP, keys.cell())
@@ -60,26 +60,27 @@ def usable_records(records: DataFrame, params: AggregateParams, user_col: str = 
         grouped = grouped.withColumn(VALUE, value_number(column(params.value), text))
         wanted = wanted & usable_value(F.col(VALUE))
         columns.append(VALUE)
-    if keys.private:
+    if keys.private and keys.tuples is None:  # before the selection: the tuples it counts
         tuple_key = private_groups.tuple_key(keys.private, private_groups.kinds(records.schema, keys.private))
         grouped = grouped.withColumn(private_groups.KEY, tuple_key)
         wanted = wanted & F.col(private_groups.KEY).isNotNull()
-        columns += [private_groups.KEY, *(column(name) for name in keys.private)]
+        columns.append(private_groups.KEY)
+    columns += [column(name) for name in keys.tupled]
     return grouped.where(wanted).select(*columns)
 
 
 def grouped_records(records: DataFrame, params: AggregateParams, user_col: str = "user_id") -> DataFrame:
     """The usable records (usable_records) in a group, with their group index (GROUP) and their
-    row key: what the bound samples from. With private keys (selected first: family.run), the
-    group puts the record's selected tuple first, and a record whose tuple was not selected is in
-    none."""
+    row key: what the bound samples from. With tupled keys (private ones selected first, listed
+    ones typed first: family.run), the group puts the record's tuple first, and a record whose
+    tuple is not among them is in none."""
     keys = params.keys
     usable = usable_records(records, params, user_col)
     columns = [user_col, GROUP, *([VALUE] if params.value else [])]
-    if keys.private:
-        if keys.selected is None:
+    if keys.tupled:
+        if keys.tuples is None:
             raise ValueError("the private keys' tuples are selected before the records are grouped")
-        kinds = private_groups.kinds(records.schema, keys.private)
+        kinds = private_groups.kinds(records.schema, keys.tupled)
         usable = private_groups.with_position(usable, keys, kinds).withColumn(
             GROUP, F.col(private_groups.POSITION) * F.lit(keys.public_size) + F.col(GROUP))
     return row_keys.with_row_key(usable.select(*columns), user_col)
