@@ -358,23 +358,21 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
               guards: Mapping[str, Any] | Guards | None = None, progress: ProgressSink | None = None,
               noise: str | None = "laplace", delta: float | None = None, rho: Number | None = None,
               max_output_rows: int | None = None, method: str = "auto", keys_per_user: int | None = None) -> Release:
-    """Several metrics per group of the key columns ``by``, in one table (``groups``): one row per
-    combination of the keys' public values ``keys`` ({column: a range, a list, or an item domain's
-    table such as {"file": ...}}; {("city", "zip"): rows}: the listed tuples of several columns, a
-    list of tuples or a pandas DataFrame, instead of their product), the key columns first.
-    ``metrics``: "count" (records kept), "users" (distinct users), "sum(v)", "mean(v)" (with its
-    interval, mean_v_low and mean_v_high), "variance(v)", "stddev(v)", "median(v)" and "quantiles(v, 0.1, 0.9, ...)", of one numeric column
-    v clipped to the public [``low``, ``high``], whose values are rounded to ``candidates`` (default
-    101 evenly over the range) for its quantiles, and for every value metric by histogram. Each user
-    keeps at most ``groups_per_user`` of its groups (a uniform sample) and ``records_per_group`` of
-    its records in each (default 1). ``method``: "histogram" (one noisy histogram per group over the
-    candidates, every value metric from it), "tables" (a noisy table per figure, the exponential
-    mechanism per quantile level) or "auto" (the histogram for at most 32 given candidates where
-    its noise is lower: with a quantile, or a variance of the stars 1 to 5). Each
-    ledger step gets an equal part of ε (of ρ under zCDP: ``noise="gaussian"`` or ``"auto"`` with
-    ``delta``, or ``rho``). A key column given as ``"private"`` has its values chosen by partition
-    selection over the tuples of all such columns, with half of ε and ``delta`` (needed then),
-    each user on at most ``keys_per_user`` tuples (default ``groups_per_user``). docs/aggregate.md."""
+    """Several metrics per group of the key columns ``by``, in one table (``groups``): one row per combination of the
+    keys' public values ``keys`` ({column: a range, a list, or an item domain's table such as {"file": ...}};
+    {("city", "zip"): rows}: the listed tuples of several columns, a list of tuples or a pandas DataFrame, instead
+    of their product), the key columns first. ``metrics``: "count" (records kept), "users" (distinct users),
+    "sum(v)", "mean(v)" (with its interval, mean_v_low and mean_v_high), "variance(v)", "stddev(v)", "median(v)" and
+    "quantiles(v, 0.1, 0.9, ...)", of one numeric column v clipped to the public [``low``, ``high``], whose values
+    are rounded to ``candidates`` (default 101 evenly over the range) for its quantiles, and for every value metric
+    by histogram. Each user keeps at most ``groups_per_user`` of its groups (a uniform sample) and
+    ``records_per_group`` of its records in each (default 1). ``method``: "histogram" (one noisy histogram per group
+    over the candidates, every value metric from it), "tables" (a noisy table per figure, the exponential mechanism
+    per quantile level) or "auto" (the histogram for at most 32 given candidates where its noise is lower: with a
+    quantile, or a variance of the stars 1 to 5). Each ledger step gets an equal part of ε (of ρ under zCDP:
+    ``noise="gaussian"`` or ``"auto"`` with ``delta``, or ``rho``). A key column given as ``"private"`` has its
+    values chosen by partition selection over the tuples of all such columns, with half of ε and ``delta`` (needed
+    then), each user on at most ``keys_per_user`` tuples (default ``groups_per_user``). docs/aggregate.md."""
     private = isinstance(keys, Mapping) and any(spec == PRIVATE_ITEMS for spec in keys.values())
     if private:  # partition selection spends delta, and shares it under zCDP
         if delta is None:
