@@ -155,7 +155,20 @@ def test_a_key_column_no_value_of_its_domain_can_have_is_refused_before_the_char
     assert not (tmp_path / "budget.json").exists() or json.loads((tmp_path / "budget.json").read_text())["runs"] == []
 
 
-@pytest.mark.unit
-def test_check_says_it_does_not_read_an_aggregation_yet(tmp_path, capsys):
-    assert main(["check", str(job(tmp_path, tmp_path / "absent.csv"))]) == 2
-    assert "check does not read an aggregation's records yet" in capsys.readouterr().err
+@pytest.mark.spark
+def test_check_counts_each_reason_an_aggregation_drops_a_row(spark, tmp_path, capsys):
+    """dp-spark check (NOT private, for the operator) on the job's CSV: the rows read, each key
+    outside its values, the values that are no number, and the rows a run would group."""
+    source = tmp_path / "ratings.csv"
+    frame = ratings()
+    frame.to_csv(source, index=False)
+    assert main(["check", str(job(tmp_path, source)), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    genre_out = ~frame["genre"].isin(["drama", "comedy"])
+    year_out = ~frame["year"].between(2000, 2002)
+    no_value = ~frame["stars"].isin(["1", "2", "3", "4", "5"])
+    assert result["rows_read"] == len(frame)
+    assert result["dropped"] == {"rows_outside_key:genre": int(genre_out.sum()),
+                                 "rows_outside_key:year": int(year_out.sum()), "rows_invalid_value": int(no_value.sum())}
+    assert result["rows_kept"] == int((~genre_out & ~year_out & ~no_value).sum())
+    assert result["users"] == frame["person"].nunique()

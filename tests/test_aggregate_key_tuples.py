@@ -104,3 +104,22 @@ def test_a_listed_value_no_record_type_can_hold_is_refused_before_the_charge(spa
         dp_spark.aggregate(df, by=["city", "zip"], keys={("city", "zip"): [("Lyon", "6900A")]}, metrics=["count"],
                            groups_per_user=1, epsilon=1, budget=budget)
     assert budget.spent == 0
+
+
+@pytest.mark.spark
+def test_check_counts_the_rows_whose_tuple_is_not_listed(spark, tmp_path, capsys):
+    from dp_spark.cli import main
+
+    (tmp_path / "places.csv").write_text("city,zip\nLyon,69001\nOslo,0150\n")
+    pd.DataFrame({"user_id": [1, 2, 3, 4], "city": ["Lyon", "Oslo", "Lyon", None],
+                  "zip": ["69001", "0150", "0150", "0150"]}).to_parquet(tmp_path / "in.parquet")
+    config = tmp_path / "job.toml"
+    config.write_text(f'output = "{tmp_path}/out"\n[source]\nformat = "parquet"\npath = "{tmp_path}/in.parquet"\n'
+                      '[algorithm]\nname = "aggregate"\nby = ["city", "zip"]\nmetrics = ["count"]\n'
+                      f'groups_per_user = 2\n[domain.keys]\nplace = {{ columns = ["city", "zip"], file = '
+                      f'"{tmp_path / "places.csv"}" }}\n[privacy]\nepsilon = 1.0\n')
+    assert main(["check", str(config)]) == 0
+    text = capsys.readouterr().out
+    assert "NOT PRIVATE: rows read: 4; a run would keep 2 (50.0%)" in text
+    assert "NOT PRIVATE: dropped, key city null: 1 rows" in text
+    assert "NOT PRIVATE: dropped, key tuple not in the table of key tuples: 1 rows" in text

@@ -30,11 +30,8 @@ def check(args) -> int:
     cfg = load_config(args.config, args.overrides)
     reads = family_of(cfg.algorithm).reads
     if reads == "whole_records":
-        raise ConfigError("check reads the records of the counts, means, histogram, DPSense and entropy jobs; "
-                          "FRAPP perturbs every record it reads, with no domain to miss")
-    if reads == "keyed_records":
-        raise ConfigError("check does not read an aggregation's records yet: run the release with --diagnostics "
-                          "FILE for the records bounding kept (NOT private)")
+        raise ConfigError("check reads the records of every job but FRAPP's, which perturbs every record it reads, "
+                          "with no domain to miss")
     result = check.check(cfg, get_session(spark_args.master_of(args), cfg.spark))
     print(json.dumps({"note": check.LABEL, **result}, indent=2) if args.json
           else "\n".join(check.lines(result, args.config)))

@@ -14,11 +14,15 @@ read as UTF-8).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from dp_spark.bounding.keys import ROW_KEY
+from dp_spark.families.aggregate import private_groups, run
+from dp_spark.families.aggregate.keys import column as key_column
 from dp_spark.families.registry import family_of
 from dp_spark.io import checkins, validation
 from dp_spark.jobs.runner import check_source_schema, job_domains
@@ -33,6 +37,7 @@ DROP_REASONS = {
     "rows_invalid_item_id": "item id that is no id (also counted as outside the domain)",
     "rows_invalid_value": "value that is no number",
     "rows_invalid_visits": "visits that are no positive whole number",
+    "rows_outside_key_tuples": "key tuple not in the table of key tuples",
 }
 
 
@@ -62,14 +67,58 @@ def _validated(cfg, records, domains) -> tuple[dict, int, str, int | None]:
         validated.release()
 
 
+# An aggregation's drops per key column: "<prefix><column>".
+OUTSIDE_KEY, NULL_KEY = "rows_outside_key:", "rows_null_key:"
+
+
+def _drop_reason(name: str) -> str:
+    if name.startswith(OUTSIDE_KEY):
+        return f"key {name[len(OUTSIDE_KEY):]} outside its values (or null)"
+    if name.startswith(NULL_KEY):
+        return f"key {name[len(NULL_KEY):]} null"
+    return DROP_REASONS[name]
+
+
+def _aggregated(cfg, records) -> tuple[dict, int, str, int | None]:
+    """An aggregation's figures as _validated gives the others': each drop reason counted on the
+    raw records (a row may have several), and the rows a run would group (before the selection,
+    for key columns chosen privately: those it selects from)."""
+    params = cfg.params
+    keys = params.keys
+    bad_user, user = validation.user_values(records)
+    reasons = {"rows_invalid_user_id": bad_user}
+    reasons.update({f"{OUTSIDE_KEY}{c.name}": c.position().isNull() for c in keys.columns})
+    reasons.update({f"{NULL_KEY}{name}": key_column(name).isNull() for name in keys.tupled})
+    if params.value is not None:
+        text = isinstance(records.schema[params.value].dataType, T.StringType)
+        reasons["rows_invalid_value"] = ~validation.usable_value(
+            validation.value_number(key_column(params.value), text))
+    row = records.agg(F.count(F.lit(1)).alias("rows_read"),
+                      *[F.sum(F.when(F.coalesce(c, F.lit(True)), 1).otherwise(0)).alias(n)
+                        for n, c in reasons.items()],
+                      F.count_distinct(F.when(~bad_user, user)).alias("users")).collect()[0]
+    found = {"rows_read": row["rows_read"], **{n: row[n] for n in reasons}}
+    if keys.tupled and not keys.private:
+        keys = private_groups.listed_typed(keys, records.schema)
+        usable = run.usable_records(records, replace(params, keys=keys))
+        in_groups = private_groups.with_position(usable, keys, private_groups.kinds(records.schema, keys.tupled))
+        grouped, kept = usable.count(), in_groups.count()
+        found["rows_outside_key_tuples"] = grouped - kept
+    else:
+        kept = run.usable_records(records, params).count()
+    return found, kept, "", row["users"]
+
+
 def check(cfg, spark) -> dict:
     """The operator's figures for ``cfg``'s source (NOT private): see the module's docstring."""
-    if family_of(cfg.algorithm).reads in ("whole_records", "keyed_records"):
+    reads = family_of(cfg.algorithm).reads
+    if reads == "whole_records":
         raise NotImplementedError  # refused by the command before Spark starts
     domains = job_domains(cfg, spark)
     records = check_source_schema(cfg, spark, domains)
-    found, kept, explain, users = _validated(cfg, records, domains)
-    dropped = {name: found[name] for name in DROP_REASONS if found.get(name)}  # a row may have several reasons
+    found, kept, explain, users = (_aggregated(cfg, records) if reads == "keyed_records"
+                                   else _validated(cfg, records, domains))
+    dropped = {name: count for name, count in found.items() if name != "rows_read" and count}  # a row may have several
     return {"rows_read": found["rows_read"], "rows_kept": kept, "dropped": dropped, "users": users,
             "explain": explain, "undecodable": undecodable_shares(records), "encoding": cfg.source.encoding,
             "format": cfg.source.format}
@@ -84,7 +133,7 @@ def lines(result: dict, config: str) -> list[str]:
     if result["users"] is not None:
         out.append(f"users with a usable id: {result['users']:,}")
     for name, count in result["dropped"].items():
-        out.append(f"dropped, {DROP_REASONS[name]}: {count:,} rows")
+        out.append(f"dropped, {_drop_reason(name)}: {count:,} rows")
     if result["explain"]:
         out.append(result["explain"])
     for column, share in result["undecodable"].items():

@@ -44,9 +44,9 @@ VALUE = "_value"  # the value column as the bound and the aggregates read it: a 
 
 
 def usable_records(records: DataFrame, params: AggregateParams, user_col: str = "user_id") -> DataFrame:
-    """The records with a usable user id, their public keys in their domains, every private key
-    non-null, and a usable value when the metrics read one (a number, not null, NaN or infinite;
-    text read as a number only when written as one): their user id as the job keys users
+    """The records with a usable user id, their public keys in their domains, every tupled key
+    (chosen privately or listed) non-null, and a usable value when the metrics read one (a number,
+    not null, NaN or infinite; text read as a number only when written as one): their user id as the job keys users
     (io.validation.user_values), their index among the public keys' combinations (GROUP), their
     value as a double (VALUE), the tupled key columns, and with private keys not yet selected
     their tuple as one text (private_groups.KEY). Each test reads the record alone."""
@@ -65,7 +65,9 @@ def usable_records(records: DataFrame, params: AggregateParams, user_col: str = 
         grouped = grouped.withColumn(private_groups.KEY, tuple_key)
         wanted = wanted & F.col(private_groups.KEY).isNotNull()
         columns.append(private_groups.KEY)
-    columns += [column(name) for name in keys.tupled]
+    for name in keys.tupled:
+        wanted = wanted & column(name).isNotNull()
+        columns.append(column(name))
     return grouped.where(wanted).select(*columns)
 
 
