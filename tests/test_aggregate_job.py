@@ -169,6 +169,7 @@ def test_check_counts_each_reason_an_aggregation_drops_a_row(spark, tmp_path, ca
     no_value = ~frame["stars"].isin(["1", "2", "3", "4", "5"])
     assert result["rows_read"] == len(frame)
     assert result["dropped"] == {"rows_outside_key:genre": int(genre_out.sum()),
-                                 "rows_outside_key:year": int(year_out.sum()), "rows_invalid_value": int(no_value.sum())}
+                                 "rows_outside_key:year": int(year_out.sum()),
+                                 "rows_invalid_value": int(no_value.sum())}
     assert result["rows_kept"] == int((~genre_out & ~year_out & ~no_value).sum())
     assert result["users"] == frame["person"].nunique()
