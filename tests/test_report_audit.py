@@ -364,7 +364,8 @@ JOBS = {
         "items = { range = [1, 20] }", 'items = "private"').replace("epsilon = 1.0", "epsilon = 40.0\ndelta = 1e-6")),
     # Metrics per group, by histogram and by tables (under zCDP only the noise differs, not what
     # readers see).
-    "aggregate": ("ratings", aggregate_config),
+    # By histogram, each user's groups the most popular (HPA's rule: two independent paths, one case).
+    "aggregate": ("ratings", lambda p: aggregate_config(p) + 'bounding = "hpa"\nd = 2\n'),
     # By tables, with the items chosen privately (two independent paths, one case).
     "aggregate_tables": ("ratings", lambda p: aggregate_config(p, "epsilon = 40.0\ndelta = 1e-6").replace(
         "item_id = { range = [1, 20] }", 'item_id = "private"') + 'method = "tables"\nkeys_per_user = 1\n'),

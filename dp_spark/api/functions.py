@@ -357,7 +357,8 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
               seed: int | None = None, budget: DatasetBudget | None = None,
               guards: Mapping[str, Any] | Guards | None = None, progress: ProgressSink | None = None,
               noise: str | None = "laplace", delta: float | None = None, rho: Number | None = None,
-              max_output_rows: int | None = None, method: str = "auto", keys_per_user: int | None = None) -> Release:
+              max_output_rows: int | None = None, method: str = "auto", keys_per_user: int | None = None,
+              bounding: str = "sra", d: int = 1) -> Release:
     """Several metrics per group of the key columns ``by``, in one table (``groups``): one row per combination of the
     keys' public values ``keys`` ({column: a range, a list, or an item domain's table such as {"file": ...}};
     {("city", "zip"): rows}: the listed tuples of several columns, a list of tuples or a pandas DataFrame, instead
@@ -372,7 +373,9 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
     quantile, or a variance of the stars 1 to 5). Each ledger step gets an equal part of ε (of ρ under zCDP:
     ``noise="gaussian"`` or ``"auto"`` with ``delta``, or ``rho``). A key column given as ``"private"`` has its
     values chosen by partition selection over the tuples of all such columns, with half of ε and ``delta`` (needed
-    then), each user on at most ``keys_per_user`` tuples (default ``groups_per_user``). docs/aggregate.md."""
+    then), each user on at most ``keys_per_user`` tuples (default ``groups_per_user``). ``bounding="hpa"``: each
+    user keeps its most popular groups, by a noisy popularity (a tenth of ε) from ``d`` groups per user, rather than
+    a uniform sample. docs/aggregate.md."""
     private = isinstance(keys, Mapping) and any(spec == PRIVATE_ITEMS for spec in keys.values())
     if private:  # partition selection spends delta, and shares it under zCDP
         if delta is None:
@@ -385,7 +388,8 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
     params = aggregate_params(by, dict(keys) if isinstance(keys, Mapping) else keys, metrics, groups_per_user,
                               records_per_group, low, high, candidates, noise or "laplace", method=method,
                               keys_per_user=keys_per_user,
-                              delta=partition_delta(delta or 0.0, accounting.zcdp) if private else 0.0)
+                              delta=partition_delta(delta or 0.0, accounting.zcdp) if private else 0.0,
+                              bounding=bounding, d=d)
     family = family_of("aggregate")
     check_accounting(family, params, accounting)
     domains = Domains(None)

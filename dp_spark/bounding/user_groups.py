@@ -10,6 +10,10 @@ the salt and of that user's records alone (bounding.keys), so one user's kept re
 depend on any other user's, wherever they lie in the scan; the salt travels as data, never in a
 plan.
 
+HPA's rule (Fan and Jin's popular-first choice, paper 000) orders a user's groups by a score of
+the group alone, a rank of the groups' noisy popularity (a DP output), before the random
+position: the user keeps its ``l`` most popular groups, still a function of its own records.
+
 What one user can then move: at most ``l`` groups, at most ``c`` records in each, so a count per
 group has L1 sensitivity l·c, L∞ c and L2 √l·c, and a user appears in at most ``l`` groups.
 """
@@ -31,22 +35,27 @@ def _checked(name: str, value: int) -> int:
 
 
 def bounded_groups(records: DataFrame, group: str, groups_per_user: int, records_per_group: int,
-                   seed: int | None, user_col: str = "user_id") -> DataFrame:
+                   seed: int | None, user_col: str = "user_id", score: str | None = None,
+                   purpose: str = "groups_per_user") -> DataFrame:
     """The records each user keeps: ``records`` (with their ``row_key``, keys.with_row_key, and the
     ``group`` column, a non-null group index) restricted to at most ``groups_per_user`` of the
     user's groups and ``records_per_group`` of its records in each. Same columns as ``records``.
+    With ``score`` (a column of ``records`` that depends on the group alone, such as a rank of its
+    noisy popularity: HPA's rule), a user keeps its groups of highest score, ties in the random
+    order. ``purpose`` names the salt's use (a sample drawn for another step gets its own salt).
     One shuffle by user and two sorts within it."""
     l, c = _checked("groups_per_user", groups_per_user), _checked("records_per_group", records_per_group)
     if keys.ROW_KEY not in records.columns:
         raise ValueError(f"the records need their {keys.ROW_KEY} (keys.with_row_key) to be sampled within a group")
-    salted = keys.with_salt(records, keys.new_salt(seed, "groups_per_user"))
+    salted = keys.with_salt(records, keys.new_salt(seed, purpose))
     text = keys.text_user(records, user_col)
     user, cell = F.col(user_col), F.col(group)
     group_position = keys.keyed_position([user, cell], text_user=text)
     record_position = keys.row_position(salted, user_col)  # (salt, user, row key)
     # dense_rank: a group's records share its rank, so ranks 1..l are l whole groups (ties of
     # position, about n²/2^64 likely, are broken by the group index).
-    by_user = Window.partitionBy(user).orderBy(group_position, cell)
+    first = [F.col(score).desc()] if score is not None else []
+    by_user = Window.partitionBy(user).orderBy(*first, group_position, cell)
     in_group = Window.partitionBy(user, cell).orderBy(record_position, F.col(keys.ROW_KEY))
     ranked = salted.withColumn(_GROUP_RANK, F.dense_rank().over(by_user)) \
         .withColumn(_RECORD_RANK, F.row_number().over(in_group))

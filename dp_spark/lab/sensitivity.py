@@ -302,6 +302,15 @@ def private_group_keys(df: DataFrame, distinct: bool) -> np.ndarray:
     return vector
 
 
+def groups_per_user_popular(df: DataFrame, distinct: bool) -> np.ndarray:
+    """:func:`groups_per_user` with HPA's rule: each user keeps its l groups of highest rank in a
+    fixed popularity (given, as the release's is a DP output drawn before), ties at random."""
+    params = _aggregate_params(["count", "users"])
+    ranks = np.arange(ITEMS, dtype=np.int64) % 7  # many ties, so both orders decide
+    totals = group_totals(run.kept_records(df, params, SEED, ranks=ranks), run.GROUP, ITEMS)
+    return np.concatenate([totals.records, totals.users])
+
+
 def groups_per_user_values(df: DataFrame, distinct: bool) -> np.ndarray:
     """:func:`groups_per_user` with a value: the sums of the kept values' grid units and of their
     square units per group, and the histograms over candidates that the histogram method noises (a
@@ -410,6 +419,8 @@ FAMILIES = (
     Family("entropy_random", entropy_random, BOUND * VISITS_CAP, linf=VISITS_CAP),
     Family("frapp_sample", frapp_sample, BOUND),
     # At most l groups per user, C records in each: records per group L1 l·C, L∞ C; users per group L1 l.
+    Family("groups_per_user_popular", groups_per_user_popular, BOUND * VISITS_CAP + BOUND, linf=VISITS_CAP,
+           l2_squared=BOUND * VISITS_CAP ** 2 + BOUND),
     # Each user on at most l0 = l distinct tuples of the private key columns: users per tuple L1 l, L∞ 1.
     Family("private_group_keys", private_group_keys, BOUND, linf=1),
     Family("groups_per_user", groups_per_user, BOUND * VISITS_CAP + BOUND, linf=VISITS_CAP,

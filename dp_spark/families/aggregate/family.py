@@ -25,15 +25,17 @@ from pyspark.sql import types as T
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.clip_range import DEFAULT_STEPS
 from dp_spark.errors import ConfigError, DataError
-from dp_spark.families.aggregate import histogram_metrics, noisy_totals, private_groups, quantiles
+from dp_spark.families.aggregate import histogram_metrics, noisy_totals, popular_groups, private_groups, quantiles
 from dp_spark.families.aggregate.keys import PRIVATE, group_keys
 from dp_spark.families.aggregate.metrics import COUNT, USERS, metrics_of
 from dp_spark.families.aggregate.noisy_totals import RECORDS, SUM, GroupBound
 from dp_spark.families.aggregate.params import (
     AUTO,
     HISTOGRAM,
+    HPA,
     QUANTILE_KINDS,
     SELECTION_STEP,
+    SRA,
     AggregateParams,
     clip_of,
     quantile_step,
@@ -52,13 +54,13 @@ RECORDS_SHOWN = (10, 100, 1_000, 10_000)
 # The paper's names for the bound, taken as aliases of the users' words.
 ALIASES = {"l": "groups_per_user", "c": "records_per_group"}
 CONFIG_KEYS = ("by", "metrics", "groups_per_user", "records_per_group", "low", "high", "candidates", "grid_steps",
-               "method", "c", "keys_per_user")
+               "method", "c", "keys_per_user", "bounding", "d")
 
 
 def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, records_per_group: Any = 1,
                      low: Any = None, high: Any = None, candidates: Any = None, noise: str = "laplace",
                      grid_steps: int = DEFAULT_STEPS, method: str = AUTO, keys_per_user: Any = None,
-                     delta: float = 0.0) -> AggregateParams:
+                     delta: float = 0.0, bounding: str = SRA, d: Any = 1) -> AggregateParams:
     """The parameters from the words of the API and the config (module docstring), each checked.
     ``delta``: partition selection's, with key columns chosen privately (private_keys.partition_delta)."""
     if not isinstance(keys, dict) or not keys:
@@ -78,7 +80,7 @@ def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, rec
         except (TypeError, ValueError) as e:
             raise ConfigError(f"candidates: {e}") from None
     return AggregateParams(group_keys(by, {name: _domain_spec(spec) for name, spec in keys.items()}),
-                           metrics_of(metrics), bound, clip, chosen, noise, method, keys_per_user, delta)
+                           metrics_of(metrics), bound, clip, chosen, noise, method, keys_per_user, delta, bounding, d)
 
 
 def _tuple_table_name(name: Any) -> str:
@@ -131,7 +133,8 @@ def from_config(c: ConfigTables) -> AggregateParams:
                             algorithm.get("candidates"), c.privacy.get("noise", "laplace"),
                             algorithm.get("grid_steps", DEFAULT_STEPS), algorithm.get("method", AUTO),
                             algorithm.get("keys_per_user"),
-                            partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0)
+                            partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0,
+                            algorithm.get("bounding", SRA), algorithm.get("d", 1))
 
 
 def _read_columns(params: AggregateParams) -> tuple[str, ...]:
@@ -204,7 +207,14 @@ def _describe(params: AggregateParams, epsilon: Fraction, domains: Domains) -> s
     bound = params.bound
     return (f"aggregate of {', '.join(str(m) for m in params.metrics)} by {', '.join(params.keys.names)} "
             f"({_groups_text(params)}) with epsilon {float(epsilon):g}; at most {bound.groups_per_user} groups "
-            f"per user and {bound.records_per_group} records per group" + (f"; {noise}" if noise else ""))
+            f"per user ({_choice_text(params)}) and {bound.records_per_group} records per group"
+            + (f"; {noise}" if noise else ""))
+
+
+def _choice_text(params: AggregateParams) -> str:
+    if params.bounding == HPA:
+        return f"the most popular, by a noisy popularity from {params.popularity_groups} per user"
+    return "a uniform sample"
 
 
 def _groups_text(params: AggregateParams) -> str:
@@ -238,6 +248,7 @@ def _report_section(params: AggregateParams) -> dict:
         "parameters": {
             "by": list(params.keys.names), "metrics": [str(m) for m in params.metrics],
             "groups_per_user": bound.groups_per_user, "records_per_group": bound.records_per_group,
+            "bounding": params.bounding, **({"d": params.popularity_groups} if params.bounding == HPA else {}),
             **({"low": clip.low, "high": clip.high, "grid_steps": clip.steps} if clip else {}),
             **({"candidates": len(params.candidates)} if params.candidates else {}),
             **({"method": params.method} if params.value else {}),
@@ -263,7 +274,8 @@ _POST_PROCESSING = {
 def _sensitivities(params: AggregateParams) -> dict:
     """Each ledger step's L1 sensitivity (the sums' in grid units; a quantile's on its scaled scores)."""
     steps = params.clip.steps if params.clip else 1
-    said = {noisy_totals.step_name(t, params.value): params.bound.sensitivity(t, steps)[0] for t in params.tables}
+    said = {popular_groups.STEP: params.popularity_groups} if params.bounding == HPA else {}
+    said.update({noisy_totals.step_name(t, params.value): params.bound.sensitivity(t, steps)[0] for t in params.tables})
     if params.method == HISTOGRAM:
         said[histogram_metrics.step_name(params.value or "")] = histogram_metrics.sensitivity(params.bound)[0]
         return said

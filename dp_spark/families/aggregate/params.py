@@ -12,7 +12,9 @@ the metrics ask for a quantile or for figures whose separate tables would carry 
 (AggregateParams._histogram_is_better): for the stars 1 to 5, a variance, not a mean alone.
 Each step gets the same part of ε (under zCDP, of ρ): by tables, a release of `count` and
 `mean(v)` spends half on the counts and half on the sums, one of `quantiles(v, 0.1, 0.5, 0.9)` a
-third on each level; by histogram, all of it on the histogram (half with `users`).
+third on each level; by histogram, all of it on the histogram (half with `users`). Before them,
+key columns chosen privately take half of ε to be selected, and HPA's bounding a tenth for the
+groups' popularity; the steps share the rest.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from dp_spark.families.aggregate import histogram_metrics
 from dp_spark.families.aggregate.keys import PRIVATE, GroupKeys
 from dp_spark.families.aggregate.metrics import USERS, Metric
 from dp_spark.families.aggregate.noisy_totals import GroupBound, step_name, tables_for
+from dp_spark.families.aggregate.popular_groups import POPULARITY_SHARE
+from dp_spark.families.aggregate.popular_groups import SPLIT_KEY as POPULARITY_STEP
 from dp_spark.families.aggregate.quantiles import MAX_CANDIDATES, Candidates
 from dp_spark.release.family import rows_per_user
 from dp_spark.release.private_keys import PARTITION_SHARE
@@ -41,6 +45,8 @@ METHODS = (AUTO, HISTOGRAM, TABLES)
 AUTO_HISTOGRAM_CANDIDATES = 32
 # The budget's part that selects the tuples of the key columns chosen privately (as the counts').
 SELECTION_STEP = "epsilon_partition"
+SRA, HPA = "sra", "hpa"
+BOUNDINGS = (SRA, HPA)
 
 
 def quantile_step(value: str, level: Fraction) -> str:
@@ -66,6 +72,10 @@ class AggregateParams:
     # groups_per_user) and the δ it spends (private_keys.partition_delta of privacy.delta).
     keys_per_user: int | None = None
     delta: float = 0.0
+    # Which groups a user keeps: "sra", a uniform sample; "hpa", the most popular by a noisy
+    # popularity from popularity_groups (d) groups per user (popular_groups).
+    bounding: str = SRA
+    popularity_groups: int = 1
 
     algorithm = "aggregate"
 
@@ -75,6 +85,11 @@ class AggregateParams:
         metrics = tuple(self.metrics)
         object.__setattr__(self, "metrics", metrics)
         self._check_selection()
+        if self.bounding not in BOUNDINGS:
+            raise ConfigError(f"bounding must be one of {', '.join(BOUNDINGS)}, got {self.bounding!r}")
+        object.__setattr__(self, "popularity_groups", rows_per_user(self.popularity_groups, "d"))
+        if self.bounding == SRA and self.popularity_groups != 1:
+            raise ConfigError("d, the groups per user the popularity counts, is used only with bounding = \"hpa\"")
         value = self.value
         if value is not None and self.clip is None:
             raise ConfigError(f"metrics of {value} need its public range: give low and high")
@@ -178,11 +193,14 @@ class AggregateParams:
             raise ConfigError(f"the metrics ask for one quantile level twice: {', '.join(steps)}")
         epsilon = Fraction(epsilon)
         first = {SELECTION_STEP: epsilon * PARTITION_SHARE} if self.keys.private else {}
+        if self.bounding == HPA:
+            first[POPULARITY_STEP] = epsilon * POPULARITY_SHARE
         rest = epsilon - sum(first.values(), Fraction(0))
         return {**first, **{step: rest / len(steps) for step in steps}}
 
     def split_keys(self) -> tuple[str, ...]:
-        return (*([SELECTION_STEP] if self.keys.private else []), *self.steps())
+        return (*([SELECTION_STEP] if self.keys.private else []), *([POPULARITY_STEP] if self.bounding == HPA else []),
+                *self.steps())
 
 
 def clip_of(low: float | None, high: float | None, steps: int = DEFAULT_STEPS) -> ClipRange | None:

@@ -32,10 +32,10 @@ from dp_spark.bounding import keys as row_keys
 from dp_spark.bounding.user_groups import bounded_groups
 from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.families.aggregate import histogram_metrics, noisy_totals, private_groups, quantiles
+from dp_spark.families.aggregate import histogram_metrics, noisy_totals, popular_groups, private_groups, quantiles
 from dp_spark.families.aggregate.keys import column
 from dp_spark.families.aggregate.metrics import COUNT, USERS
-from dp_spark.families.aggregate.params import HISTOGRAM, QUANTILE_KINDS, AggregateParams, quantile_step
+from dp_spark.families.aggregate.params import HISTOGRAM, HPA, QUANTILE_KINDS, AggregateParams, quantile_step
 from dp_spark.io.validation import usable_value, user_values, value_number
 
 GROUP = "_group"
@@ -88,11 +88,24 @@ def grouped_records(records: DataFrame, params: AggregateParams, user_col: str =
     return row_keys.with_row_key(usable.select(*columns), user_col)
 
 
-def kept_records(records: DataFrame, params: AggregateParams, seed: int | None, user_col: str = "user_id") -> DataFrame:
-    """The records the bound keeps (steps 1 and 2), with their group index (GROUP) and value (VALUE)."""
+def kept_records(records: DataFrame, params: AggregateParams, seed: int | None, user_col: str = "user_id",
+                 ranks: np.ndarray | None = None) -> DataFrame:
+    """The records the bound keeps (steps 1 and 2), with their group index (GROUP) and value
+    (VALUE). ``ranks``: with HPA's bounding, each group's rank of noisy popularity (a DP output,
+    popular_groups.popularity_ranks), by which a user keeps its groups."""
+    return bounded(grouped_records(records, params, user_col), params, seed, user_col, ranks)
+
+
+def bounded(grouped: DataFrame, params: AggregateParams, seed: int | None, user_col: str = "user_id",
+            ranks: np.ndarray | None = None) -> DataFrame:
+    """Step 2 on grouped_records' records: at most l groups per user (a uniform sample, or with
+    ``ranks`` the most popular) and c records in each."""
     bound = params.bound
-    return bounded_groups(grouped_records(records, params, user_col), GROUP, bound.groups_per_user,
-                          bound.records_per_group, seed, user_col)
+    if ranks is None:
+        return bounded_groups(grouped, GROUP, bound.groups_per_user, bound.records_per_group, seed, user_col)
+    scored = popular_groups.with_ranks(grouped, GROUP, ranks)
+    return bounded_groups(scored, GROUP, bound.groups_per_user, bound.records_per_group, seed, user_col,
+                          score=popular_groups.SCORE).drop(popular_groups.SCORE)
 
 
 def aggregate_table(records: DataFrame, params: AggregateParams, split: Mapping[str, Fraction], noise: str,
@@ -101,7 +114,14 @@ def aggregate_table(records: DataFrame, params: AggregateParams, split: Mapping[
     """The released table (the key columns of every group, then the metrics' columns), and the
     records bounding kept (NOT private: the operator's diagnostics)."""
     bound = params.bound
-    kept = kept_records(records, params, seed, user_col).cache()
+    grouped = grouped_records(records, params, user_col)
+    if params.bounding == HPA:  # the popularity is drawn first, from the records grouped once
+        grouped = grouped.cache()
+        ranks = popular_groups.popularity_ranks(grouped, GROUP, len(params.keys), params.popularity_groups,
+                                                split[popular_groups.SPLIT_KEY], budget, rng, seed, user_col)
+        kept = bounded(grouped, params, seed, user_col, ranks).cache()
+    else:
+        kept = bounded(grouped, params, seed, user_col).cache()
     try:
         groups = len(params.keys)
         columns: dict = {}
@@ -132,6 +152,7 @@ def aggregate_table(records: DataFrame, params: AggregateParams, split: Mapping[
                 columns.update({name: chosen[:, at] for at, name in enumerate(names)})
     finally:
         kept.unpersist()
+        grouped.unpersist()  # a no-op unless it was cached
     table = params.keys.frame()
     for metric in params.metrics:
         for name in metric.columns:
