@@ -352,13 +352,14 @@ def means(df: DataFrame, *, items: Items, value: str, l: Bound, low: float | str
 
 
 def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any], metrics: Sequence[str],
-              groups_per_user: int, records_per_group: int = 1, low: float | None = None, high: float | None = None,
-              candidates: Sequence[float] | None = None, epsilon: Number | None = None, privacy_unit: str = "user_id",
+              groups_per_user: int | str, records_per_group: int = 1, low: float | None = None,
+              high: float | None = None, candidates: Sequence[float] | None = None, epsilon: Number | None = None,
+              privacy_unit: str = "user_id",
               seed: int | None = None, budget: DatasetBudget | None = None,
               guards: Mapping[str, Any] | Guards | None = None, progress: ProgressSink | None = None,
               noise: str | None = "laplace", delta: float | None = None, rho: Number | None = None,
               max_output_rows: int | None = None, method: str = "auto", keys_per_user: int | None = None,
-              bounding: str = "sra", d: int = 1) -> Release:
+              bounding: str = "sra", d: int = 1, groups_per_user_candidates: Sequence[int] | None = None) -> Release:
     """Several metrics per group of the key columns ``by``, in one table (``groups``): one row per combination of the
     keys' public values ``keys`` ({column: a range, a list, or an item domain's table such as {"file": ...}};
     {("city", "zip"): rows}: the listed tuples of several columns, a list of tuples or a pandas DataFrame, instead
@@ -375,7 +376,8 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
     values chosen by partition selection over the tuples of all such columns, with half of ε and ``delta`` (needed
     then), each user on at most ``keys_per_user`` tuples (default ``groups_per_user``). ``bounding="hpa"``: each
     user keeps its most popular groups, by a noisy popularity (a tenth of ε) from ``d`` groups per user, rather than
-    a uniform sample. docs/aggregate.md."""
+    a uniform sample. ``groups_per_user="auto"``: l chosen privately from ``groups_per_user_candidates`` with a tenth
+    of ε. docs/aggregate.md."""
     private = isinstance(keys, Mapping) and any(spec == PRIVATE_ITEMS for spec in keys.values())
     if private:  # partition selection spends delta, and shares it under zCDP
         if delta is None:
@@ -389,7 +391,7 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
                               records_per_group, low, high, candidates, noise or "laplace", method=method,
                               keys_per_user=keys_per_user,
                               delta=partition_delta(delta or 0.0, accounting.zcdp) if private else 0.0,
-                              bounding=bounding, d=d)
+                              bounding=bounding, d=d, groups_per_user_candidates=groups_per_user_candidates)
     family = family_of("aggregate")
     check_accounting(family, params, accounting)
     domains = Domains(None)

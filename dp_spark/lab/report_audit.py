@@ -218,6 +218,21 @@ PRIVATE_GROUPS_ALLOWED = (
             "privately (a DP output)", step=r"(?!select groups$).*"),
     Allowed("outputs.*.rows", "one row per group, whose number follows from the tuples selected privately"),
 )
+# An aggregation with groups_per_user = "auto": l is an output of the exponential mechanism (step
+# "choose groups_per_user"), and every metric step's sensitivity and scale follow from it.
+AGGREGATE_CHOICE_STEP = r"choose groups_per_user"
+AGGREGATE_METRIC_STEPS = r"(?!choose groups_per_user|select groups$|popularity$).*"
+AGGREGATE_AUTO_ALLOWED = (
+    Allowed("algorithm.chosen.groups_per_user", "an output of the exponential mechanism (step choose "
+            "groups_per_user)"),
+    Allowed("algorithm.chosen.users_noisy", "the users with a record in a group, with discrete Laplace noise (step "
+            "choose groups_per_user: users)"),
+    Allowed("algorithm.chosen.user_cap", "the quality's user cap: post-processing of the noisy user count"),
+    *(Allowed(f"ledger[*].{leaf}", "the choice's Δq is at the user cap, post-processing of the noisy user count",
+              step=AGGREGATE_CHOICE_STEP) for leaf in ("sensitivity_l1", "noise_scale")),
+    *(Allowed(f"ledger[*].{leaf}", "the metric steps' sensitivity follows from the privately chosen l (a DP output)",
+              step=AGGREGATE_METRIC_STEPS) for leaf in ("sensitivity_l1", "noise_scale")),
+)
 
 # Under zCDP a Gaussian step's σ² is the sensitivity's over ε², rounded up to what the exact sampler
 # takes; where that sensitivity is a DP output (DPSense's θ*, the counts' chosen bound), σ², the step's
@@ -259,6 +274,10 @@ def allowed_for(report: dict) -> tuple[Allowed, ...]:
     domain = report.get("domain")
     if name == "aggregate" and isinstance(domain, dict) and domain.get("private_keys"):
         extra += PRIVATE_GROUPS_ALLOWED
+    if name == "aggregate" and parameters.get("groups_per_user") == "auto":
+        extra += AGGREGATE_AUTO_ALLOWED + _accuracy_allowed(report)
+        if gaussian:
+            extra += _gaussian_chosen_allowed(AGGREGATE_METRIC_STEPS, "the privately chosen groups_per_user")
     return ALLOWED + extra
 
 

@@ -25,7 +25,14 @@ from pyspark.sql import types as T
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.clip_range import DEFAULT_STEPS
 from dp_spark.errors import ConfigError, DataError
-from dp_spark.families.aggregate import histogram_metrics, noisy_totals, popular_groups, private_groups, quantiles
+from dp_spark.families.aggregate import (
+    bound_choice,
+    histogram_metrics,
+    noisy_totals,
+    popular_groups,
+    private_groups,
+    quantiles,
+)
 from dp_spark.families.aggregate.keys import PRIVATE, group_keys
 from dp_spark.families.aggregate.metrics import COUNT, USERS, metrics_of
 from dp_spark.families.aggregate.noisy_totals import RECORDS, SUM, GroupBound
@@ -41,9 +48,9 @@ from dp_spark.families.aggregate.params import (
     quantile_step,
 )
 from dp_spark.families.aggregate.quantiles import Candidates
-from dp_spark.families.aggregate.run import TABLE, aggregate_table, empty_table, usable_records
+from dp_spark.families.aggregate.run import GROUP, TABLE, aggregate_table, empty_table, grouped_records, usable_records
 from dp_spark.io.validation import INTEGER_TYPES, NUMERIC_TYPES, analysed, user_values
-from dp_spark.release import sum_tables
+from dp_spark.release import bound_selection, sum_tables
 from dp_spark.release.family import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require
 from dp_spark.release.private_keys import partition_delta
 
@@ -52,22 +59,35 @@ CONFIDENCE = 0.95
 # The records kept in a group at which plan and the report state a mean's interval.
 RECORDS_SHOWN = (10, 100, 1_000, 10_000)
 # The paper's names for the bound, taken as aliases of the users' words.
-ALIASES = {"l": "groups_per_user", "c": "records_per_group"}
+ALIASES = {"l": "groups_per_user", "c": "records_per_group", "l_candidates": "groups_per_user_candidates"}
 CONFIG_KEYS = ("by", "metrics", "groups_per_user", "records_per_group", "low", "high", "candidates", "grid_steps",
-               "method", "c", "keys_per_user", "bounding", "d")
+               "method", "c", "keys_per_user", "bounding", "d", "groups_per_user_candidates", "l_candidates")
 
 
 def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, records_per_group: Any = 1,
                      low: Any = None, high: Any = None, candidates: Any = None, noise: str = "laplace",
                      grid_steps: int = DEFAULT_STEPS, method: str = AUTO, keys_per_user: Any = None,
-                     delta: float = 0.0, bounding: str = SRA, d: Any = 1) -> AggregateParams:
+                     delta: float = 0.0, bounding: str = SRA, d: Any = 1,
+                     groups_per_user_candidates: Any = None) -> AggregateParams:
     """The parameters from the words of the API and the config (module docstring), each checked.
-    ``delta``: partition selection's, with key columns chosen privately (private_keys.partition_delta)."""
+    ``delta``: partition selection's, with key columns chosen privately (private_keys.partition_delta);
+    ``groups_per_user = "auto"``: l chosen privately from ``groups_per_user_candidates`` (default
+    bound_selection.DEFAULT_CANDIDATES)."""
     if not isinstance(keys, dict) or not keys:
         raise ConfigError("keys: give each key column's public values, or \"private\", e.g. "
                           "keys={\"movie\": range(1, 3953), \"gender\": [\"F\", \"M\"]}")
     keys = {_tuple_table_name(name): {"columns": list(name), "rows": spec} if isinstance(name, tuple) else spec
             for name, spec in keys.items()}
+    bound_candidates = None
+    if groups_per_user == AUTO:
+        try:
+            bound_candidates = tuple(int(b) for b in bound_selection.candidates_checked(
+                groups_per_user_candidates or bound_selection.DEFAULT_CANDIDATES))
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"groups_per_user_candidates: {e}") from None
+        groups_per_user = bound_candidates[-1]
+    elif groups_per_user_candidates is not None:
+        raise ConfigError("groups_per_user_candidates are used only with groups_per_user = \"auto\"")
     try:
         bound = GroupBound(groups_per_user, records_per_group)
     except ValueError as e:
@@ -80,7 +100,8 @@ def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, rec
         except (TypeError, ValueError) as e:
             raise ConfigError(f"candidates: {e}") from None
     return AggregateParams(group_keys(by, {name: _domain_spec(spec) for name, spec in keys.items()}),
-                           metrics_of(metrics), bound, clip, chosen, noise, method, keys_per_user, delta, bounding, d)
+                           metrics_of(metrics), bound, clip, chosen, noise, method, keys_per_user, delta, bounding, d,
+                           bound_candidates)
 
 
 def _tuple_table_name(name: Any) -> str:
@@ -134,7 +155,8 @@ def from_config(c: ConfigTables) -> AggregateParams:
                             algorithm.get("grid_steps", DEFAULT_STEPS), algorithm.get("method", AUTO),
                             algorithm.get("keys_per_user"),
                             partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0,
-                            algorithm.get("bounding", SRA), algorithm.get("d", 1))
+                            algorithm.get("bounding", SRA), algorithm.get("d", 1),
+                            algorithm.get("groups_per_user_candidates"))
 
 
 def _read_columns(params: AggregateParams) -> tuple[str, ...]:
@@ -174,12 +196,19 @@ def run(params: AggregateParams, inputs: RunInputs) -> FamilyOutput:
             inputs.progress(NOTHING_SELECTED)
             return FamilyOutput({TABLE: empty_table(params)}, {"partition_selection": selection},
                                 chosen={"groups_selected": 0})
+    chosen = {"groups_selected": len(params.keys)} if params.keys.private else {}
+    if params.bound_candidates is not None:
+        candidates = list(params.bound_candidates)
+        inputs.progress(f"choosing groups_per_user privately from {candidates}")
+        params, bound = bound_choice.choose(grouped_records(inputs.records, params), params, inputs.split,
+                                            inputs.budget, inputs.rng, GROUP)
+        inputs.progress(f"groups_per_user = {params.bound.groups_per_user}, chosen privately from {candidates}")
+        chosen.update(bound)
     inputs.progress("records read; bounding and aggregating")
     table, kept = aggregate_table(inputs.records, params, inputs.split, params.noise, inputs.budget, inputs.rng,
                                   inputs.seed, 1 - CONFIDENCE)
     diagnostics = {"rows_after_bounding": kept, **({"partition_selection": selection} if selection else {})}
-    return FamilyOutput({TABLE: table}, diagnostics,
-                        chosen={"groups_selected": len(params.keys)} if params.keys.private else None)
+    return FamilyOutput({TABLE: table}, diagnostics, chosen=chosen or None)
 
 
 # The progress line of a release whose selection kept no tuple of the private key columns.
@@ -205,15 +234,25 @@ def _selected(params: AggregateParams, inputs: RunInputs) -> tuple[AggregatePara
 def _describe(params: AggregateParams, epsilon: Fraction, domains: Domains) -> str:
     noise = noise_choice.described(params.noise)
     bound = params.bound
+    per_user = "l" if params.auto else bound.groups_per_user
     return (f"aggregate of {', '.join(str(m) for m in params.metrics)} by {', '.join(params.keys.names)} "
-            f"({_groups_text(params)}) with epsilon {float(epsilon):g}; at most {bound.groups_per_user} groups "
-            f"per user ({_choice_text(params)}) and {bound.records_per_group} records per group"
+            f"({_groups_text(params)}) with epsilon {float(epsilon):g}; at most {per_user} groups per user "
+            f"({_choice_text(params)}) and {bound.records_per_group} records per group"
             + (f"; {noise}" if noise else ""))
+
+
+def _with_chosen(params: AggregateParams, chosen: dict) -> tuple[AggregateParams, dict] | None:
+    """The parameters at the privately chosen l, for the report's accuracy."""
+    if "groups_per_user" not in chosen:
+        return None
+    return bound_choice.at_bound(params, chosen["groups_per_user"]), {"groups_per_user": chosen["groups_per_user"]}
 
 
 def _choice_text(params: AggregateParams) -> str:
     if params.bounding == HPA:
         return f"the most popular, by a noisy popularity from {params.popularity_groups} per user"
+    if params.auto:
+        return f"a uniform sample; l chosen privately from {list(params.bound_candidates or ())}"
     return "a uniform sample"
 
 
@@ -247,13 +286,16 @@ def _report_section(params: AggregateParams) -> dict:
     return {
         "parameters": {
             "by": list(params.keys.names), "metrics": [str(m) for m in params.metrics],
-            "groups_per_user": bound.groups_per_user, "records_per_group": bound.records_per_group,
+            "groups_per_user": AUTO if params.auto else bound.groups_per_user,
+            **({"groups_per_user_candidates": list(params.bound_candidates or ())} if params.auto else {}),
+            "records_per_group": bound.records_per_group,
             "bounding": params.bounding, **({"d": params.popularity_groups} if params.bounding == HPA else {}),
             **({"low": clip.low, "high": clip.high, "grid_steps": clip.steps} if clip else {}),
             **({"candidates": len(params.candidates)} if params.candidates else {}),
             **({"method": params.method} if params.value else {}),
             "noise": params.noise, "confidence": CONFIDENCE,
-            "sensitivity_l1": _sensitivities(params),
+            # With l chosen privately, each step's sensitivity follows from it: the ledger states them.
+            **({} if params.auto else {"sensitivity_l1": _sensitivities(params)}),
         },
         "specification": "docs/aggregate.md",
         "post_processing": _POST_PROCESSING[params.method],
@@ -394,6 +436,6 @@ FAMILY = Family(name="aggregate", algorithms=("aggregate",), params_type=Aggrega
                 reads="keyed_records", read_columns=_read_columns, uses_item_domain=False,
                 item_domain_optional=True, domain_section=_domain_section, accuracy=_accuracy,
                 check_schema=_check_schema, output_rows=lambda params, domains: {TABLE: params.keys.size()},
-                delta=lambda params: params.delta,
+                delta=lambda params: params.delta, with_chosen=_with_chosen,
                 takes_gaussian=True)
 

@@ -31,6 +31,7 @@ from dp_spark.families.aggregate.noisy_totals import GroupBound, step_name, tabl
 from dp_spark.families.aggregate.popular_groups import POPULARITY_SHARE
 from dp_spark.families.aggregate.popular_groups import SPLIT_KEY as POPULARITY_STEP
 from dp_spark.families.aggregate.quantiles import MAX_CANDIDATES, Candidates
+from dp_spark.release import bound_selection
 from dp_spark.release.family import rows_per_user
 from dp_spark.release.private_keys import PARTITION_SHARE
 
@@ -47,6 +48,9 @@ AUTO_HISTOGRAM_CANDIDATES = 32
 SELECTION_STEP = "epsilon_partition"
 SRA, HPA = "sra", "hpa"
 BOUNDINGS = (SRA, HPA)
+# groups_per_user = "auto": l chosen privately (bound_choice) with this part of ε, before the rest.
+BOUND_SPLIT_KEY = "epsilon_bound"
+BOUND_SHARE = bound_selection.DEFAULT_SHARE
 
 
 def quantile_step(value: str, level: Fraction) -> str:
@@ -76,6 +80,9 @@ class AggregateParams:
     # popularity from popularity_groups (d) groups per user (popular_groups).
     bounding: str = SRA
     popularity_groups: int = 1
+    # groups_per_user = "auto": the candidates l is chosen from (bound_choice); ``bound`` then holds
+    # the largest, at which plan states the error.
+    bound_candidates: tuple[int, ...] | None = None
 
     algorithm = "aggregate"
 
@@ -90,6 +97,7 @@ class AggregateParams:
         object.__setattr__(self, "popularity_groups", rows_per_user(self.popularity_groups, "d"))
         if self.bounding == SRA and self.popularity_groups != 1:
             raise ConfigError("d, the groups per user the popularity counts, is used only with bounding = \"hpa\"")
+        self._check_bound_candidates()
         value = self.value
         if value is not None and self.clip is None:
             raise ConfigError(f"metrics of {value} need its public range: give low and high")
@@ -110,6 +118,25 @@ class AggregateParams:
         overlap = set(self.keys.names) & {c for m in metrics for c in m.columns}
         if overlap:
             raise ConfigError(f"a key column and a metric's output share the name {', '.join(sorted(overlap))}")
+
+    def _check_bound_candidates(self) -> None:
+        if self.bound_candidates is None:
+            return
+        try:
+            candidates = tuple(int(b) for b in bound_selection.candidates_checked(self.bound_candidates))
+        except ValueError as e:
+            raise ConfigError(f"groups_per_user_candidates: {e}") from None
+        if candidates[-1] != self.bound.groups_per_user:
+            raise ValueError("with groups_per_user = \"auto\" the bound holds the largest candidate")
+        if self.bounding == HPA:
+            raise ConfigError("groups_per_user = \"auto\" weighs the bias of SRA's uniform sample of groups; with "
+                              "bounding = \"hpa\" give groups_per_user")
+        object.__setattr__(self, "bound_candidates", candidates)
+
+    @property
+    def auto(self) -> bool:
+        """Whether l is chosen privately (groups_per_user = "auto")."""
+        return self.bound_candidates is not None
 
     def _check_selection(self) -> None:
         """keys_per_user and delta, which only partition selection reads, checked (and the default
@@ -193,14 +220,16 @@ class AggregateParams:
             raise ConfigError(f"the metrics ask for one quantile level twice: {', '.join(steps)}")
         epsilon = Fraction(epsilon)
         first = {SELECTION_STEP: epsilon * PARTITION_SHARE} if self.keys.private else {}
+        if self.auto:
+            first[BOUND_SPLIT_KEY] = epsilon * BOUND_SHARE
         if self.bounding == HPA:
             first[POPULARITY_STEP] = epsilon * POPULARITY_SHARE
         rest = epsilon - sum(first.values(), Fraction(0))
         return {**first, **{step: rest / len(steps) for step in steps}}
 
     def split_keys(self) -> tuple[str, ...]:
-        return (*([SELECTION_STEP] if self.keys.private else []), *([POPULARITY_STEP] if self.bounding == HPA else []),
-                *self.steps())
+        return (*([SELECTION_STEP] if self.keys.private else []), *([BOUND_SPLIT_KEY] if self.auto else []),
+                *([POPULARITY_STEP] if self.bounding == HPA else []), *self.steps())
 
 
 def clip_of(low: float | None, high: float | None, steps: int = DEFAULT_STEPS) -> ClipRange | None:

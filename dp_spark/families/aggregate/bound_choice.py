@@ -1,0 +1,86 @@
+"""groups_per_user = "auto": l chosen privately from public candidates, with the counts' choice of
+a bound (release.bound_selection, claim docs/bound_selection.md, "Privacy claim: bound_selection")
+applied to a user's groups.
+
+The quality weighs, at each candidate l, the bias SRA's uniform sample of l groups brings against
+the noise a count per group carries at l. The bias is counted in memberships: a user with n
+groups keeps each with probability l/n, so it is absent from each of its groups with probability
+(n − l)⁺/n, and the squared norm over the groups of these expected absences (each user's part
+capped at U, from a DP count of the users) is bound_selection's with one record per (user,
+group) cell: one user moves it by at most √U, the sensitivity the mechanism is given. The noise
+side is public: the variance of one step's noise per group at L1 l·c (L2² l·c²), times the number
+of groups, over c² so that it is counted in memberships of c records each. A tenth of ε pays for
+the choice (params.BOUND_SHARE, the counts' and means' share), before the bound it chooses is
+applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from dp_spark.core import noise_choice
+from dp_spark.core.ledger import Budget
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.families.aggregate.noisy_totals import GroupBound
+from dp_spark.families.aggregate.params import BOUND_SPLIT_KEY, AggregateParams
+from dp_spark.release import bound_bias, bound_selection
+
+STEP = "choose groups_per_user"
+
+
+def error_model(params: AggregateParams, split: dict[str, Fraction], groups: int) -> bound_selection.ErrorModel:
+    """The quality's public side at each candidate: one table of memberships (T = 1, one record per
+    cell) and the noise of one metric step per group at that l, in memberships of c records."""
+    assert params.bound_candidates is not None
+    c = params.bound.records_per_group
+    share = min(split[step] for step in params.steps())
+    noise = []
+    for l in params.bound_candidates:
+        l1, l2_squared = l * c, l * c * c
+        chosen = noise_choice.chosen(params.noise, l1, l2_squared, share)
+        variance = (noise_choice.gaussian_variance(l2_squared, share) if chosen == noise_choice.GAUSSIAN
+                    else noise_choice.laplace_variance(l1, share))
+        noise.append(Fraction(variance) * groups / (c * c))
+    return bound_selection.ErrorModel(1, 1, tuple(noise))
+
+
+def memberships(grouped: DataFrame, group: str, user_col: str = "user_id") -> DataFrame:
+    """Each user's distinct groups, as bound_bias reads a user's records: (user_id, item_id) with
+    one row per (user, group), so that a cell's k is 1 and a user's n its number of groups."""
+    return grouped.select(F.col(user_col).alias("user_id"), F.col(group).alias("item_id")).distinct()
+
+
+def membership_norms(pairs: DataFrame, candidates: tuple[int, ...], users: int, user_cap: int) -> list[int]:
+    """The squared norms of the expected absences at each candidate, each user's part capped at
+    ``user_cap`` (NOT private: read only by the mechanism)."""
+    norms, _tables = bound_bias.squared_bias_norms(pairs, candidates, 1, bound_selection.GRID, False, users=users,
+                                                   user_cap=user_cap)
+    return norms
+
+
+def choose(grouped: DataFrame, params: AggregateParams, split: dict[str, Fraction], budget: Budget,
+           rng: RandomSource, group: str, user_col: str = "user_id") -> tuple[AggregateParams, dict]:
+    """The parameters at the l chosen privately (a DP output) and what the report says of it.
+    ``grouped``: run.grouped_records' records (a user and a group index each); NOT private, read
+    only by the mechanism."""
+    candidates = params.bound_candidates
+    assert candidates is not None
+    pairs = memberships(grouped, group, user_col).cache()
+    try:
+        users = pairs.select("user_id").distinct().count()
+        choice = bound_selection.choose_bound_by_users(lambda cap: membership_norms(pairs, candidates, users, cap),
+                                                       users, candidates, error_model(params, split, len(params.keys)),
+                                                       split[BOUND_SPLIT_KEY], budget, rng, step=STEP)
+    finally:
+        pairs.unpersist()
+    return at_bound(params, choice.bound), choice.to_json("groups_per_user")
+
+
+def at_bound(params: AggregateParams, l: int) -> AggregateParams:
+    """The parameters at ``l``, no longer "auto"."""
+    return replace(params, bound=GroupBound(l, params.bound.records_per_group), bound_candidates=None)
+
