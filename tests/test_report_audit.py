@@ -364,8 +364,9 @@ JOBS = {
         "items = { range = [1, 20] }", 'items = "private"').replace("epsilon = 1.0", "epsilon = 40.0\ndelta = 1e-6")),
     # Metrics per group, by histogram and by tables (under zCDP only the noise differs, not what
     # readers see).
-    # By histogram, each user's groups the most popular (HPA's rule: two independent paths, one case).
-    "aggregate": ("ratings", lambda p: aggregate_config(p) + 'bounding = "hpa"\nd = 2\n'),
+    # By histogram, each user's groups the most popular (HPA's rule), with guards (independent paths, one case).
+    "aggregate": ("ratings", lambda p: aggregate_config(p) + 'bounding = "hpa"\nd = 2\n'
+                  "[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\nmax_truncated_fraction = 1\n"),
     # By tables, with the items chosen privately and l chosen privately (independent paths, one case).
     "aggregate_tables": ("ratings", lambda p: aggregate_config(p, "epsilon = 40.0\ndelta = 1e-6").replace(
         "item_id = { range = [1, 20] }", 'item_id = "private"').replace(

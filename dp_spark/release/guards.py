@@ -23,7 +23,8 @@ paid from the budget and listed in the ledger:
   outside the domain** may be. Each user's share is in [0, 1], so the sum over users moves by at
   most 1 when one user is added or removed, and the number of users by 1.
 * ``max_truncated_fraction``: the most that the share of users with more records than the
-  per-user bound (counts: ``l``/``m``; location entropy: ``M`` locations) may be; the count of
+  per-user bound (counts: ``l``/``m``; location entropy: ``M`` locations; aggregate: ``l`` groups
+  or ``c`` records in one) may be; the count of
   those users moves by at most 1. Only for families whose bound is public and applied before any
   noise (not DPSense, whose θ is chosen privately, nor the user histogram, which never truncates).
 
@@ -77,8 +78,8 @@ LIMIT_KEYS = ("max_dropped_fraction", "max_truncated_fraction")
 DEFAULT_WARN_DROPPED_FRACTION = 0.05
 # The families that count coverage before their noise; of them, those whose per-user bound is
 # public and applied before any noise is drawn.
-COVERAGE_GUARDED = ("counts", "user_histogram", "dpsense", "location_entropy", "means")
-TRUNCATION_GUARDED = ("counts", "location_entropy", "means")
+COVERAGE_GUARDED = ("counts", "user_histogram", "dpsense", "location_entropy", "means", "aggregate")
+TRUNCATION_GUARDED = ("counts", "location_entropy", "means", "aggregate")
 LABEL = "NOT PRIVATE"
 SPLIT_KEY = "epsilon_guards"
 STRICT_CONDITION = ("guards.strict: a run refused for malformed records (null or non-integer ids, values "
@@ -140,7 +141,7 @@ class Guards:
         if self.max_truncated_fraction is not None and family_name not in TRUNCATION_GUARDED:
             raise ConfigError(f"guards.max_truncated_fraction is not checked for {algorithm}: its per-user bound "
                               "is not a public number applied before the noise (use it with the counts "
-                              "algorithms or entropy)")
+                              "algorithms, the means, entropy or aggregate)")
 
 
 def guards_of(table: Any) -> Guards:

@@ -27,6 +27,7 @@ from dp_spark.core.clip_range import DEFAULT_STEPS
 from dp_spark.errors import ConfigError, DataError
 from dp_spark.families.aggregate import (
     bound_choice,
+    coverage,
     histogram_metrics,
     noisy_totals,
     popular_groups,
@@ -50,7 +51,7 @@ from dp_spark.families.aggregate.params import (
 from dp_spark.families.aggregate.quantiles import Candidates
 from dp_spark.families.aggregate.run import GROUP, TABLE, aggregate_table, empty_table, grouped_records, usable_records
 from dp_spark.io.validation import INTEGER_TYPES, NUMERIC_TYPES, analysed, user_values
-from dp_spark.release import bound_selection, sum_tables
+from dp_spark.release import bound_selection, guards, sum_tables
 from dp_spark.release.family import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require
 from dp_spark.release.private_keys import partition_delta
 
@@ -186,7 +187,6 @@ def _check_schema(params: AggregateParams, records, domains: Domains) -> None:
 
 
 def run(params: AggregateParams, inputs: RunInputs) -> FamilyOutput:
-    # Guards' limits were refused before anything ran (Guards.check_family): no coverage is counted here.
     selection: dict = {}
     if params.keys.tupled and not params.keys.private:
         params = replace(params, keys=private_groups.listed_typed(params.keys, inputs.records.schema))
@@ -204,11 +204,22 @@ def run(params: AggregateParams, inputs: RunInputs) -> FamilyOutput:
                                             inputs.budget, inputs.rng, GROUP)
         inputs.progress(f"groups_per_user = {params.bound.groups_per_user}, chosen privately from {candidates}")
         chosen.update(bound)
+    decided = _guarded(params, inputs)  # before the metrics' noise
     inputs.progress("records read; bounding and aggregating")
     table, kept = aggregate_table(inputs.records, params, inputs.split, params.noise, inputs.budget, inputs.rng,
                                   inputs.seed, 1 - CONFIDENCE)
     diagnostics = {"rows_after_bounding": kept, **({"partition_selection": selection} if selection else {})}
-    return FamilyOutput({TABLE: table}, diagnostics, chosen=chosen or None)
+    return FamilyOutput({TABLE: table}, diagnostics, chosen=chosen or None, guards=decided)
+
+
+def _guarded(params: AggregateParams, inputs: RunInputs) -> dict | None:
+    """The guards' decision on noisy figures (release.guards.check), and the coverage for an
+    operator who asked for diagnostics: one pass per user, only when either is wanted."""
+    if not inputs.guards.active and not getattr(inputs.progress, "diagnostics", False):
+        return None
+    figures, counted = coverage.counted(inputs.records, params)
+    guards.tell(inputs.guards, counted, inputs.progress)
+    return guards.check(inputs, figures, bound=counted.bound) if inputs.guards.active else None
 
 
 # The progress line of a release whose selection kept no tuple of the private key columns.
