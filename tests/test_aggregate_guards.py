@@ -17,11 +17,11 @@ from dp_spark.release import guards
 
 def _ratings() -> pd.DataFrame:
     """Users with 1 to 6 ratings of movies 1 to 12, some outside the keys (movies 11, 12) or with
-    no value; user "" has no usable id."""
+    no value; rows with a blank or null user id belong to no user."""
     rng = np.random.default_rng(3)
     rows = [(str(u), int(rng.integers(1, 13)), rng.choice([1.0, 4.0, np.nan], p=[0.45, 0.45, 0.1]))
             for u in range(200) for _ in range(int(rng.integers(1, 7)))]
-    return pd.DataFrame(rows + [("", 1, 3.0)], columns=["user_id", "movie", "stars"])
+    return pd.DataFrame(rows + [("", 1, 3.0), (None, 2, 3.0), (None, 12, 3.0)], columns=["user_id", "movie", "stars"])
 
 
 @pytest.mark.spark
@@ -30,7 +30,7 @@ def test_the_figures_are_the_users_their_shares_outside_and_the_users_over_the_b
     params = aggregate_params(by="movie", keys={"movie": range(1, 11)}, metrics=["mean(stars)"], groups_per_user=2,
                               records_per_group=1, low=1, high=5)
     figures, said = coverage.counted(spark.createDataFrame(frame), params)
-    users = frame[frame["user_id"] != ""]
+    users = frame[frame["user_id"].notna() & (frame["user_id"] != "")]  # null and blank ids are no user
     inside = users["movie"].between(1, 10) & users["stars"].notna()
     per_user = users.assign(inside=inside).groupby("user_id")["inside"].agg(["size", "sum"])
     share = (np.floor(guards.SHARE_GRID * (per_user["size"] - per_user["sum"]) / per_user["size"])).sum()

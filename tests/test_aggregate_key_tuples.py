@@ -94,6 +94,9 @@ def test_a_release_counts_the_listed_tuples_only_and_types_them_as_the_records(s
     assert (table["count"] - pd.Series([300, 300, 0])).abs().max() <= 5  # noise of scale 0.1 at ε 30, L1 3
     assert release.report["domain"]["keys"]["zip"].startswith("a table of key tuples (3 rows given")
     assert release.report["domain"]["groups"] == 3
+    frame = pd.DataFrame({"city": ["Oslo"], "zip": ["0150"]})  # a pandas table of key tuples as well
+    assert len(dp_spark.aggregate(df, by=["city", "zip"], keys={("city", "zip"): frame}, metrics=["count"],
+                                  groups_per_user=3, epsilon=30, seed=1)["groups"]) == 1
 
 
 @pytest.mark.spark

@@ -54,6 +54,8 @@ def test_the_selection_takes_half_of_epsilon_first_and_keys_per_user_defaults_to
                                          "sum(stars)": Fraction(1, 4)}
     assert params.split_keys() == ("epsilon_partition", "count", "sum(stars)")
     assert _params(keys_per_user=2).keys_per_user == 2
+    # With l chosen privately the bound holds the largest candidate: the counts' default, 10, instead.
+    assert _params(groups_per_user="auto").keys_per_user == 10
 
 
 @pytest.mark.unit
@@ -155,6 +157,8 @@ def test_spark_writes_and_the_driver_reads_each_tuple_alike(spark):
                                                                              datetime.date(2038, 1, 19)]})
     texts = spark.createDataFrame(rows).select(private_groups.tuple_key(["n", "s", "d"], kinds).alias("k")).toPandas()
     assert [private_groups.decoded(t, kinds) for t in texts["k"]] == [tuple(r) for r in rows.itertuples(index=False)]
+    # A day Python's dates cannot hold (Spark's can): not released, rather than a failed run.
+    assert private_groups.decoded('{"k0":7,"k1":"x","k2":3000000}', kinds) is None
 
 
 @pytest.mark.spark

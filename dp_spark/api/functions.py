@@ -378,7 +378,8 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
     user keeps its most popular groups, by a noisy popularity (a tenth of ε) from ``d`` groups per user, rather than
     a uniform sample. ``groups_per_user="auto"``: l chosen privately from ``groups_per_user_candidates`` with a tenth
     of ε. docs/aggregate.md."""
-    private = isinstance(keys, Mapping) and any(spec == PRIVATE_ITEMS for spec in keys.values())
+    private = isinstance(keys, Mapping) and any(isinstance(spec, str) and spec == PRIVATE_ITEMS
+                                                for spec in keys.values())
     if private:  # partition selection spends delta, and shares it under zCDP
         if delta is None:
             raise ConfigError(f"a key column chosen privately (\"{PRIVATE_ITEMS}\") needs delta (e.g. 1e-6): "

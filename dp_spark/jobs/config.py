@@ -430,7 +430,7 @@ def _selects_privately(domain: dict[str, Any]) -> bool:
     (which spends privacy.delta)."""
     keys = domain.get("keys")
     return domain.get("items") == PRIVATE_ITEMS or (
-        isinstance(keys, dict) and any(spec == PRIVATE_ITEMS for spec in keys.values()))
+        isinstance(keys, dict) and any(isinstance(spec, str) and spec == PRIVATE_ITEMS for spec in keys.values()))
 
 
 def _own_keys(algorithm: str) -> tuple[str, ...]:

@@ -27,7 +27,8 @@ def counted(records: DataFrame, params: AggregateParams, user_col: str = "user_i
     """The guards' figures and the operator's coverage of ``records`` for ``params`` (groups known:
     private keys selected, listed tuples typed, l chosen)."""
     bad_user, user = user_values(records, user_col)
-    read = records.where(~bad_user).groupBy(user.alias("_u")).agg(F.count(F.lit(1)).alias("_n"))
+    # A null id is no user (validation's rule for the other families): its rows count for no one.
+    read = records.where(~bad_user & user.isNotNull()).groupBy(user.alias("_u")).agg(F.count(F.lit(1)).alias("_n"))
     grouped = run.grouped_records(records, params, user_col)
     # Rows a tuple left out by the selection drops are no mismatch: only what usable_records drops is.
     matched = run.usable_records(records, params, user_col) if params.keys.private else grouped

@@ -62,7 +62,8 @@ RECORDS_SHOWN = (10, 100, 1_000, 10_000)
 # The paper's names for the bound, taken as aliases of the users' words.
 ALIASES = {"l": "groups_per_user", "c": "records_per_group", "l_candidates": "groups_per_user_candidates"}
 CONFIG_KEYS = ("by", "metrics", "groups_per_user", "records_per_group", "low", "high", "candidates", "grid_steps",
-               "method", "c", "keys_per_user", "bounding", "d", "groups_per_user_candidates", "l_candidates")
+               "method", "c", "keys_per_user", "bounding", "groups_per_user_candidates", "l_candidates")
+# (Not d: the counts' HPA takes it as well, and a key listed here is refused for every other family.)
 
 
 def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, records_per_group: Any = 1,
@@ -143,7 +144,7 @@ def from_config(c: ConfigTables) -> AggregateParams:
                 raise ConfigError(f"algorithm.{alias} and algorithm.{name} are the same bound: give one")
             algorithm[name] = algorithm.pop(alias)
     keys = c.domain.get("keys")
-    private = isinstance(keys, dict) and any(spec == PRIVATE for spec in keys.values())
+    private = isinstance(keys, dict) and any(isinstance(spec, str) and spec == PRIVATE for spec in keys.values())
     if private and "delta" not in c.privacy:
         raise ConfigError(f"a key column chosen privately (\"{PRIVATE}\") needs privacy.delta (e.g. 1e-6): partition "
                           "selection spends it")
@@ -239,6 +240,11 @@ def _selected(params: AggregateParams, inputs: RunInputs) -> tuple[AggregatePara
                                               params.keys_per_user, inputs.split[SELECTION_STEP], params.delta,
                                               inputs.budget, inputs.rng, inputs.seed)
     inputs.progress(f"{len(keys.tuples or ()):,} tuples selected privately: {len(keys):,} groups")
+    limit = inputs.execution.max_output_rows
+    if len(keys) > limit:  # a DP output's size: refusing on it says nothing more
+        raise ConfigError(f"the {len(keys.tuples or ()):,} tuples selected privately make {len(keys):,} groups, more "
+                          f"than execution.max_output_rows = {limit:,}: raise it, or list fewer values of the other "
+                          "key columns")
     return replace(params, keys=keys), diagnostics
 
 
@@ -327,7 +333,9 @@ _POST_PROCESSING = {
 def _sensitivities(params: AggregateParams) -> dict:
     """Each ledger step's L1 sensitivity (the sums' in grid units; a quantile's on its scaled scores)."""
     steps = params.clip.steps if params.clip else 1
-    said = {popular_groups.STEP: params.popularity_groups} if params.bounding == HPA else {}
+    said = {private_groups.STEP: params.keys_per_user} if params.keys.private else {}
+    if params.bounding == HPA:
+        said[popular_groups.STEP] = params.popularity_groups
     said.update({noisy_totals.step_name(t, params.value): params.bound.sensitivity(t, steps)[0] for t in params.tables})
     if params.method == HISTOGRAM:
         said[histogram_metrics.step_name(params.value or "")] = histogram_metrics.sensitivity(params.bound)[0]

@@ -33,7 +33,7 @@ from dp_spark.families.aggregate.popular_groups import SPLIT_KEY as POPULARITY_S
 from dp_spark.families.aggregate.quantiles import MAX_CANDIDATES, Candidates
 from dp_spark.release import bound_selection
 from dp_spark.release.family import rows_per_user
-from dp_spark.release.private_keys import PARTITION_SHARE
+from dp_spark.release.private_keys import DEFAULT_KEYS_PER_USER, PARTITION_SHARE
 
 QUANTILE_KINDS = ("median", "quantiles")
 NOISES = ("laplace", "gaussian", "auto")
@@ -140,13 +140,17 @@ class AggregateParams:
 
     def _check_selection(self) -> None:
         """keys_per_user and delta, which only partition selection reads, checked (and the default
-        keys_per_user, groups_per_user, put in) when a key column is chosen privately."""
+        keys_per_user, groups_per_user or with "auto" DEFAULT_KEYS_PER_USER, put in) when a key
+        column is chosen privately."""
         if not self.keys.private:
             if self.keys_per_user is not None or self.delta:
                 raise ConfigError(f"keys_per_user and partition selection's delta are used only when a key column's "
                                   f"values are chosen privately (\"{PRIVATE}\")")
             return
-        keys_per_user = self.bound.groups_per_user if self.keys_per_user is None else self.keys_per_user
+        # With l chosen privately the bound holds the largest candidate, far more than a user's
+        # tuples should share partition selection's ε among: the counts' default then.
+        default = DEFAULT_KEYS_PER_USER if self.bound_candidates is not None else self.bound.groups_per_user
+        keys_per_user = default if self.keys_per_user is None else self.keys_per_user
         object.__setattr__(self, "keys_per_user", rows_per_user(keys_per_user, "keys_per_user"))
         delta = self.delta
         if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:

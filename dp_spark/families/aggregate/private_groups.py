@@ -34,7 +34,7 @@ from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.errors import ConfigError, DataError
 from dp_spark.families.aggregate.key_tuples import DATE, INTEGER, STRING, typed_tuples
-from dp_spark.families.aggregate.keys import GroupKeys, column
+from dp_spark.families.aggregate.keys import EPOCH, GroupKeys, column
 from dp_spark.io.validation import INTEGER_TYPES
 from dp_spark.release.private_keys import private_keys
 
@@ -63,8 +63,10 @@ def kinds(schema: T.StructType, names: Sequence[str]) -> tuple[str, ...]:
 
 def tuple_key(names: Sequence[str], column_kinds: Sequence[str]) -> Column:
     """The record's tuple as one text (null when any of its values is null): JSON of an array, the
-    whole numbers as longs, the dates as 'yyyy-MM-dd'."""
-    typed = [column(n).cast("long" if k == INTEGER else "string") for n, k in zip(names, column_kinds)]
+    whole numbers as longs, the dates as their days since 1970-01-01 (a text would not read back
+    for years past 9999)."""
+    typed = [column(n).cast("long") if k == INTEGER else F.unix_date(column(n)).cast("long") if k == DATE
+             else column(n).cast("string") for n, k in zip(names, column_kinds)]
     text = F.to_json(F.struct(*[value.alias(f"k{at}") for at, value in enumerate(typed)]))
     present = F.lit(True)
     for value in typed:
@@ -72,14 +74,20 @@ def tuple_key(names: Sequence[str], column_kinds: Sequence[str]) -> Column:
     return F.when(present, text)
 
 
-def decoded(text: str, column_kinds: Sequence[str]) -> tuple:
-    """A tuple_key text back as the columns' values (int, str or datetime.date)."""
+def decoded(text: str, column_kinds: Sequence[str]) -> tuple | None:
+    """A tuple_key text back as the columns' values (int, str or datetime.date); None for a date
+    Python cannot hold (before year 1 or after 9999), which the table could not show."""
     values = json.loads(text)
-    out = []
+    out: list[int | str | datetime.date] = []
     for at, kind in enumerate(column_kinds):
         value = values[f"k{at}"]
-        out.append(int(value) if kind == INTEGER else datetime.date.fromisoformat(value) if kind == DATE
-                   else str(value))
+        if kind == DATE:
+            try:
+                out.append(EPOCH + datetime.timedelta(days=int(value)))
+            except OverflowError:
+                return None
+        else:
+            out.append(int(value) if kind == INTEGER else str(value))
     return tuple(out)
 
 
@@ -90,7 +98,8 @@ def select(grouped: DataFrame, keys: GroupKeys, column_kinds: Sequence[str], key
     before the selection: the user and KEY columns), and NOT private diagnostics for the operator."""
     chosen = private_keys(grouped.select(user_col, KEY), keys_per_user, epsilon, delta, budget, rng, seed,
                           user_col=user_col, key_col=KEY, step=STEP)
-    return keys.with_tuples([decoded(text, column_kinds) for text in chosen.keys]), chosen.diagnostics
+    tuples = [decoded(text, column_kinds) for text in chosen.keys]
+    return keys.with_tuples([t for t in tuples if t is not None]), chosen.diagnostics
 
 
 def typed_columns(keys: GroupKeys, column_kinds: Sequence[str]) -> list[Column]:
@@ -114,7 +123,6 @@ def with_position(records: DataFrame, keys: GroupKeys, column_kinds: Sequence[st
     typed = records.select("*", *typed_columns(keys, column_kinds))
     on = [f"_private_{at}" for at in range(len(column_kinds))]
     return typed.join(F.broadcast(selected), on=on, how="inner").drop(*on)
-
 
 
 def listed_typed(keys: GroupKeys, schema: T.StructType) -> GroupKeys:
