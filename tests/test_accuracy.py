@@ -353,3 +353,13 @@ def test_the_entropy_warning_is_worked_out_at_the_least_noise_a_private_choice_c
     assert "warnings" not in engine.accuracy_section(ENTROPY, auto, Fraction(5), domains, split)
     fixed = EntropyParams(variant="limit", M=30, C=50)
     assert len(engine.accuracy_section(ENTROPY, fixed, Fraction(5), domains, split)["warnings"]) == 1
+
+
+@pytest.mark.unit
+def test_a_noisy_removed_count_below_zero_is_said_as_zero_and_kept_in_the_report():
+    bounding = {"records_kept": {"ci95_halfwidth": 10.0}, "records_removed": {"ci95_halfwidth": 12.0},
+                "cap_per_user": 50, "kept_share_at_most_95": None, "records_kept_noisy": 900,
+                "records_removed_at_least_noisy": -2981}
+    assert "removed at least 0 ±12" in accuracy.bounding_text(bounding)
+    assert "removed at least 7 ±12" in accuracy.bounding_text(dict(bounding, records_removed_at_least_noisy=7))
+    assert bounding["records_removed_at_least_noisy"] == -2981

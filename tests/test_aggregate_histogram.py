@@ -19,6 +19,7 @@ from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
 from dp_spark.errors import ConfigError
 from dp_spark.families.aggregate import histogram_metrics as hm
+from dp_spark.families.aggregate.family import FAMILY, aggregate_params
 from dp_spark.families.aggregate.keys import group_keys
 from dp_spark.families.aggregate.metrics import metrics_of
 from dp_spark.families.aggregate.noisy_totals import GroupBound
@@ -231,3 +232,13 @@ def test_the_histogram_method_is_refused_where_it_cannot_answer():
     with pytest.raises(ConfigError, match="no metric is a median"):
         params(candidates=STARS, method="tables")
     assert len(params(method="histogram").candidates) == 101  # without candidates: evenly over the range
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("c, counted", [(1, "users"), (2, "records kept")])
+def test_a_mean_s_interval_names_a_group_s_users_when_each_counts_once(c, counted):
+    params = aggregate_params(by="movie", keys={"movie": range(1, 11)}, metrics=["mean(stars)", "variance(stars)"],
+                              groups_per_user=5, records_per_group=c, low=1, high=5, candidates=[1, 2, 3, 4, 5],
+                              method="histogram")
+    stated = FAMILY.accuracy(params, Fraction(1), None, params.split(Fraction(1)), 0.05)
+    assert stated["groups"]["mean_stars"].counted == counted

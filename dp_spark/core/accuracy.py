@@ -230,8 +230,11 @@ def bounding_text(bounding: dict) -> str:
     warning = f". WARNING: {bounding['warning']}" if bounding.get("warning") else ""
     covers = ("each mean's interval covers the mean of the records bounding kept, not of all an item's records: "
               if means else "")
+    # Bounding removes no fewer than no records: a noisy estimate below zero is shown as 0 (the
+    # report keeps the noisy figure; clamping it is post-processing).
+    removed = max(bounding["records_removed_at_least_noisy"], 0)
     return (f"{covers}bounding kept {bounding['records_kept_noisy']:,} ±{h_kept:,.0f} records and removed at least "
-            f"{bounding['records_removed_at_least_noisy']:,} ±{h_removed:,.0f} (DP estimates, 95%; records past "
+            f"{removed:,} ±{h_removed:,.0f} (DP estimates, 95%; records past "
             f"{cap:,} per user not counted){share}{warning}")
 
 

@@ -362,7 +362,7 @@ def _table_accuracy(params: AggregateParams, split: dict[str, Fraction], alpha: 
                                                len(params.candidates))
         columns.update(histogram_metrics.table_accuracy(
             [m for m in params.metrics if m.kind in histogram_metrics.KINDS], entry, params.candidates, alpha,
-            RECORDS_SHOWN, CONFIDENCE))
+            RECORDS_SHOWN, CONFIDENCE, _counted(params)))
     for metric in params.metrics:
         if metric.kind in (COUNT, USERS) and metric.kind in columns:
             continue
@@ -422,9 +422,14 @@ def _mean_accuracy(params: AggregateParams, entries: dict, alpha: float) -> accu
     note = (f"the ratio of the noisy sum and count: each group's {100 * CONFIDENCE:g}% interval (mean_<v>_low, "
             "mean_<v>_high) covers the mean of the records bounding kept; a group whose count's interval reaches "
             "zero gets no mean")
-    counted = "users" if params.bound.records_per_group == 1 else "records kept"
     return accuracy.not_additive("ratio of two noisy figures", alpha, note, widths, CONFIDENCE,
-                                 math.floor(count_h) + 1, counted)
+                                 math.floor(count_h) + 1, _counted(params))
+
+
+def _counted(params: AggregateParams) -> str:
+    """What a group's records are in the plan's and the report's words: its users when each user
+    counts once per group (c = 1)."""
+    return "users" if params.bound.records_per_group == 1 else "records kept"
 
 
 def _quantile_accuracy(params: AggregateParams, share: Fraction, level: Fraction, alpha: float,

@@ -196,10 +196,12 @@ def rank_error(entry: LedgerEntry, candidates: int, level: Fraction, beta: float
 
 
 def table_accuracy(metrics: Sequence[Metric], entry: LedgerEntry, candidates: Candidates, alpha: float,
-                   records_shown: Sequence[int], confidence: float) -> dict[str, accuracy.Accuracy]:
+                   records_shown: Sequence[int], confidence: float,
+                   counted: str = "records") -> dict[str, accuracy.Accuracy]:
     """Each column's expected error from the config alone: the count's and the sum's sd exactly and
     their half-widths by combination_halfwidth (exact on a lattice of weights); a mean's interval by
-    the group's records; a variance none; a quantile's rank error at 1 − alpha."""
+    the group's records (``counted`` names them: "users" when each user counts once per group); a
+    variance none; a quantile's rank error at 1 − alpha."""
     b = np.asarray(candidates.values, dtype=np.float64)
     k = len(b)
     sd = cell_sd(entry)
@@ -217,7 +219,7 @@ def table_accuracy(metrics: Sequence[Metric], entry: LedgerEntry, candidates: Ca
                      "the sd is exact; the half-widths are the least of a union bound, Chebyshev's and (Gaussian "
                      "noise) the sub-Gaussian tail")
         elif metric.kind == "mean":
-            columns[metric.columns[0]] = _mean_accuracy(entry, b, alpha, records_shown, confidence)
+            columns[metric.columns[0]] = _mean_accuracy(entry, b, alpha, records_shown, confidence, counted)
         elif metric.kind in ("variance", "stddev"):
             columns[metric.columns[0]] = accuracy.not_additive(
                 "from the noisy histogram", alpha, "no interval yet: the histogram's second moment less the squared "
@@ -234,7 +236,7 @@ def table_accuracy(metrics: Sequence[Metric], entry: LedgerEntry, candidates: Ca
 
 
 def _mean_accuracy(entry: LedgerEntry, b: np.ndarray, alpha: float, records_shown: Sequence[int],
-                   confidence: float) -> accuracy.Accuracy:
+                   confidence: float, counted: str = "records") -> accuracy.Accuracy:
     level_alpha = 1 - confidence
     centre = (b[0] + b[-1]) / 2
     count_h = combination_halfwidth(entry, np.ones(len(b)), level_alpha / 2)
@@ -250,4 +252,4 @@ def _mean_accuracy(entry: LedgerEntry, b: np.ndarray, alpha: float, records_show
             "(mean_<v>_low, mean_<v>_high) covers the mean of the kept records rounded to the candidates; a group "
             "whose count's interval reaches zero gets no mean")
     return accuracy.not_additive("ratio of two noisy figures", alpha, note, tuple(widths), confidence,
-                                 math.floor(count_h) + 1)
+                                 math.floor(count_h) + 1, counted)
