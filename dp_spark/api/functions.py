@@ -374,10 +374,10 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
     quantile, or a variance of the stars 1 to 5). Each ledger step gets an equal part of ε (of ρ under zCDP:
     ``noise="gaussian"`` or ``"auto"`` with ``delta``, or ``rho``). A key column given as ``"private"`` has its
     values chosen by partition selection over the tuples of all such columns, with half of ε and ``delta`` (needed
-    then), each user on at most ``keys_per_user`` tuples (default ``groups_per_user``). ``bounding="hpa"``: each
-    user keeps its most popular groups, by a noisy popularity (a tenth of ε) from ``d`` groups per user, rather than
-    a uniform sample. ``groups_per_user="auto"``: l chosen privately from ``groups_per_user_candidates`` with a tenth
-    of ε. docs/aggregate.md."""
+    then), each user on at most ``keys_per_user`` tuples (default ``groups_per_user``; 10 with "auto").
+    ``bounding="hpa"``: each user keeps its most popular groups, by a noisy popularity (a tenth of ε) from ``d``
+    groups per user, rather than a uniform sample. ``groups_per_user="auto"``: l chosen privately from
+    ``groups_per_user_candidates`` with a tenth of ε. docs/aggregate.md."""
     private = isinstance(keys, Mapping) and any(isinstance(spec, str) and spec == PRIVATE_ITEMS
                                                 for spec in keys.values())
     if private:  # partition selection spends delta, and shares it under zCDP
