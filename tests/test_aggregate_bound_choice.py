@@ -17,7 +17,7 @@ import dp_spark
 from dp_spark.errors import ConfigError
 from dp_spark.families.aggregate import bound_choice
 from dp_spark.families.aggregate.family import aggregate_params
-from dp_spark.families.aggregate.run import GROUP, grouped_records
+from dp_spark.families.aggregate.run import GROUP, in_groups
 from dp_spark.release import bound_selection
 
 CANDIDATES = (1, 2, 4, 8, 16, 32)
@@ -54,7 +54,7 @@ def test_bad_choices_are_refused(extra, message):
 
 @pytest.mark.spark
 def test_one_user_moves_the_root_of_each_norm_by_at_most_the_root_of_the_cap(spark):
-    """On the release's own path (grouped_records, memberships): D and D with one user of 50
+    """On the release's own path (in_groups, memberships): D and D with one user of 50
     groups, at two caps; the quality's sensitivity is √U (in records; the norms are in 1/GRID²)."""
     rng = np.random.default_rng(4)
     rows = [(u, int(m)) for u in range(60) for m in rng.choice(np.arange(1, 51), rng.integers(1, 40), replace=False)]
@@ -64,7 +64,7 @@ def test_one_user_moves_the_root_of_each_norm_by_at_most_the_root_of_the_cap(spa
     for cap in (3, 31):
         norms = []
         for frame in (d, d_plus):
-            pairs = bound_choice.memberships(grouped_records(spark.createDataFrame(frame), params), GROUP)
+            pairs = bound_choice.memberships(in_groups(spark.createDataFrame(frame), params), GROUP)
             norms.append(bound_choice.membership_norms(pairs, CANDIDATES, frame["user_id"].nunique(), cap))
         moves = [abs(math.sqrt(a) - math.sqrt(b)) / bound_selection.GRID for a, b in zip(*norms)]
         assert max(moves) <= math.sqrt(cap) + 1e-9

@@ -65,7 +65,7 @@ def membership_norms(pairs: DataFrame, candidates: tuple[int, ...], users: int, 
 def choose(grouped: DataFrame, params: AggregateParams, split: dict[str, Fraction], budget: Budget,
            rng: RandomSource, group: str, user_col: str = "user_id") -> tuple[AggregateParams, dict]:
     """The parameters at the l chosen privately (a DP output) and what the report says of it.
-    ``grouped``: run.grouped_records' records (a user and a group index each); NOT private, read
+    ``grouped``: run.in_groups' records (a user and a group index each); NOT private, read
     only by the mechanism."""
     candidates = params.bound_candidates
     assert candidates is not None

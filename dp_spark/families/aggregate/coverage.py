@@ -29,7 +29,7 @@ def counted(records: DataFrame, params: AggregateParams, user_col: str = "user_i
     bad_user, user = user_values(records, user_col)
     # A null id is no user (validation's rule for the other families): its rows count for no one.
     read = records.where(~bad_user & user.isNotNull()).groupBy(user.alias("_u")).agg(F.count(F.lit(1)).alias("_n"))
-    grouped = run.grouped_records(records, params, user_col)
+    grouped = run.in_groups(records, params, user_col)
     # Rows a tuple left out by the selection drops are no mismatch: only what usable_records drops is.
     matched = run.usable_records(records, params, user_col) if params.keys.private else grouped
     in_groups = matched.groupBy(F.col(user_col).alias("_u")).agg(F.count(F.lit(1)).alias("_m"))

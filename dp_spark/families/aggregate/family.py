@@ -49,7 +49,7 @@ from dp_spark.families.aggregate.params import (
     quantile_step,
 )
 from dp_spark.families.aggregate.quantiles import Candidates
-from dp_spark.families.aggregate.run import GROUP, TABLE, aggregate_table, empty_table, grouped_records, usable_records
+from dp_spark.families.aggregate.run import GROUP, TABLE, aggregate_table, empty_table, in_groups, usable_records
 from dp_spark.io.validation import INTEGER_TYPES, NUMERIC_TYPES, analysed, user_values
 from dp_spark.release import bound_selection, guards, sum_tables
 from dp_spark.release.family import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require
@@ -201,7 +201,7 @@ def run(params: AggregateParams, inputs: RunInputs) -> FamilyOutput:
     if params.bound_candidates is not None:
         candidates = list(params.bound_candidates)
         inputs.progress(f"choosing groups_per_user privately from {candidates}")
-        params, bound = bound_choice.choose(grouped_records(inputs.records, params), params, inputs.split,
+        params, bound = bound_choice.choose(in_groups(inputs.records, params), params, inputs.split,
                                             inputs.budget, inputs.rng, GROUP)
         inputs.progress(f"groups_per_user = {params.bound.groups_per_user}, chosen privately from {candidates}")
         chosen.update(bound)

@@ -181,7 +181,7 @@ class GroupKeys:
         """The record's index among the public columns' combinations, a long in [0, public_size);
         null when any public key is outside its domain (0 for every record without public columns).
         With tupled columns, the group index adds the tuple's position times public_size
-        (run.grouped_records)."""
+        (run.in_groups)."""
         if not self.columns:
             return F.lit(0).cast("long")
         terms = [column.position() * F.lit(stride) if stride != 1 else column.position()

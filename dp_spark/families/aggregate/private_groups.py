@@ -94,7 +94,7 @@ def decoded(text: str, column_kinds: Sequence[str]) -> tuple | None:
 def select(grouped: DataFrame, keys: GroupKeys, column_kinds: Sequence[str], keys_per_user: int,
            epsilon: Fraction, delta: float, budget: Budget, rng: RandomSource, seed: int | None,
            user_col: str = "user_id") -> tuple[GroupKeys, dict]:
-    """``keys`` with the tuples partition selection releases from ``grouped`` (run.grouped_records
+    """``keys`` with the tuples partition selection releases from ``grouped`` (run.usable_records
     before the selection: the user and KEY columns), and NOT private diagnostics for the operator."""
     chosen = private_keys(grouped.select(user_col, KEY), keys_per_user, epsilon, delta, budget, rng, seed,
                           user_col=user_col, key_col=KEY, step=STEP)

@@ -71,11 +71,12 @@ def usable_records(records: DataFrame, params: AggregateParams, user_col: str = 
     return grouped.where(wanted).select(*columns)
 
 
-def grouped_records(records: DataFrame, params: AggregateParams, user_col: str = "user_id") -> DataFrame:
-    """The usable records (usable_records) in a group, with their group index (GROUP) and their
-    row key: what the bound samples from. With tupled keys (private ones selected first, listed
-    ones typed first: family.run), the group puts the record's tuple first, and a record whose
-    tuple is not among them is in none."""
+def in_groups(records: DataFrame, params: AggregateParams, user_col: str = "user_id") -> DataFrame:
+    """The usable records (usable_records) in a group: the user, the group index (GROUP) and the
+    value. With tupled keys (private ones selected first, listed ones typed first: family.run), the
+    group puts the record's tuple first, and a record whose tuple is not among them is in none.
+    Enough for what counts users and groups (the choice of l, the coverage); the bound needs
+    grouped_records' row keys too."""
     keys = params.keys
     usable = usable_records(records, params, user_col)
     columns = [user_col, GROUP, *([VALUE] if params.value else [])]
@@ -85,7 +86,13 @@ def grouped_records(records: DataFrame, params: AggregateParams, user_col: str =
         kinds = private_groups.kinds(records.schema, keys.tupled)
         usable = private_groups.with_position(usable, keys, kinds).withColumn(
             GROUP, F.col(private_groups.POSITION) * F.lit(keys.public_size) + F.col(GROUP))
-    return row_keys.with_row_key(usable.select(*columns), user_col)
+    return usable.select(*columns)
+
+
+def grouped_records(records: DataFrame, params: AggregateParams, user_col: str = "user_id") -> DataFrame:
+    """in_groups' records with their row key (bounding.keys.with_row_key, a shuffle by user):
+    what the bound samples from."""
+    return row_keys.with_row_key(in_groups(records, params, user_col), user_col)
 
 
 def kept_records(records: DataFrame, params: AggregateParams, seed: int | None, user_col: str = "user_id",
