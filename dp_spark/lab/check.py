@@ -99,10 +99,8 @@ def _aggregated(cfg, records) -> tuple[dict, int, str, int | None]:
                       F.count_distinct(F.when(~bad_user, user)).alias("users")).collect()[0]
     found = {"rows_read": row["rows_read"], **{n: row[n] for n in reasons}}
     if keys.tupled and not keys.private:
-        keys = private_groups.listed_typed(keys, records.schema)
-        usable = run.usable_records(records, replace(params, keys=keys))
-        in_groups = private_groups.with_position(usable, keys, private_groups.kinds(records.schema, keys.tupled))
-        grouped, kept = usable.count(), in_groups.count()
+        typed = replace(params, keys=private_groups.listed_typed(keys, records.schema))
+        grouped, kept = run.usable_records(records, typed).count(), run.in_groups(records, typed).count()
         found["rows_outside_key_tuples"] = grouped - kept
     else:
         kept = run.usable_records(records, params).count()
