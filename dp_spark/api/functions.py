@@ -32,6 +32,7 @@ from dp_spark.api.run import plan_of, record_release, release_of
 from dp_spark.bounding.keys import with_row_key
 from dp_spark.core import accuracy
 from dp_spark.core.accounting import accounting_of
+from dp_spark.core.domain_tables import FrameSource
 from dp_spark.errors import ConfigError
 from dp_spark.families.aggregate.family import aggregate_params
 from dp_spark.families.counts.family import BASELINE_PUBLISHERS, CountsParams
@@ -361,9 +362,10 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
               max_output_rows: int | None = None, method: str = "auto", keys_per_user: int | None = None,
               bounding: str = "sra", d: int = 1, groups_per_user_candidates: Sequence[int] | None = None) -> Release:
     """Several metrics per group of the key columns ``by``, in one table (``groups``): one row per combination of the
-    keys' public values ``keys`` ({column: a range, a list, or an item domain's table such as {"file": ...}};
-    {("city", "zip"): rows}: the listed tuples of several columns, a list of tuples or a pandas DataFrame, instead
-    of their product), the key columns first. ``metrics``: "count" (records kept), "users" (distinct users),
+    keys' public values ``keys`` ({column: a range, a list, an item domain's table such as {"file": ...}, or a
+    catalog table's column, {"table": "db.movies", "column": "movie_id"}}; {("city", "zip"): rows}: the listed
+    tuples of several columns, a list of tuples, a pandas DataFrame or {"table": "db.places"}, instead of their
+    product), the key columns first. ``metrics``: "count" (records kept), "users" (distinct users),
     "sum(v)", "mean(v)" (with its interval, mean_v_low and mean_v_high), "variance(v)", "stddev(v)", "median(v)" and
     "quantiles(v, 0.1, 0.9, ...)", of one numeric column v clipped to the public [``low``, ``high``], whose values
     are rounded to ``candidates`` (default 101 evenly over the range) for its quantiles, and for every value metric
@@ -398,6 +400,8 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
     domains = Domains(None)
     if isinstance(df, Planning):
         return _returned(plan_of(family, params, domains, epsilon, None, df, guards, accounting))
+    if family.reads_tables(params):  # key values in catalog tables: never ``df``'s own
+        params = family.read_tables(params, df.sparkSession, FrameSource(df))
     records = standard_columns(df, {"user_id": privacy_unit, **{name: name for name in family.read_columns(params)}})
     execution = as_execution(None, max_output_rows)
     return _returned(release_of(family, params, records, domains, epsilon, None, seed, budget, progress, guards,

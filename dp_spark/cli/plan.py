@@ -45,12 +45,15 @@ def plan(args) -> int:
     split = plan_budget(cfg)
     family = family_of(cfg.algorithm)
     spark = None
-    if family.uses_item_domain and "table" in cfg.items:  # the one case that needs Spark: a table's ids
-        from dp_spark.core.domain import refuse_source_table
+    if (family.uses_item_domain and "table" in cfg.items) or family.reads_tables(cfg.params):
+        # the one case that needs Spark: a domain held in a catalog table
+        from dp_spark.core.domain_tables import refuse_source_table
         from dp_spark.io.session import get_session
+        from dp_spark.jobs.runner import with_tables_read
 
         spark = get_session(spark_args.master_of(args), cfg.spark)
         refuse_source_table(cfg.items, spark, cfg.source)  # as run refuses it: a private domain
+        cfg = with_tables_read(cfg, spark)
     domains = job_domains(cfg, spark)
     rows = output_size(family, cfg.params, domains, cfg.execution)  # refuses what run would refuse
     section = accuracy_section(family, cfg.params, cfg.epsilon, domains, split, alpha, cfg.accounting)

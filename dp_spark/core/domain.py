@@ -28,10 +28,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
+from dp_spark.core.domain_tables import refuse_source_table
 from dp_spark.errors import ConfigError
 
 CATALOGUES = ("movielens",)
@@ -362,88 +362,24 @@ def item_domain(spec: dict[str, Any], spark: Any = None, source: Any = None, key
                          {"catalogue": spec["catalogue"], "path": spec["path"], "encoding": encoding})
     if spark is None:
         raise ConfigError(f"{key}.table needs a Spark session")
-    return _table_domain(spark, spec["table"], spec.get("column", "item_id"), source)
+    return _table_domain(spark, spec["table"], spec.get("column", "item_id"), source, key)
 
 
-def _table_identity(spark: Any, name: str) -> tuple[str, ...]:
-    """A table name as the catalog resolves it, lower-cased: "Ratings", "default.ratings" and
-    "spark_catalog.default.ratings" are one table, and a temporary view is told apart from a
-    table of the same name. A name the catalog does not know is qualified with the current
-    catalog and database."""
-    try:
-        table = spark.catalog.getTable(name)
-    except Exception:  # AnalysisException: not found; reading it will say so
-        parts = [part.strip("`").lower() for part in name.split(".")]
-        current = [spark.catalog.currentCatalog().lower(), spark.catalog.currentDatabase().lower()]
-        return tuple(current[: max(0, 3 - len(parts))] + parts)
-    if table.isTemporary:
-        return ("<temporary view>", *(n.lower() for n in table.namespace or ()), table.name.lower())
-    return (str(table.catalog).lower(), *(n.lower() for n in table.namespace or ()), table.name.lower())
-
-
-def _location(uri: str) -> tuple[str, str, str]:
-    """A file URI as (scheme, authority, path): "file:/a" and "file:///a" are one file."""
-    parts = urlsplit(uri)
-    return parts.scheme.lower(), parts.netloc.lower(), unquote(parts.path).rstrip("/")
-
-
-def _reads_source(spark: Any, table: Any, source: Any) -> bool:
-    """Whether a domain table reads any file of the source: the source table's files, or a file
-    under the source's path (a view over it, a table at the same location)."""
-    try:
-        files = {_location(f) for f in table.inputFiles()}
-    except Exception:  # not every relation can list its files; the name check still applies
-        return False
-    if not files:
-        return False
-    if source.format == "table":
-        try:
-            return bool(files & {_location(f) for f in spark.table(source.table).inputFiles()})
-        except Exception:  # a missing source: reading it later will say so
-            return False
-    # Spark lists the files under the source path (qualified as the domain table's are, on any
-    # filesystem and without a JVM call from Python, so on Spark Connect too); nothing is read.
-    try:
-        source_files = spark.read.option("recursiveFileLookup", "true").text(source.spark_path).inputFiles()
-    except Exception:  # a missing source: reading it later will say so
-        return False
-    return bool(files & {_location(f) for f in source_files})
-
-
-def refuse_source_table(spec: dict[str, Any], spark: Any, source: Any) -> None:
-    """Raise ConfigError when ``domain.items.table`` is the job's source, by name (as the catalog
-    resolves it) or by the files it reads; nothing is read. Other domains pass."""
-    if "table" not in spec or spark is None or source is None:
-        return
-    name, column = spec["table"], spec.get("column", "item_id")
-    if source.format == "table" and _table_identity(spark, name) == _table_identity(spark, source.table):
-        where = "is the job's source"
-    else:
-        try:
-            table = spark.table(name)
-        except Exception:  # a missing table: reading the domain will say so
-            return
-        if not _reads_source(spark, table, source):
-            return
-        where = "reads the job's source files"
-    raise ConfigError(f"domain.items.table {name!r} {where}: its distinct {column} values would publish which "
-                      "items the private records hold; give a public catalogue of ids instead")
-
-
-def _table_domain(spark: Any, name: str, column: str, source: Any = None) -> ItemDomain:
+def _table_domain(spark: Any, name: str, column: str, source: Any = None, key: str = "domain.items") -> ItemDomain:
     """The distinct ids of a table: refused when it is the job's source, asserted public otherwise."""
-    refuse_source_table({"table": name, "column": column}, spark, source)
+    refuse_source_table({"table": name, "column": column}, spark, source, key)
     try:
         rows = spark.table(name).select(column).distinct().toPandas()
     except Exception as exc:  # AnalysisException: missing table or column
         raise ConfigError(f"cannot read item domain table {name!r} column {column!r}: {exc}") from None
-    domain = _table_ids(rows[column], f"table {name}.{column}")
-    assertion = (f"the item ids are the distinct values of table {name} column {column}, which the operator "
+    domain = table_ids(rows[column], f"table {name}.{column}")
+    what = "the item ids" if key == "domain.items" else f"the values of {key}"
+    assertion = (f"{what} are the distinct values of table {name} column {column}, which the operator "
                  "asserts is public and not derived from the private records; dp-spark cannot check that")
     return ItemDomain(domain.ids, domain.description, public_by_assertion=assertion)
 
 
-def _table_ids(values: Any, description: str) -> ItemDomain:
+def table_ids(values: Any, description: str) -> ItemDomain:
     """A table column's distinct values as a domain. A numeric column, or a string column whose
     every value reads as an integer, gives integer ids (as before string ids existed); any other
     string column gives string ids. A null in a string column is refused: it is no id."""

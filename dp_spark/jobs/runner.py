@@ -8,12 +8,13 @@ has been paid for in the ledger.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
 from dp_spark.core.composition import Charge
-from dp_spark.core.domain import ItemDomain, attribute_domain, item_domain, refuse_source_table
+from dp_spark.core.domain import ItemDomain, attribute_domain, item_domain
+from dp_spark.core.domain_tables import refuse_source_table
 from dp_spark.core.progress import Progress, stage
 from dp_spark.errors import ConfigError
 from dp_spark.families.registry import family_of
@@ -38,6 +39,15 @@ def job_domains(cfg: JobConfig, spark=None) -> Domains:
     return Domains(items, attribute_domain(cfg.attributes))
 
 
+def with_tables_read(cfg: JobConfig, spark) -> JobConfig:
+    """``cfg`` with the public domains its parameters hold in catalog tables read through ``spark``
+    (an aggregation's key values), each refused when it is the job's source; unchanged without."""
+    family = _family(cfg)
+    if not family.reads_tables(cfg.params):
+        return cfg
+    return replace(cfg, params=family.read_tables(cfg.params, spark, cfg.source))
+
+
 def plan_budget(cfg: JobConfig) -> dict[str, Fraction]:
     """The epsilon split this job will spend; refuses one that exceeds the total."""
     with_edges = Domains(None, attribute_domain(cfg.attributes))  # the split needs only whether there are edges
@@ -50,7 +60,7 @@ def check_before_spark(cfg: JobConfig) -> None:
     of 10^12 items), before ``run`` starts Spark. A domain held in a table needs Spark to be read,
     and is checked after it starts, as every domain is again before the charge."""
     family = _family(cfg)
-    if family.uses_item_domain and "table" in (cfg.items or {}):
+    if (family.uses_item_domain and "table" in (cfg.items or {})) or family.reads_tables(cfg.params):
         return
     domains = job_domains(cfg)
     output_size(family, cfg.params, domains, cfg.execution)
@@ -93,6 +103,7 @@ def compute_release(cfg: JobConfig, spark, progress=None, checked: tuple[Domains
     progress = progress or Progress()
     family = _family(cfg)
     split = plan_budget(cfg)
+    cfg = with_tables_read(cfg, spark)  # already read when the job's plan checked it
     domains, records = checked if checked else (job_domains(cfg, spark), None)
     progress(family.describe(cfg.params, cfg.epsilon, domains))
     if domains.items is not None and domains.items.public_by_assertion:
@@ -197,6 +208,7 @@ def _run_job_locked(cfg: JobConfig, spark, progress, force: bool) -> JobResult:
     with stage(progress, "plan"):
         split = plan_budget(cfg)
         refuse_source_table(cfg.items, spark, cfg.source)  # before the budget store is charged
+        cfg = with_tables_read(cfg, spark)  # the same refusal for an aggregation's key tables
         catalog.preflight(cfg, spark, progress, lambda: release_tables(cfg, spark))  # source found, tables ours
         if cfg.run_date is not None:
             release_store.check_partitioned_output(spark, cfg.output, "run_date")

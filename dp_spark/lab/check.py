@@ -25,7 +25,7 @@ from dp_spark.families.aggregate import private_groups, run
 from dp_spark.families.aggregate.keys import column as key_column
 from dp_spark.families.registry import family_of
 from dp_spark.io import checkins, validation
-from dp_spark.jobs.runner import check_source_schema, job_domains
+from dp_spark.jobs.runner import check_source_schema, job_domains, with_tables_read
 
 LABEL = "NOT PRIVATE"
 REPLACEMENT = "\ufffd"  # what a decoder writes for bytes the encoding cannot read
@@ -112,6 +112,7 @@ def check(cfg, spark) -> dict:
     reads = family_of(cfg.algorithm).reads
     if reads == "whole_records":
         raise NotImplementedError  # refused by the command before Spark starts
+    cfg = with_tables_read(cfg, spark)
     domains = job_domains(cfg, spark)
     records = check_source_schema(cfg, spark, domains)
     found, kept, explain, users = (_aggregated(cfg, records) if reads == "keyed_records"

@@ -167,6 +167,11 @@ class Family:
     # (params, domains) -> {table: its number of rows}, from the config and the public domains
     # alone; None where the size depends on the data (FRAPP's records, items selected privately).
     output_rows: Callable[[Any, Domains], dict[str, int | None]] = lambda params, domains: {}
+    # (params) -> whether a public domain in the parameters is held in a catalog table not read yet
+    # (an aggregation's key values); (params, spark, source) -> the parameters with those read, each
+    # table refused when it is the job's source (core.domain_tables), before anything is charged.
+    reads_tables: Callable[[Any], bool] = lambda params: False
+    read_tables: Callable[[Any, Any, Any], Any] = lambda params, spark, source: params
     # Whether some of its tables may take discrete Gaussian noise (privacy.noise = "gaussian" or
     # "auto", zCDP accounting); the others keep the Laplace noise their claim is argued for.
     takes_gaussian: bool = False

@@ -78,7 +78,7 @@ def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, rec
     if not isinstance(keys, dict) or not keys:
         raise ConfigError("keys: give each key column's public values, or \"private\", e.g. "
                           "keys={\"movie\": range(1, 3953), \"gender\": [\"F\", \"M\"]}")
-    keys = {_tuple_table_name(name): {"columns": list(name), "rows": spec} if isinstance(name, tuple) else spec
+    keys = {_tuple_table_name(name): _tuple_table(name, spec) if isinstance(name, tuple) else spec
             for name, spec in keys.items()}
     bound_candidates = None
     if groups_per_user == AUTO:
@@ -109,6 +109,13 @@ def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, rec
 def _tuple_table_name(name: Any) -> str:
     """The API's keys={("city", "zip"): rows}: a table of key tuples, named by its columns."""
     return ",".join(name) if isinstance(name, tuple) else name
+
+
+def _tuple_table(columns: tuple, spec: Any) -> dict[str, Any]:
+    """The API's rows of key tuples, or the catalog table that holds them ({"table": ...})."""
+    if isinstance(spec, dict) and "table" in spec:
+        return {"columns": list(columns), **spec}
+    return {"columns": list(columns), "rows": spec}
 
 
 def _domain_spec(spec: Any) -> Any:
@@ -189,6 +196,8 @@ def _check_schema(params: AggregateParams, records, domains: Domains) -> None:
 
 def run(params: AggregateParams, inputs: RunInputs) -> FamilyOutput:
     selection: dict = {}
+    for said in params.keys.public_by_assertion():
+        inputs.progress(f"WARNING: {said}")
     if params.keys.tupled and not params.keys.private:
         params = replace(params, keys=private_groups.listed_typed(params.keys, inputs.records.schema))
     if params.keys.private:
@@ -275,23 +284,30 @@ def _choice_text(params: AggregateParams) -> str:
 
 def _groups_text(params: AggregateParams) -> str:
     keys = params.keys
+    held = [name for table in keys.tables for name in table.columns]
+    read = f"the values of {', '.join(held)} read from their catalog tables when the job runs" if held else ""
     if not keys.private:
-        return f"{len(keys):,} groups"
+        return f"{len(keys):,} groups" if keys.known else f"groups: {read}"
     public = f" times {keys.public_size:,} public combinations" if keys.columns else ""
     return (f"groups: the values of {', '.join(keys.private)} selected privately (delta {params.delta:g}, at most "
-            f"{params.keys_per_user} per user){public}")
+            f"{params.keys_per_user} per user){public}" + (f", and {read}" if read else ""))
 
 
 def _domain_section(params: AggregateParams, domains: Domains) -> dict:
-    """From the config alone: with private keys, the number of groups is a DP output (the report's
-    chosen.groups_selected), not said here."""
+    """From the config and the public key values: with private keys, the number of groups is a DP
+    output (the report's chosen.groups_selected), not said here; with values still in catalog tables
+    (plan), neither is it."""
     keys = params.keys
     described = {c.name: c.domain.description for c in keys.columns}
+    described.update({name: f"table {table.table}, read when the job runs" for table in keys.tables
+                      for name in table.columns})
     described.update({name: "selected privately (docs/partition_selection.md)" for name in keys.private})
     if keys.tupled and not keys.private:
         described.update({name: f"a table of key tuples ({keys.source})" for name in keys.tupled})
-    section: dict[str, Any] = {"items": None, "attributes": None, "groups": None if keys.private else len(keys),
+    section: dict[str, Any] = {"items": None, "attributes": None, "groups": None if keys.private else keys.size(),
                                "keys": {name: described[name] for name in keys.names}}
+    if keys.public_by_assertion():
+        section["keys_public_by_assertion"] = keys.public_by_assertion()
     if keys.private:
         section["private_keys"] = {"columns": list(keys.private), "keys_per_user": params.keys_per_user,
                                    "delta": params.delta}
@@ -460,6 +476,7 @@ FAMILY = Family(name="aggregate", algorithms=("aggregate",), params_type=Aggrega
                 reads="keyed_records", read_columns=_read_columns, uses_item_domain=False,
                 item_domain_optional=True, domain_section=_domain_section, accuracy=_accuracy,
                 check_schema=_check_schema, output_rows=lambda params, domains: {TABLE: params.keys.size()},
-                delta=lambda params: params.delta, with_chosen=_with_chosen,
-                takes_gaussian=True)
+                delta=lambda params: params.delta, with_chosen=_with_chosen, takes_gaussian=True,
+                reads_tables=lambda params: bool(params.keys.tables),
+                read_tables=lambda params, spark, source: replace(params, keys=params.keys.read_tables(spark, source)))
 

@@ -27,18 +27,23 @@ def is_tuple_table(spec: Any) -> bool:
     return isinstance(spec, Mapping) and "columns" in spec
 
 
+def checked_columns(name: str, columns: Any) -> tuple[str, ...]:
+    """``keys.<name>.columns``: the key columns a table of key tuples holds, each once."""
+    if (not isinstance(columns, (list, tuple)) or not columns or not all(isinstance(c, str) and c for c in columns)
+            or len(set(columns)) != len(columns)):
+        raise ConfigError(f"keys.{name}.columns must list the key columns of the table, each once, got {columns!r}")
+    return tuple(columns)
+
+
 def listed_tuples(name: str, spec: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[tuple, ...], str]:
     """(the columns, the table's rows as read, a description for the report) of ``keys.<name>``."""
     key = f"keys.{name}"
-    columns = spec["columns"]
-    if (not isinstance(columns, (list, tuple)) or not columns or not all(isinstance(c, str) and c for c in columns)
-            or len(set(columns)) != len(columns)):
-        raise ConfigError(f"{key}.columns must list the key columns of the table, each once, got {columns!r}")
+    columns = checked_columns(name, spec["columns"])
     sources = [k for k in ("rows", "file") if k in spec]
     unknown = sorted(set(spec) - {"columns", "rows", "file"})
     if unknown or len(sources) != 1:
         raise ConfigError(f"{key}: a table of key tuples takes columns and one of rows (a list of tuples or a pandas "
-                          f"DataFrame) or file (CSV with a header, or Parquet)"
+                          f"DataFrame), file (CSV with a header, or Parquet) or table (a catalog table)"
                           + (f"; {', '.join(unknown)} is not read" if unknown else ""))
     if "rows" in spec:
         frame = _frame(spec["rows"], columns, key)

@@ -26,9 +26,10 @@ import pandas as pd
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from dp_spark.core.domain import MAX_ITEMS, ItemDomain, item_domain
+from dp_spark.core.domain import MAX_ITEMS, ItemDomain, item_domain, table_ids
 from dp_spark.errors import ConfigError
-from dp_spark.families.aggregate.key_tuples import is_tuple_table, listed_tuples
+from dp_spark.families.aggregate.key_tables import KeyTable, is_catalog_table, key_table, read_rows
+from dp_spark.families.aggregate.key_tuples import checked_columns, is_tuple_table, listed_tuples
 from dp_spark.io.sql_literals import int_array
 
 # A group's index is a long, and every count of groups a Python int: at most 2^62 groups, as items.
@@ -111,7 +112,8 @@ class GroupKeys:
     private_groups). A group's index puts the tuple's position first (slowest), then the public
     columns' positions; ``order`` is the key columns in the order the user gave them, the released
     table's. Listed tuples are kept as given until the run types them (typed_tuples); the tuples
-    are then sorted and distinct."""
+    are then sorted and distinct. Key columns whose values a catalog table holds are ``tables``
+    until the run reads them (read_tables); until then, too, the groups are not known."""
 
     columns: tuple[KeyColumn, ...]
     tupled: tuple[str, ...] = ()
@@ -119,10 +121,12 @@ class GroupKeys:
     tuples_private: bool = False
     order: tuple[str, ...] = ()
     source: str = ""  # where listed tuples come from, for the report
+    tables: tuple[KeyTable, ...] = ()  # key values in catalog tables, not read yet
+    asserted: str = ""  # listed tuples read from a catalog table: public by the operator's word
 
     def __post_init__(self):
         columns, tupled = tuple(self.columns), tuple(self.tupled)
-        names = [*(c.name for c in columns), *tupled]
+        names = [*(c.name for c in columns), *tupled, *(name for table in self.tables for name in table.columns)]
         if not names:
             raise ConfigError("group by at least one key column")
         if len(set(names)) != len(names):
@@ -156,17 +160,47 @@ class GroupKeys:
 
     @property
     def known(self) -> bool:
-        """Whether the groups are known: no private tuples, or those selected."""
-        return not self.tupled or self.tuples is not None
+        """Whether the groups are known: no catalog table left to read, and no private tuples or
+        those selected."""
+        return not self.tables and (not self.tupled or self.tuples is not None)
 
     def __len__(self) -> int:
         if not self.known:
-            raise ValueError("the groups are known only after the private selection of their keys")
+            raise ValueError("the groups are known only once their keys are read from their tables or selected")
         return self.public_size * (len(self.tuples) if self.tuples is not None else 1)
 
     def size(self) -> int | None:
         """The number of groups, or None while the private keys are not selected yet."""
         return len(self) if self.known else None
+
+    def public_by_assertion(self) -> list[str]:
+        """What makes the key values read from catalog tables public: the operator's word."""
+        said = [c.domain.public_by_assertion for c in self.columns if c.domain.public_by_assertion]
+        return [*said, *([self.asserted] if self.asserted else []), *(table.assertion() for table in self.tables)]
+
+    def read_tables(self, spark: Any, source: Any) -> GroupKeys:
+        """These keys with the values their catalog tables hold read through ``spark`` (each
+        refused when it is the job's ``source``: key_tables.read_rows); unchanged without tables."""
+        if not self.tables:
+            return self
+        columns = {c.name: c for c in self.columns}
+        tuples: dict[str, Any] = {}
+        for table in self.tables:
+            rows, types = read_rows(spark, table, source)
+            if table.tupled:
+                listed = tuple(dict.fromkeys(tuple(row) for row in rows.itertuples(index=False, name=None)))
+                tuples = {"tupled": table.columns, "tuples": listed, "asserted": table.assertion(),
+                          "source": f"table {table.table}: {len(listed):,} distinct ({', '.join(table.columns)})"}
+                continue
+            assert table.column is not None
+            values, description = rows[table.column], f"table {table.table}.{table.column}"
+            dates = types[table.column] == "date"
+            read = date_domain({"ids": values.tolist()}, f"keys.{table.key}") if dates else None
+            found = read if read is not None else table_ids(values, description)
+            domain = ItemDomain(found.ids, description, public_by_assertion=table.assertion())
+            columns[table.key] = KeyColumn(table.key, domain, dates=dates)
+        ordered = tuple(columns[name] for name in self.order if name in columns)
+        return replace(self, columns=ordered, tables=(), **tuples)
 
     def with_tuples(self, tuples: Sequence[tuple]) -> GroupKeys:
         """These keys with ``tuples`` (selected privately, or listed and typed), sorted and distinct."""
@@ -211,10 +245,11 @@ class GroupKeys:
 
 def group_keys(by: Sequence[str] | str, domains: Mapping[str, Any]) -> GroupKeys:
     """The groups of ``by`` from each column's public domain, given as an item domain is (a range,
-    a list, a file: core.domain.item_domain's tables) or as an ItemDomain; or PRIVATE: the column's
-    values are chosen privately, together with the other private columns' (private_groups); or, under
-    a name of its own, a table of key tuples of several columns (key_tuples.listed_tuples:
-    {"columns": [...], "file": ...} or "rows")."""
+    a list, a file: core.domain.item_domain's tables) or as an ItemDomain, or held in a catalog table
+    ({"table": ..., "column": ...}, read by the run: key_tables); or PRIVATE: the column's values are
+    chosen privately, together with the other private columns' (private_groups); or, under a name of
+    its own, a table of key tuples of several columns (key_tuples.listed_tuples: {"columns": [...],
+    "file": ...} or "rows"; or "table", a catalog table)."""
     if isinstance(by, str):
         by = [by]
     tables = {name: spec for name, spec in domains.items() if is_tuple_table(spec)}
@@ -223,13 +258,18 @@ def group_keys(by: Sequence[str] | str, domains: Mapping[str, Any]) -> GroupKeys
     listed: tuple[str, ...] = ()
     rows: tuple[tuple, ...] | None = None
     source = ""
+    pending: list[KeyTable] = []
     for name, spec in tables.items():
-        listed, rows, source = listed_tuples(name, spec)
+        if is_catalog_table(spec):
+            listed = checked_columns(name, spec["columns"])
+            pending.append(key_table(name, spec, listed))
+        else:
+            listed, rows, source = listed_tuples(name, spec)
     per_column = {name: spec for name, spec in domains.items() if name not in tables}
     missing = [name for name in by if name not in per_column and name not in listed]
     if missing:
         raise ConfigError(f"no values for key column(s) {', '.join(missing)}: give each a range, a list, a file, "
-                          f"or \"{PRIVATE}\" to choose them privately")
+                          f"a table, or \"{PRIVATE}\" to choose them privately")
     extra = [name for name in [*per_column, *listed] if name not in by]
     if extra:
         raise ConfigError(f"values given for {', '.join(extra)}, which is not a key column")
@@ -238,10 +278,15 @@ def group_keys(by: Sequence[str] | str, domains: Mapping[str, Any]) -> GroupKeys
         raise ConfigError(f"key columns chosen privately ({', '.join(private)}) and a table of key tuples "
                           f"({', '.join(listed)}) in one release: give the table's columns' values as tuples, or "
                           "choose them privately, not both")
-    public = tuple(_key_column(name, per_column[name]) for name in by if name in per_column and name not in private)
+    held = [name for name in by if name in per_column and is_catalog_table(per_column[name])]
+    pending += [key_table(name, per_column[name]) for name in held]
+    public = tuple(_key_column(name, per_column[name]) for name in by
+                   if name in per_column and name not in private and name not in held)
     if private:
-        return GroupKeys(public, private, tuples_private=True, order=tuple(by))
-    return GroupKeys(public, listed, rows, order=tuple(by), source=source)
+        return GroupKeys(public, private, tuples_private=True, order=tuple(by), tables=tuple(pending))
+    if rows is None:
+        listed = ()  # a table of key tuples in the catalog: its columns are tupled once it is read
+    return GroupKeys(public, listed, rows, order=tuple(by), source=source, tables=tuple(pending))
 
 
 def _is_private(spec: Any) -> bool:
@@ -252,7 +297,7 @@ def _key_column(name: str, spec: Any) -> KeyColumn:
     if isinstance(spec, ItemDomain):
         return KeyColumn(name, spec)
     if not isinstance(spec, Mapping):
-        raise ConfigError(f"keys.{name}: give a range, a list, a file or \"{PRIVATE}\", got {spec!r}")
+        raise ConfigError(f"keys.{name}: give a range, a list, a file, a table or \"{PRIVATE}\", got {spec!r}")
     spec = dict(spec)
     dates = date_domain(spec, f"keys.{name}")
     if dates is not None:
