@@ -51,7 +51,7 @@ def test_the_config_names_the_bound_in_users_words_or_the_papers():
     assert aggregate_params(["genre"], {"genre": range(1, 4)}, ["count"], 3).keys.columns[0].domain.id_range == (1, 3)
     with pytest.raises(ConfigError, match="groups_per_user must be an integer >= 1"):
         aggregate_params("genre", keys, ["count"], 0)
-    with pytest.raises(ConfigError, match="metrics of stars need its public range"):
+    with pytest.raises(ConfigError, match="metrics of stars need its range: give low and high"):
         aggregate_params("genre", keys, ["mean(stars)"], 3)
     with pytest.raises(ConfigError, match="give each key column's public values"):
         aggregate_params("genre", None, ["count"], 3)

@@ -94,7 +94,7 @@ def test_the_split_is_an_equal_part_per_step():
 
 def test_parameters_that_do_not_fit_are_refused():
     keys = group_keys("genre", {"genre": {"ids": GENRES}})
-    with pytest.raises(ConfigError, match="need its public range"):
+    with pytest.raises(ConfigError, match="need its range: give low and high"):
         AggregateParams(keys, metrics_of(["mean(stars)"]), GroupBound(1, 1))
     with pytest.raises(ConfigError, match="no metric reads a value"):
         AggregateParams(keys, metrics_of(["count"]), GroupBound(1, 1), ClipRange(0, 1))

@@ -367,11 +367,13 @@ JOBS = {
     # By histogram, each user's groups the most popular (HPA's rule), with guards (independent paths, one case).
     "aggregate": ("ratings", lambda p: aggregate_config(p) + 'bounding = "hpa"\nd = 2\n'
                   "[guards]\nepsilon = 0.2\nmax_dropped_fraction = 1\nmax_truncated_fraction = 1\n"),
-    # By tables, with the items chosen privately and l chosen privately (independent paths, one case).
+    # By tables, with the items, l and the value's low end chosen privately (independent paths, one case).
     "aggregate_tables": ("ratings", lambda p: aggregate_config(p, "epsilon = 40.0\ndelta = 1e-6").replace(
         "item_id = { range = [1, 20] }", 'item_id = "private"').replace(
-        "groups_per_user = 3", 'groups_per_user = "auto"')
-        + 'method = "tables"\nkeys_per_user = 1\ngroups_per_user_candidates = [1, 2, 4]\n'),
+        "groups_per_user = 3", 'groups_per_user = "auto"').replace("low = 1", 'low = "auto"').replace(
+        "candidates = [1, 2, 3, 4, 5]\n", "")
+        + 'method = "tables"\nkeys_per_user = 1\ngroups_per_user_candidates = [1, 2, 4]\n'
+        + "clip_candidates = [0, 1, 2, 3]\n"),
     # The tables released on the executors: the same report, plus where the noise was drawn.
     # Guards decide on noisy figures: their noisy values may differ, nothing else.
     "sra_guarded_on_executors": ("ratings", lambda p: ratings_config(

@@ -11,6 +11,7 @@ import pytest
 
 import dp_spark
 from dp_spark.lab import sensitivity as sens
+from dp_spark.lab import sensitivity_groups
 
 ODD_IDS = (-5, 2**62)  # the added user's id: negative, near the top of a long
 
@@ -75,7 +76,7 @@ def test_the_audit_catches_an_aggregation_that_keeps_one_group_too_many(spark, o
     heavy = sens.added_user(-5, duplicates=False).assign(item_id=[1, 1, 2, 2, 3, 3, 4, 4, 5, 5])
     assert all(m.within(family) for m in sens.moves(spark, family, sens.table(), [heavy], layouts=("first",),
                                                     on_d=on_table(family)))
-    monkeypatch.setattr(sens, "BOUND", sens.BOUND + 1)  # from here D is aggregated anew, at l + 1
+    monkeypatch.setattr(sensitivity_groups, "BOUND", sens.BOUND + 1)  # from here D is aggregated anew, at l + 1
     found = sens.moves(spark, family, sens.table(), [heavy], layouts=("first",))
     assert not any(m.within(family) for m in found) and found[0].l1 == 12
 
@@ -176,3 +177,17 @@ def test_without_the_cap_one_user_moves_the_item_counts_by_l_in_l2(spark, on_tab
     assert max(move.l2_squared for move in moved) > sens.BOUND
     capped = sens.Family("capped bound", sens.sra_items, sens.BOUND, l2_squared=sens.BOUND)
     assert not all(move.within(capped) for move in moved)
+
+
+def test_the_audit_catches_a_range_choice_that_reads_every_value_of_a_user(spark, monkeypatch):
+    """Negative control of the aggregation's range choice: ranks counted over every grouped value of
+    a user, not one, move by the added user's records (a count by several, beyond L∞ 1)."""
+    from pyspark.sql import functions as F
+
+    from dp_spark.families.aggregate import range_choice
+
+    family = next(f for f in sens.FAMILIES if f.name == "groups_value_ranks")
+    monkeypatch.setattr(range_choice, "one_value_per_user", lambda grouped, group, value, salt, user_col="user_id":
+                        grouped.select(user_col, F.col(value).alias(range_choice.SAMPLED)))
+    found = sens.moves(spark, family, sens.table(), [sens.added_user(-5, duplicates=False)], layouts=("first",))
+    assert not any(m.within(family) for m in found) and found[0].linf > 1

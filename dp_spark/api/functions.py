@@ -353,14 +353,15 @@ def means(df: DataFrame, *, items: Items, value: str, l: Bound, low: float | str
 
 
 def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any], metrics: Sequence[str],
-              groups_per_user: int | str, records_per_group: int = 1, low: float | None = None,
-              high: float | None = None, candidates: Sequence[float] | None = None, epsilon: Number | None = None,
+              groups_per_user: int | str, records_per_group: int = 1, low: float | str | None = None,
+              high: float | str | None = None, candidates: Sequence[float] | None = None, epsilon: Number | None = None,
               privacy_unit: str = "user_id",
               seed: int | None = None, budget: DatasetBudget | None = None,
               guards: Mapping[str, Any] | Guards | None = None, progress: ProgressSink | None = None,
               noise: str | None = "laplace", delta: float | None = None, rho: Number | None = None,
               max_output_rows: int | None = None, method: str = "auto", keys_per_user: int | None = None,
-              bounding: str = "sra", d: int = 1, groups_per_user_candidates: Sequence[int] | None = None) -> Release:
+              bounding: str = "sra", d: int = 1, groups_per_user_candidates: Sequence[int] | None = None,
+              clip_candidates: Sequence[float] | None = None) -> Release:
     """Several metrics per group of the key columns ``by``, in one table (``groups``): one row per combination of the
     keys' public values ``keys`` ({column: a range, a list, an item domain's table such as {"file": ...}, or a
     catalog table's column, {"table": "db.movies", "column": "movie_id"}}; {("city", "zip"): rows}: the listed
@@ -379,7 +380,9 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
     then), each user on at most ``keys_per_user`` tuples (default ``groups_per_user``; 10 with "auto").
     ``bounding="hpa"``: each user keeps its most popular groups, by a noisy popularity (a tenth of ε) from ``d``
     groups per user, rather than a uniform sample. ``groups_per_user="auto"``: l chosen privately from
-    ``groups_per_user_candidates`` with a tenth of ε. docs/aggregate.md."""
+    ``groups_per_user_candidates`` with a tenth of ε. ``low`` or ``high`` "auto": that end of the value's range chosen
+    privately from ``clip_candidates`` (default 0 and ±1, 1.5, 2, 3, 4, 5, 6, 8 × 10^k, k = −2..8) with a tenth of
+    ε, from one value per user, as the means choose theirs. docs/aggregate.md."""
     private = isinstance(keys, Mapping) and any(isinstance(spec, str) and spec == PRIVATE_ITEMS
                                                 for spec in keys.values())
     if private:  # partition selection spends delta, and shares it under zCDP
@@ -394,7 +397,8 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
                               records_per_group, low, high, candidates, noise or "laplace", method=method,
                               keys_per_user=keys_per_user,
                               delta=partition_delta(delta or 0.0, accounting.zcdp) if private else 0.0,
-                              bounding=bounding, d=d, groups_per_user_candidates=groups_per_user_candidates)
+                              bounding=bounding, d=d, groups_per_user_candidates=groups_per_user_candidates,
+                              clip_candidates=clip_candidates)
     family = family_of("aggregate")
     check_accounting(family, params, accounting)
     domains = Domains(None)

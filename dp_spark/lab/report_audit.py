@@ -132,6 +132,17 @@ def _accuracy_allowed(report: dict) -> tuple[Allowed, ...]:
                          "(post-processing of a DP output)") for leaf in dict.fromkeys(leaves))
 
 
+def _sum_column_allowed(parameters: dict) -> tuple[Allowed, ...]:
+    """An aggregation's sum column, whose distribution names the grid unit and centre of the
+    privately chosen range (CLIP_AUTO_ALLOWED's noisy_sum, under the column's own name)."""
+    found = [re.match(r"sum\((\w+)\)", str(m)) for m in parameters.get("metrics", ())]
+    return tuple(Allowed(f"accuracy.tables.*.sum_{m.group(1)}.{leaf}", why) for m in found if m
+                 for leaf, why in (("distribution", "names the grid unit and centre of the privately chosen range (a "
+                                    "DP output)"),
+                                   ("kind", "exact where the privately chosen range is centred on 0, else an upper "
+                                    "bound (a union bound)")))
+
+
 # The exponential mechanism of the bound's choice (its Δq depends on the user cap the count set).
 CHOICE_STEPS = r"choose l|choose m"
 # The steps of the estimate of what bounding removed (release.bounding_estimate).
@@ -182,7 +193,8 @@ CLIP_AUTO_ALLOWED = (
     Allowed("accuracy.tables.*.noisy_sum.kind", "exact where the privately chosen range is centred on 0, else an "
             "upper bound (a union bound)"),
     Allowed("ledger[*].value_unit", "the value one grid unit of the sums' noise stands for: the privately chosen "
-            "range's half-width over the grid's steps", step=r"value_sums|edge_value_sums"),
+            "range's half-width over the grid's steps",
+            step=r"value_sums|edge_value_sums|sum\(\w+\)|sum of squares\(\w+\)"),
 )
 # Every counts and means release: the estimate of what bounding removed is drawn with discrete
 # Laplace noise (ledger steps "bounding: kept" and "bounding: removed"); the shares and the warning
@@ -265,8 +277,8 @@ def allowed_for(report: dict) -> tuple[Allowed, ...]:
         extra += COUNTS_AUTO_ALLOWED + _accuracy_allowed(report) + _bounding_accuracy_allowed(report)
         if gaussian:
             extra += _gaussian_chosen_allowed(CHOSEN_BOUND_STEPS, "the privately chosen bound")
-    if name == "means" and "auto" in (parameters.get("low"), parameters.get("high")):
-        extra += CLIP_AUTO_ALLOWED + _accuracy_allowed(report)
+    if name in ("means", "aggregate") and "auto" in (parameters.get("low"), parameters.get("high")):
+        extra += CLIP_AUTO_ALLOWED + _accuracy_allowed(report) + _sum_column_allowed(parameters)
     if gaussian and name in ("dpsense", "dpsense_s"):
         extra += _gaussian_chosen_allowed(r"column_counts", "theta*")
     if parameters.get("items") == "private":

@@ -25,19 +25,10 @@ from pyspark.sql import functions as F
 
 from dp_spark.aggregates import item_edges, value_sums
 from dp_spark.aggregates.domain_vector import on_domain
-from dp_spark.aggregates.group_totals import group_totals
 from dp_spark.aggregates.key_users import users_per_key
-from dp_spark.aggregates.value_histogram import kept_histograms
 from dp_spark.aggregates.value_ranks import value_ranks
 from dp_spark.bounding import item_rows, keys, user_keys, user_locations, user_records
-from dp_spark.core.clip_range import ClipRange
 from dp_spark.core.domain import AttributeDomain, ItemDomain
-from dp_spark.families.aggregate import private_groups, run
-from dp_spark.families.aggregate.keys import PRIVATE, group_keys
-from dp_spark.families.aggregate.metrics import metrics_of
-from dp_spark.families.aggregate.noisy_totals import GroupBound
-from dp_spark.families.aggregate.params import AggregateParams
-from dp_spark.families.aggregate.quantiles import Candidates
 from dp_spark.families.counts import sampling
 from dp_spark.families.dpsense import columns as item_columns
 from dp_spark.families.dpsense import theta as dpsense
@@ -45,83 +36,45 @@ from dp_spark.families.frapp.family import bounded_records
 from dp_spark.families.user_histogram import quantities as user_quantities
 from dp_spark.io.checkins import guard_figures as guard_figures_of_checkins
 from dp_spark.io.validation import SHARE_GRID, validate_records
-
-SEED = 11  # known to the adversary: every salt is derived from it
-ITEMS = 12
-ATTRS = ("a", "b", "c")
-BOUND = 3  # l, d, l0, θ, M and records per user alike
-VISITS_CAP = 2  # location entropy's C
-HISTOGRAM_EDGES = (1, 2, 4, 8, 16)  # the user histogram's public bins (the last one open)
-LAYOUTS = ("first", "last", "spread", "reshuffled")
-
-
-def table(users: int = 30, seed: int = 5, duplicates: bool = True) -> pd.DataFrame:
-    """D: ``users`` users with 1 to 14 records over ITEMS items and ATTRS; with ``duplicates`` most
-    users repeat some of their records exactly (same item and attribute)."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for user in range(1, users + 1):
-        n = int(rng.integers(1, 15))
-        cells = rng.choice(ITEMS * len(ATTRS), size=n, replace=duplicates or n > ITEMS * len(ATTRS))
-        rows += [(user, 1 + int(c) // len(ATTRS), ATTRS[int(c) % len(ATTRS)]) for c in cells]
-    return pd.DataFrame(rows, columns=["user_id", "item_id", "attr"])
-
-
-def added_user(user_id: int, duplicates: bool = True) -> pd.DataFrame:
-    """The user D′ adds: ten records, several of them identical when ``duplicates``."""
-    cells = [0, 0, 0, 5, 7, 7, 9, 12, 20, 33] if duplicates else [0, 1, 2, 5, 7, 8, 9, 12, 20, 33]
-    return pd.DataFrame([(user_id, 1 + c // len(ATTRS), ATTRS[c % len(ATTRS)]) for c in cells],
-                        columns=["user_id", "item_id", "attr"])
-
-
-def neighbour(base: pd.DataFrame, extra: pd.DataFrame, layout: str) -> pd.DataFrame:
-    """D′ as a row order: the extra user's records first, last, or spread evenly between D's rows;
-    "reshuffled" permutes every row of D′ (the caller also spreads it over more partitions)."""
-    if layout == "first":
-        return pd.concat([extra, base], ignore_index=True)
-    if layout == "last":
-        return pd.concat([base, extra], ignore_index=True)
-    if layout == "spread":
-        at = np.linspace(0, len(base), len(extra), endpoint=False).astype(int)
-        parts, start = [], 0
-        for k, cut in enumerate(at):
-            parts += [base.iloc[start:cut], extra.iloc[[k]]]
-            start = cut
-        return pd.concat(parts + [base.iloc[start:]], ignore_index=True)
-    if layout == "reshuffled":
-        whole = pd.concat([base, extra], ignore_index=True)
-        return whole.iloc[np.random.default_rng(1).permutation(len(whole))].reset_index(drop=True)
-    raise ValueError(f"unknown layout {layout!r}")
-
-
-SCHEMA = "user_id long, item_id long, attr string"
-
-
-def frame(spark: SparkSession, rows: pd.DataFrame, layout: str = "first", schema: str = SCHEMA) -> DataFrame:
-    """The rows as Spark reads them, in their order; "reshuffled" over five partitions."""
-    df = spark.createDataFrame(rows, schema)
-    return df.repartition(5) if layout == "reshuffled" else df.coalesce(2)
-
-
-ITEM_DOMAIN = ItemDomain(ids=np.arange(1, ITEMS + 1, dtype=np.int64), description="sensitivity audit",
-                         id_range=(1, ITEMS))
-ATTRIBUTE_DOMAIN = AttributeDomain(ATTRS)
-
-
-def _keyed(df: DataFrame, distinct: bool) -> DataFrame:
-    return keys.with_row_key(df, distinct=distinct)
+from dp_spark.lab.sensitivity_data import (
+    ATTRIBUTE_DOMAIN,
+    ATTRS,
+    BOUND,
+    HISTOGRAM_EDGES,
+    ITEM_DOMAIN,
+    ITEMS,
+    LAYOUTS,
+    MEANS_CLIP,
+    SCHEMA,
+    SEED,
+    VISITS_CAP,
+    frame,
+    keyed,
+    neighbour,
+    valued,
+)
+from dp_spark.lab.sensitivity_data import added_user as added_user  # the tests' neighbours, from here too
+from dp_spark.lab.sensitivity_data import table as table
+from dp_spark.lab.sensitivity_groups import (
+    RANGE_CANDIDATES,
+    groups_per_user,
+    groups_per_user_popular,
+    groups_per_user_values,
+    groups_value_ranks,
+    private_group_keys,
+)
 
 
 def sra(df: DataFrame, distinct: bool) -> np.ndarray:
     """SRA, LPA, DFT: each user's uniform sample of l records, counted per (item, attribute)."""
-    selection = user_records.sample_selection(_keyed(df, distinct), BOUND, SEED)
+    selection = user_records.sample_selection(keyed(df, distinct), BOUND, SEED)
     return item_edges.selected_edge_counts(selection, ITEM_DOMAIN, ATTRIBUTE_DOMAIN).ravel()
 
 
 def sra_capped(df: DataFrame, distinct: bool) -> np.ndarray:
     """SRA with at most one record per user and item (records_per_item = 1, the Gaussian path), counted
     per (item, attribute) and per item: squared L2 sensitivity l·c = l in each table."""
-    selection = user_records.sample_selection(_keyed(df, distinct), BOUND, SEED)
+    selection = user_records.sample_selection(keyed(df, distinct), BOUND, SEED)
     edges = item_edges.selected_edge_counts(selection, ITEM_DOMAIN, ATTRIBUTE_DOMAIN, cap=1)
     return np.concatenate([edges.ravel(), item_edges.item_counts(edges)])
 
@@ -129,31 +82,18 @@ def sra_capped(df: DataFrame, distinct: bool) -> np.ndarray:
 def sra_items(df: DataFrame, distinct: bool) -> np.ndarray:
     """SRA's item counts without the cap: all l records of a user may fall on one item, so the squared
     L2 sensitivity is l² (the negative control of the cap)."""
-    selection = user_records.sample_selection(_keyed(df, distinct), BOUND, SEED)
+    selection = user_records.sample_selection(keyed(df, distinct), BOUND, SEED)
     return item_edges.item_counts(item_edges.selected_edge_counts(selection, ITEM_DOMAIN, ATTRIBUTE_DOMAIN))
 
 
 def hpa_top_capped(df: DataFrame, distinct: bool) -> np.ndarray:
     """HPA's top-l after the cap of one record per user and item, per (item, attribute) and per item."""
     scores = (np.arange(ITEMS) * 7) % 5
-    scored = _keyed(df, distinct).withColumn("_score", F.element_at(F.array(*[F.lit(int(s)) for s in scores]),
+    scored = keyed(df, distinct).withColumn("_score", F.element_at(F.array(*[F.lit(int(s)) for s in scores]),
                                                                     F.col("item_id").cast("int")))
     edges = item_edges.selected_edge_counts(user_records.top_selection(scored, BOUND, "_score", SEED),
                                             ITEM_DOMAIN, ATTRIBUTE_DOMAIN, cap=1)
     return np.concatenate([edges.ravel(), item_edges.item_counts(edges)])
-
-
-# The means' range: values from −3.1 to 5.3 below, so some are clipped; 10 grid units per half-range.
-MEANS_CLIP = ClipRange(-1.0, 4.0, steps=10)
-HISTOGRAM_CANDIDATES = Candidates((-1.0, 0.0, 1.5, 2.0, 4.0))  # uneven, within MEANS_CLIP
-
-
-def _valued(df: DataFrame, distinct: bool) -> DataFrame:
-    """The rows with a value of their own (a function of the record alone: clipped at both ends
-    for some, NaN for others) and their row keys: the means' input before validation."""
-    code = F.pmod(F.col("item_id") * 7 + F.length("attr") + F.ascii("attr"), F.lit(13))
-    value = F.when(code == 12, F.lit(float("nan"))).otherwise(code * 0.7 - 3.1)
-    return _keyed(df, distinct).withColumn("value", value.cast("double"))
 
 
 def _means_tables(df: DataFrame, distinct: bool, attributes: AttributeDomain | None, cap: int | None,
@@ -162,7 +102,7 @@ def _means_tables(df: DataFrame, distinct: bool, attributes: AttributeDomain | N
     each user's records, and the kept ones are summed per item (and cell); ``on_executors``: the
     tally a release beyond the driver makes instead (value_sums.cell_tally), as (counts, units)
     per cell."""
-    validated = validate_records(_valued(df, distinct), ITEM_DOMAIN, attributes, value=True)
+    validated = validate_records(valued(df, distinct), ITEM_DOMAIN, attributes, value=True)
     try:
         selection = user_records.sample_selection(validated.records, BOUND, SEED, counts=validated.user_counts,
                                                   users_by_n=validated.users_by_n)
@@ -208,7 +148,7 @@ def means_clip_ranks(df: DataFrame, distinct: bool) -> np.ndarray:
     """The ranks the clipping range is chosen from (release.clip_choice): each candidate's count
     of per-user values below it and at most it, and their number, from the record validation
     draws per user. Each moves by at most one."""
-    validated = validate_records(_valued(df, distinct), ITEM_DOMAIN, None, value=True, sample_value=True,
+    validated = validate_records(valued(df, distinct), ITEM_DOMAIN, None, value=True, sample_value=True,
                                  one_per_user_salt=keys.sample_salt(SEED))
     try:
         below, at_most, n = value_ranks(validated.one_per_user, "_sampled_value", CLIP_CANDIDATES)
@@ -219,13 +159,13 @@ def means_clip_ranks(df: DataFrame, distinct: bool) -> np.ndarray:
 
 def gs_one_record(df: DataFrame, distinct: bool) -> np.ndarray:
     """GS's ordering sample: one record of each user's bounded records."""
-    bounded = user_records.sample_selection(_keyed(df, distinct), BOUND, SEED).rows()
+    bounded = user_records.sample_selection(keyed(df, distinct), BOUND, SEED).rows()
     return sampling._one_record_per_user(bounded, ITEM_DOMAIN, ATTRIBUTE_DOMAIN, SEED).ravel()
 
 
 def hpa_popularity(df: DataFrame, distinct: bool) -> np.ndarray:
     """HPA's popularity sample with d = 1, drawn in validation's pass."""
-    validated = validate_records(_keyed(df, distinct), ITEM_DOMAIN, ATTRIBUTE_DOMAIN,
+    validated = validate_records(keyed(df, distinct), ITEM_DOMAIN, ATTRIBUTE_DOMAIN,
                                  one_per_user_salt=keys.sample_salt(SEED))
     try:
         sampled = validated.one_per_user.select(F.col("_sampled_item").alias("item_id"))
@@ -237,7 +177,7 @@ def hpa_popularity(df: DataFrame, distinct: bool) -> np.ndarray:
 def hpa_top(df: DataFrame, distinct: bool) -> np.ndarray:
     """HPA's top-l: each user's l records of highest (public) score, ties by the keyed position."""
     scores = (np.arange(ITEMS) * 7) % 5  # many ties, so the keys decide
-    scored = _keyed(df, distinct).withColumn("_score", F.element_at(F.array(*[F.lit(int(s)) for s in scores]),
+    scored = keyed(df, distinct).withColumn("_score", F.element_at(F.array(*[F.lit(int(s)) for s in scores]),
                                                                     F.col("item_id").cast("int")))
     selection = user_records.top_selection(scored, BOUND, "_score", SEED)
     return item_edges.selected_edge_counts(selection, ITEM_DOMAIN, ATTRIBUTE_DOMAIN).ravel()
@@ -271,65 +211,9 @@ def entropy_random(df: DataFrame, distinct: bool) -> np.ndarray:
     return vector
 
 
-def _aggregate_params(metrics: list[str]) -> AggregateParams:
-    valued = any("(" in m for m in metrics)
-    return AggregateParams(group_keys(["item_id"], {"item_id": {"range": [1, ITEMS]}}), metrics_of(metrics),
-                           GroupBound(BOUND, VISITS_CAP), MEANS_CLIP if valued else None)
-
-
-def groups_per_user(df: DataFrame, distinct: bool) -> np.ndarray:
-    """The aggregate family's release path up to its totals (families.aggregate.run.kept_records:
-    each record's user and group, then at most l items (groups) per user and C records in each):
-    the records and the distinct users per item. The family has no distinct-records path."""
-    params = _aggregate_params(["count", "users"])
-    totals = group_totals(run.kept_records(df, params, SEED), run.GROUP, ITEMS)
-    return np.concatenate([totals.records, totals.users])
-
-
-def private_group_keys(df: DataFrame, distinct: bool) -> np.ndarray:
-    """The aggregate family's selection of key columns chosen privately, on its own path
-    (run.usable_records: each record's user and tuple; then at most l0 = l distinct tuples per
-    user): the users per tuple that partition selection thresholds."""
-    params = AggregateParams(group_keys(["item_id"], {"item_id": PRIVATE}), metrics_of(["count"]),
-                             GroupBound(BOUND, VISITS_CAP), delta=1e-6)
-    usable = run.usable_records(df, params)
-    bounded = user_keys.bounded_keys(usable.select("user_id", private_groups.KEY), BOUND, SEED,
-                                     key_col=private_groups.KEY)
-    found, users = users_per_key(bounded, private_groups.KEY)
-    vector = np.zeros(ITEMS, dtype=np.int64)
-    items = [private_groups.decoded(text, (private_groups.INTEGER,))[0] for text in found]
-    vector[np.asarray(items, dtype=np.int64) - 1] = users
-    return vector
-
-
-def groups_per_user_popular(df: DataFrame, distinct: bool) -> np.ndarray:
-    """:func:`groups_per_user` with HPA's rule: each user keeps its l groups of highest rank in a
-    fixed popularity (given, as the release's is a DP output drawn before), ties at random."""
-    params = _aggregate_params(["count", "users"])
-    ranks = np.arange(ITEMS, dtype=np.int64) % 7  # many ties, so both orders decide
-    totals = group_totals(run.kept_records(df, params, SEED, ranks=ranks), run.GROUP, ITEMS)
-    return np.concatenate([totals.records, totals.users])
-
-
-def groups_per_user_values(df: DataFrame, distinct: bool) -> np.ndarray:
-    """:func:`groups_per_user` with a value: the sums of the kept values' grid units and of their
-    square units per group, and the histograms over candidates that the histogram method noises (a
-    record without a usable value is in no group, as the release drops it)."""
-    params = _aggregate_params(["variance(value)"])
-    kept = run.kept_records(_valued(df, distinct), params, SEED).cache()
-    try:
-        totals = group_totals(kept, run.GROUP, ITEMS, run.VALUE, MEANS_CLIP)
-        histograms = kept_histograms(kept, run.GROUP, F.col(run.VALUE), HISTOGRAM_CANDIDATES.midpoints().tolist(),
-                                     ITEMS)
-    finally:
-        kept.unpersist()
-    assert totals.units is not None and totals.squares is not None
-    return np.concatenate([totals.units, totals.squares, histograms.ravel()])
-
-
 def user_histogram(df: DataFrame, distinct: bool) -> np.ndarray:
     """The user histogram: each user's record count, in one of the public bins."""
-    validated = validate_records(_keyed(df, distinct), ITEM_DOMAIN, None)
+    validated = validate_records(keyed(df, distinct), ITEM_DOMAIN, None)
     try:
         return user_quantities.true_histogram(validated.records, "records", np.array(HISTOGRAM_EDGES),
                                               validated.user_counts)
@@ -374,7 +258,7 @@ def guard_figures(df: DataFrame, distinct: bool) -> np.ndarray:
     """The guards' figures from validation's pass (release.guards.GuardFigures): users, the
     dropped-share sum and the users over the bound, the counts of users scaled by SHARE_GRID so
     that every coordinate's sensitivity is SHARE_GRID."""
-    validated = validate_records(_keyed(df, distinct), GUARD_DOMAIN, GUARD_ATTRIBUTES)
+    validated = validate_records(keyed(df, distinct), GUARD_DOMAIN, GUARD_ATTRIBUTES)
     try:
         n = validated.users_by_n.index.to_numpy()
         truncated = int(validated.users_by_n[n > BOUND].sum())
@@ -439,6 +323,8 @@ FAMILIES = (
            linf=MEANS_CLIP.steps, l2_squared=2 * BOUND * MEANS_CLIP.steps ** 2 + 2 * BOUND),
     # The clipping range's ranks: one value per user, so each count moves by one at most.
     Family("means_clip_ranks", means_clip_ranks, 2 * len(CLIP_CANDIDATES) + 1, linf=1),
+    # The same for an aggregation's range of the value: one value per user among its grouped records.
+    Family("groups_value_ranks", groups_value_ranks, 2 * len(RANGE_CANDIDATES) + 1, linf=1),
     # Families that bound without a random key: checked the same way.
     # The Gaussian's L2 too: one bin by one; a row's grid weights w ≤ 2^10 with Σ w ≤ θ·2^10.
     Family("user_histogram", user_histogram, 1, l2_squared=1),

@@ -34,16 +34,20 @@ steps' outputs, so the three compose (sequentially, adaptively). The claim: docs
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from dp_spark.core import zcdp
+from dp_spark.core.clip_range import ClipRange
 from dp_spark.core.ledger import Budget, LedgerEntry, selection_entry
 from dp_spark.core.mechanisms import RandomSource
+from dp_spark.errors import ConfigError
 
 # The default candidates: 0 and ±{1, 1.5, 2, 3, 4, 5, 6, 8}·10^k for k = −2 to 8, 177 values from
 # −8·10^8 to 8·10^8, neighbours at most a factor 1.5 apart away from 0 (round numbers, so that a
@@ -175,3 +179,50 @@ def choose_clip(candidates: Sequence[float], below: Sequence[int], at_most: Sequ
         lower, upper = rounded_ranks(below[room], at_most[room], values, "high")
         high = _choose(cands[room], lower, upper, values, 1 - q, share, budget, rng, "choose high")
     return ClipChoice(low, high, users_noisy, q)
+
+
+AUTO = "auto"  # an end of the range given so is chosen here
+
+
+def checked_ends(low: Any, high: Any, candidates: Any, steps: int, prefix: str = "algorithm."
+                 ) -> tuple[float | None, float | None, tuple[float, ...]]:
+    """A range with one end or both "auto", checked before anything is paid: (the given low or
+    None, the given high or None, the candidates, DEFAULT_CANDIDATES unless given). Every range the
+    choice can give must be a grid doubles hold (check_ranges). ``prefix``: the config keys' (the
+    API's names have none)."""
+    if candidates is None:
+        candidates = DEFAULT_CANDIDATES
+    elif not isinstance(candidates, (list, tuple)):
+        raise ConfigError(f"{prefix}clip_candidates must be a list of numbers, got {candidates!r}")
+    else:
+        try:
+            candidates = candidates_checked(candidates)
+        except ValueError as e:
+            raise ConfigError(f"{prefix}clip_candidates: {e}") from None
+    given = {}
+    for name, value in (("low", low), ("high", high)):
+        if value == AUTO:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"{prefix}{name} must be a finite number or \"{AUTO}\", got {value!r}")
+        given[name] = float(value)
+    lows = [c for c in candidates if c < given["high"]] if "high" in given else list(candidates[:-1])
+    highs = [c for c in candidates if c > given["low"]] if "low" in given else list(candidates[1:])
+    if not lows or not highs:
+        side = f"below {prefix}high" if not lows else f"above {prefix}low"
+        raise ConfigError(f"{prefix}clip_candidates has no value {side}: the range cannot be chosen")
+    try:
+        check_ranges(tuple(lows), tuple(highs), steps)
+    except ValueError as e:
+        raise ConfigError(f"{prefix}clip_candidates: {e}") from None
+    return given.get("low"), given.get("high"), tuple(candidates)
+
+
+@functools.lru_cache(maxsize=16)
+def check_ranges(lows: tuple[float, ...], highs: tuple[float, ...], steps: int) -> None:
+    """Every range the choice can give must be a grid doubles hold: checked before the choice is
+    paid for, not after (once per set of candidates: 15,000 ranges for the default)."""
+    for low in lows:
+        for high in highs:
+            if high > low:
+                ClipRange(low, high, steps)

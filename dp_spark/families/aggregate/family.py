@@ -15,33 +15,34 @@ noisy_totals, quantiles and run.
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
 from pyspark.sql import types as T
 
-from dp_spark.core import accuracy, noise_choice
+from dp_spark.core import noise_choice
 from dp_spark.core.clip_range import DEFAULT_STEPS
 from dp_spark.errors import ConfigError, DataError
 from dp_spark.families.aggregate import (
     bound_choice,
     coverage,
+    expected_error,
     histogram_metrics,
     noisy_totals,
     popular_groups,
     private_groups,
     quantiles,
+    range_choice,
 )
+from dp_spark.families.aggregate.expected_error import CONFIDENCE
 from dp_spark.families.aggregate.keys import PRIVATE, group_keys
-from dp_spark.families.aggregate.metrics import COUNT, USERS, metrics_of
-from dp_spark.families.aggregate.noisy_totals import RECORDS, SUM, GroupBound
+from dp_spark.families.aggregate.metrics import metrics_of
+from dp_spark.families.aggregate.noisy_totals import GroupBound
 from dp_spark.families.aggregate.params import (
     AUTO,
     HISTOGRAM,
     HPA,
-    QUANTILE_KINDS,
     SELECTION_STEP,
     SRA,
     AggregateParams,
@@ -49,20 +50,25 @@ from dp_spark.families.aggregate.params import (
     quantile_step,
 )
 from dp_spark.families.aggregate.quantiles import Candidates
-from dp_spark.families.aggregate.run import GROUP, TABLE, aggregate_table, empty_table, in_groups, usable_records
+from dp_spark.families.aggregate.run import (
+    GROUP,
+    TABLE,
+    VALUE,
+    aggregate_table,
+    empty_table,
+    in_groups,
+    usable_records,
+)
 from dp_spark.io.validation import INTEGER_TYPES, NUMERIC_TYPES, analysed, user_values
-from dp_spark.release import bound_selection, guards, sum_tables
+from dp_spark.release import bound_selection, guards
 from dp_spark.release.family import ConfigTables, Domains, Family, FamilyOutput, RunInputs, require
 from dp_spark.release.private_keys import partition_delta
 
-# The confidence of a mean's interval (mean_v_low, mean_v_high).
-CONFIDENCE = 0.95
-# The records kept in a group at which plan and the report state a mean's interval.
-RECORDS_SHOWN = (10, 100, 1_000, 10_000)
 # The paper's names for the bound, taken as aliases of the users' words.
 ALIASES = {"l": "groups_per_user", "c": "records_per_group", "l_candidates": "groups_per_user_candidates"}
 CONFIG_KEYS = ("by", "metrics", "groups_per_user", "records_per_group", "low", "high", "candidates", "grid_steps",
-               "method", "c", "keys_per_user", "bounding", "groups_per_user_candidates", "l_candidates")
+               "method", "c", "keys_per_user", "bounding", "groups_per_user_candidates", "l_candidates",
+               "clip_candidates")
 # (Not d: the counts' HPA takes it as well, and a key listed here is refused for every other family.)
 
 
@@ -70,7 +76,7 @@ def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, rec
                      low: Any = None, high: Any = None, candidates: Any = None, noise: str = "laplace",
                      grid_steps: int = DEFAULT_STEPS, method: str = AUTO, keys_per_user: Any = None,
                      delta: float = 0.0, bounding: str = SRA, d: Any = 1,
-                     groups_per_user_candidates: Any = None) -> AggregateParams:
+                     groups_per_user_candidates: Any = None, clip_candidates: Any = None) -> AggregateParams:
     """The parameters from the words of the API and the config (module docstring), each checked.
     ``delta``: partition selection's, with key columns chosen privately (private_keys.partition_delta);
     ``groups_per_user = "auto"``: l chosen privately from ``groups_per_user_candidates`` (default
@@ -95,6 +101,12 @@ def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, rec
     except ValueError as e:
         raise ConfigError(str(e)) from None
     clip = clip_of(low, high, grid_steps)
+    choice = range_choice.range_choice(low, high, clip_candidates, grid_steps)
+    if choice is None and clip_candidates is not None:
+        raise ConfigError("clip_candidates are used only with low or high \"auto\"")
+    if choice is not None and candidates is not None:
+        raise ConfigError("candidates fix the values a value is rounded to, and so its range: give low and high with "
+                          "them, or leave them out to have them made evenly over the chosen range")
     chosen = None
     if candidates is not None:
         try:
@@ -103,7 +115,7 @@ def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, rec
             raise ConfigError(f"candidates: {e}") from None
     return AggregateParams(group_keys(by, {name: _domain_spec(spec) for name, spec in keys.items()}),
                            metrics_of(metrics), bound, clip, chosen, noise, method, keys_per_user, delta, bounding, d,
-                           bound_candidates)
+                           bound_candidates, choice)
 
 
 def _tuple_table_name(name: Any) -> str:
@@ -165,7 +177,7 @@ def from_config(c: ConfigTables) -> AggregateParams:
                             algorithm.get("keys_per_user"),
                             partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0,
                             algorithm.get("bounding", SRA), algorithm.get("d", 1),
-                            algorithm.get("groups_per_user_candidates"))
+                            algorithm.get("groups_per_user_candidates"), algorithm.get("clip_candidates"))
 
 
 def _read_columns(params: AggregateParams) -> tuple[str, ...]:
@@ -214,12 +226,26 @@ def run(params: AggregateParams, inputs: RunInputs) -> FamilyOutput:
                                             inputs.budget, inputs.rng, GROUP)
         inputs.progress(f"groups_per_user = {params.bound.groups_per_user}, chosen privately from {candidates}")
         chosen.update(bound)
+    if params.range_choice is not None:
+        params, picked = _range_chosen(params, inputs)
+        chosen.update(picked)
     decided = _guarded(params, inputs)  # before the metrics' noise
     inputs.progress("records read; bounding and aggregating")
     table, kept = aggregate_table(inputs.records, params, inputs.split, params.noise, inputs.budget, inputs.rng,
                                   inputs.seed, 1 - CONFIDENCE)
     diagnostics = {"rows_after_bounding": kept, **({"partition_selection": selection} if selection else {})}
     return FamilyOutput({TABLE: table}, diagnostics, chosen=chosen or None, guards=decided)
+
+
+def _range_chosen(params: AggregateParams, inputs: RunInputs) -> tuple[AggregateParams, dict]:
+    """The parameters at the value's range chosen privately, and what the report says of it."""
+    assert params.range_choice is not None and params.value is not None
+    inputs.progress(f"choosing the range of {params.value} privately from {len(params.range_choice.candidates)} "
+                    "candidates")
+    choice = range_choice.choose(in_groups(inputs.records, params), params.range_choice, GROUP, VALUE, inputs.split,
+                                 inputs.budget, inputs.rng, inputs.seed)
+    inputs.progress(f"{params.value}: clipping range [{choice.low:g}, {choice.high:g}], chosen privately")
+    return range_choice.at_range(params, choice.low, choice.high), choice.to_json()
 
 
 def _guarded(params: AggregateParams, inputs: RunInputs) -> dict | None:
@@ -268,10 +294,15 @@ def _describe(params: AggregateParams, epsilon: Fraction, domains: Domains) -> s
 
 
 def _with_chosen(params: AggregateParams, chosen: dict) -> tuple[AggregateParams, dict] | None:
-    """The parameters at the privately chosen l, for the report's accuracy."""
-    if "groups_per_user" not in chosen:
-        return None
-    return bound_choice.at_bound(params, chosen["groups_per_user"]), {"groups_per_user": chosen["groups_per_user"]}
+    """The parameters at the privately chosen l and value range, for the report's accuracy."""
+    said = {}
+    if "groups_per_user" in chosen:
+        params, said["groups_per_user"] = bound_choice.at_bound(params, chosen["groups_per_user"]), chosen[
+            "groups_per_user"]
+    if "low" in chosen:
+        params = range_choice.at_range(params, chosen["low"], chosen["high"])
+        said.update(low=chosen["low"], high=chosen["high"])
+    return (params, said) if said else None
 
 
 def _choice_text(params: AggregateParams) -> str:
@@ -324,6 +355,7 @@ def _report_section(params: AggregateParams) -> dict:
             "records_per_group": bound.records_per_group,
             "bounding": params.bounding, **({"d": params.popularity_groups} if params.bounding == HPA else {}),
             **({"low": clip.low, "high": clip.high, "grid_steps": clip.steps} if clip else {}),
+            **(_range_parameters(params.range_choice) if params.range_choice else {}),
             **({"candidates": len(params.candidates)} if params.candidates else {}),
             **({"method": params.method} if params.value else {}),
             "noise": params.noise, "confidence": CONFIDENCE,
@@ -334,6 +366,11 @@ def _report_section(params: AggregateParams) -> dict:
         "post_processing": _POST_PROCESSING[params.method],
         "publisher": {"name": "laplace" if params.noise == "laplace" else params.noise},
     }
+
+
+def _range_parameters(choice: range_choice.RangeChoice) -> dict:
+    return {"low": AUTO if choice.low is None else choice.low, "high": AUTO if choice.high is None else choice.high,
+            "clip_candidates": list(choice.candidates)}
 
 
 _POST_PROCESSING = {
@@ -362,119 +399,12 @@ def _sensitivities(params: AggregateParams) -> dict:
     return said
 
 
-def _table_accuracy(params: AggregateParams, split: dict[str, Fraction], alpha: float, zcdp: bool) -> dict:
-    """Each column's expected error, from the config alone: the counts' noise exactly; the sum's
-    sd exactly and its half-widths by a union bound; a mean's interval by the group's records; a
-    variance none; a quantile's rank error at 1 − alpha."""
-    groups = params.keys.size() or 1  # a cell's noise does not depend on how many there are
-    entries = noisy_totals.ledger_entries(params.tables, params.bound, params.clip, params.value,
-                                          {t: split[noisy_totals.step_name(t, params.value)] for t in params.tables},
-                                          params.noise, groups)
-    columns: dict[str, accuracy.Accuracy] = {}
-    if params.method == HISTOGRAM:
-        assert params.value is not None and params.candidates is not None
-        entry = histogram_metrics.ledger_entry(params.bound, params.value,
-                                               split[histogram_metrics.step_name(params.value)], params.noise, groups,
-                                               len(params.candidates))
-        columns.update(histogram_metrics.table_accuracy(
-            [m for m in params.metrics if m.kind in histogram_metrics.KINDS], entry, params.candidates, alpha,
-            RECORDS_SHOWN, CONFIDENCE, _counted(params)))
-    for metric in params.metrics:
-        if metric.kind in (COUNT, USERS) and metric.kind in columns:
-            continue
-        if metric.kind in (COUNT, USERS):
-            columns[metric.kind] = _exact(entries[RECORDS if metric.kind == COUNT else noisy_totals.DISTINCT_USERS],
-                                          alpha)
-        elif params.method == HISTOGRAM:
-            continue
-        elif metric.kind == "sum":
-            columns[metric.columns[0]] = _sum_accuracy(params, entries, alpha)
-        elif metric.kind == "mean":
-            columns[metric.columns[0]] = _mean_accuracy(params, entries, alpha)
-        elif metric.kind in ("variance", "stddev"):
-            columns[metric.columns[0]] = accuracy.not_additive(
-                "from three noisy figures", alpha, "no interval yet: the noisy sum of squares less the squared noisy "
-                "mean, kept in [0, ((high - low)/2)^2]; a group with few records has mostly noise")
-        elif metric.kind in QUANTILE_KINDS:
-            for level, name in zip(metric.levels, metric.columns):
-                columns[name] = _quantile_accuracy(params, split[quantile_step(metric.value or "", level)], level,
-                                                   alpha, zcdp)
-    return {TABLE: columns}
-
-
-def _exact(entry, alpha: float) -> accuracy.Accuracy:
-    if entry.gaussian:
-        return accuracy.discrete_gaussian(entry.noise_scale, alpha)
-    return accuracy.discrete_laplace(entry.noise_scale, alpha)
-
-
-def _sum_accuracy(params: AggregateParams, entries: dict, alpha: float) -> accuracy.Accuracy:
-    """γ·(sum noise) + m·(count noise): the sd exact, the half-widths the two's at half the level each."""
-    clip = params.clip
-    assert clip is not None
-    count, units = entries[RECORDS], entries[SUM]
-    g, m = clip.unit, abs(clip.centre)
-    sd = math.sqrt(g * g * _variance(units) + m * m * _variance(count))
-    h95 = g * sum_tables.halfwidth(units, 0.025) + m * sum_tables.halfwidth(count, 0.025)
-    h = g * sum_tables.halfwidth(units, alpha / 2) + m * sum_tables.halfwidth(count, alpha / 2)
-    return accuracy.Accuracy(f"{g:g} x (noise on the sum of grid units) + {clip.centre:g} x (the count's noise)",
-                             accuracy.UPPER_BOUND, alpha, sd=sd, ci95_halfwidth=h95, ci_halfwidth=h,
-                             note="the sd is exact; the half-widths add the two noises' at half the level each")
-
-
-def _variance(entry) -> float:
-    sd = _exact(entry, 0.5).sd
-    assert sd is not None  # exact noise has one
-    return sd * sd
-
-
-def _mean_accuracy(params: AggregateParams, entries: dict, alpha: float) -> accuracy.Accuracy:
-    clip = params.clip
-    assert clip is not None
-    level_alpha = 1 - CONFIDENCE
-    count_h = sum_tables.halfwidth(entries[RECORDS], level_alpha / 2)
-    sum_h = sum_tables.halfwidth(entries[SUM], level_alpha / 2)
-    widths = tuple((n, sum_tables.mean_halfwidth(n, count_h, sum_h, clip)) for n in RECORDS_SHOWN)
-    note = (f"the ratio of the noisy sum and count: each group's {100 * CONFIDENCE:g}% interval (mean_<v>_low, "
-            "mean_<v>_high) covers the mean of the records bounding kept; a group whose count's interval reaches "
-            "zero gets no mean")
-    return accuracy.not_additive("ratio of two noisy figures", alpha, note, widths, CONFIDENCE,
-                                 math.floor(count_h) + 1, _counted(params))
-
-
-def _counted(params: AggregateParams) -> str:
-    """What a group's records are in the plan's and the report's words: its users when each user
-    counts once per group (c = 1)."""
-    return "users" if params.bound.records_per_group == 1 else "records kept"
-
-
-def _quantile_accuracy(params: AggregateParams, share: Fraction, level: Fraction, alpha: float,
-                       zcdp: bool) -> accuracy.Accuracy:
-    assert params.candidates is not None
-    bound = params.bound
-    rank = quantiles.rank_error(len(params.candidates), share, level, bound.groups_per_user,
-                                bound.records_per_group, zcdp, alpha)
-    return accuracy.not_additive(
-        "exponential mechanism over the candidates", alpha,
-        f"with probability at least {100 * (1 - alpha):g}% a group's value is at most {rank:,.1f} of its values away "
-        f"from its {float(level):g}-quantile in rank (values rounded to the {len(params.candidates)} candidates), "
-        "whatever the group's size: a group of many more values than that gets a close quantile")
-
-
-def _accuracy(params: AggregateParams, epsilon: Fraction, domains: Domains, split: dict[str, Fraction],
-              alpha: float) -> dict:
-    # Gaussian or "auto" noise means zCDP accounting, where the mechanism runs at twice its share. A
-    # zCDP release with Laplace noise (privacy.rho alone) is stated at the share: an upper bound.
-    zcdp = params.noise != "laplace"
-    return _table_accuracy(params, split, alpha, zcdp)
-
-
 FAMILY = Family(name="aggregate", algorithms=("aggregate",), params_type=AggregateParams,
                 default_split=lambda params, epsilon, domains: params.split(epsilon),
                 split_keys=lambda params, domains: params.split_keys(), run=run, describe=_describe,
                 report_section=_report_section, from_config=from_config, config_keys=CONFIG_KEYS,
                 reads="keyed_records", read_columns=_read_columns, uses_item_domain=False,
-                item_domain_optional=True, domain_section=_domain_section, accuracy=_accuracy,
+                item_domain_optional=True, domain_section=_domain_section, accuracy=expected_error.accuracy,
                 check_schema=_check_schema, output_rows=lambda params, domains: {TABLE: params.keys.size()},
                 delta=lambda params: params.delta, with_chosen=_with_chosen, takes_gaussian=True,
                 reads_tables=lambda params: bool(params.keys.tables),

@@ -13,7 +13,8 @@ the metrics ask for a quantile or for figures whose separate tables would carry 
 Each step gets the same part of ε (under zCDP, of ρ): by tables, a release of `count` and
 `mean(v)` spends half on the counts and half on the sums, one of `quantiles(v, 0.1, 0.5, 0.9)` a
 third on each level; by histogram, all of it on the histogram (half with `users`). Before them,
-key columns chosen privately take half of ε to be selected, and HPA's bounding a tenth for the
+key columns chosen privately take half of ε to be selected, a privately chosen l a tenth, a
+privately chosen range of the value a tenth (range_choice), and HPA's bounding a tenth for the
 groups' popularity; the steps share the rest.
 """
 
@@ -31,6 +32,9 @@ from dp_spark.families.aggregate.noisy_totals import GroupBound, step_name, tabl
 from dp_spark.families.aggregate.popular_groups import POPULARITY_SHARE
 from dp_spark.families.aggregate.popular_groups import SPLIT_KEY as POPULARITY_STEP
 from dp_spark.families.aggregate.quantiles import MAX_CANDIDATES, Candidates
+from dp_spark.families.aggregate.range_choice import SHARE as RANGE_SHARE
+from dp_spark.families.aggregate.range_choice import SPLIT_KEY as RANGE_SPLIT_KEY
+from dp_spark.families.aggregate.range_choice import RangeChoice
 from dp_spark.release import bound_selection
 from dp_spark.release.family import rows_per_user
 from dp_spark.release.private_keys import DEFAULT_KEYS_PER_USER, PARTITION_SHARE
@@ -83,6 +87,9 @@ class AggregateParams:
     # groups_per_user = "auto": the candidates l is chosen from (bound_choice); ``bound`` then holds
     # the largest, at which plan states the error.
     bound_candidates: tuple[int, ...] | None = None
+    # low or high "auto": the range is chosen privately (range_choice); ``clip`` then holds the
+    # widest it can give, at which plan states the error.
+    range_choice: RangeChoice | None = None
 
     algorithm = "aggregate"
 
@@ -99,8 +106,11 @@ class AggregateParams:
             raise ConfigError("d, the groups per user the popularity counts, is used only with bounding = \"hpa\"")
         self._check_bound_candidates()
         value = self.value
+        if self.range_choice is not None and self.clip is None:
+            object.__setattr__(self, "clip", self.range_choice.widest())
         if value is not None and self.clip is None:
-            raise ConfigError(f"metrics of {value} need its public range: give low and high")
+            raise ConfigError(f"metrics of {value} need its range: give low and high (either \"auto\" to choose "
+                              "it privately)")
         if value is None and (self.clip is not None or self.candidates is not None):
             raise ConfigError("a range or quantile candidates are given, but no metric reads a value")
         asked = self.method
@@ -226,6 +236,8 @@ class AggregateParams:
         first = {SELECTION_STEP: epsilon * PARTITION_SHARE} if self.keys.private else {}
         if self.auto:
             first[BOUND_SPLIT_KEY] = epsilon * BOUND_SHARE
+        if self.range_choice is not None:
+            first[RANGE_SPLIT_KEY] = epsilon * RANGE_SHARE
         if self.bounding == HPA:
             first[POPULARITY_STEP] = epsilon * POPULARITY_SHARE
         rest = epsilon - sum(first.values(), Fraction(0))
@@ -233,12 +245,13 @@ class AggregateParams:
 
     def split_keys(self) -> tuple[str, ...]:
         return (*([SELECTION_STEP] if self.keys.private else []), *([BOUND_SPLIT_KEY] if self.auto else []),
+                *([RANGE_SPLIT_KEY] if self.range_choice is not None else []),
                 *([POPULARITY_STEP] if self.bounding == HPA else []), *self.steps())
 
 
 def clip_of(low: float | None, high: float | None, steps: int = DEFAULT_STEPS) -> ClipRange | None:
-    """The value's public range, or None when neither end is given."""
-    if low is None and high is None:
+    """The value's public range, or None when neither end is given or either is "auto"."""
+    if (low is None and high is None) or AUTO in (low, high):
         return None
     if low is None or high is None:
         raise ConfigError("give the value's range with both low and high")

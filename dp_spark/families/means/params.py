@@ -5,12 +5,9 @@ The release itself is :mod:`dp_spark.families.means.family`."""
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 from dp_spark.core import noise_choice
 from dp_spark.core.accounting import Noise, check_noise
@@ -32,28 +29,6 @@ ITEM_TABLE, EDGE_TABLE = "item_means", "edge_means"
 # Each table pair: its ledger steps and its parts of the budget (privacy.epsilon_*).
 PAIRS = {ITEM_TABLE: ("value_counts", "value_sums", "epsilon_counts", "epsilon_sums"),
          EDGE_TABLE: ("edge_value_counts", "edge_value_sums", "epsilon_edge_counts", "epsilon_edge_sums")}
-
-
-def clip_candidates_of(values: Any) -> tuple[float, ...]:
-    """The public candidates of a clipping range chosen privately (clip_choice's default when not given)."""
-    if values is None:
-        return clip_choice.DEFAULT_CANDIDATES
-    if not isinstance(values, (list, tuple)):
-        raise ConfigError(f"algorithm.clip_candidates must be a list of numbers, got {values!r}")
-    try:
-        return clip_choice.candidates_checked(values)
-    except ValueError as e:
-        raise ConfigError(f"algorithm.clip_candidates: {e}") from None
-
-
-@functools.lru_cache(maxsize=16)
-def _check_ranges(lows: tuple[float, ...], highs: tuple[float, ...], steps: int) -> None:
-    """Every range the choice can give must be a grid doubles hold: checked before the choice is
-    paid for, not after (once per set of candidates: 15,000 ranges for the default)."""
-    for low in lows:
-        for high in highs:
-            if high > low:
-                ClipRange(low, high, steps)
 
 
 @dataclass(frozen=True)
@@ -127,22 +102,10 @@ class MeansParams(AutoBound):
             object.__setattr__(self, "low", clip.low)
             object.__setattr__(self, "high", clip.high)
             return
-        candidates = clip_candidates_of(self.clip_candidates)
+        low, high, candidates = clip_choice.checked_ends(self.low, self.high, self.clip_candidates, self.steps)
         object.__setattr__(self, "clip_candidates", candidates)
-        given = {name: getattr(self, name) for name in ("low", "high") if getattr(self, name) != AUTO}
-        for name, value in given.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ConfigError(f"algorithm.{name} must be a finite number or \"auto\", got {value!r}")
-            object.__setattr__(self, name, float(value))
-        lows = [c for c in candidates if c < self.high] if "high" in given else list(candidates[:-1])
-        highs = [c for c in candidates if c > self.low] if "low" in given else list(candidates[1:])
-        if not lows or not highs:
-            side = "below algorithm.high" if not lows else "above algorithm.low"
-            raise ConfigError(f"algorithm.clip_candidates has no value {side}: the range cannot be chosen")
-        try:
-            _check_ranges(tuple(lows), tuple(highs), self.steps)
-        except ValueError as e:
-            raise ConfigError(f"algorithm.clip_candidates: {e}") from None
+        object.__setattr__(self, "low", AUTO if low is None else low)
+        object.__setattr__(self, "high", AUTO if high is None else high)
 
     @property
     def clip_auto(self) -> bool:
