@@ -361,7 +361,7 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
               noise: str | None = "laplace", delta: float | None = None, rho: Number | None = None,
               max_output_rows: int | None = None, method: str = "auto", keys_per_user: int | None = None,
               bounding: str = "sra", d: int = 1, groups_per_user_candidates: Sequence[int] | None = None,
-              clip_candidates: Sequence[float] | None = None) -> Release:
+              clip_candidates: Sequence[float] | None = None, weights: Mapping[str, float] | None = None) -> Release:
     """Several metrics per group of the key columns ``by``, in one table (``groups``): one row per combination of the
     keys' public values ``keys`` ({column: a range, a list, an item domain's table such as {"file": ...}, or a
     catalog table's column, {"table": "db.movies", "column": "movie_id"}}; {("city", "zip"): rows}: the listed
@@ -382,7 +382,8 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
     groups per user, rather than a uniform sample. ``groups_per_user="auto"``: l chosen privately from
     ``groups_per_user_candidates`` with a tenth of ε. ``low`` or ``high`` "auto": that end of the value's range chosen
     privately from ``clip_candidates`` (default 0 and ±1, 1.5, 2, 3, 4, 5, 6, 8 × 10^k, k = −2..8) with a tenth of
-    ε, from one value per user, as the means choose theirs. docs/aggregate.md."""
+    ε, from one value per user, as the means choose theirs. ``weights``: the ledger steps' relative parts (step name ->
+    weight, 1 unless given; ``plan`` lists the steps), instead of equal ones. docs/aggregate.md."""
     private = isinstance(keys, Mapping) and any(isinstance(spec, str) and spec == PRIVATE_ITEMS
                                                 for spec in keys.values())
     if private:  # partition selection spends delta, and shares it under zCDP
@@ -398,7 +399,7 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
                               keys_per_user=keys_per_user,
                               delta=partition_delta(delta or 0.0, accounting.zcdp) if private else 0.0,
                               bounding=bounding, d=d, groups_per_user_candidates=groups_per_user_candidates,
-                              clip_candidates=clip_candidates)
+                              clip_candidates=clip_candidates, weights=dict(weights) if weights is not None else None)
     family = family_of("aggregate")
     check_accounting(family, params, accounting)
     domains = Domains(None)

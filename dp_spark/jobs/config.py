@@ -61,7 +61,8 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
                   "records_per_user", "cp_k", "cp_rho", "location_choice", "l_candidates", "m_candidates",
                   "clip_candidates", "keys_per_user", "records_per_item", "locations_per_user_candidates",
                   "visits_per_location_candidates", "bounding", "low", "high", "by", "metrics", "groups_per_user",
-                  "records_per_group", "c", "candidates", "grid_steps", "method", "groups_per_user_candidates"),
+                  "records_per_group", "c", "candidates", "grid_steps", "method", "groups_per_user_candidates",
+                  "weights"),
     "publisher": ("name", "k", "grid_bits", "rho", "eta", "delta", "ranking_share", "reproduce_paper"),
 }
 EPSILON_PARTS = ("epsilon_partition", "epsilon_bound", "epsilon_bounding", "epsilon_popularity", "epsilon_items",

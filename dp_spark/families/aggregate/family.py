@@ -68,7 +68,7 @@ from dp_spark.release.private_keys import partition_delta
 ALIASES = {"l": "groups_per_user", "c": "records_per_group", "l_candidates": "groups_per_user_candidates"}
 CONFIG_KEYS = ("by", "metrics", "groups_per_user", "records_per_group", "low", "high", "candidates", "grid_steps",
                "method", "c", "keys_per_user", "bounding", "groups_per_user_candidates", "l_candidates",
-               "clip_candidates")
+               "clip_candidates", "weights")
 # (Not d: the counts' HPA takes it as well, and a key listed here is refused for every other family.)
 
 
@@ -76,7 +76,8 @@ def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, rec
                      low: Any = None, high: Any = None, candidates: Any = None, noise: str = "laplace",
                      grid_steps: int = DEFAULT_STEPS, method: str = AUTO, keys_per_user: Any = None,
                      delta: float = 0.0, bounding: str = SRA, d: Any = 1,
-                     groups_per_user_candidates: Any = None, clip_candidates: Any = None) -> AggregateParams:
+                     groups_per_user_candidates: Any = None, clip_candidates: Any = None,
+                     weights: Any = None) -> AggregateParams:
     """The parameters from the words of the API and the config (module docstring), each checked.
     ``delta``: partition selection's, with key columns chosen privately (private_keys.partition_delta);
     ``groups_per_user = "auto"``: l chosen privately from ``groups_per_user_candidates`` (default
@@ -115,7 +116,17 @@ def aggregate_params(by: Any, keys: Any, metrics: Any, groups_per_user: Any, rec
             raise ConfigError(f"candidates: {e}") from None
     return AggregateParams(group_keys(by, {name: _domain_spec(spec) for name, spec in keys.items()}),
                            metrics_of(metrics), bound, clip, chosen, noise, method, keys_per_user, delta, bounding, d,
-                           bound_candidates, choice)
+                           bound_candidates, choice, _weights(weights))
+
+
+def _weights(weights: Any) -> tuple[tuple[str, Any], ...]:
+    """The metric steps' weights as given: a table of step name -> weight (checked by the params)."""
+    if weights is None:
+        return ()
+    if not isinstance(weights, dict) or not all(isinstance(step, str) for step in weights):
+        raise ConfigError(f"weights must map ledger steps to weights, e.g. {{\"count\": 1, \"sum(stars)\": 3}}, got "
+                          f"{weights!r}")
+    return tuple(weights.items())
 
 
 def _tuple_table_name(name: Any) -> str:
@@ -177,7 +188,8 @@ def from_config(c: ConfigTables) -> AggregateParams:
                             algorithm.get("keys_per_user"),
                             partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0,
                             algorithm.get("bounding", SRA), algorithm.get("d", 1),
-                            algorithm.get("groups_per_user_candidates"), algorithm.get("clip_candidates"))
+                            algorithm.get("groups_per_user_candidates"), algorithm.get("clip_candidates"),
+                            algorithm.get("weights"))
 
 
 def _read_columns(params: AggregateParams) -> tuple[str, ...]:
@@ -358,6 +370,7 @@ def _report_section(params: AggregateParams) -> dict:
             **(_range_parameters(params.range_choice) if params.range_choice else {}),
             **({"candidates": len(params.candidates)} if params.candidates else {}),
             **({"method": params.method} if params.value else {}),
+            **({"weights": {step: float(weight) for step, weight in params.weights}} if params.weights else {}),
             "noise": params.noise, "confidence": CONFIDENCE,
             # With l chosen privately, each step's sensitivity follows from it: the ledger states them.
             **({} if params.auto else {"sensitivity_l1": _sensitivities(params)}),

@@ -15,11 +15,13 @@ Each step gets the same part of ε (under zCDP, of ρ): by tables, a release of 
 third on each level; by histogram, all of it on the histogram (half with `users`). Before them,
 key columns chosen privately take half of ε to be selected, a privately chosen l a tenth, a
 privately chosen range of the value a tenth (range_choice), and HPA's bounding a tenth for the
-groups' popularity; the steps share the rest.
+groups' popularity; the steps share the rest. ``weights`` overrides the equal parts: each step's
+part is then in proportion to its weight (1 unless given), as PipelineDP's budget weights are.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -90,6 +92,9 @@ class AggregateParams:
     # low or high "auto": the range is chosen privately (range_choice); ``clip`` then holds the
     # widest it can give, at which plan states the error.
     range_choice: RangeChoice | None = None
+    # The metric steps' relative weights (step name -> weight, default 1 each): their parts of what
+    # the steps share are proportional to them.
+    weights: tuple[tuple[str, Fraction], ...] = ()
 
     algorithm = "aggregate"
 
@@ -123,11 +128,27 @@ class AggregateParams:
             object.__setattr__(self, "candidates", Candidates.evenly(self.clip.low, self.clip.high, DEFAULT_CANDIDATES))
         if self.candidates is not None and len(self.candidates.values) > MAX_CANDIDATES:
             raise ConfigError(f"at most {MAX_CANDIDATES:,} quantile candidates")
+        self._check_weights()
         if value is not None and value in self.keys.names:
             raise ConfigError(f"{value} is a key column and the value the metrics read: a column is one or the other")
         overlap = set(self.keys.names) & {c for m in metrics for c in m.columns}
         if overlap:
             raise ConfigError(f"a key column and a metric's output share the name {', '.join(sorted(overlap))}")
+
+    def _check_weights(self) -> None:
+        weights = tuple(self.weights)
+        steps = self.steps()
+        unknown = [step for step, _ in weights if step not in steps]
+        if unknown:
+            raise ConfigError(f"weights: {', '.join(repr(u) for u in unknown)} is no step of this release; its steps "
+                              f"are {', '.join(repr(s) for s in steps)} (dp-spark plan lists them)")
+        if len({step for step, _ in weights}) != len(weights):
+            raise ConfigError("weights: each step once")
+        object.__setattr__(self, "weights", tuple((step, weight_of(step, w)) for step, w in weights))
+
+    def weight(self, step: str) -> Fraction:
+        """A metric step's weight: given, or 1."""
+        return dict(self.weights).get(step, Fraction(1))
 
     def _check_bound_candidates(self) -> None:
         if self.bound_candidates is None:
@@ -227,8 +248,9 @@ class AggregateParams:
         return (*tables, *(quantile_step(value, q) for q in self.levels))
 
     def split(self, epsilon: Fraction) -> dict[str, Fraction]:
-        """An equal part of ``epsilon`` per step (module docstring); with key columns chosen
-        privately, PARTITION_SHARE of it first selects their tuples (as the counts' items)."""
+        """An equal part of ``epsilon`` per step, or parts in proportion to the ``weights`` (module
+        docstring); with key columns chosen privately, PARTITION_SHARE of it first selects their
+        tuples (as the counts' items)."""
         steps = self.steps()
         if len(set(steps)) != len(steps):
             raise ConfigError(f"the metrics ask for one quantile level twice: {', '.join(steps)}")
@@ -241,12 +263,26 @@ class AggregateParams:
         if self.bounding == HPA:
             first[POPULARITY_STEP] = epsilon * POPULARITY_SHARE
         rest = epsilon - sum(first.values(), Fraction(0))
-        return {**first, **{step: rest / len(steps) for step in steps}}
+        total = sum((self.weight(step) for step in steps), Fraction(0))
+        return {**first, **{step: rest * self.weight(step) / total for step in steps}}
 
     def split_keys(self) -> tuple[str, ...]:
         return (*([SELECTION_STEP] if self.keys.private else []), *([BOUND_SPLIT_KEY] if self.auto else []),
                 *([RANGE_SPLIT_KEY] if self.range_choice is not None else []),
                 *([POPULARITY_STEP] if self.bounding == HPA else []), *self.steps())
+
+
+def weight_of(step: str, value: object) -> Fraction:
+    """A step's weight: a positive finite number (a decimal is read exactly: 0.1 is 1/10)."""
+    if isinstance(value, Fraction):
+        weight = value
+    elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"weights: the weight of {step!r} must be a positive number, got {value!r}")
+    else:
+        weight = Fraction(str(value))
+    if weight <= 0:
+        raise ConfigError(f"weights: the weight of {step!r} must be a positive number, got {value!r}")
+    return weight
 
 
 def clip_of(low: float | None, high: float | None, steps: int = DEFAULT_STEPS) -> ClipRange | None:
