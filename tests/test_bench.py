@@ -18,15 +18,20 @@ def test_bench_scale_times_every_job_after_the_warmups(spark, tmp_path):
     datasets.generate_netflix(5000, data, progress=lambda _message: None)
     messages = []
     records = bench.bench_scale(spark, data, 5000, ["floor", "sra"], 2, messages.append, warmups=2)
-    assert [r["job"] for r in records] == ["floor", "sra"]
-    assert [m for m in messages if "warm-up" in m] == ["  warm-up floor", "  warm-up sra",
-                                                      "  warm-up 2/2 floor", "  warm-up 2/2 sra"]
-    floor, sra = records
+    order = ["floor", "floor_item", "floor_user", "sra"]
+    assert [r["job"] for r in records] == order
+    assert [m for m in messages if "warm-up" in m] == [*(f"  warm-up {job}" for job in order),
+                                                      *(f"  warm-up 2/2 {job}" for job in order)]
+    floor, item, user, sra = records
     for record in records:
         assert len(record["runs_s"]) == 2 and record["warmups"] == 2
-        assert record["floor_median_s"] == floor["median_s"]
+        # A floor is its own; SRA's is the edge floor.
+        assert record["floor_median_s"] == (record["median_s"] if record["job"] in bench.FLOORS else floor["median_s"])
     # Both medians are rounded to milliseconds in the record, the ratio is not.
     assert sra["ratio"] == pytest.approx(sra["median_s"] / floor["median_s"], rel=0.01)
+    assert sra["ratio_to_item_floor"] == pytest.approx(sra["median_s"] / item["median_s"], rel=0.01)
+    assert sra["ratio_to_two_passes"] == pytest.approx(sra["median_s"] / (item["median_s"] + user["median_s"]),
+                                                       rel=0.01)
     # The suite's session has no UI, so no jobs can be listed; the median run is still named.
     for record in records:
         assert record["median_run_spark_jobs"] is None and record["median_run_in_spark_jobs_s"] is None
@@ -72,7 +77,7 @@ def test_the_bench_command_records_the_spark_jobs_of_the_median_run(tmp_path):
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     records = json.loads((tmp_path / "out" / "bench.json").read_text())
-    assert [r["job"] for r in records] == ["floor", "sra"]
+    assert [r["job"] for r in records] == ["floor", "floor_item", "floor_user", "sra"]
     for record in records:
         jobs = record["median_run_spark_jobs"]
         assert jobs, record
@@ -83,8 +88,14 @@ def test_the_bench_command_records_the_spark_jobs_of_the_median_run(tmp_path):
             assert -0.01 <= job["start_s"] and job["start_s"] + job["seconds"] <= run + 0.01 and job["tasks"] >= 1
         assert 0 < record["median_run_in_spark_jobs_s"] <= run + 0.01
     # SRA's validation and bounding each run a scan and the aggregations after it.
-    assert len(records[1]["median_run_spark_jobs"]) > len(records[0]["median_run_spark_jobs"])
+    assert len(records[-1]["median_run_spark_jobs"]) > len(records[0]["median_run_spark_jobs"])
     assert "s in Spark jobs" in done.stdout
+
+
+def test_sra_auto_chooses_l_on_the_vouched_path_and_sra_exact_reads_a_plain_parquet():
+    auto, exact = bench.job_config("sra_auto", "data.parquet"), bench.job_config("sra_exact", "data.parquet")
+    assert (auto.algorithm, auto.params.auto, auto.source.format) == ("sra", True, "netflix-synthetic")
+    assert (exact.params.l, exact.source.format, exact.source.distinct_records) == (10, "parquet", False)
 
 
 def test_the_hpa_jobs_run_paper_000s_netflix_setting_and_d_10():
@@ -95,9 +106,9 @@ def test_the_hpa_jobs_run_paper_000s_netflix_setting_and_d_10():
 
 
 def test_each_job_has_its_own_floor_and_the_edge_floor_always_runs():
-    assert bench.floors_for(["floor", "sra", "hpa"]) == ["floor"]
+    assert bench.floors_for(["floor", "sra", "hpa"]) == ["floor", "floor_item", "floor_user"]
     assert bench.floors_for(["dpsense", "dpsense_s", "entropy", "frapp", "user_histogram"]) == [
-        "floor", "floor_distinct", "floor_entropy", "floor_apriori", "floor_user_histogram"]
+        "floor", "floor_item", "floor_user", "floor_distinct", "floor_entropy", "floor_apriori", "floor_user_histogram"]
     assert set(bench.FLOOR_OF) == set(bench.JOBS) - {"floor"} and set(bench.FLOOR_OF.values()) <= set(bench.FLOORS)
 
 
@@ -108,6 +119,8 @@ def test_the_floors_compute_the_non_private_statistic(spark, tmp_path):
     ratings = pd.DataFrame({"user_id": [1, 1, 1, 2, 2, 3], "item_id": [5, 5, 6, 5, 7, 7], "weekday": ["Mon"] * 6})
     spark.createDataFrame(ratings).write.parquet(str(tmp_path / "r.parquet"))
     assert sorted(bench.floor_distinct(spark, str(tmp_path / "r.parquet"))) == [1, 2, 2]  # items 6, 5, 7
+    assert sorted(bench.floor_item(spark, str(tmp_path / "r.parquet"))) == [1, 2, 3]  # items 6, 7, 5
+    assert bench.floor_user(spark, str(tmp_path / "r.parquet")).tolist() == [3]  # user 1's records, the most
     assert sorted(bench.floor_user_histogram(spark, str(tmp_path / "r.parquet"))) == [1, 1, 1]  # 3, 2, 1 records
     checkins = pd.DataFrame({"user_id": [1, 2, 2, 3], "location_id": [9, 9, 9, 4], "visits": [1, 2, 1, 5]})
     spark.createDataFrame(checkins).write.parquet(str(tmp_path / "c.parquet"))

@@ -12,7 +12,7 @@ data must do (``FLOOR_OF``), collected to the driver:
 
 - ``floor`` (SRA, HPA): the Netflix table's item x attribute counts, a plain ``groupBy().count()``
   (also for ``sra_exact``: SRA on the same table read as a plain Parquet source, records not
-  declared distinct, so identical records are numbered first);
+  declared distinct, so identical records are numbered first; and for ``sra_auto``);
 - ``floor_distinct`` (DPSense): distinct users per item;
 - ``floor_user_histogram``: records per user, binned as the job bins them;
 - ``floor_entropy`` (location entropy): each location's exact entropy over its users' visits,
@@ -21,7 +21,11 @@ data must do (``FLOOR_OF``), collected to the driver:
   Netflix table's row count (the bench reads ../shared/data/adult; the product never ships it).
 
 Every record also gives its ratio to ``floor`` (``ratio_to_edge_floor``), the comparison of
-the benchmarks before per-family floors.
+the benchmarks before per-family floors; and to the honest floor of a per-user bound, which
+reads no text column: ``floor_item`` (``groupBy(item).count()``, ``ratio_to_item_floor``) and
+``floor_item`` plus ``floor_user`` (``groupBy(user).count()``, the two passes any per-user bound
+makes at least: ``ratio_to_two_passes``). ``sra_exact`` is the path a user's own Parquet takes;
+``sra_auto`` chooses l privately on the vouched path.
 
 Peak resident memory is read from ``/proc`` (VmHWM, reset before each job
 through ``clear_refs``) for the Python driver and for the JVM, which in local
@@ -54,10 +58,11 @@ from dp_spark.io.session import is_connect
 from dp_spark.jobs.config import build_config
 from dp_spark.version import __version__
 
-JOBS = ("floor", "sra", "sra_exact", "sra_gaussian", "sra_gaussian_c1", "hpa", "hpa_d10", "dpsense", "dpsense_s",
-        "user_histogram", "entropy", "frapp")
+JOBS = ("floor", "sra", "sra_exact", "sra_auto", "sra_gaussian", "sra_gaussian_c1", "hpa", "hpa_d10", "dpsense",
+        "dpsense_s", "user_histogram", "entropy", "frapp")
 DEFAULT_JOBS = ("floor", "sra", "hpa", "hpa_d10")
-FLOOR_OF = {"sra": "floor", "sra_exact": "floor", "sra_gaussian": "floor", "sra_gaussian_c1": "floor", "hpa": "floor",
+FLOOR_OF = {"sra": "floor", "sra_exact": "floor", "sra_auto": "floor", "sra_gaussian": "floor",
+            "sra_gaussian_c1": "floor", "hpa": "floor",
             "hpa_d10": "floor", "dpsense": "floor_distinct",
             "dpsense_s": "floor_distinct", "user_histogram": "floor_user_histogram", "entropy": "floor_entropy",
             "frapp": "floor_apriori"}
@@ -112,8 +117,9 @@ def job_config(job: str, data: str):
         privacy = {"epsilon": 1.0, "delta": 1e-6, "noise": "gaussian"}
         algorithm = {"name": "sra", "l": L, **({"records_per_item": 1} if job.endswith("_c1") else {})}
         domain["attributes"] = list(datasets.WEEKDAYS)
-    elif job in ("sra", *D):
-        algorithm = {"name": "sra", "l": L} if job == "sra" else {"name": "hpa", "l": L, "d": D[job]}
+    elif job in ("sra", "sra_auto", *D):
+        algorithm = ({"name": "sra", "l": L} if job == "sra" else {"name": "sra", "l": "auto"} if job == "sra_auto"
+                     else {"name": "hpa", "l": L, "d": D[job]})
         domain["attributes"] = list(datasets.WEEKDAYS)
     elif job == "user_histogram":
         algorithm = {"name": job, "quantity": "records", "bins": {"range": [1, HISTOGRAM_BINS]}}
@@ -138,6 +144,20 @@ def floor(spark, data: str) -> np.ndarray:
     """Non-private edge counts, the least any job must do: read two columns, count."""
     rows = spark.read.parquet(data).groupBy("item_id", "weekday").count().toPandas()
     return rows["count"].to_numpy()
+
+
+def floor_item(spark, data: str) -> np.ndarray:
+    """Non-private item counts: read one numeric column, count per item. With floor_user, the honest
+    floor of a per-user bound (two passes: each user's count, then the items'), free of the text
+    column the edge floor reads."""
+    return spark.read.parquet(data).groupBy("item_id").count().toPandas()["count"].to_numpy()
+
+
+def floor_user(spark, data: str) -> np.ndarray:
+    """Non-private records per user, the least any per-user bound must do; summed to their largest
+    on the executors, as a bound keeps its per-user counts there rather than collecting them."""
+    per_user = spark.read.parquet(data).groupBy("user_id").count()
+    return per_user.agg(F.max("count").alias("most")).toPandas()["most"].to_numpy()
 
 
 def floor_distinct(spark, data: str) -> np.ndarray:
@@ -173,8 +193,8 @@ def floor_apriori(spark, data: str) -> dict:
     return frapp_mining.mine(table, frapp_mining.sizes_of([spec.attribute() for spec in specs]), None, sup_min)
 
 
-FLOORS = {"floor": floor, "floor_distinct": floor_distinct, "floor_user_histogram": floor_user_histogram,
-          "floor_entropy": floor_entropy, "floor_apriori": floor_apriori}
+FLOORS = {"floor": floor, "floor_item": floor_item, "floor_user": floor_user, "floor_distinct": floor_distinct,
+          "floor_user_histogram": floor_user_histogram, "floor_entropy": floor_entropy, "floor_apriori": floor_apriori}
 
 
 # ---------------------------------------------------------------------------
@@ -287,10 +307,15 @@ def _median_run(runs: Runs) -> int:
     return ranked[(len(ranked) - 1) // 2]
 
 
+# Every job is also compared with these, whatever its own floor: the edge floor (ratio_to_edge_floor)
+# and the two passes of a per-user bound (ratio_to_item_floor, ratio_to_two_passes).
+ALWAYS = ("floor", "floor_item", "floor_user")
+
+
 def floors_for(jobs: list[str]) -> list[str]:
-    """The floors the jobs are compared with: ``floor`` always (every ratio_to_edge_floor), then
-    each job's own, in the order the jobs name them."""
-    needed = ["floor"]
+    """The floors the jobs are compared with: ALWAYS, then each job's own, in the order the jobs
+    name them."""
+    needed = list(ALWAYS)
     for job in jobs:
         own = FLOOR_OF.get(job, job if job in FLOORS else None)
         if own and own not in needed:
@@ -335,6 +360,8 @@ def bench_scale(spark, data: str | dict[str, str], rows: int, jobs: list[str], r
             runs[job].timelines.append(timeline)
             progress(f"  run {repeat + 1}/{repeats} {job}: {seconds:.2f} s")
     edge_floor = statistics.median(runs["floor"].seconds)
+    item_floor = statistics.median(runs["floor_item"].seconds)
+    two_passes = item_floor + statistics.median(runs["floor_user"].seconds)
     records = []
     for job in order:
         r = runs[job]
@@ -352,6 +379,8 @@ def bench_scale(spark, data: str | dict[str, str], rows: int, jobs: list[str], r
             "floor_median_s": round(own_median, 3),
             "ratio": round(median / own_median, 3),
             "ratio_to_edge_floor": round(median / edge_floor, 3),
+            "ratio_to_item_floor": round(median / item_floor, 3),
+            "ratio_to_two_passes": round(median / two_passes, 3),
             "rows_per_s": round(rows / median),
             "driver_peak_rss_mb": (r.python_peak_mb or 0) + (r.jvm_peak_mb or 0) or None,
             "python_driver_peak_rss_mb": r.python_peak_mb,
@@ -383,9 +412,10 @@ def machine() -> dict:
 
 def markdown(records: list[dict]) -> str:
     lines = [
-        "| job | rows | median s | its floor | floor s | ratio | ratio to edge floor | rows/s "
-        "| driver peak RSS MB (Python + JVM) | shuffle MB | median run: s in Spark jobs |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| job | rows | median s | its floor | floor s | ratio | ratio to edge floor | ratio to item floor "
+        "| ratio to two passes | rows/s | driver peak RSS MB (Python + JVM) | shuffle MB "
+        "| median run: s in Spark jobs |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in records:
         shuffle = f"{r['shuffle_bytes'] / 2**20:.1f}" if r["shuffle_bytes"] is not None else "n/a"
@@ -393,7 +423,8 @@ def markdown(records: list[dict]) -> str:
         in_jobs = r.get("median_run_in_spark_jobs_s")
         in_jobs = f"{in_jobs:.2f} of {r['median_run_s']:.2f}" if in_jobs is not None else "n/a"
         lines.append(f"| {r['job']} | {r['rows']:,} | {r['median_s']:.2f} | {r['floor']} | {r['floor_median_s']:.2f} "
-                     f"| {r['ratio']:.2f} | {r['ratio_to_edge_floor']:.2f} | {r['rows_per_s']:,} | {rss} | {shuffle} "
+                     f"| {r['ratio']:.2f} | {r['ratio_to_edge_floor']:.2f} | {r['ratio_to_item_floor']:.2f} "
+                     f"| {r['ratio_to_two_passes']:.2f} | {r['rows_per_s']:,} | {rss} | {shuffle} "
                      f"| {in_jobs} |")
     return "\n".join(lines)
 
