@@ -102,14 +102,15 @@ def test_a_job_reading_its_keys_from_tables_equals_the_job_listing_them(spark, t
     listed.mkdir(), held.mkdir()
     assert main(["run", str(job(listed, source, ['genre = ["drama", "comedy"]', "year = [2000, 2001, 2002]"]))]) == 0
     capsys.readouterr()
-    config = job(held, source, ['genre = { table = "kt_genres", column = "name" }', 'year = { table = "kt_years" }'])
+    # The column found whatever its case, as Spark finds it.
+    config = job(held, source, ['genre = { table = "kt_genres", column = "NAME" }', 'year = { table = "kt_years" }'])
     assert main(["plan", str(config)]) == 0
     assert "output: groups 6 rows" in capsys.readouterr().out  # the tables were read: six groups
     assert main(["run", str(config)]) == 0
     assert "WARNING: the values of keys.genre are the distinct rows of table kt_genres" in capsys.readouterr().err
     pd.testing.assert_frame_equal(pd.read_parquet(held / "out" / "groups"), pd.read_parquet(listed / "out" / "groups"))
     report = json.loads((held / "out" / "privacy.json").read_text())
-    assert report["domain"]["groups"] == 6 and report["domain"]["keys"]["genre"].startswith("table kt_genres.name")
+    assert report["domain"]["groups"] == 6 and report["domain"]["keys"]["genre"].startswith("table kt_genres.NAME")
     assert len(report["domain"]["keys_public_by_assertion"]) == 2
 
 
@@ -129,7 +130,7 @@ def test_an_api_release_from_a_table_of_tuples_and_a_column_of_dates_equals_the_
 def test_a_table_over_the_source_files_is_refused_before_the_charge(spark, tmp_path):
     source = ratings(tmp_path)
     df = spark.read.parquet(str(source))
-    spark.read.parquet(str(source)).createOrReplaceTempView("kt_source")
+    spark.read.parquet(str(source)).select("genre").createOrReplaceTempView("kt_source")  # another plan, same files
     budget = dp_spark.DatasetBudget(epsilon=1)
     try:
         with pytest.raises(ConfigError, match="keys.genre.table 'kt_source' reads the job's source files"):
@@ -144,6 +145,21 @@ def test_a_table_over_the_source_files_is_refused_before_the_charge(spark, tmp_p
         assert not (tmp_path / "out").exists()
     finally:
         spark.catalog.dropTempView("kt_source")
+
+
+@pytest.mark.spark
+def test_a_view_of_the_dataframe_itself_is_refused_in_the_api(spark):
+    """No file to compare when the DataFrame is in memory: its view is refused by its plan."""
+    df = spark.createDataFrame(pd.DataFrame({"user_id": [1, 2], "genre": ["drama", "comedy"]}))
+    df.createOrReplaceTempView("kt_itself")
+    budget = dp_spark.DatasetBudget(epsilon=1)
+    try:
+        with pytest.raises(ConfigError, match="keys.genre.table 'kt_itself' is the DataFrame being released"):
+            dp_spark.aggregate(df, by=["genre"], keys={"genre": {"table": "kt_itself"}}, metrics=["count"],
+                               groups_per_user=1, epsilon=1, budget=budget)
+        assert budget.spent == 0
+    finally:
+        spark.catalog.dropTempView("kt_itself")
 
 
 @pytest.mark.spark

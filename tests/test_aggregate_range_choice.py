@@ -86,3 +86,13 @@ def test_a_release_chooses_the_range_pays_for_it_first_and_clips_to_it(spark):
     # The report's accuracy is at the chosen range: a mean's interval over [1, 5], not the widest.
     shown = release.report["accuracy"]["tables"]["groups"]["mean_stars"]
     assert max(shown["interval_halfwidth_by_records"].values()) < 1 and "privately chosen low = 1.0" in shown["note"]
+
+
+@pytest.mark.unit
+def test_a_range_the_choice_could_give_that_no_grid_holds_is_refused_before_anything_is_paid():
+    """A given end is checked with every candidate the other end may take (it once was not: the
+    range [0, 1e-310] was found only after the choice was paid)."""
+    with pytest.raises(ConfigError, match="clip_candidates: .*not a grid doubles can hold"):
+        aggregate_params("movie", KEYS, ["mean(stars)"], 2, low="auto", high=1e-310, clip_candidates=[0, 1])
+    with pytest.raises(ConfigError, match="clip_candidates: .*not a grid doubles can hold"):
+        aggregate_params("movie", KEYS, ["mean(stars)"], 2, low=-1e-310, high="auto", clip_candidates=[0, 1])

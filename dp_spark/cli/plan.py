@@ -71,6 +71,7 @@ def plan(args) -> int:
         kept_scale = section.get("bounding", {}).get("records_kept", {}).get("scale")
         tables = planned_accuracy(family, cfg.params, cfg.epsilon, domains, split)
         print(noise_only.plan_line(noise_only.planned(kept_scale, tables, rows)))
-    print("Nothing was read and no budget was spent. Expected error of each released value (the noise alone):\n")
+    read = "No record was read" if spark is not None else "Nothing was read"  # with Spark: a public domain table
+    print(f"{read} and no budget was spent. Expected error of each released value (the noise alone):\n")
     print("\n".join(accuracy.format_section(section)))
     return EXIT_OK

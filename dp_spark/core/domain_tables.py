@@ -6,7 +6,8 @@ see: the table is the job's own source. Its distinct values would publish which 
 the private records hold, so it is refused before anything is charged: by name, as the catalog
 resolves it, and by the files both read (a view over the source, a table at the source's
 location). The source is a job's SourceSpec, or in the API the DataFrame being released
-(FrameSource). Nothing is read here: Spark lists files without reading them.
+(FrameSource), refused as well when the table is a view of that DataFrame (the same plan). Nothing
+is read here: Spark lists files and compares plans without reading them.
 """
 
 from __future__ import annotations
@@ -64,6 +65,15 @@ def _source_files(spark: Any, source: Any) -> list[str]:
         return []
 
 
+def _same_plan(spark: Any, name: str, frame: Any) -> bool:
+    """Whether the table is the API's DataFrame itself (a view of it, whose rows no file holds:
+    an in-memory DataFrame, a JDBC read), by Spark's comparison of their plans."""
+    try:
+        return bool(spark.table(name).sameSemantics(frame))
+    except Exception:  # a missing table: reading the domain will say so
+        return False
+
+
 def _reads_source(spark: Any, table: Any, source: Any) -> bool:
     """Whether a domain table reads any file of the source."""
     try:
@@ -83,6 +93,8 @@ def refuse_source_table(spec: dict[str, Any], spark: Any, source: Any, key: str 
     columns = spec.get("columns") or [spec.get("column", "item_id")]
     if source.format == "table" and _table_identity(spark, name) == _table_identity(spark, source.table):
         where = "is the job's source"
+    elif source.format == "frame" and _same_plan(spark, name, source.frame):
+        where = "is the DataFrame being released"
     else:
         try:
             table = spark.table(name)

@@ -206,8 +206,9 @@ def checked_ends(low: Any, high: Any, candidates: Any, steps: int, prefix: str =
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ConfigError(f"{prefix}{name} must be a finite number or \"{AUTO}\", got {value!r}")
         given[name] = float(value)
-    lows = [c for c in candidates if c < given["high"]] if "high" in given else list(candidates[:-1])
-    highs = [c for c in candidates if c > given["low"]] if "low" in given else list(candidates[1:])
+    # The ends the choice can give: a given end is that end alone.
+    lows = [given["low"]] if "low" in given else [c for c in candidates if c < given.get("high", candidates[-1])]
+    highs = [given["high"]] if "high" in given else [c for c in candidates if c > given.get("low", candidates[0])]
     if not lows or not highs:
         side = f"below {prefix}high" if not lows else f"above {prefix}low"
         raise ConfigError(f"{prefix}clip_candidates has no value {side}: the range cannot be chosen")

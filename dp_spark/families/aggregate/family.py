@@ -163,7 +163,8 @@ def from_config(c: ConfigTables) -> AggregateParams:
         raise ConfigError(f"domain.{unknown[0]} is not used by aggregate (its domain is [domain.keys])")
     if c.parts:
         raise ConfigError(f"privacy.{next(iter(c.parts))} is not used by aggregate: each ledger step (a noisy "
-                          "table, a quantile level) gets an equal part of privacy.epsilon")
+                          "table, a quantile level) gets an equal part of privacy.epsilon, or a part in proportion "
+                          "to its weight in [algorithm.weights]")
     if c.publisher:
         raise ConfigError("[publisher] is not used by aggregate: its tables take discrete Laplace noise, or "
                           "discrete Gaussian under zCDP (privacy.noise)")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+from pyspark.sql import functions as F
 
 from dp_spark.core.domain_tables import refuse_source_table
 from dp_spark.errors import ConfigError
@@ -83,7 +84,8 @@ def read_rows(spark: Any, table: KeyTable, source: Any) -> tuple[pd.DataFrame, d
     refuse_source_table(table.spec, spark, source, key)
     wanted = list(table.columns) if table.column is None else [table.column]
     try:
-        frame = spark.table(table.table).select(*[f"`{c}`" for c in wanted])
+        # Named as asked: Spark finds a column whatever its case, and names it as the table does.
+        frame = spark.table(table.table).select(*[F.col(f"`{c}`").alias(c) for c in wanted])
         types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
         rows = frame.distinct().toPandas()
     except Exception as exc:  # AnalysisException: a missing table or column
