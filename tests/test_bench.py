@@ -9,7 +9,7 @@ import pytest
 
 from dp_spark.errors import ConfigError
 from dp_spark.io import datasets
-from dp_spark.lab import bench
+from dp_spark.lab import bench, bench_probes
 from tests.conftest import ROOT
 
 
@@ -56,7 +56,7 @@ def test_the_timeline_lists_the_new_finished_jobs_from_the_start_of_the_run():
         {"jobId": 6, "submissionTime": _stamp(started + 0.125), "completionTime": _stamp(started + 1.0), "numTasks": 2},
         {"jobId": 8, "submissionTime": _stamp(started + 2.0), "numTasks": 2},  # still running
     ]
-    assert bench.job_timeline(jobs, started, seen={3}) == [
+    assert bench_probes.job_timeline(jobs, started, seen={3}) == [
         {"start_s": 0.125, "seconds": 0.875, "tasks": 2},
         {"start_s": 1.5, "seconds": 0.25, "tasks": 4},
     ]
@@ -65,8 +65,8 @@ def test_the_timeline_lists_the_new_finished_jobs_from_the_start_of_the_run():
 def test_time_in_jobs_counts_overlapping_jobs_once():
     timeline = [{"start_s": 0.0, "seconds": 1.0}, {"start_s": 0.5, "seconds": 1.0},
                 {"start_s": 0.6, "seconds": 0.2}, {"start_s": 3.0, "seconds": 0.5}]
-    assert bench.time_in_jobs(timeline) == pytest.approx(2.0)
-    assert bench.time_in_jobs([]) == 0
+    assert bench_probes.time_in_jobs(timeline) == pytest.approx(2.0)
+    assert bench_probes.time_in_jobs([]) == 0
 
 
 @pytest.mark.slow

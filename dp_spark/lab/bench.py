@@ -38,14 +38,12 @@ planning queries, collecting results, drawing noise).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import platform
 import statistics
 import time
 import tomllib
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,8 +52,8 @@ from pyspark.sql import functions as F
 
 from dp_spark.errors import ConfigError
 from dp_spark.io import datasets
-from dp_spark.io.session import is_connect
 from dp_spark.jobs.config import build_config
+from dp_spark.lab.bench_probes import job_timeline, jvm_pid, peak_mb, reset_peak, stages, time_in_jobs, ui
 from dp_spark.version import __version__
 
 JOBS = ("floor", "sra", "sra_exact", "sra_auto", "sra_gaussian", "sra_gaussian_c1", "hpa", "hpa_d10", "dpsense",
@@ -197,85 +195,6 @@ FLOORS = {"floor": floor, "floor_item": floor_item, "floor_user": floor_user, "f
           "floor_user_histogram": floor_user_histogram, "floor_entropy": floor_entropy, "floor_apriori": floor_apriori}
 
 
-# ---------------------------------------------------------------------------
-# Memory and shuffle probes (Linux /proc, Spark UI REST); None where unavailable.
-
-
-def _reset_peak(pid: int) -> None:
-    try:
-        Path(f"/proc/{pid}/clear_refs").write_text("5")
-    except OSError:
-        pass
-
-
-def _peak_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        return None
-    return None
-
-
-def _jvm_pid(spark) -> int | None:
-    if is_connect(spark):  # the JVM is the Connect server's, out of this client's reach
-        return None
-    proc = getattr(spark.sparkContext._gateway, "proc", None)
-    return getattr(proc, "pid", None)
-
-
-def _ui(spark, what: str) -> list[dict] | None:
-    """This application's ``what`` (stages, jobs) from the UI's REST API; None without the UI
-    (or on Spark Connect, whose client has no SparkContext to find it)."""
-    if is_connect(spark):
-        return None
-    url = spark.sparkContext.uiWebUrl
-    if not url:
-        return None
-    app = spark.sparkContext.applicationId
-    try:
-        with urllib.request.urlopen(f"{url}/api/v1/applications/{app}/{what}", timeout=10) as response:
-            return json.load(response)
-    except OSError:
-        return None
-
-
-def _stages(spark) -> dict[int, int] | None:
-    """Shuffle bytes written, by stage id."""
-    stages = _ui(spark, "stages")
-    return None if stages is None else {s["stageId"]: s.get("shuffleWriteBytes", 0) for s in stages}
-
-
-def _ui_time(stamp: str) -> float:
-    """Seconds since the epoch from the REST API's ``2026-11-24T07:01:02.345GMT``."""
-    parsed = dt.datetime.strptime(stamp.removesuffix("GMT"), "%Y-%m-%dT%H:%M:%S.%f")
-    return parsed.replace(tzinfo=dt.UTC).timestamp()
-
-
-def job_timeline(jobs: list[dict], started: float, seen: set[int]) -> list[dict]:
-    """The Spark jobs of ``jobs`` (REST API records) not in ``seen``, in order of submission:
-    {start_s, seconds, tasks}, start_s counted from ``started`` (seconds since the epoch)."""
-    timeline = []
-    for job in sorted((j for j in jobs if j["jobId"] not in seen and "completionTime" in j),
-                      key=lambda j: (j["submissionTime"], j["jobId"])):
-        start = _ui_time(job["submissionTime"])
-        timeline.append({"start_s": round(start - started, 3),
-                         "seconds": round(_ui_time(job["completionTime"]) - start, 3),
-                         "tasks": job["numTasks"]})
-    return timeline
-
-
-def time_in_jobs(timeline: list[dict]) -> float:
-    """Wall time during which at least one of the jobs ran (overlaps counted once)."""
-    total, reached = 0.0, float("-inf")
-    for job in sorted(timeline, key=lambda j: j["start_s"]):
-        start, end = job["start_s"], job["start_s"] + job["seconds"]
-        total += max(0.0, end - max(start, reached))
-        reached = max(reached, end)
-    return round(total, 3)
-
-
 @dataclass
 class Runs:
     seconds: list[float]
@@ -287,12 +206,12 @@ class Runs:
 
 def _timed(spark, run) -> tuple[float, int | None, list[dict] | None]:
     """The run's wall time, its shuffle bytes and its Spark jobs (:func:`job_timeline`)."""
-    stages_before, jobs_before = _stages(spark), _ui(spark, "jobs")
+    stages_before, jobs_before = stages(spark), ui(spark, "jobs")
     started_at = time.time()
     started = time.perf_counter()
     run()
     seconds = time.perf_counter() - started
-    stages_after, jobs_after = _stages(spark), _ui(spark, "jobs")
+    stages_after, jobs_after = stages(spark), ui(spark, "jobs")
     shuffled = timeline = None
     if stages_before is not None and stages_after is not None:
         shuffled = sum(b for stage, b in stages_after.items() if stage not in stages_before)
@@ -339,15 +258,15 @@ def bench_scale(spark, data: str | dict[str, str], rows: int, jobs: list[str], r
             runners[job] = lambda cfg=cfg: compute_release(cfg, spark, quiet)
     order = floors + [j for j in jobs if j not in FLOORS]
     runs = {job: Runs([], [], []) for job in order}
-    jvm = _jvm_pid(spark)
+    jvm = jvm_pid(spark)
     for job in order:  # warm-up, and the peak memory of one run of each job
         progress(f"  warm-up {job}")
-        _reset_peak(os.getpid())
+        reset_peak(os.getpid())
         if jvm:
-            _reset_peak(jvm)
+            reset_peak(jvm)
         runners[job]()
-        runs[job].python_peak_mb = _peak_mb(os.getpid())
-        runs[job].jvm_peak_mb = _peak_mb(jvm) if jvm else None
+        runs[job].python_peak_mb = peak_mb(os.getpid())
+        runs[job].jvm_peak_mb = peak_mb(jvm) if jvm else None
     for round_ in range(2, warmups + 1):
         for job in order:
             progress(f"  warm-up {round_}/{warmups} {job}")
