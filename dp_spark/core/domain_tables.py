@@ -21,7 +21,7 @@ from dp_spark.errors import ConfigError
 
 @dataclass(frozen=True)
 class FrameSource:
-    """The API's records as a source a domain table must not read: a DataFrame's files."""
+    """The API's records as a source a domain table must not be: the DataFrame (its plan) or its files."""
 
     frame: Any  # pyspark DataFrame
     format: str = "frame"
