@@ -25,7 +25,6 @@ class FrameSource:
 
     frame: Any  # pyspark DataFrame
     format: str = "frame"
-    table: None = None
 
 
 def _table_identity(spark: Any, name: str) -> tuple[str, ...]:

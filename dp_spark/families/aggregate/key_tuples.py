@@ -53,8 +53,14 @@ def listed_tuples(name: str, spec: Mapping[str, Any]) -> tuple[tuple[str, ...], 
         source = f"file {spec['file']}"
     if frame.isna().any().any():
         raise ConfigError(f"{key}: a row of the table of key tuples has an empty value")
+    rows, described = distinct_rows(frame, columns, source)
+    return tuple(columns), rows, described
+
+
+def distinct_rows(frame: pd.DataFrame, columns: Sequence[str], source: str) -> tuple[tuple[tuple, ...], str]:
+    """The table's rows, each once in the order first met, and the report's description of them."""
     rows = tuple(dict.fromkeys(tuple(row) for row in frame.itertuples(index=False, name=None)))
-    return tuple(columns), rows, f"{source}: {len(rows):,} distinct ({', '.join(columns)})"
+    return rows, f"{source}: {len(rows):,} distinct ({', '.join(columns)})"
 
 
 def _frame(rows: Any, columns: Sequence[str], key: str) -> pd.DataFrame:

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from dp_spark.core.domain import MAX_ITEMS, ItemDomain, item_domain, table_ids
 from dp_spark.errors import ConfigError
 from dp_spark.families.aggregate.key_tables import KeyTable, is_catalog_table, key_table, read_rows
-from dp_spark.families.aggregate.key_tuples import checked_columns, is_tuple_table, listed_tuples
+from dp_spark.families.aggregate.key_tuples import checked_columns, distinct_rows, is_tuple_table, listed_tuples
 from dp_spark.io.sql_literals import int_array
 
 # A group's index is a long, and every count of groups a Python int: at most 2^62 groups, as items.
@@ -188,9 +188,9 @@ class GroupKeys:
         for table in self.tables:
             rows, types = read_rows(spark, table, source)
             if table.tupled:
-                listed = tuple(dict.fromkeys(tuple(row) for row in rows.itertuples(index=False, name=None)))
+                listed, described = distinct_rows(rows, table.columns, f"table {table.table}")
                 tuples = {"tupled": table.columns, "tuples": listed, "asserted": table.assertion(),
-                          "source": f"table {table.table}: {len(listed):,} distinct ({', '.join(table.columns)})"}
+                          "source": described}
                 continue
             assert table.column is not None
             values, description = rows[table.column], f"table {table.table}.{table.column}"
