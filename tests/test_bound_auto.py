@@ -57,10 +57,12 @@ def test_under_zcdp_the_noise_of_each_candidate_is_the_gaussians_growing_as_b():
     assert four / one == pytest.approx(4, rel=0.02) and sixteen / four == pytest.approx(4, rel=0.01)
 
 
-def test_the_spark_norms_are_the_reference_norms(spark):
+def test_the_spark_norms_are_the_reference_norms(spark, monkeypatch):
     # Repeated records, two attribute values, users above and below the largest candidate, the
-    # cap at 1 and at 2, the user cap at b_K − b_1 and below: the executors' exact integers equal
-    # the driver's.
+    # cap at 1 and at 2, the user cap at b_K − b_1 and below, the records shuffled into the
+    # session's partitions and into partitions of a given size: the executors' exact integers
+    # equal the driver's.
+    monkeypatch.setattr(bound_bias, "RECORDS_PER_PARTITION", 100)
     rng = np.random.default_rng(11)
     rows = [(int(u), int(rng.integers(1, 9)), str(rng.choice(["a", "b"])))
             for u in range(40) for _ in range(int(rng.integers(1, 30)))]
@@ -72,15 +74,18 @@ def test_the_spark_norms_are_the_reference_norms(spark):
     # Decimals, longs when the largest n is known, and validation's per-user counts given
     # (broadcast, as there are few users): taken in turn over the eight settings, so that each
     # meets both caps, both user caps and both attribute settings (8 runs, not all 24).
-    arithmetic = ((None, None, None), (largest, None, None), (largest, user_counts, 40))
+    arithmetic = ((None, None, None, None), (largest, None, None, None), (largest, user_counts, 40, len(frame)))
     settings = [(cap, user_cap, attributes) for user_cap in (None, 5) for cap in (1, 2) for attributes in (False, True)]
     for i, (cap, user_cap, attributes) in enumerate(settings):
-        known, per_user, users = arithmetic[i % len(arithmetic)]
+        known, per_user, users, record_count = arithmetic[i % len(arithmetic)]
         norms, tables = bound_bias.squared_bias_norms(
-            records, candidates, cap, grid, attributes, known, per_user, users, user_cap=user_cap
+            records, candidates, cap, grid, attributes, known, per_user, users, user_cap=user_cap,
+            record_count=record_count
         )
         assert (norms, tables) == (_reference(frame, candidates, cap, attributes, user_cap), 2 if attributes else 1)
     assert _reference(frame, candidates, 1, False, 5) != _reference(frame, candidates, 1, False, None)
+    assert bound_bias._by_user(records, len(frame)).rdd.getNumPartitions() == -(-len(frame) // 100) > 1
+    assert bound_bias.record_count(frame.groupby("user_id").size().value_counts()) == len(frame)
     assert bound_bias._arithmetic(largest, 19, 2, grid) == "bigint" != bound_bias._arithmetic(None, 19, 2, grid)
     assert bound_bias._arithmetic(2**40, 10**5, 10**5, grid) != "bigint"  # beyond a long: decimals
 

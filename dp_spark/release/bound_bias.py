@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -24,6 +23,11 @@ from dp_spark.release.bound_selection import checked_user_cap
 _WIDE = "decimal(38,0)"
 # Up to this many users (two longs each) the per-user table is broadcast to every task.
 BROADCAST_USERS = 2_000_000
+# The records are shuffled into partitions of about this many, so that each task's per-(user, cell)
+# counts stay small enough not to spill: at 10M rows in local mode (2 cores, Spark's default heap)
+# the job took 42 s with the session's 8 partitions, 27 s with 64 and 30 s with 128
+# (docs/lab/performance.md, "Choosing l privately").
+RECORDS_PER_PARTITION = 160_000
 
 
 def _term(bound: int, first: int, user_cap: int, cap: int, grid: int, kind: str) -> Column:
@@ -66,9 +70,22 @@ def _squared_norms(per_cell: DataFrame, cells: Sequence[str], bounds: list[int],
     return [int(v) for v in values]
 
 
+def record_count(users_by_n) -> int:
+    """Σ n over the users, from validation's users per row count n (a Series indexed by n)."""
+    return int((users_by_n.index.to_numpy(dtype="int64") * users_by_n.to_numpy(dtype="int64")).sum())
+
+
+def _by_user(records: DataFrame, record_count: int | None) -> DataFrame:
+    """``records`` shuffled by user: into partitions of about RECORDS_PER_PARTITION records when
+    there are more than one such, else into the session's number of partitions."""
+    wanted = -(-record_count // RECORDS_PER_PARTITION) if record_count else 0
+    return records.repartition(wanted, "user_id") if wanted > 1 else records.repartition("user_id")
+
+
 def squared_bias_norms(records: DataFrame, candidates: Sequence[int], cap: int, grid: int, attributes: bool,
                        largest_n: int | None = None, user_counts: DataFrame | None = None,
-                       users: int | None = None, user_cap: int | None = None) -> tuple[list[int], int]:
+                       users: int | None = None, user_cap: int | None = None,
+                       record_count: int | None = None) -> tuple[list[int], int]:
     """(Σ over the tables of each candidate's squared bias norm, in units of 1/``grid`` record
     squared, and the number of tables): the item counts' cells are items, the edge counts'
     (``attributes``) items × attribute values.
@@ -78,32 +95,30 @@ def squared_bias_norms(records: DataFrame, candidates: Sequence[int], cap: int, 
     (the same integers either way); ``user_counts``: [user_id, _n], each user's records in the
     domain, when validation has them cached (else counted here); ``users``: how many, when known,
     to send them whole to every task (BROADCAST_USERS at most) rather than join by a shuffle;
-    ``user_cap``: the quality's U (default b_K − b_1)."""
+    ``user_cap``: the quality's U (default b_K − b_1); ``record_count``: how many records there are,
+    when known, to shuffle them into partitions of RECORDS_PER_PARTITION (else the session's
+    number)."""
     bounds = [int(b) for b in candidates]
     if not bounds or any(b < 1 for b in bounds) or bounds != sorted(set(bounds)):
         raise ValueError(f"the candidates must be strictly increasing integers >= 1, got {bounds}")
     user_cap = checked_user_cap(bounds, user_cap)
     kind = _arithmetic(largest_n, user_cap, cap, grid)
     cells = ["item_id", "attr"] if attributes else ["item_id"]
-    # One shuffle of the records, by user, kept for both tables: the per-(user, cell) counts then
-    # need none (a hash partitioning on the user clusters (user, cell)), and each user's n, small
-    # (a row per user), is sent whole to every task rather than joined by a shuffle.
-    known = records.where(F.col("user_id").isNotNull()).select("user_id", *cells).repartition("user_id")
-    if attributes:
-        known = known.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        if user_counts is None:
-            user_counts = known.groupBy("user_id").agg(F.count(F.lit(1)).alias("_n"))
-        per_user = user_counts.select("user_id", "_n")
-        if users is not None and users <= BROADCAST_USERS:
-            per_user = F.broadcast(per_user)
-        totals = [0] * len(bounds)
-        tables = (["item_id"], cells)[:2 if attributes else 1]
-        for table in tables:
-            counted = known.groupBy("user_id", *table).agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
-            for i, value in enumerate(_squared_norms(counted, table, bounds, user_cap, cap, grid, kind)):
-                totals[i] += value
-    finally:
-        if attributes:
-            known.unpersist()
+    # A shuffle of the records by user per table: the per-(user, cell) counts then need none (a
+    # hash partitioning on the user clusters (user, cell)), and each user's n, small (a row per
+    # user), is sent whole to every task rather than joined by a shuffle. Persisting the shuffled
+    # records for the second table cost more than shuffling again: 48.8 s against 44.5 s for the
+    # whole release at 10M rows (docs/lab/performance.md, "Choosing l privately").
+    known = _by_user(records.where(F.col("user_id").isNotNull()).select("user_id", *cells), record_count)
+    if user_counts is None:
+        user_counts = known.groupBy("user_id").agg(F.count(F.lit(1)).alias("_n"))
+    per_user = user_counts.select("user_id", "_n")
+    if users is not None and users <= BROADCAST_USERS:
+        per_user = F.broadcast(per_user)
+    totals = [0] * len(bounds)
+    tables = (["item_id"], cells)[:2 if attributes else 1]
+    for table in tables:
+        counted = known.groupBy("user_id", *table).agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
+        for i, value in enumerate(_squared_norms(counted, table, bounds, user_cap, cap, grid, kind)):
+            totals[i] += value
     return totals, len(tables)

@@ -312,7 +312,8 @@ def bias_norms(params: CountsParams, validated, with_edges: bool, user_cap: int)
     largest = int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
     norms, _ = bound_bias.squared_bias_norms(validated.records, params.candidates, quality_cap(params),
                                              bound_selection.GRID, with_edges, largest, validated.user_counts,
-                                             int(validated.users_by_n.sum()), user_cap=user_cap)
+                                             int(validated.users_by_n.sum()), user_cap=user_cap,
+                                             record_count=bound_bias.record_count(validated.users_by_n))
     return norms
 
 

@@ -61,7 +61,8 @@ def choose_l(params: MeansParams, inputs: RunInputs, validated) -> tuple[MeansPa
     def norms_at(user_cap: int) -> list[int]:
         norms, _ = bound_bias.squared_bias_norms(validated.records, params.candidates, _quality_cap(params),
                                                  bound_selection.GRID, with_edges, largest, validated.user_counts,
-                                                 users, user_cap=user_cap)
+                                                 users, user_cap=user_cap,
+                                                 record_count=bound_bias.record_count(validated.users_by_n))
         return [2 * norm for norm in norms]
 
     inputs.progress(f"choosing l privately from {len(params.candidates)} candidates")
