@@ -9,9 +9,13 @@ c = 1: the shipped config's path, with the per-item cap), then the first release
 range chosen privately (``means_clip``: a value drawn per user in validation's pass and a job over
 those values, before the sums), then for reference the counts' SRA release of the same records at
 the same l and ε (what bounding costs without a value), each ending
-in its pandas result; the median ratios are printed.
+in its pandas result; the median ratios are printed. Also timed: ``floor_user``, a non-private
+``groupBy(user).count()`` with its largest count collected (with the floor, the two passes any
+per-user bound makes); ``means_plain``, the release with the records not vouched distinct (the
+path of a user's own Parquet: identical records are numbered first); ``means_auto``, l = "auto".
+``--runs`` picks some of them (the floor always runs).
 
-    python bench/means_speed.py --rows 10000000 [--repeats 3]
+    python bench/means_speed.py --rows 10000000 [--repeats 3] [--runs means,means_plain]
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--runs", default="", help="comma-separated runs to time besides the floor (default: all)")
     args = parser.parse_args()
     spark = get_session(app_name="means speed")
     from pyspark.sql import functions as F
@@ -78,10 +83,13 @@ def main() -> None:
     def floor():
         return spark.read.parquet(path).groupBy("item_id").agg(F.sum("value"), F.count(F.lit(1))).toPandas()
 
+    def floor_user():
+        return spark.read.parquet(path).groupBy("user_id").count().agg(F.max("count")).toPandas()
+
     def release(**extra):
-        return dp_spark.means(spark.read.parquet(path), items=range(1, 17771), value="value", l=10, epsilon=1,
-                              progress=lambda _: None, distinct_records=True, **{"low": 1, "high": 5, **extra}
-                              )["item_means"]
+        return dp_spark.means(spark.read.parquet(path), items=range(1, 17771), value="value", epsilon=1,
+                              progress=lambda _: None, **{"l": 10, "distinct_records": True, "low": 1, "high": 5,
+                                                          **extra})["item_means"]
 
     def counts():
         return dp_spark.sra(spark.read.parquet(path), items=range(1, 17771), l=10, epsilon=1, progress=lambda _: None,
@@ -89,7 +97,15 @@ def main() -> None:
 
     runs = {"floor": floor, "means": release,
             "means_c1": lambda: release(noise="gaussian", delta=1e-6, records_per_item=1),
-            "means_clip": lambda: release(low="auto", high="auto"), "sra_counts": counts}
+            "means_clip": lambda: release(low="auto", high="auto"), "sra_counts": counts,
+            "floor_user": floor_user, "means_plain": lambda: release(distinct_records=False),
+            "means_auto": lambda: release(l="auto")}
+    if args.runs:
+        wanted = {"floor", *args.runs.split(",")}
+        unknown = wanted - set(runs)
+        if unknown:
+            parser.error(f"unknown runs {sorted(unknown)}; the runs are {sorted(runs)}")
+        runs = {name: run for name, run in runs.items() if name in wanted}
     print(interleaved(runs, args.repeats, args.rows))
 
 
