@@ -54,8 +54,8 @@ def ui(spark, what: str) -> list[dict] | None:
 
 def stages(spark) -> dict[int, int] | None:
     """Shuffle bytes written, by stage id."""
-    stages = ui(spark, "stages")
-    return None if stages is None else {s["stageId"]: s.get("shuffleWriteBytes", 0) for s in stages}
+    listed = ui(spark, "stages")
+    return None if listed is None else {s["stageId"]: s.get("shuffleWriteBytes", 0) for s in listed}
 
 
 def ui_time(stamp: str) -> float:

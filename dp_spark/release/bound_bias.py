@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from dp_spark.bounding.user_records import capped_total
 from dp_spark.release.bound_selection import checked_user_cap
 
 _WIDE = "decimal(38,0)"
@@ -70,9 +72,10 @@ def _squared_norms(per_cell: DataFrame, cells: Sequence[str], bounds: list[int],
     return [int(v) for v in values]
 
 
-def record_count(users_by_n) -> int:
-    """Σ n over the users, from validation's users per row count n (a Series indexed by n)."""
-    return int((users_by_n.index.to_numpy(dtype="int64") * users_by_n.to_numpy(dtype="int64")).sum())
+def record_count(users_by_n: pd.Series) -> int:
+    """Σ n over the users, from validation's users per row count n (a Series indexed by n): the
+    capped total with no user above the cap."""
+    return capped_total(users_by_n, int(users_by_n.index.max())) if len(users_by_n) else 0
 
 
 def _by_user(records: DataFrame, record_count: int | None) -> DataFrame:

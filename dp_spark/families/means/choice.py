@@ -56,13 +56,14 @@ def choose_l(params: MeansParams, inputs: RunInputs, validated) -> tuple[MeansPa
     model = error_model(params, inputs.domains, inputs.split)  # public: any error before the records' pass
     users = int(validated.users_by_n.sum())
     largest = int(validated.users_by_n.index.max()) if users else None
+    records = bound_bias.record_count(validated.users_by_n)
     with_edges = inputs.domains.attributes is not None
 
     def norms_at(user_cap: int) -> list[int]:
         norms, _ = bound_bias.squared_bias_norms(validated.records, params.candidates, _quality_cap(params),
                                                  bound_selection.GRID, with_edges, largest, validated.user_counts,
                                                  users, user_cap=user_cap,
-                                                 record_count=bound_bias.record_count(validated.users_by_n))
+                                                 record_count=records)
         return [2 * norm for norm in norms]
 
     inputs.progress(f"choosing l privately from {len(params.candidates)} candidates")
