@@ -65,7 +65,11 @@ def test_one_user_moves_the_root_of_each_norm_by_at_most_the_root_of_the_cap(spa
         norms = []
         for frame in (d, d_plus):
             pairs = bound_choice.memberships(in_groups(spark.createDataFrame(frame), params), GROUP)
-            norms.append(bound_choice.membership_norms(pairs, CANDIDATES, frame["user_id"].nunique(), cap))
+            groups = bound_choice.Memberships.of(pairs)
+            per_user = frame.groupby("user_id").size()
+            assert (groups.users, groups.largest, groups.total) == (len(per_user), per_user.max(), len(frame))
+            norms.append(bound_choice.membership_norms(groups, CANDIDATES, cap))
+            groups.unpersist()
         moves = [abs(math.sqrt(a) - math.sqrt(b)) / bound_selection.GRID for a, b in zip(*norms)]
         assert max(moves) <= math.sqrt(cap) + 1e-9
         assert max(moves) > 0.2 * math.sqrt(cap)  # the heavy user does move it: the check can fail

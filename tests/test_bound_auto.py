@@ -84,7 +84,7 @@ def test_the_spark_norms_are_the_reference_norms(spark, monkeypatch):
         )
         assert (norms, tables) == (_reference(frame, candidates, cap, attributes, user_cap), 2 if attributes else 1)
     assert _reference(frame, candidates, 1, False, 5) != _reference(frame, candidates, 1, False, None)
-    assert bound_bias._by_user(records, len(frame)).rdd.getNumPartitions() == -(-len(frame) // 100) > 1
+    assert bound_bias._by_item(records, len(frame)).rdd.getNumPartitions() == -(-len(frame) // 100) > 1
     assert bound_bias.record_count(frame.groupby("user_id").size().value_counts()) == len(frame)
     assert bound_bias._arithmetic(largest, 19, 2, grid) == "bigint" != bound_bias._arithmetic(None, 19, 2, grid)
     assert bound_bias._arithmetic(2**40, 10**5, 10**5, grid) != "bigint"  # beyond a long: decimals

@@ -5,10 +5,11 @@ only by ``bound_selection.choose_bound``.
 
 Each user's records per cell (k) are counted beside the user's records in the domain (n); each row
 gets one integer term per candidate, summed per cell, and the squares are summed to one row per
-table. The terms are exact integer divisions: of longs when the largest user's numbers fit one (the
-caller knows the largest n from validation), else of decimals, ten times slower; the quotients
-are at most grid·c, so they fit a long. The sums are longs and the squares decimals: the driver
-gets exact integers.
+table. The records are shuffled by item, so that a cell's users are all in one task: the counts
+per (cell, user) and the sums per cell then need no further shuffle. The terms are exact integer
+divisions: of longs when the largest user's numbers fit one (the caller knows the largest n),
+else of decimals, several times slower; the quotients are at most grid·c, so they fit a long. The
+sums are longs and the squares decimals: the driver gets exact integers.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from dp_spark.release.bound_selection import checked_user_cap
 _WIDE = "decimal(38,0)"
 # Up to this many users (two longs each) the per-user table is broadcast to every task.
 BROADCAST_USERS = 2_000_000
-# The records are shuffled into partitions of about this many, so that each task's per-(user, cell)
+# The records are shuffled into partitions of about this many, so that each task's per-(cell, user)
 # counts stay small enough not to spill: at 10M rows in local mode (2 cores, Spark's default heap)
-# the job took 42 s with the session's 8 partitions, 27 s with 64 and 30 s with 128
+# the release took 42 s with the session's 8 partitions, 27 s with 64 and 30 s with 128
 # (docs/lab/performance.md, "Choosing l privately").
 RECORDS_PER_PARTITION = 160_000
 
@@ -78,11 +79,11 @@ def record_count(users_by_n: pd.Series) -> int:
     return capped_total(users_by_n, int(users_by_n.index.max())) if len(users_by_n) else 0
 
 
-def _by_user(records: DataFrame, record_count: int | None) -> DataFrame:
-    """``records`` shuffled by user: into partitions of about RECORDS_PER_PARTITION records when
+def _by_item(records: DataFrame, record_count: int | None) -> DataFrame:
+    """``records`` shuffled by item: into partitions of about RECORDS_PER_PARTITION records when
     there are more than one such, else into the session's number of partitions."""
     wanted = -(-record_count // RECORDS_PER_PARTITION) if record_count else 0
-    return records.repartition(wanted, "user_id") if wanted > 1 else records.repartition("user_id")
+    return records.repartition(wanted, "item_id") if wanted > 1 else records.repartition("item_id")
 
 
 def squared_bias_norms(records: DataFrame, candidates: Sequence[int], cap: int, grid: int, attributes: bool,
@@ -107,21 +108,24 @@ def squared_bias_norms(records: DataFrame, candidates: Sequence[int], cap: int, 
     user_cap = checked_user_cap(bounds, user_cap)
     kind = _arithmetic(largest_n, user_cap, cap, grid)
     cells = ["item_id", "attr"] if attributes else ["item_id"]
-    # A shuffle of the records by user per table: the per-(user, cell) counts then need none (a
-    # hash partitioning on the user clusters (user, cell)), and each user's n, small (a row per
-    # user), is sent whole to every task rather than joined by a shuffle. Persisting the shuffled
-    # records for the second table cost more than shuffling again: 48.8 s against 44.5 s for the
-    # whole release at 10M rows (docs/lab/performance.md, "Choosing l privately").
-    known = _by_user(records.where(F.col("user_id").isNotNull()).select("user_id", *cells), record_count)
+    # A shuffle of the records by item per table: a hash partitioning on the item clusters both
+    # (cell, user) and the cell, so the per-(cell, user) counts and the per-cell sums need no
+    # further shuffle; each user's n, small (a row per user), is sent whole to every task rather
+    # than joined by a shuffle. Shuffled by user instead, every task held a partial sum of nearly
+    # every cell, a second shuffle as large as the records (185 MB for the edges at 10M rows): the
+    # norms took 13.1–18.4 s against 9.7–11.8 s by item. Persisting the shuffled records for the
+    # second table cost more than shuffling again (docs/lab/performance.md, "Choosing l privately").
+    known = records.where(F.col("user_id").isNotNull()).select("user_id", *cells)
     if user_counts is None:
         user_counts = known.groupBy("user_id").agg(F.count(F.lit(1)).alias("_n"))
+    by_item = _by_item(known, record_count)
     per_user = user_counts.select("user_id", "_n")
     if users is not None and users <= BROADCAST_USERS:
         per_user = F.broadcast(per_user)
     totals = [0] * len(bounds)
     tables = (["item_id"], cells)[:2 if attributes else 1]
     for table in tables:
-        counted = known.groupBy("user_id", *table).agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
+        counted = by_item.groupBy(*table, "user_id").agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
         for i, value in enumerate(_squared_norms(counted, table, bounds, user_cap, cap, grid, kind)):
             totals[i] += value
     return totals, len(tables)

@@ -16,7 +16,7 @@ applied.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from pyspark.sql import DataFrame
@@ -54,11 +54,39 @@ def memberships(grouped: DataFrame, group: str, user_col: str = "user_id") -> Da
     return grouped.select(F.col(user_col).alias("user_id"), F.col(group).alias("item_id")).distinct()
 
 
-def membership_norms(pairs: DataFrame, candidates: tuple[int, ...], users: int, user_cap: int) -> list[int]:
+@dataclass(frozen=True)
+class Memberships:
+    """The (user, group) pairs, cached, with each user's number of groups beside them (NOT
+    private: read only by the mechanism)."""
+
+    pairs: DataFrame  # [user_id, item_id], one row per (user, group)
+    per_user: DataFrame  # [user_id, _n]: each user's groups
+    users: int
+    largest: int | None  # the most groups a user has; None without pairs
+    total: int  # the pairs
+
+    @classmethod
+    def of(cls, pairs: DataFrame) -> Memberships:
+        per_user = pairs.groupBy("user_id").agg(F.count(F.lit(1)).alias("_n")).cache()
+        sizes = per_user.agg(F.count(F.lit(1)).alias("users"), F.max("_n").alias("largest"),
+                             F.sum("_n").alias("total")).collect()[0]
+        largest = None if sizes["largest"] is None else int(sizes["largest"])
+        return cls(pairs, per_user, int(sizes["users"]), largest, int(sizes["total"] or 0))
+
+    def unpersist(self) -> None:
+        self.per_user.unpersist()
+        self.pairs.unpersist()
+
+
+def membership_norms(groups: Memberships, candidates: tuple[int, ...], user_cap: int) -> list[int]:
     """The squared norms of the expected absences at each candidate, each user's part capped at
-    ``user_cap`` (NOT private: read only by the mechanism)."""
-    norms, _tables = bound_bias.squared_bias_norms(pairs, candidates, 1, bound_selection.GRID, False, users=users,
-                                                   user_cap=user_cap)
+    ``user_cap`` (NOT private: read only by the mechanism). The largest user's groups let the terms
+    be longs rather than decimals, and the pairs' number sizes the shuffle: a release at 10M
+    records took 34.1 s against 62.7 s without them (docs/lab/performance.md, "Choosing l
+    privately")."""
+    norms, _tables = bound_bias.squared_bias_norms(groups.pairs, candidates, 1, bound_selection.GRID, False,
+                                                   groups.largest, groups.per_user, groups.users, user_cap=user_cap,
+                                                   record_count=groups.total)
     return norms
 
 
@@ -69,14 +97,14 @@ def choose(grouped: DataFrame, params: AggregateParams, split: dict[str, Fractio
     only by the mechanism."""
     candidates = params.bound_candidates
     assert candidates is not None
-    pairs = memberships(grouped, group, user_col).cache()
+    groups = Memberships.of(memberships(grouped, group, user_col).cache())
     try:
-        users = pairs.select("user_id").distinct().count()
-        choice = bound_selection.choose_bound_by_users(lambda cap: membership_norms(pairs, candidates, users, cap),
-                                                       users, candidates, error_model(params, split, len(params.keys)),
+        choice = bound_selection.choose_bound_by_users(lambda cap: membership_norms(groups, candidates, cap),
+                                                       groups.users, candidates,
+                                                       error_model(params, split, len(params.keys)),
                                                        split[BOUND_SPLIT_KEY], budget, rng, step=STEP)
     finally:
-        pairs.unpersist()
+        groups.unpersist()
     return at_bound(params, choice.bound), choice.to_json("groups_per_user")
 
 
