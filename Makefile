@@ -72,10 +72,12 @@ reproduce-004: $(VENV)/.installed-test check-java
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) $(BIN)/python scripts/reproduce_004.py
 
 # Our SRA item counts next to Tumult Analytics' and PipelineDP's, each in its own venv
-# (Tumult needs PySpark 3.5 and pandas < 2). PEER_ROWS=N picks the table size.
+# (Tumult needs PySpark 3.5 and pandas < 2), and next to Tumult again on a plain Parquet source,
+# the path a user's own table takes. PEER_ROWS=N picks the table size.
 bench-peers: install check-java $(TMLT_VENV)/.installed $(PDP_VENV)/.installed
 	@[ -f $(PEER_DATA) ] || $(BIN)/dp-spark generate netflix --rows $(PEER_ROWS) --out $(PEER_DATA)
 	$(BIN)/python bench/peers.py --pair tumult --peer-python $(TMLT_VENV)/bin/python --data $(PEER_DATA) --repeats $(PEER_REPEATS)
+	$(BIN)/python bench/peers.py --pair tumult --ours dp-spark-plain --peer-python $(TMLT_VENV)/bin/python --data $(PEER_DATA) --repeats $(PEER_REPEATS)
 	$(BIN)/python bench/peers.py --pair pipelinedp --peer-python $(PDP_VENV)/bin/python --data $(PEER_DATA) --repeats $(PDP_REPEATS) --warmups 1
 	$(BIN)/python bench/peers.py --table bench/results/peers
 

@@ -1,6 +1,7 @@
 """The SRA item-count release next to the closest equivalent in a peer library.
 
     python bench/peers.py --pair tumult --peer-python .venv-tumult/bin/python --data T.parquet --out DIR
+                          [--ours dp-spark-plain]  (dp-spark on a plain Parquet source, the default path)
     python bench/peers.py --table DIR                  (Markdown from DIR/*.json)
 
 Each tool releases one noisy count per public item (17,770 Netflix ids) with
@@ -45,17 +46,23 @@ def true_counts(spark, data: str) -> np.ndarray:
     return counts
 
 
-def release_dp_spark(spark, data: str) -> np.ndarray:
+def release_dp_spark(spark, data: str, source: dict | None = None) -> np.ndarray:
     from dp_spark.jobs.config import build_config
     from dp_spark.jobs.runner import compute_release
 
     cfg = build_config({
-        "output": "unused", "source": {"format": "netflix-synthetic", "path": data},
+        "output": "unused", "source": source or {"format": "netflix-synthetic", "path": data},
         "domain": {"items": {"range": [1, 17770]}}, "privacy": {"epsilon": EPSILON},
         "algorithm": {"name": "sra", "l": L},
     })
     table = compute_release(cfg, spark, lambda _message: None).tables["item_counts"]
     return table.sort_values("item_id")["noisy_count"].to_numpy(dtype=float)
+
+
+def release_dp_spark_plain(spark, data: str) -> np.ndarray:
+    """The same release on the path a user's own table takes: a plain Parquet source that nobody
+    vouched free of identical records, so the sample numbers them first (a shuffle of every row)."""
+    return release_dp_spark(spark, data, {"format": "parquet", "path": data})
 
 
 def release_pipelinedp(spark, data: str) -> np.ndarray:
@@ -95,7 +102,9 @@ def release_tumult(spark, data: str) -> np.ndarray:
     return counts
 
 
-TOOLS = {"dp-spark": release_dp_spark, "pipelinedp": release_pipelinedp, "tumult": release_tumult}
+TOOLS = {"dp-spark": release_dp_spark, "dp-spark-plain": release_dp_spark_plain, "pipelinedp": release_pipelinedp,
+         "tumult": release_tumult}
+OURS = ("dp-spark", "dp-spark-plain")
 
 
 def serve(tool: str, data: str, warmups: int) -> None:
@@ -163,13 +172,14 @@ def summary(results: list[dict]) -> dict:
             "item_mse": statistics.mean(r["mse"] for r in results)}
 
 
-def pair(peer: str, peer_python: str, data: str, repeats: int, warmups: int) -> dict:
-    """dp-spark and ``peer`` taking turns on the same table; both warm up first (at the same time)."""
-    servers = [Server("dp-spark", sys.executable, data, warmups), Server(peer, peer_python, data, warmups)]
+def pair(peer: str, peer_python: str, data: str, repeats: int, warmups: int, ours: str = "dp-spark") -> dict:
+    """dp-spark (``ours``: the vouched path or the plain one) and ``peer`` taking turns on the same
+    table; both warm up first (at the same time)."""
+    servers = [Server(ours, sys.executable, data, warmups), Server(peer, peer_python, data, warmups)]
     try:
         for server in servers:
             server.ready()
-        results: dict[str, list[dict]] = {"dp-spark": [], peer: []}
+        results: dict[str, list[dict]] = {ours: [], peer: []}
         for round_ in range(repeats):
             for server in servers if round_ % 2 == 0 else servers[::-1]:
                 result = server.run()
@@ -178,20 +188,21 @@ def pair(peer: str, peer_python: str, data: str, repeats: int, warmups: int) -> 
     finally:
         for server in servers:
             server.close()
-    ours, theirs = summary(results["dp-spark"]), summary(results[peer])
-    return {"tool": peer, "rows": results[peer][0]["rows"], **theirs, "dp_spark": ours,
-            "speedup": round(theirs["median_s"] / ours["median_s"], 2), "repeats": repeats, "warmups": warmups}
+    mine, theirs = summary(results[ours]), summary(results[peer])
+    return {"tool": peer, "rows": results[peer][0]["rows"], **theirs, "dp_spark": mine, "dp_spark_path": ours,
+            "speedup": round(theirs["median_s"] / mine["median_s"], 2), "repeats": repeats, "warmups": warmups}
 
 
 def table(directory: Path) -> str:
     records = [json.loads(p.read_text()) for p in sorted(directory.glob("peer-*.json"))]
-    lines = [("| peer | rows | peer s | dp-spark s (same run) | dp-spark faster by "
+    lines = [("| peer | rows | dp-spark's path | peer s | dp-spark s (same run) | dp-spark faster by "
               "| top-10 precision (peer / dp-spark) | item MSE (peer / dp-spark) |"),
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---|---:|---:|---:|---:|---:|"]
     for r in records:
         ours = r["dp_spark"]
+        path = "plain Parquet" if r.get("dp_spark_path") == "dp-spark-plain" else "vouched distinct"
         lines.append(
-            f"| {r['tool']} | {r['rows']:,} | {r['median_s']:.1f} | {ours['median_s']:.2f} "
+            f"| {r['tool']} | {r['rows']:,} | {path} | {r['median_s']:.1f} | {ours['median_s']:.2f} "
             f"| {r['median_s'] / ours['median_s']:.1f}× "
             f"| {r['top10_precision']:.2f} / {ours['top10_precision']:.2f} "
             f"| {r['item_mse']:,.0f} / {ours['item_mse']:,.0f} |"
@@ -201,7 +212,9 @@ def table(directory: Path) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pair", choices=sorted(set(TOOLS) - {"dp-spark"}), help="the peer to run against dp-spark")
+    parser.add_argument("--pair", choices=sorted(set(TOOLS) - set(OURS)), help="the peer to run against dp-spark")
+    parser.add_argument("--ours", choices=OURS, default="dp-spark",
+                        help="dp-spark's path: the vouched distinct loader, or a plain Parquet source (the default one)")
     parser.add_argument("--peer-python", help="the interpreter of the peer's virtual environment")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tool", choices=sorted(TOOLS), help=argparse.SUPPRESS)
@@ -221,10 +234,11 @@ def main() -> None:
         parser.error("--pair, --peer-python and --data are required unless --table is given")
     if args.repeats < 1 or args.warmups < 0:
         parser.error("--repeats must be >= 1 and --warmups >= 0")
-    record = pair(args.pair, args.peer_python, args.data, args.repeats, args.warmups)
+    record = pair(args.pair, args.peer_python, args.data, args.repeats, args.warmups, args.ours)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"peer-{args.pair}-{record['rows']}.json").write_text(json.dumps(record, indent=2) + "\n")
+    suffix = "-plain" if args.ours == "dp-spark-plain" else ""
+    (out / f"peer-{args.pair}-{record['rows']}{suffix}.json").write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record))
 
 
