@@ -214,7 +214,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pair", choices=sorted(set(TOOLS) - set(OURS)), help="the peer to run against dp-spark")
     parser.add_argument("--ours", choices=OURS, default="dp-spark",
-                        help="dp-spark's path: the vouched distinct loader, or a plain Parquet source (the default one)")
+                        help="dp-spark's path: the vouched distinct loader, or a plain Parquet source (the default)")
     parser.add_argument("--peer-python", help="the interpreter of the peer's virtual environment")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tool", choices=sorted(TOOLS), help=argparse.SUPPRESS)
