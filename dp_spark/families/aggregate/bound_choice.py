@@ -56,8 +56,8 @@ def memberships(grouped: DataFrame, group: str, user_col: str = "user_id") -> Da
 
 @dataclass(frozen=True)
 class Memberships:
-    """The (user, group) pairs, cached, with each user's number of groups beside them (NOT
-    private: read only by the mechanism)."""
+    """The (user, group) pairs with each user's number of groups beside them, cached, and their
+    sizes (NOT private: read only by the mechanism)."""
 
     pairs: DataFrame  # [user_id, item_id], one row per (user, group)
     per_user: DataFrame  # [user_id, _n]: each user's groups
@@ -74,8 +74,8 @@ class Memberships:
         return cls(pairs, per_user, int(sizes["users"]), largest, int(sizes["total"] or 0))
 
     def unpersist(self) -> None:
+        """Drop the per-user table's cache (the pairs' is their owner's)."""
         self.per_user.unpersist()
-        self.pairs.unpersist()
 
 
 def membership_norms(groups: Memberships, candidates: tuple[int, ...], user_cap: int) -> list[int]:
@@ -97,14 +97,18 @@ def choose(grouped: DataFrame, params: AggregateParams, split: dict[str, Fractio
     only by the mechanism."""
     candidates = params.bound_candidates
     assert candidates is not None
-    groups = Memberships.of(memberships(grouped, group, user_col).cache())
+    pairs = memberships(grouped, group, user_col).cache()
     try:
-        choice = bound_selection.choose_bound_by_users(lambda cap: membership_norms(groups, candidates, cap),
-                                                       groups.users, candidates,
-                                                       error_model(params, split, len(params.keys)),
-                                                       split[BOUND_SPLIT_KEY], budget, rng, step=STEP)
+        groups = Memberships.of(pairs)
+        try:
+            choice = bound_selection.choose_bound_by_users(lambda cap: membership_norms(groups, candidates, cap),
+                                                           groups.users, candidates,
+                                                           error_model(params, split, len(params.keys)),
+                                                           split[BOUND_SPLIT_KEY], budget, rng, step=STEP)
+        finally:
+            groups.unpersist()
     finally:
-        groups.unpersist()
+        pairs.unpersist()
     return at_bound(params, choice.bound), choice.to_json("groups_per_user")
 
 
