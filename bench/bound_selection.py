@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from dp_spark.core import noise_choice, zcdp  # noqa: E402
 from dp_spark.core.accounting import PURE, Accounting  # noqa: E402
+from dp_spark.families.counts import bound_choice  # noqa: E402
 from dp_spark.families.counts import family as counts  # noqa: E402
 from dp_spark.families.registry import family_of  # noqa: E402
 from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors, user_item_table  # noqa: E402
@@ -111,16 +112,20 @@ class Setting:
             return PURE
         return Accounting("gaussian", zcdp.rho_of(self.epsilon, DELTA), DELTA)
 
-    def params(self, l) -> counts.CountsParams:
+    def params(self, l, objective=None) -> counts.CountsParams:
+        """SRA at bound ``l`` (with "auto", these candidates and ``objective``, default the product's)."""
         gaussian = dict(noise="gaussian", records_per_item=1) if self.noise == "gaussian" else {}
-        return counts.CountsParams("sra", l, candidates=self.candidates if l == "auto" else None, **gaussian)
+        auto = dict(candidates=self.candidates, objective=objective) if l == "auto" else {}
+        return counts.CountsParams("sra", l, **auto, **gaussian)
 
     def split(self, l, cells: int) -> dict:
-        return plan_split(family_of("sra"), self.params(l), Fraction(str(self.epsilon)), Domains(range(cells)),
-                          accounting=self.accounting)
+        return self.split_of(self.params(l), Domains(range(cells)))
+
+    def split_of(self, params: counts.CountsParams, domains: Domains) -> dict:
+        return plan_split(family_of("sra"), params, Fraction(str(self.epsilon)), domains, accounting=self.accounting)
 
     def noise_variance(self, bound: int, epsilon_items: Fraction) -> float:
-        """One item's noise variance at ``bound`` when the item counts get ``epsilon_items``."""
+        """One cell's noise variance at ``bound`` when its table gets ``epsilon_items``."""
         if self.noise == "gaussian":
             return noise_choice.gaussian_variance(bound, epsilon_items)
         return noise_choice.laplace_variance(bound, epsilon_items)
@@ -131,7 +136,7 @@ def pick_probabilities(table: pd.DataFrame, cells: int, setting: Setting) -> tup
     makes it (the product's split, error model, user count, user cap, quality and sensitivity;
     bound_selection.pick_probabilities), and the items' ε."""
     split = setting.split("auto", cells)
-    model = counts.error_model(setting.params("auto"), Domains(range(cells)), split)
+    model = bound_choice.error_model(setting.params("auto"), Domains(range(cells)), split)
     norms = {}
 
     def norms_at(cap: int) -> list[int]:

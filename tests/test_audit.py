@@ -21,6 +21,7 @@ NEGATIVE_CONTROLS = ("negative_control_half_noise", "discrete_gaussian_sigma_too
                      "limit_ss_paper_beta",
                      "old_limit_ss_rounded_scale", "old_ran_gd_clipping", "old_entropy_ledger_scale",
                      "partition_selection_threshold_lowered", "bound_selection_cap_forgotten",
+                     "bound_selection_cells_understated",
                      "entropy_bound_selection_per_location", "bounding_estimate_uncapped",
                      "clip_choice_every_record", "group_quantiles_one_record")
 # dpsense_s: its statistic carries little signal at any size the suite affords (a bound of 0.11 for
@@ -98,6 +99,7 @@ CONTROL_TRIALS = {
     "old_entropy_ledger_scale": None,  # 20,000: 7.9 [5]; deterministic and different on D and D'
     "partition_selection_threshold_lowered": None,  # 200,000: ~6.5 [1]; D never releases a key it lacks
     "bound_selection_cap_forgotten": None,  # 20,000: 2.46-3.28 [1] at seeds 1-11 odd; true eps 4.4 (tests below)
+    "bound_selection_cells_understated": None,  # 20,000: 2.16-2.73 [1] at seeds 1-7 odd; true eps 3.07
     "entropy_bound_selection_per_location": None,  # 20,000: 1.71-1.84 [1] at seeds 1-11 odd; true eps 1.99
     "bounding_estimate_uncapped": None,  # 20,000: 1.75-1.96 [1] at seeds 1-11 odd; true eps 2.7
     # 2,000 (a release is 1 ms of choose_clip): 2.39-3.28 [1] at seeds 1-15 odd, about 500 against

@@ -17,6 +17,7 @@ from dp_spark.core.accuracy import EXACT, UPPER_BOUND
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.mechanisms import discrete_laplace_variance
 from dp_spark.errors import ConfigError
+from dp_spark.families.counts import bound_choice
 from dp_spark.families.counts import family as counts
 from dp_spark.families.registry import family_of
 from dp_spark.jobs.config import load_config
@@ -37,20 +38,39 @@ def test_auto_takes_the_default_candidates_and_a_tenth_of_epsilon():
     assert hpa["epsilon_bound"] == Fraction(1, 10) and sum(hpa.values()) == 1
 
 
-def test_the_error_model_is_public_tables_cap_and_the_exact_noise_at_each_candidate():
-    params = counts.CountsParams("sra", "auto", candidates=(1, 4, 16))
+@pytest.mark.parametrize("objective, weights, cells", [
+    (None, (1,), 100),  # the default: the item table alone
+    ("items", (1,), 100),
+    ("cells", (1, 1), 300),  # 100 item cells and 200 edge cells alike
+    ("tables", (1, Fraction(1, 2)), 200),  # each table's mean per cell: the edges weigh 100/200
+    ({"item_counts": 1, "edge_counts": 0.25}, (1, Fraction(1, 4)), 150),
+    ({"edge_counts": 2}, (2,), 400),
+])
+def test_the_error_model_is_public_weights_cap_and_the_exact_noise_at_each_candidate(objective, weights, cells):
+    params = counts.CountsParams("sra", "auto", candidates=(1, 4, 16), objective=objective)
     split = plan_split(family_of("sra"), params, Fraction(1), DOMAINS)
-    model = counts.error_model(params, DOMAINS, split)
-    assert (model.tables, model.records_per_cell) == (2, bound_selection.QUALITY_RECORDS_PER_CELL)
-    # 100 item cells and 200 edge cells, each at 17/40 of ε: the discrete Laplace variance at b.
+    model = bound_choice.error_model(params, DOMAINS, split)
+    assert model.weights == tuple(Fraction(w) for w in weights)
+    assert model.records_per_cell == bound_selection.QUALITY_RECORDS_PER_CELL
+    # Each table at 17/40 of ε: the discrete Laplace variance at b, times its cells and weight.
     for b, noise in zip((1, 4, 16), model.noise_variance):
-        assert float(noise) == pytest.approx(300 * discrete_laplace_variance(b / 0.425), rel=1e-12)
+        assert float(noise) == pytest.approx(cells * discrete_laplace_variance(b / 0.425), rel=1e-12)
+    assert bound_choice.scored_tables(params, DOMAINS).keys() == (
+        {"edge_counts"} if objective == {"edge_counts": 2} else
+        {"item_counts"} if len(weights) == 1 else {"item_counts", "edge_counts"})
+
+
+def test_an_objective_that_weighs_the_edges_of_a_release_without_them_is_refused():
+    params = counts.CountsParams("sra", "auto", objective={"edge_counts": 1})
+    items_only = Domains(DOMAINS.items, None)
+    with pytest.raises(ConfigError, match="does not publish"):
+        bound_choice.error_model(params, items_only, plan_split(family_of("sra"), params, Fraction(1), items_only))
 
 
 def test_under_zcdp_the_noise_of_each_candidate_is_the_gaussians_growing_as_b():
     params = counts.CountsParams("sra", "auto", candidates=(1, 4, 16), noise="gaussian", records_per_item=1)
     split = plan_split(family_of("sra"), params, Fraction(1), DOMAINS)
-    model = counts.error_model(params, DOMAINS, split)
+    model = bound_choice.error_model(params, DOMAINS, split)
     assert model.records_per_cell == 1
     one, four, sixteen = (float(v) for v in model.noise_variance)
     # σ² = b·c/ε² (the least variance at least that): about 4 times as much per step of 4 in b.
@@ -78,11 +98,10 @@ def test_the_spark_norms_are_the_reference_norms(spark, monkeypatch):
     settings = [(cap, user_cap, attributes) for user_cap in (None, 5) for cap in (1, 2) for attributes in (False, True)]
     for i, (cap, user_cap, attributes) in enumerate(settings):
         known, per_user, users, record_count = arithmetic[i % len(arithmetic)]
-        norms, tables = bound_bias.squared_bias_norms(
-            records, candidates, cap, grid, attributes, known, per_user, users, user_cap=user_cap,
-            record_count=record_count
-        )
-        assert (norms, tables) == (_reference(frame, candidates, cap, attributes, user_cap), 2 if attributes else 1)
+        tables = [bound_bias.ITEMS, bound_bias.EDGES] if attributes else [bound_bias.ITEMS]
+        norms = bound_bias.squared_bias_norms(records, candidates, cap, grid, tables, known, per_user, users,
+                                              user_cap=user_cap, record_count=record_count)
+        assert norms == _reference(frame, candidates, cap, attributes, user_cap)
     assert _reference(frame, candidates, 1, False, 5) != _reference(frame, candidates, 1, False, None)
     assert bound_bias._by_item(records, len(frame)).rdd.getNumPartitions() == -(-len(frame) // 100) > 1
     assert bound_bias.record_count(frame.groupby("user_id").size().value_counts()) == len(frame)
@@ -90,17 +109,17 @@ def test_the_spark_norms_are_the_reference_norms(spark, monkeypatch):
     assert bound_bias._arithmetic(2**40, 10**5, 10**5, grid) != "bigint"  # beyond a long: decimals
 
 
-def _reference(frame: pd.DataFrame, candidates, cap: int, attributes: bool, user_cap: int | None) -> list[int]:
+def _reference(frame: pd.DataFrame, candidates, cap: int, attributes: bool, user_cap: int | None) -> list[list[int]]:
+    """Each table's norms, from the driver's pandas twin."""
     n = frame.groupby("user_id").size()
     keys = [["item_id"]] + ([["item_id", "attr"]] if attributes else [])
-    total = [0] * len(candidates)
+    norms = []
     for cells in keys:
         table = frame.groupby(["user_id", *cells]).size().rename("k").reset_index()
         table["cell"] = list(zip(*(table[c] for c in cells)))
         table["n"] = table["user_id"].map(n)
-        total = [x + y for x, y in zip(total, bound_selection.squared_bias_norms(table, candidates, cap,
-                                                                                            user_cap))]
-    return total
+        norms.append(bound_selection.squared_bias_norms(table, candidates, cap, user_cap))
+    return norms
 
 
 @pytest.mark.parametrize("arguments, message", [
@@ -109,6 +128,11 @@ def _reference(frame: pd.DataFrame, candidates, cap: int, attributes: bool, user
     (dict(l="auto", candidates="1,2"), "must be a list"),
     (dict(l="auto", candidates=[1, 200_000]), "supported maximum"),
     (dict(l=10, candidates=[1, 2]), 'used only with l = "auto"'),
+    (dict(l="auto", objective="rows"), "l_objective must be one of"),
+    (dict(l="auto", objective={"item_counts": -1}), "l_objective.item_counts must be a finite number >= 0"),
+    (dict(l="auto", objective={"item_counts": 0}), "some table a weight above 0"),
+    (dict(l="auto", objective={"items": 1}), "the release's tables are"),
+    (dict(l="auto", objective=[1, 2]), "or a table of weights"),
     (dict(l="automatic"), "algorithm.l must be an integer"),
 ])
 def test_bad_auto_settings_are_refused_naming_the_key(arguments, message):
@@ -130,11 +154,21 @@ def test_the_config_reads_auto_its_candidates_and_epsilon_share():
                   "privacy.epsilon_items=0.4", "privacy.epsilon_edges=0.4")
     assert cfg.params.auto and cfg.params.candidates == (1, 5, 25)
     assert cfg.epsilon_parts["epsilon_bound"] == Fraction(1, 5)
+    assert cfg.params.objective == "items"  # the default
+    weighted = _config('algorithm.l="auto"', "algorithm.l_objective={item_counts = 1, edge_counts = 0.25}")
+    assert weighted.params.objective == (("item_counts", Fraction(1)), ("edge_counts", Fraction(1, 4)))
+    section = family_of("sra").report_section(weighted.params)
+    assert section["parameters"]["l_objective"] == {"item_counts": 1.0, "edge_counts": 0.25}
+    assert "scoring the tables' squared errors weighted item_counts 1, edge_counts 0.25" in family_of(
+        "sra").describe(weighted.params, Fraction(1), DOMAINS)
 
 
 @pytest.mark.parametrize("overrides, message", [
     (['algorithm.l="auto"', "algorithm.m_candidates=[1, 2]"], "m_candidates is not used by sra"),
     (["algorithm.l_candidates=[1, 2]"], 'used only with l = "auto"'),
+    (['algorithm.l_objective="cells"'], 'l_objective is used only with l = "auto"'),
+    (['algorithm.l="auto"', 'algorithm.m_objective="cells"'], "m_objective is not used by sra"),
+    (['algorithm.l="auto"', 'algorithm.l_objective="rows"'], "l_objective must be one of"),
 ])
 def test_bad_auto_configs_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):

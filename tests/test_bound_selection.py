@@ -25,9 +25,10 @@ CANDIDATES = [1, 2, 5, 10, 20, 50]
 G = bs.GRID
 
 
-def model(noise=0, tables=1, c=1, candidates=CANDIDATES):
-    """An error model with the same total noise variance ``noise`` times b² at each candidate."""
-    return bs.ErrorModel(tables, c, tuple(Fraction(noise) * b * b for b in candidates))
+def model(noise=0, tables=1, c=1, candidates=CANDIDATES, weights=None):
+    """An error model with the same total noise variance ``noise`` times b² at each candidate, and
+    ``tables`` tables weighing 1 each unless ``weights`` are given."""
+    return bs.ErrorModel(weights or (Fraction(1),) * tables, c, tuple(Fraction(noise) * b * b for b in candidates))
 
 
 def cells_of(records: list[tuple[int, object]]) -> pd.DataFrame:
@@ -38,15 +39,16 @@ def cells_of(records: list[tuple[int, object]]) -> pd.DataFrame:
     return table
 
 
-def norms_of(records, candidates=CANDIDATES, cap=1, attributes=False, user_cap=None) -> list[int]:
-    """The squared norms summed over the item table and, with ``attributes``, the edge table;
-    records are (user, item, attr)."""
+def norms_of(records, candidates=CANDIDATES, cap=1, attributes=False, user_cap=None, weights=None) -> list:
+    """The squared norms summed over the item table and, with ``attributes``, the edge table,
+    each times its weight (1 unless ``weights``); records are (user, item, attr)."""
     items = bs.squared_bias_norms(cells_of([(u, i) for u, i, _ in records]), candidates, cap, user_cap) if records \
         else [0] * len(candidates)
-    if not attributes or not records:
-        return items
-    edges = bs.squared_bias_norms(cells_of([(u, (i, a)) for u, i, a in records]), candidates, cap, user_cap)
-    return [x + y for x, y in zip(items, edges)]
+    tables = [items]
+    if attributes:
+        tables.append(bs.squared_bias_norms(cells_of([(u, (i, a)) for u, i, a in records]), candidates, cap,
+                                            user_cap) if records else [0] * len(candidates))
+    return bs.weighted_norms(tables, weights or [1] * len(tables))
 
 
 def test_a_term_is_the_expected_loss_on_the_grid_scaled_for_heavy_users():
@@ -102,12 +104,19 @@ def neighbours(draw):
        st.sampled_from([CANDIDATES, [3, 7, 12, 40], [2, 90]]), st.data())
 def test_adding_a_user_lowers_every_score_by_at_most_the_sensitivity(pair, cap, attributes, noise, candidates, data):
     # The argument of the claim: every q(b) moves the same way (down), by at most Δq, at any user
-    # cap U from 1 to b_K − b_1; with b_1 > 1 users below the smallest candidate are in it too.
+    # cap U from 1 to b_K − b_1 and any table weights (an objective); with b_1 > 1 users below the
+    # smallest candidate are in it too.
     records, added = pair
     user_cap = data.draw(st.integers(1, candidates[-1] - candidates[0]))
-    m = replace(model(noise=noise, tables=2 if attributes else 1, c=cap, candidates=candidates), user_cap=user_cap)
-    before = bs.quality(norms_of(records, candidates, cap, attributes, user_cap), candidates, m)
-    after = bs.quality(norms_of(records + added, candidates, cap, attributes, user_cap), candidates, m)
+    weight = st.fractions(min_value=0, max_value=4, max_denominator=100)
+    weights = data.draw(st.lists(weight, min_size=2 if attributes else 1, max_size=2 if attributes else 1)
+                        .filter(any))
+    # The domain's cells (6 items, 12 item x attribute cells) bound a user's part when below U/c.
+    cells = data.draw(st.sampled_from([None, (6, 12)[:len(weights)]]))
+    m = replace(model(noise=noise, c=cap, candidates=candidates, weights=tuple(weights)), user_cap=user_cap,
+                cells=cells)
+    before = bs.quality(norms_of(records, candidates, cap, attributes, user_cap, weights), candidates, m)
+    after = bs.quality(norms_of(records + added, candidates, cap, attributes, user_cap, weights), candidates, m)
     sensitivity = bs.quality_sensitivity(candidates, m)
     assert all(0 <= b - a <= sensitivity for b, a in zip(before, after))
 
@@ -136,6 +145,45 @@ def test_norms_at_one_user_cap_scored_with_a_smaller_caps_sensitivity_would_brea
                 - bs.quality(norms_of(records + added, user_cap=user_cap), CANDIDATES, small)[0])
     assert move(None) > 1.5 * bs.quality_sensitivity(CANDIDATES, small)
     assert 2.2 <= move(16) <= bs.quality_sensitivity(CANDIDATES, small)
+
+
+def test_on_a_small_domain_its_cells_bound_a_users_part_and_the_bound_is_tight():
+    # 10 cells, c = 1, U = 49: a user adds at most one record's worth per cell, so √10 where U
+    # alone allows √49. Each user has one record in each of the 10 cells, and the bound b_1 = 1
+    # drops 9/10 of a record from each, all users alike: one more moves the norm by √10·0.9.
+    records = [(u, i, "a") for u in range(200) for i in range(10)]
+    added = [(999, i, "a") for i in range(10)]
+    small = replace(model(), cells=(10,))
+    sensitivity = bs.quality_sensitivity(CANDIDATES, small)
+    assert sensitivity == bs._sqrt_up(Fraction(10)) + Fraction(1, 100)  # √10, not √49
+    move = bs.quality(norms_of(records), CANDIDATES, small)[0] - bs.quality(norms_of(records + added), CANDIDATES,
+                                                                            small)[0]
+    assert 0.85 * sensitivity <= move <= sensitivity
+    # Negative control: told the domain has 4 cells, Δq (√4) is below what the user moves.
+    assert move > bs.quality_sensitivity(CANDIDATES, replace(small, cells=(4,)))
+    assert small.squared_reach(49) == 10 and replace(small, cells=None).squared_reach(49) == 49
+
+
+def test_norms_weighted_above_one_scored_with_the_number_of_tables_would_break_the_claim():
+    # Negative control for the weights: the tight example with the item table weighing 4 moves
+    # the score by nearly √(4·49) = 14 records, twice the Δq of one table weighing 1 (7.01); the
+    # Δq of the weights, √(W·c·U), holds it.
+    records = [(u, i, "a") for u in range(200) for i in range(50)]
+    added = [(999, i, "a") for i in range(50)]
+    heavy = model(weights=(Fraction(4),))
+    move = (bs.quality(norms_of(records, weights=[4]), CANDIDATES, heavy)[0]
+            - bs.quality(norms_of(records + added, weights=[4]), CANDIDATES, heavy)[0])
+    assert move > 1.9 * bs.quality_sensitivity(CANDIDATES, model())
+    assert 0.95 * bs.quality_sensitivity(CANDIDATES, heavy) <= move <= bs.quality_sensitivity(CANDIDATES, heavy)
+
+
+def test_weighted_norms_are_each_tables_norms_times_its_weight():
+    assert bs.weighted_norms([[4, 2], [8, 0]], [1, Fraction(1, 4)]) == [6, 2]
+    assert bs.weighted_norms([[4, 2], [8, 0]], [0, 2]) == [16, 0]
+    with pytest.raises(ValueError, match="weights"):
+        bs.weighted_norms([[4, 2]], [1, 1])
+    assert model(weights=(Fraction(1), Fraction(1, 4), Fraction(0))).tables == 2
+    assert model(weights=(Fraction(1), Fraction(1, 4))).total_weight == Fraction(5, 4)
 
 
 def test_without_the_per_cell_cap_one_user_could_move_a_score_past_the_sensitivity():
@@ -299,11 +347,17 @@ def test_bad_candidates_are_refused(candidates):
         bs.candidates_checked(candidates)
 
 
-@pytest.mark.parametrize("tables, c, noise", [(0, 1, (1,)), (1, 0, (1,)), (True, 1, (1,)), (1, 1, ()),
-                                              (1, 1, (-1,))])
-def test_bad_error_models_are_refused(tables, c, noise):
+@pytest.mark.parametrize("weights, c, noise", [((), 1, (1,)), ((0,), 1, (1,)), ((1, -1), 1, (1,)), (1, 1, (1,)),
+                                               ((1,), 0, (1,)), ((1,), True, (1,)), ((1,), 1, ()), ((1,), 1, (-1,))])
+def test_bad_error_models_are_refused(weights, c, noise):
     with pytest.raises(ValueError):
-        bs.ErrorModel(tables, c, noise)
+        bs.ErrorModel(weights, c, noise)
+
+
+@pytest.mark.parametrize("cells", [(), (0,), (3, 4), (True,), (2.5,)])
+def test_bad_cells_are_refused(cells):
+    with pytest.raises(ValueError, match="cells per table"):
+        bs.ErrorModel((Fraction(1),), 1, (Fraction(1),), cells=cells)
 
 
 @pytest.mark.parametrize("user_cap", [0, 50, -1, True, 2.0])

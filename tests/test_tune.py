@@ -181,6 +181,9 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
     assert 'l = "auto"' in result["warning"] and "no longer has the guarantee" in result["warning"]
     assert [r["bound"] for r in result["rows"]] == list(tune.DEFAULT_CANDIDATES)
     assert result["configured_bound"] == 10 and result["count_tables"] == 2 and result["item_cells"] == 17_770
+    # The demo's l is fixed: tune shows what l = "auto" would score by default, the item table.
+    assert result["bound_selection"]["objective"] == "items" and result["bound_selection"]["count_tables"] == 1
+    assert result["bound_selection"]["objective_described"] == "the item table's squared error"
     # Edges in the demo: the items get (1 - 1/20) epsilon/2 (a twentieth estimates what bounding
     # removed), so the noise at bound b is discrete Laplace of scale 40b/19.
     for row in result["rows"]:
@@ -257,6 +260,7 @@ def test_an_auto_config_is_scored_as_its_job_scores_it():
     # The split of an l = "auto" config already leaves the bound's tenth out: tune must not take it
     # out again (a review's finding); a fixed config's split loses it; both give the job's model.
     from dp_spark.core.domain import ItemDomain
+    from dp_spark.families.counts import bound_choice
     from dp_spark.families.counts import family as counts
     from dp_spark.families.registry import family_of
     from dp_spark.release.family import Domains, plan_split
@@ -265,10 +269,10 @@ def test_an_auto_config_is_scored_as_its_job_scores_it():
     auto = counts.CountsParams("sra", "auto", candidates=(1, 2, 4))
     split = plan_split(family_of("sra"), auto, Fraction(1), domains)
     setup = tune.TuneSetup("sra", "laplace", {}, Fraction(1), split, 4, None)
-    assert setup.error_model(tune.BOUND_SHARE, (1, 2, 4)) == counts.error_model(auto, domains, split)
+    assert setup.error_model(tune.BOUND_SHARE, (1, 2, 4)) == bound_choice.error_model(auto, domains, split)
     fixed = plan_split(family_of("sra"), counts.CountsParams("sra", 4), Fraction(1), domains)
     setup = tune.TuneSetup("sra", "laplace", {}, Fraction(1), fixed, 4, None)
-    assert setup.error_model(tune.BOUND_SHARE, (1, 2, 4)) == counts.error_model(auto, domains, split)
+    assert setup.error_model(tune.BOUND_SHARE, (1, 2, 4)) == bound_choice.error_model(auto, domains, split)
     # With guards their part comes off the top, and the bound takes its tenth of the rest (a review's
     # finding: tune shrank the guards' part too).
     from dp_spark.release.guards import Guards
@@ -277,7 +281,7 @@ def test_an_auto_config_is_scored_as_its_job_scores_it():
     guarded = plan_split(family_of("sra"), auto, Fraction(1), domains, guards=limits)
     fixed = plan_split(family_of("sra"), counts.CountsParams("sra", 4), Fraction(1), domains, guards=limits)
     setup = tune.TuneSetup("sra", "laplace", {}, Fraction(1), fixed, 4, None)
-    assert setup.error_model(tune.BOUND_SHARE, (1, 2, 4)) == counts.error_model(auto, domains, guarded)
+    assert setup.error_model(tune.BOUND_SHARE, (1, 2, 4)) == bound_choice.error_model(auto, domains, guarded)
     # Candidates 1, 2, 4 leave no choice of the user cap: the mechanism has the whole part; with the
     # default candidates a tenth of it counts the users first.
     assert setup.mechanism_epsilon(tune.BOUND_SHARE, (1, 2, 4)) == guarded["epsilon_bound"]
@@ -291,6 +295,7 @@ def test_under_zcdp_tune_scores_the_choice_as_the_job_makes_it():
     from dp_spark.core import zcdp
     from dp_spark.core.accounting import Accounting
     from dp_spark.core.domain import ItemDomain
+    from dp_spark.families.counts import bound_choice
     from dp_spark.families.counts import family as counts
     from dp_spark.families.registry import family_of
     from dp_spark.release.family import Domains, plan_split
@@ -307,7 +312,7 @@ def test_under_zcdp_tune_scores_the_choice_as_the_job_makes_it():
     rest = zcdp.epsilon_for_rho(zcdp.pure_cost(auto_split["epsilon_bound"]) * Fraction(9, 10))  # after the user count
     assert setup.mechanism_epsilon(tune.BOUND_SHARE, tune.DEFAULT_CANDIDATES) == 2 * rest
     got = setup.error_model(tune.BOUND_SHARE, (1, 2, 4))
-    want = counts.error_model(auto, domains, auto_split)
+    want = bound_choice.error_model(auto, domains, auto_split)
     assert [float(v) for v in got.noise_variance] == pytest.approx([float(v) for v in want.noise_variance], rel=1e-5)
 
 

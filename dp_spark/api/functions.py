@@ -44,6 +44,7 @@ from dp_spark.families.registry import family_of
 from dp_spark.families.user_histogram.family import HistogramParams
 from dp_spark.io import checkins
 from dp_spark.jobs.dataset_budget import DatasetBudget
+from dp_spark.release.auto_bound import AUTO
 from dp_spark.release.family import Domains, check_accounting
 from dp_spark.release.guards import Guards
 from dp_spark.release.private_keys import PARTITION_DELTA_SHARE, PRIVATE_ITEMS, partition_delta
@@ -64,7 +65,7 @@ def _counts(algorithm: str, df: DataFrame, *, items: Items, l: Bound, epsilon: N
             candidates: Sequence[int] | None = None, delta: float | None = None,
             keys_per_user: int | None = None, executor_noise_cells: int | None = None,
             max_output_rows: int | None = None, distinct_records: bool = False, noise: str | None = None,
-            rho: Number | None = None, records_per_item: int | None = None) -> Release:
+            rho: Number | None = None, records_per_item: int | None = None, objective: Any = None) -> Release:
     private = isinstance(items, str) and items == PRIVATE_ITEMS
     if items is None:
         raise ConfigError(f"{algorithm} needs items: the public item ids (a range, a list, a table such as "
@@ -75,12 +76,15 @@ def _counts(algorithm: str, df: DataFrame, *, items: Items, l: Bound, epsilon: N
                           "zCDP guarantee (give noise=\"gaussian\" or \"auto\", or rho); otherwise give no delta")
     if private and delta is None:
         raise ConfigError(f"items=\"{PRIVATE_ITEMS}\" needs delta (e.g. 1e-6): partition selection spends it")
+    if objective is not None and l != AUTO:
+        bound = "m" if algorithm in BASELINE_PUBLISHERS else "l"
+        raise ConfigError(f"{bound}_objective is used only with {bound}=\"auto\"")
     accounting, epsilon = accounting_of(noise, epsilon, delta, rho, seed is not None, prefix="",
                                         outside_share=PARTITION_DELTA_SHARE if private else Fraction(0))
     params = CountsParams(algorithm, l, d, publisher or BASELINE_PUBLISHERS.get(algorithm, "laplace"),
                           dict(publisher_options or {}), consistent, candidates, private,
                           keys_per_user, partition_delta(delta or 0.0, accounting.zcdp) if private else 0.0,
-                          noise or "laplace", records_per_item)
+                          noise or "laplace", records_per_item, objective)
     check_accounting(family_of(algorithm), params, accounting)
     execution = as_execution(executor_noise_cells, max_output_rows)
     return _returned(record_release(params, df, privacy_unit, item, attribute, None if private else items, attributes,
@@ -96,7 +100,7 @@ def sra(df: DataFrame, *, items: Items, l: Bound, epsilon: Number | None = None,
         progress: ProgressSink | None = None, l_candidates: Sequence[int] | None = None, delta: float | None = None,
         keys_per_user: int | None = None, executor_noise_cells: int | None = None, max_output_rows: int | None = None,
         distinct_records: bool = False, noise: str | None = "laplace", rho: Number | None = None,
-        records_per_item: int | None = None) -> Release:
+        records_per_item: int | None = None, l_objective: str | Mapping[str, Number] | None = None) -> Release:
     """Item counts (and item x attribute counts) with at most ``l`` records per user, a uniform
     sample of each user's own (paper 000's SRA). Tables: item_counts, edge_counts.
 
@@ -106,7 +110,10 @@ def sra(df: DataFrame, *, items: Items, l: Bound, epsilon: Number | None = None,
 
     ``l="auto"`` chooses l privately from ``l_candidates`` (default 1, 2, 3, 4, 6, 8, 11, ..., 181,
     256: about √2 apart) with a tenth of ε (``epsilon_split["epsilon_bound"]``); the choice is in
-    ``release.report["algorithm"]["chosen"]`` (docs/bound_selection.md).
+    ``release.report["algorithm"]["chosen"]`` (docs/bound_selection.md). It scores the item
+    table's error unless ``l_objective`` says otherwise: "cells" (every cell of every table
+    alike), "tables" (each table's mean error per cell) or weights such as
+    ``{"item_counts": 1, "edge_counts": 0.25}``.
 
     A twentieth of ε (``epsilon_split["epsilon_bounding"]``) estimates what bounding removed: the
     records kept and removed, and at most what share of the records the counts hold, in
@@ -132,7 +139,7 @@ def sra(df: DataFrame, *, items: Items, l: Bound, epsilon: Number | None = None,
                    guards=guards, progress=progress, candidates=l_candidates,
                    delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
                    max_output_rows=max_output_rows, distinct_records=distinct_records, noise=noise, rho=rho,
-                   records_per_item=records_per_item)
+                   records_per_item=records_per_item, objective=l_objective)
 
 
 def hpa(df: DataFrame, *, items: Items, l: Bound, epsilon: Number | None = None, d: int = 1,
@@ -143,16 +150,17 @@ def hpa(df: DataFrame, *, items: Items, l: Bound, epsilon: Number | None = None,
         progress: ProgressSink | None = None, l_candidates: Sequence[int] | None = None, delta: float | None = None,
         keys_per_user: int | None = None, executor_noise_cells: int | None = None, max_output_rows: int | None = None,
         distinct_records: bool = False, noise: str | None = "laplace", rho: Number | None = None,
-        records_per_item: int | None = None) -> Release:
+        records_per_item: int | None = None, l_objective: str | Mapping[str, Number] | None = None) -> Release:
     """Like :func:`sra`, but each user keeps its ``l`` records of highest noisy popularity,
-    measured on ``d`` records per user (paper 000's HPA). ``l="auto"`` and ``noise`` as for :func:`sra`."""
+    measured on ``d`` records per user (paper 000's HPA). ``l="auto"``, ``l_objective`` and ``noise`` as
+    for :func:`sra`."""
     return _counts("hpa", df, items=items, l=l, d=d, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
                    guards=guards, progress=progress, candidates=l_candidates,
                    delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
                    max_output_rows=max_output_rows, distinct_records=distinct_records, noise=noise, rho=rho,
-                   records_per_item=records_per_item)
+                   records_per_item=records_per_item, objective=l_objective)
 
 
 def _baseline(algorithm: str):
@@ -164,14 +172,15 @@ def _baseline(algorithm: str):
                 progress: ProgressSink | None = None, m_candidates: Sequence[int] | None = None,
                 delta: float | None = None, keys_per_user: int | None = None, executor_noise_cells: int | None = None,
                 max_output_rows: int | None = None, distinct_records: bool = False, noise: str | None = "laplace",
-                rho: Number | None = None, records_per_item: int | None = None) -> Release:
+                rho: Number | None = None, records_per_item: int | None = None,
+                m_objective: str | Mapping[str, Number] | None = None) -> Release:
         return _counts(algorithm, df, items=items, l=m, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                        attribute=attribute, attributes=attributes, epsilon_split=epsilon_split,
                        publisher_options=publisher_options, seed=seed, budget=budget, guards=guards,
                        progress=progress, candidates=m_candidates, delta=delta,
                        keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
                        max_output_rows=max_output_rows, distinct_records=distinct_records, noise=noise, rho=rho,
-                       records_per_item=records_per_item)
+                       records_per_item=records_per_item, objective=m_objective)
 
     release.__name__ = release.__qualname__ = algorithm
     return release

@@ -4,6 +4,7 @@ records (:mod:`dp_spark.lab.tune`, imported inside the function like the other l
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 
 from dp_spark.cli import spark_args
@@ -66,6 +67,9 @@ def tune(args) -> int:
     print(f"q(b), P(pick): l = \"auto\" spending {selection['share']:g} of epsilon (the mechanism at "
           f"{selection['epsilon']:g}), user cap U (P) {caps}; q(b) and Delta q = {selection['sensitivity']} at the "
           "likeliest   NOT PRIVATE")
+    print(f"objective: l = \"auto\" scores {selection['objective_described']} "
+          f"({cfg.params.bound_name}_objective = {json.dumps(selection['objective'])}); the MSE columns below are the "
+          "item table's   NOT PRIVATE")
     print("\n".join(tune.table(rows, cfg.l)))
     top = tune.best(rows)
     configured = next((r for r in rows if r.bound == cfg.l), None)
@@ -88,7 +92,6 @@ def tune(args) -> int:
 
 def _printed_as_json(args, result: dict) -> bool:
     """With --json, the result as JSON (True); else the warnings a table opens with (False)."""
-    import json
 
     from dp_spark.lab import tune
 

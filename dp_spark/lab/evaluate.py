@@ -46,6 +46,7 @@ from dp_spark.core.domain import attribute_domain, item_domain
 from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.errors import ConfigError
+from dp_spark.families.counts import bound_choice as counts_bound
 from dp_spark.families.counts import family as counts_family
 from dp_spark.families.counts import sampling
 from dp_spark.families.counts.family import AUTO, BASELINE_PUBLISHERS
@@ -199,12 +200,12 @@ def _run_method(cfg, records, validated, items, attributes, truth: Truth, runs, 
     """Yield (query, metric, value) for every run of one method; with "auto" the bound is chosen
     privately in each run (a tenth of ε, as the release does) and reported as ("bound", l)."""
     split = plan_budget(cfg)
-    model = counts_family.error_model(cfg.params, Domains(items, attributes), split) if cfg.params.auto else None
+    model = counts_bound.error_model(cfg.params, Domains(items, attributes), split) if cfg.params.auto else None
     norms = {}  # the squared bias norms at each user cap a run's count gives (a few values at most)
 
     def norms_at(cap: int) -> list[int]:
         if cap not in norms:
-            norms[cap] = counts_family.bias_norms(cfg.params, validated, attributes is not None, cap)
+            norms[cap] = counts_bound.bias_norms(cfg.params, validated, Domains(items, attributes), cap)
         return norms[cap]
     for run in range(runs):
         progress(f"{cfg.algorithm}{'_auto' if model else ''}: run {run + 1}/{runs}")

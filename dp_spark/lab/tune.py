@@ -5,7 +5,7 @@ per-user bound, from the raw records. NOT PRIVATE: it reads the true data withou
 For each candidate b it shows SRA's exact expected error (:mod:`dp_spark.lab.bound_curve`):
 the truncation bias and the sampling variance of keeping min(n, b) records per user, and the
 noise variance the item table gets at bound b and the item counts' share of ε (the discrete
-Gaussian's where the job would draw it, else the publisher's; ``families.counts.family.error_model``).
+Gaussian's where the job would draw it, else the publisher's; ``families.counts.bound_choice.error_model``).
 Beside them, the quality q(b) that ``l = "auto"`` would score
 (:mod:`dp_spark.release.bound_selection`, at the likeliest user cap) and the probability that
 the choice picks b, over its user count's noise and its exponential mechanism.
@@ -28,9 +28,10 @@ import pandas as pd
 
 from dp_spark.core import zcdp
 from dp_spark.errors import ConfigError
+from dp_spark.families.counts import bound_choice
 from dp_spark.families.counts import family as counts
 from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors
-from dp_spark.release import bound_selection
+from dp_spark.release import bound_objective, bound_selection
 from dp_spark.release.family import Domains
 from dp_spark.release.guards import SPLIT_KEY as GUARDS_SPLIT_KEY
 
@@ -76,6 +77,7 @@ class TuneSetup:
     rho: Fraction | None = None  # the release's ρ under zCDP accounting; None under pure ε
     fixed_split: Mapping[str, Fraction] | None = None  # a fixed bound's split when ``split`` is l = "auto"'s
     users: int | None = None  # the users with an in-domain record, once read (NOT private)
+    objective: bound_objective.Objective = bound_objective.DEFAULT  # what l = "auto" scores
 
     @property
     def tables(self) -> int:
@@ -84,14 +86,16 @@ class TuneSetup:
     def noise_variance(self, bound: int, split: Mapping[str, Fraction] | None = None) -> float:
         """One item's noise variance at ``bound`` and the item counts' part of ``split`` (default the
         config's): the noise the item table gets there, the discrete Gaussian's or the publisher's,
-        as the job's error model has it (families.counts.family.error_model on the item table alone)."""
-        model = counts.error_model(self._params((bound,)), Domains(range(self.item_cells)), dict(split or self.split))
+        as the job's error model has it (families.counts.bound_choice.error_model on the item table alone)."""
+        params = replace(self._params((bound,)), objective=bound_objective.ITEMS)
+        model = bound_choice.error_model(params, Domains(range(self.item_cells)), dict(split or self.split))
         return float(model.noise_variance[0]) / self.item_cells
 
     def _params(self, candidates: Sequence[int]) -> counts.CountsParams:
         return counts.CountsParams(self.algorithm, "auto", publisher=self.publisher,
                                    publisher_options=dict(self.publisher_options), candidates=tuple(candidates),
-                                   noise=self.noise, records_per_item=self.records_per_item)
+                                   noise=self.noise, records_per_item=self.records_per_item,
+                                   objective=self.objective)
 
     def _kept_split(self, share: Fraction) -> dict:
         """The parts of ε the tables keep once the bound has its share, as the job's split of
@@ -129,10 +133,10 @@ class TuneSetup:
         return zcdp.selection_epsilon(part, self.rho is not None)
 
     def error_model(self, share: Fraction, candidates: Sequence[int]) -> bound_selection.ErrorModel:
-        """The quality's public side as ``l = "auto"`` sets it (families.counts.family.error_model), with
+        """The quality's public side as ``l = "auto"`` sets it (families.counts.bound_choice.error_model), with
         every part of ε shrunk by the bound's ``share`` unless the config's split already left it out."""
         values = None if self.edge_cells is None else range(self.edge_cells // self.item_cells)
-        return counts.error_model(self._params(candidates), Domains(range(self.item_cells), values),
+        return bound_choice.error_model(self._params(candidates), Domains(range(self.item_cells), values),
                                   self._kept_split(share))
 
 
@@ -276,6 +280,8 @@ def report(rows: Sequence[TuneRow], setup: TuneSetup, share: Fraction, configure
         "count_tables": setup.tables,
         "method": method_note(setup.algorithm),
         "bound_selection": {"epsilon": float(setup.mechanism_epsilon(share, bounds)), "share": float(share),
+                            "objective": bound_objective.to_json(setup.objective),
+                            "objective_described": bound_objective.described(setup.objective),
                             "count_tables": model.tables, "records_per_cell": model.records_per_cell,
                             "user_caps": {str(cap): p for cap, p in caps.items()},
                             "sensitivity": float(bound_selection.quality_sensitivity(
@@ -324,7 +330,8 @@ def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress)
     setup = TuneSetup(cfg.algorithm, cfg.params.publisher, dict(cfg.params.publisher_options), cfg.epsilon, split,
                       len(items), None if attributes is None else len(items) * len(attributes),
                       cfg.params.records_per_item, cfg.params.noise,
-                      cfg.accounting.rho if cfg.accounting.zcdp else None, fixed_split)
+                      cfg.accounting.rho if cfg.accounting.zcdp else None, fixed_split,
+                      objective=cfg.params.objective if cfg.params.auto else bound_objective.DEFAULT)
     progress(f"reading {cfg.source.path or cfg.source.table}; the error curve uses the raw records WITHOUT noise")
     # As the job validates them (attributes too), so the in-domain records are the job's.
     validated = validation.validate_records(sources.read_records(spark, cfg.source, attributes is not None), items,
@@ -332,8 +339,8 @@ def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress)
     try:
         pairs = validated.records.select("user_id", "item_id").toPandas()
         # The norms the job's l = "auto" would score these candidates by, at each cap its count can give.
-        auto = replace(cfg.params, l="auto", candidates=tuple(bounds))
-        norms = {cap: counts.bias_norms(auto, validated, attributes is not None, cap)
+        auto = replace(cfg.params, l="auto", candidates=tuple(bounds), objective=setup.objective)
+        norms = {cap: bound_choice.bias_norms(auto, validated, Domains(items, attributes), cap)
                  for cap in likely_caps(int(validated.users_by_n.sum()), bounds, setup, share)}
     finally:
         validated.release()

@@ -86,15 +86,19 @@ def _by_item(records: DataFrame, record_count: int | None) -> DataFrame:
     return records.repartition(wanted, "item_id") if wanted > 1 else records.repartition("item_id")
 
 
-def squared_bias_norms(records: DataFrame, candidates: Sequence[int], cap: int, grid: int, attributes: bool,
-                       largest_n: int | None = None, user_counts: DataFrame | None = None,
-                       users: int | None = None, user_cap: int | None = None,
-                       record_count: int | None = None) -> tuple[list[int], int]:
-    """(Σ over the tables of each candidate's squared bias norm, in units of 1/``grid`` record
-    squared, and the number of tables): the item counts' cells are items, the edge counts'
-    (``attributes``) items × attribute values.
+ITEMS = ("item_id",)  # the item counts' cells
+EDGES = ("item_id", "attr")  # the edge counts' cells: item × attribute value
 
-    ``records``: the validated in-domain records (user_id, item_id, and attr with attributes);
+
+def squared_bias_norms(records: DataFrame, candidates: Sequence[int], cap: int, grid: int,
+                       tables: Sequence[tuple[str, ...]] = (ITEMS,), largest_n: int | None = None,
+                       user_counts: DataFrame | None = None, users: int | None = None, user_cap: int | None = None,
+                       record_count: int | None = None) -> list[list[int]]:
+    """Each table's squared bias norm at each candidate, in units of 1/``grid`` record squared: a
+    list per table of ``tables``, each named by its cells' columns (ITEMS, EDGES; every table's
+    cells start with the item).
+
+    ``records``: the validated in-domain records (user_id and the tables' columns);
     ``largest_n``: the most records a user has in the domain, when known, for long arithmetic
     (the same integers either way); ``user_counts``: [user_id, _n], each user's records in the
     domain, when validation has them cached (else counted here); ``users``: how many, when known,
@@ -105,9 +109,11 @@ def squared_bias_norms(records: DataFrame, candidates: Sequence[int], cap: int, 
     bounds = [int(b) for b in candidates]
     if not bounds or any(b < 1 for b in bounds) or bounds != sorted(set(bounds)):
         raise ValueError(f"the candidates must be strictly increasing integers >= 1, got {bounds}")
+    if not tables or any(not table or table[0] != "item_id" for table in tables):
+        raise ValueError(f"each table's cells must start with item_id, got {list(tables)}")
     user_cap = checked_user_cap(bounds, user_cap)
     kind = _arithmetic(largest_n, user_cap, cap, grid)
-    cells = ["item_id", "attr"] if attributes else ["item_id"]
+    columns = list(dict.fromkeys(column for table in tables for column in table))
     # A shuffle of the records by item per table: a hash partitioning on the item clusters both
     # (cell, user) and the cell, so the per-(cell, user) counts and the per-cell sums need no
     # further shuffle; each user's n, small (a row per user), is sent whole to every task rather
@@ -115,17 +121,15 @@ def squared_bias_norms(records: DataFrame, candidates: Sequence[int], cap: int, 
     # every cell, a second shuffle as large as the records (185 MB for the edges at 10M rows): the
     # norms took 13.1–18.4 s against 9.7–11.8 s by item. Persisting the shuffled records for the
     # second table cost more than shuffling again (docs/lab/performance.md, "Choosing l privately").
-    known = records.where(F.col("user_id").isNotNull()).select("user_id", *cells)
+    known = records.where(F.col("user_id").isNotNull()).select("user_id", *columns)
     if user_counts is None:
         user_counts = known.groupBy("user_id").agg(F.count(F.lit(1)).alias("_n"))
     by_item = _by_item(known, record_count)
     per_user = user_counts.select("user_id", "_n")
     if users is not None and users <= BROADCAST_USERS:
         per_user = F.broadcast(per_user)
-    totals = [0] * len(bounds)
-    tables = (["item_id"], cells)[:2 if attributes else 1]
+    norms = []
     for table in tables:
         counted = by_item.groupBy(*table, "user_id").agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
-        for i, value in enumerate(_squared_norms(counted, table, bounds, user_cap, cap, grid, kind)):
-            totals[i] += value
-    return totals, len(tables)
+        norms.append(_squared_norms(counted, list(table), bounds, user_cap, cap, grid, kind))
+    return norms

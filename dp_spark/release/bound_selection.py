@@ -137,25 +137,66 @@ def squared_bias_norms(cells: pd.DataFrame, candidates: Sequence[int], cap: int,
 
 @dataclass(frozen=True)
 class ErrorModel:
-    """The public side of the quality: how many count tables share the bias (T), how many of a
-    user's records per cell the bias counts (c), the release's total noise variance (summed
-    over every cell of every table) at each candidate bound, and the user cap U (None: b_K − b_1;
-    ``choose_bound_by_users`` sets it from a DP count of the users)."""
+    """The public side of the quality: the weight of each count table the quality scores (its
+    squared bias norm and its noise are counted that many times; 1 each when every cell of every
+    table counts alike, 0 for a table left out), how many of a user's records per cell the bias
+    counts (c), the weighted noise variance Σ_t w_t·N_t(b) at each candidate bound (N_t summed
+    over the table's cells), the user cap U (None: b_K − b_1; ``choose_bound_by_users`` sets it
+    from a DP count of the users), and each table's number of cells (None: not bounded), which
+    bounds a user's part of its bias norm when it is below U/c."""
 
-    tables: int
+    weights: tuple[Fraction, ...]
     records_per_cell: int
     noise_variance: tuple[Fraction, ...]
     user_cap: int | None = None
+    cells: tuple[int, ...] | None = None
 
     def __post_init__(self):
-        for name in ("tables", "records_per_cell"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"the error model's {name} must be an integer >= 1, got {value!r}")
+        weights = tuple(Fraction(w) for w in self.weights) if isinstance(self.weights, (tuple, list)) else ()
+        if not weights or any(w < 0 for w in weights) or not any(weights):
+            raise ValueError(f"the error model needs a non-negative weight per table, one at least positive, got "
+                             f"{self.weights!r}")
+        object.__setattr__(self, "weights", weights)
+        value = self.records_per_cell
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"the error model's records_per_cell must be an integer >= 1, got {value!r}")
         noise = tuple(Fraction(v) for v in self.noise_variance)
         if not noise or any(v < 0 for v in noise):
             raise ValueError("the error model needs a non-negative noise variance per candidate")
         object.__setattr__(self, "noise_variance", noise)
+        if self.cells is not None:
+            cells = tuple(self.cells)
+            if len(cells) != len(weights) or any(isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                                                 or v < 1 for v in cells):
+                raise ValueError(f"the error model needs an integer >= 1 of cells per table, got {self.cells!r}")
+            object.__setattr__(self, "cells", tuple(int(v) for v in cells))
+
+    def squared_reach(self, user_cap: int) -> Fraction:
+        """Σ_t w_t·min(c·U, c²·cells_t): the most one user adds to the weighted squared bias norm
+        at user cap U (each of the user's terms is at most c and they sum to at most U, so their
+        squares sum to at most c·U, and to at most c² times the cells they fall in)."""
+        c = self.records_per_cell
+        cells = self.cells or (None,) * len(self.weights)
+        return sum((w * (c * user_cap if size is None else min(c * user_cap, c * c * size))
+                    for w, size in zip(self.weights, cells)), Fraction(0))
+
+    @property
+    def tables(self) -> int:
+        """How many count tables the quality scores (a weight above 0)."""
+        return sum(1 for w in self.weights if w)
+
+    @property
+    def total_weight(self) -> Fraction:
+        """W = Σ_t w_t, which sets the sensitivity (T, the number of tables, when each weighs 1)."""
+        return sum(self.weights, Fraction(0))
+
+
+def weighted_norms(per_table: Sequence[Sequence[int]], weights: Sequence[Fraction]) -> list[Fraction]:
+    """Σ_t w_t·‖B_t(b)‖² at each candidate, from each table's squared norms (exact rationals)."""
+    if len(per_table) != len(weights):
+        raise ValueError(f"{len(weights)} weights need as many tables of norms, got {len(per_table)}")
+    return [sum((Fraction(w) * int(norms[i]) for w, norms in zip(weights, per_table) if w), Fraction(0))
+            for i in range(len(per_table[0]) if per_table else 0)]
 
 
 def _sqrt_up(value: Fraction) -> Fraction:
@@ -165,38 +206,42 @@ def _sqrt_up(value: Fraction) -> Fraction:
     return Fraction(root if root * root == scaled else root + 1, SCALE)
 
 
-def _checked(norms: Sequence[int], candidates: Sequence[int], model: ErrorModel) -> np.ndarray:
+def _checked(norms: Sequence[int | Fraction], candidates: Sequence[int], model: ErrorModel) -> np.ndarray:
     bounds = candidates_checked(candidates)
     checked_user_cap(bounds, model.user_cap)
     if len(norms) != bounds.size or len(model.noise_variance) != bounds.size:
         raise ValueError(f"{bounds.size} candidates need as many squared norms and noise variances, got "
                          f"{len(norms)} and {len(model.noise_variance)}")
-    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in norms):
-        raise ValueError("the squared bias norms must be non-negative integers")
+    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer, Fraction)) or v < 0 for v in norms):
+        raise ValueError("the squared bias norms must be non-negative integers or fractions")
     return bounds
 
 
-def quality(norms: Sequence[int], candidates: Sequence[int], model: ErrorModel) -> np.ndarray:
+def quality(norms: Sequence[int | Fraction], candidates: Sequence[int], model: ErrorModel) -> np.ndarray:
     """q(b) = −√(‖B(b)‖² + N(b)), rounded up to the grid 1/SCALE: minus the root of the release's
-    total squared error at bound b, bias (``norms``, in GRID² units) plus noise (N, public).
+    squared error at bound b, each table weighted as the model says: bias (``norms``, Σ_t w_t·‖B_t‖²
+    in GRID² units) plus noise (N = Σ_t w_t·N_t, public).
 
     Exact Fractions (an object array), as for DPSense: rounded doubles could move a score by more
     than the sensitivity the mechanism is given."""
     _checked(norms, candidates, model)
-    return np.array([-_sqrt_up(Fraction(int(s), GRID * GRID) + noise)
+    return np.array([-_sqrt_up(Fraction(s if isinstance(s, Fraction) else int(s)) / (GRID * GRID) + noise)
                      for s, noise in zip(norms, model.noise_variance)], dtype=object)
 
 
 def quality_sensitivity(candidates: Sequence[int], model: ErrorModel) -> Fraction:
-    """Δq = √(T·c·U) + 1/SCALE, rounded up to the grid: one user adds to each table's bias vector
-    a vector of terms each at most c and summing to at most U, so of norm at most √(c·U);
-    √(x² + N) is 1-Lipschitz in x; the rounding adds less than 1/SCALE."""
+    """Δq = √(Σ_t w_t·min(c·U, c²·cells_t)) + 1/SCALE, rounded up to the grid (√(W·c·U) when no
+    table has fewer than U/c cells, W = Σ_t w_t): one user adds to each table's bias vector a
+    vector of terms each at most c and summing to at most U, so of squared norm at most c·U, and at
+    most c² times the table's cells; to the tables' vectors scaled by √w_t, stacked, one of norm at
+    most the root of the weighted sum (ErrorModel.squared_reach); √(x² + N) is 1-Lipschitz in x;
+    the rounding adds less than 1/SCALE."""
     bounds = candidates_checked(candidates)
     user_cap = checked_user_cap(bounds, model.user_cap)
-    return _sqrt_up(Fraction(model.tables * model.records_per_cell * user_cap)) + Fraction(1, SCALE)
+    return _sqrt_up(model.squared_reach(user_cap)) + Fraction(1, SCALE)
 
 
-def choose_bound(norms: Sequence[int], candidates: Sequence[int], model: ErrorModel, epsilon: Fraction,
+def choose_bound(norms: Sequence[int | Fraction], candidates: Sequence[int], model: ErrorModel, epsilon: Fraction,
                  budget: Budget, rng: RandomSource, step: str = "bound") -> int:
     """One candidate bound, drawn with the exact exponential mechanism at P(b) ∝ exp(ε·q(b)/Δq)
     (the monotone case), spent through ``budget`` under ``step``. ``epsilon`` is the choice's part
@@ -294,7 +339,7 @@ def user_cap_probabilities(users: int, count_epsilon: Fraction | None, mechanism
     return {u: tails[i] - tails[i + 1] for i, u in enumerate(caps) if tails[i] - tails[i + 1] > 0}
 
 
-def pick_probabilities(norms_at: Callable[[int], Sequence[int]], users: int, candidates: Sequence[int],
+def pick_probabilities(norms_at: Callable[[int], Sequence[int | Fraction]], users: int, candidates: Sequence[int],
                        model: ErrorModel, epsilon: Fraction, zcdp_accounting: bool,
                        least: float = LEAST_CAP_PROBABILITY) -> np.ndarray:
     """P(choose_bound_by_users picks each candidate) on a table of ``users`` users, mixed over the
@@ -313,7 +358,7 @@ def pick_probabilities(norms_at: Callable[[int], Sequence[int]], users: int, can
     return picks
 
 
-def choose_bound_by_users(norms_at: Callable[[int], Sequence[int]], users: int, candidates: Sequence[int],
+def choose_bound_by_users(norms_at: Callable[[int], Sequence[int | Fraction]], users: int, candidates: Sequence[int],
                           model: ErrorModel, epsilon: Fraction, budget: Budget, rng: RandomSource,
                           step: str = "bound") -> BoundChoice:
     """The whole private choice with the choice's part ``epsilon``: a discrete Laplace count of the

@@ -45,7 +45,7 @@ def error_model(params: AggregateParams, split: dict[str, Fraction], groups: int
         variance = (noise_choice.gaussian_variance(l2_squared, share) if chosen == noise_choice.GAUSSIAN
                     else noise_choice.laplace_variance(l1, share))
         noise.append(Fraction(variance) * groups / (c * c))
-    return bound_selection.ErrorModel(1, 1, tuple(noise))
+    return bound_selection.ErrorModel((Fraction(1),), 1, tuple(noise), cells=(groups,))
 
 
 def memberships(grouped: DataFrame, group: str, user_col: str = "user_id") -> DataFrame:
@@ -84,9 +84,9 @@ def membership_norms(groups: Memberships, candidates: tuple[int, ...], user_cap:
     be longs rather than decimals, and the pairs' number sizes the shuffle: a release at 10M
     records took 34.1 s against 62.7 s without them (docs/lab/performance.md, "Choosing l
     privately")."""
-    norms, _tables = bound_bias.squared_bias_norms(groups.pairs, candidates, 1, bound_selection.GRID, False,
-                                                   groups.largest, groups.per_user, groups.users, user_cap=user_cap,
-                                                   record_count=groups.total)
+    (norms,) = bound_bias.squared_bias_norms(groups.pairs, candidates, 1, bound_selection.GRID, [bound_bias.ITEMS],
+                                             groups.largest, groups.per_user, groups.users, user_cap=user_cap,
+                                             record_count=groups.total)
     return norms
 
 

@@ -7,8 +7,7 @@ sensitivity ``l``. Claim and argument: docs/sra_hpa.md and docs/privacy.md.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -17,17 +16,19 @@ import pandas as pd
 
 from dp_spark.bounding import keys
 from dp_spark.core import accuracy, noise_choice
-from dp_spark.core.accounting import Noise, check_noise
+from dp_spark.core.accounting import Noise
 from dp_spark.core.accuracy import POST_PROCESSED, UPPER_BOUND
 from dp_spark.core.discrete_gaussian import variance_at_least
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
-from dp_spark.families.counts import sampling
+from dp_spark.families.counts import bound_choice, sampling
+from dp_spark.families.counts.params import ALGORITHMS, BASELINE_PUBLISHERS, CountsParams  # noqa: F401
+from dp_spark.families.counts.sampling import gaussian_tables, l2_squared  # noqa: F401 (read from here too)
 from dp_spark.io.validation import check_schema, validate_records
 from dp_spark.publishers.options import publisher_choice
-from dp_spark.release import bound_bias, bound_selection, bounding_estimate, guards
+from dp_spark.release import bound_objective, bound_selection, bounding_estimate, guards
 from dp_spark.release import on_executors as executor_path
-from dp_spark.release.auto_bound import AUTO, AUTO_NOTE, AutoBound, candidates_of
+from dp_spark.release.auto_bound import AUTO, AUTO_NOTE
 from dp_spark.release.family import (
     ConfigTables,
     Domains,
@@ -52,80 +53,6 @@ from dp_spark.release.private_keys import (  # noqa: F401
     selected_items,
 )
 from dp_spark.release.publisher_accuracy import publisher_accuracy
-
-ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
-# Paper 000's baselines: a uniform sample of at most m records per user, always published
-# with the same publisher.
-BASELINE_PUBLISHERS = {"lpa": "laplace", "dft": "fourier", "gs": "grouping"}
-
-
-@dataclass(frozen=True)
-class CountsParams(AutoBound):
-    """``l``: records kept per user (a config's ``algorithm.m`` for the baselines), or "auto" to
-    choose it privately from ``candidates`` with a share of ε (docs/bound_selection.md);
-    ``d``: HPA's records per user in its popularity sample; ``consistent``: make items and edges agree.
-    ``noise``: privacy.noise, the noise of the item and edge counts under zCDP accounting ("laplace",
-    "gaussian", or "auto": the lower variance); ``records_per_item``: at most this many of a user's
-    records per item (c), which brings the tables' squared L2 sensitivity from l² down to l·c."""
-
-    algorithm: str = "sra"
-    l: int | str = 10
-    d: int = 1
-    publisher: str = "laplace"
-    publisher_options: dict[str, Any] = field(default_factory=dict)
-    consistent: bool = False
-    candidates: Sequence[int] | None = None  # a tuple once checked
-    # domain.items = "private": the items are selected by partition selection, which keeps at most
-    # keys_per_user distinct items per user (default DEFAULT_KEYS_PER_USER) and spends privacy.delta.
-    private_items: bool = False
-    keys_per_user: int | None = None
-    delta: float = 0.0
-    noise: str = "laplace"
-    records_per_item: int | None = None
-
-    def __post_init__(self):
-        if self.algorithm not in ALGORITHMS:
-            raise ConfigError(f"unknown counts algorithm {self.algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
-        if self.l == AUTO:
-            object.__setattr__(self, "candidates", candidates_of(self.candidates, self.bound_name))
-        else:
-            rows_per_user(self.l, f"algorithm.{self.bound_name}")
-            if self.candidates is not None:
-                raise ConfigError(f"algorithm.{self.bound_name}_candidates is used only with "
-                                  f"{self.bound_name} = \"auto\"")
-        rows_per_user(self.d, "algorithm.d")
-        if self.algorithm != "hpa" and self.d != 1:
-            raise ConfigError(f"algorithm.d is an HPA parameter; {self.algorithm} does not use it")
-        if not isinstance(self.consistent, bool):
-            raise ConfigError(f"algorithm.consistent must be true or false, got {self.consistent!r}")
-        name, options = publisher_choice({"name": self.publisher, **self.publisher_options}, self.algorithm,
-                                         BASELINE_PUBLISHERS.get(self.algorithm))
-        object.__setattr__(self, "publisher_options", options)
-        self._check_private_items()
-        self._check_noise()
-
-    def _check_noise(self):
-        check_noise(self.noise, self.publisher, self.publisher_options)
-        if self.records_per_item is None:
-            return
-        rows_per_user(self.records_per_item, "algorithm.records_per_item")
-        if self.noise == Noise.LAPLACE:
-            raise ConfigError("algorithm.records_per_item bounds the counts' L2 sensitivity, which only Gaussian "
-                              "noise uses: set privacy.noise = \"gaussian\" or \"auto\" (with privacy.delta), or "
-                              "remove it")
-
-    def _check_private_items(self):
-        if self.private_items and self.publisher != "laplace":
-            raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs the laplace publisher ({self.algorithm} uses "
-                              f"{self.publisher}, whose noise depends on the domain's size before the run)")
-        keys_per_user, delta = checked_private_items(self.private_items, self.keys_per_user, self.delta)
-        object.__setattr__(self, "keys_per_user", keys_per_user)
-        object.__setattr__(self, "delta", delta)
-
-    @property
-    def bound_name(self) -> str:
-        """What a config calls the per-user bound: m for the baselines, l otherwise."""
-        return "m" if self.algorithm in BASELINE_PUBLISHERS else "l"
 
 
 def _split(params: CountsParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
@@ -186,25 +113,6 @@ def run(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
                    diagnostics={**output.diagnostics, "partition_selection": selection.diagnostics})
 
 
-def l2_squared(params: CountsParams, l: int) -> int:
-    """The squared L2 sensitivity of the item counts, and of the edge counts, at bound ``l``: one
-    user adds n_j ≤ c records to item (or item-attribute cell) j, c = records_per_item (else l),
-    with Σ n_j ≤ l, so Σ n_j² ≤ c·Σ n_j ≤ l·c (docs/sra_hpa.md, "Privacy claim: sra")."""
-    return l * min(params.records_per_item or l, l)
-
-
-def gaussian_tables(params: CountsParams, l: int, split: dict[str, Fraction], with_edges: bool) -> dict[str, int]:
-    """{ledger step: squared L2 sensitivity} of the tables that get discrete Gaussian noise: all of
-    them with privacy.noise = "gaussian", those whose Gaussian has the lower variance with "auto"
-    (core.noise_choice). Public: the config, the bound (a DP output when chosen) and the split."""
-    if params.noise == Noise.LAPLACE or params.publisher != "laplace" or params.publisher_options:
-        return {}
-    parts = {"item_counts": "epsilon_items", **({"edge_counts": "epsilon_edges"} if with_edges else {})}
-    l2 = l2_squared(params, l)
-    return {step: l2 for step, part in parts.items()
-            if noise_choice.chosen(params.noise, l, l2, split[part]) == noise_choice.GAUSSIAN}
-
-
 def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
     """Bound, count and publish over the (public or privately selected) item domain."""
     items, attributes = inputs.domains.items, inputs.domains.attributes
@@ -212,7 +120,7 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
                                  one_per_user_salt=_popularity_salt(params, inputs.seed),
                                  strict=inputs.guards.strict, progress=inputs.progress)
     try:
-        l, chosen = _bound(params, inputs, validated)
+        l, chosen = bound_choice.chosen_bound(params, inputs, validated)
         # Everything the guards need is known from validation's pass: each user keeps min(n, l).
         # Before HPA's first noise and the counts' (after the choice of l and the items', when those
         # are private: docs/bound_selection.md, "Guards").
@@ -271,68 +179,9 @@ def _nothing_selected(inputs: RunInputs, selection: SelectedItems) -> FamilyOutp
                         bounding={"note": "no item was selected: nothing was counted, and no estimate was drawn"})
 
 
-def error_model(params: CountsParams, domains: Domains, split: dict[str, Fraction]) -> bound_selection.ErrorModel:
-    """The public side of the bound's quality: the count tables (items; edges with attributes),
-    the records per user and cell the bias counts (``records_per_item`` when the release caps
-    them, else bound_selection's default), and the release's total noise variance at every
-    candidate: each table's cells times its exact per-cell variance at that bound, with the noise
-    the table would get there (Gaussian or the publisher's)."""
-    items = len(domains.items)
-    cells = {"item_counts": ("epsilon_items", items)}
-    if domains.attributes is not None:
-        cells["edge_counts"] = ("epsilon_edges", items * len(domains.attributes))
-    noise = []
-    for b in params.candidates:
-        gaussian = gaussian_tables(params, b, split, domains.attributes is not None)
-        noise.append(sum((Fraction(size * _cell_variance(params, b, split[part], gaussian.get(step), size))
-                          for step, (part, size) in cells.items()), Fraction(0)))
-    return bound_selection.ErrorModel(len(cells), quality_cap(params), tuple(noise))
-
-
-def quality_cap(params: CountsParams) -> int:
-    """The records per user and cell the quality counts: the release's cap when it has one."""
-    return params.records_per_item or bound_selection.QUALITY_RECORDS_PER_CELL
-
-
-def _cell_variance(params: CountsParams, bound: int, epsilon: Fraction, l2_squared: int | None, cells: int) -> float:
-    """One cell's noise variance at ``bound``: the discrete Gaussian's when the table gets it
-    (``l2_squared`` given), else the publisher's (exact for the Laplace publisher, the per-cell
-    figure of publisher_accuracy for the others)."""
-    if l2_squared is not None:
-        return noise_choice.gaussian_variance(l2_squared, epsilon)
-    if params.publisher == "laplace" and not params.publisher_options:
-        return noise_choice.laplace_variance(bound, epsilon)
-    return publisher_accuracy(params.publisher, params.publisher_options, bound, epsilon, cells,
-                              accuracy.DEFAULT_ALPHA).sd ** 2
-
-
-def bias_norms(params: CountsParams, validated, with_edges: bool, user_cap: int) -> list[int]:
-    """The squared bias norms of every candidate bound at the user cap U, from the validated
-    records (one Spark aggregation; NOT private: read only by the mechanism)."""
-    largest = int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
-    norms, _ = bound_bias.squared_bias_norms(validated.records, params.candidates, quality_cap(params),
-                                             bound_selection.GRID, with_edges, largest, validated.user_counts,
-                                             int(validated.users_by_n.sum()), user_cap=user_cap,
-                                             record_count=bound_bias.record_count(validated.users_by_n))
-    return norms
-
-
-def _bound(params: CountsParams, inputs: RunInputs, validated) -> tuple[int, dict | None]:
-    """The per-user bound and, when it was chosen privately, the report's ``chosen`` (a DP output)."""
-    if not params.auto:
-        return params.l, None
-    model = error_model(params, inputs.domains, inputs.split)  # public: any error before the records' pass
-    inputs.progress(f"choosing {params.bound_name} privately from {len(params.candidates)} candidates")
-    choice = bound_selection.choose_bound_by_users(
-        lambda cap: bias_norms(params, validated, inputs.domains.attributes is not None, cap),
-        int(validated.users_by_n.sum()), params.candidates, model, inputs.split["epsilon_bound"], inputs.budget,
-        inputs.rng, step=f"choose {params.bound_name}")
-    inputs.progress(f"{params.bound_name} = {choice.bound}, chosen privately from {list(params.candidates)}")
-    return choice.bound, choice.to_json(params.bound_name)
-
-
 def _describe(params: CountsParams, epsilon: Fraction, domains: Domains) -> str:
-    bound = f"auto (chosen privately from {list(params.candidates)})" if params.auto else params.l
+    bound = (f"auto (chosen privately from {list(params.candidates)}, scoring "
+             f"{bound_objective.described(params.objective)})" if params.auto else params.l)
     items = items_text(params.private_items, params.delta, params.keys_per_user, domains.items)
     # Gaussian noise replaces the laplace publisher's, so the description names the noise instead.
     noise = noise_choice.described(params.noise, params.records_per_item) or f"publisher {params.publisher}"
@@ -343,6 +192,7 @@ def _describe(params: CountsParams, epsilon: Fraction, domains: Domains) -> str:
 
 def _report_section(params: CountsParams) -> dict:
     selection = {f"{params.bound_name}_candidates": list(params.candidates),
+                 f"{params.bound_name}_objective": bound_objective.to_json(params.objective),
                  "quality": "docs/bound_selection.md"} if params.auto else {}
     private = {"items": PRIVATE_ITEMS, "keys_per_user": params.keys_per_user, "delta": params.delta,
                "partition_selection": "docs/partition_selection.md"} if params.private_items else {}
@@ -427,12 +277,14 @@ def from_config(c: ConfigTables) -> CountsParams:
     other = "l" if bound == "m" else "m"
     if other in algorithm:
         raise ConfigError(f"algorithm.{other} is not used by {name}; its per-user bound is algorithm.{bound}")
-    for key in (f"{other}_candidates",):
+    for key in (f"{other}_candidates", f"{other}_objective"):
         if key in algorithm:
             raise ConfigError(f"algorithm.{key} is not used by {name}; its per-user bound is algorithm.{bound}")
     l = require(algorithm, bound, "algorithm")
     if l != AUTO:
         l = rows_per_user(l, f"algorithm.{bound}")
+        if f"{bound}_objective" in algorithm:
+            raise ConfigError(f"algorithm.{bound}_objective is used only with {bound} = \"auto\"")
     d = rows_per_user(algorithm.get("d", 1), "algorithm.d")
     if name != "hpa" and "d" in algorithm:
         raise ConfigError(f"algorithm.d is an HPA parameter; {name} does not use it")
@@ -455,7 +307,7 @@ def from_config(c: ConfigTables) -> CountsParams:
                         private, algorithm.get("keys_per_user"),
                         partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0,
                         c.privacy.get("noise", "laplace"),
-                        algorithm.get("records_per_item"))
+                        algorithm.get("records_per_item"), algorithm.get(f"{bound}_objective"))
 
 
 def _with_chosen(params: CountsParams, chosen: dict) -> tuple[CountsParams, dict] | None:
@@ -473,7 +325,8 @@ FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, 
                 delta=lambda params: params.delta, beyond_the_driver=lambda params, domains, execution: (
                     params.algorithm != "hpa" and not params.private_items
                     and _on_executors(params, domains, execution)),
-                config_keys=("keys_per_user", "l_candidates", "m_candidates", "records_per_item"),
+                config_keys=("keys_per_user", "l_candidates", "m_candidates", "records_per_item", "l_objective",
+                             "m_objective"),
                 takes_gaussian=True,
                 check_schema=lambda params, records, domains: check_schema(records, domains.items,
                                                                            params.private_items, domains.attributes),

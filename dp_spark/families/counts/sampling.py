@@ -31,10 +31,13 @@ from pyspark.sql import functions as F
 from dp_spark import publishers
 from dp_spark.aggregates import item_edges
 from dp_spark.bounding import keys, user_records
+from dp_spark.core import noise_choice
+from dp_spark.core.accounting import Noise
 from dp_spark.core.domain import AttributeDomain, ItemDomain
 from dp_spark.core.ledger import Budget, gaussian_entry
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.vector_noise import NoiseSecret
+from dp_spark.families.counts.params import CountsParams
 from dp_spark.publishers import consistency, executor_laplace
 from dp_spark.release.hpa_selection import hpa_selection
 
@@ -219,3 +222,22 @@ def hpa(records: DataFrame, items: ItemDomain, attributes: AttributeDomain | Non
                         users_by_n)
     release.diagnostics["rows_in_popularity_sample"] = popularity_rows
     return release
+
+
+def l2_squared(params: CountsParams, l: int) -> int:
+    """The squared L2 sensitivity of the item counts, and of the edge counts, at bound ``l``: one
+    user adds n_j ≤ c records to item (or item-attribute cell) j, c = records_per_item (else l),
+    with Σ n_j ≤ l, so Σ n_j² ≤ c·Σ n_j ≤ l·c (docs/sra_hpa.md, "Privacy claim: sra")."""
+    return l * min(params.records_per_item or l, l)
+
+
+def gaussian_tables(params: CountsParams, l: int, split: dict[str, Fraction], with_edges: bool) -> dict[str, int]:
+    """{ledger step: squared L2 sensitivity} of the tables that get discrete Gaussian noise: all of
+    them with privacy.noise = "gaussian", those whose Gaussian has the lower variance with "auto"
+    (core.noise_choice). Public: the config, the bound (a DP output when chosen) and the split."""
+    if params.noise == Noise.LAPLACE or params.publisher != "laplace" or params.publisher_options:
+        return {}
+    parts = {"item_counts": "epsilon_items", **({"edge_counts": "epsilon_edges"} if with_edges else {})}
+    l2 = l2_squared(params, l)
+    return {step: l2 for step, part in parts.items()
+            if noise_choice.chosen(params.noise, l, l2, split[part]) == noise_choice.GAUSSIAN}

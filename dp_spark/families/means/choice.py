@@ -33,7 +33,10 @@ def error_model(params: MeansParams, domains: Domains, split: dict[str, Fraction
             total += cells * (Fraction(_variance(count_noise, s.bound, s.count_l2_squared, split[counts]))
                               + Fraction(_variance(sum_noise, s.l1, s.l2_squared, split[sums])) / s.steps ** 2)
         noise.append(total)
-    return bound_selection.ErrorModel(2 * len(output_rows(params, domains)), _quality_cap(params), tuple(noise))
+    rows = output_rows(params, domains)  # each table's cells, twice: its counts and its sums
+    return bound_selection.ErrorModel((Fraction(1),) * (2 * len(rows)), _quality_cap(params), tuple(noise),
+                                      cells=None if None in rows.values()
+                                      else tuple(cells for cells in rows.values() for _ in range(2)))
 
 
 def _variance(noise: str, l1: int, l2_squared: int, epsilon: Fraction) -> float:
@@ -57,14 +60,13 @@ def choose_l(params: MeansParams, inputs: RunInputs, validated) -> tuple[MeansPa
     users = int(validated.users_by_n.sum())
     largest = int(validated.users_by_n.index.max()) if users else None
     records = bound_bias.record_count(validated.users_by_n)
-    with_edges = inputs.domains.attributes is not None
+    tables = [bound_bias.ITEMS] + ([bound_bias.EDGES] if inputs.domains.attributes is not None else [])
 
     def norms_at(user_cap: int) -> list[int]:
-        norms, _ = bound_bias.squared_bias_norms(validated.records, params.candidates, _quality_cap(params),
-                                                 bound_selection.GRID, with_edges, largest, validated.user_counts,
-                                                 users, user_cap=user_cap,
-                                                 record_count=records)
-        return [2 * norm for norm in norms]
+        per_table = bound_bias.squared_bias_norms(validated.records, params.candidates, _quality_cap(params),
+                                                  bound_selection.GRID, tables, largest, validated.user_counts,
+                                                  users, user_cap=user_cap, record_count=records)
+        return [2 * sum(norms) for norms in zip(*per_table)]
 
     inputs.progress(f"choosing l privately from {len(params.candidates)} candidates")
     choice = bound_selection.choose_bound_by_users(norms_at, users, params.candidates, model,

@@ -112,10 +112,11 @@ def first_pass_target(name: str, eps: Fraction) -> Target:
                   trials=10_000)
 
 
-def bound_selection_target(name: str, eps: Fraction, candidates: str = "many", tables: int = 1) -> Target:
+def bound_selection_target(name: str, eps: Fraction, candidates: str = "many", tables: int | str = 1) -> Target:
     listed = bounds.CANDIDATES[candidates]
     return Target(name, float(eps), 0.0,
-                  f"private bound selection (choose_bound), candidates {list(listed)}, T = {tables}, eps = "
+                  f"private bound selection (choose_bound), candidates {list(listed)}, tables weighing "
+                  f"{' + '.join(str(w) for w in bounds.WEIGHTS[tables])}, eps = "
                   f"{float(eps):g}: D' adds one more user like the others, with {listed[-1]} records (all scores "
                   f"move by up to Delta q = "
                   f"{float(bs.quality_sensitivity(listed, bounds.pair(listed, tables, eps).model)):g})",
@@ -124,7 +125,8 @@ def bound_selection_target(name: str, eps: Fraction, candidates: str = "many", t
 
 def bound_selection_family() -> Family:
     """Every ε on the many candidates with one table (``bound_selection[eps=…]``), and the other
-    candidate lists and two tables at every ε (``bound_selection[eps=…,cands=…,tables=…]``)."""
+    candidate lists and tables (weights: bounds.WEIGHTS) at every ε
+    (``bound_selection[eps=…,cands=…,tables=…]``)."""
     points = []
     for eps in BOUND_EPSILONS:
         for candidates in bounds.CANDIDATES:
@@ -325,6 +327,10 @@ def negative_controls() -> list[Target]:
                f"NEGATIVE CONTROL: choose_bound at the Delta q of one record per cell while the quality counts "
                f"20 (sqrt(20) too small), candidates {list(bounds.CANDIDATES['many'])}, eps = 1",
                bounds.cap_forgotten_sampler(DEFAULT_EPSILON), negative_control=True, trials=20_000),
+        Target("bound_selection_cells_understated", float(DEFAULT_EPSILON), 0.0,
+               f"NEGATIVE CONTROL: choose_bound at the Delta q of a one-cell domain while the users fill ten "
+               f"(sqrt(10) too small), candidates {list(bounds.CANDIDATES['many'])}, c = 1, eps = 1",
+               bounds.cells_understated_sampler(DEFAULT_EPSILON), negative_control=True, trials=20_000),
         Target("clip_choice_every_record", float(DEFAULT_EPSILON), 0.0,
                f"NEGATIVE CONTROL: choose_clip on the ranks of every record, the added user's {clip.HEAVY_RECORDS} "
                "records all counted where the choice assumes one value per user, eps = 1",

@@ -1,9 +1,9 @@
 """Audit samplers for the private choice of a per-user bound (``bound_selection.choose_bound``),
 and its negative control.
 
-The mechanism reads the squared bias norms of every candidate and the public error model (T
-tables, c records per user and cell, the noise variance at each candidate) of
-q(b) = −⌈√(‖B(b)‖² + N(b))⌉. The neighbours are placed where the sensitivity argument is tight:
+The mechanism reads the squared bias norms of every candidate and the public error model (the
+tables' weights w_t, c records per user and cell, the noise variance at each candidate) of
+q(b) = −⌈√(Σ_t w_t·‖B_t(b)‖² + N(b))⌉. The neighbours are placed where the sensitivity argument is tight:
 
 * Every user has exactly b_K records, k = c of them in each of b_K/c cells shared by all users:
   at b_1 each user's bias vector is c·(b_K − b_1)/b_K in each cell, of norm √(c·b_K)·(b_K −
@@ -14,8 +14,9 @@ q(b) = −⌈√(‖B(b)‖² + N(b))⌉. The neighbours are placed where the se
   D the exponents ε·q/Δq put b_1 ahead of b_K by ε + TILT: b_K is rare on D and about e^ε times
   likelier on D′. Middle candidates get noise large enough to take no part.
 
-With T = 2 or 4 every record has the same attribute value, so the edge table repeats the item table
-(and, for the means, each sum table's stand-in repeats its count table).
+With two tables or more every record has the same attribute value, so the edge table repeats the
+item table (and, for the means, each sum table's stand-in repeats its count table): the weighted
+norm is W = Σ_t w_t times one table's.
 The statistic is the chosen bound; the exact ε of a pair is :func:`pair_epsilon`.
 """
 
@@ -40,9 +41,17 @@ CANDIDATES = {
     "many": (1, 2, 5, 10, 20, 50, 100, 200),
     "wide": (1, 100_000),
 }
-# T: the counts' item table (1), items and edges (2), and the means with attributes (4: the counts'
-# bias vectors of items and edges, each standing for its sum table's too; families/means/choice.py).
-TABLES = (1, 2, 4)
+# The tables' weights (release.bound_objective): T tables weighing 1 each, the counts' item table
+# (1), items and edges (2), and the means with attributes (4: the counts' bias vectors of items and
+# edges, each standing for its sum table's too; families/means/choice.py); and the counts'
+# "tables" objective with five attribute values (items 1, edges 1/5). "small": one table whose
+# domain has only the cells the users' records fall in, with c = 1, where Δq comes from the cells
+# (√(c²·cells) below √(c·U)) and the users' terms fill every cell: the tight case of that bound.
+WEIGHTS: dict[int | str, tuple[Fraction, ...]] = {
+    1: (Fraction(1),), 2: (Fraction(1),) * 2, 4: (Fraction(1),) * 4, "1+1/5": (Fraction(1), Fraction(1, 5)),
+    "small": (Fraction(1),)}
+TABLES = tuple(WEIGHTS)
+SMALL = "small"
 USERS = 3  # on D; any number gives the same move, since the users' vectors are parallel
 CELLS = 10  # the cells each user's b_K records fall in (k = b_K/10 of them each, when b_K allows)
 TILT = Fraction(1)  # on D', b_1's exponent leads b_K's by about this much; on D by ε + TILT
@@ -64,20 +73,23 @@ def _per_cell(top: int) -> tuple[int, int]:
     return cells, top // cells
 
 
-def _norms(users: int, candidates: tuple[int, ...], tables: int, cap: int) -> list[int]:
+def _norms(users: int, candidates: tuple[int, ...], weights: tuple[Fraction, ...], cap: int) -> list:
     cells, per_cell = _per_cell(candidates[-1])
     rows = pd.DataFrame({"user_id": np.repeat(np.arange(users), cells), "cell": np.tile(np.arange(cells), users),
                          "k": per_cell, "n": candidates[-1]})
-    return [tables * s for s in bs.squared_bias_norms(rows, candidates, cap)]
+    one = bs.squared_bias_norms(rows, candidates, cap)
+    return bs.weighted_norms([one] * len(weights), weights)
 
 
-def pair(candidates: tuple[int, ...], tables: int, epsilon: Fraction) -> BoundPair:
+def pair(candidates: tuple[int, ...], tables: int | str, epsilon: Fraction) -> BoundPair:
     """D: USERS users as in the module; D′: one more. The noise at b_K (public, any value is
     fair) is the least that puts b_1 ahead by ε + TILT exponent units on D; :func:`pair_epsilon`
     gives the pair's exact ε."""
-    _, per_cell = _per_cell(candidates[-1])
-    model = bs.ErrorModel(tables, per_cell, (Fraction(0),) * len(candidates))
-    d, d2 = (_norms(users, candidates, tables, per_cell) for users in (USERS, USERS + 1))
+    cells, per_cell = _per_cell(candidates[-1])
+    weights = WEIGHTS[tables]
+    cap, domain = (1, (cells,)) if tables == SMALL else (per_cell, None)
+    model = bs.ErrorModel(weights, cap, (Fraction(0),) * len(candidates), cells=domain)
+    d, d2 = (_norms(users, candidates, weights, cap) for users in (USERS, USERS + 1))
     if len(candidates) == 1:
         return BoundPair(tuple(candidates), model, (d, d2))
     lead = float((epsilon + TILT) / epsilon * bs.quality_sensitivity(candidates, model))
@@ -97,7 +109,7 @@ def pair_epsilon(p: BoundPair, epsilon: Fraction, sensitivity: Fraction | None =
     return float(np.max(np.abs(np.log(d / d2))))
 
 
-def choose_bound_sampler(epsilon: Fraction, candidates: tuple[int, ...], tables: int):
+def choose_bound_sampler(epsilon: Fraction, candidates: tuple[int, ...], tables: int | str):
     """The bound ``choose_bound`` picks, once per trial, on D or D′."""
     p = pair(candidates, tables, epsilon)
 
@@ -122,17 +134,36 @@ def capless_sensitivity(p: BoundPair) -> Fraction:
     return bs.quality_sensitivity(p.candidates, replace(p.model, records_per_cell=1))
 
 
-def cap_forgotten_sampler(epsilon: Fraction, candidates: tuple[int, ...] = CANDIDATES["many"], tables: int = 1):
+def one_cell_sensitivity(p: BoundPair) -> Fraction:
+    """The bug the small-domain control plants: Δq worked out for a domain of one cell while the
+    users' records fill ten; √10 too small."""
+    return bs.quality_sensitivity(p.candidates, replace(p.model, cells=(1,)))
+
+
+def cap_forgotten_sampler(epsilon: Fraction, candidates: tuple[int, ...] = CANDIDATES["many"],
+                          tables: int | str = 1):
     """NEGATIVE CONTROL: ``choose_bound``'s quality sampled at :func:`capless_sensitivity`; on the
     ``many`` pair (c = 20) the true ε is several times the claim."""
-    p = pair(candidates, tables, epsilon)
-    wrong = capless_sensitivity(p)
+    return _wrong_sensitivity_sampler(pair(candidates, tables, epsilon), epsilon, capless_sensitivity,
+                                      "exponential mechanism without the per-cell cap",
+                                      "the records per cell forgotten in the sensitivity")
+
+
+def cells_understated_sampler(epsilon: Fraction, candidates: tuple[int, ...] = CANDIDATES["many"]):
+    """NEGATIVE CONTROL: the ``small`` pair's quality sampled at :func:`one_cell_sensitivity`;
+    the true ε is about three times the claim."""
+    return _wrong_sensitivity_sampler(pair(candidates, SMALL, epsilon), epsilon, one_cell_sensitivity,
+                                      "exponential mechanism with the domain's cells understated",
+                                      "the cells that bound a user's part understated")
+
+
+def _wrong_sensitivity_sampler(p: BoundPair, epsilon: Fraction, sensitivity, name: str, why: str):
+    wrong = sensitivity(p)
 
     def sample(side, trials, seed, _spark):
         scores = bs.quality(p.norms[side], p.candidates, p.model)
-        entry = LedgerEntry("negative control", "exponential mechanism without the per-cell cap", epsilon,
-                            wrong, wrong / epsilon, len(p.candidates),
-                            not_private="the records per cell forgotten in the sensitivity")
+        entry = LedgerEntry("negative control", name, epsilon, wrong, wrong / epsilon, len(p.candidates),
+                            not_private=why)
         # Every release at once (as many independent draws as calls, a row each): one call per
         # release took 2 ms.
         chosen = prim.exponential_rows(entry, scores, True, trials, RandomSource(seed))

@@ -1,0 +1,304 @@
+"""The public evaluation set of `l = "auto"` (SRA): what the private choice costs against the
+fine-grid oracle, shape by shape, on each objective it can score.
+
+NOT PRIVATE: every number here is computed from the raw records, for the benchmark only.
+
+    python bench/bound_evaluation.py --out DIR [--shapes NAME,...] [--netflix T.parquet]
+        [--noise laplace,gaussian] [--epsilons 0.1,1,5]
+
+The shapes (docs/bound_selection.md, "The evaluation set"): MovieLens 100K and the rated part of
+MovieLens 1M (users 1–2999, whose ratings are exact), whole and restricted to their 90 most-rated
+movies; those counted against the whole catalogue and against their own 90 ids; item counts
+alone, and items with item × rating edges (ratings 1–5). Beside them the earlier set's
+ML-1M (all 1M pairs, items only) and ML-1M's 100 most-rated movies against the catalogue, and,
+with --netflix, the Netflix-shaped table (items, and items × its attribute column).
+
+For each shape, objective (release.bound_objective: "items", and with edges "cells" and
+"tables"), ε and noise (pure ε with discrete Laplace noise; ρ-zCDP from (ε, 1e-6) with the
+discrete Gaussian, c = 1):
+
+- auto: Σ_b P(pick b)·E(b) with E(b) SRA's exact expected error on the objective (each table's
+  squared bias, hypergeometric sampling variance and noise variance, summed over its cells,
+  times its weight) at auto's split, P the choice's exact distribution from the product's own
+  quality, objective weights, user count and sensitivity (bound_selection.pick_probabilities);
+- oracle: the best integer bound from 1 to 256 (the largest candidate) at a fixed bound's split;
+- shipped: the config's fixed default (l = 30 in conf/movielens_sra.toml, l = 10 for Netflix);
+- p99: the 99th percentile of E(pick) over the choice; "below": P(pick < oracle's bound).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from dp_spark.core import zcdp  # noqa: E402
+from dp_spark.families.counts import bound_choice  # noqa: E402
+from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors, user_item_table  # noqa: E402
+from dp_spark.lab.tune import choice_percentiles  # noqa: E402
+from dp_spark.release import bound_objective, bound_selection  # noqa: E402
+from dp_spark.release.family import Domains  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+from bound_selection import Setting  # noqa: E402  (ε, the noise and the candidates; its split and noise)
+
+DATA = ROOT.parent / "shared" / "data"
+FINE = range(1, bound_selection.DEFAULT_CANDIDATES[-1] + 1)  # the oracle's grid
+RATINGS = (1, 2, 3, 4, 5)
+
+
+# ---------------------------------------------------------------------------
+# The data: (user_id, item_id, attr) records, all in the public domain.
+
+
+def _ml_1m_catalogue() -> np.ndarray:
+    lines = (DATA / "ml-1m" / "movies.dat").read_bytes().decode("latin-1").splitlines()
+    return np.array(sorted(int(line.split("::")[0]) for line in lines if line.strip()))
+
+
+def _ml_100k() -> tuple[pd.DataFrame, np.ndarray]:
+    records = pd.read_csv(DATA / "ml-100k" / "u.data.gz", sep="\t", names=["user_id", "item_id", "attr", "t"],
+                          usecols=[0, 1, 2])
+    return records, np.arange(1, 1683)
+
+
+def _ml_1m_rated() -> tuple[pd.DataFrame, np.ndarray]:
+    with gzip.open(DATA / "ml-1m" / "ratings_users_0001-2999.dat.gz", "rt") as f:
+        records = pd.read_csv(f, sep="::", engine="python", names=["user_id", "item_id", "attr", "t"],
+                              usecols=[0, 1, 2])
+    return records, _ml_1m_catalogue()
+
+
+def _ml_1m_pairs() -> tuple[pd.DataFrame, np.ndarray]:
+    with gzip.open(DATA / "ml-1m" / "ratings_pairs.dat.gz", "rt") as f:
+        records = pd.read_csv(f, sep="::", engine="python", names=["user_id", "item_id"])
+    catalogue = _ml_1m_catalogue()
+    return records[records["item_id"].isin(catalogue)].reset_index(drop=True), catalogue
+
+
+def _netflix(path: str | None) -> tuple[pd.DataFrame, np.ndarray]:
+    if path is None:
+        raise SystemExit("the netflix shapes need --netflix PATH (dp-spark generate netflix --rows 10000000)")
+    records = pd.read_parquet(path, columns=["user_id", "item_id", "weekday"])
+    return records.assign(attr=records.pop("weekday").astype(str)), np.arange(1, 17771)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One table of the set: where its records come from, how many of the most-rated items it
+    keeps (None: all), its domain ("catalogue" or "own": the kept ids), whether it has edges."""
+
+    name: str
+    source: str
+    top: int | None
+    domain: str
+    edges: bool
+    shipped: int
+
+
+def shapes() -> list[Shape]:
+    out = []
+    for source, label in (("ml-100k", "ML-100K"), ("ml-1m-rated", "ML-1M rated")):
+        for edges in (False, True):
+            tables = "items + edges" if edges else "items"
+            out.append(Shape(f"{label}, {tables}", source, None, "catalogue", edges, 30))
+            for domain in ("catalogue", "own"):
+                out.append(Shape(f"{label} top 90 vs {'its 90 ids' if domain == 'own' else 'catalogue'}, {tables}",
+                                 source, 90, domain, edges, 30))
+    out.append(Shape("ML-1M, items", "ml-1m", None, "catalogue", False, 30))
+    out.append(Shape("ML-1M top 100 vs catalogue, items", "ml-1m", 100, "catalogue", False, 30))
+    out.append(Shape("Netflix 10M, items", "netflix", None, "catalogue", False, 10))
+    out.append(Shape("Netflix 10M, items + edges", "netflix", None, "catalogue", True, 10))
+    return out
+
+
+def records_of(shape: Shape, netflix: str | None, cache: dict) -> tuple[pd.DataFrame, np.ndarray]:
+    """The shape's records and its item ids."""
+    if shape.source not in cache:
+        cache[shape.source] = {"ml-100k": _ml_100k, "ml-1m-rated": _ml_1m_rated, "ml-1m": _ml_1m_pairs,
+                               "netflix": lambda: _netflix(netflix)}[shape.source]()
+    records, ids = cache[shape.source]
+    if shape.top is not None:
+        counts_ = records["item_id"].value_counts(sort=False)
+        kept = counts_.sort_index().sort_values(ascending=False, kind="stable").index[:shape.top]
+        records = records[records["item_id"].isin(kept)].reset_index(drop=True)
+        if shape.domain == "own":
+            ids = np.sort(kept.to_numpy())
+    return records, ids
+
+
+# ---------------------------------------------------------------------------
+# Each table's cells, errors and norms.
+
+
+@dataclass(frozen=True)
+class Table:
+    """One count table of a shape: its (user_id, item_id) pairs with item_id the cell's code,
+    its number of cells, and SRA's sampling error at every bound of the fine grid (totals over
+    the cells)."""
+
+    pairs: pd.DataFrame
+    cells: int
+    squared_error: dict[int, float]  # bound -> Σ_cells (bias² + sampling variance)
+
+
+def tables_of(shape: Shape, records: pd.DataFrame, ids: np.ndarray) -> dict[str, Table]:
+    attributes = np.unique(records["attr"]) if shape.edges else None
+    if shape.edges and shape.source != "netflix":
+        attributes = np.array(RATINGS)
+    cells = {"item_counts": (records[["user_id", "item_id"]], len(ids))}
+    if shape.edges:
+        code = records["item_id"].to_numpy(dtype=np.int64) * 16 + np.searchsorted(attributes, records["attr"])
+        cells["edge_counts"] = (pd.DataFrame({"user_id": records["user_id"].to_numpy(), "item_id": code}),
+                                len(ids) * len(attributes))
+    out = {}
+    for name, (pairs, size) in cells.items():
+        errors = sra_sampling_errors(pairs, sorted(set(FINE) | {shape.shipped}), size)
+        out[name] = Table(pairs, size, {e.bound: size * (e.bias_squared + e.sampling_variance) for e in errors})
+    return out
+
+
+PARTS = {"item_counts": "epsilon_items", "edge_counts": "epsilon_edges"}
+
+
+def objective_error(tables: dict[str, Table], weights: dict[str, Fraction], setting: Setting, split: dict,
+                    bound: int) -> float:
+    """E(b): each weighted table's expected squared error summed over its cells, noise included."""
+    return sum(float(w) * (tables[t].squared_error[bound]
+                           + tables[t].cells * setting.noise_variance(bound, split[PARTS[t]]))
+               for t, w in weights.items())
+
+
+def evaluate(shape: Shape, tables: dict[str, Table], objective, setting: Setting, users: int) -> dict:
+    attributes = range(tables["edge_counts"].cells // tables["item_counts"].cells) if shape.edges else None
+    domains = Domains(range(tables["item_counts"].cells), attributes)
+    auto = setting.params("auto", objective)
+    auto_split, fixed_split = setting.split_of(auto, domains), setting.split_of(setting.params(shape.shipped), domains)
+    scored = bound_choice.scored_tables(auto, domains)
+    weights = {t: w for t, (w, _, _) in scored.items()}
+    model = bound_choice.error_model(auto, domains, auto_split)
+    candidates = setting.candidates
+    cell_tables = {t: user_item_table(tables[t].pairs).rename(columns={"item_id": "cell"}) for t in weights}
+    norms = {}
+
+    def norms_at(cap: int) -> list:
+        if cap not in norms:
+            per_table = [bound_selection.squared_bias_norms(cell_tables[t], candidates, model.records_per_cell, cap)
+                         for t in weights]
+            norms[cap] = bound_selection.weighted_norms(per_table, list(weights.values()))
+        return norms[cap]
+    picks = bound_selection.pick_probabilities(norms_at, users, candidates, model, auto_split["epsilon_bound"],
+                                               setting.noise == "gaussian")
+    at_auto = np.array([objective_error(tables, weights, setting, auto_split, b) for b in candidates])
+    fixed = {b: objective_error(tables, weights, setting, fixed_split, b) for b in tables["item_counts"].squared_error}
+    oracle = min(FINE, key=fixed.__getitem__)
+    expected = float(np.dot(picks, at_auto))
+    # What the item table, the one users read first, gets from this choice, whatever it scored.
+    items_only = {"item_counts": Fraction(1)}
+    items_auto = float(np.dot(picks, [objective_error(tables, items_only, setting, auto_split, b) for b in candidates]))
+    items_fixed = {b: objective_error(tables, items_only, setting, fixed_split, b) for b in FINE}
+    spread = choice_percentiles(picks, at_auto)
+    likeliest = int(candidates[int(np.argmax(picks))])
+    return {
+        "shape": shape.name, "objective": objective, "noise": setting.noise, "epsilon": setting.epsilon,
+        "users": users, "cells": {t: tables[t].cells for t in tables},
+        "auto": expected, "auto_p99": spread[0.99],
+        "picks": {int(b): round(float(p), 4) for b, p in zip(candidates, picks) if p >= 1e-4},
+        "likeliest": likeliest, "below_oracle": float(sum(p for b, p in zip(candidates, picks) if b < oracle)),
+        "oracle_l": int(oracle), "oracle": fixed[oracle], "shipped_l": shape.shipped, "shipped": fixed[shape.shipped],
+        "auto_vs_oracle": expected / fixed[oracle], "p99_vs_oracle": spread[0.99] / fixed[oracle],
+        "auto_vs_shipped": expected / fixed[shape.shipped],
+        # The least auto can reach: the best candidate, with the tables at auto's split.
+        "floor_l": int(candidates[int(np.argmin(at_auto))]), "floor_vs_oracle": float(min(at_auto)) / fixed[oracle],
+        "items_vs_items_oracle": items_auto / min(items_fixed.values()),
+        "user_caps": {int(u): round(p, 4) for u, p in bound_selection.user_cap_probabilities(
+            users, *_count_and_mechanism(auto_split["epsilon_bound"], setting), candidates).items()},
+    }
+
+
+def _count_and_mechanism(epsilon: Fraction, setting: Setting) -> tuple:
+    count, share = bound_selection.choice_parts(epsilon, setting.noise == "gaussian", setting.candidates)
+    return count, zcdp.selection_epsilon(share, setting.noise == "gaussian")
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| shape | objective | noise | ε | auto/oracle | floor/oracle | p99/oracle | auto/shipped | oracle l "
+             "| likeliest | P(below oracle) | item table / its oracle | picks ≥ 0.05 |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        picks = ", ".join(f"{b}: {p:.2f}" for b, p in r["picks"].items() if p >= 0.05)
+        lines.append(f"| {r['shape']} | {r['objective']} | {r['noise']} | {r['epsilon']:g} | "
+                     f"{r['auto_vs_oracle']:.3f} | {r['floor_vs_oracle']:.3f} | {r['p99_vs_oracle']:.3f} | "
+                     f"{r['auto_vs_shipped']:.3f} | "
+                     f"{r['oracle_l']} | {r['likeliest']} | {r['below_oracle']:.2f} | "
+                     f"{r['items_vs_items_oracle']:.3f} | {picks} |")
+    lines += ["", "| domain | objective | cells | auto within 1.3× of the oracle | worst |", "|---|---|---:|---:|---:|"]
+    groups: dict[tuple, list] = {}
+    for r in rows:
+        domain = "its 90 ids" if "its 90 ids" in r["shape"] else "catalogue"
+        groups.setdefault((domain, r["objective"]), []).append(r["auto_vs_oracle"])
+    for (domain, objective), ratios in groups.items():
+        within = sum(x <= 1.3 for x in ratios)
+        lines.append(f"| {domain} | {objective} | {len(ratios)} | {within} | {max(ratios):.3f} |")
+    within = sum(r["auto_vs_oracle"] <= 1.3 for r in rows)
+    lines.append("")
+    lines.append(f"auto within 1.3× of the oracle in {within} of {len(rows)} cells; worst "
+                 f"{max(r['auto_vs_oracle'] for r in rows):.3f}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--shapes", help="names (or parts of names) to run, comma-separated; default all but Netflix "
+                        "unless --netflix is given")
+    parser.add_argument("--netflix")
+    parser.add_argument("--noise", default="laplace,gaussian")
+    parser.add_argument("--epsilons", default="0.1,1,5")
+    parser.add_argument("--candidates", help="the candidate bounds, comma-separated (default the product's)")
+    parser.add_argument("--share", help="the choice's share of ε, e.g. 1/20 (default the product's, "
+                        "bound_selection.DEFAULT_SHARE): to measure another")
+    args = parser.parse_args(argv)
+    wanted = [s for s in shapes() if args.netflix or s.source != "netflix"]
+    if args.shapes:
+        wanted = [s for s in wanted if any(part in s.name for part in args.shapes.split(","))]
+    if args.share:
+        bound_selection.DEFAULT_SHARE = Fraction(args.share)  # read by the counts' split when it is planned
+    candidates = (tuple(int(b) for b in args.candidates.split(",")) if args.candidates
+                  else bound_selection.DEFAULT_CANDIDATES)
+    cache, rows = {}, []
+    for shape in wanted:
+        started = time.monotonic()
+        records, ids = records_of(shape, args.netflix, cache)
+        tables = tables_of(shape, records, ids)
+        users = int(records["user_id"].nunique())
+        objectives = [bound_objective.ITEMS] + ([bound_objective.CELLS, bound_objective.TABLES] if shape.edges else [])
+        for objective in objectives:
+            for noise in args.noise.split(","):
+                for epsilon in (float(e) for e in args.epsilons.split(",")):
+                    rows.append(evaluate(shape, tables, objective, Setting(epsilon, noise, candidates), users))
+                    r = rows[-1]
+                    print(f"{shape.name} | {objective} | {noise} | {epsilon:g}: auto/oracle {r['auto_vs_oracle']:.3f} "
+                          f"(oracle l {r['oracle_l']}, likeliest {r['likeliest']})", file=sys.stderr)
+        print(f"{shape.name}: {time.monotonic() - started:.0f} s", file=sys.stderr)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "evaluation.json").write_text(json.dumps({"not_private": NOT_PRIVATE, "rows": rows}, indent=2) + "\n")
+    text = f"{NOT_PRIVATE}\n\n{markdown(rows)}\n"
+    (out / "evaluation.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

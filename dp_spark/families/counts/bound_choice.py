@@ -1,0 +1,103 @@
+"""The counts' per-user bound chosen privately (``l = "auto"``, ``m = "auto"``): the public error
+model of the objective's tables, the bias norms the quality reads, and the choice itself
+(release.bound_selection's mechanism; docs/bound_selection.md)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from dp_spark.core import accuracy, noise_choice
+from dp_spark.families.counts.params import CountsParams
+from dp_spark.families.counts.sampling import gaussian_tables
+from dp_spark.release import bound_bias, bound_objective, bound_selection
+from dp_spark.release.family import Domains, RunInputs
+from dp_spark.release.publisher_accuracy import publisher_accuracy
+
+
+def _candidates(params: CountsParams) -> tuple[int, ...]:
+    """The candidate bounds of a choice (only "auto" has them)."""
+    if params.candidates is None:
+        raise ValueError(f"{params.bound_name} = {params.l} is not chosen: it has no candidates")
+    return tuple(params.candidates)
+
+
+def scored_tables(params: CountsParams, domains: Domains) -> dict[str, tuple[Fraction, str, int]]:
+    """{table: (its weight in the bound's quality, its part of the split, its cells)} for the
+    tables the objective scores (weight above 0), the items first. Public: the config and the
+    domains."""
+    if domains.items is None or params.objective is None:
+        raise ValueError("the bound's objective needs the item domain and l = \"auto\"")
+    items = len(domains.items)
+    cells = {"item_counts": ("epsilon_items", items)}
+    if domains.attributes is not None:
+        cells["edge_counts"] = ("epsilon_edges", items * len(domains.attributes))
+    weights = bound_objective.weights(params.objective, {table: size for table, (_, size) in cells.items()})
+    return {table: (weight, *cells[table]) for table, weight in weights.items()}
+
+
+def error_model(params: CountsParams, domains: Domains, split: dict[str, Fraction]) -> bound_selection.ErrorModel:
+    """The public side of the bound's quality: the weights of the count tables the objective
+    scores, the records per user and cell the bias counts (``records_per_item`` when the release
+    caps them, else bound_selection's default), and the weighted noise variance at every
+    candidate: each table's weight times its cells times its exact per-cell variance at that
+    bound, with the noise the table would get there (Gaussian or the publisher's)."""
+    tables = scored_tables(params, domains)
+    noise = []
+    for b in _candidates(params):
+        gaussian = gaussian_tables(params, b, split, domains.attributes is not None)
+        noise.append(sum((weight * size * Fraction(cell_variance(params, b, split[part], gaussian.get(step), size))
+                          for step, (weight, part, size) in tables.items()), Fraction(0)))
+    return bound_selection.ErrorModel(tuple(weight for weight, _, _ in tables.values()), quality_cap(params),
+                                      tuple(noise), cells=tuple(size for _, _, size in tables.values()))
+
+
+def quality_cap(params: CountsParams) -> int:
+    """The records per user and cell the quality counts: the release's cap when it has one."""
+    return params.records_per_item or bound_selection.QUALITY_RECORDS_PER_CELL
+
+
+def cell_variance(params: CountsParams, bound: int, epsilon: Fraction, l2_squared: int | None, cells: int) -> float:
+    """One cell's noise variance at ``bound``: the discrete Gaussian's when the table gets it
+    (``l2_squared`` given), else the publisher's (exact for the Laplace publisher, the per-cell
+    figure of publisher_accuracy for the others)."""
+    if l2_squared is not None:
+        return noise_choice.gaussian_variance(l2_squared, epsilon)
+    if params.publisher == "laplace" and not params.publisher_options:
+        return noise_choice.laplace_variance(bound, epsilon)
+    sd = publisher_accuracy(params.publisher, params.publisher_options, bound, epsilon, cells,
+                            accuracy.DEFAULT_ALPHA).sd
+    if sd is None:
+        raise ValueError(f"the {params.publisher} publisher states no noise deviation to score a bound by")
+    return sd ** 2
+
+
+CELL_COLUMNS = {"item_counts": bound_bias.ITEMS, "edge_counts": bound_bias.EDGES}
+
+
+def bias_norms(params: CountsParams, validated, domains: Domains, user_cap: int) -> list[Fraction]:
+    """Σ_t w_t·‖B_t(b)‖² over the tables the objective scores, for every candidate bound at the
+    user cap U, from the validated records (one Spark aggregation per table; NOT private: read
+    only by the mechanism)."""
+    tables = scored_tables(params, domains)
+    largest = int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
+    per_table = bound_bias.squared_bias_norms(validated.records, _candidates(params), quality_cap(params),
+                                              bound_selection.GRID, [CELL_COLUMNS[t] for t in tables], largest,
+                                              validated.user_counts, int(validated.users_by_n.sum()),
+                                              user_cap=user_cap,
+                                              record_count=bound_bias.record_count(validated.users_by_n))
+    return bound_selection.weighted_norms(per_table, [weight for weight, _, _ in tables.values()])
+
+
+def chosen_bound(params: CountsParams, inputs: RunInputs, validated) -> tuple[int, dict | None]:
+    """The per-user bound and, when it was chosen privately, the report's ``chosen`` (a DP output)."""
+    if not params.auto:
+        return int(params.l), None
+    candidates = _candidates(params)
+    model = error_model(params, inputs.domains, inputs.split)  # public: any error before the records' pass
+    inputs.progress(f"choosing {params.bound_name} privately from {len(candidates)} candidates")
+    choice = bound_selection.choose_bound_by_users(
+        lambda cap: bias_norms(params, validated, inputs.domains, cap),
+        int(validated.users_by_n.sum()), candidates, model, inputs.split["epsilon_bound"], inputs.budget,
+        inputs.rng, step=f"choose {params.bound_name}")
+    inputs.progress(f"{params.bound_name} = {choice.bound}, chosen privately from {list(candidates)}")
+    return choice.bound, choice.to_json(params.bound_name)
