@@ -175,6 +175,12 @@ def test_bad_auto_configs_are_refused(overrides, message):
         _config(*overrides)
 
 
+def test_an_objective_weighing_edges_a_release_without_attributes_lacks_is_refused_by_the_config():
+    with pytest.raises(ConfigError, match="does not publish"):
+        load_config(ROOT / "conf/movielens_private_items.toml",
+                    ['algorithm.l="auto"', "algorithm.l_objective={edge_counts = 1}"])
+
+
 def test_epsilon_bound_without_auto_is_refused_before_any_record_is_read():
     params = counts.CountsParams("sra", 10)
     with pytest.raises(ConfigError, match="epsilon_bound is not a part of this sra release"):
@@ -262,3 +268,13 @@ def test_under_zcdp_the_choice_runs_at_twice_its_share_as_a_bounded_range_step(s
                 for e in bounding)
     planned = release.report["algorithm"]["rho_split"]["epsilon_bounding"]
     assert len(bounding) == 2 and 0.999 * planned <= float(spent) <= planned * (1 + 1e-9)
+
+
+def test_the_api_refuses_an_objective_without_auto_or_for_edges_it_does_not_publish():
+    # Both before anything is read: no DataFrame is needed to be told.
+    with pytest.raises(ConfigError, match='l_objective is used only with l="auto"'):
+        dp_spark.sra(None, items=range(1, 5), l=10, l_objective="cells", epsilon=1)
+    with pytest.raises(ConfigError, match="m_objective is used only with m=\"auto\""):
+        dp_spark.lpa(None, items=range(1, 5), m=10, m_objective="cells", epsilon=1)
+    with pytest.raises(ConfigError, match="does not publish"):
+        dp_spark.hpa(None, items=range(1, 5), l="auto", l_objective={"edge_counts": 1}, epsilon=1)

@@ -44,6 +44,7 @@ from dp_spark.families.registry import family_of
 from dp_spark.families.user_histogram.family import HistogramParams
 from dp_spark.io import checkins
 from dp_spark.jobs.dataset_budget import DatasetBudget
+from dp_spark.release import bound_objective
 from dp_spark.release.auto_bound import AUTO
 from dp_spark.release.family import Domains, check_accounting
 from dp_spark.release.guards import Guards
@@ -85,6 +86,7 @@ def _counts(algorithm: str, df: DataFrame, *, items: Items, l: Bound, epsilon: N
                           dict(publisher_options or {}), consistent, candidates, private,
                           keys_per_user, partition_delta(delta or 0.0, accounting.zcdp) if private else 0.0,
                           noise or "laplace", records_per_item, objective)
+    bound_objective.check_tables(params.objective, attributes is not None)
     check_accounting(family_of(algorithm), params, accounting)
     execution = as_execution(executor_noise_cells, max_output_rows)
     return _returned(record_release(params, df, privacy_unit, item, attribute, None if private else items, attributes,

@@ -77,6 +77,13 @@ def weights(objective: Objective, cells: Mapping[str, int]) -> dict[str, Fractio
     return {table: weight for table, weight in found.items() if weight}
 
 
+def check_tables(objective: Objective | None, with_edges: bool) -> None:
+    """Refuse, before anything is read, an objective that weighs a table the release will not
+    publish (the edges, without attributes)."""
+    if objective is not None:
+        weights(objective, {"item_counts": 1, **({"edge_counts": 1} if with_edges else {})})
+
+
 def described(objective: Objective) -> str:
     """The objective in words, for tune, plan and the report."""
     if objective == ITEMS:

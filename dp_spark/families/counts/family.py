@@ -303,11 +303,13 @@ def from_config(c: ConfigTables) -> CountsParams:
     if private and "delta" not in c.privacy:
         raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs privacy.delta (e.g. 1e-6): partition selection "
                           "spends it")
-    return CountsParams(name, l, d, publisher, options, consistent, algorithm.get(f"{bound}_candidates"),
-                        private, algorithm.get("keys_per_user"),
-                        partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0,
-                        c.privacy.get("noise", "laplace"),
-                        algorithm.get("records_per_item"), algorithm.get(f"{bound}_objective"))
+    params = CountsParams(name, l, d, publisher, options, consistent, algorithm.get(f"{bound}_candidates"),
+                          private, algorithm.get("keys_per_user"),
+                          partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0,
+                          c.privacy.get("noise", "laplace"),
+                          algorithm.get("records_per_item"), algorithm.get(f"{bound}_objective"))
+    bound_objective.check_tables(params.objective, c.attributes is not None)
+    return params
 
 
 def _with_chosen(params: CountsParams, chosen: dict) -> tuple[CountsParams, dict] | None:
