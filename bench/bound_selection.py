@@ -211,7 +211,9 @@ def cmd_expected(args) -> None:
 def spark_session():
     from dp_spark.io.session import get_session
 
-    return get_session()
+    # Spark's default 1 GB heap ran out at the 41st release of ML-1M in one session (HPA's sort
+    # beside the cached frame), with no cache left behind by the releases.
+    return get_session(conf={"spark.driver.memory": "4g"})
 
 
 def pairs_frame(spark, pairs: pd.DataFrame):
