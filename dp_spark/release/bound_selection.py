@@ -176,9 +176,9 @@ class ErrorModel:
         at user cap U (each of the user's terms is at most c and they sum to at most U, so their
         squares sum to at most c·U, and to at most c² times the cells they fall in)."""
         c = self.records_per_cell
-        cells = self.cells or (None,) * len(self.weights)
-        return sum((w * (c * user_cap if size is None else min(c * user_cap, c * c * size))
-                    for w, size in zip(self.weights, cells)), Fraction(0))
+        if self.cells is None:
+            return self.total_weight * c * user_cap
+        return sum((w * min(c * user_cap, c * c * size) for w, size in zip(self.weights, self.cells)), Fraction(0))
 
     @property
     def tables(self) -> int:
@@ -225,7 +225,7 @@ def quality(norms: Sequence[int | Fraction], candidates: Sequence[int], model: E
     Exact Fractions (an object array), as for DPSense: rounded doubles could move a score by more
     than the sensitivity the mechanism is given."""
     _checked(norms, candidates, model)
-    return np.array([-_sqrt_up(Fraction(s if isinstance(s, Fraction) else int(s)) / (GRID * GRID) + noise)
+    return np.array([-_sqrt_up(Fraction(s) / (GRID * GRID) + noise)
                      for s, noise in zip(norms, model.noise_variance)], dtype=object)
 
 
