@@ -16,19 +16,21 @@ from dp_spark.lab.audit_targets import EPSILONS, FAMILIES, GAMMAS, GRID_POINTS, 
 from dp_spark.lab.audit_targets import bounds as audit_bounds
 from dp_spark.lab.audit_targets import entropy as audit_entropy
 from dp_spark.lab.audit_targets import entropy_bounds as audit_entropy_bounds
+from dp_spark.lab.audit_targets import mean_bounds as audit_mean_bounds
+from dp_spark.release import mean_bound_quality
 
 NEGATIVE_CONTROLS = ("negative_control_half_noise", "discrete_gaussian_sigma_too_small", "dpa_ahp_as_published",
                      "limit_ss_paper_beta",
                      "old_limit_ss_rounded_scale", "old_ran_gd_clipping", "old_entropy_ledger_scale",
                      "partition_selection_threshold_lowered", "bound_selection_cap_forgotten",
-                     "bound_selection_cells_understated",
+                     "bound_selection_cells_understated", "mean_bound_selection_smallest_reach",
                      "entropy_bound_selection_per_location", "bounding_estimate_uncapped",
                      "clip_choice_every_record", "group_quantiles_one_record")
 # dpsense_s: its statistic carries little signal at any size the suite affords (a bound of 0.11 for
 # its claim of 1 at 20,000 releases a side, 0.05 at 5,000, in 42 and 21 s); `dp-spark audit` runs it whole.
 SLOW = {"alpa", "fourier", "grouping", "ahp", "dpa_ahp", "sdpa_ahp", "dpa_ahp_first_pass", "sra", "hpa", "dpsense",
         "dpsense_sample", "dpsense_s", "entropy_limit_ss_ledger", "entropy_limit_cb_dp_ledger", "bound_selection",
-        "entropy_bound_selection", "bounding_estimate", "clip_choice"}
+        "entropy_bound_selection", "bounding_estimate", "clip_choice", "mean_bound_selection"}
 def test_clopper_pearson_matches_tables():
     # Two-sided 95% interval for 5 of 100 (each side 2.5%): [0.0164, 0.1128].
     assert audit.cp_lower(5, 100, 0.025) == pytest.approx(0.01643, abs=1e-4)
@@ -100,6 +102,7 @@ CONTROL_TRIALS = {
     "partition_selection_threshold_lowered": None,  # 200,000: ~6.5 [1]; D never releases a key it lacks
     "bound_selection_cap_forgotten": None,  # 20,000: 2.46-3.28 [1] at seeds 1-11 odd; true eps 4.4 (tests below)
     "bound_selection_cells_understated": None,  # 20,000: 2.16-2.73 [1] at seeds 1-7 odd; true eps 3.07
+    "mean_bound_selection_smallest_reach": None,  # 20,000: 7.90 [1] at seeds 1-7 odd; true eps 13.0
     "entropy_bound_selection_per_location": None,  # 20,000: 1.71-1.84 [1] at seeds 1-11 odd; true eps 1.99
     "bounding_estimate_uncapped": None,  # 20,000: 1.75-1.96 [1] at seeds 1-11 odd; true eps 2.7
     # 2,000 (a release is 1 ms of choose_clip): 2.39-3.28 [1] at seeds 1-15 odd, about 500 against
@@ -276,6 +279,39 @@ def test_bound_selection_target_reaches_near_its_claim():
     (4.15-4.51 at seeds 1-10)."""
     result = audit.run(GRID_POINTS["bound_selection[eps=5,cands=wide,tables=2]"], seed=6)
     assert 0.75 * result.claim_epsilon < result.lower_bound <= result.claim_epsilon, (result.lower_bound, result.event)
+
+def test_mean_bound_selection_grid_covers_every_eps_list_and_noise():
+    family = FAMILIES["mean_bound_selection"]
+    assert len(family.points) == 4 * len(audit_mean_bounds.CANDIDATES) * len(audit_mean_bounds.NOISES)
+    assert {"mean_bound_selection[eps=0.01]", "mean_bound_selection[eps=5,cands=two,noise=gaussian]"} \
+        <= {t.name for t in family.points}
+
+
+@pytest.mark.parametrize("candidates", list(audit_mean_bounds.CANDIDATES))
+@pytest.mark.parametrize("noise", audit_mean_bounds.NOISES)
+@pytest.mark.parametrize("eps", [Fraction(1, 100), Fraction(1, 10), Fraction(1), Fraction(5)])
+def test_mean_bound_selection_pairs_are_within_the_claim_and_near_it(candidates, noise, eps):
+    """The exact ε of each audited pair is within the claim; on the many candidates, where the other
+    scores barely move, it reaches 0.4 to 0.99 of it (the move of q(b*) is 0.63 to 0.99 of Δq)."""
+    pair = audit_mean_bounds.pair(audit_mean_bounds.CANDIDATES[candidates], noise, eps)
+    true = audit_mean_bounds.pair_epsilon(pair, eps)
+    assert true <= float(eps) * (1 + 1e-9)
+    if candidates == "many":
+        assert true > 0.4 * float(eps)
+
+
+def test_mean_bound_selection_control_pair_is_neighbours_and_beyond_the_claim_only_at_the_wrong_sensitivity():
+    """D′ adds one user with a record in each of b_K cells; at the claimed Δq the pair is within ε,
+    at the smallest candidate's reach far beyond."""
+    pair = audit_mean_bounds.control_pair()
+    added = pair.kept[1] - pair.kept[0]
+    top = pair.candidates[-1]
+    assert (added[:top] == [mean_bound_quality.GRID * min(b, top) // top for b in pair.candidates]).all()
+    assert not added[top:].any()
+    assert audit_mean_bounds.pair_epsilon(pair, Fraction(1)) <= 1
+    wrong = audit_mean_bounds.smallest_reach_sensitivity(pair)
+    assert audit_mean_bounds.pair_epsilon(pair, Fraction(1), wrong) > 10
+
 
 def test_entropy_bound_selection_grid_covers_both_grids_and_variants():
     family = FAMILIES["entropy_bound_selection"]

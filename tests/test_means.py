@@ -21,7 +21,7 @@ from dp_spark.families.means import choice as means_choice
 from dp_spark.families.means import params as means_params
 from dp_spark.jobs.config import load_config
 from dp_spark.jobs.runner import compute_release
-from dp_spark.release import bound_bias, bound_selection, clip_choice
+from dp_spark.release import bound_selection, clip_choice, mean_bound_quality
 from dp_spark.release.family import Domains
 from tests.conftest import shared_data
 
@@ -267,7 +267,7 @@ high = 5
 
 
 # ---------------------------------------------------------------------------
-# l = "auto": the counts' private choice of the bound, with the sums' error model.
+# l = "auto": chosen privately for the means (release.mean_bound_quality).
 
 
 def test_auto_l_is_chosen_privately_and_the_tables_are_paid_at_the_chosen_l(ratings):
@@ -276,7 +276,7 @@ def test_auto_l_is_chosen_privately_and_the_tables_are_paid_at_the_chosen_l(rati
     chosen = release.report["algorithm"]["chosen"]["l"]
     assert chosen in bound_selection.DEFAULT_CANDIDATES
     steps = {e["step"]: e for e in release.report["ledger"]}
-    assert list(steps) == ["choose l: users", "choose l", "value_counts", "value_sums", "edge_value_counts",
+    assert list(steps) == ["choose l", "value_counts", "value_sums", "edge_value_counts",
                            "edge_value_sums", "bounding: kept", "bounding: removed"]
     assert steps["bounding: kept"]["sensitivity_l1"] == chosen  # the estimate at the chosen l
     assert steps["value_counts"]["sensitivity_l1"] == chosen and steps["value_sums"]["sensitivity_l1"] == chosen * 1000
@@ -294,40 +294,63 @@ def _domains(with_edges: bool) -> Domains:
 
 
 @pytest.mark.parametrize("with_edges", [False, True])
-def test_the_choice_weighs_the_counts_bias_twice_against_every_tables_noise(ratings, monkeypatch, with_edges):
-    """A record l drops shortens its count by one and its sum by at most one record's worth: the
-    mechanism gets twice the counts' squared bias norms, twice the tables, and the noise of all of
-    them (the sums' in records); the release is paid at the bound it returns."""
+def test_the_choice_scores_the_item_means_with_each_tables_own_noise(ratings, monkeypatch, with_edges):
+    """The mechanism gets the item table's kept counts (the default objective) from the records
+    with a finite value, and at each candidate the item table's count noise, the half-width its
+    means need and the two noises' variance in records (the sum's over steps²); the release is
+    paid at the bound it returns."""
     _, df = ratings
     seen = {}
 
-    def choose(norms_at, users, candidates, model, epsilon, budget, rng, step):
-        seen.update(norms=norms_at(20), model=model, epsilon=epsilon)
-        return bound_selection.BoundChoice(3, None, 20)
+    def choose(kept, candidates, model, epsilon, budget, rng, step):
+        seen.update(kept=kept, model=model, epsilon=epsilon)
+        return 3
 
-    monkeypatch.setattr(bound_selection, "choose_bound_by_users", choose)
+    monkeypatch.setattr(mean_bound_quality, "choose_bound", choose)
     extra = {"attribute": "attr", "attributes": ["F", "M"]} if with_edges else {}
     release = _release(df, l="auto", l_candidates=[1, 3, 12, 40], **extra)
-    assert release.report["algorithm"]["chosen"]["l"] == 3
+    assert release.report["algorithm"]["chosen"] == {"l": 3}
     assert {e["step"]: e["sensitivity_l1"] for e in release.report["ledger"]}["value_counts"] == 3
     finite = F.col("value").isNotNull() & ~F.isnan("value") & (F.abs("value") != math.inf)
-    records = df.where(finite).select("user_id", "item_id", "attr")
-    tables = [bound_bias.ITEMS, bound_bias.EDGES] if with_edges else [bound_bias.ITEMS]
-    per_table = bound_bias.squared_bias_norms(records, [1, 3, 12, 40], 1, bound_selection.GRID, tables, user_cap=20)
-    assert seen["norms"] == [2 * sum(n) for n in zip(*per_table)] and seen["model"].tables == 2 * len(tables)
+    records = df.where(finite).select("user_id", "item_id", "attr").toPandas()
+    cells = records.groupby(["user_id", "item_id"]).size().rename("k").reset_index()
+    cells["n"] = cells["user_id"].map(records.groupby("user_id").size())
+    want = mean_bound_quality.kept_counts(cells.rename(columns={"item_id": "cell"}), [1, 3, 12, 40], 40)
+    assert len(seen["kept"]) == 1 and sorted(map(tuple, seen["kept"][0])) == sorted(map(tuple, want))
     # ε = 4: a tenth chooses l, a twentieth estimates what bounding removed; each table pair shares
     # the rest, 3/10 to its counts and 7/10 to its sums.
     assert seen["epsilon"] == Fraction(4, 10)
     pair = Fraction(34, 10) / (2 if with_edges else 1)
-    cells = ITEMS * (3 if with_edges else 1)  # items, and items x 2 values
-    for b, noise in zip([1, 3, 12, 40], seen["model"].noise_variance):
-        want = cells * (noise_choice.laplace_variance(b, pair * Fraction(3, 10))
-                        + noise_choice.laplace_variance(b * 1000, pair * Fraction(7, 10)) / 1000 ** 2)
-        assert float(noise) == pytest.approx(want, rel=1e-12)
-    params = means_params.MeansParams(1, 5, "auto")
-    model = means_choice.error_model(params, _domains(with_edges),
-                                     means_params.budget_split(params, Fraction(4), _domains(with_edges)))
-    assert model.tables == 2 * len(tables)
+    assert seen["model"].weights == (1,) and seen["model"].cells == (ITEMS,)
+    for b, table in zip([1, 3, 12, 40], seen["model"].tables[0]):
+        counts = noise_choice.laplace_variance(b, pair * Fraction(3, 10))
+        sums = noise_choice.laplace_variance(b * 1000, pair * Fraction(7, 10)) / 1000 ** 2
+        assert table.noise == mean_bound_quality.LAPLACE and table.scale == pytest.approx(b / (pair * 3 / 10))
+        assert table.variance == pytest.approx(counts + sums, rel=1e-12)
+        assert table.threshold == accuracy.discrete_laplace_halfwidth(Fraction(b) / (pair * Fraction(3, 10)), 0.025)
+    if with_edges:  # every mean alike: both tables, each cell weighing 1
+        params = means_params.MeansParams(1, 5, "auto", objective="cells")
+        model = means_choice.error_model(params, _domains(True),
+                                         means_params.budget_split(params, Fraction(4), _domains(True)))
+        assert model.weights == (1, 1) and model.cells == (ITEMS, 2 * ITEMS)
+
+
+def test_the_means_objective_is_refused_where_it_has_no_use(tmp_path):
+    common = dict(items=range(1, 5), value="v", low=0, high=1, epsilon=1)
+    with pytest.raises(ConfigError, match="l_objective is used only with"):
+        dp_spark.plan("means", **common, l=4, l_objective="cells")
+    with pytest.raises(ConfigError, match="which this release does not publish"):
+        dp_spark.plan("means", **common, l="auto", l_objective={"edge_means": 1})
+    with pytest.raises(ConfigError, match="l_objective must be one of"):
+        means_params.MeansParams(0, 1, "auto", objective="means")
+    config = tmp_path / "job.toml"
+    config.write_text(_csv_job(tmp_path, """l = 4
+l_objective = "cells"
+low = 0
+high = 1
+"""))
+    with pytest.raises(ConfigError, match="l_objective is used only with"):
+        load_config(config)
 
 
 def test_auto_is_checked_like_the_counts_and_planned_at_the_largest_candidate(tmp_path):
@@ -357,8 +380,7 @@ def test_a_chosen_l_below_the_per_item_cap_is_paid_as_no_cap(ratings, monkeypatc
     """c = 4 caps nothing once l = 2 is chosen: the run goes on (the choice is already paid for)
     and both tables are paid at l·min(c, l) = 4 in L2², as without a cap."""
     _, df = ratings
-    monkeypatch.setattr(bound_selection, "choose_bound_by_users",
-                        lambda *args, **kwargs: bound_selection.BoundChoice(2, None, 7))
+    monkeypatch.setattr(mean_bound_quality, "choose_bound", lambda *args, **kwargs: 2)
     release = _release(df, l="auto", l_candidates=[1, 2, 8], noise="gaussian", delta=1e-6, records_per_item=4)
     steps = {e["step"]: e for e in release.report["ledger"]}
     assert release.report["algorithm"]["chosen"]["l"] == 2

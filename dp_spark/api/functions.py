@@ -39,6 +39,7 @@ from dp_spark.families.counts.family import BASELINE_PUBLISHERS, CountsParams
 from dp_spark.families.dpsense.family import DPSenseParams
 from dp_spark.families.frapp.family import frapp_params
 from dp_spark.families.location_entropy.family import EntropyParams
+from dp_spark.families.means.params import TABLES as MEANS_TABLES
 from dp_spark.families.means.params import MeansParams
 from dp_spark.families.registry import family_of
 from dp_spark.families.user_histogram.family import HistogramParams
@@ -316,7 +317,7 @@ def means(df: DataFrame, *, items: Items, value: str, l: Bound, low: float | str
           rho: Number | None = None, distinct_records: bool = False, l_candidates: Sequence[int] | None = None,
           clip_candidates: Sequence[float] | None = None, keys_per_user: int | None = None,
           executor_noise_cells: int | None = None, max_output_rows: int | None = None,
-          confidence: float = 0.95) -> Release:
+          confidence: float = 0.95, l_objective: str | Mapping[str, Number] | None = None) -> Release:
     """The sum, count and mean of the numeric column ``value`` per item (table item_means), and
     per item and attribute value with ``attribute``/``attributes`` (edge_means). Values are
     clipped to the public range [``low``, ``high``] (either left out or ``"auto"``: chosen privately
@@ -325,9 +326,12 @@ def means(df: DataFrame, *, items: Items, value: str, l: Bound, low: float | str
     each user keeps at most ``l`` records
     (``bounding="sra"``: a uniform sample of its own; ``"hpa"``: its most popular by a noisy
     popularity from ``d`` records per user); ``l="auto"`` chooses l privately from ``l_candidates``
-    (default 1, 2, 3, 4, 6, ..., 256) with a tenth of ε. Each row has noisy_count, noisy_sum, mean and the
-    mean's interval (mean_low, mean_high) at ``confidence`` (default 95%), which covers the mean of
-    the records bounding kept; an item whose count is too small for a mean has none.
+    (default 1, 2, 3, 4, 6, ..., 256) with a tenth of ε, for the item table's means unless
+    ``l_objective`` says otherwise ("cells": every mean of both tables alike; "tables": each
+    table alike; or weights such as {"item_means": 1, "edge_means": 0.5}). Each row has
+    noisy_count, noisy_sum, mean and the mean's interval (mean_low, mean_high) at ``confidence``
+    (default 95%), which covers the mean of the records bounding kept; an item whose count is too
+    small for a mean has none.
     ``items="private"`` (with ``delta``) releases only the items partition selection picks, with
     half of ε, each user on at most ``keys_per_user`` distinct items (default 10;
     docs/partition_selection.md). Records whose value is null, NaN or infinite are dropped (counted in the
@@ -344,10 +348,13 @@ def means(df: DataFrame, *, items: Items, value: str, l: Bound, low: float | str
                                             outside_share=PARTITION_DELTA_SHARE)
     else:
         accounting, epsilon = zcdp_accounting("means", noise, epsilon, delta, rho, seed)
+    if l_objective is not None and l != AUTO:
+        raise ConfigError("l_objective is used only with l=\"auto\"")
     params = MeansParams(low, high, l, bounding, d, records_per_item, noise or "laplace", l_candidates,
                          clip_candidates=clip_candidates, private_items=private, keys_per_user=keys_per_user,
                          delta=partition_delta(delta or 0.0, accounting.zcdp) if private else 0.0,
-                         confidence=confidence)
+                         confidence=confidence, objective=l_objective)
+    bound_objective.check_tables(params.objective, attributes is not None, MEANS_TABLES)
     check_accounting(family_of("means"), params, accounting)
     domains = Domains(None if private else as_items(items), as_attributes(attributes))
     if (attribute is None) != (domains.attributes is None):

@@ -84,7 +84,7 @@ class TableNoise:
         return np.where(m <= z[0], 1.0, np.where(m > z[-1], 0.0, at_least[np.clip(m - z[0], 0, len(z) - 1)]))
 
 
-def _noise(params: MeansParams, split: dict[str, Fraction]) -> TableNoise:
+def item_noise(params: MeansParams, split: dict[str, Fraction]) -> TableNoise:
     """The item table's noise at params.l: the release's own entries and half-widths."""
     clip = params.clip
     count_entry, sum_entry = publish.pair_entries(params.sensitivity, 1, table_pair(params, split, ITEM_TABLE),
@@ -123,7 +123,7 @@ def tune_rows(records: pd.DataFrame, params: MeansParams, candidates: Sequence[i
         kept = ranked[(ranked["rank"] < bound) & (ranked["item_rank"] < at.per_cell)]
         cells = kept.groupby("item_id")["value"].agg(["size", "mean"]).reindex(items)
         sizes = cells["size"].fillna(0).to_numpy(dtype=np.int64)
-        noise = _noise(at, split)
+        noise = item_noise(at, split)
         # A mean is given when C + Z > h, that is Z ≥ floor(h − C) + 1.
         p = pd.Series(noise.at_least(np.floor(noise.least - sizes).astype(np.int64) + 1), index=cells.index)
         given = cells[sizes > noise.least]

@@ -10,12 +10,16 @@ per (cell, user) and the sums per cell then need no further shuffle. The terms a
 divisions: of longs when the largest user's numbers fit one (the caller knows the largest n),
 else of decimals, several times slower; the quotients are at most grid·c, so they fit a long. The
 sums are longs and the squares decimals: the driver gets exact integers.
+
+``expected_kept`` gives the means' quality its per-cell kept counts from the same shuffle
+(release.mean_bound_quality).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -133,3 +137,35 @@ def squared_bias_norms(records: DataFrame, candidates: Sequence[int], cap: int, 
         counted = by_item.groupBy(*table, "user_id").agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
         norms.append(_squared_norms(counted, list(table), bounds, user_cap, cap, grid, kind))
     return norms
+
+
+def expected_kept(records: DataFrame, candidates: Sequence[int], cap: int, grid: int,
+                  tables: Sequence[tuple[str, ...]] = (ITEMS,), user_counts: DataFrame | None = None,
+                  users: int | None = None, record_count: int | None = None) -> list[np.ndarray]:
+    """Each table's kept counts for the means' quality (release.mean_bound_quality): per cell with
+    a record, a column per candidate b of Σ_u ⌊grid·min(k, c)·min(n, b)/n⌋ (longs: each term is at
+    most grid·c, exact whatever the order of the sums), the cells in no particular order. The
+    arguments and the shuffle by item as for :func:`squared_bias_norms`. NOT private: read only by
+    the mechanism."""
+    bounds = [int(b) for b in candidates]
+    if not bounds or any(b < 1 for b in bounds) or bounds != sorted(set(bounds)):
+        raise ValueError(f"the candidates must be strictly increasing integers >= 1, got {bounds}")
+    if not tables or any(not table or table[0] != "item_id" for table in tables):
+        raise ValueError(f"each table's cells must start with item_id, got {list(tables)}")
+    columns = list(dict.fromkeys(column for table in tables for column in table))
+    known = records.where(F.col("user_id").isNotNull()).select("user_id", *columns)
+    if user_counts is None:
+        user_counts = known.groupBy("user_id").agg(F.count(F.lit(1)).alias("_n"))
+    by_item = _by_item(known, record_count)
+    per_user = user_counts.select("user_id", "_n")
+    if users is not None and users <= BROADCAST_USERS:
+        per_user = F.broadcast(per_user)
+    kept = []
+    for table in tables:
+        counted = by_item.groupBy(*table, "user_id").agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
+        sums = counted.groupBy(*table).agg(*[
+            F.sum(F.expr(f"cast({grid} * least(_k, {cap}) * least(_n, {b}) div _n as bigint)")).alias(f"_b{i}")
+            for i, b in enumerate(bounds)])
+        rows = sums.select(*[f"_b{i}" for i in range(len(bounds))]).collect()
+        kept.append(np.array([list(row) for row in rows], dtype=np.int64).reshape(len(rows), len(bounds)))
+    return kept

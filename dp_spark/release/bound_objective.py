@@ -77,15 +77,29 @@ def weights(objective: Objective, cells: Mapping[str, int]) -> dict[str, Fractio
     return {table: weight for table, weight in found.items() if weight}
 
 
-def check_tables(objective: Objective | None, with_edges: bool) -> None:
+def check_tables(objective: Objective | None, with_edges: bool,
+                 tables: tuple[str, str] = ("item_counts", "edge_counts")) -> None:
     """Refuse, before anything is read, an objective that weighs a table the release will not
-    publish (the edges, without attributes)."""
+    publish (the edges, without attributes); ``tables``: the release's item and edge tables."""
     if objective is not None:
-        weights(objective, {"item_counts": 1, **({"edge_counts": 1} if with_edges else {})})
+        weights(objective, {tables[0]: 1, **({tables[1]: 1} if with_edges else {})})
 
 
-def described(objective: Objective) -> str:
-    """The objective in words, for tune, plan and the report."""
+COUNTS, MEANS = "counts", "means"  # what the tables publish: the quality each objective weighs
+
+
+def described(objective: Objective, kind: str = COUNTS) -> str:
+    """The objective in words, for tune, plan and the report; ``kind`` MEANS: the means' quality
+    (release.mean_bound_quality), which scores each mean's precision in nats."""
+    if kind == MEANS:
+        if objective == ITEMS:
+            return "the item table's means"
+        if objective == CELLS:
+            return "every mean of every table alike"
+        if objective == TABLES:
+            return "each table's means per cell, summed"
+        assert not isinstance(objective, str), objective
+        return "the tables' means weighted " + ", ".join(f"{t} {float(w):g}" for t, w in objective)
     if objective == ITEMS:
         return "the item table's squared error"
     if objective == CELLS:

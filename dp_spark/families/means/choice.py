@@ -1,79 +1,85 @@
-"""The means' private choices: l by bound_selection's mechanism over the sums' error
-model, and the clipping range by release.clip_choice; the parameters at what was chosen.
+"""The means' private choices: l by release.mean_bound_quality's mechanism (the cells that get
+a mean worth reading), and the clipping range by release.clip_choice; the parameters at what was chosen.
 Both are paid from the ledger before the tables; the range's one value per user is drawn under
 SRA's salt, which it may share, as the choice is DP given any salt (docs/value_sums.md,
 "Choosing l", "Choosing the clipping range" and "Privacy claim: value_sums, means")."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from fractions import Fraction
 
 from dp_spark.aggregates.value_ranks import value_ranks
-from dp_spark.core import noise_choice
-from dp_spark.families.means.params import PAIRS, MeansParams, output_rows, table_noises
-from dp_spark.release import bound_bias, bound_selection, clip_choice
+from dp_spark.core import accuracy
+from dp_spark.core.discrete_gaussian import discrete_gaussian_variance
+from dp_spark.core.ledger import GAUSSIAN_MECHANISM
+from dp_spark.families.means.params import EDGE_TABLE, ITEM_TABLE, MeansParams, output_rows, table_pair
+from dp_spark.release import bound_bias, bound_objective, clip_choice, mean_bound_quality, sum_tables
 from dp_spark.release.auto_bound import AUTO
 from dp_spark.release.family import Domains, RunInputs
 
 
-def error_model(params: MeansParams, domains: Domains, split: dict[str, Fraction]) -> bound_selection.ErrorModel:
-    """The public side of l's quality (docs/value_sums.md, "Choosing l"): a record l drops leaves
-    its cell's count short by one and its centred sum by at most steps units, one record's worth,
-    so each count table's bias vector stands for its sum table's too (twice the tables, twice the
-    squared norm); the noise is every table's exact variance at each candidate, the sums' in
-    records (grid units over steps²)."""
-    noise = []
-    for b in params.candidates:
-        s = params.sensitivity_at(b)
-        total = Fraction(0)
-        for table, cells in output_rows(params, domains).items():
-            _, _, counts, sums = PAIRS[table]
-            count_noise, sum_noise = table_noises(params, split, table, b)
-            total += cells * (Fraction(_variance(count_noise, s.bound, s.count_l2_squared, split[counts]))
-                              + Fraction(_variance(sum_noise, s.l1, s.l2_squared, split[sums])) / s.steps ** 2)
-        noise.append(total)
-    rows = output_rows(params, domains)  # each table's cells, twice: its counts and its sums
-    return bound_selection.ErrorModel((Fraction(1),) * (2 * len(rows)), _quality_cap(params), tuple(noise),
-                                      cells=None if None in rows.values()
-                                      else tuple(cells for cells in rows.values() for _ in range(2)))
+def error_model(params: MeansParams, domains: Domains, split: dict[str, Fraction]
+                ) -> mean_bound_quality.MeansErrorModel:
+    """The public side of l's quality (docs/value_sums.md, "Choosing l"): each table of means the
+    objective weighs, its cells (None with items selected privately) and, at each candidate, its
+    count's noise, the half-width a noisy count must exceed for a mean (the release's own, at
+    α/2), and the count's and the sum's noise variances in records² (the sum's over steps²)."""
+    rows = output_rows(params, domains)
+    weights = _weights(params, domains)
+    scored = list(weights)
+    return mean_bound_quality.MeansErrorModel(
+        tuple(weights[table] for table in scored), tuple(rows[table] for table in scored),
+        tuple(tuple(_table_at(params, split, table, int(b)) for b in params.candidates) for table in scored),
+        params.per_cell)
 
 
-def _variance(noise: str, l1: int, l2_squared: int, epsilon: Fraction) -> float:
-    if noise == noise_choice.GAUSSIAN:
-        return noise_choice.gaussian_variance(l2_squared, epsilon)
-    return noise_choice.laplace_variance(l1, epsilon)
+def _weights(params: MeansParams, domains: Domains) -> dict[str, Fraction]:
+    """The weight of each table of means the objective scores (above 0), the item table first."""
+    rows = output_rows(params, domains)
+    sizes = {table: cells or 1 for table, cells in rows.items()}
+    if EDGE_TABLE in rows and rows[EDGE_TABLE] is None:  # private items: the tables' ratio is still public
+        sizes[EDGE_TABLE] = len(domains.attributes)
+    return bound_objective.weights(params.objective, sizes)
 
 
-def _quality_cap(params: MeansParams) -> int:
-    """The records per user and cell the quality counts: the release's cap when it has one."""
-    return params.records_per_item or bound_selection.QUALITY_RECORDS_PER_CELL
+def _table_at(params: MeansParams, split: dict[str, Fraction], table: str, l: int
+              ) -> mean_bound_quality.TableAtBound:
+    at = _at_bound(params, l)
+    count, total = sum_tables.pair_entries(at.sensitivity, 1, table_pair(at, split, table), 1.0)
+    if count.mechanism == GAUSSIAN_MECHANISM:
+        noise, scale = mean_bound_quality.GAUSSIAN, math.sqrt(float(count.noise_scale))
+    else:
+        noise, scale = mean_bound_quality.LAPLACE, float(count.noise_scale)
+    variance = _variance(count) + _variance(total) / at.steps**2  # the sum's in grid units: records² over steps²
+    return mean_bound_quality.TableAtBound(noise, scale, sum_tables.halfwidth(count, params.interval_alpha / 2),
+                                           variance)
+
+
+def _variance(entry) -> float:
+    if entry.mechanism == GAUSSIAN_MECHANISM:
+        return float(discrete_gaussian_variance(entry.noise_scale))
+    return accuracy.discrete_laplace_sd(entry.noise_scale) ** 2
 
 
 def choose_l(params: MeansParams, inputs: RunInputs, validated) -> tuple[MeansParams, dict | None]:
     """The parameters at the per-user bound and, when it was chosen privately, the report's
-    ``chosen`` (a DP output): bound_selection's mechanism over the error model above, its bias
-    norms the counts' own, doubled (NOT private: read only by the mechanism)."""
+    ``chosen`` (a DP output): release.mean_bound_quality's mechanism over the error model above
+    and each scored table's kept counts (NOT private: read only by the mechanism)."""
     if not params.auto:
         return params, None
     model = error_model(params, inputs.domains, inputs.split)  # public: any error before the records' pass
-    users = int(validated.users_by_n.sum())
-    largest = int(validated.users_by_n.index.max()) if users else None
-    records = bound_bias.record_count(validated.users_by_n)
-    tables = [bound_bias.ITEMS] + ([bound_bias.EDGES] if inputs.domains.attributes is not None else [])
-
-    def norms_at(user_cap: int) -> list[int]:
-        per_table = bound_bias.squared_bias_norms(validated.records, params.candidates, _quality_cap(params),
-                                                  bound_selection.GRID, tables, largest, validated.user_counts,
-                                                  users, user_cap=user_cap, record_count=records)
-        return [2 * sum(norms) for norms in zip(*per_table)]
-
+    cells = {ITEM_TABLE: bound_bias.ITEMS, EDGE_TABLE: bound_bias.EDGES}
     inputs.progress(f"choosing l privately from {len(params.candidates)} candidates")
-    choice = bound_selection.choose_bound_by_users(norms_at, users, params.candidates, model,
-                                                   inputs.split["epsilon_bound"], inputs.budget, inputs.rng,
-                                                   step="choose l")
-    inputs.progress(f"l = {choice.bound}, chosen privately from {list(params.candidates)}")
-    return _at_bound(params, choice.bound), choice.to_json("l")
+    kept = bound_bias.expected_kept(validated.records, params.candidates, params.per_cell, mean_bound_quality.GRID,
+                                    [cells[table] for table in _weights(params, inputs.domains)],
+                                    validated.user_counts, int(validated.users_by_n.sum()),
+                                    bound_bias.record_count(validated.users_by_n))
+    l = mean_bound_quality.choose_bound(kept, params.candidates, model, inputs.split["epsilon_bound"], inputs.budget,
+                                        inputs.rng, step="choose l")
+    inputs.progress(f"l = {l}, chosen privately from {list(params.candidates)}")
+    return _at_bound(params, l), {"l": l}
 
 
 def choose_clip_range(params: MeansParams, inputs: RunInputs, validated, chosen: dict | None
@@ -94,7 +100,7 @@ def choose_clip_range(params: MeansParams, inputs: RunInputs, validated, chosen:
 
 
 def _at_bound(params: MeansParams, l: int) -> MeansParams:
-    return replace(params, l=l, candidates=None)
+    return replace(params, l=l, candidates=None, objective=None)
 
 
 def _at_clip(params: MeansParams, low: float, high: float) -> MeansParams:

@@ -189,8 +189,8 @@ def _beyond_the_driver(params: MeansParams, domains: Domains, execution) -> bool
 FAMILY = Family(name="means", algorithms=("means",), params_type=MeansParams, default_split=budget_split,
                 split_keys=lambda params, domains: tuple(budget_split(params, Fraction(1), domains)), run=run,
                 describe=describe, report_section=report_section, from_config=from_config, accuracy=table_accuracy,
-                config_keys=("bounding", "low", "high", "records_per_item", "l_candidates", "clip_candidates",
-                             "keys_per_user", "confidence"),
+                config_keys=("bounding", "low", "high", "records_per_item", "l_candidates", "l_objective",
+                             "clip_candidates", "keys_per_user", "confidence"),
                 reads="valued_records", with_chosen=with_chosen, bounding=_planned_bounding,
                 takes_gaussian=True, check_schema=_check_schema, output_rows=output_rows,
                 delta=lambda params: params.delta, beyond_the_driver=_beyond_the_driver)

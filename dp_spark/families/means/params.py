@@ -8,12 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from dp_spark.core import noise_choice
 from dp_spark.core.accounting import Noise, check_noise
 from dp_spark.core.clip_range import DEFAULT_STEPS, ClipRange, SumSensitivity
 from dp_spark.errors import ConfigError
-from dp_spark.release import bound_selection, bounding_estimate, clip_choice
+from dp_spark.release import bound_objective, bound_selection, bounding_estimate, clip_choice
 from dp_spark.release.auto_bound import AUTO, AutoBound, candidates_of
 from dp_spark.release.family import ConfigTables, Domains, require, rows_per_user
 from dp_spark.release.private_keys import PARTITION_SHARE, PRIVATE_ITEMS, checked_private_items, partition_delta
@@ -29,6 +30,7 @@ ITEM_TABLE, EDGE_TABLE = "item_means", "edge_means"
 # Each table pair: its ledger steps and its parts of the budget (privacy.epsilon_*).
 PAIRS = {ITEM_TABLE: ("value_counts", "value_sums", "epsilon_counts", "epsilon_sums"),
          EDGE_TABLE: ("edge_value_counts", "edge_value_sums", "epsilon_edge_counts", "epsilon_edge_sums")}
+TABLES = (ITEM_TABLE, EDGE_TABLE)  # the tables of means an objective can weigh
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,9 @@ class MeansParams(AutoBound):
     by ``bounding`` ("sra": a uniform sample; "hpa": the most popular, popularity measured on
     ``d`` records per user), or "auto" to choose it privately from ``candidates`` with a tenth of
     ε (docs/value_sums.md, "Choosing l"); ``records_per_item``: at most c of a user's kept records
-    per item (lowers the L2 sensitivity, which only Gaussian noise uses); ``noise``: privacy.noise."""
+    per item (lowers the L2 sensitivity, which only Gaussian noise uses); ``noise``: privacy.noise;
+    ``objective``: with l = "auto", which means the choice scores (release.bound_objective over the
+    tables item_means and edge_means; the item table's unless given)."""
 
     low: float | str
     high: float | str
@@ -58,6 +62,9 @@ class MeansParams(AutoBound):
     delta: float = 0.0
     # The level of each mean's interval (mean_low, mean_high): the 95% of every other ± we print.
     confidence: float = 0.95
+    # "auto": given as a name or a mapping of tables to weights, bound_objective.Objective once checked
+    # (bound_objective.DEFAULT unless given).
+    objective: Any = None
     algorithm: str = "means"
 
     def __post_init__(self):
@@ -65,10 +72,16 @@ class MeansParams(AutoBound):
             raise ConfigError(f"algorithm.bounding must be one of {', '.join(BOUNDINGS)}, got {self.bounding!r}")
         if self.auto:
             object.__setattr__(self, "candidates", candidates_of(self.candidates, "l"))
+            object.__setattr__(self, "objective", bound_objective.checked(
+                bound_objective.DEFAULT if self.objective is None else self.objective, TABLES,
+                "algorithm.l_objective"))
         else:
             rows_per_user(self.l, "algorithm.l")
             if self.candidates is not None:
                 raise ConfigError("algorithm.l_candidates is used only with l = \"auto\"")
+            # A fixed l scores nothing; the parameters at a chosen l drop the objective with the
+            # candidates (from_config and the API refuse one given with a fixed l).
+            object.__setattr__(self, "objective", None)
         rows_per_user(self.d, "algorithm.d")
         if self.bounding != "hpa" and self.d != 1:
             raise ConfigError("algorithm.d is HPA bounding's parameter: set algorithm.bounding = \"hpa\", or remove it")
@@ -210,8 +223,8 @@ def _clip_end(table: dict, key: str) -> float | str:
 
 
 # The algorithm.* keys means reads.
-TAKES = ("name", "bounding", "l", "l_candidates", "d", "records_per_item", "low", "high", "clip_candidates",
-         "keys_per_user", "confidence")
+TAKES = ("name", "bounding", "l", "l_candidates", "l_objective", "d", "records_per_item", "low", "high",
+         "clip_candidates", "keys_per_user", "confidence")
 
 
 def from_config(c: ConfigTables) -> MeansParams:
@@ -228,10 +241,15 @@ def from_config(c: ConfigTables) -> MeansParams:
         raise ConfigError(f"domain.items = \"{PRIVATE_ITEMS}\" needs privacy.delta (e.g. 1e-6): partition selection "
                           "spends it")
     zcdp = c.privacy.get("noise", "laplace") != "laplace" or "rho" in c.privacy
-    return MeansParams(_clip_end(algorithm, "low"), _clip_end(algorithm, "high"), require(algorithm, "l", "algorithm"),
-                       algorithm.get("bounding", "sra"), algorithm.get("d", 1), algorithm.get("records_per_item"),
-                       c.privacy.get("noise", "laplace"), algorithm.get("l_candidates"),
-                       clip_candidates=algorithm.get("clip_candidates"), private_items=private,
-                       keys_per_user=algorithm.get("keys_per_user"),
-                       delta=partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0,
-                       confidence=algorithm.get("confidence", 0.95))
+    if "l_objective" in algorithm and algorithm.get("l") != AUTO:
+        raise ConfigError("algorithm.l_objective is used only with l = \"auto\"")
+    params = MeansParams(_clip_end(algorithm, "low"), _clip_end(algorithm, "high"),
+                         require(algorithm, "l", "algorithm"),
+                         algorithm.get("bounding", "sra"), algorithm.get("d", 1), algorithm.get("records_per_item"),
+                         c.privacy.get("noise", "laplace"), algorithm.get("l_candidates"),
+                         clip_candidates=algorithm.get("clip_candidates"), private_items=private,
+                         keys_per_user=algorithm.get("keys_per_user"),
+                         delta=partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0,
+                         confidence=algorithm.get("confidence", 0.95), objective=algorithm.get("l_objective"))
+    bound_objective.check_tables(params.objective, c.attributes is not None, TABLES)
+    return params

@@ -13,6 +13,7 @@ from dp_spark.core.accounting import Noise
 from dp_spark.core.accuracy import UPPER_BOUND
 from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth, discrete_gaussian_variance, variance_at_least
 from dp_spark.families.means.params import EDGE_TABLE, ITEM_TABLE, PAIRS, MeansParams, table_noises, table_pair
+from dp_spark.release import bound_objective
 from dp_spark.release import sum_tables as publishing
 from dp_spark.release.auto_bound import AUTO, AUTO_NOTE
 from dp_spark.release.family import Domains
@@ -47,7 +48,8 @@ def _clip_text(params: MeansParams) -> str:
 
 
 def _bound_text(params: MeansParams) -> str:
-    return f"auto (chosen privately from {list(params.candidates)})" if params.auto else str(params.l)
+    return (f"auto (chosen privately from {list(params.candidates)} for "
+            f"{bound_objective.described(params.objective, bound_objective.MEANS)})" if params.auto else str(params.l))
 
 
 def _sensitivities(params: MeansParams) -> dict:
@@ -67,8 +69,8 @@ def _sensitivities(params: MeansParams) -> dict:
 
 
 def report_section(params: MeansParams) -> dict:
-    selection = {"l_candidates": list(params.candidates), "quality": "docs/value_sums.md, \"Choosing l\""} \
-        if params.auto else {}
+    selection = {"l_candidates": list(params.candidates), "l_objective": bound_objective.to_json(params.objective),
+                 "quality": "docs/value_sums.md, \"Choosing l\""} if params.auto else {}
     if params.clip_auto:
         selection["clip_candidates"] = list(params.clip_candidates)
     if params.private_items:

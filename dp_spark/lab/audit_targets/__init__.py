@@ -27,8 +27,10 @@ from dp_spark.lab.audit_targets import bounding, bounds, clip, jobs, old_code, p
 from dp_spark.lab.audit_targets import entropy as ent
 from dp_spark.lab.audit_targets import entropy_bounds as ebounds
 from dp_spark.lab.audit_targets import frapp as fr
+from dp_spark.lab.audit_targets import mean_bounds as mbounds
 from dp_spark.lab.audit_targets import primitives as prim
 from dp_spark.release import bound_selection as bs
+from dp_spark.release import mean_bound_quality as mq
 from dp_spark.release import partition_selection as ps
 from dp_spark.release.bounding_estimate import CAP_FACTOR
 
@@ -135,6 +137,31 @@ def bound_selection_family() -> Family:
                 points.append(bound_selection_target(point_name("bound_selection", eps=eps, **extra), eps, candidates,
                                                      tables))
     return Family("bound_selection", tuple(points))
+
+
+def mean_bound_selection_target(name: str, eps: Fraction, candidates: str = "many", noise: str = "laplace"
+                                ) -> Target:
+    listed = mbounds.CANDIDATES[candidates]
+    p = mbounds.pair(listed, noise, eps)
+    return Target(name, float(eps), 0.0,
+                  f"the means' private choice of l (mean_bound_quality.choose_bound), candidates {list(listed)}, "
+                  f"{noise} tables at ten times the choice's eps, eps = {float(eps):g}: D' adds a user with one "
+                  f"record in each of {listed[-1]} cells where the usefulness is steepest (Delta q = "
+                  f"{float(mq.quality_sensitivity(listed, p.model)):g})",
+                  mbounds.choose_bound_sampler(eps, listed, noise))
+
+
+def mean_bound_selection_family() -> Family:
+    """Every ε on the many candidates with Laplace tables (``mean_bound_selection[eps=…]``), and the
+    other candidate list and noise at every ε (``mean_bound_selection[eps=…,cands=…,noise=…]``)."""
+    points = []
+    for eps in BOUND_EPSILONS:
+        for candidates in mbounds.CANDIDATES:
+            for noise in mbounds.NOISES:
+                extra = {} if (candidates, noise) == ("many", "laplace") else {"cands": candidates, "noise": noise}
+                points.append(mean_bound_selection_target(point_name("mean_bound_selection", eps=eps, **extra), eps,
+                                                          candidates, noise))
+    return Family("mean_bound_selection", tuple(points))
 
 
 # The choice of location entropy's (M, C): one choose_bounds call per release, 1-2 ms on the
@@ -331,6 +358,10 @@ def negative_controls() -> list[Target]:
                f"NEGATIVE CONTROL: choose_bound at the Delta q of a one-cell domain while the users fill ten "
                f"(sqrt(10) too small), candidates {list(bounds.CANDIDATES['many'])}, c = 1, eps = 1",
                bounds.cells_understated_sampler(DEFAULT_EPSILON), negative_control=True, trials=20_000),
+        Target("mean_bound_selection_smallest_reach", float(DEFAULT_EPSILON), 0.0,
+               f"NEGATIVE CONTROL: the means' choice of l at the Delta q of the smallest candidate's reach alone, "
+               f"Gaussian tables, candidates {list(mbounds.CANDIDATES['many'])}, eps = 1: true eps 13.0",
+               mbounds.smallest_reach_sampler(DEFAULT_EPSILON), negative_control=True, trials=20_000),
         Target("clip_choice_every_record", float(DEFAULT_EPSILON), 0.0,
                f"NEGATIVE CONTROL: choose_clip on the ranks of every record, the added user's {clip.HEAVY_RECORDS} "
                "records all counted where the choice assumes one value per user, eps = 1",
@@ -365,6 +396,7 @@ def _families() -> dict[str, Family]:
         _eps_family("discrete_gaussian", discrete_gaussian_target),
         _eps_family("exponential_mechanism", exponential_target),
         bound_selection_family(),
+        mean_bound_selection_family(),
         _eps_family("bounding_estimate", bounding_estimate_target),
         _eps_family("clip_choice", clip_choice_target),
         _eps_family("group_quantiles", group_quantiles_target),
