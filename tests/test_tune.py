@@ -215,8 +215,13 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
 
 
 def test_tune_on_a_means_config_reads_the_records_its_job_reads(spark, tmp_path, capsys):
+    from dp_spark.core.domain import item_domain_of_ids
+    from dp_spark.families.means import choice as means_choice
+    from dp_spark.families.means import params as means_params
     from dp_spark.families.means.params import MeansParams
     from dp_spark.lab import tune_means
+    from dp_spark.release import mean_bound_quality
+    from dp_spark.release.family import Domains
 
     rng = np.random.default_rng(5)
     users = np.repeat(np.arange(1, 1501), 6)
@@ -254,6 +259,21 @@ high = 5
     assert said[-3].startswith(f"lowest score: l = {result['best_bound']} ")
     assert main([*conf, "--set", 'algorithm.high="auto"']) == 2  # a range chosen privately: nothing to tune at
     assert "needs a public clipping range" in capsys.readouterr().err
+    # l = "auto": what the choice would do, from the job's own model and the same records.
+    assert main([*conf, "--set", 'algorithm.l="auto"', "--json"]) == 0
+    auto = json.loads(capsys.readouterr().out)["auto"]
+    assert auto["objective"] == "items" and auto["objective_described"] == "the item table's means"
+    params = MeansParams(1.0, 5.0, "auto", candidates=(1, 4, 6))
+    domains = Domains(item_domain_of_ids(list(range(1, 11)), "1..10"))
+    model = means_choice.error_model(params, domains, means_params.budget_split(params, Fraction(1), domains))
+    cells = frame.groupby(["user_id", "item_id"]).size().rename("k").reset_index()
+    cells["n"] = cells["user_id"].map(frame.groupby("user_id").size())
+    kept = [mean_bound_quality.kept_counts(cells.rename(columns={"item_id": "cell"}), (1, 4, 6), 6)]
+    picks = mean_bound_quality.pick_probabilities(kept, (1, 4, 6), model, Fraction(1, 10))
+    assert list(auto["pick_probability"].values()) == pytest.approx(picks.tolist(), rel=1e-9)
+    assert main([*conf, "--set", 'algorithm.l="auto"']) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert any(line.startswith('l = "auto" scores the item table\'s means') for line in said)
 
 
 def test_an_auto_config_is_scored_as_its_job_scores_it():

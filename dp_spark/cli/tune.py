@@ -106,9 +106,9 @@ def _printed_as_json(args, result: dict) -> bool:
 def _tune_means(args, cfg, spark, bounds) -> int:
     from dp_spark.lab import tune, tune_means
 
-    rows, users = tune_means.run(cfg, spark, bounds, to_stderr)
+    rows, users, auto = tune_means.run(cfg, spark, bounds, to_stderr)
     configured = None if cfg.params.auto else cfg.params.l
-    result = tune_means.report(rows, cfg.params, configured, args.config, users)
+    result = tune_means.report(rows, cfg.params, configured, args.config, users, auto)
     if _printed_as_json(args, result):
         return EXIT_OK
     print(f"{args.config}: means of [{cfg.params.low:g}, {cfg.params.high:g}], {cfg.params.bounding.upper()} "
@@ -120,6 +120,12 @@ def _tune_means(args, cfg, spark, bounds) -> int:
     print(f"lowest score: l = {top.bound} (about {top.items_with_mean:,.0f} items with a mean, error rms "
           f"{top.error_rms:.3g})"
           "   NOT PRIVATE")
+    if auto:
+        picks = ", ".join(f"{b}: {p:.3f}" for b, p in auto["pick_probability"].items() if p >= 0.001)
+        print(f"l = \"auto\" scores {auto['objective_described']} (l_objective = {json.dumps(auto['objective'])}), "
+              f"the mechanism at epsilon {auto['epsilon']:g}, Delta q {auto['sensitivity']:.4g}; P(pick) {picks}; "
+              f"expected score {auto['expected_score']:.4g} at these rows, {auto['expected_score'] / top.score:.3f} "
+              f"times the lowest (the choice's tenth of epsilon not counted)   NOT PRIVATE")
     print(tune.NOT_PRIVATE)
     print(tune.VOIDS_THE_GUARANTEE)
     return EXIT_OK

@@ -16,6 +16,11 @@ for HPA the sample is a guide). Per item, from the clipped values:
   expected number of items with a mean, Σ p over the domain, counts the items that get one by
   noise alone too (about a fortieth of the empty cells at 95%), as a release does.
 
+With l = "auto" the result also says what the choice would do over the same candidates and records
+(``auto_choice``): the objective it scores, its quality q(b) and chance of picking each candidate
+(the job's own model and mechanism, release.mean_bound_quality), and the expected score of its pick
+over the rows (the choice's tenth of ε not counted there).
+
 The bias, noise and error columns are over the items whose kept count is above the half-width.
 The score is the mean over the items whose kept count is above it at some candidate of
 p·min(bias² + noise variance, W) + (1 − p)·W, W = (high − low)²/4 the squared error of knowing only
@@ -33,12 +38,15 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from dp_spark.core import accuracy
+from dp_spark.core import accuracy, zcdp
 from dp_spark.core.clip_range import ClipRange
 from dp_spark.core.discrete_gaussian import discrete_gaussian_pmf, discrete_gaussian_variance, support, tail_at_least
 from dp_spark.core.ledger import GAUSSIAN_MECHANISM, LedgerEntry
-from dp_spark.families.means.params import ITEM_TABLE, MeansParams, table_pair
+from dp_spark.families.means import choice
+from dp_spark.families.means.params import EDGE_TABLE, ITEM_TABLE, MeansParams, table_pair
 from dp_spark.lab import tune
+from dp_spark.release import bound_objective
+from dp_spark.release import mean_bound_quality as mq
 from dp_spark.release import sum_tables as publish
 
 SAMPLING_SEED = 0  # one fixed draw of the sampling: the table is NOT private in any case
@@ -162,21 +170,54 @@ def table(rows: Sequence[MeansTuneRow], configured: int | None = None) -> list[s
     return tune.labelled(lines)
 
 
+def auto_choice(records: pd.DataFrame, params: MeansParams, candidates: Sequence[int], split: dict[str, Fraction],
+                domains, zcdp_accounting: bool, rows: Sequence[MeansTuneRow]) -> dict:
+    """What l = "auto" would do over ``candidates`` on these records: the objective it scores, its
+    quality and probability of picking each candidate (release.mean_bound_quality, the job's own
+    model at the config's ``split``), Δq, and the expected score over ``rows`` (the fixed split's:
+    the choice's tenth of ε is not counted in it). NOT PRIVATE."""
+    auto = replace(params, l="auto", candidates=tuple(candidates))
+    model = choice.error_model(auto, domains, split)
+    columns = {ITEM_TABLE: ["item_id"], EDGE_TABLE: ["item_id", "attr"]}
+    n = records.groupby("user_id").size()
+    kept = []
+    for table in choice.scored_tables(auto, domains):
+        cells = records.groupby(["user_id", *columns[table]]).size().rename("k").reset_index()
+        cells["cell"] = list(zip(*(cells[c] for c in columns[table])))
+        cells["n"] = cells["user_id"].map(n)
+        kept.append(mq.kept_counts(cells, candidates, auto.per_cell))
+    at = zcdp.selection_epsilon(split["epsilon_bound"], zcdp_accounting)
+    picks = mq.pick_probabilities(kept, candidates, model, at)
+    quality = mq.quality(kept, candidates, model)
+    scores = {r.bound: r.score for r in rows}
+    return {"objective": bound_objective.to_json(auto.objective),
+            "objective_described": bound_objective.described(auto.objective, bound_objective.MEANS),
+            "epsilon": float(at), "sensitivity": float(mq.quality_sensitivity(candidates, model)),
+            "quality": {str(b): float(q) for b, q in zip(candidates, quality)},
+            "pick_probability": {str(b): float(p) for b, p in zip(candidates, picks)},
+            "likeliest": int(candidates[int(np.argmax(picks))]),
+            "expected_score": float(sum(p * scores[int(b)] for p, b in zip(picks, candidates)))}
+
+
 def report(rows: Sequence[MeansTuneRow], params: MeansParams, configured: int | None, source: str,
-           users: int) -> dict:
+           users: int, auto: dict | None = None) -> dict:
     return {"not_private": tune.NOT_PRIVATE, "warning": tune.VOIDS_THE_GUARANTEE, "source": source,
             "algorithm": "means",
             "bounding": params.bounding, "low": params.low, "high": params.high, "users": users,
             "method": "one fixed-seed draw of SRA's sampling per l; the mean's noise by the delta method "
                       "(docs/value_sums.md, \"Choosing l\")",
-            "configured_bound": configured, "best_bound": best(rows).bound, "rows": [r.to_json() for r in rows]}
+            "configured_bound": configured, "best_bound": best(rows).bound, "rows": [r.to_json() for r in rows],
+            **({"auto": auto} if auto else {})}
 
 
-def run(cfg, spark, candidates: Sequence[int], progress) -> tuple[list[MeansTuneRow], int]:
-    """Read the means config's records as its job does, and tune. NOT PRIVATE."""
+def run(cfg, spark, candidates: Sequence[int], progress) -> tuple[list[MeansTuneRow], int, dict | None]:
+    """Read the means config's records as its job does, and tune; with l = "auto", also what the
+    choice would do (:func:`auto_choice`). NOT PRIVATE."""
     from dp_spark.core.domain import attribute_domain, item_domain
     from dp_spark.errors import ConfigError
     from dp_spark.io import sources, validation
+    from dp_spark.jobs.runner import plan_budget
+    from dp_spark.release.family import Domains
 
     params: MeansParams = cfg.params
     if params.clip_auto:
@@ -189,10 +230,16 @@ def run(cfg, spark, candidates: Sequence[int], progress) -> tuple[list[MeansTune
     progress(f"reading {cfg.source.path or cfg.source.table}; the error uses the raw records WITHOUT noise")
     validated = validation.validate_records(sources.read_records(spark, cfg.source, attributes is not None, True),
                                             items, attributes, value=True)
+    columns = ["user_id", "item_id", "value"] + (["attr"] if attributes is not None else [])
     try:
-        records: pd.DataFrame = validated.records.select("user_id", "item_id", "value").toPandas()
+        records: pd.DataFrame = validated.records.select(*columns).toPandas()
     finally:
         validated.release()
     users = int(records["user_id"].nunique())
     progress(f"{len(records):,} in-domain records of {users:,} users")
-    return tune_rows(records, fixed.params, candidates, split, items.ids), users
+    rows = tune_rows(records, fixed.params, candidates, split, items.ids)
+    auto = None
+    if params.auto:
+        auto = auto_choice(records, params, candidates, plan_budget(cfg), Domains(items, attributes),
+                           cfg.accounting.zcdp, rows)
+    return rows, users, auto

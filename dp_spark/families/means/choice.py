@@ -35,6 +35,11 @@ def error_model(params: MeansParams, domains: Domains, split: dict[str, Fraction
         params.per_cell)
 
 
+def scored_tables(params: MeansParams, domains: Domains) -> list[str]:
+    """The tables of means the objective weighs, the item table first."""
+    return list(_weights(params, domains))
+
+
 def _weights(params: MeansParams, domains: Domains) -> dict[str, Fraction]:
     """The weight of each table of means the objective scores (above 0), the item table first."""
     rows = output_rows(params, domains)
@@ -73,7 +78,7 @@ def choose_l(params: MeansParams, inputs: RunInputs, validated) -> tuple[MeansPa
     cells = {ITEM_TABLE: bound_bias.ITEMS, EDGE_TABLE: bound_bias.EDGES}
     inputs.progress(f"choosing l privately from {len(params.candidates)} candidates")
     kept = bound_bias.expected_kept(validated.records, params.candidates, params.per_cell, mean_bound_quality.GRID,
-                                    [cells[table] for table in _weights(params, inputs.domains)],
+                                    [cells[table] for table in scored_tables(params, inputs.domains)],
                                     validated.user_counts, int(validated.users_by_n.sum()),
                                     bound_bias.record_count(validated.users_by_n))
     l = mean_bound_quality.choose_bound(kept, params.candidates, model, inputs.split["epsilon_bound"], inputs.budget,
