@@ -1,5 +1,5 @@
 """The means' quality for choosing l privately: at each candidate bound b, how many cells get a
-mean worth reading (docs/value_sums.md, "Choosing l" and "Privacy claim: the means' choice of l").
+mean worth reading (docs/value_sums.md, "Choosing l" and "Privacy claim: mean_bound_quality").
 
 The counts score a bound by the records it drops; a mean barely moves when SRA's uniform sample
 drops records, so for the means the quality counts the cells whose mean is likely published and
@@ -182,9 +182,8 @@ def _checked(kept: Sequence[np.ndarray], candidates: Sequence[int] | np.ndarray,
     for counts, cells in zip(kept, model.cells):
         if counts.ndim != 2 or counts.shape[1] != bounds.size or np.any(counts < 0):
             raise ValueError("each table's kept counts need a non-negative column per candidate")
-        if counts.shape[0] > min(MAX_CELLS, cells or MAX_CELLS):
-            raise ValueError(f"a table has {counts.shape[0]} cells with records, more than its "
-                             f"{min(MAX_CELLS, cells or MAX_CELLS)}")
+        if counts.shape[0] > (cells or MAX_CELLS):
+            raise ValueError(f"a table has {counts.shape[0]} cells with records, more than its {cells or MAX_CELLS}")
     return bounds
 
 
@@ -222,7 +221,9 @@ def quality_sensitivity(candidates: Sequence[int] | np.ndarray, model: MeansErro
     quality's rounding, and CELL_SLACK per cell and unit of weight for its floating point."""
     grid = step(candidates, model)
     slack = sum((w * (cells or MAX_CELLS) for w, cells in zip(model.weights, model.cells)), Fraction(0))
-    return math.ceil(Fraction(max(reach(candidates, model))) / grid) * grid + grid + CELL_SLACK * slack
+    # Two steps: the moves of neighbours' floored scores span at most the rounded reach plus one step
+    # either way, and each side's floating-point error counts twice.
+    return math.ceil(Fraction(max(reach(candidates, model))) / grid) * grid + 2 * grid + 4 * CELL_SLACK * slack
 
 
 def choose_bound(kept: Sequence[np.ndarray], candidates: Sequence[int] | np.ndarray, model: MeansErrorModel,
