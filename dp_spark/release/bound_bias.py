@@ -90,6 +90,39 @@ def _by_item(records: DataFrame, record_count: int | None) -> DataFrame:
     return records.repartition(wanted, "item_id") if wanted > 1 else records.repartition("item_id")
 
 
+def _checked_bounds(candidates: Sequence[int], tables: Sequence[tuple[str, ...]]) -> list[int]:
+    bounds = [int(b) for b in candidates]
+    if not bounds or any(b < 1 for b in bounds) or bounds != sorted(set(bounds)):
+        raise ValueError(f"the candidates must be strictly increasing integers >= 1, got {bounds}")
+    if not tables or any(not table or table[0] != "item_id" for table in tables):
+        raise ValueError(f"each table's cells must start with item_id, got {list(tables)}")
+    return bounds
+
+
+def _per_cell_user(records: DataFrame, tables: Sequence[tuple[str, ...]], user_counts: DataFrame | None,
+                   users: int | None, record_count: int | None) -> list[DataFrame]:
+    """Per table, one row per (cell, user) with _k (the user's records in the cell) and _n (in the
+    domain), from one shuffle of the records by item.
+
+    A hash partitioning on the item clusters both (cell, user) and the cell, so the per-(cell,
+    user) counts and the per-cell sums need no further shuffle; each user's n, small (a row per
+    user), is sent whole to every task rather than joined by a shuffle. Shuffled by user instead,
+    every task held a partial sum of nearly every cell, a second shuffle as large as the records
+    (185 MB for the edges at 10M rows): the norms took 13.1–18.4 s against 9.7–11.8 s by item.
+    Persisting the shuffled records for the second table cost more than shuffling again
+    (docs/lab/performance.md, "Choosing l privately")."""
+    columns = list(dict.fromkeys(column for table in tables for column in table))
+    known = records.where(F.col("user_id").isNotNull()).select("user_id", *columns)
+    if user_counts is None:
+        user_counts = known.groupBy("user_id").agg(F.count(F.lit(1)).alias("_n"))
+    by_item = _by_item(known, record_count)
+    per_user = user_counts.select("user_id", "_n")
+    if users is not None and users <= BROADCAST_USERS:
+        per_user = F.broadcast(per_user)
+    return [by_item.groupBy(*table, "user_id").agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
+            for table in tables]
+
+
 ITEMS = ("item_id",)  # the item counts' cells
 EDGES = ("item_id", "attr")  # the edge counts' cells: item × attribute value
 
@@ -110,33 +143,11 @@ def squared_bias_norms(records: DataFrame, candidates: Sequence[int], cap: int, 
     ``user_cap``: the quality's U (default b_K − b_1); ``record_count``: how many records there are,
     when known, to shuffle them into partitions of RECORDS_PER_PARTITION (else the session's
     number)."""
-    bounds = [int(b) for b in candidates]
-    if not bounds or any(b < 1 for b in bounds) or bounds != sorted(set(bounds)):
-        raise ValueError(f"the candidates must be strictly increasing integers >= 1, got {bounds}")
-    if not tables or any(not table or table[0] != "item_id" for table in tables):
-        raise ValueError(f"each table's cells must start with item_id, got {list(tables)}")
+    bounds = _checked_bounds(candidates, tables)
     user_cap = checked_user_cap(bounds, user_cap)
     kind = _arithmetic(largest_n, user_cap, cap, grid)
-    columns = list(dict.fromkeys(column for table in tables for column in table))
-    # A shuffle of the records by item per table: a hash partitioning on the item clusters both
-    # (cell, user) and the cell, so the per-(cell, user) counts and the per-cell sums need no
-    # further shuffle; each user's n, small (a row per user), is sent whole to every task rather
-    # than joined by a shuffle. Shuffled by user instead, every task held a partial sum of nearly
-    # every cell, a second shuffle as large as the records (185 MB for the edges at 10M rows): the
-    # norms took 13.1–18.4 s against 9.7–11.8 s by item. Persisting the shuffled records for the
-    # second table cost more than shuffling again (docs/lab/performance.md, "Choosing l privately").
-    known = records.where(F.col("user_id").isNotNull()).select("user_id", *columns)
-    if user_counts is None:
-        user_counts = known.groupBy("user_id").agg(F.count(F.lit(1)).alias("_n"))
-    by_item = _by_item(known, record_count)
-    per_user = user_counts.select("user_id", "_n")
-    if users is not None and users <= BROADCAST_USERS:
-        per_user = F.broadcast(per_user)
-    norms = []
-    for table in tables:
-        counted = by_item.groupBy(*table, "user_id").agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
-        norms.append(_squared_norms(counted, list(table), bounds, user_cap, cap, grid, kind))
-    return norms
+    return [_squared_norms(counted, list(table), bounds, user_cap, cap, grid, kind)
+            for counted, table in zip(_per_cell_user(records, tables, user_counts, users, record_count), tables)]
 
 
 def expected_kept(records: DataFrame, candidates: Sequence[int], cap: int, grid: int,
@@ -147,22 +158,9 @@ def expected_kept(records: DataFrame, candidates: Sequence[int], cap: int, grid:
     most grid·c, exact whatever the order of the sums), the cells in no particular order. The
     arguments and the shuffle by item as for :func:`squared_bias_norms`. NOT private: read only by
     the mechanism."""
-    bounds = [int(b) for b in candidates]
-    if not bounds or any(b < 1 for b in bounds) or bounds != sorted(set(bounds)):
-        raise ValueError(f"the candidates must be strictly increasing integers >= 1, got {bounds}")
-    if not tables or any(not table or table[0] != "item_id" for table in tables):
-        raise ValueError(f"each table's cells must start with item_id, got {list(tables)}")
-    columns = list(dict.fromkeys(column for table in tables for column in table))
-    known = records.where(F.col("user_id").isNotNull()).select("user_id", *columns)
-    if user_counts is None:
-        user_counts = known.groupBy("user_id").agg(F.count(F.lit(1)).alias("_n"))
-    by_item = _by_item(known, record_count)
-    per_user = user_counts.select("user_id", "_n")
-    if users is not None and users <= BROADCAST_USERS:
-        per_user = F.broadcast(per_user)
+    bounds = _checked_bounds(candidates, tables)
     kept = []
-    for table in tables:
-        counted = by_item.groupBy(*table, "user_id").agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
+    for counted, table in zip(_per_cell_user(records, tables, user_counts, users, record_count), tables):
         sums = counted.groupBy(*table).agg(*[
             F.sum(F.expr(f"cast({grid} * least(_k, {cap}) * least(_n, {b}) div _n as bigint)")).alias(f"_b{i}")
             for i, b in enumerate(bounds)])
