@@ -60,6 +60,24 @@ def test_delta_falls_as_epsilon_grows_and_rises_with_rho():
     assert zcdp.delta_of(0.01, 1.0) < zcdp.delta_of(0.02, 1.0) < zcdp.delta_of(0.04, 1.0)
 
 
+@pytest.mark.parametrize("rho", [5e-324, 1e-300, 1e-200, 1e-60, 1e-20])
+def test_a_tiny_rho_states_a_tiny_delta_and_no_epsilon(rho):
+    """Down to the least double: the best α is found (about 1/√(2ρ) at ε = 0), so δ is finite,
+    falls with ε and stays at most √ρ-like; ε at δ = 1e-6 is 0. Negative control: halving α's
+    range only 200 times, as before, δ at ε = 0 overflowed from ρ = 1e-300 on."""
+    deltas = [zcdp.delta_of(rho, eps) for eps in (0.0, 1e-9, 1.0)]
+    assert all(math.isfinite(d) for d in deltas) and deltas == sorted(deltas, reverse=True)
+    assert deltas[0] <= math.sqrt(rho) * 10 or deltas[0] == pytest.approx(math.exp(-708), rel=1e-6)
+    assert zcdp.epsilon_of(rho, 1e-6) == 0.0
+    assert zcdp._best_alpha(rho, 0.0) == pytest.approx(1 / math.sqrt(2 * rho), rel=1e-6)
+
+
+def test_negative_control_alpha_halved_200_times_overflows(monkeypatch):
+    monkeypatch.setattr(zcdp, "_ALPHA_BISECTIONS", 200)
+    with pytest.raises(OverflowError):
+        zcdp.delta_of(1e-300, 0.0)
+
+
 def test_costs_of_steps():
     assert zcdp.pure_cost(Fraction(1, 2)) == Fraction(1, 8)
     assert zcdp.gaussian_cost(10, Fraction(410)) == Fraction(10, 820)

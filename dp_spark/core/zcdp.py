@@ -29,6 +29,7 @@ Claim: docs/mechanisms.md, "Privacy claim: Accounting, delta_of".
 from __future__ import annotations
 
 import math
+import sys
 from fractions import Fraction
 
 # Relative margin the conversions keep on the safe side of floating-point rounding in exp and log;
@@ -36,6 +37,12 @@ from fractions import Fraction
 _SAFETY = 1e-9
 _RHO_SAFETY = 1e-6
 _BISECTIONS = 200
+# The best α lies anywhere from just above 1 (large ρ) to about 1/√(2ρ) or ε/(2ρ) (tiny ρ): up
+# to the top of the doubles. Halving [1, 2^1024] down to adjacent doubles takes about 1,100 steps;
+# 200 left α off by a factor of up to 2^200 for ρ below about 1e-60, where its log δ came out
+# positive and past exp's range (an OverflowError for ρ = 1e-300). A range that narrows sooner
+# stops sooner: for every ρ that converged in 200 steps α is the same double.
+_ALPHA_BISECTIONS = 2200
 # The least log δ that delta_of states: e^-708 is a normal double (the least is e^-708.4). Below it
 # exp returns a subnormal, with too few bits for the margin to cover its rounding, or 0, a δ that
 # no positive ρ has; any larger δ is a valid statement, so a smaller true δ is stated as e^-708.
@@ -55,10 +62,10 @@ def _log_delta(rho: float, epsilon: float, alpha: float) -> float:
     return (alpha - 1) * (alpha * rho - epsilon) + alpha * math.log1p(-1 / alpha) - math.log(alpha - 1)
 
 
-def _bisect(low: float, high: float, above) -> tuple[float, float]:
-    """(low, high) narrowed to adjacent doubles (or _BISECTIONS halvings) around where ``above``,
+def _bisect(low: float, high: float, above, steps: int = _BISECTIONS) -> tuple[float, float]:
+    """(low, high) narrowed to adjacent doubles (or ``steps`` halvings) around where ``above``,
     false at ``low`` and true at ``high``, turns true."""
-    for _ in range(_BISECTIONS):
+    for _ in range(steps):
         mid = (low + high) / 2
         if mid in (low, high):
             break
@@ -73,7 +80,11 @@ def _best_alpha(rho: float, epsilon: float) -> float:
     """The α minimising the δ: the root of the derivative of its log, (2α − 1)ρ − ε + ln(1 − 1/α),
     which increases with α from −∞ (α → 1) to +∞: bisection."""
     high = max(2.0, (epsilon + math.log(2)) / (2 * rho) + 1.5)  # there ln(1 − 1/α) ≥ −ln 2: derivative > 0
-    return _bisect(1.0, high, lambda a: (2 * a - 1) * rho - epsilon + math.log1p(-1 / a) >= 0)[1]
+    # For a ρ near the least double that is past the doubles: any α > 1 is valid, and below half the
+    # largest double the bisection's sums low + high stay finite.
+    high = min(high, sys.float_info.max / 2)
+    return _bisect(1.0, high, lambda a: (2 * a - 1) * rho - epsilon + math.log1p(-1 / a) >= 0,
+                   _ALPHA_BISECTIONS)[1]
 
 
 def delta_of(rho: float, epsilon: float) -> float:
