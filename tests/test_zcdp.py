@@ -64,7 +64,7 @@ def test_delta_falls_as_epsilon_grows_and_rises_with_rho():
 def test_a_tiny_rho_states_a_tiny_delta_and_no_epsilon(rho):
     """Down to the least double: the best α is found (about 1/√(2ρ) at ε = 0), so δ is finite,
     falls with ε and stays at most √ρ-like; ε at δ = 1e-6 is 0. Negative control: halving α's
-    range only 200 times, as before, δ at ε = 0 overflowed from ρ = 1e-300 on."""
+    range only 200 times, as before, δ at ε = 0 overflowed from about ρ = 1e-125 on."""
     deltas = [zcdp.delta_of(rho, eps) for eps in (0.0, 1e-9, 1.0)]
     assert all(math.isfinite(d) for d in deltas) and deltas == sorted(deltas, reverse=True)
     assert deltas[0] <= math.sqrt(rho) * 10 or deltas[0] == pytest.approx(math.exp(-708), rel=1e-6)

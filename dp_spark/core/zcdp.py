@@ -38,9 +38,9 @@ _SAFETY = 1e-9
 _RHO_SAFETY = 1e-6
 _BISECTIONS = 200
 # The best α lies anywhere from just above 1 (large ρ) to about 1/√(2ρ) or ε/(2ρ) (tiny ρ): up
-# to the top of the doubles. Halving [1, 2^1024] down to adjacent doubles takes about 1,100 steps;
-# 200 left α off by a factor of up to 2^200 for ρ below about 1e-60, where its log δ came out
-# positive and past exp's range (an OverflowError for ρ = 1e-300). A range that narrows sooner
+# to the top of the doubles. Halving [1, 2^1023] down to adjacent doubles takes about 1,100 steps;
+# 200 left α far off for ρ below about 1e-120 (30,000 times the root at 1e-130), where log δ came out
+# positive and past exp's range (an OverflowError from about ρ = 1e-125 on). A range that narrows sooner
 # stops sooner: for every ρ that converged in 200 steps α is the same double.
 _ALPHA_BISECTIONS = 2200
 # The least log δ that delta_of states: e^-708 is a normal double (the least is e^-708.4). Below it
