@@ -8,7 +8,7 @@ from fractions import Fraction
 
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.families.counts.params import CountsParams
-from dp_spark.families.counts.sampling import gaussian_tables
+from dp_spark.families.counts.sampling import count_tables, gaussian_tables
 from dp_spark.release import bound_bias, bound_objective, bound_selection
 from dp_spark.release.family import Domains, RunInputs
 from dp_spark.release.publisher_accuracy import publisher_accuracy
@@ -27,10 +27,7 @@ def scored_tables(params: CountsParams, domains: Domains) -> dict[str, tuple[Fra
     domains."""
     if domains.items is None or params.objective is None:
         raise ValueError("the bound's objective needs the item domain and l = \"auto\"")
-    items = len(domains.items)
-    cells = {"item_counts": ("epsilon_items", items)}
-    if domains.attributes is not None:
-        cells["edge_counts"] = ("epsilon_edges", items * len(domains.attributes))
+    cells = count_tables(len(domains.items), None if domains.attributes is None else len(domains.attributes))
     weights = bound_objective.weights(params.objective, {table: size for table, (_, size) in cells.items()})
     return {table: (weight, *cells[table]) for table, weight in weights.items()}
 

@@ -227,12 +227,11 @@ def _accuracy(params: CountsParams, epsilon: Fraction, domains: Domains, split: 
               alpha: float) -> dict:
     """Each table's noisy_count: the publisher at L1 sensitivity l and its part of epsilon."""
     items = 0 if domains.items is None else len(domains.items)  # private items: unknown before the run (laplace only)
-    cells = {"item_counts": (items, split["epsilon_items"])}
-    if domains.attributes is not None:
-        cells["edge_counts"] = (items * len(domains.attributes), split["epsilon_edges"])
     tables = {}
     gaussian = gaussian_tables(params, params.largest_bound, split, domains.attributes is not None)
-    for table, (count, part) in cells.items():
+    attributes = None if domains.attributes is None else len(domains.attributes)
+    for table, (part_name, count) in sampling.count_tables(items, attributes).items():
+        part = split[part_name]
         if table in gaussian:
             noise = accuracy.discrete_gaussian(variance_at_least(Fraction(gaussian[table]) / part ** 2), alpha)
         else:

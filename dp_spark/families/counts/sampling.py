@@ -41,6 +41,17 @@ from dp_spark.families.counts.params import CountsParams
 from dp_spark.publishers import consistency, executor_laplace
 from dp_spark.release.hpa_selection import hpa_selection
 
+# Each count table (its ledger step) and its part of the split.
+TABLE_PARTS = {"item_counts": "epsilon_items", "edge_counts": "epsilon_edges"}
+
+
+def count_tables(items: int, attributes: int | None) -> dict[str, tuple[str, int]]:
+    """{table: (its part of the split, its cells)}: the item counts, and the item × attribute
+    counts when there are ``attributes`` values (None: no attribute domain)."""
+    cells = {"item_counts": items, **({"edge_counts": items * attributes} if attributes is not None else {})}
+    return {table: (TABLE_PARTS[table], size) for table, size in cells.items()}
+
+
 SPEC_SECTIONS = {name: f"docs/specification.md §{section}" for name, section in
                  {"sra": "3.1", "hpa": "3.2", "lpa": "3.3", "dft": "3.4", "gs": "3.5"}.items()}
 
@@ -97,7 +108,7 @@ def made_consistent(release: CountsRelease, l: int, epsilons: dict[str, Fraction
             return float(Fraction(gaussian[step]) / epsilons[part] ** 2)
         return 2 * float(Fraction(l) / epsilons[part]) ** 2
 
-    var_item, var_edge = variance("item_counts", "epsilon_items"), variance("edge_counts", "epsilon_edges")
+    var_item, var_edge = (variance(step, TABLE_PARTS[step]) for step in ("item_counts", "edge_counts"))
     items, edges = consistency.consistent_counts(release.item_counts, release.edge_counts, var_item, var_edge)
     return CountsRelease(items, edges, release.diagnostics)
 
@@ -237,7 +248,7 @@ def gaussian_tables(params: CountsParams, l: int, split: dict[str, Fraction], wi
     (core.noise_choice). Public: the config, the bound (a DP output when chosen) and the split."""
     if params.noise == Noise.LAPLACE or params.publisher != "laplace" or params.publisher_options:
         return {}
-    parts = {"item_counts": "epsilon_items", **({"edge_counts": "epsilon_edges"} if with_edges else {})}
     l2 = l2_squared(params, l)
+    parts = {step: part for step, part in TABLE_PARTS.items() if with_edges or step == "item_counts"}
     return {step: l2 for step, part in parts.items()
             if noise_choice.chosen(params.noise, l, l2, split[part]) == noise_choice.GAUSSIAN}
