@@ -79,6 +79,19 @@ MALFORMED = [
     (GOOD.iloc[0:0], "the source has no records", "0 rows"),
 ]
 MALFORMED_IDS = ["null-user", "blank-user", "null-item", "non-integer-item", "fractional-item", "empty"]
+# The release test puts the cases whose ids have one type into one source, released once: its
+# ids' type, and how many of its rows have an unusable user id and item id.
+RELEASED_TOGETHER = [
+    (["null-user", "null-item", "fractional-item"], "float64", 1, 2),
+    (["blank-user", "non-integer-item"], "str", 1, 1),
+    (["empty"], "int64", 0, 0),
+]
+
+
+def malformed_source(case_ids: list[str], id_type: str) -> pd.DataFrame:
+    """The rows of the MALFORMED cases named, one after the other, with ids of ``id_type``."""
+    frames = [MALFORMED[MALFORMED_IDS.index(case)][0] for case in case_ids]
+    return pd.concat(frames, ignore_index=True).astype({"user_id": id_type, "item_id": id_type})
 
 
 def test_a_missing_column_is_an_error(spark, capsys, tmp_path):
@@ -88,13 +101,15 @@ def test_a_missing_column_is_an_error(spark, capsys, tmp_path):
                                         "user_id, movie, attr")
 
 
-@pytest.mark.parametrize("frame, message, detail", MALFORMED, ids=MALFORMED_IDS)
-def test_malformed_records_are_dropped_and_counted_for_the_operator(spark, capsys, tmp_path, frame, message, detail):
+@pytest.mark.parametrize("case_ids, id_type, invalid_users, invalid_items", RELEASED_TOGETHER,
+                         ids=["float-ids", "text-ids", "empty"])
+def test_malformed_records_are_dropped_and_counted_for_the_operator(spark, capsys, tmp_path, case_ids, id_type,
+                                                                   invalid_users, invalid_items):
+    frame = malformed_source(case_ids, id_type)
     config = write_config(tmp_path, {"format": "parquet", "path": parquet(tmp_path, frame)})
-    assert run(spark, config) == 0  # one bad record must not decide whether the run releases
+    assert run(spark, config) == 0  # bad records must not decide whether the run releases
     found = diagnostics(tmp_path)
-    user_ok = frame["user_id"].notna() & (frame["user_id"].astype(str).str.strip() != "")
-    assert found["rows_invalid_user_id"] == int((~user_ok).sum())
+    assert (found["rows_invalid_user_id"], found["rows_invalid_item_id"]) == (invalid_users, invalid_items)
     assert found["rows_read"] == len(frame)
     report = json.loads((tmp_path / "out" / "privacy.json").read_text())
     assert "conditional_on" not in report and "invalid" not in json.dumps(report)

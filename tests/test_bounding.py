@@ -20,6 +20,33 @@ def records(spark, rows_per_user: dict[int, int]):
     return spark.createDataFrame(rows, "user_id long, item_id long, row_key long")
 
 
+# 60 users of 10 to 423 rows: the prefilter's and the fast count's tests share it.
+STAIRCASE = {u: 10 + 7 * u for u in range(60)}
+
+
+@pytest.fixture(scope="module")
+def staircase(spark):
+    """records(STAIRCASE), cached: each selection reads its records several times, and a frame made
+    from local rows is rebuilt in Python at each read."""
+    frame = records(spark, STAIRCASE).cache()
+    yield frame
+    frame.unpersist()
+
+
+@pytest.fixture
+def cache():
+    """Caches the frames a test reads several times (as ``staircase``), and drops them after it."""
+    frames = []
+
+    def cached(frame):
+        frames.append(frame.cache())
+        return frame
+
+    yield cached
+    for frame in frames:
+        frame.unpersist()
+
+
 def per_user_positions(sample):
     return sample.select("user_id", "item_id").toPandas()
 
@@ -53,8 +80,8 @@ def test_light_users_keep_everything_and_nobody_exceeds_l(spark):
     assert counts == {1: 1, 2: 3, 3: 4, 4: 4, 5: 4, 6: 4}
 
 
-def test_same_seed_same_sample_whatever_the_partitioning(spark):
-    df = records(spark, {u: 30 for u in range(50)})
+def test_same_seed_same_sample_whatever_the_partitioning(spark, cache):
+    df = cache(records(spark, {u: 30 for u in range(50)}))
     first = user_records.sample_per_user(df, 3, seed=7)
     again = user_records.sample_per_user(df.repartition(7, "item_id"), 3, seed=7)
     assert_df_equality(first, again, ignore_row_order=True)
@@ -63,12 +90,12 @@ def test_same_seed_same_sample_whatever_the_partitioning(spark):
 
 
 @pytest.mark.parametrize("oversample", [6.0, 0.0, -1.5])
-def test_prefilter_never_changes_the_result(spark, oversample):
+def test_prefilter_never_changes_the_result(staircase, oversample):
     """The sample is exactly each user's l smallest keys, also when the
     pre-filter leaves users short (oversample = 0 makes that happen to about
     half of them, exercising the exact fallback) or with no candidate at all
     (-1.5 keeps under one row per user on average)."""
-    df = records(spark, {u: 10 + 7 * u for u in range(60)})
+    df = staircase
     l, salt = 8, 12345
     got = user_records.sample_per_user(df, l, salt=salt, oversample=oversample)
     ranked = keys.with_salt(df, salt).withColumn("_position", keys.row_position(df, "user_id")).withColumn(
@@ -92,12 +119,11 @@ def tally_histogram(tally, size=600):
 
 @pytest.mark.parametrize("known_users_by_n", [False, True])
 @pytest.mark.parametrize("oversample", [6.0, 0.0, -1.5])
-def test_counted_equals_the_count_of_the_exact_rows(spark, oversample, known_users_by_n):
+def test_counted_equals_the_count_of_the_exact_rows(staircase, oversample, known_users_by_n):
     """The fast path counts the candidates' selection and checks its total (from a job, or
     from the users per row count); with oversample 0 or -1.5 users fall short, and only the
     fallback gets it right."""
-    rows_per_user = {u: 10 + 7 * u for u in range(60)}
-    df = records(spark, rows_per_user)
+    rows_per_user, df = STAIRCASE, staircase
     options = {}
     if known_users_by_n:
         options = {"counts": user_records.user_counts(df), "users_by_n": pd.Series(Counter(rows_per_user.values()))}
@@ -160,7 +186,7 @@ def test_score_cutoffs_follow_the_expected_distinct_items():
     assert score_cutoffs([], 5) == []
 
 
-def test_cutoffs_never_change_top_per_user(spark):
+def test_cutoffs_never_change_top_per_user(spark, cache):
     """Users of every size (1 to 120 rows), scores with many ties, and users who
     rate only low-scored items (short of the cutoff, so redone from all of
     their rows): the pre-filtered selection equals the selection over all rows."""
@@ -173,7 +199,7 @@ def test_cutoffs_never_change_top_per_user(spark):
     for u in range(80, 90):  # niche users: many rows, all of low score
         sizes[u] = len(low_items)
         rows += [(u, int(i), u * 1000 + k, int(item_scores[i])) for k, i in enumerate(low_items)]
-    df = spark.createDataFrame(rows, "user_id long, item_id long, row_key long, score long")
+    df = cache(spark.createDataFrame(rows, "user_id long, item_id long, row_key long, score long"))
     l = 6
     cutoffs = score_cutoffs(item_scores, l)
     assert len(cutoffs) >= 3 and min(sizes.values()) < cutoffs[-1][0] <= max(sizes.values())
@@ -239,7 +265,7 @@ def test_the_top_selection_does_not_depend_on_how_the_rows_are_read(spark):
                        user_records.top_per_user(reread, 6, "score", salt=11), ignore_row_order=True)
 
 
-def test_the_exact_count_keeps_large_ids_and_keys_whole(spark):
+def test_the_exact_count_keeps_large_ids_and_keys_whole(spark, cache):
     """The one-job exact count (HPA's selection) lists short users by id and tallies long
     keys; ids 0 and 2^62 + 1 and keys above 2^53 must come back exactly, not as doubles. User 0
     rates only unscored items, so it has no candidate at all; user 2^62 + 1 has two of them."""
@@ -247,7 +273,7 @@ def test_the_exact_count_keeps_large_ids_and_keys_whole(spark):
     item_scores = {i: (100 - i if i < 20 else 0) for i in range(60)}
     rows_of = {0: list(range(40, 60)), big: [0, 1] + list(range(30, 58)), 7: list(range(0, 40))}
     rows = [(u, i, k, item_scores[i]) for u, items in rows_of.items() for k, i in enumerate(items)]
-    df = spark.createDataFrame(rows, "user_id long, item_id long, row_key long, score long")
+    df = cache(spark.createDataFrame(rows, "user_id long, item_id long, row_key long, score long"))
     l = 4
     cutoffs = [(10, 98)]  # users with 10 rows or more send only items 0, 1 and 2
     key = F.col("item_id") + F.lit(2**60)
@@ -266,7 +292,7 @@ def test_the_exact_count_keeps_large_ids_and_keys_whole(spark):
 @pytest.mark.parametrize("known_users_by_n", [False, True])
 @pytest.mark.parametrize("with_user_without_candidates", [False, True])
 def test_the_exact_count_joins_the_row_counts_only_for_a_user_without_candidates(
-        spark, monkeypatch, known_users_by_n, with_user_without_candidates):
+        spark, cache, monkeypatch, known_users_by_n, with_user_without_candidates):
     """HPA's count finds the users short of their cutoff in the selection itself. A user with no
     candidate at all is not in it; the totals give it away, and only then is every user's row
     count joined in and tallied again. Either way the count is exact."""
@@ -275,7 +301,7 @@ def test_the_exact_count_joins_the_row_counts_only_for_a_user_without_candidates
     if with_user_without_candidates:
         rows_of[0] = list(range(40, 60))
     rows = [(u, i, k, item_scores[i]) for u, items in rows_of.items() for k, i in enumerate(items)]
-    df = spark.createDataFrame(rows, "user_id long, item_id long, row_key long, score long")
+    df = cache(spark.createDataFrame(rows, "user_id long, item_id long, row_key long, score long"))
     options = {"counts": user_records.user_counts(df)}
     if known_users_by_n:
         options["users_by_n"] = pd.Series(Counter(len(items) for items in rows_of.values()))
@@ -304,17 +330,24 @@ def test_a_long_array_literal_keeps_every_value_exactly(spark):
     assert row["a"] == values and row["e"] == []
 
 
+@pytest.fixture(scope="module")
+def three_a_one_b(spark):
+    """4,000 users, each holding item A three times and item B once (cached: four samples read it)."""
+    rows = pd.DataFrame([(u, item) for u in range(4_000) for item in ("A", "A", "A", "B")],
+                        columns=["user_id", "item_id"])
+    frame = spark.createDataFrame(rows).cache()
+    yield frame
+    frame.unpersist()
+
+
 @pytest.mark.parametrize("l, expected", [(1, {"A": 0.75, "B": 0.25}), (2, {"AA": 0.5, "AB": 0.5})])
-def test_identical_records_are_sampled_as_records_of_their_own(spark, l, expected):
+def test_identical_records_are_sampled_as_records_of_their_own(three_a_one_b, l, expected):
     """Each user holds item A three times and item B once. A uniform sample of l of the 4 records
     keeps A with probability 3/4 at l = 1, and AA and AB with 1/2 each at l = 2 (of the 6 pairs, 3
     are two copies of A). 4,000 users, each with its own keys: each frequency within four
     standard errors (at most 0.032). Negative control: the block sampler of records declared
     distinct keeps A at l = 1 with probability 1/2 and is caught."""
-    users = 4_000
-    rows = pd.DataFrame([(u, item) for u in range(users) for item in ("A", "A", "A", "B")],
-                        columns=["user_id", "item_id"])
-    df = spark.createDataFrame(rows)
+    users, df = 4_000, three_a_one_b
 
     def frequencies(distinct: bool) -> dict[str, float]:
         kept = user_records.sample_per_user(keys.with_row_key(df, distinct=distinct), l, seed=39).toPandas()

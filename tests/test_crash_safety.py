@@ -7,6 +7,7 @@ JSON log says a stage started: what a scheduler or a lost node does to it.
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,40 @@ from dp_spark.cli import main
 from tests.test_scheduled_runs import job, store_runs
 
 DATE = "2026-11-20"
+
+
+# The files of a first release that write its folder's path: the config (output, source, store),
+# the store's runs (output, release) and the release's report (source, store).
+FILES_NAMING_THEIR_FOLDER = ("job.toml", "budget.json", f"out/run_date={DATE}/privacy.json")
+
+
+def first_release(folder: Path) -> Path:
+    """The job of tests.test_scheduled_runs released once in ``folder`` for DATE; its config."""
+    config = job(folder, cap=10)
+    config.write_text(config.read_text().replace("[source]", "[spark]\n\"spark.ui.enabled\" = false\n[source]"))
+    assert main(["run", str(config), "--run-date", DATE]) == 0
+    return config
+
+
+@pytest.fixture(scope="module")
+def template(spark, tmp_path_factory) -> Path:
+    """One first release per test file, which each test copies instead of releasing again."""
+    return first_release(tmp_path_factory.mktemp("first_release")).parent
+
+
+def copy_of_release(template: Path, folder: Path) -> Path:
+    """``template``'s first release copied into ``folder`` as if released there; its config.
+
+    A finished run holds no lock (the output's lock file is gone; the budget store's is empty and
+    locked only while open), so the copy is what a first release in ``folder`` leaves, but for its
+    timestamps, run id and noise, once its folder's path is rewritten wherever a file writes it."""
+    shutil.copytree(template, folder, dirs_exist_ok=True)
+    for name in FILES_NAMING_THEIR_FOLDER:
+        path = folder / name
+        assert str(template) in path.read_text(), name
+        path.write_text(path.read_text().replace(str(template), str(folder)))
+    assert sorted(p.name for p in (folder / "out").iterdir()) == [f"run_date={DATE}"]  # no lock, no staging
+    return folder / "job.toml"
 
 
 def run_and_kill_at(config: Path, stage: str) -> list[dict]:
@@ -57,10 +92,8 @@ def visible(directory: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("stage", ["charge", "read", "release", "write", "record"])
-def test_sigkill_at_each_stage(spark, tmp_path, capsys, stage):
-    config = job(tmp_path, cap=10)
-    config.write_text(config.read_text().replace("[source]", "[spark]\n\"spark.ui.enabled\" = false\n[source]"))
-    assert main(["run", str(config), "--run-date", DATE]) == 0
+def test_sigkill_at_each_stage(spark, template, tmp_path, capsys, stage):
+    config = copy_of_release(template, tmp_path)
     release = tmp_path / "out" / f"run_date={DATE}"
     previous = (release / "privacy.json").read_text()
 

@@ -142,22 +142,28 @@ def generated(tmp_path, users=3000):
     return path, stats
 
 
+@pytest.fixture(scope="module")
+def three_thousand_users(tmp_path_factory):
+    """generated() once for the tests below, which only read it: its path and statistics."""
+    return generated(tmp_path_factory.mktemp("generated"))
+
+
 def entropy_args(path, out, variant, *extra):
     return ["run", "conf/sparse_entropy.toml", "--set", f"source.path={path}", "--set", f"output={out}",
             "--set", "domain.items={ range = [1, 200] }", "--set", f"algorithm.variant={variant}",
             "--set", "seed=3", *extra]
 
 
-def test_generator_shape(tmp_path):
-    _path, stats = generated(tmp_path)
+def test_generator_shape(three_thousand_users):
+    _path, stats = three_thousand_users
     assert stats["max_locations_per_user"] <= 100 and stats["max_visits"] <= 50
     # P(k) ∝ 1/k on 1..100 has mean 100/H_100 = 19.27: within 5% at 3,000 users.
     assert stats["avg_locations_per_user"] == pytest.approx(100 / sum(1 / k for k in range(1, 101)), rel=0.05)
 
 
 @pytest.mark.parametrize("variant", le.VARIANTS)
-def test_entropy_jobs_publish_every_location_with_a_labelled_report(spark, tmp_path, variant):
-    path, _stats = generated(tmp_path)
+def test_entropy_jobs_publish_every_location_with_a_labelled_report(spark, three_thousand_users, tmp_path, variant):
+    path, _stats = three_thousand_users
     out = tmp_path / "out"
     assert main(entropy_args(path, out, variant, "--set", 'algorithm.outputs=["entropy", "users"]',
                              "--set", "algorithm.k=20")) == 0
@@ -248,8 +254,8 @@ def test_a_location_set_that_lists_its_ids_keeps_what_its_range_would(spark):
     assert checkins.guard_figures(df, listed) == (5, grid // 3 + grid + grid)
 
 
-def test_evaluate_compares_the_variants(spark, tmp_path):
-    path, _stats = generated(tmp_path)
+def test_evaluate_compares_the_variants(spark, three_thousand_users, tmp_path):
+    path, _stats = three_thousand_users
     out = tmp_path / "eval"
     args = ["evaluate", "conf/sparse_entropy.toml", "--runs", "2", "--out", str(out), "--methods",
             ",".join(le.VARIANTS), "--set", f"source.path={path}", "--set", "domain.items={ range = [1, 200] }",

@@ -20,8 +20,8 @@ from dp_spark.cli import main
 from dp_spark.cli.run import signals_interrupt
 from dp_spark.errors import Interrupted
 from dp_spark.io import release_store
-from tests.test_crash_safety import with_timeout_kill
-from tests.test_scheduled_runs import job, store_runs
+from tests.test_crash_safety import copy_of_release, first_release, with_timeout_kill
+from tests.test_scheduled_runs import store_runs
 
 DATE = "2026-11-20"
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,10 +44,15 @@ def hidden_leftovers(out: Path) -> list[str]:
     return sorted(p.name for p in out.iterdir() if p.name.startswith("."))
 
 
-def previous_release(tmp_path: Path) -> tuple[Path, str]:
-    config = job(tmp_path, cap=10)
-    config.write_text(config.read_text().replace("[source]", "[spark]\n\"spark.ui.enabled\" = false\n[source]"))
-    assert main(["run", str(config), "--run-date", DATE]) == 0
+@pytest.fixture(scope="module")
+def template(spark, tmp_path_factory) -> Path:
+    """One first release for this file, which each test copies instead of releasing again."""
+    return first_release(tmp_path_factory.mktemp("first_release")).parent
+
+
+def previous_release(template: Path, tmp_path: Path) -> tuple[Path, str]:
+    """A copy of the file's first release (tests.test_crash_safety) in ``tmp_path``: its config and report."""
+    config = copy_of_release(template, tmp_path)
     return config, (tmp_path / "out" / f"run_date={DATE}" / "privacy.json").read_text()
 
 
@@ -89,8 +94,8 @@ def check_interrupted(tmp_path: Path, process: subprocess.Popen, signum: int, pr
 
 
 @pytest.mark.system
-def test_sigterm_mid_write_cleans_up_and_a_concurrent_run_is_refused(spark, tmp_path, capsys):
-    config, previous = previous_release(tmp_path)
+def test_sigterm_mid_write_cleans_up_and_a_concurrent_run_is_refused(spark, template, tmp_path, capsys):
+    config, previous = previous_release(template, tmp_path)
     process = start(config, "-c", PAUSED_AFTER_FIRST_TABLE)
     try:
         seen = events_until(process, lambda e: e["event"] == "paused")
@@ -115,10 +120,10 @@ def test_sigterm_mid_write_cleans_up_and_a_concurrent_run_is_refused(spark, tmp_
 
 @pytest.mark.system
 @pytest.mark.parametrize("stage, signum", [("read", signal.SIGTERM), ("release", signal.SIGINT)])
-def test_a_signal_at_a_stage_of_a_real_run(spark, tmp_path, stage, signum):
+def test_a_signal_at_a_stage_of_a_real_run(spark, template, tmp_path, stage, signum):
     """The plain command, signalled when its log says ``stage`` started (Spark may be mid-job). The
     write stage is the first test's, where the signal lands mid-write every time."""
-    config, previous = previous_release(tmp_path)
+    config, previous = previous_release(template, tmp_path)
     process = start(config, "-m", "dp_spark.cli")
     try:
         seen = events_until(process, lambda e: e.get("stage") == stage and e["status"] == "started")
@@ -130,8 +135,9 @@ def test_a_signal_at_a_stage_of_a_real_run(spark, tmp_path, stage, signum):
     assert [e["event"] for e in rest].count("end") == 1
 
 
-def test_a_signal_in_process_ends_the_json_log_and_marks_the_run_failed(spark, tmp_path, capsys, monkeypatch):
-    config, previous = previous_release(tmp_path)
+def test_a_signal_in_process_ends_the_json_log_and_marks_the_run_failed(spark, template, tmp_path, capsys,
+                                                                        monkeypatch):
+    config, previous = previous_release(template, tmp_path)
     write_table = release_store._write_table
 
     def write_then_signal(spark, frame, table):
