@@ -409,8 +409,9 @@ def write_config(tmp_path, text: str) -> str:
 # The command.
 
 
-# The command on location entropy's check-ins, its cheapest whole job (the observables audit compares
-# every job's privacy.json on D and D′): 30 users with two rows each, HEAVY with five.
+# The command on location entropy's check-ins, one of the cheapest whole jobs (four Spark jobs a run
+# against SRA's seven); the observables audit compares every job's privacy.json on D and D′. Thirty
+# users with two rows each, HEAVY with five.
 COMMAND_JOB = "entropy_limit"
 
 
