@@ -409,12 +409,18 @@ def write_config(tmp_path, text: str) -> str:
 # The command.
 
 
+# The command on location entropy's check-ins, one of the cheapest whole jobs (four Spark jobs a run
+# against SRA's seven); the observables audit compares every job's privacy.json on D and D′. Thirty
+# users with two rows each, HEAVY with five.
+COMMAND_JOB = "entropy_limit"
+
+
 def test_command_removes_the_heaviest_user_and_passes_a_clean_job(spark, tmp_path, inputs, capsys):
-    config = write_config(tmp_path, JOBS["sra"][1](inputs["ratings"]))
+    config = write_config(tmp_path, JOBS[COMMAND_JOB][1](inputs["checkins"]))
     assert main(["audit-report", config, "--seed", "3"]) == 0
     captured = capsys.readouterr()
-    assert f"D' leaves out user {HEAVY}, who has the most rows (40)" in captured.err
-    assert "D 200, D' 160" in captured.out  # the operator's check that D' is not D
+    assert f"D' leaves out user {HEAVY}, who has the most rows (5)" in captured.err
+    assert "D 65, D' 60" in captured.out  # the operator's check that D' is not D
     assert "privacy.json is the same on D and D' outside the allow-list" in captured.out
 
 
@@ -422,9 +428,9 @@ def test_command_fails_and_names_a_data_dependent_field(spark, tmp_path, inputs,
     """A leak like finding 1, planted: the report copies the raw row count of the diagnostics."""
     monkeypatch.setattr(engine, "build_report", leaky_report(engine.build_report))
     out = tmp_path / "kept"
-    config = write_config(tmp_path, JOBS["sra"][1](inputs["ratings"]))
+    config = write_config(tmp_path, JOBS[COMMAND_JOB][1](inputs["checkins"]))
     assert main(["audit-report", config, "--remove-user", str(HEAVY), "--out", str(out)]) == 4
     captured = capsys.readouterr().out
-    assert "DIFFERENT outside the allow-list (1)" in captured and "domain.rows: 200 vs 160" in captured
+    assert "DIFFERENT outside the allow-list (1)" in captured and "domain.rows: 65 vs 60" in captured
     kept = [json.loads((out / side / "privacy.json").read_text()) for side in ("D", "D_prime")]
-    assert [r["domain"]["rows"] for r in kept] == [200, 160] and all(r["fixed_seed"] for r in kept)
+    assert [r["domain"]["rows"] for r in kept] == [65, 60] and all(r["fixed_seed"] for r in kept)

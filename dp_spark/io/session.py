@@ -237,6 +237,8 @@ def warn_unapplied(spark, conf: dict[str, str]) -> None:
     """Warn about each of the job's settings the session does not hold: a session that already
     existed (or a Spark Connect server) keeps the settings it started with, except runtime SQL
     ones (e.g. executor memory cannot change once the JVM is up)."""
+    if not conf:
+        return  # nothing to check; the context's settings cost a JVM call per setting to copy
     if is_connect(spark):
         # No context here; the server's own settings are what its sessions report.
         def started_with(key):
