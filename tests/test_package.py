@@ -18,6 +18,8 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor, wait
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -55,17 +57,13 @@ def bare_python(tmp_path_factory):
     return python
 
 
-@pytest.fixture(scope="module")
-def package(tmp_path_factory):
-    """scripts/package.sh's file, built for this run (PACKAGE_OUT), and how long that took."""
-    out = tmp_path_factory.mktemp("dist") / "dp-spark-env.pex"
+def build_package(where) -> Path:
+    """scripts/package.sh's file, built for this run into ``where`` (PACKAGE_OUT)."""
+    out = where / "dp-spark-env.pex"
     done = subprocess.run([str(ROOT / "scripts" / "package.sh")], cwd=ROOT, capture_output=True, text=True,
                           timeout=900, env={**os.environ, "PACKAGE_OUT": str(out)})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert out.exists() and "built" in done.stdout
-    again = subprocess.run([str(ROOT / "scripts" / "package.sh")], cwd=ROOT, capture_output=True, text=True,
-                           timeout=300, env={**os.environ, "PACKAGE_OUT": str(out)})
-    assert again.returncode == 0 and "up to date" in again.stdout  # not rebuilt while nothing changed
     return out
 
 
@@ -91,7 +89,7 @@ def sorted_table(path) -> pd.DataFrame:
 
 @pytest.mark.slow
 def test_a_bare_python_cluster_refuses_without_the_package_and_matches_local_mode_with_it(
-        spark, tmp_path, bare_python, package, monkeypatch):
+        spark, tmp_path, bare_python, monkeypatch):
     netflix = tmp_path / "netflix.parquet"
     datasets.generate_netflix(20_000, str(netflix), seed=9, progress=lambda _: None)
     jobs = {"sra": (*SRA_ON_EXECUTORS, "--set", f"source.path={netflix}")}
@@ -101,24 +99,31 @@ def test_a_bare_python_cluster_refuses_without_the_package_and_matches_local_mod
         """The rows kept go to a diagnostics file."""
         return ("--diagnostics", str(tmp_path / f"{where}_{name}.json"))
 
-    monkeypatch.chdir(ROOT)  # the configs' paths are relative to the repository, as for submit.sh
-    for name, (conf, *job_args) in jobs.items():  # the reference: local mode, in the suite's own session
-        output = ("--set", f"output={tmp_path / f'local_{name}'}")
-        assert main(["run", conf, *job_args, *diagnostics(name, "local"), *output]) == 0
-
     store = tmp_path / "budget.json"
     with_store = ("--set", f"budget_store.path={store}", "--set", "budget_store.dataset=netflix",
                   "--set", "budget_store.epsilon_cap=10")
     master = ("--master", f"spark://127.0.0.1:{PORT}")
-    package_env = {"PACKAGE_OUT": str(package)}
-    cluster("start", tmp_path, port=PORT, ui_port=UI_PORT, python=bare_python)
-    try:
-        # One executor is enough to be refused; the second would start only to be stopped.
-        refused = submit((*jobs["sra"], *with_store), tmp_path / "refused", *master, "--conf", "spark.cores.max=1")
-        packaged = {name: submit((*jobs[name], *diagnostics(name, "cluster")), tmp_path / f"cluster_{name}", *master,
-                                 "--package", env=package_env) for name in jobs}
-    finally:
-        cluster("stop", tmp_path)
+    monkeypatch.chdir(ROOT)  # the configs' paths are relative to the repository, as for submit.sh
+    # The package's build and the cluster's start run in the background while local mode runs: the
+    # file is needed only by the last submit, the cluster only after local mode, and the three
+    # overlap where one waits (on a JVM's start, the cluster's daemons, pip's index).
+    with ThreadPoolExecutor(max_workers=2) as background:
+        package = background.submit(build_package, tmp_path / "dist")
+        started = background.submit(cluster, "start", tmp_path, port=PORT, ui_port=UI_PORT, python=bare_python)
+        try:
+            for name, (conf, *job_args) in jobs.items():  # the reference: local mode, in the suite's own session
+                output = ("--set", f"output={tmp_path / f'local_{name}'}")
+                assert main(["run", conf, *job_args, *diagnostics(name, "local"), *output]) == 0
+            started.result()
+            # One executor is enough to be refused; the second would start only to be stopped.
+            refused = submit((*jobs["sra"], *with_store), tmp_path / "refused", *master, "--conf",
+                             "spark.cores.max=1")
+            package_env = {"PACKAGE_OUT": str(package.result())}
+            packaged = {name: submit((*jobs[name], *diagnostics(name, "cluster")), tmp_path / f"cluster_{name}",
+                                     *master, "--package", env=package_env) for name in jobs}
+        finally:
+            wait([started])  # a start still under way has written no pid files yet to stop
+            cluster("stop", tmp_path)
 
     # Without the package: one line from dp-spark, no worker's traceback, nothing charged or written.
     assert refused.returncode == 2, refused.stderr[-3000:]
@@ -135,6 +140,8 @@ def test_a_bare_python_cluster_refuses_without_the_package_and_matches_local_mod
     # With it: the release of local mode, drawn on the bare nodes.
     for name in jobs:
         assert packaged[name].returncode == 0, packaged[name].stderr[-3000:]
+        # submit.sh ran package.sh again: nothing had changed, so the file was not rebuilt.
+        assert f"{package.result()} is up to date" in packaged[name].stderr
         for table in tables[name]:
             pd.testing.assert_frame_equal(sorted_table(tmp_path / f"cluster_{name}" / table),
                                           sorted_table(tmp_path / f"local_{name}" / table))
