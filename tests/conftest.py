@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import gzip
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -124,19 +122,6 @@ def shared_data(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is not present (tests read real data from ../shared/data)")
     return path
-
-
-def movielens_1m_sample(target: Path, users: int, ratings: tuple[str, ...] = ("ratings_pairs.dat.gz",)) -> Path:
-    """The folder ``target`` with MovieLens 1M's users and movies files as they are, and the
-    ratings of its users 1 to ``users`` from each gzipped file of ``ratings``, in its format."""
-    real = shared_data("ml-1m")
-    target.mkdir(parents=True)
-    for name in ("users.dat", "movies.dat"):
-        shutil.copy(real / name, target / name)
-    for name in ratings:
-        with gzip.open(real / name, "rt") as given, gzip.open(target / name, "wt") as kept:
-            kept.writelines(line for line in given if int(line.split("::", 1)[0]) <= users)
-    return target
 
 
 def ml100k_job(tmp_path: Path, algorithm: str, *, seed: int, epsilon: float = 1.0, domain: str = "",

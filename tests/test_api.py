@@ -27,7 +27,8 @@ from dp_spark.families.registry import family_of
 from dp_spark.io import checkins, datasets
 from dp_spark.jobs import runner
 from dp_spark.jobs.config import load_config
-from tests.conftest import LARGE_TABLE_SQL_SETTINGS, ROOT, movielens_1m_sample
+from tests.conftest import LARGE_TABLE_SQL_SETTINGS, ROOT
+from tests.samples import adult_sample, movielens_1m_sample
 
 pytestmark = pytest.mark.sql_settings(LARGE_TABLE_SQL_SETTINGS)  # large tables: compiled expressions
 
@@ -37,20 +38,30 @@ CATALOGUE = {"catalogue": "movielens", "path": f"{MOVIELENS}/movies.dat"}
 MEANS_FILE = "ratings_users_0001-2999.dat.gz"  # movielens_means' ratings, with values
 GROUPS = ["F_under25", "F_25-34", "F_over34", "M_under25", "M_25-34", "M_over34"]
 WEEKDAYS = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
-SAMPLE_USERS = 800  # of MovieLens 1M's 6,040: the job and the API call read the same records either way
+SAMPLE_USERS = 300  # of MovieLens 1M's 6,040: the job and the API call read the same records either way
+# movielens_aggregate's sample is larger: its groups total must clear the noise-only guard's
+# threshold over its 7,766 groups (38,918), which the 15,729 records kept of 300 users do not.
+AGGREGATE_USERS = 800
+ADULT_LINES = 4_000  # of each of Adult's two files (48,842 people in all)
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    """Small stand-ins for the configs' tables: generated ones, and real MovieLens 1M ratings of its
-    first SAMPLE_USERS users (its users and movies files as they are). The property is the same
-    release from the job and the API call on the same records, which needs no million rows."""
+    """Small stand-ins for the configs' tables: generated ones, real MovieLens 1M ratings of its
+    first SAMPLE_USERS users (AGGREGATE_USERS for movielens_aggregate; its users and movies files
+    as they are) and Adult's first ADULT_LINES lines of each file. The property is the same release
+    from the job and the API call on the same records, which needs no million rows. The Netflix
+    table keeps 60,000 rows: the demo's seeded release on it keeps enough records for the
+    noise-only guard to release it."""
     where = tmp_path_factory.mktemp("api_data")
     netflix, sparse = str(where / "netflix.parquet"), str(where / "checkins")
     ml = movielens_1m_sample(where / "ml-1m", SAMPLE_USERS, ("ratings_pairs.dat.gz", MEANS_FILE))
+    aggregate = movielens_1m_sample(where / "ml-1m-aggregate", AGGREGATE_USERS, (MEANS_FILE,)) / MEANS_FILE
+    adult = adult_sample(where / "adult", ADULT_LINES)
     datasets.generate_netflix(60_000, netflix, seed=3, progress=lambda *_: None)
     checkins.generate(2_000, sparse, locations=10_000, seed=3)
-    return {"netflix": netflix, "checkins": sparse, "movielens": str(ml), "means": str(ml / MEANS_FILE)}
+    return {"netflix": netflix, "checkins": sparse, "movielens": str(ml), "means": str(ml / MEANS_FILE),
+            "aggregate": str(aggregate), "adult": str(adult)}
 
 
 # The API's inputs, read once per session and cached: a release depends on the records, not on how
@@ -114,8 +125,8 @@ CASES = {
         datasets.load_movielens_1m(spark, d["means"], attribute="gender"),
         items=CATALOGUE, value="value", low=1, high=5, l=100, records_per_item=1, attribute="attr",
         attributes=["F", "M"], epsilon=1, delta=1e-6, noise="gaussian", seed=SEED)),
-    "movielens_aggregate": (lambda d: [f"source.path={d['means']}"], lambda spark, d: dp_spark.aggregate(
-        datasets.load_movielens_1m(spark, d["means"], attribute="gender"), by=["item_id", "attr"],
+    "movielens_aggregate": (lambda d: [f"source.path={d['aggregate']}"], lambda spark, d: dp_spark.aggregate(
+        datasets.load_movielens_1m(spark, d["aggregate"], attribute="gender"), by=["item_id", "attr"],
         keys={"item_id": CATALOGUE, "attr": ["F", "M"]},
         metrics=["count", "mean(value)", "variance(value)", "quantiles(value, 0.5, 0.9)"], groups_per_user=100,
         records_per_group=1, low=1, high=5, candidates=[1, 2, 3, 4, 5], epsilon=1, delta=1e-6, noise="gaussian",
@@ -132,8 +143,8 @@ ADULT = [
     {"column": "sex", "values": ["Male", "Female"]},
     {"column": "native-country", "values": ["United-States"], "other": "Other"},
 ]
-CASES["adult_frapp"] = (lambda d: [], lambda spark, d: dp_spark.frapp(
-    datasets.load_adult(spark, "../shared/data/adult"), attributes=ADULT, gamma=19, scheme="det_gd", sup_min=0.02,
+CASES["adult_frapp"] = (lambda d: [f"source.path={d['adult']}"], lambda spark, d: dp_spark.frapp(
+    datasets.load_adult(spark, d["adult"]), attributes=ADULT, gamma=19, scheme="det_gd", sup_min=0.02,
     seed=SEED))
 
 

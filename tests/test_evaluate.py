@@ -1,6 +1,7 @@
 """dp-spark evaluate on MovieLens 100K: every method, every metric, and the numbers checked."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,19 +15,32 @@ from dp_spark.io import sources, validation
 from dp_spark.jobs.config import load_config
 from dp_spark.lab import evaluate, metrics
 from tests.conftest import LARGE_TABLE_SQL_SETTINGS, ROOT, shared_data
+from tests.samples import movielens_100k_sample
 
 pytestmark = pytest.mark.sql_settings(LARGE_TABLE_SQL_SETTINGS)  # large tables: compiled expressions
 
+USERS = 300  # of MovieLens 100K's 943, each with at least 20 ratings
 
-def ml100k_args(*extra):
-    return ["--set", "source.format=movielens-100k", "--set", f"source.path={shared_data('ml-100k')}",
+
+def ml100k_args(*extra, path: Path | None = None):
+    """--set arguments for a seeded job on MovieLens 100K (``path``: a sample of it in its format)."""
+    path = path or shared_data("ml-100k")
+    return ["--set", "source.format=movielens-100k", "--set", f"source.path={path}",
             "--set", "domain.items={ range = [1, 1682] }", "--set", "seed=4", *extra]
 
 
-def test_evaluate_writes_every_method_and_metric(spark, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def first_users(tmp_path_factory) -> Path:
+    """MovieLens 100K's first USERS users, written once for the module: each test here compares
+    two computations on the same records, or reads what one evaluation writes, which needs no
+    more of them."""
+    return movielens_100k_sample(tmp_path_factory.mktemp("ml100k") / "ml-100k", USERS)
+
+
+def test_evaluate_writes_every_method_and_metric(spark, first_users, tmp_path, capsys):
     out = tmp_path / "eval"
     args = ["evaluate", str(ROOT / "conf/movielens_sra.toml"), "--runs", "2", "--methods", "sra,hpa,lpa,dft,gs",
-            "--m", "100", "--out", str(out), *ml100k_args("--set", "algorithm.l=20")]
+            "--m", "100", "--out", str(out), *ml100k_args("--set", "algorithm.l=20", path=first_users)]
     assert main(args) == 0
     records = json.loads((out / "evaluation.json").read_text())
     keys = {(r["method"], r["query"], r["metric"]) for r in records}
@@ -39,17 +53,17 @@ def test_evaluate_writes_every_method_and_metric(spark, tmp_path, capsys):
     assert all(r["runs"] == 2 and r["dataset"] == "ml-100k" and r["std"] >= 0 for r in records)
     assert all(0 <= r["mean"] <= 1 for r in records if r["metric"] in ("top10", "ndcg10"))
     rows = {r["method"]: r["mean"] for r in records if r["query"] == "bounded"}
-    assert rows["sra"] == rows["hpa"] == 943 * 20  # every ML-100K user has >= 20 ratings
-    assert rows["lpa"] == rows["gs"] > 943 * 20  # m = 100 keeps more
+    assert rows["sra"] == rows["hpa"] == USERS * 20  # every ML-100K user has >= 20 ratings
+    assert rows["lpa"] == rows["gs"] > USERS * 20  # m = 100 keeps more
     printed = capsys.readouterr().out
     assert printed.startswith("NOT PRIVATE") and "| items | mse |" in printed
     assert "NOT PRIVATE" in (out / "evaluation.md").read_text()
 
 
-def test_with_negligible_noise_the_error_is_the_bounding_bias(spark, tmp_path):
+def test_with_negligible_noise_the_error_is_the_bounding_bias(spark, first_users):
     """At ε = 10^6 the noise is zero, so SRA's item MSE must equal the MSE of its bounded
     counts against the truth, computed here independently from the same seeded sample."""
-    cfg = load_config(ROOT / "conf/movielens_sra.toml", ml100k_args("--set", "algorithm.l=20")[1::2]
+    cfg = load_config(ROOT / "conf/movielens_sra.toml", ml100k_args("--set", "algorithm.l=20", path=first_users)[1::2]
                       + ["privacy.epsilon=1000000"])
     records = evaluate.evaluate(cfg, spark, ["sra"], 2, None, lambda message: None)
     got = {(r["query"], r["metric"]): r for r in records}

@@ -83,9 +83,10 @@ def test_item_counts_without_attributes_and_integer_ids_from_a_list(spark):
 
 
 def test_the_release_does_not_depend_on_chunks_or_partitions(spark):
-    # What a cluster changes: how cells are split into tasks. No value may move.
-    items, attributes = item_domain({"range": [1, 40_000]}), attribute_domain({"range": [1, 7]})
-    cells = [(c, c % 5 + 1) for c in range(0, 280_000, 997)]
+    # What a cluster changes: how cells are split into tasks. No value may move. 140,000 cells:
+    # more than two noise blocks, so chunks of 3,001 and 50,000 cells cut across block edges.
+    items, attributes = item_domain({"range": [1, 20_000]}), attribute_domain({"range": [1, 7]})
+    cells = [(c, c % 5 + 1) for c in range(0, 140_000, 997)]
     runs, before = [], spark.conf.get("spark.sql.shuffle.partitions")
     for chunk_cells, partitions in ((16 * BLOCK_CELLS, "4"), (3_001, "1"), (50_000, "7")):
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
