@@ -98,8 +98,10 @@ def spark_defaults_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def _use_jvm_archive(config) -> None:
-    """Build or find the class archive (not for a unit-only run, which starts no JVM) and add its
-    flags to SUITE_JVM_FLAGS; test modules import SUITE_JVM_FLAGS after this, at collection."""
+    """Find the class archive or start building it in the background (not for a unit-only run,
+    which starts no JVM), and add its flags to SUITE_JVM_FLAGS; test modules import
+    SUITE_JVM_FLAGS after this, at collection. JVMs started before the build ends start without
+    it (tests/jvm_archive.py); pytest_unconfigure waits for the build."""
     global SUITE_JVM_FLAGS
     from tests import jvm_archive
 
@@ -107,8 +109,8 @@ def _use_jvm_archive(config) -> None:
     if path == jvm_archive.OFF:
         return
     if not path and config.getoption("markexpr") != "unit" and getattr(config, "cache", None) is not None:
-        built = jvm_archive.ensure(config.cache.mkdir("jvm-archive"), SUITE_JVM_FLAGS)
-        path = str(built) if built else None
+        found, config._jvm_archive_build = jvm_archive.building(config.cache.mkdir("jvm-archive"), SUITE_JVM_FLAGS)
+        path = str(found) if found else None
     if path:
         os.environ[jvm_archive.ENV] = path
         flags = jvm_archive.archive_flags(Path(path))
@@ -319,6 +321,12 @@ def pytest_configure(config):
     _use_jvm_archive(config)
     if not config.getoption("--connect"):
         _use_jvm_flags(suite_sql_flags())
+
+
+def pytest_unconfigure(config):
+    build = getattr(config, "_jvm_archive_build", None)
+    if build is not None:  # a short run can end before the archive is written: finish it for the next
+        build.join()
 
 
 def deselect_connect_or_not(config, items):
