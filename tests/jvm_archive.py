@@ -85,21 +85,22 @@ def building(cache_dir: Path, jvm_flags: str) -> tuple[Path | None, threading.Th
     path = archive_path(cache_dir, jvm_flags)
     if path is None or path.exists():
         return path, None
-    thread = threading.Thread(target=_build, args=(path, jvm_flags), name="jvm-archive", daemon=True)
+    partial = path.with_name(f"{path.stem}.{os.getpid()}.partial")
+    # The child's environment is copied here, before the thread starts: the suite goes on to set
+    # its own variables, and a copy taken while another thread writes os.environ can fail.
+    env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{jvm_flags} -XX:ArchiveClassesAtExit={partial}",
+           "PYSPARK_PYTHON": sys.executable}
+    thread = threading.Thread(target=_build, args=(path, partial, env), name="jvm-archive", daemon=True)
     thread.start()
     return path, thread
 
 
-def _build(path: Path, jvm_flags: str) -> Path | None:
-    """Write the archive to ``path`` from one warm-up job; None when that failed."""
+def _build(path: Path, partial: Path, env: dict[str, str]) -> None:
+    """Write the archive to ``partial`` from one warm-up job run in ``env``, then move it to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.stem}.{os.getpid()}.partial")
-    env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{jvm_flags} -XX:ArchiveClassesAtExit={partial}",
-           "PYSPARK_PYTHON": sys.executable}
     done = subprocess.run([sys.executable, "-c", WARM_UP], capture_output=True, text=True, timeout=600, env=env)
     if done.returncode != 0 or not partial.exists():
         partial.unlink(missing_ok=True)
         sys.stderr.write(f"tests/jvm_archive.py: no class archive, the JVMs start without it:\n{done.stderr[-2000:]}\n")
-        return None
+        return
     os.replace(partial, path)  # whole or absent: a run that stops mid-build leaves only a .partial
-    return path
