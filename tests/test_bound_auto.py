@@ -93,24 +93,31 @@ def test_the_spark_norms_are_the_reference_norms(spark, monkeypatch):
     user_counts = spark.createDataFrame(frame.groupby("user_id").size().rename("_n").reset_index())
     # Decimals, longs when the largest n is known, and validation's per-user counts given
     # (broadcast, as there are few users): taken in turn over the eight settings, so that each
-    # meets both caps, both user caps and both attribute settings (8 runs, not all 24).
+    # meets both caps, both user caps and both attribute settings (8 runs, not all 24). HPA's
+    # ranking (scores 0 to 2 over 8 items: ties within users) in four of them, with cap 2.
     arithmetic = ((None, None, None, None), (largest, None, None, None), (largest, user_counts, 40, len(frame)))
     settings = [(cap, user_cap, attributes) for user_cap in (None, 5) for cap in (1, 2) for attributes in (False, True)]
+    scores = np.array([2, 0, 1, 2, 0, 1, 1, 0])
+    ranking = bound_bias.ItemRanking(ItemDomain(np.arange(1, 9), "1..8"), scores)
     for i, (cap, user_cap, attributes) in enumerate(settings):
         known, per_user, users, record_count = arithmetic[i % len(arithmetic)]
         tables = [bound_bias.ITEMS, bound_bias.EDGES] if attributes else [bound_bias.ITEMS]
+        ranked = cap == 2
         norms = bound_bias.squared_bias_norms(records, candidates, cap, grid, tables, known, per_user, users,
-                                              user_cap=user_cap, record_count=record_count)
-        assert norms == _reference(frame, candidates, cap, attributes, user_cap)
+                                              user_cap=user_cap, record_count=record_count,
+                                              ranking=ranking if ranked else None)
+        assert norms == _reference(frame, candidates, cap, attributes, user_cap, scores if ranked else None)
     assert _reference(frame, candidates, 1, False, 5) != _reference(frame, candidates, 1, False, None)
+    assert _reference(frame, candidates, 2, True, 5, scores) != _reference(frame, candidates, 2, True, 5)
     assert bound_bias._by_item(records, len(frame)).rdd.getNumPartitions() == -(-len(frame) // 100) > 1
     assert bound_bias.record_count(frame.groupby("user_id").size().value_counts()) == len(frame)
     assert bound_bias._arithmetic(largest, 19, 2, grid) == "bigint" != bound_bias._arithmetic(None, 19, 2, grid)
     assert bound_bias._arithmetic(2**40, 10**5, 10**5, grid) != "bigint"  # beyond a long: decimals
 
 
-def _reference(frame: pd.DataFrame, candidates, cap: int, attributes: bool, user_cap: int | None) -> list[list[int]]:
-    """Each table's norms, from the driver's pandas twin."""
+def _reference(frame: pd.DataFrame, candidates, cap: int, attributes: bool, user_cap: int | None,
+               scores: np.ndarray | None = None) -> list[list[int]]:
+    """Each table's norms, from the driver's pandas twin (items 1.. scored ``scores`` when given)."""
     n = frame.groupby("user_id").size()
     keys = [["item_id"]] + ([["item_id", "attr"]] if attributes else [])
     norms = []
@@ -118,6 +125,8 @@ def _reference(frame: pd.DataFrame, candidates, cap: int, attributes: bool, user
         table = frame.groupby(["user_id", *cells]).size().rename("k").reset_index()
         table["cell"] = list(zip(*(table[c] for c in cells)))
         table["n"] = table["user_id"].map(n)
+        if scores is not None:
+            table = bound_selection.ranked_cells(table, "item_id", dict(enumerate(scores.tolist(), start=1)))
         norms.append(bound_selection.squared_bias_norms(table, candidates, cap, user_cap))
     return norms
 
@@ -238,13 +247,38 @@ def test_a_baseline_chooses_m(spark):
     assert not any(e["step"].endswith(": users") for e in release.ledger)
 
 
-def test_hpa_chooses_l_before_its_popularity_and_keeps_the_papers_split_of_the_rest(spark):
+def test_hpa_draws_its_popularity_then_chooses_l_and_keeps_the_papers_split_of_the_rest(spark):
     df = _everyone_rates_everything(spark, 100, 8)
     release = dp_spark.hpa(df, items=range(1, 9), l="auto", l_candidates=[1, 8], d=1, epsilon=8, seed=4)
-    assert [e["step"] for e in release.ledger][:2] == ["choose l", "popularity"]  # 1 and 8: no choice of U
+    assert [e["step"] for e in release.ledger][:2] == ["popularity", "choose l"]  # 1 and 8: no choice of U
     assert release.report["algorithm"]["chosen"]["l"] == 8  # every record kept wins by far at ε = 8
     split = release.report["algorithm"]["epsilon_split"]
     assert split["epsilon_bound"] == pytest.approx(0.8) and split["epsilon_popularity"] == pytest.approx(0.68)
+    # A fixed l draws the popularity where it always did, after the guards.
+    fixed = dp_spark.hpa(df, items=range(1, 9), l=8, d=1, epsilon=8, seed=4,
+                         guards={"max_truncated_fraction": 1, "epsilon": 0.5})
+    steps = [e["step"] for e in fixed.ledger]
+    assert steps.index("popularity") > max(i for i, step in enumerate(steps) if step.startswith("guard"))
+
+
+def test_hpa_scores_the_records_it_drops_not_sras(spark, monkeypatch):
+    # 1,600 users each rate item 1 and an item of their own. HPA keeps item 1 at l = 1 (its noisy
+    # popularity, about 800 from one record per user, is far above the others'): each user drops
+    # their own item, a bias of 1 record in each of 1,600 cells (norm² 1,600) against noise of about
+    # 4.4 per cell at l = 1 and 4 times that at l = 2 (ε = 1; 1,601 cells), so q(1) ≈ −92 and
+    # q(2) ≈ −166. SRA's sample drops half of item 1 (norm² ≈ 800²): q(1) ≈ −804. With Δq ≈ 1
+    # (U = 1) and ε_m = 0.1, HPA picks 1 with probability 1 − e^(−7.4) and SRA 2 with 1 − e^(−63).
+    users = 1600
+    rows = [(u, 1) for u in range(users)] + [(u, u + 2) for u in range(users)]
+    df = spark.createDataFrame(pd.DataFrame(rows, columns=["user_id", "item_id"]))
+    common = dict(items=range(1, users + 2), l="auto", l_candidates=[1, 2], epsilon=1, seed=3)
+    hpa = dp_spark.hpa(df, d=1, **common)
+    sra = dp_spark.sra(df, **common)
+    assert hpa.report["algorithm"]["chosen"]["l"] == 1 and sra.report["algorithm"]["chosen"]["l"] == 2
+    # Negative control: scored as SRA's drop (HPA's quality before), HPA's choice is SRA's.
+    unranked = bound_bias.squared_bias_norms
+    monkeypatch.setattr(bound_bias, "squared_bias_norms", lambda *a, ranking=None, **k: unranked(*a, **k))
+    assert dp_spark.hpa(df, d=1, **common).report["algorithm"]["chosen"]["l"] == 2
 
 
 def test_under_zcdp_the_choice_runs_at_twice_its_share_as_a_bounded_range_step(spark):

@@ -31,23 +31,28 @@ def model(noise=0, tables=1, c=1, candidates=CANDIDATES, weights=None):
     return bs.ErrorModel(weights or (Fraction(1),) * tables, c, tuple(Fraction(noise) * b * b for b in candidates))
 
 
-def cells_of(records: list[tuple[int, object]]) -> pd.DataFrame:
-    """(user, cell) records to the (user_id, cell, k, n) rows the norms read."""
+def cells_of(records: list[tuple[int, object]], scores=None, item=lambda cell: cell) -> pd.DataFrame:
+    """(user, cell) records to the (user_id, cell, k, n) rows the norms read; with ``scores``
+    (item -> public score) ranked as HPA keeps them, ``item`` giving a cell's item."""
     frame = pd.DataFrame(records, columns=["user_id", "cell"])
     table = frame.groupby(["user_id", "cell"]).size().rename("k").reset_index()
     table["n"] = table.groupby("user_id")["k"].transform("sum")
-    return table
+    if scores is None:
+        return table
+    return bs.ranked_cells(table.assign(item=table["cell"].map(item)), "item", scores)
 
 
-def norms_of(records, candidates=CANDIDATES, cap=1, attributes=False, user_cap=None, weights=None) -> list:
+def norms_of(records, candidates=CANDIDATES, cap=1, attributes=False, user_cap=None, weights=None,
+             scores=None) -> list:
     """The squared norms summed over the item table and, with ``attributes``, the edge table,
-    each times its weight (1 unless ``weights``); records are (user, item, attr)."""
-    items = bs.squared_bias_norms(cells_of([(u, i) for u, i, _ in records]), candidates, cap, user_cap) if records \
-        else [0] * len(candidates)
+    each times its weight (1 unless ``weights``); records are (user, item, attr); with ``scores``
+    (item -> public score) the bias of keeping each user's records of highest score first."""
+    items = bs.squared_bias_norms(cells_of([(u, i) for u, i, _ in records], scores), candidates, cap, user_cap) \
+        if records else [0] * len(candidates)
     tables = [items]
     if attributes:
-        tables.append(bs.squared_bias_norms(cells_of([(u, (i, a)) for u, i, a in records]), candidates, cap,
-                                            user_cap) if records else [0] * len(candidates))
+        edges = cells_of([(u, (i, a)) for u, i, a in records], scores, item=lambda cell: cell[0])
+        tables.append(bs.squared_bias_norms(edges, candidates, cap, user_cap) if records else [0] * len(candidates))
     return bs.weighted_norms(tables, weights or [1] * len(tables))
 
 
@@ -62,6 +67,43 @@ def test_a_term_is_the_expected_loss_on_the_grid_scaled_for_heavy_users():
     # A smaller user cap scales more users: n = 8, n − b_1 = 7 > U = 4, scaled by 4/7.
     assert bs.bias_term(3, 8, 2, 1, 4, cap=5) == (G * 3 * 6 * 4) // (8 * 7)
     assert bs.bias_term(1, 7, 3, 3, 0, cap=1) == 0  # one candidate: U = 0, nothing to choose
+
+
+def test_ranked_the_term_is_what_keeping_the_highest_scores_drops_ties_alike():
+    # One user, n = 8: 3 records of x (score 10), 2 of y and 3 of z (both score 5: one tie group of
+    # 5 records, ranked through t = 8). At b = 2: x's group keeps 2 of 3 (drops 1 of 3 records), the
+    # tie group keeps none; with c = 5 and U = 49 (no scaling: n − b_1 = 7) the terms are x: 1
+    # record, y: 2, z: 3, which sum to the n − b = 6 records dropped.
+    assert bs.bias_term(3, 8, 2, 1, 49, cap=5, through=3, tied=3) == G
+    assert bs.bias_term(2, 8, 2, 1, 49, cap=5, through=8, tied=5) == 2 * G
+    assert bs.bias_term(3, 8, 2, 1, 49, cap=5, through=8, tied=5) == 3 * G
+    # At b = 5 x is kept whole and the group keeps 2 of its 5: z loses 3·3/5 records, capped at c = 1.
+    assert bs.bias_term(3, 8, 5, 1, 49, cap=5, through=3, tied=3) == 0
+    assert bs.bias_term(3, 8, 5, 1, 49, cap=5, through=8, tied=5) == (G * 3 * 3) // 5
+    assert bs.bias_term(3, 8, 5, 1, 49, cap=1, through=8, tied=5) == (G * 3) // 5
+    # One group of all n records is SRA's uniform sample, the default.
+    assert bs.bias_term(3, 8, 5, 1, 49, cap=5, through=8, tied=8) == bs.bias_term(3, 8, 5, 1, 49, cap=5)
+    # A heavy user is scaled as before: n − b_1 = 7 > U = 4.
+    assert bs.bias_term(2, 8, 2, 1, 4, cap=5, through=8, tied=5) == (G * 2 * 5 * 4) // (5 * 7)
+
+
+def test_ranked_cells_rank_each_users_records_by_the_public_scores():
+    table = cells_of([(1, "x")] * 3 + [(1, "y")] * 2 + [(1, "z")] * 3 + [(2, "z"), (2, "w")],
+                     scores={"x": 10, "y": 5, "z": 5, "w": 7})
+    got = {(row.user_id, row.cell): (row.k, row.n, row.t, row.g) for row in table.itertuples()}
+    assert got == {(1, "x"): (3, 8, 3, 3), (1, "y"): (2, 8, 8, 5), (1, "z"): (3, 8, 8, 5),
+                   (2, "w"): (1, 2, 1, 1), (2, "z"): (1, 2, 2, 1)}
+    with pytest.raises(ValueError, match="needs a score"):
+        cells_of([(1, "x"), (1, "v")], scores={"x": 1})
+    records = [(u, i, "a") for u in range(6) for i in range(u + 3)]
+    # Every item scored alike: one tie group per user, SRA's norms exactly.
+    assert norms_of(records, scores=dict.fromkeys(range(9), 4)) == norms_of(records)
+    # Popular items first: the ones everyone has (0, 1, 2) are kept at b = 3, and user u drops its
+    # items 3 to u + 2 whole (U = 99: nobody scaled), so item i loses a record of each of 8 − i users.
+    pairs = [(u, i) for u, i, _ in records]
+    ranked = bs.squared_bias_norms(cells_of(pairs, {i: 9 - i for i in range(9)}), [1, 3, 100], 1)
+    assert ranked[1] == sum((8 - i) ** 2 for i in range(3, 8)) * G * G
+    assert ranked[1] != bs.squared_bias_norms(cells_of(pairs), [1, 3, 100], 1)[1]  # SRA drops from every item
 
 
 def test_the_norms_are_the_squared_cell_sums_of_the_terms():
@@ -101,12 +143,16 @@ def neighbours(draw):
 @pytest.mark.long
 @settings(max_examples=examples(200), deadline=None)
 @given(neighbours(), st.integers(1, 3), st.booleans(), st.fractions(min_value=0, max_value=10_000),
-       st.sampled_from([CANDIDATES, [3, 7, 12, 40], [2, 90]]), st.data())
-def test_adding_a_user_lowers_every_score_by_at_most_the_sensitivity(pair, cap, attributes, noise, candidates, data):
+       st.sampled_from([CANDIDATES, [3, 7, 12, 40], [2, 90]]),
+       st.none() | st.lists(st.integers(0, 3), min_size=6, max_size=6), st.data())
+def test_adding_a_user_lowers_every_score_by_at_most_the_sensitivity(pair, cap, attributes, noise, candidates,
+                                                                      ranking, data):
     # The argument of the claim: every q(b) moves the same way (down), by at most Δq, at any user
     # cap U from 1 to b_K − b_1 and any table weights (an objective); with b_1 > 1 users below the
-    # smallest candidate are in it too.
+    # smallest candidate are in it too; SRA's uniform sample, or HPA's most popular records by any
+    # public scores (few values: many ties).
     records, added = pair
+    scores = None if ranking is None else dict(enumerate(ranking))
     user_cap = data.draw(st.integers(1, candidates[-1] - candidates[0]))
     weight = st.fractions(min_value=0, max_value=4, max_denominator=100)
     weights = data.draw(st.lists(weight, min_size=2 if attributes else 1, max_size=2 if attributes else 1)
@@ -115,8 +161,9 @@ def test_adding_a_user_lowers_every_score_by_at_most_the_sensitivity(pair, cap, 
     cells = data.draw(st.sampled_from([None, (6, 12)[:len(weights)]]))
     m = replace(model(noise=noise, c=cap, candidates=candidates, weights=tuple(weights)), user_cap=user_cap,
                 cells=cells)
-    before = bs.quality(norms_of(records, candidates, cap, attributes, user_cap, weights), candidates, m)
-    after = bs.quality(norms_of(records + added, candidates, cap, attributes, user_cap, weights), candidates, m)
+    before = bs.quality(norms_of(records, candidates, cap, attributes, user_cap, weights, scores), candidates, m)
+    after = bs.quality(norms_of(records + added, candidates, cap, attributes, user_cap, weights, scores), candidates,
+                       m)
     sensitivity = bs.quality_sensitivity(candidates, m)
     assert all(0 <= b - a <= sensitivity for b, a in zip(before, after))
 
@@ -130,6 +177,29 @@ def test_where_the_argument_is_tight_one_user_moves_a_score_by_nearly_the_sensit
     move = bs.quality(norms_of(records), CANDIDATES, m)[0] - bs.quality(norms_of(records + added), CANDIDATES, m)[0]
     sensitivity = bs.quality_sensitivity(CANDIDATES, m)
     assert 0.95 * sensitivity <= move <= sensitivity
+
+
+def test_a_ranking_by_the_records_own_popularity_would_break_the_claim():
+    # Negative control for HPA's order of steps: its quality ranks by the noisy popularity, a DP
+    # output drawn before the choice, fixed whatever one user adds. Ranked instead by the records'
+    # own counts, one user flips the order for everyone. 100 users have {A, B}, 100 {A, C}: A is
+    # the most popular, so at b = 1 the first drop B, the others C (a norm of 100·√2). One user
+    # with 201 records each of B and C puts both above A: all 200 then drop A (a norm of 200),
+    # and the score moves by about 59 records, far past Δq ≈ 7.
+    records = [(u, "A", "a") for u in range(200)] + [(u, "B" if u < 100 else "C", "a") for u in range(200)]
+    added = [(999, item, "a") for item in ("B", "C") for _ in range(201)]
+
+    def popularity(rows):
+        return pd.Series([item for _, item, _ in rows]).value_counts().to_dict()
+    m = model()
+    move = (bs.quality(norms_of(records, scores=popularity(records)), CANDIDATES, m)[0]
+            - bs.quality(norms_of(records + added, scores=popularity(records + added)), CANDIDATES, m)[0])
+    assert move > 8 * bs.quality_sensitivity(CANDIDATES, m)
+    # With the scores fixed (public), the same user moves it within Δq.
+    public = popularity(records)
+    fixed = (bs.quality(norms_of(records, scores=public), CANDIDATES, m)[0]
+             - bs.quality(norms_of(records + added, scores=public), CANDIDATES, m)[0])
+    assert 0 <= fixed <= bs.quality_sensitivity(CANDIDATES, m)
 
 
 def test_norms_at_one_user_cap_scored_with_a_smaller_caps_sensitivity_would_break_the_claim():

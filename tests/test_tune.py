@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dp_spark.cli import main
+from dp_spark.core.domain import ItemDomain
 from dp_spark.core.mechanisms import exponential_probabilities
 from dp_spark.io import datasets
 from dp_spark.lab import bound_curve, tune
@@ -212,6 +213,20 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
     assert auto["auto"]["best_fixed_bound"] in tune.DEFAULT_CANDIDATES
     fixed = {r["bound"]: r["expected_mse"] for r in result["rows"]}  # the fixed config's rows
     assert auto["auto"]["best_fixed_mse"] == pytest.approx(min(fixed.values()), rel=1e-9)
+    # HPA: the choice's view scores HPA's own drop, ranked by the popularity in expectation.
+    assert main([*conf, "--set", 'algorithm.name="hpa"', "--set", "algorithm.d=1", "--json"]) == 0
+    hpa = json.loads(capsys.readouterr().out)
+    assert "HPA's own drop" in hpa["method"] and sum(r["pick_probability"] for r in hpa["rows"]) == pytest.approx(1)
+    assert [r["quality"] for r in hpa["rows"]] != [r["quality"] for r in result["rows"]]
+
+
+def test_hpas_popularity_in_expectation_is_what_a_sample_of_d_per_user_counts():
+    # User 1 has 4 records (items 1, 1, 2, 3), user 2 one (item 2): with d = 2 user 1's records
+    # each count 2/4, user 2's 1; item 4 has none. In 1/1024 of a record, rounded down.
+    pairs = pd.DataFrame({"user_id": [1, 1, 1, 1, 2], "item_id": [1, 1, 2, 3, 2]})
+    items = ItemDomain(np.arange(1, 5), "1..4")
+    assert tune.expected_popularity(pairs, items, 2).tolist() == [1024, 1536, 512, 0]
+    assert tune.expected_popularity(pairs, items, 4).tolist() == [2048, 2048, 1024, 0]  # d ≥ n: the counts
 
 
 def test_tune_on_a_means_config_reads_the_records_its_job_reads(spark, tmp_path, capsys):

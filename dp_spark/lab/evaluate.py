@@ -27,6 +27,7 @@ private, a yardstick for the private choice only.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections import defaultdict
 from collections.abc import Callable
@@ -57,7 +58,7 @@ from dp_spark.jobs.config import JobConfig
 from dp_spark.jobs.runner import plan_budget
 from dp_spark.lab import evaluate_columns, evaluate_entropy, evaluate_frapp, evaluate_histogram, metrics
 from dp_spark.lab.metrics import summaries, summary  # noqa: F401 - summary: evaluate's own name too
-from dp_spark.release import bound_selection
+from dp_spark.release import bound_bias, bound_selection
 from dp_spark.release.family import Domains, RunInputs
 
 AUTO_METHODS = {"sra_auto": "sra", "hpa_auto": "hpa"}  # the bound chosen privately in every run
@@ -211,11 +212,19 @@ def _run_method(cfg, records, validated, items, attributes, truth: Truth, runs, 
         progress(f"{cfg.algorithm}{'_auto' if model else ''}: run {run + 1}/{runs}")
         rng = RandomSource(None if cfg.seed is None else cfg.seed + run)
         budget = Budget(cfg.epsilon, accounting=cfg.accounting)
-        l = cfg.l
+        l, popularity = cfg.l, None
         if model is not None:
-            l = bound_selection.choose_bound_by_users(norms_at, int(validated.users_by_n.sum()), cfg.params.candidates,
-                                                      model, split["epsilon_bound"], budget, rng,
-                                                      step=f"choose {cfg.bound_name}").bound
+            scored_at = norms_at
+            if cfg.algorithm == "hpa":  # HPA's choice scores its own drop, at this run's noisy popularity
+                popularity = sampling.noisy_popularity(records, items, cfg.d, split["epsilon_popularity"], budget, rng,
+                                                       cfg.seed, validated.user_counts, validated.users_by_n,
+                                                       validated.one_per_user)
+                scored_at = functools.partial(counts_bound.bias_norms, cfg.params, validated,
+                                              Domains(items, attributes),
+                                              ranking=bound_bias.ItemRanking(items, popularity.scores))
+            l = bound_selection.choose_bound_by_users(scored_at, int(validated.users_by_n.sum()),
+                                                      cfg.params.candidates, model, split["epsilon_bound"], budget,
+                                                      rng, step=f"choose {cfg.bound_name}").bound
             yield "bound", cfg.bound_name, float(l)
         gaussian = counts_family.gaussian_tables(cfg.params, l, split, attributes is not None)
         publisher = sampling.Publisher(cfg.publisher, dict(cfg.publisher_options), gaussian,
@@ -223,7 +232,8 @@ def _run_method(cfg, records, validated, items, attributes, truth: Truth, runs, 
         if cfg.algorithm == "hpa":
             release = sampling.hpa(records, items, attributes, l, cfg.d, split, budget, rng,
                                    seed=cfg.seed, user_counts=validated.user_counts, publisher=publisher,
-                                   users_by_n=validated.users_by_n, one_per_user=validated.one_per_user)
+                                   users_by_n=validated.users_by_n, one_per_user=validated.one_per_user,
+                                   popularity=popularity)
         else:
             release = sampling.publish_counts(bounded.at(l), l, split, budget, rng, publisher)
         yield from _release_metrics(release, l, split, truth, attributes, gaussian)

@@ -12,7 +12,9 @@ the choice picks b, over its user count's noise and its exponential mechanism.
 
 HPA keeps each user's most popular records rather than a uniform sample, so its bias on popular
 items is smaller than SRA's: for HPA the curve is SRA's formula as a guide (an upper bound on
-the bias in spirit, not a theorem), with HPA's noise. The baselines (lpa, dft, gs) are SRA with
+the bias in spirit, not a theorem), with HPA's noise. HPA's ``l = "auto"`` scores HPA's own drop,
+ranked by its noisy popularity; tune ranks by the popularity in expectation, without its noise
+(``expected_popularity``), for q(b) and the pick probabilities. The baselines (lpa, dft, gs) are SRA with
 their publisher: exact for lpa; for dft and gs the noise is the publisher's per-cell figure
 (``plan``'s) and the bias their smoothing adds is not counted.
 """
@@ -31,7 +33,7 @@ from dp_spark.errors import ConfigError
 from dp_spark.families.counts import bound_choice
 from dp_spark.families.counts import family as counts
 from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors
-from dp_spark.release import bound_objective, bound_selection
+from dp_spark.release import bound_bias, bound_objective, bound_selection
 from dp_spark.release.family import Domains
 from dp_spark.release.guards import SPLIT_KEY as GUARDS_SPLIT_KEY
 
@@ -187,7 +189,8 @@ def tune_rows(pairs: pd.DataFrame, norms: Mapping[int, Sequence[int]], candidate
 def method_note(algorithm: str) -> str:
     if algorithm == "hpa":
         return ("SRA's formula as a guide: HPA keeps each user's most popular records, so its bias on popular items "
-                "is smaller than shown; noise at HPA's item share")
+                "is smaller than shown; noise at HPA's item share. q(b) and P(pick) score HPA's own drop, ranking "
+                "each user's records by the popularity its sample has in expectation, without its noise")
     if algorithm in ("dft", "gs"):
         return (
             "SRA's exact sampling error; noise as plan reports it per cell (the publisher's smoothing bias not shown)"
@@ -299,6 +302,17 @@ def refuse_private_items(cfg) -> None:
                           '(domain.items = "private")')
 
 
+def expected_popularity(pairs: pd.DataFrame, items, d: int) -> np.ndarray:
+    """Per domain item, HPA's popularity count in expectation, without its noise, in 1/1024 of a
+    record: ⌊1024·Σ_u k_ui·min(n_u, d)/n_u⌋, what a uniform sample of ≤ d records per user counts.
+    ``pairs``: the in-domain records' (user_id, item_id). NOT private: tune's stand-in for the
+    noisy popularity HPA's l = "auto" ranks each user's records by."""
+    n = pairs.groupby("user_id")["item_id"].transform("size").to_numpy(dtype=np.int64)
+    share = np.minimum(n, d) / n
+    per_item = pd.Series(share).groupby(pairs["item_id"].to_numpy()).sum()
+    return np.floor(1024 * per_item.reindex(items.ids, fill_value=0).to_numpy()).astype(np.int64)
+
+
 def at_fixed_bound(cfg, bound: int) -> tuple:
     """(the config at the fixed ``bound``, its split): any fixed bound has the same split, and an
     explicit epsilon_bound (l = "auto"'s part) goes with the choice, back to the tables."""
@@ -340,7 +354,9 @@ def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress)
         pairs = validated.records.select("user_id", "item_id").toPandas()
         # The norms the job's l = "auto" would score these candidates by, at each cap its count can give.
         auto = replace(cfg.params, l="auto", candidates=tuple(bounds), objective=setup.objective)
-        norms = {cap: bound_choice.bias_norms(auto, validated, Domains(items, attributes), cap)
+        ranking = (bound_bias.ItemRanking(items, expected_popularity(pairs, items, cfg.params.d))
+                   if cfg.algorithm == "hpa" else None)
+        norms = {cap: bound_choice.bias_norms(auto, validated, Domains(items, attributes), cap, ranking)
                  for cap in likely_caps(int(validated.users_by_n.sum()), bounds, setup, share)}
     finally:
         validated.release()

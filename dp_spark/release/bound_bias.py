@@ -5,7 +5,9 @@ only by ``bound_selection.choose_bound``.
 
 Each user's records per cell (k) are counted beside the user's records in the domain (n); each row
 gets one integer term per candidate, summed per cell, and the squares are summed to one row per
-table. The records are shuffled by item, so that a cell's users are all in one task: the counts
+table. For HPA, which keeps each user's records of highest noisy popularity first, each (user,
+item) also gets where its records rank among the user's (``ItemRanking``). The records are
+shuffled by item, so that a cell's users are all in one task: the counts
 per (cell, user) and the sums per cell then need no further shuffle. The terms are exact integer
 divisions: of longs when the largest user's numbers fit one (the caller knows the largest n),
 else of decimals, several times slower; the quotients are at most grid·c, so they fit a long. The
@@ -18,14 +20,17 @@ sums are longs and the squares decimals: the driver gets exact integers.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from dp_spark.bounding.user_records import capped_total
+from dp_spark.core.domain import ItemDomain
 from dp_spark.release.bound_selection import checked_user_cap
+from dp_spark.release.hpa_selection import with_item_values
 
 _WIDE = "decimal(38,0)"
 # Up to this many users (two longs each) the per-user table is broadcast to every task.
@@ -37,16 +42,18 @@ BROADCAST_USERS = 2_000_000
 RECORDS_PER_PARTITION = 160_000
 
 
-def _term(bound: int, first: int, user_cap: int, cap: int, grid: int, kind: str) -> Column:
-    """bound_selection.bias_term over the columns _k and _n: ⌊grid·min(k, c)·(n − b)⁺·U
-    / (n·max(n − b_1, U))⌋, exact in ``kind`` ("bigint" or the decimal; the integers in the
-    expression are public: config values and U, post-processing of a DP count)."""
+def _term(bound: int, first: int, user_cap: int, cap: int, grid: int, kind: str, ranked: bool) -> Column:
+    """bound_selection.bias_term over the columns _k and _n, and with ``ranked`` _t and _g:
+    ⌊grid·min(k, c)·min(g, (t − b)⁺)·U / (g·max(n − b_1, U))⌋, which is ⌊grid·min(k, c)·(n − b)⁺·U
+    / (n·max(n − b_1, U))⌋ unranked (t = g = n), exact in ``kind`` ("bigint" or the decimal; the
+    integers in the expression are public: config values and U, post-processing of a DP count)."""
     if user_cap == 0:
         return F.lit(0).cast("long")
+    dropped, tied = ("least(_g, greatest(_t - {b}, 0))", "_g") if ranked else ("greatest(_n - {b}, 0)", "_n")
     return F.expr(
         f"cast((cast({grid * user_cap} as {kind}) * cast(least(_k, {cap}) as {kind}) "
-        f"* cast(greatest(_n - {bound}, 0) as {kind})) "
-        f"div (cast(_n as {kind}) * cast(greatest(_n - {first}, {user_cap}) as {kind})) as bigint)")
+        f"* cast({dropped.format(b=bound)} as {kind})) "
+        f"div (cast({tied} as {kind}) * cast(greatest(_n - {first}, {user_cap}) as {kind})) as bigint)")
 
 
 def _arithmetic(largest_n: int | None, user_cap: int, cap: int, grid: int) -> str:
@@ -60,11 +67,11 @@ def _arithmetic(largest_n: int | None, user_cap: int, cap: int, grid: int) -> st
 
 
 def _squared_norms(per_cell: DataFrame, cells: Sequence[str], bounds: list[int], user_cap: int, cap: int,
-                   grid: int, kind: str) -> list[int]:
+                   grid: int, kind: str, ranked: bool) -> list[int]:
     """Σ_j (Σ_u term)² per candidate over one table's cells; ``per_cell`` has user_id, the cells'
-    columns, _k and _n."""
-    sums = per_cell.groupBy(*cells).agg(*[F.sum(_term(b, bounds[0], user_cap, cap, grid, kind)).alias(f"_b{i}")
-                                          for i, b in enumerate(bounds)])
+    columns, _k and _n, and with ``ranked`` _t and _g."""
+    sums = per_cell.groupBy(*cells).agg(*[F.sum(_term(b, bounds[0], user_cap, cap, grid, kind, ranked))
+                                          .alias(f"_b{i}") for i, b in enumerate(bounds)])
     row = sums.agg(F.count(F.lit(1)).alias("_cells"),
                    *[F.sum(F.col(f"_b{i}").cast(_WIDE) * F.col(f"_b{i}").cast(_WIDE)).alias(f"_s{i}")
                      for i in range(len(bounds))]).collect()[0]
@@ -99,10 +106,35 @@ def _checked_bounds(candidates: Sequence[int], tables: Sequence[tuple[str, ...]]
     return bounds
 
 
+@dataclass(frozen=True)
+class ItemRanking:
+    """A public score per domain item (``scores[i]`` for the i-th item of ``items``): the bound
+    keeps each user's records of highest score first, ties at random (HPA's noisy popularity,
+    max(ñ, 0), a DP output)."""
+
+    items: ItemDomain
+    scores: np.ndarray
+
+
+def _ranks(known: DataFrame, ranking: ItemRanking) -> DataFrame:
+    """Per (user, item): _t, the user's records of items scored at least as high as this one, and
+    _g, those scored the same (bias_term's ``through`` and ``tied``), from the user's records alone
+    and the public scores. Shuffled by user: a window per user."""
+    pairs = known.groupBy("user_id", "item_id").agg(F.count(F.lit(1)).alias("_ki"))
+    scored = with_item_values(pairs, ranking.items, ranking.scores, "_score")
+    # Ordered by score, highest first, a range frame ends at the current score's last peer.
+    through = (Window.partitionBy("user_id").orderBy(F.desc("_score"))
+               .rangeBetween(Window.unboundedPreceding, Window.currentRow))
+    tied = Window.partitionBy("user_id", "_score")
+    return scored.select("user_id", "item_id", F.sum("_ki").over(through).alias("_t"),
+                         F.sum("_ki").over(tied).alias("_g"))
+
+
 def _per_cell_user(records: DataFrame, tables: Sequence[tuple[str, ...]], user_counts: DataFrame | None,
-                   users: int | None, record_count: int | None) -> list[DataFrame]:
+                   users: int | None, record_count: int | None, ranking: ItemRanking | None = None) -> list[DataFrame]:
     """Per table, one row per (cell, user) with _k (the user's records in the cell) and _n (in the
-    domain), from one shuffle of the records by item.
+    domain), and with a ``ranking`` _t and _g (:func:`_ranks`), from one shuffle of the records by
+    item.
 
     A hash partitioning on the item clusters both (cell, user) and the cell, so the per-(cell,
     user) counts and the per-cell sums need no further shuffle; each user's n, small (a row per
@@ -110,7 +142,8 @@ def _per_cell_user(records: DataFrame, tables: Sequence[tuple[str, ...]], user_c
     every task held a partial sum of nearly every cell, a second shuffle as large as the records
     (185 MB for the edges at 10M rows): the norms took 13.1–18.4 s against 9.7–11.8 s by item.
     Persisting the shuffled records for the second table cost more than shuffling again
-    (docs/lab/performance.md, "Choosing l privately")."""
+    (docs/lab/performance.md, "Choosing l privately"). A ranking needs each user's records
+    together (a window per user), one more shuffle, joined to the cells by (user, item)."""
     columns = list(dict.fromkeys(column for table in tables for column in table))
     known = records.where(F.col("user_id").isNotNull()).select("user_id", *columns)
     if user_counts is None:
@@ -119,8 +152,12 @@ def _per_cell_user(records: DataFrame, tables: Sequence[tuple[str, ...]], user_c
     per_user = user_counts.select("user_id", "_n")
     if users is not None and users <= BROADCAST_USERS:
         per_user = F.broadcast(per_user)
-    return [by_item.groupBy(*table, "user_id").agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
-            for table in tables]
+    counted = [by_item.groupBy(*table, "user_id").agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
+               for table in tables]
+    if ranking is None:
+        return counted
+    ranks = _ranks(known, ranking)
+    return [table.join(ranks, ["user_id", "item_id"]) for table in counted]
 
 
 ITEMS = ("item_id",)  # the item counts' cells
@@ -130,7 +167,7 @@ EDGES = ("item_id", "attr")  # the edge counts' cells: item × attribute value
 def squared_bias_norms(records: DataFrame, candidates: Sequence[int], cap: int, grid: int,
                        tables: Sequence[tuple[str, ...]] = (ITEMS,), largest_n: int | None = None,
                        user_counts: DataFrame | None = None, users: int | None = None, user_cap: int | None = None,
-                       record_count: int | None = None) -> list[list[int]]:
+                       record_count: int | None = None, ranking: ItemRanking | None = None) -> list[list[int]]:
     """Each table's squared bias norm at each candidate, in units of 1/``grid`` record squared: a
     list per table of ``tables``, each named by its cells' columns (ITEMS, EDGES; every table's
     cells start with the item).
@@ -142,12 +179,14 @@ def squared_bias_norms(records: DataFrame, candidates: Sequence[int], cap: int, 
     to send them whole to every task (BROADCAST_USERS at most) rather than join by a shuffle;
     ``user_cap``: the quality's U (default b_K − b_1); ``record_count``: how many records there are,
     when known, to shuffle them into partitions of RECORDS_PER_PARTITION (else the session's
-    number)."""
+    number); ``ranking``: the public item scores when the bound keeps each user's records of
+    highest score first (HPA), else SRA's uniform sample is scored."""
     bounds = _checked_bounds(candidates, tables)
     user_cap = checked_user_cap(bounds, user_cap)
     kind = _arithmetic(largest_n, user_cap, cap, grid)
-    return [_squared_norms(counted, list(table), bounds, user_cap, cap, grid, kind)
-            for counted, table in zip(_per_cell_user(records, tables, user_counts, users, record_count), tables)]
+    per_cell = _per_cell_user(records, tables, user_counts, users, record_count, ranking)
+    return [_squared_norms(counted, list(table), bounds, user_cap, cap, grid, kind, ranking is not None)
+            for counted, table in zip(per_cell, tables)]
 
 
 def expected_kept(records: DataFrame, candidates: Sequence[int], cap: int, grid: int,

@@ -8,7 +8,8 @@ data to pick ``b`` is itself a release (specification §1.3), so it is chosen he
 share of ε, as DPSense chooses its θ (§4.2).
 
 The quality measures the bias where it falls, cell by cell: for each candidate, the squared norm
-of the vector of records the bound removes from each cell in expectation (SRA's uniform sample),
+of the vector of records the bound removes from each cell in expectation (SRA's uniform sample,
+or HPA's most popular records by its noisy popularity),
 each user's part capped at U records so that one user moves the norm by a bounded amount; U is
 set from a DP count of the users, made first with a tenth of the choice's ε
 (``choose_bound_by_users``). The noise side is
@@ -24,7 +25,7 @@ NOT private; they are read only inside the mechanism.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -76,20 +77,29 @@ def candidates_checked(candidates: Sequence[int]) -> np.ndarray:
     return bounds
 
 
-def bias_term(records: int, user_records: int, bound: int, first: int, user_cap: int, cap: int) -> int:
+def bias_term(records: int, user_records: int, bound: int, first: int, user_cap: int, cap: int,
+              through: int | None = None, tied: int | None = None) -> int:
     """One user's expected loss in one cell at ``bound``, in units of 1/GRID records, rounded down:
 
-        ⌊GRID·min(k, c)·(n − b)⁺·U / (n·max(n − b_1, U))⌋
+        ⌊GRID·min(k, c)·min(g, (t − b)⁺)·U / (g·max(n − b_1, U))⌋
 
     for a user with k = ``records`` in the cell and n = ``user_records`` in the domain, the
-    smallest candidate b_1 = ``first`` ≤ b, U = ``user_cap``, c = ``cap``. Without the caps it is
-    k·(n − b)⁺/n, the records SRA's uniform sample of b drops from the cell in expectation; a
-    user with n − b_1 > U has it scaled by U/(n − b_1), the same at every candidate, so that the
-    user's terms sum to at most U (and each is at most c)."""
-    if user_records <= bound or user_cap == 0:
+    smallest candidate b_1 = ``first`` ≤ b, U = ``user_cap``, c = ``cap``. t = ``through`` and
+    g = ``tied`` say where the cell's records rank among the user's when the bound keeps the
+    records of highest public score first (HPA's noisy popularity, ties at random): g records
+    share the cell's score, t score at least as high. Keeping b records then drops min(g, (t − b)⁺)
+    of those g, each alike, so the cell loses k·min(g, (t − b)⁺)/g in expectation. A uniform sample
+    (SRA) ranks all n records alike: t = g = n (the default), and the loss is k·(n − b)⁺/n.
+
+    The caps bound the user's part: each term is at most c, and a user with n − b_1 > U has every
+    term scaled by U/(n − b_1), the same at every candidate, so that the terms sum to at most U."""
+    through = user_records if through is None else through
+    tied = user_records if tied is None else tied
+    dropped = min(tied, max(through - bound, 0))
+    if dropped == 0 or user_cap == 0:
         return 0
-    numerator = GRID * min(records, cap) * (user_records - bound) * user_cap
-    return numerator // (user_records * max(user_records - first, user_cap))
+    numerator = GRID * min(records, cap) * dropped * user_cap
+    return numerator // (tied * max(user_records - first, user_cap))
 
 
 def checked_user_cap(candidates: Sequence[int], user_cap: int | None) -> int:
@@ -110,29 +120,48 @@ def squared_bias_norms(cells: pd.DataFrame, candidates: Sequence[int], cap: int,
     """Σ_j B_j(b)² for every candidate b, B_j(b) = Σ_u bias_term(k_uj, n_u, b, …): exact integers.
 
     ``cells``: one row per (user, cell) with ``user_id``, ``cell`` (any hashable key), ``k`` (the
-    user's records in the cell) and ``n`` (the user's records in the domain); ``user_cap``: U
-    (default b_K − b_1, the largest). The driver-side twin of ``release.bound_bias`` (tests
-    hold them equal)."""
+    user's records in the cell) and ``n`` (the user's records in the domain), and, when the bound
+    keeps the records of highest score first, ``t`` and ``g`` (bias_term's ``through`` and
+    ``tied``; ``ranked_cells`` adds them); ``user_cap``: U (default b_K − b_1, the largest). The
+    driver-side twin of ``release.bound_bias`` (tests hold them equal)."""
     bounds = [int(b) for b in candidates_checked(candidates)]
     first = bounds[0]
     u = checked_user_cap(bounds, user_cap)
     k = np.minimum(cells["k"].to_numpy(dtype=np.int64), cap)
     n = cells["n"].to_numpy(dtype=np.int64)
-    if np.any(k < 1) or np.any(n < k):
-        raise ValueError("each row needs 1 <= k <= n")
+    ranked = "t" in cells.columns
+    t = cells["t"].to_numpy(dtype=np.int64) if ranked else n
+    g = cells["g"].to_numpy(dtype=np.int64) if ranked else n
+    if np.any(k < 1) or np.any(n < k) or np.any(g < k) or np.any(t < g) or np.any(n < t):
+        raise ValueError("each row needs 1 <= k <= g <= t <= n")
     cell = pd.factorize(cells["cell"])[0]
     # Exact integers: int64 while the numerator and the denominator fit, else Python integers.
     largest = int(n.max()) if n.size else 0
     exact = object if max(GRID * cap * largest * u, largest * max(largest, u)) >= 2**62 else np.int64
-    k, n = k.astype(exact), n.astype(exact)
+    k, n, t, g = (a.astype(exact) for a in (k, n, t, g))
     out = []
     for b in bounds:
-        numerator = GRID * k * np.maximum(n - b, 0) * u
-        terms = numerator // (n * np.maximum(n - first, u)) if u else np.zeros(n.size, dtype=exact)
+        numerator = GRID * k * np.minimum(g, np.maximum(t - b, 0)) * u
+        terms = numerator // (g * np.maximum(n - first, u)) if u else np.zeros(n.size, dtype=exact)
         sums = np.zeros(int(cell.max()) + 1 if cell.size else 0, dtype=exact)
         np.add.at(sums, cell, terms)
         out.append(int(sum(int(v) * int(v) for v in sums)))
     return out
+
+
+def ranked_cells(cells: pd.DataFrame, item_of_cell: str, scores: Mapping) -> pd.DataFrame:
+    """``cells`` (squared_bias_norms' rows) with ``t`` and ``g`` for a bound that keeps each user's
+    records of highest score first: ``scores`` maps each item to its public score, and
+    ``item_of_cell`` names the column of ``cells`` that holds the cell's item. A user's records of
+    items of equal score tie (g of them); t counts those and the ones scored higher."""
+    score = cells[item_of_cell].map(scores)
+    if score.isna().any():
+        raise ValueError("every cell's item needs a score")
+    frame = cells.assign(_score=score.to_numpy())
+    per_score = frame.groupby(["user_id", "_score"])["k"].sum().rename("g").reset_index()
+    per_score = per_score.sort_values(["user_id", "_score"], ascending=[True, False])
+    per_score["t"] = per_score.groupby("user_id")["g"].cumsum()
+    return frame.merge(per_score, on=["user_id", "_score"]).drop(columns="_score")
 
 
 @dataclass(frozen=True)

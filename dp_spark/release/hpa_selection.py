@@ -11,6 +11,7 @@ has sensitivity l (adaptive sequential composition). d is public. Claim in full:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -51,17 +52,23 @@ def with_item_values(records: DataFrame, items: ItemDomain, values: np.ndarray, 
     return records.join(F.broadcast(lookup), "item_id")
 
 
-def hpa_selection(records: DataFrame, items: ItemDomain, l: int, d: int, epsilon_popularity: Fraction, budget: Budget,
-                  rng: RandomSource, seed: int | None = None, user_counts: DataFrame | None = None,
-                  users_by_n: pd.Series | None = None,
-                  one_per_user: DataFrame | None = None) -> tuple[user_records.Selection, int]:
-    """HPA's bounding: noisy popularity from ≤ d records per user (ledger step "popularity", paid
-    from ``budget``), then each user's l records of highest noisy popularity, ties at random. The
-    selection (planned, not computed) and the popularity sample's rows (NOT private).
+@dataclass(frozen=True)
+class Popularity:
+    """HPA's noisy popularity: ``scores[i]`` = max(ñ_i, 0) for the i-th domain item (a DP output),
+    and the popularity sample's rows (NOT private: a diagnostic)."""
 
-    Ordering by max(ñ_i, 0) is the same as ordering by the paper's normalised
-    p̃_i, and stays in exact integers; if every ñ_i ≤ 0 all scores tie and the
-    choice is uniform, as with p̃_i = 1/m.
+    scores: np.ndarray
+    sample_rows: int
+
+
+def noisy_popularity(records: DataFrame, items: ItemDomain, d: int, epsilon_popularity: Fraction, budget: Budget,
+                     rng: RandomSource, seed: int | None = None, user_counts: DataFrame | None = None,
+                     users_by_n: pd.Series | None = None, one_per_user: DataFrame | None = None) -> Popularity:
+    """HPA's first step: item counts of ≤ d records per user with discrete Laplace noise of scale
+    d/ε_popularity (ledger step "popularity", paid from ``budget``).
+
+    Scoring by max(ñ_i, 0) orders the items as the paper's normalised p̃_i does, and stays in
+    exact integers; if every ñ_i ≤ 0 all scores tie and the selection is uniform, as with p̃_i = 1/m.
 
     ``one_per_user`` (DataFrame[user_id, _sampled_item], one record drawn uniformly per user
     of ``records``: ``io.validate_records``' sample) is the popularity sample when d = 1, and
@@ -78,8 +85,15 @@ def hpa_selection(records: DataFrame, items: ItemDomain, l: int, d: int, epsilon
         )
         popularity_true = item_edges.item_counts(item_edges.selected_edge_counts(popularity_sample, items, None))
     popularity = publishers.publish("laplace", popularity_true, d, epsilon_popularity, budget, rng, "popularity")
+    return Popularity(np.maximum(popularity.values, 0), int(popularity_true.sum()))
 
-    item_scores = np.maximum(popularity.values, 0)
+
+def hpa_selection(records: DataFrame, items: ItemDomain, l: int, popularity: Popularity, seed: int | None = None,
+                  user_counts: DataFrame | None = None,
+                  users_by_n: pd.Series | None = None) -> user_records.Selection:
+    """HPA's bounding given its noisy popularity (:func:`noisy_popularity`): each user's l records
+    of highest score, ties at random. The selection, planned, not computed."""
+    item_scores = popularity.scores
     # The selection orders by each score's rank among the distinct scores, which orders the same
     # (and keeps the generated code the same from run to run: docs/lab/performance.md, fifth round).
     distinct_scores, item_ranks = np.unique(item_scores, return_inverse=True)
@@ -87,6 +101,5 @@ def hpa_selection(records: DataFrame, items: ItemDomain, l: int, d: int, epsilon
     # The cutoffs only decide which rows the selection looks at, never its result.
     cutoffs = [(min_rows, int(np.searchsorted(distinct_scores, score)))
                for min_rows, score in score_cutoffs(item_scores, l)]
-    chosen = user_records.top_selection(scored, l, "_score_rank", seed=seed, counts=user_counts, cutoffs=cutoffs,
-                                        users_by_n=users_by_n)
-    return chosen, int(popularity_true.sum())
+    return user_records.top_selection(scored, l, "_score_rank", seed=seed, counts=user_counts, cutoffs=cutoffs,
+                                      users_by_n=users_by_n)

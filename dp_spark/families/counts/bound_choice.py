@@ -11,6 +11,7 @@ from dp_spark.families.counts.params import CountsParams
 from dp_spark.families.counts.sampling import count_tables, gaussian_tables
 from dp_spark.release import bound_bias, bound_objective, bound_selection
 from dp_spark.release.family import Domains, RunInputs
+from dp_spark.release.hpa_selection import Popularity
 from dp_spark.release.publisher_accuracy import publisher_accuracy
 
 
@@ -71,29 +72,42 @@ def cell_variance(params: CountsParams, bound: int, epsilon: Fraction, l2_square
 CELL_COLUMNS = {"item_counts": bound_bias.ITEMS, "edge_counts": bound_bias.EDGES}
 
 
-def bias_norms(params: CountsParams, validated, domains: Domains, user_cap: int) -> list[Fraction]:
+def bias_norms(params: CountsParams, validated, domains: Domains, user_cap: int,
+               ranking: bound_bias.ItemRanking | None = None) -> list[Fraction]:
     """Σ_t w_t·‖B_t(b)‖² over the tables the objective scores, for every candidate bound at the
     user cap U, from the validated records (one Spark aggregation per table; NOT private: read
-    only by the mechanism)."""
+    only by the mechanism). HPA's bias is scored at its ``ranking``, the noisy popularity it
+    keeps records by; SRA's and the baselines' at their uniform sample (no ranking)."""
+    if (params.algorithm == "hpa") != (ranking is not None):
+        raise ValueError("HPA's bound is scored at its noisy popularity, and only HPA's: "
+                         f"{params.algorithm} was given {'a' if ranking is not None else 'no'} ranking")
     tables = scored_tables(params, domains)
     largest = int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
     per_table = bound_bias.squared_bias_norms(validated.records, _candidates(params), quality_cap(params),
                                               bound_selection.GRID, [CELL_COLUMNS[t] for t in tables], largest,
                                               validated.user_counts, int(validated.users_by_n.sum()),
                                               user_cap=user_cap,
-                                              record_count=bound_bias.record_count(validated.users_by_n))
+                                              record_count=bound_bias.record_count(validated.users_by_n),
+                                              ranking=ranking)
     return bound_selection.weighted_norms(per_table, [weight for weight, _, _ in tables.values()])
 
 
-def chosen_bound(params: CountsParams, inputs: RunInputs, validated) -> tuple[int, dict | None]:
-    """The per-user bound and, when it was chosen privately, the report's ``chosen`` (a DP output)."""
+def chosen_bound(params: CountsParams, inputs: RunInputs, validated,
+                 popularity: Popularity | None = None) -> tuple[int, dict | None]:
+    """The per-user bound and, when it was chosen privately, the report's ``chosen`` (a DP output).
+    HPA's choice needs its noisy ``popularity``, drawn before it (a DP output, public here)."""
     if not params.auto:
         return int(params.l), None
     candidates = _candidates(params)
     model = error_model(params, inputs.domains, inputs.split)  # public: any error before the records' pass
+    ranking = None
+    if popularity is not None:
+        if inputs.domains.items is None:
+            raise ValueError("HPA's popularity needs the item domain")
+        ranking = bound_bias.ItemRanking(inputs.domains.items, popularity.scores)
     inputs.progress(f"choosing {params.bound_name} privately from {len(candidates)} candidates")
     choice = bound_selection.choose_bound_by_users(
-        lambda cap: bias_norms(params, validated, inputs.domains, cap),
+        lambda cap: bias_norms(params, validated, inputs.domains, cap, ranking),
         int(validated.users_by_n.sum()), candidates, model, inputs.split["epsilon_bound"], inputs.budget,
         inputs.rng, step=f"choose {params.bound_name}")
     inputs.progress(f"{params.bound_name} = {choice.bound}, chosen privately from {list(candidates)}")

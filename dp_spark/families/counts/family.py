@@ -120,10 +120,13 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
                                  one_per_user_salt=_popularity_salt(params, inputs.seed),
                                  strict=inputs.guards.strict, progress=inputs.progress)
     try:
-        l, chosen = bound_choice.chosen_bound(params, inputs, validated)
+        # HPA's choice of l scores the records HPA drops, which follow its noisy popularity: drawn
+        # first. With a fixed l the popularity stays after the guards, where it always was.
+        popularity = _popularity(params, inputs, validated) if params.algorithm == "hpa" and params.auto else None
+        l, chosen = bound_choice.chosen_bound(params, inputs, validated, popularity)
         # Everything the guards need is known from validation's pass: each user keeps min(n, l).
-        # Before HPA's first noise and the counts' (after the choice of l and the items', when those
-        # are private: docs/bound_selection.md, "Guards").
+        # Before the counts' noise (after the choice of l and the items', when those are private,
+        # and HPA's popularity with l = "auto": docs/bound_selection.md, "Guards").
         coverage, decided = guards.check_bounded(inputs, validated, l, params.private_items, params.bound_name)
         inputs.progress("records read; bounding and counting")
         diagnostic(inputs.progress, f"{validated.diagnostics['rows_read']:,} records read")
@@ -140,7 +143,8 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
         if params.algorithm != "hpa":
             release = sampling.sra(validated.records, **common)
         else:
-            release = sampling.hpa(validated.records, d=params.d, one_per_user=validated.one_per_user, **common)
+            release = sampling.hpa(validated.records, d=params.d, one_per_user=validated.one_per_user,
+                                   popularity=popularity, **common)
     finally:
         validated.release()
     if params.consistent:
@@ -157,6 +161,13 @@ def _counted(params: CountsParams, inputs: RunInputs) -> FamilyOutput:
                         guards=decided, bounding=removed,
                         **(executor_path.executor_output(_output_rows(params, inputs.domains), inputs.seed)
                            if on_executors else {}))
+
+
+def _popularity(params: CountsParams, inputs: RunInputs, validated) -> sampling.Popularity:
+    """HPA's noisy popularity (ledger step "popularity"), from validation's records and sample."""
+    return sampling.noisy_popularity(validated.records, inputs.domains.items, params.d,
+                                     inputs.split["epsilon_popularity"], inputs.budget, inputs.rng, inputs.seed,
+                                     validated.user_counts, validated.users_by_n, validated.one_per_user)
 
 
 def _on_executors(params: CountsParams, domains: Domains, execution: Execution) -> bool:

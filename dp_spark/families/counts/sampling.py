@@ -39,7 +39,7 @@ from dp_spark.core.mechanisms import RandomSource
 from dp_spark.core.vector_noise import NoiseSecret
 from dp_spark.families.counts.params import CountsParams
 from dp_spark.publishers import consistency, executor_laplace
-from dp_spark.release.hpa_selection import hpa_selection
+from dp_spark.release.hpa_selection import Popularity, hpa_selection, noisy_popularity
 
 # Each count table (its ledger step) and its part of the split.
 TABLE_PARTS = {"item_counts": "epsilon_items", "edge_counts": "epsilon_edges"}
@@ -223,15 +223,18 @@ def hpa(records: DataFrame, items: ItemDomain, attributes: AttributeDomain | Non
         epsilons: dict[str, Fraction], budget: Budget, rng: RandomSource, seed: int | None = None,
         user_counts: DataFrame | None = None, publisher: Publisher = Publisher(),
         users_by_n: pd.Series | None = None, one_per_user: DataFrame | None = None,
-        on_executors: NoiseSecret | None = None) -> CountsRelease | ExecutorCounts:
-    """Hand-Picked Algorithm: noisy popularity from ≤ d records per user, then each
-    user's l records of highest noisy popularity (ties at random), then noisy counts
-    (:func:`hpa_selection`)."""
-    chosen, popularity_rows = hpa_selection(records, items, l, d, epsilons["epsilon_popularity"], budget, rng, seed,
-                                            user_counts, users_by_n, one_per_user)
+        on_executors: NoiseSecret | None = None,
+        popularity: Popularity | None = None) -> CountsRelease | ExecutorCounts:
+    """Hand-Picked Algorithm: noisy popularity from ≤ d records per user (drawn here unless
+    ``popularity`` was drawn before, as l = "auto" does to score HPA's own bias), then each user's
+    l records of highest noisy popularity (ties at random), then noisy counts (:func:`hpa_selection`)."""
+    if popularity is None:
+        popularity = noisy_popularity(records, items, d, epsilons["epsilon_popularity"], budget, rng, seed,
+                                      user_counts, users_by_n, one_per_user)
+    chosen = hpa_selection(records, items, l, popularity, seed, user_counts, users_by_n)
     release = _released(chosen, items, attributes, l, epsilons, budget, rng, seed, publisher, on_executors,
                         users_by_n)
-    release.diagnostics["rows_in_popularity_sample"] = popularity_rows
+    release.diagnostics["rows_in_popularity_sample"] = popularity.sample_rows
     return release
 
 

@@ -43,7 +43,7 @@ from dp_spark.release import bounding_estimate, guards
 from dp_spark.release import on_executors as executor_path
 from dp_spark.release import sum_tables as publishing
 from dp_spark.release.family import Domains, Family, FamilyOutput, RunInputs
-from dp_spark.release.hpa_selection import hpa_selection
+from dp_spark.release.hpa_selection import hpa_selection, noisy_popularity
 from dp_spark.release.private_keys import NOTHING_SELECTED, selected_items
 
 
@@ -98,9 +98,12 @@ def _summed(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
         diagnostic(inputs.progress, f"{validated.diagnostics['rows_read']:,} records read")
         extra = {}
         if hpa:
-            selection, extra["rows_in_popularity_sample"] = hpa_selection(
-                validated.records, items, params.l, params.d, inputs.split["epsilon_popularity"], inputs.budget,
-                inputs.rng, inputs.seed, validated.user_counts, validated.users_by_n, validated.one_per_user)
+            popularity = noisy_popularity(validated.records, items, params.d, inputs.split["epsilon_popularity"],
+                                          inputs.budget, inputs.rng, inputs.seed, validated.user_counts,
+                                          validated.users_by_n, validated.one_per_user)
+            extra["rows_in_popularity_sample"] = popularity.sample_rows
+            selection = hpa_selection(validated.records, items, params.l, popularity, inputs.seed,
+                                      validated.user_counts, validated.users_by_n)
         else:
             selection = user_records.sample_selection(validated.records, params.l, inputs.seed,
                                                       counts=validated.user_counts, users_by_n=validated.users_by_n)
