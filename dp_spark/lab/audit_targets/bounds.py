@@ -14,6 +14,10 @@ q(b) = −⌈√(Σ_t w_t·‖B_t(b)‖² + N(b))⌉. The neighbours are placed 
   D the exponents ε·q/Δq put b_1 ahead of b_K by ε + TILT: b_K is rare on D and about e^ε times
   likelier on D′. Middle candidates get noise large enough to take no part.
 
+In the "ranked" pair (HPA's bias) each user's b_K records fall one in each of b_K items, ranked
+by distinct public scores: at b_1 every user drops the same b_K − b_1 items whole, a vector of norm
+exactly √(b_K − b_1).
+
 With two tables or more every record has the same attribute value, so the edge table repeats the
 item table (and, for the means, each sum table's stand-in repeats its count table): the weighted
 norm is W = Σ_t w_t times one table's.
@@ -47,11 +51,15 @@ CANDIDATES = {
 # "tables" objective with five attribute values (items 1, edges 1/5). "small": one table whose
 # domain has only the cells the users' records fall in, with c = 1, where Δq comes from the cells
 # (√(c²·cells) below √(c·U)) and the users' terms fill every cell: the tight case of that bound.
+# "ranked": one table, HPA's bias: each user's b_K records are one in each of b_K items, every item
+# with its own public score, so at b_1 every user drops the same b_K − b_1 least popular items whole
+# (c = 1): a vector of norm exactly √(b_K − b_1), the whole √(c·U) the argument allows.
 WEIGHTS: dict[int | str, tuple[Fraction, ...]] = {
     1: (Fraction(1),), 2: (Fraction(1),) * 2, 4: (Fraction(1),) * 4, "1+1/5": (Fraction(1), Fraction(1, 5)),
-    "small": (Fraction(1),)}
+    "small": (Fraction(1),), "ranked": (Fraction(1),)}
 TABLES = tuple(WEIGHTS)
 SMALL = "small"
+RANKED = "ranked"
 USERS = 3  # on D; any number gives the same move, since the users' vectors are parallel
 CELLS = 10  # the cells each user's b_K records fall in (k = b_K/10 of them each, when b_K allows)
 TILT = Fraction(1)  # on D', b_1's exponent leads b_K's by about this much; on D by ε + TILT
@@ -73,10 +81,13 @@ def _per_cell(top: int) -> tuple[int, int]:
     return cells, top // cells
 
 
-def _norms(users: int, candidates: tuple[int, ...], weights: tuple[Fraction, ...], cap: int) -> list:
-    cells, per_cell = _per_cell(candidates[-1])
+def _norms(users: int, candidates: tuple[int, ...], weights: tuple[Fraction, ...], cap: int,
+           ranked: bool = False) -> list:
+    cells, per_cell = (candidates[-1], 1) if ranked else _per_cell(candidates[-1])
     rows = pd.DataFrame({"user_id": np.repeat(np.arange(users), cells), "cell": np.tile(np.arange(cells), users),
                          "k": per_cell, "n": candidates[-1]})
+    if ranked:  # item j scored b_K − j: the user's records ranked 1, 2, …, b_K, no ties
+        rows = bs.ranked_cells(rows, "cell", {j: candidates[-1] - j for j in range(cells)})
     one = bs.squared_bias_norms(rows, candidates, cap)
     return bs.weighted_norms([one] * len(weights), weights)
 
@@ -87,9 +98,9 @@ def pair(candidates: tuple[int, ...], tables: int | str, epsilon: Fraction) -> B
     gives the pair's exact ε."""
     cells, per_cell = _per_cell(candidates[-1])
     weights = WEIGHTS[tables]
-    cap, domain = (1, (cells,)) if tables == SMALL else (per_cell, None)
+    cap, domain = (1, (cells,)) if tables == SMALL else (1, None) if tables == RANKED else (per_cell, None)
     model = bs.ErrorModel(weights, cap, (Fraction(0),) * len(candidates), cells=domain)
-    d, d2 = (_norms(users, candidates, weights, cap) for users in (USERS, USERS + 1))
+    d, d2 = (_norms(users, candidates, weights, cap, tables == RANKED) for users in (USERS, USERS + 1))
     if len(candidates) == 1:
         return BoundPair(tuple(candidates), model, (d, d2))
     lead = float((epsilon + TILT) / epsilon * bs.quality_sensitivity(candidates, model))
