@@ -1,0 +1,208 @@
+"""HPA's `l = "auto"` on the evaluation set: what its private choice costs against the fine-grid
+oracle of fixed bounds, on the item counts.
+
+NOT PRIVATE: every number here is computed from the raw records, for the benchmark only.
+
+    python bench/hpa_bound_evaluation.py --out DIR [--shapes NAME,...] [--draws 4]
+        [--noise laplace,gaussian] [--epsilons 0.1,1,5] [--quality hpa,sra]
+
+HPA (d = 1) first draws a noisy popularity and then keeps each user's l records of highest
+popularity, ties at random. Given one draw of the popularity its item error is exact: each item's
+expected drop (bound_selection's term without its caps), squared, plus the variance of the ties
+at the boundary (hypergeometric within the tie group), plus the noise of the counts. This script
+draws the popularity as the release does (one record per user, uniformly; discrete Laplace noise
+at the split's ε_popularity) ``--draws`` times, and averages over the draws:
+
+- auto: Σ_b P(pick b | popularity)·E(b | popularity) at auto's split, P the exact distribution of
+  the product's choice (bound_selection.pick_probabilities: the user count and the exponential
+  mechanism) over the norms it scores, HPA's own drop (``--quality hpa``, the product) or SRA's
+  (``--quality sra``: what HPA scored before);
+- oracle: the best integer bound from 1 to 256 at a fixed bound's split, the same draws of the
+  popularity's sample and noise scaled to that split's ε_popularity;
+- shipped: l = 30, conf/movielens_hpa.toml's bound.
+
+The shapes are bench/bound_evaluation.py's MovieLens ones with item counts alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bound_evaluation import FINE, records_of, shapes  # noqa: E402
+from bound_selection import Setting  # noqa: E402
+
+from dp_spark.core.mechanisms import RandomSource, discrete_laplace  # noqa: E402
+from dp_spark.families.counts import bound_choice  # noqa: E402
+from dp_spark.families.counts import family as counts  # noqa: E402
+from dp_spark.families.registry import family_of  # noqa: E402
+from dp_spark.lab.bound_curve import NOT_PRIVATE, user_item_table  # noqa: E402
+from dp_spark.lab.tune import choice_percentiles  # noqa: E402
+from dp_spark.release import bound_objective, bound_selection  # noqa: E402
+from dp_spark.release.family import Domains, plan_split  # noqa: E402
+
+SHIPPED = 30
+
+
+class HpaSetting(Setting):
+    """bench/bound_selection.py's Setting for HPA with d = 1."""
+
+    def params(self, l, objective=None) -> counts.CountsParams:
+        gaussian = dict(noise="gaussian", records_per_item=1) if self.noise == "gaussian" else {}
+        auto = dict(candidates=self.candidates, objective=objective) if l == "auto" else {}
+        return counts.CountsParams("hpa", l, d=1, **auto, **gaussian)
+
+    def split_of(self, params: counts.CountsParams, domains: Domains) -> dict:
+        return plan_split(family_of("hpa"), params, Fraction(str(self.epsilon)), domains, accounting=self.accounting)
+
+
+def sampled_counts(table: pd.DataFrame, position: np.ndarray, cells: int, rng: np.random.Generator) -> np.ndarray:
+    """Item counts of one record per user drawn uniformly (HPA's popularity sample with d = 1):
+    ``table`` has one row per (user, item) with k and n, sorted by user; ``position`` codes its item."""
+    users_start = np.flatnonzero(np.r_[True, table["user_id"].to_numpy()[1:] != table["user_id"].to_numpy()[:-1]])
+    n = table["n"].to_numpy()[users_start]
+    pick = (rng.random(n.size) * n).astype(np.int64)  # the record's rank among the user's n
+    cumulative = np.cumsum(table["k"].to_numpy())
+    before = np.r_[0, cumulative[:-1]][users_start]
+    row = np.searchsorted(cumulative, before + pick, side="right")
+    return np.bincount(position[row], minlength=cells)
+
+
+def ranked(table: pd.DataFrame, scores: np.ndarray, position: np.ndarray) -> pd.DataFrame:
+    """The rows with t and g (bound_selection.ranked_cells) for the items' ``scores``."""
+    return bound_selection.ranked_cells(table.assign(item=position), "item", dict(enumerate(scores.tolist())))
+
+
+def hpa_errors(rows: pd.DataFrame, cells: int, bounds) -> dict[int, float]:
+    """{l: Σ_items (expected drop² + the ties' variance)} for HPA at each bound, given the ranking."""
+    k, t, g = (rows[c].to_numpy(dtype=float) for c in ("k", "t", "g"))
+    item = rows["item"].to_numpy()
+    out = {}
+    for l in bounds:
+        dropped = np.minimum(g, np.maximum(t - l, 0))
+        share = dropped / g
+        bias = np.bincount(item, weights=k * share, minlength=cells)
+        # Within the boundary group m of g records are dropped at random: the cell's k records lose a
+        # hypergeometric number, of variance k·p·(1 − p)·(g − k)/(g − 1), p = m/g.
+        with np.errstate(invalid="ignore", divide="ignore"):
+            variance = np.where(g > 1, k * share * (1 - share) * (g - k) / np.maximum(g - 1, 1), 0.0)
+        out[l] = float(np.dot(bias, bias) + np.bincount(item, weights=variance, minlength=cells).sum())
+    return out
+
+
+def evaluate(shape, records: pd.DataFrame, ids: np.ndarray, setting: HpaSetting, draws: int, quality: str,
+             seed: int) -> dict:
+    cells = len(ids)
+    domains = Domains(range(cells))
+    auto = setting.params("auto", bound_objective.ITEMS)
+    auto_split, fixed_split = setting.split_of(auto, domains), setting.split_of(setting.params(SHIPPED), domains)
+    model = bound_choice.error_model(auto, domains, auto_split)
+    candidates = setting.candidates
+    table = user_item_table(records[["user_id", "item_id"]]).sort_values("user_id", kind="stable")
+    table = table.reset_index(drop=True)
+    position = np.searchsorted(ids, table["item_id"].to_numpy())
+    users = int(table["user_id"].nunique())
+    sample_rng = np.random.default_rng(seed)
+    noise_rng = RandomSource(seed)
+    auto_errors, fixed_errors, picks_all = [], [], []
+    sra_cells = table.rename(columns={"item_id": "cell"})
+    for _ in range(draws):
+        sample = sampled_counts(table, position, cells, sample_rng)
+        # The release's noise: discrete Laplace of scale d/ε_popularity (d = 1), at each split's part.
+        auto_scores, fixed_scores = (
+            np.maximum(sample + discrete_laplace(noise_rng, 1 / split["epsilon_popularity"], cells), 0)
+            for split in (auto_split, fixed_split))
+        rows_auto = ranked(table, auto_scores, position)
+        scored = rows_auto.rename(columns={"item": "cell"}) if quality == "hpa" else sra_cells
+
+        def norms_at(cap: int, scored=scored) -> list:
+            return bound_selection.weighted_norms(
+                [bound_selection.squared_bias_norms(scored, candidates, model.records_per_cell, cap)], [1])
+        picks_all.append(bound_selection.pick_probabilities(norms_at, users, candidates, model,
+                                                            auto_split["epsilon_bound"], setting.noise == "gaussian"))
+        at_auto = hpa_errors(rows_auto, cells, candidates)
+        auto_errors.append(np.array([at_auto[b] + cells * setting.noise_variance(b, auto_split["epsilon_items"])
+                                     for b in candidates]))
+        at_fixed = hpa_errors(ranked(table, fixed_scores, position), cells, sorted(set(FINE) | {SHIPPED}))
+        fixed_errors.append({b: e + cells * setting.noise_variance(b, fixed_split["epsilon_items"])
+                             for b, e in at_fixed.items()})
+    fixed = {b: float(np.mean([f[b] for f in fixed_errors])) for b in fixed_errors[0]}
+    oracle = min(FINE, key=fixed.__getitem__)
+    expected = float(np.mean([np.dot(p, e) for p, e in zip(picks_all, auto_errors)]))
+    mean_picks = np.mean(picks_all, axis=0)
+    spread = choice_percentiles(np.concatenate(picks_all) / draws, np.concatenate(auto_errors))
+    return {
+        "shape": shape.name, "quality": quality, "noise": setting.noise, "epsilon": setting.epsilon, "users": users,
+        "cells": cells, "draws": draws, "auto": expected, "auto_p99": spread[0.99],
+        "picks": {int(b): round(float(p), 4) for b, p in zip(candidates, mean_picks) if p >= 1e-4},
+        "likeliest": int(candidates[int(np.argmax(mean_picks))]), "oracle_l": int(oracle), "oracle": fixed[oracle],
+        "shipped": fixed[SHIPPED], "auto_vs_oracle": expected / fixed[oracle],
+        "p99_vs_oracle": spread[0.99] / fixed[oracle], "auto_vs_shipped": expected / fixed[SHIPPED],
+        "shipped_vs_oracle": fixed[SHIPPED] / fixed[oracle],
+    }
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| shape | quality | noise | ε | auto/oracle | p99/oracle | auto/shipped | shipped/oracle | oracle l "
+             "| likeliest | picks ≥ 0.05 |", "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        picks = ", ".join(f"{b}: {p:.2f}" for b, p in r["picks"].items() if p >= 0.05)
+        lines.append(f"| {r['shape']} | {r['quality']} | {r['noise']} | {r['epsilon']:g} | {r['auto_vs_oracle']:.3f} | "
+                     f"{r['p99_vs_oracle']:.3f} | {r['auto_vs_shipped']:.3f} | {r['shipped_vs_oracle']:.3f} | "
+                     f"{r['oracle_l']} | {r['likeliest']} | {picks} |")
+    lines.append("")
+    for quality in dict.fromkeys(r["quality"] for r in rows):
+        ratios = [r["auto_vs_oracle"] for r in rows if r["quality"] == quality]
+        lines.append(f"quality {quality}: auto within 1.3× of the oracle in {sum(x <= 1.3 for x in ratios)} of "
+                     f"{len(ratios)} cells; median {float(np.median(ratios)):.3f}, worst {max(ratios):.3f}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--shapes", help="names (or parts of names), comma-separated; default the MovieLens "
+                        "item shapes")
+    parser.add_argument("--noise", default="laplace,gaussian")
+    parser.add_argument("--epsilons", default="0.1,1,5")
+    parser.add_argument("--draws", type=int, default=4, help="draws of the popularity per cell")
+    parser.add_argument("--quality", default="hpa,sra", help="hpa (HPA's own drop, the product), sra (SRA's)")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    wanted = [s for s in shapes() if s.source != "netflix" and not s.edges]
+    if args.shapes:
+        wanted = [s for s in wanted if any(part in s.name for part in args.shapes.split(","))]
+    cache, rows = {}, []
+    for shape in wanted:
+        started = time.monotonic()
+        records, ids = records_of(shape, None, cache)
+        for noise in args.noise.split(","):
+            for epsilon in (float(e) for e in args.epsilons.split(",")):
+                for quality in args.quality.split(","):
+                    rows.append(evaluate(shape, records, ids, HpaSetting(epsilon, noise), args.draws, quality,
+                                         args.seed))
+                    r = rows[-1]
+                    print(f"{shape.name} | {quality} | {noise} | {epsilon:g}: auto/oracle {r['auto_vs_oracle']:.3f} "
+                          f"(oracle l {r['oracle_l']}, likeliest {r['likeliest']})", file=sys.stderr)
+        print(f"{shape.name}: {time.monotonic() - started:.0f} s", file=sys.stderr)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "hpa_evaluation.json").write_text(json.dumps({"not_private": NOT_PRIVATE, "rows": rows}, indent=2) + "\n")
+    text = f"{NOT_PRIVATE}\n\n{markdown(rows)}\n"
+    (out / "hpa_evaluation.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
