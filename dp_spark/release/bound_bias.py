@@ -117,17 +117,17 @@ class ItemRanking:
 
 
 def _ranks(known: DataFrame, ranking: ItemRanking) -> DataFrame:
-    """Per (user, item): _t, the user's records of items scored at least as high as this one, and
-    _g, those scored the same (bias_term's ``through`` and ``tied``), from the user's records alone
-    and the public scores. Shuffled by user: a window per user."""
-    pairs = known.groupBy("user_id", "item_id").agg(F.count(F.lit(1)).alias("_ki"))
+    """Per (user, item): _k, the user's records of the item, _t, those of items scored at least as
+    high as it, and _g, those scored the same (bias_term's ``through`` and ``tied``), from the
+    user's records alone and the public scores. Shuffled by user: a window per user."""
+    pairs = known.groupBy("user_id", "item_id").agg(F.count(F.lit(1)).alias("_k"))
     scored = with_item_values(pairs, ranking.items, ranking.scores, "_score")
     # Ordered by score, highest first, a range frame ends at the current score's last peer.
     through = (Window.partitionBy("user_id").orderBy(F.desc("_score"))
                .rangeBetween(Window.unboundedPreceding, Window.currentRow))
     tied = Window.partitionBy("user_id", "_score")
-    return scored.select("user_id", "item_id", F.sum("_ki").over(through).alias("_t"),
-                         F.sum("_ki").over(tied).alias("_g"))
+    return scored.select("user_id", "item_id", "_k", F.sum("_k").over(through).alias("_t"),
+                         F.sum("_k").over(tied).alias("_g"))
 
 
 def _per_cell_user(records: DataFrame, tables: Sequence[tuple[str, ...]], user_counts: DataFrame | None,
@@ -143,21 +143,28 @@ def _per_cell_user(records: DataFrame, tables: Sequence[tuple[str, ...]], user_c
     (185 MB for the edges at 10M rows): the norms took 13.1–18.4 s against 9.7–11.8 s by item.
     Persisting the shuffled records for the second table cost more than shuffling again
     (docs/lab/performance.md, "Choosing l privately"). A ranking needs each user's records
-    together (a window per user), one more shuffle, joined to the cells by (user, item)."""
+    together (a window per user over the (user, item) counts): the item table's rows are those,
+    and the other tables' are joined to them by (user, item)."""
     columns = list(dict.fromkeys(column for table in tables for column in table))
     known = records.where(F.col("user_id").isNotNull()).select("user_id", *columns)
     if user_counts is None:
         user_counts = known.groupBy("user_id").agg(F.count(F.lit(1)).alias("_n"))
-    by_item = _by_item(known, record_count)
     per_user = user_counts.select("user_id", "_n")
     if users is not None and users <= BROADCAST_USERS:
         per_user = F.broadcast(per_user)
-    counted = [by_item.groupBy(*table, "user_id").agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
-               for table in tables]
     if ranking is None:
-        return counted
-    ranks = _ranks(known, ranking)
-    return [table.join(ranks, ["user_id", "item_id"]) for table in counted]
+        by_item = _by_item(known, record_count)
+        return [by_item.groupBy(*table, "user_id").agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
+                for table in tables]
+    # The item table's (item, user) rows are the ranks' own: no shuffle of the records by item.
+    ranks = _ranks(known, ranking).join(per_user, "user_id")
+    cells: dict[tuple[str, ...], DataFrame] = {ITEMS: ranks}
+    if any(tuple(table) != ITEMS for table in tables):
+        by_item = _by_item(known, record_count)
+        place = ranks.select("user_id", "item_id", "_t", "_g", "_n")
+        cells.update({tuple(table): by_item.groupBy(*table, "user_id").agg(F.count(F.lit(1)).alias("_k"))
+                      .join(place, ["user_id", "item_id"]) for table in tables if tuple(table) != ITEMS})
+    return [cells[tuple(table)] for table in tables]
 
 
 ITEMS = ("item_id",)  # the item counts' cells
