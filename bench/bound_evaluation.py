@@ -292,11 +292,16 @@ def main(argv=None) -> None:
                     print(f"{shape.name} | {objective} | {noise} | {epsilon:g}: auto/oracle {r['auto_vs_oracle']:.3f} "
                           f"(oracle l {r['oracle_l']}, likeliest {r['likeliest']})", file=sys.stderr)
         print(f"{shape.name}: {time.monotonic() - started:.0f} s", file=sys.stderr)
-    out = Path(args.out)
+    write_results(Path(args.out), "evaluation", rows, markdown(rows))
+
+
+def write_results(out: Path, name: str, rows: list[dict], table: str) -> None:
+    """NAME.json (the rows) and NAME.md (the table) in ``out``, both marked NOT private; the table
+    printed too."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "evaluation.json").write_text(json.dumps({"not_private": NOT_PRIVATE, "rows": rows}, indent=2) + "\n")
-    text = f"{NOT_PRIVATE}\n\n{markdown(rows)}\n"
-    (out / "evaluation.md").write_text(text)
+    (out / f"{name}.json").write_text(json.dumps({"not_private": NOT_PRIVATE, "rows": rows}, indent=2) + "\n")
+    text = f"{NOT_PRIVATE}\n\n{table}\n"
+    (out / f"{name}.md").write_text(text)
     print(text)
 
 

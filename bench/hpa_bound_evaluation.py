@@ -27,7 +27,6 @@ The shapes are bench/bound_evaluation.py's MovieLens ones with item counts alone
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from fractions import Fraction
@@ -40,14 +39,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bound_evaluation import FINE, records_of, shapes  # noqa: E402
+from bound_evaluation import FINE, records_of, shapes, write_results  # noqa: E402
 from bound_selection import Setting  # noqa: E402
 
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace  # noqa: E402
 from dp_spark.families.counts import bound_choice  # noqa: E402
 from dp_spark.families.counts import family as counts  # noqa: E402
 from dp_spark.families.registry import family_of  # noqa: E402
-from dp_spark.lab.bound_curve import NOT_PRIVATE, user_item_table  # noqa: E402
+from dp_spark.lab.bound_curve import user_item_table  # noqa: E402
 from dp_spark.lab.tune import choice_percentiles  # noqa: E402
 from dp_spark.release import bound_objective, bound_selection  # noqa: E402
 from dp_spark.release.family import Domains, plan_split  # noqa: E402
@@ -196,12 +195,7 @@ def main(argv=None) -> None:
                     print(f"{shape.name} | {quality} | {noise} | {epsilon:g}: auto/oracle {r['auto_vs_oracle']:.3f} "
                           f"(oracle l {r['oracle_l']}, likeliest {r['likeliest']})", file=sys.stderr)
         print(f"{shape.name}: {time.monotonic() - started:.0f} s", file=sys.stderr)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "hpa_evaluation.json").write_text(json.dumps({"not_private": NOT_PRIVATE, "rows": rows}, indent=2) + "\n")
-    text = f"{NOT_PRIVATE}\n\n{markdown(rows)}\n"
-    (out / "hpa_evaluation.md").write_text(text)
-    print(text)
+    write_results(Path(args.out), "hpa_evaluation", rows, markdown(rows))
 
 
 if __name__ == "__main__":
