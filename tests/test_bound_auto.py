@@ -97,15 +97,17 @@ def test_the_spark_norms_are_the_reference_norms(spark, monkeypatch):
     # ranking (scores 0 to 2 over 8 items: ties within users) in four of them, with cap 2.
     arithmetic = ((None, None, None, None), (largest, None, None, None), (largest, user_counts, 40, len(frame)))
     settings = [(cap, user_cap, attributes) for user_cap in (None, 5) for cap in (1, 2) for attributes in (False, True)]
+    # The scores looked up by a join (a list of ids) and from an array literal (an id range).
     scores = np.array([2, 0, 1, 2, 0, 1, 1, 0])
-    ranking = bound_bias.ItemRanking(ItemDomain(np.arange(1, 9), "1..8"), scores)
+    rankings = [bound_bias.ItemRanking(ItemDomain(np.arange(1, 9), "1..8"), scores),
+                bound_bias.ItemRanking(ItemDomain(None, "1..8", id_range=(1, 8)), scores)]
     for i, (cap, user_cap, attributes) in enumerate(settings):
         known, per_user, users, record_count = arithmetic[i % len(arithmetic)]
         tables = [bound_bias.ITEMS, bound_bias.EDGES] if attributes else [bound_bias.ITEMS]
         ranked = cap == 2
         norms = bound_bias.squared_bias_norms(records, candidates, cap, grid, tables, known, per_user, users,
                                               user_cap=user_cap, record_count=record_count,
-                                              ranking=ranking if ranked else None)
+                                              ranking=rankings[user_cap is None] if ranked else None)
         assert norms == _reference(frame, candidates, cap, attributes, user_cap, scores if ranked else None)
     assert _reference(frame, candidates, 1, False, 5) != _reference(frame, candidates, 1, False, None)
     assert _reference(frame, candidates, 2, True, 5, scores) != _reference(frame, candidates, 2, True, 5)

@@ -85,6 +85,10 @@ def test_ranked_the_term_is_what_keeping_the_highest_scores_drops_ties_alike():
     assert bs.bias_term(3, 8, 5, 1, 49, cap=5, through=8, tied=8) == bs.bias_term(3, 8, 5, 1, 49, cap=5)
     # A heavy user is scaled as before: n − b_1 = 7 > U = 4.
     assert bs.bias_term(2, 8, 2, 1, 4, cap=5, through=8, tied=5) == (G * 2 * 5 * 4) // (5 * 7)
+    with pytest.raises(ValueError, match="both"):
+        bs.bias_term(3, 8, 2, 1, 49, cap=5, through=3)
+    with pytest.raises(ValueError, match="both t and g"):
+        bs.squared_bias_norms(cells_of([(1, "x")]).assign(t=1), CANDIDATES, 1)
 
 
 def test_ranked_cells_rank_each_users_records_by_the_public_scores():

@@ -165,7 +165,7 @@ def with_light_users(path, users: int, seed: int) -> None:
     pq.write_table(pa.concat_tables([table, light]), path)
 
 
-def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
+def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys, monkeypatch):
     data = tmp_path / "netflix.parquet"
     datasets.generate_netflix(20_000, str(data), seed=3, progress=lambda _: None)
     # The generator's 96 users, and 2,500 more with one record each: with that many users the
@@ -214,10 +214,15 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys):
     fixed = {r["bound"]: r["expected_mse"] for r in result["rows"]}  # the fixed config's rows
     assert auto["auto"]["best_fixed_mse"] == pytest.approx(min(fixed.values()), rel=1e-9)
     # HPA: the choice's view scores HPA's own drop, ranked by the popularity in expectation.
+    from dp_spark.families.counts import bound_choice
+
+    rankings, scored = [], bound_choice.bias_norms
+    monkeypatch.setattr(bound_choice, "bias_norms", lambda *a, **k: rankings.append(a[4]) or scored(*a, **k))
     assert main([*conf, "--set", 'algorithm.name="hpa"', "--set", "algorithm.d=1", "--json"]) == 0
     hpa = json.loads(capsys.readouterr().out)
     assert "HPA's own drop" in hpa["method"] and sum(r["pick_probability"] for r in hpa["rows"]) == pytest.approx(1)
-    assert [r["quality"] for r in hpa["rows"]] != [r["quality"] for r in result["rows"]]
+    expected = tune.expected_popularity(pairs, ItemDomain(None, "1..17770", id_range=(1, 17_770)), 1)
+    assert rankings and all(r is not None and (r.scores == expected).all() for r in rankings)
 
 
 def test_hpas_popularity_in_expectation_is_what_a_sample_of_d_per_user_counts():

@@ -6,7 +6,8 @@ only by ``bound_selection.choose_bound``.
 Each user's records per cell (k) are counted beside the user's records in the domain (n); each row
 gets one integer term per candidate, summed per cell, and the squares are summed to one row per
 table. For HPA, which keeps each user's records of highest noisy popularity first, each (user,
-item) also gets where its records rank among the user's (``ItemRanking``). The records are
+item) also gets where its records rank among the user's (``ItemRanking``: a window per user, so
+that path shuffles by user, then by item for the sums). Without a ranking the records are
 shuffled by item, so that a cell's users are all in one task: the counts
 per (cell, user) and the sums per cell then need no further shuffle. The terms are exact integer
 divisions: of longs when the largest user's numbers fit one (the caller knows the largest n),
@@ -119,7 +120,8 @@ class ItemRanking:
 def _ranks(known: DataFrame, ranking: ItemRanking) -> DataFrame:
     """Per (user, item): _k, the user's records of the item, _t, those of items scored at least as
     high as it, and _g, those scored the same (bias_term's ``through`` and ``tied``), from the
-    user's records alone and the public scores. Shuffled by user: a window per user."""
+    user's records alone and the public scores: the records counted per (user, item), then a
+    window per user."""
     pairs = known.groupBy("user_id", "item_id").agg(F.count(F.lit(1)).alias("_k"))
     scored = with_item_values(pairs, ranking.items, ranking.scores, "_score")
     # Ordered by score, highest first, a range frame ends at the current score's last peer.
@@ -133,8 +135,8 @@ def _ranks(known: DataFrame, ranking: ItemRanking) -> DataFrame:
 def _per_cell_user(records: DataFrame, tables: Sequence[tuple[str, ...]], user_counts: DataFrame | None,
                    users: int | None, record_count: int | None, ranking: ItemRanking | None = None) -> list[DataFrame]:
     """Per table, one row per (cell, user) with _k (the user's records in the cell) and _n (in the
-    domain), and with a ``ranking`` _t and _g (:func:`_ranks`), from one shuffle of the records by
-    item.
+    domain), and with a ``ranking`` _t and _g (:func:`_ranks`); without one, from one shuffle of
+    the records by item.
 
     A hash partitioning on the item clusters both (cell, user) and the cell, so the per-(cell,
     user) counts and the per-cell sums need no further shuffle; each user's n, small (a row per

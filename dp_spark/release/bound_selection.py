@@ -93,6 +93,8 @@ def bias_term(records: int, user_records: int, bound: int, first: int, user_cap:
 
     The caps bound the user's part: each term is at most c, and a user with n − b_1 > U has every
     term scaled by U/(n − b_1), the same at every candidate, so that the terms sum to at most U."""
+    if (through is None) != (tied is None):
+        raise ValueError("a ranked term needs both through and tied")
     through = user_records if through is None else through
     tied = user_records if tied is None else tied
     dropped = min(tied, max(through - bound, 0))
@@ -130,6 +132,8 @@ def squared_bias_norms(cells: pd.DataFrame, candidates: Sequence[int], cap: int,
     k = np.minimum(cells["k"].to_numpy(dtype=np.int64), cap)
     n = cells["n"].to_numpy(dtype=np.int64)
     ranked = "t" in cells.columns
+    if ranked != ("g" in cells.columns):
+        raise ValueError("ranked rows need both t and g")
     t = cells["t"].to_numpy(dtype=np.int64) if ranked else n
     g = cells["g"].to_numpy(dtype=np.int64) if ranked else n
     if np.any(k < 1) or np.any(n < k) or np.any(g < k) or np.any(t < g) or np.any(n < t):

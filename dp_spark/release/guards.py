@@ -293,7 +293,8 @@ def check(inputs: Any, figures: GuardFigures, bound: str | None = None) -> dict 
     """The guards' decision, from noisy figures: draws them (paid from ``inputs.budget``, from
     ``inputs.rng``), and raises GuardRefused when a noisy fraction is above its limit. Returns
     privacy.json's ``guards`` section (limits and noisy fractions: DP outputs), or None when no
-    limit is set (nothing is drawn). Call it before the algorithm's own noise."""
+    limit is set (nothing is drawn). Call it before the tables' noise (after any private choice
+    the guards need: the bound, the items, and HPA's popularity when it chooses l)."""
     guards: Guards = inputs.guards
     if not guards.active:
         return None
