@@ -46,7 +46,7 @@ from dp_spark.core.mechanisms import RandomSource, discrete_laplace  # noqa: E40
 from dp_spark.families.counts import bound_choice  # noqa: E402
 from dp_spark.families.counts import family as counts  # noqa: E402
 from dp_spark.families.registry import family_of  # noqa: E402
-from dp_spark.lab.bound_curve import user_item_table  # noqa: E402
+from dp_spark.lab.bound_curve import kept_moments, user_item_table  # noqa: E402
 from dp_spark.lab.tune import choice_percentiles  # noqa: E402
 from dp_spark.release import bound_objective, bound_selection  # noqa: E402
 from dp_spark.release.family import Domains, plan_split  # noqa: E402
@@ -89,13 +89,9 @@ def hpa_errors(rows: pd.DataFrame, cells: int, bounds) -> dict[int, float]:
     item = rows["item"].to_numpy()
     out = {}
     for l in bounds:
-        dropped = np.minimum(g, np.maximum(t - l, 0))
-        share = dropped / g
-        bias = np.bincount(item, weights=k * share, minlength=cells)
-        # Within the boundary group m of g records are dropped at random: the cell's k records lose a
-        # hypergeometric number, of variance k·p·(1 − p)·(g − k)/(g − 1), p = m/g.
-        with np.errstate(invalid="ignore", divide="ignore"):
-            variance = np.where(g > 1, k * share * (1 - share) * (g - k) / np.maximum(g - 1, 1), 0.0)
+        # The user keeps l − (t − g) of the g records tied with the item, at random (0 to g of them).
+        kept, variance = kept_moments(k, g, np.clip(l - (t - g), 0, g))
+        bias = np.bincount(item, weights=k - kept, minlength=cells)
         out[l] = float(np.dot(bias, bias) + np.bincount(item, weights=variance, minlength=cells).sum())
     return out
 

@@ -45,3 +45,12 @@ def test_the_popularity_sample_takes_one_record_per_user_uniformly():
     draws = np.array([hpa_eval.sampled_counts(table, table["item_id"].to_numpy(), 3, rng) for _ in range(4000)])
     assert (draws.sum(axis=1) == 2).all() and (draws[:, 2] == 1).all()
     assert draws[:, 0].mean() == pytest.approx(0.75, abs=0.03)  # 4 s.e. of 4,000 draws: 0.027
+
+
+def test_an_item_dropped_whole_alone_in_its_group_counts_one_record_and_no_variance():
+    # User 1: item 0 (score 9) and item 1 (score 5), one record each. At l = 1 item 1 is its own
+    # group of one, all dropped: a bias of 1, and none of the 0/0 a hypergeometric of one record
+    # would give.
+    table = _table([(1, 0), (1, 1)])
+    rows = hpa_eval.ranked(table, np.array([9, 5]), table["item_id"].to_numpy())
+    assert hpa_eval.hpa_errors(rows, 2, [1]) == {1: 1.0}

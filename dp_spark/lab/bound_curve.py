@@ -58,12 +58,15 @@ def _check_bound(bound) -> float:
     return float(bound)
 
 
-def _moments(k: np.ndarray, n: np.ndarray, bound: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per (user, item) row: the mean and variance of the records SRA keeps, hypergeometric."""
-    cut = n > bound
+def kept_moments(k: np.ndarray, n: np.ndarray, bound: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the mean and variance of how many of the row's k records are kept when ``bound``
+    (a number, or one per row) of the n records they are among are kept uniformly at random,
+    hypergeometric: SRA's sample of a user's n records, or HPA's ties at the boundary."""
+    bound = np.broadcast_to(np.asarray(bound, dtype=float), k.shape)
+    cut = (n > bound) & (bound > 0)  # keeping all or none of them leaves no variance
     variance = np.zeros_like(k)
     share = k[cut] / n[cut]
-    variance[cut] = bound * share * (1 - share) * (n[cut] - bound) / (n[cut] - 1)
+    variance[cut] = bound[cut] * share * (1 - share) * (n[cut] - bound[cut]) / (n[cut] - 1)
     return k * np.minimum(1.0, bound / n), variance
 
 
@@ -72,7 +75,7 @@ def sra_item_moments(pairs: pd.DataFrame, bound: int) -> pd.DataFrame:
     at ``bound``) and ``variance`` (Var[count]), exactly (see the module)."""
     b = _check_bound(bound)
     table = user_item_table(pairs)
-    mean, variance = _moments(table["k"].to_numpy(dtype=float), table["n"].to_numpy(dtype=float), b)
+    mean, variance = kept_moments(table["k"].to_numpy(dtype=float), table["n"].to_numpy(dtype=float), b)
     table = table.assign(expected=mean, variance=variance)
     return table.groupby("item_id").agg(true=("k", "sum"), expected=("expected", "sum"), variance=("variance", "sum"))
 
@@ -91,7 +94,7 @@ def sra_sampling_errors(pairs: pd.DataFrame, bounds: Sequence[int], cells: int) 
     true = np.bincount(item, weights=k)
     out = []
     for bound in bounds:
-        mean, variance = _moments(k, n, _check_bound(bound))
+        mean, variance = kept_moments(k, n, _check_bound(bound))
         bias = true - np.bincount(item, weights=mean, minlength=true.size)
         out.append(SamplingError(int(bound), float(np.sum(bias**2)) / cells, float(variance.sum()) / cells,
                                  float(bias.sum())))
