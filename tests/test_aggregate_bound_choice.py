@@ -18,7 +18,7 @@ from dp_spark.errors import ConfigError
 from dp_spark.families.aggregate import bound_choice
 from dp_spark.families.aggregate.family import aggregate_params
 from dp_spark.families.aggregate.run import GROUP, in_groups
-from dp_spark.release import bound_selection
+from dp_spark.release import bound_bias, bound_selection
 
 CANDIDATES = (1, 2, 4, 8, 16, 32)
 
@@ -45,7 +45,6 @@ def test_auto_takes_a_tenth_of_epsilon_first_and_plans_at_the_largest_candidate(
     ({"groups_per_user_candidates": (4, 2)}, "strictly increasing"),
     ({"groups_per_user_candidates": (0, 2)}, "integers >= 1"),
     ({"groups_per_user": 3}, "used only with groups_per_user = \"auto\""),
-    ({"bounding": "hpa"}, "give groups_per_user"),
 ])
 def test_bad_choices_are_refused(extra, message):
     with pytest.raises(ConfigError, match=message):
@@ -89,6 +88,44 @@ def test_a_release_chooses_l_pays_for_it_and_bounds_at_it(spark):
     assert release.ledger[-1]["sensitivity_l1"] == chosen  # the count table's L1 at the chosen l (c = 1)
     assert release.report["algorithm"]["parameters"]["groups_per_user"] == "auto"
     assert (release["groups"]["count"] - 800).abs().max() < 60
+
+
+@pytest.mark.unit
+def test_with_hpa_the_popularity_and_the_choice_each_take_a_tenth():
+    params = _params(bounding="hpa")
+    assert params.split(Fraction(1)) == {"epsilon_bound": Fraction(1, 10), "epsilon_popularity": Fraction(1, 10),
+                                         "count": Fraction(4, 5)}
+    with pytest.raises(ValueError, match="needs the popularity's ranks"):  # SRA's terms for HPA: refused
+        bound_choice.choose(None, params, params.split(Fraction(1)), None, None, GROUP)
+
+
+@pytest.mark.spark
+def test_hpa_draws_its_popularity_first_and_scores_the_groups_it_drops(spark, monkeypatch):
+    """1,000 users each in group 1 and a group of their own. HPA keeps group 1 at l = 1 (its noisy
+    popularity, about 1,000 from one group per user, is far above the others'): each user is absent
+    from its own group, a bias of one membership in each of 1,000 cells (norm² 1,000) against noise
+    of variance about 3.1 per group at l = 1 (ε = 1, a count's share 0.8; 1,001 groups) and 4 times
+    that at l = 2, so q(1) ≈ −64 and q(2) ≈ −112. SRA's sample is absent from group 1 half the
+    time (norm² ≈ 500²): q(1) ≈ −503. With Δq = 1 (U = 1) and ε_m = 0.1, HPA picks 1 with
+    probability 1 − e^(−4.8) and SRA 2 with 1 − e^(−39)."""
+    users = 1000
+    rows = [(u, 1) for u in range(users)] + [(u, u + 2) for u in range(users)]
+    df = spark.createDataFrame(pd.DataFrame(rows, columns=["user_id", "movie"]))
+    common = dict(by="movie", keys={"movie": range(1, users + 2)}, metrics=["count"], groups_per_user="auto",
+                  groups_per_user_candidates=[1, 2], epsilon=1, seed=3)
+    hpa = dp_spark.aggregate(df, bounding="hpa", **common)
+    sra = dp_spark.aggregate(df, **common)
+    assert hpa.report["algorithm"]["chosen"]["groups_per_user"] == 1
+    assert sra.report["algorithm"]["chosen"]["groups_per_user"] == 2
+    # The popularity first, then the choice (candidates 1 and 2: no count of the users), then the
+    # counts at the chosen l, kept by that same popularity: group 1 keeps nearly all its users.
+    assert [e["step"] for e in hpa.ledger] == ["popularity", "choose groups_per_user", "count"]
+    assert hpa.ledger[-1]["sensitivity_l1"] == 1
+    assert abs(hpa["groups"]["count"].iloc[0] - users) < 30
+    # Negative control: scored as SRA's absences (no ranking), HPA's choice is SRA's.
+    unranked = bound_bias.squared_bias_norms
+    monkeypatch.setattr(bound_bias, "squared_bias_norms", lambda *a, ranking=None, **k: unranked(*a, **k))
+    assert dp_spark.aggregate(df, bounding="hpa", **common).report["algorithm"]["chosen"]["groups_per_user"] == 2
 
 
 @pytest.mark.unit

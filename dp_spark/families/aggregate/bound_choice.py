@@ -12,6 +12,11 @@ side is public: the variance of one step's noise per group at L1 l·c (L2² l·c
 of groups, over c² so that it is counted in memberships of c records each. A tenth of ε pays for
 the choice (params.BOUND_SHARE, the counts' and means' share), before the bound it chooses is
 applied.
+
+With HPA's bounding a user keeps its l groups of highest noisy popularity (ties at random), so the
+absences are HPA's: the popularity is drawn before the choice (a DP output, fixed whatever one user
+adds) and bound_bias ranks each user's groups by it, the counts' ranked terms with one record per
+cell. A user's absences still sum to (n − l)⁺, so the sensitivity is the same.
 """
 
 from __future__ import annotations
@@ -19,14 +24,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from dp_spark.core import noise_choice
+from dp_spark.core.domain import ItemDomain
 from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.families.aggregate.noisy_totals import GroupBound
-from dp_spark.families.aggregate.params import BOUND_SPLIT_KEY, AggregateParams
+from dp_spark.families.aggregate.params import BOUND_SPLIT_KEY, HPA, AggregateParams
 from dp_spark.release import bound_bias, bound_selection
 
 STEP = "choose groups_per_user"
@@ -78,30 +85,44 @@ class Memberships:
         self.per_user.unpersist()
 
 
-def membership_norms(groups: Memberships, candidates: tuple[int, ...], user_cap: int) -> list[int]:
+def ranking(ranks: np.ndarray) -> bound_bias.ItemRanking:
+    """HPA's order of the groups as bound_bias reads it: group i (its index, 0 to G − 1) scored by
+    its rank of noisy popularity (popular_groups.popularity_ranks; a DP output), which orders and
+    ties the groups as the popularity itself does."""
+    groups = ItemDomain(None, "the groups", (0, len(ranks) - 1))
+    return bound_bias.ItemRanking(groups, np.asarray(ranks, dtype=np.int64))
+
+
+def membership_norms(groups: Memberships, candidates: tuple[int, ...], user_cap: int,
+                     ranks: np.ndarray | None = None) -> list[int]:
     """The squared norms of the expected absences at each candidate, each user's part capped at
-    ``user_cap`` (NOT private: read only by the mechanism). The largest user's groups let the terms
-    be longs rather than decimals, and the pairs' number sizes the shuffle: a release at 10M
-    records took 34.1 s against 62.7 s without them (docs/lab/performance.md, "Choosing l
-    privately")."""
+    ``user_cap`` (NOT private: read only by the mechanism); with ``ranks``, HPA's absences. The
+    largest user's groups let the terms be longs rather than decimals, and the pairs' number sizes
+    the shuffle: a release at 10M records took 34.1 s against 62.7 s without them
+    (docs/lab/performance.md, "Choosing l privately")."""
     (norms,) = bound_bias.squared_bias_norms(groups.pairs, candidates, 1, bound_selection.GRID, [bound_bias.ITEMS],
                                              groups.largest, groups.per_user, groups.users, user_cap=user_cap,
-                                             record_count=groups.total)
+                                             record_count=groups.total,
+                                             ranking=None if ranks is None else ranking(ranks))
     return norms
 
 
 def choose(grouped: DataFrame, params: AggregateParams, split: dict[str, Fraction], budget: Budget,
-           rng: RandomSource, group: str, user_col: str = "user_id") -> tuple[AggregateParams, dict]:
+           rng: RandomSource, group: str, user_col: str = "user_id",
+           ranks: np.ndarray | None = None) -> tuple[AggregateParams, dict]:
     """The parameters at the l chosen privately (a DP output) and what the report says of it.
     ``grouped``: run.in_groups' records (a user and a group index each); NOT private, read
-    only by the mechanism."""
+    only by the mechanism. ``ranks``: with HPA's bounding, the groups' ranks of noisy popularity,
+    drawn before."""
     candidates = params.bound_candidates
     assert candidates is not None
+    if (ranks is None) != (params.bounding != HPA):
+        raise ValueError("HPA's choice of l needs the popularity's ranks, and only HPA's")
     pairs = memberships(grouped, group, user_col).cache()
     try:
         groups = Memberships.of(pairs)
         try:
-            choice = bound_selection.choose_bound_by_users(lambda cap: membership_norms(groups, candidates, cap),
+            choice = bound_selection.choose_bound_by_users(lambda cap: membership_norms(groups, candidates, cap, ranks),
                                                            groups.users, candidates,
                                                            error_model(params, split, len(params.keys)),
                                                            split[BOUND_SPLIT_KEY], budget, rng, step=STEP)

@@ -56,6 +56,7 @@ from dp_spark.families.aggregate.run import (
     VALUE,
     aggregate_table,
     empty_table,
+    grouped_records,
     in_groups,
     usable_records,
 )
@@ -232,11 +233,17 @@ def run(params: AggregateParams, inputs: RunInputs) -> FamilyOutput:
             return FamilyOutput({TABLE: empty_table(params)}, {"partition_selection": selection},
                                 chosen={"groups_selected": 0})
     chosen = {"groups_selected": len(params.keys)} if params.keys.private else {}
+    ranks = None
     if params.bound_candidates is not None:
         candidates = list(params.bound_candidates)
+        if params.bounding == HPA:  # HPA's choice scores the groups it keeps by this popularity
+            inputs.progress("drawing the groups' noisy popularity")
+            ranks = popular_groups.popularity_ranks(grouped_records(inputs.records, params), GROUP, len(params.keys),
+                                                    params.popularity_groups, inputs.split[popular_groups.SPLIT_KEY],
+                                                    inputs.budget, inputs.rng, inputs.seed)
         inputs.progress(f"choosing groups_per_user privately from {candidates}")
         params, bound = bound_choice.choose(in_groups(inputs.records, params), params, inputs.split,
-                                            inputs.budget, inputs.rng, GROUP)
+                                            inputs.budget, inputs.rng, GROUP, ranks=ranks)
         inputs.progress(f"groups_per_user = {params.bound.groups_per_user}, chosen privately from {candidates}")
         chosen.update(bound)
     if params.range_choice is not None:
@@ -245,7 +252,7 @@ def run(params: AggregateParams, inputs: RunInputs) -> FamilyOutput:
     decided = _guarded(params, inputs)  # before the metrics' noise
     inputs.progress("records read; bounding and aggregating")
     table, kept = aggregate_table(inputs.records, params, inputs.split, params.noise, inputs.budget, inputs.rng,
-                                  inputs.seed, 1 - CONFIDENCE)
+                                  inputs.seed, 1 - CONFIDENCE, ranks=ranks)
     diagnostics = {"rows_after_bounding": kept, **({"partition_selection": selection} if selection else {})}
     return FamilyOutput({TABLE: table}, diagnostics, chosen=chosen or None, guards=decided)
 
@@ -320,7 +327,8 @@ def _with_chosen(params: AggregateParams, chosen: dict) -> tuple[AggregateParams
 
 def _choice_text(params: AggregateParams) -> str:
     if params.bounding == HPA:
-        return f"the most popular, by a noisy popularity from {params.popularity_groups} per user"
+        return (f"the most popular, by a noisy popularity from {params.popularity_groups} per user"
+                + (f"; l chosen privately from {list(params.bound_candidates or ())}" if params.auto else ""))
     if params.auto:
         return f"a uniform sample; l chosen privately from {list(params.bound_candidates or ())}"
     return "a uniform sample"

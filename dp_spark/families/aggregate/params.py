@@ -159,9 +159,6 @@ class AggregateParams:
             raise ConfigError(f"groups_per_user_candidates: {e}") from None
         if candidates[-1] != self.bound.groups_per_user:
             raise ValueError("with groups_per_user = \"auto\" the bound holds the largest candidate")
-        if self.bounding == HPA:
-            raise ConfigError("groups_per_user = \"auto\" weighs the bias of SRA's uniform sample of groups; with "
-                              "bounding = \"hpa\" give groups_per_user")
         object.__setattr__(self, "bound_candidates", candidates)
 
     @property

@@ -117,12 +117,15 @@ def bounded(grouped: DataFrame, params: AggregateParams, seed: int | None, user_
 
 def aggregate_table(records: DataFrame, params: AggregateParams, split: Mapping[str, Fraction], noise: str,
                     budget: Budget, rng: RandomSource, seed: int | None, alpha: float = 0.05,
-                    user_col: str = "user_id") -> tuple[pd.DataFrame, int]:
+                    user_col: str = "user_id", ranks: np.ndarray | None = None) -> tuple[pd.DataFrame, int]:
     """The released table (the key columns of every group, then the metrics' columns), and the
-    records bounding kept (NOT private: the operator's diagnostics)."""
+    records bounding kept (NOT private: the operator's diagnostics). ``ranks``: with HPA's
+    bounding, the popularity's ranks when they were drawn before (to choose l), else drawn here."""
     bound = params.bound
     grouped = grouped_records(records, params, user_col)
-    if params.bounding == HPA:  # the popularity is drawn first, from the records grouped once
+    if params.bounding == HPA and ranks is not None:
+        kept = bounded(grouped, params, seed, user_col, ranks).cache()
+    elif params.bounding == HPA:  # the popularity is drawn first, from the records grouped once
         grouped = grouped.cache()
         ranks = popular_groups.popularity_ranks(grouped, GROUP, len(params.keys), params.popularity_groups,
                                                 split[popular_groups.SPLIT_KEY], budget, rng, seed, user_col)
