@@ -136,6 +136,9 @@ def rows_for(name: str, pairs: pd.DataFrame, locations: int, epsilons: list[Frac
         shipped = float(full[FINE_M.index(SHIPPED.M), FINE_C.index(SHIPPED.C)])
         pairs_picked = {f"{Ms[k // len(Cs)]},{Cs[k % len(Cs)]}": round(float(p), 4)
                         for k, p in enumerate(picks) if p >= 1e-4}
+        # What C's spread costs: the error at each C beside the likeliest pick's M, over the floor.
+        likeliest_m = int(np.argmax(picks)) // len(Cs)
+        by_c = {C: float(at_auto[likeliest_m * len(Cs) + j]) for j, C in enumerate(Cs)}
         rows.append({
             "data": name, "epsilon": float(epsilon), "locations": locations,
             "users": int(pairs["user_id"].nunique()), "pairs": int(len(pairs)),
@@ -144,6 +147,8 @@ def rows_for(name: str, pairs: pd.DataFrame, locations: int, epsilons: list[Frac
             "oracle": [int(FINE_M[oi]), int(FINE_C[oj])], "oracle_mse": oracle,
             "shipped": [SHIPPED.M, SHIPPED.C], "shipped_mse": shipped,
             "floor_mse": float(at_auto.min()),  # the best candidate at the entropy's share
+            "likeliest_M": int(Ms[likeliest_m]), "mse_by_C": by_c,
+            "noise_by_C": {C: noise_variance(Ms[likeliest_m], C, share) for C in Cs},
             "auto_vs_oracle": auto / oracle, "p99_vs_oracle": percentile[0.99] / oracle,
             "auto_vs_shipped": auto / shipped,
         })
@@ -159,6 +164,13 @@ def markdown(rows: list[dict]) -> str:
                      f"({r['oracle'][0]}, {r['oracle'][1]}): {r['oracle_mse']:.4g} | {r['shipped_mse']:.4g} | "
                      f"{r['floor_mse']:.4g} | {r['auto_vs_oracle']:.3f} | {r['p99_vs_oracle']:.3f} | "
                      f"{r['auto_vs_shipped']:.3f} |")
+    lines += ["", "Each C at the likeliest pick's M: E[MSE | pick] over the floor (the noise's part of it)", "",
+              "| data | ε | M | " + " | ".join(f"C = {C}" for C in ebs.DEFAULT_C_CANDIDATES) + " |",
+              "|---|---|---:|" + "---:|" * len(ebs.DEFAULT_C_CANDIDATES)]
+    for r in rows:
+        cells = [f"{r['mse_by_C'][C] / r['floor_mse']:.3f} ({r['noise_by_C'][C] / r['mse_by_C'][C]:.2f})"
+                 for C in ebs.DEFAULT_C_CANDIDATES]
+        lines.append(f"| {r['data']} | {r['epsilon']:g} | {r['likeliest_M']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -46,7 +46,7 @@ from dp_spark.core.mechanisms import RandomSource, discrete_laplace  # noqa: E40
 from dp_spark.families.counts import bound_choice  # noqa: E402
 from dp_spark.families.counts import family as counts  # noqa: E402
 from dp_spark.families.registry import family_of  # noqa: E402
-from dp_spark.lab.bound_curve import kept_moments, user_item_table  # noqa: E402
+from dp_spark.lab.bound_curve import ranked_sampling_errors, user_item_table  # noqa: E402
 from dp_spark.lab.tune import choice_percentiles  # noqa: E402
 from dp_spark.release import bound_objective, bound_selection  # noqa: E402
 from dp_spark.release.family import Domains, plan_split  # noqa: E402
@@ -84,16 +84,10 @@ def ranked(table: pd.DataFrame, scores: np.ndarray, position: np.ndarray) -> pd.
 
 
 def hpa_errors(rows: pd.DataFrame, cells: int, bounds) -> dict[int, float]:
-    """{l: Σ_items (expected drop² + the ties' variance)} for HPA at each bound, given the ranking."""
-    k, t, g = (rows[c].to_numpy(dtype=float) for c in ("k", "t", "g"))
-    item = rows["item"].to_numpy()
-    out = {}
-    for l in bounds:
-        # The user keeps l − (t − g) of the g records tied with the item, at random (0 to g of them).
-        kept, variance = kept_moments(k, g, np.clip(l - (t - g), 0, g))
-        bias = np.bincount(item, weights=k - kept, minlength=cells)
-        out[l] = float(np.dot(bias, bias) + np.bincount(item, weights=variance, minlength=cells).sum())
-    return out
+    """{l: Σ_items (expected drop² + the ties' variance)} for HPA at each bound, given the ranking
+    (lab.bound_curve's model, as sums over the items rather than means)."""
+    return {e.bound: (e.bias_squared + e.sampling_variance) * cells
+            for e in ranked_sampling_errors(rows, "item", bounds, cells)}
 
 
 def evaluate(shape, records: pd.DataFrame, ids: np.ndarray, setting: HpaSetting, draws: int, quality: str,

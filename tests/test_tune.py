@@ -59,6 +59,23 @@ def test_expected_error_matches_the_hand_computation():
     assert row.noise_variance == pytest.approx(noise, rel=1e-12)
 
 
+def test_hpas_expected_error_matches_the_hand_computation():
+    # Item 10 scored 9, items 20 and 30 both 5. b = 2: user 1 keeps its two records of item 10 and
+    # drops 20 and 30 whole (their tie group of 2, ranked 3rd and 4th): bias 1 each, no variance.
+    # b = 3: it keeps one of 20 and 30 at random: bias 1/2 each, variance 1/4 each. Means over 4.
+    scores = {10: 9, 20: 5, 30: 5}
+    at_2, at_3 = bound_curve.hpa_sampling_errors(HAND, [2, 3], 4, scores)
+    assert (at_2.bias_squared, at_2.sampling_variance, at_2.expected_dropped) == pytest.approx((2 / 4, 0, 2))
+    assert (at_3.bias_squared, at_3.sampling_variance, at_3.expected_dropped) == pytest.approx((0.5 / 4, 0.5 / 4, 1))
+    # One score for every item is SRA's uniform sample.
+    sra = bound_curve.sra_sampling_errors(HAND, [2], 4)[0]
+    assert bound_curve.hpa_sampling_errors(HAND, [2], 4, dict.fromkeys(scores, 0))[0] == pytest.approx(sra)
+    # tune shows HPA's curve when given the scores, and SRA's without them: the two differ here.
+    hpa_row = tune.tune_rows(HAND, hand_norms([2, 4]), [2, 4], HAND_SETUP, scores=scores)[0]
+    assert hpa_row.bias_squared == pytest.approx(at_2.bias_squared)
+    assert hpa_row.bias_squared != pytest.approx(sra.bias_squared)
+
+
 def test_a_bound_at_the_heaviest_user_has_no_bias_and_only_noise():
     error = bound_curve.sra_sampling_errors(HAND, [4, 50], cells=4)
     assert [(e.bias_squared, e.sampling_variance, e.expected_dropped) for e in error] == [(0, 0, 0)] * 2
@@ -223,6 +240,10 @@ def test_tune_runs_on_the_demo_config(spark, tmp_path, capsys, monkeypatch):
     assert "HPA's own drop" in hpa["method"] and sum(r["pick_probability"] for r in hpa["rows"]) == pytest.approx(1)
     expected = tune.expected_popularity(pairs, ItemDomain(None, "1..17770", id_range=(1, 17_770)), 1)
     assert rankings and all(r is not None and (r.scores == expected).all() for r in rankings)
+    # Its curve is HPA's at that ranking, not SRA's formula.
+    ids = np.arange(1, 17_771)
+    hpa_errors = bound_curve.hpa_sampling_errors(pairs, tune.DEFAULT_CANDIDATES, 17_770, dict(zip(ids, expected)))
+    assert [r["bias_squared"] for r in hpa["rows"]] == pytest.approx([e.bias_squared for e in hpa_errors])
 
 
 def test_hpas_popularity_in_expectation_is_what_a_sample_of_d_per_user_counts():

@@ -13,17 +13,24 @@ and the expected MSE over the domain's ``cells`` items, with noise of variance �
 is mean_i (bias_i² + Var[count_i]) + σ². Items without records add zero to the sum and count in
 the mean, as ``evaluate``'s MSE counts them.
 
+HPA keeps each user's records of highest popularity instead, ties at random: given the items'
+scores, the g records of a user tied with item i, t of them ranked at or above it (its group
+included), keep min(g, (b − (t − g))⁺) of their number, uniformly among the g, so the row's k
+records are kept hypergeometrically among g with that many kept (``hpa_sampling_errors``).
+
 Pure pandas and numpy over a DataFrame of (user_id, item_id) pairs, one row per record, all in
 the domain. ``tune`` uses it; ``evaluate`` and the benchmarks may call it for the oracle curve.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from dp_spark.release.bound_selection import ranked_cells
 
 NOT_PRIVATE = ("NOT PRIVATE: computed from the raw records without noise; for choosing parameters, never for "
                "publication")
@@ -99,6 +106,33 @@ def sra_sampling_errors(pairs: pd.DataFrame, bounds: Sequence[int], cells: int) 
         out.append(SamplingError(int(bound), float(np.sum(bias**2)) / cells, float(variance.sum()) / cells,
                                  float(bias.sum())))
     return out
+
+
+def ranked_sampling_errors(rows: pd.DataFrame, item_col: str, bounds: Sequence[int],
+                           cells: int) -> list[SamplingError]:
+    """HPA's bias and tie variance at each bound, as means over ``cells`` items, from ``rows``: one
+    per (user, item) with k, t and g (bound_selection.ranked_cells) and the item in ``item_col``."""
+    if cells < 1:
+        raise ValueError(f"cells must be >= 1, got {cells}")
+    k, t, g = (rows[c].to_numpy(dtype=float) for c in ("k", "t", "g"))
+    item = pd.factorize(rows[item_col])[0]
+    if item.max(initial=-1) >= cells:
+        raise ValueError(f"the rows name {item.max() + 1} items, more than the {cells} cells")
+    out = []
+    for bound in bounds:
+        # The user keeps b − (t − g) of the g records tied with the item, at random (0 to g of them).
+        kept, variance = kept_moments(k, g, np.clip(_check_bound(bound) - (t - g), 0, g))
+        bias = np.bincount(item, weights=k - kept)
+        out.append(SamplingError(int(bound), float(np.dot(bias, bias)) / cells, float(variance.sum()) / cells,
+                                 float(bias.sum())))
+    return out
+
+
+def hpa_sampling_errors(pairs: pd.DataFrame, bounds: Sequence[int], cells: int,
+                        scores: Mapping) -> list[SamplingError]:
+    """The bias and tie variance of HPA's item counts at each bound, exactly, when each user keeps
+    its records of highest ``scores`` (item -> public score) first, ties at random (see the module)."""
+    return ranked_sampling_errors(ranked_cells(user_item_table(pairs), "item_id", scores), "item_id", bounds, cells)
 
 
 def sra_expected_mse(pairs: pd.DataFrame, bound: int, cells: int, noise_variance: float) -> float:

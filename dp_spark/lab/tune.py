@@ -10,11 +10,12 @@ Beside them, the quality q(b) that ``l = "auto"`` would score
 (:mod:`dp_spark.release.bound_selection`, at the likeliest user cap) and the probability that
 the choice picks b, over its user count's noise and its exponential mechanism.
 
-HPA keeps each user's most popular records rather than a uniform sample, so its bias on popular
-items is smaller than SRA's: for HPA the curve is SRA's formula as a guide (an upper bound on
-the bias in spirit, not a theorem), with HPA's noise. HPA's ``l = "auto"`` scores HPA's own drop,
-ranked by its noisy popularity; tune ranks by the popularity in expectation, without its noise
-(``expected_popularity``), for q(b) and the pick probabilities. The baselines (lpa, dft, gs) are SRA with
+HPA keeps each user's most popular records rather than a uniform sample, ranked by a noisy
+popularity the release draws first; tune ranks by the popularity its sample has in expectation,
+without the noise (``expected_popularity``), and shows HPA's exact expected error at that ranking
+(its bias and the variance of the ties at the boundary, ``bound_curve.hpa_sampling_errors``) with
+HPA's noise, and q(b) and the pick probabilities of HPA's ``l = "auto"``, which scores HPA's own
+drop, at that ranking too. The baselines (lpa, dft, gs) are SRA with
 their publisher: exact for lpa; for dft and gs the noise is the publisher's per-cell figure
 (``plan``'s) and the bias their smoothing adds is not counted.
 """
@@ -32,7 +33,7 @@ from dp_spark.core import zcdp
 from dp_spark.errors import ConfigError
 from dp_spark.families.counts import bound_choice
 from dp_spark.families.counts import family as counts
-from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors
+from dp_spark.lab.bound_curve import NOT_PRIVATE, hpa_sampling_errors, sra_sampling_errors
 from dp_spark.release import bound_bias, bound_objective, bound_selection
 from dp_spark.release.family import Domains
 from dp_spark.release.guards import SPLIT_KEY as GUARDS_SPLIT_KEY
@@ -162,15 +163,18 @@ def likely_caps(users: int, candidates: Sequence[int], setup: TuneSetup, share: 
 
 
 def tune_rows(pairs: pd.DataFrame, norms: Mapping[int, Sequence[int]], candidates: Sequence[int], setup: TuneSetup,
-              share: Fraction = BOUND_SHARE) -> list[TuneRow]:
+              share: Fraction = BOUND_SHARE, scores: Mapping | None = None) -> list[TuneRow]:
     """Every candidate's row (see the module). ``pairs``: (user_id, item_id), one row per
     in-domain record; ``norms``: {user cap: the squared bias norms ``l = "auto"`` scores the
     candidates by at that cap} (release.bound_bias on the same records) for at least the caps
-    of :func:`likely_caps`. The quality shown is at the likeliest cap; P(pick) mixes them all."""
+    of :func:`likely_caps`. The quality shown is at the likeliest cap; P(pick) mixes them all.
+    ``scores``: item -> the public score HPA ranks a user's records by (the error is then HPA's);
+    None for SRA's uniform sample."""
     candidates = tuple(int(b) for b in bound_selection.candidates_checked(candidates))
     if not 0 < share < 1:
         raise ValueError(f"the bound's share of epsilon must be in (0, 1), got {share}")
-    errors = sra_sampling_errors(pairs, candidates, setup.item_cells)
+    errors = (sra_sampling_errors(pairs, candidates, setup.item_cells) if scores is None
+              else hpa_sampling_errors(pairs, candidates, setup.item_cells, scores))
     model = setup.error_model(share, candidates)
     users = int(pairs["user_id"].nunique())
     caps = likely_caps(users, candidates, setup, share)
@@ -188,9 +192,9 @@ def tune_rows(pairs: pd.DataFrame, norms: Mapping[int, Sequence[int]], candidate
 
 def method_note(algorithm: str) -> str:
     if algorithm == "hpa":
-        return ("SRA's formula as a guide: HPA keeps each user's most popular records, so its bias on popular items "
-                "is smaller than shown; noise at HPA's item share. q(b) and P(pick) score HPA's own drop, ranking "
-                "each user's records by the popularity its sample has in expectation, without its noise")
+        return ("HPA's exact expectation with each user's records ranked by the popularity its sample has in "
+                "expectation, without its noise (a release ranks by a noisy one): bias, the ties' variance and "
+                "noise at HPA's item share; q(b) and P(pick) score HPA's own drop at that ranking")
     if algorithm in ("dft", "gs"):
         return (
             "SRA's exact sampling error; noise as plan reports it per cell (the publisher's smoothing bias not shown)"
@@ -354,12 +358,13 @@ def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress)
         pairs = validated.records.select("user_id", "item_id").toPandas()
         # The norms the job's l = "auto" would score these candidates by, at each cap its count can give.
         auto = replace(cfg.params, l="auto", candidates=tuple(bounds), objective=setup.objective)
-        ranking = (bound_bias.ItemRanking(items, expected_popularity(pairs, items, cfg.params.d))
-                   if cfg.algorithm == "hpa" else None)
+        popularity = expected_popularity(pairs, items, cfg.params.d) if cfg.algorithm == "hpa" else None
+        ranking = None if popularity is None else bound_bias.ItemRanking(items, popularity)
         norms = {cap: bound_choice.bias_norms(auto, validated, Domains(items, attributes), cap, ranking)
                  for cap in likely_caps(int(validated.users_by_n.sum()), bounds, setup, share)}
     finally:
         validated.release()
     setup = replace(setup, users=int(pairs["user_id"].nunique()))
     progress(f"{len(pairs):,} in-domain records of {setup.users:,} users")
-    return tune_rows(pairs, norms, bounds, setup, share), setup
+    scores = None if popularity is None else dict(zip(items.ids.tolist(), popularity.tolist()))
+    return tune_rows(pairs, norms, bounds, setup, share, scores), setup
