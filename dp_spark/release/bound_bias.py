@@ -212,6 +212,8 @@ def expected_kept(records: DataFrame, candidates: Sequence[int], cap: int, grid:
         sums = counted.groupBy(*table).agg(*[
             F.sum(F.expr(f"cast({grid} * least(_k, {cap}) * least(_n, {b}) div _n as bigint)")).alias(f"_b{i}")
             for i, b in enumerate(bounds)])
-        rows = sums.select(*[f"_b{i}" for i in range(len(bounds))]).collect()
-        kept.append(np.array([list(row) for row in rows], dtype=np.int64).reshape(len(rows), len(bounds)))
+        # Through Arrow: a million cells took 2.4-2.9 s and 128 MB as a frame, 21-27 s and about
+        # a gigabyte as Rows of Python ints (16 candidates, local[2]).
+        frame = sums.select(*[f"_b{i}" for i in range(len(bounds))]).toPandas()
+        kept.append(frame.to_numpy(dtype=np.int64).reshape(len(frame), len(bounds)))
     return kept
