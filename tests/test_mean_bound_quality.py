@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dp_spark.core.domain import ItemDomain
 from dp_spark.core.ledger import Budget
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.release import bound_bias
+from dp_spark.release import bound_bias, bound_selection
 from dp_spark.release import mean_bound_quality as mq
 from tests.conftest import examples
 
@@ -61,6 +62,25 @@ def test_the_kept_counts_are_each_users_expected_sample_on_the_grid():
     assert mq.kept_counts(cells_of(records), [1], 2)[0, 0] == G * 2 // 3 + G * 1 // 4
 
 
+def test_hpas_kept_counts_keep_each_users_records_of_highest_score_first():
+    # User 1: x (score 9), y and z (both 5), one record each; user 2: y twice. At b = 1 user 1
+    # keeps x and none of y, z; at b = 2 one of y and z at random (half a record each); user 2
+    # keeps one of its two y records at b = 1 (a tie group of 2) and both at b = 2.
+    scores = {"x": 9, "y": 5, "z": 5}
+    ranked = bound_selection.ranked_cells(cells_of([(1, "x"), (1, "y"), (1, "z"), (2, "y"), (2, "y")]), "cell",
+                                          scores)
+    kept = dict(zip(ranked["cell"].drop_duplicates(), mq.kept_counts(ranked, [1, 2, 3], 2)))
+    assert kept["x"].tolist() == [G, G, G]
+    assert kept["y"].tolist() == [G, G // 2 + 2 * G, G + 2 * G]
+    assert kept["z"].tolist() == [0, G // 2, G]
+    # One score for every cell is the uniform sample's.
+    flat = bound_selection.ranked_cells(cells_of([(1, "x"), (1, "y"), (2, "y")]), "cell", dict.fromkeys("xy", 0))
+    assert (mq.kept_counts(flat, CANDIDATES, 1) == mq.kept_counts(cells_of([(1, "x"), (1, "y"), (2, "y")]),
+                                                                  CANDIDATES, 1)).all()
+    with pytest.raises(ValueError, match="both t and g"):
+        mq.kept_counts(ranked.drop(columns="t"), CANDIDATES, 1)
+
+
 def test_the_spark_kept_counts_are_the_reference_counts(spark, monkeypatch):
     monkeypatch.setattr(bound_bias, "RECORDS_PER_PARTITION", 100)
     rng = np.random.default_rng(5)
@@ -76,6 +96,19 @@ def test_the_spark_kept_counts_are_the_reference_counts(spark, monkeypatch):
             rows_of = frame.assign(cell=list(zip(*(frame[c] for c in columns))))[["user_id", "cell"]]
             want = mq.kept_counts(cells_of(rows_of.itertuples(index=False)), CANDIDATES, cap)
             assert sorted(map(tuple, got)) == sorted(map(tuple, want))
+    # HPA's: each user's records ranked by public item scores, with ties (items 1..8, 4 scores).
+    scores = np.array([3, 1, 1, 0, 2, 2, 2, 0])
+    ranking = bound_bias.ItemRanking(ItemDomain(None, "1..8", (1, 8)), scores)
+    kept = bound_bias.expected_kept(records, CANDIDATES, 2, G, [bound_bias.ITEMS, bound_bias.EDGES], user_counts, 40,
+                                    len(frame), ranking)
+    by_item = dict(zip(range(1, 9), scores.tolist()))
+    for got, columns in zip(kept, (["item_id"], ["item_id", "attr"])):
+        rows_of = frame.assign(cell=list(zip(*(frame[c] for c in columns))))
+        cells = cells_of(rows_of[["user_id", "cell"]].itertuples(index=False)).assign(item=lambda f: f["cell"].str[0])
+        want = mq.kept_counts(bound_selection.ranked_cells(cells, "item", by_item), CANDIDATES, 2)
+        assert sorted(map(tuple, got)) == sorted(map(tuple, want))
+    assert not (kept[0] == bound_bias.expected_kept(records, CANDIDATES, 2, G, [bound_bias.ITEMS], user_counts, 40,
+                                                    len(frame))[0]).all()  # the ranking does change them
 
 
 def test_usefulness_is_zero_without_records_and_rises_with_them():
@@ -151,6 +184,27 @@ def test_adding_a_user_raises_every_score_by_at_most_the_sensitivity(pair, cap, 
     sensitivity = mq.quality_sensitivity(CANDIDATES, m)
     grid = mq.step(CANDIDATES, m)
     # Monotone: every score rises (the rounding may take one step off), by at most Δq.
+    assert all(-grid <= a - b <= sensitivity for b, a in zip(before, after))
+
+
+@pytest.mark.long
+@settings(max_examples=examples(100), deadline=None)
+@given(neighbours(), st.integers(1, 3), st.sampled_from([mq.LAPLACE, mq.GAUSSIAN]), st.floats(0.05, 20),
+       st.lists(st.integers(0, 3), min_size=8, max_size=8), st.booleans())
+def test_with_hpas_ranking_adding_a_user_raises_every_score_by_at_most_the_sensitivity(pair, cap, noise, b_scale,
+                                                                                       scores, small):
+    # HPA's kept counts at public scores of the 8 cells (ties likely): the same Δq holds.
+    records, added = pair
+    m = model_of(b_scale, noise, (8,) if small else (None,), c=cap)
+
+    def kept(rows):
+        full = np.zeros((8, len(CANDIDATES)), dtype=np.int64)
+        if rows:
+            cells = bound_selection.ranked_cells(cells_of(rows), "cell", dict(enumerate(scores)))
+            full[cells["cell"].drop_duplicates().to_numpy()] = mq.kept_counts(cells, CANDIDATES, cap)
+        return [full]
+    before, after = mq.quality(kept(records), CANDIDATES, m), mq.quality(kept(records + added), CANDIDATES, m)
+    sensitivity, grid = mq.quality_sensitivity(CANDIDATES, m), mq.step(CANDIDATES, m)
     assert all(-grid <= a - b <= sensitivity for b, a in zip(before, after))
 
 

@@ -297,6 +297,37 @@ def test_auto_l_is_chosen_privately_and_the_tables_are_paid_at_the_chosen_l(rati
     assert release.report["algorithm"]["parameters"]["l"] == "auto"
 
 
+def test_hpas_auto_l_draws_its_popularity_first_and_scores_what_hpa_keeps(spark, monkeypatch):
+    # 500 users each rate the same 20 items and 20 of their own. HPA keeps the 20 shared ones at
+    # l = 20 (their noisy popularity, about 12 from one record per user, is far above the own
+    # items'): each shared item keeps all 500 users, where SRA's sample keeps 250 of them; at
+    # l = 40 both keep everything with twice the noise. Scored as HPA keeps (exact, from the kept
+    # counts the choice is given): P(l = 20) = 0.997; scored as SRA's sample, P(l = 40) = 0.89.
+    users, shared = 500, 20
+    rng = np.random.default_rng(1)
+    rows = [(u, i, float(rng.uniform(1, 5))) for u in range(users) for i in range(1, shared + 1)]
+    rows += [(u, shared + 1 + u * shared + j, float(rng.uniform(1, 5))) for u in range(users) for j in range(shared)]
+    df = spark.createDataFrame(pd.DataFrame(rows, columns=["user_id", "item_id", "value"]))
+    common = dict(items=range(1, shared * (users + 1) + 1), value="value", low=1, high=5, l="auto",
+                  l_candidates=[shared, 2 * shared], bounding="hpa", epsilon=8, seed=0, progress=lambda _: None)
+    chances, choose = [], mean_bound_quality.choose_bound
+
+    def watched(kept, candidates, model, epsilon, *rest, **named):
+        chances.append(mean_bound_quality.pick_probabilities(kept, candidates, model, epsilon))
+        return choose(kept, candidates, model, epsilon, *rest, **named)
+    monkeypatch.setattr(mean_bound_quality, "choose_bound", watched)
+    release = dp_spark.means(df, **common)
+    assert [e["step"] for e in release.report["ledger"]][:3] == ["popularity", "choose l", "value_counts"]
+    assert release.report["algorithm"]["chosen"]["l"] == shared and chances[-1][0] > 0.99
+    # Negative control: the kept counts of SRA's uniform sample (no ranking) lean the other way.
+    from dp_spark.release import bound_bias
+
+    unranked = bound_bias.expected_kept
+    monkeypatch.setattr(bound_bias, "expected_kept", lambda *a, ranking=None, **k: unranked(*a, **k))
+    dp_spark.means(df, **common)
+    assert chances[-1][1] > 0.85
+
+
 def _domains(with_edges: bool) -> Domains:
     return Domains(item_domain_of_ids(list(range(1, ITEMS + 1)), "1..40"),
                    AttributeDomain(("F", "M")) if with_edges else None)

@@ -198,22 +198,32 @@ def squared_bias_norms(records: DataFrame, candidates: Sequence[int], cap: int, 
             for counted, table in zip(per_cell, tables)]
 
 
+def _kept_term(bound: int, cap: int, grid: int, ranked: bool) -> Column:
+    """mean_bound_quality.kept_counts' term over _k and _n, and with ``ranked`` _t and _g:
+    ⌊grid·min(k, c)·m/g⌋ with m = min(g, (b − (t − g))⁺) of the g tied records kept, which is
+    ⌊grid·min(k, c)·min(n, b)/n⌋ unranked (t = g = n)."""
+    if not ranked:
+        return F.expr(f"cast({grid} * least(_k, {cap}) * least(_n, {bound}) div _n as bigint)")
+    return F.expr(f"cast({grid} * least(_k, {cap}) * least(_g, greatest({bound} - (_t - _g), 0)) div _g as bigint)")
+
+
 def expected_kept(records: DataFrame, candidates: Sequence[int], cap: int, grid: int,
                   tables: Sequence[tuple[str, ...]] = (ITEMS,), user_counts: DataFrame | None = None,
-                  users: int | None = None, record_count: int | None = None) -> list[np.ndarray]:
+                  users: int | None = None, record_count: int | None = None,
+                  ranking: ItemRanking | None = None) -> list[np.ndarray]:
     """Each table's kept counts for the means' quality (release.mean_bound_quality): per cell with
     a record, a column per candidate b of Σ_u ⌊grid·min(k, c)·min(n, b)/n⌋ (longs: each term is at
-    most grid·c, exact whatever the order of the sums), the cells in no particular order. The
-    arguments and the shuffle by item as for :func:`squared_bias_norms`. NOT private: read only by
-    the mechanism."""
+    most grid·c, exact whatever the order of the sums), the cells in no particular order; with a
+    ``ranking`` (HPA), what keeping each user's records of highest score first keeps instead
+    (:func:`_kept_term`). The arguments and the shuffles as for :func:`squared_bias_norms`. NOT
+    private: read only by the mechanism."""
     bounds = _checked_bounds(candidates, tables)
     kept = []
-    for counted, table in zip(_per_cell_user(records, tables, user_counts, users, record_count), tables):
-        sums = counted.groupBy(*table).agg(*[
-            F.sum(F.expr(f"cast({grid} * least(_k, {cap}) * least(_n, {b}) div _n as bigint)")).alias(f"_b{i}")
-            for i, b in enumerate(bounds)])
+    for counted, table in zip(_per_cell_user(records, tables, user_counts, users, record_count, ranking), tables):
+        sums = counted.groupBy(*table).agg(*[F.sum(_kept_term(b, cap, grid, ranking is not None)).alias(f"_b{i}")
+                                             for i, b in enumerate(bounds)])
         # Through Arrow: a million cells took 2.4-2.9 s and 128 MB as a frame, 21-27 s and about
         # a gigabyte as Rows of Python ints (16 candidates, local[2]).
         frame = sums.select(*[f"_b{i}" for i in range(len(bounds))]).toPandas()
-        kept.append(frame.to_numpy(dtype=np.int64).reshape(len(frame), len(bounds)))
+        kept.append(np.asarray(frame, dtype=np.int64).reshape(-1, len(bounds)))
     return kept

@@ -159,17 +159,25 @@ def _erfc(x: np.ndarray) -> np.ndarray:
 def kept_counts(cells: pd.DataFrame, candidates: Sequence[int] | np.ndarray, cap: int) -> np.ndarray:
     """K_j(b) in units of 1/GRID records, one row per cell (in order of first appearance) and a
     column per candidate: Σ_u ⌊GRID·min(k, c)·min(n, b)/n⌋. ``cells``: a row per (user, cell)
-    with ``cell``, ``k`` (the user's records in it) and ``n`` (the user's records in the domain).
-    The pandas twin of release.bound_bias.expected_kept (tests hold them equal)."""
+    with ``cell``, ``k`` (the user's records in it) and ``n`` (the user's records in the domain),
+    and, when the bound keeps each user's records of highest public score first (HPA), ``t`` and
+    ``g`` (bound_selection.ranked_cells): the user keeps m = min(g, (b − (t − g))⁺) of the g
+    records tied with the cell's, each alike, so the term is ⌊GRID·min(k, c)·m/g⌋ (t = g = n: the
+    uniform sample's). Each term is at most GRID·c, and a user's terms add up to at most
+    GRID·min(n, b) either way. The pandas twin of release.bound_bias.expected_kept (tests hold them
+    equal)."""
     bounds = _bounds(candidates)
+    if ("t" in cells) != ("g" in cells):
+        raise ValueError("a ranking needs both t and g")
     k = np.minimum(cells["k"].to_numpy(dtype=np.int64), cap)
     n = cells["n"].to_numpy(dtype=np.int64)
-    if np.any(k < 1) or np.any(n < k):
-        raise ValueError("each row needs 1 <= k <= n")
+    t, g = (cells[c].to_numpy(dtype=np.int64) for c in ("t", "g")) if "t" in cells else (n, n)
+    if np.any(k < 1) or np.any(n < k) or np.any(g < k) or np.any(t < g) or np.any(n < t):
+        raise ValueError("each row needs 1 <= k <= g <= t <= n")
     index = pd.factorize(cells["cell"])[0]
     out = np.zeros((int(index.max()) + 1 if index.size else 0, bounds.size), dtype=np.int64)
     for i, b in enumerate(bounds):
-        np.add.at(out[:, i], index, GRID * k * np.minimum(n, b) // n)
+        np.add.at(out[:, i], index, GRID * k * np.clip(b - (t - g), 0, g) // g)
     return out
 
 

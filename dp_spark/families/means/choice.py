@@ -18,6 +18,7 @@ from dp_spark.families.means.params import EDGE_TABLE, ITEM_TABLE, MeansParams, 
 from dp_spark.release import bound_bias, bound_objective, clip_choice, mean_bound_quality, sum_tables
 from dp_spark.release.auto_bound import AUTO
 from dp_spark.release.family import Domains, RunInputs
+from dp_spark.release.hpa_selection import Popularity
 
 
 def error_model(params: MeansParams, domains: Domains, split: dict[str, Fraction]
@@ -68,19 +69,26 @@ def _variance(entry) -> float:
     return accuracy.discrete_laplace_sd(entry.noise_scale) ** 2
 
 
-def choose_l(params: MeansParams, inputs: RunInputs, validated) -> tuple[MeansParams, dict | None]:
+def choose_l(params: MeansParams, inputs: RunInputs, validated,
+             popularity: Popularity | None = None) -> tuple[MeansParams, dict | None]:
     """The parameters at the per-user bound and, when it was chosen privately, the report's
     ``chosen`` (a DP output): release.mean_bound_quality's mechanism over the error model above
-    and each scored table's kept counts (NOT private: read only by the mechanism)."""
+    and each scored table's kept counts (NOT private: read only by the mechanism). With HPA's
+    bounding, ``popularity``: its noisy popularity (a DP output drawn before), by which the kept
+    counts rank each user's records, as HPA keeps them."""
     if not params.auto:
         return params, None
+    if (popularity is None) != (params.bounding != "hpa"):
+        raise ValueError("HPA's choice of l needs its popularity, and only HPA's")
     model = error_model(params, inputs.domains, inputs.split)  # public: any error before the records' pass
     cells = {ITEM_TABLE: bound_bias.ITEMS, EDGE_TABLE: bound_bias.EDGES}
     inputs.progress(f"choosing l privately from {len(params.candidates)} candidates")
     kept = bound_bias.expected_kept(validated.records, params.candidates, params.per_cell, mean_bound_quality.GRID,
                                     [cells[table] for table in scored_tables(params, inputs.domains)],
                                     validated.user_counts, int(validated.users_by_n.sum()),
-                                    bound_bias.record_count(validated.users_by_n))
+                                    bound_bias.record_count(validated.users_by_n),
+                                    ranking=None if popularity is None else bound_bias.ItemRanking(
+                                        inputs.domains.items, popularity.scores))
     l = mean_bound_quality.choose_bound(kept, params.candidates, model, inputs.split["epsilon_bound"], inputs.budget,
                                         inputs.rng, step="choose l")
     inputs.progress(f"l = {l}, chosen privately from {list(params.candidates)}")

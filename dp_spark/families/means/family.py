@@ -1,8 +1,9 @@
 """Sums and means of a value per item, and per item x attribute value.
 
 Bound: each user keeps at most ``l`` records (SRA's uniform sample, or HPA's most popular by a
-noisy popularity; with l = "auto" l is chosen privately first, by the counts' mechanism with the
-sums' error model: ``error_model``), and with ``records_per_item`` at most c of them per item.
+noisy popularity; with l = "auto" l is chosen privately first, by the means' own quality over
+what the bound keeps, HPA's popularity drawn before it: means_choice.choose_l), and with
+``records_per_item`` at most c of them per item.
 Aggregate: per cell, the kept records and the sum of their values clipped to the public [low,
 high] and centred (aggregates.value_sums). Publish: noisy counts at L1 l and noisy centred sums at
 L1 l·(high − low)/2, Laplace or (zCDP) Gaussian; the sums and means are post-processing of the two
@@ -43,7 +44,7 @@ from dp_spark.release import bounding_estimate, guards
 from dp_spark.release import on_executors as executor_path
 from dp_spark.release import sum_tables as publishing
 from dp_spark.release.family import Domains, Family, FamilyOutput, RunInputs
-from dp_spark.release.hpa_selection import hpa_selection, noisy_popularity
+from dp_spark.release.hpa_selection import Popularity, hpa_selection, noisy_popularity
 from dp_spark.release.private_keys import NOTHING_SELECTED, selected_items
 
 
@@ -60,6 +61,13 @@ def run(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
     return replace(output, domains=inputs.domains, chosen={**(output.chosen or {}),
                                                            "items_selected": len(selection.domain)},
                    diagnostics={**output.diagnostics, "partition_selection": selection.diagnostics})
+
+
+def _popularity(params: MeansParams, inputs: RunInputs, validated) -> Popularity:
+    """HPA's noisy popularity (ledger step "popularity"), from the validated records."""
+    return noisy_popularity(validated.records, inputs.domains.items, params.d, inputs.split["epsilon_popularity"],
+                            inputs.budget, inputs.rng, inputs.seed, validated.user_counts, validated.users_by_n,
+                            validated.one_per_user)
 
 
 def _empty_tables(domains: Domains) -> dict[str, pd.DataFrame]:
@@ -87,8 +95,10 @@ def _summed(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
                                  progress=inputs.progress, sample_value=params.clip_auto,
                                  one_per_user_salt=keys.sample_salt(inputs.seed) if sampled else None)
     try:
+        # HPA's l = "auto" scores what HPA keeps, ranked by its popularity: drawn first then.
+        popularity = _popularity(params, inputs, validated) if hpa and params.auto else None
         # Chosen before the guards look, as the counts' l (docs/bound_selection.md, "Guards").
-        params, chosen = choose_l(params, inputs, validated)
+        params, chosen = choose_l(params, inputs, validated, popularity)
         params, chosen = choose_clip_range(params, inputs, validated, chosen)
         # The per-item cap may keep fewer: rows_after_bounding, in the diagnostics, is exact.
         coverage, decided = guards.check_bounded(inputs, validated, params.l, params.private_items)
@@ -98,9 +108,8 @@ def _summed(params: MeansParams, inputs: RunInputs) -> FamilyOutput:
         diagnostic(inputs.progress, f"{validated.diagnostics['rows_read']:,} records read")
         extra = {}
         if hpa:
-            popularity = noisy_popularity(validated.records, items, params.d, inputs.split["epsilon_popularity"],
-                                          inputs.budget, inputs.rng, inputs.seed, validated.user_counts,
-                                          validated.users_by_n, validated.one_per_user)
+            if popularity is None:  # a fixed l: drawn here, after the guards, as always
+                popularity = _popularity(params, inputs, validated)
             extra["rows_in_popularity_sample"] = popularity.sample_rows
             selection = hpa_selection(validated.records, items, params.l, popularity, inputs.seed,
                                       validated.user_counts, validated.users_by_n)
