@@ -293,9 +293,9 @@ def test_bound_selection_target_reaches_near_its_claim():
 
 def test_mean_bound_selection_grid_covers_every_eps_list_and_noise():
     family = FAMILIES["mean_bound_selection"]
-    assert len(family.points) == 4 * len(audit_mean_bounds.CANDIDATES) * len(audit_mean_bounds.NOISES)
-    assert {"mean_bound_selection[eps=0.01]", "mean_bound_selection[eps=5,cands=two,noise=gaussian]"} \
-        <= {t.name for t in family.points}
+    assert len(family.points) == 4 * (len(audit_mean_bounds.CANDIDATES) + 1) * len(audit_mean_bounds.NOISES)
+    assert {"mean_bound_selection[eps=0.01]", "mean_bound_selection[eps=5,cands=two,noise=gaussian]",
+            "mean_bound_selection[eps=0.1,noise=laplace,kept=ranked]"} <= {t.name for t in family.points}
 
 
 @pytest.mark.parametrize("candidates", list(audit_mean_bounds.CANDIDATES))
@@ -309,6 +309,20 @@ def test_mean_bound_selection_pairs_are_within_the_claim_and_near_it(candidates,
     assert true <= float(eps) * (1 + 1e-9)
     if candidates == "many":
         assert true > 0.4 * float(eps)
+
+
+@pytest.mark.parametrize("noise", audit_mean_bounds.NOISES)
+@pytest.mark.parametrize("eps", [Fraction(1, 100), Fraction(1, 10), Fraction(1), Fraction(5)])
+def test_mean_bound_selection_ranked_pairs_are_within_the_claim_and_near_it(noise, eps):
+    """HPA's kept counts: D′'s user keeps whole records in its first b cells, b in all, and the
+    pair's exact ε is within the claim and near it, as the uniform sample's."""
+    candidates = audit_mean_bounds.CANDIDATES["many"]
+    pair = audit_mean_bounds.pair(candidates, noise, eps, ranked=True)
+    added = pair.kept[1] - pair.kept[0]
+    assert (added.sum(axis=0) == [mean_bound_quality.GRID * b for b in candidates]).all()
+    assert added.max() == mean_bound_quality.GRID  # a whole record, or none, in each cell
+    true = audit_mean_bounds.pair_epsilon(pair, eps)
+    assert 0.4 * float(eps) < true <= float(eps) * (1 + 1e-9)
 
 
 def test_mean_bound_selection_control_pair_is_neighbours_and_beyond_the_claim_only_at_the_wrong_sensitivity():

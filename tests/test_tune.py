@@ -315,6 +315,21 @@ high = 5
     assert main([*conf, "--set", 'algorithm.l="auto"']) == 0
     said = capsys.readouterr().out.splitlines()
     assert any(line.startswith('l = "auto" scores the item table\'s means') for line in said)
+    # HPA: the kept counts HPA's choice scores, each user's records ranked by the popularity in
+    # expectation, at HPA's split.
+    assert main([*conf, "--set", 'algorithm.l="auto"', "--set", 'algorithm.bounding="hpa"', "--json"]) == 0
+    hpa = json.loads(capsys.readouterr().out)["auto"]
+    params = MeansParams(1.0, 5.0, "auto", candidates=(1, 4, 6), bounding="hpa")
+    model = means_choice.error_model(params, domains, means_params.budget_split(params, Fraction(1), domains))
+    scores = tune.expected_popularity(frame, domains.items, 1)
+    ranked = bound_selection.ranked_cells(cells.assign(cell=cells["item_id"]), "item_id",
+                                          dict(zip(range(1, 11), scores.tolist())))
+    kept = [mean_bound_quality.kept_counts(ranked, (1, 4, 6), 6)]
+    picks = mean_bound_quality.pick_probabilities(kept, (1, 4, 6), model, Fraction(1, 10))
+    assert list(hpa["pick_probability"].values()) == pytest.approx(picks.tolist(), rel=1e-9)
+    unranked = [mean_bound_quality.kept_counts(cells.rename(columns={"item_id": "cell"}), (1, 4, 6), 6)]
+    assert list(hpa["pick_probability"].values()) != pytest.approx(
+        mean_bound_quality.pick_probabilities(unranked, (1, 4, 6), model, Fraction(1, 10)).tolist(), rel=1e-3)
 
 
 def test_an_auto_config_is_scored_as_its_job_scores_it():

@@ -5,7 +5,8 @@ candidate list) on public data or on data disjoint from the release, never for p
 For each candidate l, each user keeps a uniform sample of min(n, l) of its in-domain records
 (SRA; with ``records_per_item`` c at most c of them per item), drawn once with a fixed seed: one
 draw of the sampling, not its expectation (HPA keeps each user's most popular records instead, so
-for HPA the sample is a guide). Per item, from the clipped values:
+for HPA the sample is a guide; its ``auto_choice`` below scores what HPA keeps). Per item, from
+the clipped values:
 
 * the bias: the mean of the kept records minus the mean of all the item's records;
 * the noise: the mean's standard deviation from the count's and the sum's noise at l and the
@@ -18,7 +19,8 @@ for HPA the sample is a guide). Per item, from the clipped values:
 
 With l = "auto" the result also says what the choice would do over the same candidates and records
 (``auto_choice``): the objective it scores, its quality q(b) and chance of picking each candidate
-(the job's own model and mechanism, release.mean_bound_quality), and the expected score of its pick
+(the job's own model and mechanism, release.mean_bound_quality; for HPA each user's records ranked
+by the popularity in expectation, without the release's noise), and the expected score of its pick
 over the rows (the choice's tenth of ε not counted there).
 
 The bias, noise and error columns are over the items whose kept count is above the half-width.
@@ -45,7 +47,7 @@ from dp_spark.core.ledger import GAUSSIAN_MECHANISM, LedgerEntry
 from dp_spark.families.means import choice
 from dp_spark.families.means.params import EDGE_TABLE, ITEM_TABLE, MeansParams, table_pair
 from dp_spark.lab import tune
-from dp_spark.release import bound_objective
+from dp_spark.release import bound_objective, bound_selection
 from dp_spark.release import mean_bound_quality as mq
 from dp_spark.release import sum_tables as publish
 
@@ -180,11 +182,17 @@ def auto_choice(records: pd.DataFrame, params: MeansParams, candidates: Sequence
     model = choice.error_model(auto, domains, split)
     columns = {ITEM_TABLE: ["item_id"], EDGE_TABLE: ["item_id", "attr"]}
     n = records.groupby("user_id").size()
+    # HPA's choice ranks each user's records by its noisy popularity; here, the popularity in
+    # expectation (the counts' tune does the same).
+    scores = (dict(zip(domains.items.ids.tolist(), tune.expected_popularity(records, domains.items, params.d).tolist()))
+              if params.bounding == "hpa" else None)
     kept = []
     for table in choice.scored_tables(auto, domains):
         cells = records.groupby(["user_id", *columns[table]]).size().rename("k").reset_index()
         cells["cell"] = list(zip(*(cells[c] for c in columns[table])))
         cells["n"] = cells["user_id"].map(n)
+        if scores is not None:
+            cells = bound_selection.ranked_cells(cells, "item_id", scores)
         kept.append(mq.kept_counts(cells, candidates, auto.per_cell))
     at = zcdp.selection_epsilon(split["epsilon_bound"], zcdp_accounting)
     picks = mq.pick_probabilities(kept, candidates, model, at)

@@ -139,21 +139,24 @@ def bound_selection_family() -> Family:
     return Family("bound_selection", tuple(points))
 
 
-def mean_bound_selection_target(name: str, eps: Fraction, candidates: str = "many", noise: str = "laplace"
-                                ) -> Target:
+def mean_bound_selection_target(name: str, eps: Fraction, candidates: str = "many", noise: str = "laplace",
+                                ranked: bool = False) -> Target:
     listed = mbounds.CANDIDATES[candidates]
-    p = mbounds.pair(listed, noise, eps)
+    p = mbounds.pair(listed, noise, eps, ranked)
+    kept = "keeps them whole in rank order (HPA)" if ranked else "keeps a share of each (SRA)"
     return Target(name, float(eps), 0.0,
                   f"the means' private choice of l (mean_bound_quality.choose_bound), candidates {list(listed)}, "
                   f"{noise} tables at ten times the choice's eps, eps = {float(eps):g}: D' adds a user with one "
-                  f"record in each of {listed[-1]} cells where the usefulness is steepest (Delta q = "
-                  f"{float(mq.quality_sensitivity(listed, p.model)):g})",
-                  mbounds.choose_bound_sampler(eps, listed, noise))
+                  f"record in each of {listed[-1]} cells where the usefulness is steepest, and the bound {kept} "
+                  f"(Delta q = {float(mq.quality_sensitivity(listed, p.model)):g})",
+                  mbounds.choose_bound_sampler(eps, listed, noise, ranked))
 
 
 def mean_bound_selection_family() -> Family:
-    """Every ε on the many candidates with Laplace tables (``mean_bound_selection[eps=…]``), and the
-    other candidate list and noise at every ε (``mean_bound_selection[eps=…,cands=…,noise=…]``)."""
+    """Every ε on the many candidates with Laplace tables (``mean_bound_selection[eps=…]``), the
+    other candidate list and noise at every ε (``mean_bound_selection[eps=…,cands=…,noise=…]``),
+    and HPA's ranked kept counts on the many candidates with both noises
+    (``mean_bound_selection[eps=…,noise=…,kept=ranked]``)."""
     points = []
     for eps in BOUND_EPSILONS:
         for candidates in mbounds.CANDIDATES:
@@ -161,6 +164,10 @@ def mean_bound_selection_family() -> Family:
                 extra = {} if (candidates, noise) == ("many", "laplace") else {"cands": candidates, "noise": noise}
                 points.append(mean_bound_selection_target(point_name("mean_bound_selection", eps=eps, **extra), eps,
                                                           candidates, noise))
+        for noise in mbounds.NOISES:
+            points.append(mean_bound_selection_target(
+                point_name("mean_bound_selection", eps=eps, noise=noise, kept="ranked"), eps, "many", noise,
+                ranked=True))
     return Family("mean_bound_selection", tuple(points))
 
 

@@ -15,6 +15,9 @@ sensitivity argument is tight:
   in all, each on the steepest part of the curve, so q(b*) rises by nearly L_b*·b* = Δq. At the
   other candidates the cells sit where their curves are flatter, so their scores move less and
   b*'s share of the draw moves most.
+* The "ranked" pair (HPA's kept counts): the same user's records ranked by distinct public scores
+  of the cells, so that at b it keeps whole records in its first b cells and none in the others,
+  b in all: at b* a whole record in each of b* cells on the steepest part.
 
 The statistic is the chosen bound; the exact ε of a pair is :func:`pair_epsilon`. Where b* is
 unlikely on both sides the samples cannot see the move, however large; the exact ε is then the
@@ -74,7 +77,7 @@ def model_of(candidates: tuple[int, ...], noise: str, epsilon: Fraction) -> mq.M
 
 
 @lru_cache(maxsize=None)  # the registry names each pair's Δq, and its sampler draws from it
-def pair(candidates: tuple[int, ...], noise: str, epsilon: Fraction) -> MeanBoundPair:
+def pair(candidates: tuple[int, ...], noise: str, epsilon: Fraction, ranked: bool = False) -> MeanBoundPair:
     model = model_of(candidates, noise, epsilon)
     reach = mq.reach(candidates, model)
     star = int(np.argmax(reach))
@@ -84,7 +87,10 @@ def pair(candidates: tuple[int, ...], noise: str, epsilon: Fraction) -> MeanBoun
     users = max(1, round(steepest))
     top = candidates[-1]
     d = np.full((top, len(candidates)), users * mq.GRID, dtype=np.int64)
-    added = np.array([mq.GRID * min(top, b) // top for b in candidates], dtype=np.int64)
+    if ranked:  # cell j is the user's (j+1)-th by score: kept whole at b > j
+        added = mq.GRID * (np.arange(top)[:, None] < np.asarray(candidates)[None, :]).astype(np.int64)
+    else:
+        added = np.array([mq.GRID * min(top, b) // top for b in candidates], dtype=np.int64)
     return MeanBoundPair(tuple(candidates), model, (d, d + added))
 
 
@@ -98,9 +104,9 @@ def pair_epsilon(p: MeanBoundPair, epsilon: Fraction, sensitivity: Fraction | No
     return float(np.max(np.abs(np.log(d / d2))))
 
 
-def choose_bound_sampler(epsilon: Fraction, candidates: tuple[int, ...], noise: str):
+def choose_bound_sampler(epsilon: Fraction, candidates: tuple[int, ...], noise: str, ranked: bool = False):
     """The bound ``choose_bound`` picks, once per trial, on D or D′."""
-    p = pair(candidates, noise, epsilon)
+    p = pair(candidates, noise, epsilon, ranked)
 
     def sample(side, trials, seed, _spark):
         rng = RandomSource(seed)
