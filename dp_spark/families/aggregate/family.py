@@ -55,8 +55,8 @@ from dp_spark.families.aggregate.run import (
     TABLE,
     VALUE,
     aggregate_table,
+    draw_popularity,
     empty_table,
-    grouped_records,
     in_groups,
     usable_records,
 )
@@ -233,26 +233,31 @@ def run(params: AggregateParams, inputs: RunInputs) -> FamilyOutput:
             return FamilyOutput({TABLE: empty_table(params)}, {"partition_selection": selection},
                                 chosen={"groups_selected": 0})
     chosen = {"groups_selected": len(params.keys)} if params.keys.private else {}
-    ranks = None
-    if params.bound_candidates is not None:
-        candidates = list(params.bound_candidates)
-        if params.bounding == HPA:  # HPA's choice scores the groups it keeps by this popularity
-            inputs.progress("drawing the groups' noisy popularity")
-            ranks = popular_groups.popularity_ranks(grouped_records(inputs.records, params), GROUP, len(params.keys),
-                                                    params.popularity_groups, inputs.split[popular_groups.SPLIT_KEY],
-                                                    inputs.budget, inputs.rng, inputs.seed)
-        inputs.progress(f"choosing groups_per_user privately from {candidates}")
-        params, bound = bound_choice.choose(in_groups(inputs.records, params), params, inputs.split,
-                                            inputs.budget, inputs.rng, GROUP, ranks=ranks)
-        inputs.progress(f"groups_per_user = {params.bound.groups_per_user}, chosen privately from {candidates}")
-        chosen.update(bound)
-    if params.range_choice is not None:
-        params, picked = _range_chosen(params, inputs)
-        chosen.update(picked)
-    decided = _guarded(params, inputs)  # before the metrics' noise
+    popularity = None
+    if params.bound_candidates is not None and params.bounding == HPA:
+        # HPA's choice scores the groups it keeps by this popularity, drawn first; the table's bound reuses it.
+        inputs.progress("drawing the groups' noisy popularity")
+        popularity = draw_popularity(inputs.records, params, inputs.split, inputs.budget, inputs.rng, inputs.seed)
+    try:
+        if params.bound_candidates is not None:
+            candidates = list(params.bound_candidates)
+            inputs.progress(f"choosing groups_per_user privately from {candidates}")
+            params, bound = bound_choice.choose(in_groups(inputs.records, params), params, inputs.split, inputs.budget,
+                                                inputs.rng, GROUP,
+                                                ranks=None if popularity is None else popularity.ranks)
+            inputs.progress(f"groups_per_user = {params.bound.groups_per_user}, chosen privately from {candidates}")
+            chosen.update(bound)
+        if params.range_choice is not None:
+            params, picked = _range_chosen(params, inputs)
+            chosen.update(picked)
+        decided = _guarded(params, inputs)  # before the metrics' noise
+    except BaseException:
+        if popularity is not None:
+            popularity.grouped.unpersist()
+        raise
     inputs.progress("records read; bounding and aggregating")
     table, kept = aggregate_table(inputs.records, params, inputs.split, params.noise, inputs.budget, inputs.rng,
-                                  inputs.seed, 1 - CONFIDENCE, ranks=ranks)
+                                  inputs.seed, 1 - CONFIDENCE, popularity=popularity)
     diagnostics = {"rows_after_bounding": kept, **({"partition_selection": selection} if selection else {})}
     return FamilyOutput({TABLE: table}, diagnostics, chosen=chosen or None, guards=decided)
 

@@ -18,6 +18,7 @@ docs/aggregate.md, "Privacy claim: aggregate".
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -115,22 +116,39 @@ def bounded(grouped: DataFrame, params: AggregateParams, seed: int | None, user_
                           score=popular_groups.SCORE).drop(popular_groups.SCORE)
 
 
+@dataclass(frozen=True)
+class DrawnPopularity:
+    """HPA's noisy popularity of the groups and the records it was drawn from, grouped once."""
+
+    grouped: DataFrame  # grouped_records' records, cached: the popularity's and then the bound's input
+    ranks: np.ndarray  # each group's rank of noisy popularity (a DP output)
+
+
+def draw_popularity(records: DataFrame, params: AggregateParams, split: Mapping[str, Fraction], budget: Budget,
+                    rng: RandomSource, seed: int | None, user_col: str = "user_id") -> DrawnPopularity:
+    """HPA's popularity (ledger step popular_groups.STEP), from the records grouped once and cached
+    for the bound that reads it after."""
+    grouped = grouped_records(records, params, user_col).cache()
+    ranks = popular_groups.popularity_ranks(grouped, GROUP, len(params.keys), params.popularity_groups,
+                                            split[popular_groups.SPLIT_KEY], budget, rng, seed, user_col)
+    return DrawnPopularity(grouped, ranks)
+
+
 def aggregate_table(records: DataFrame, params: AggregateParams, split: Mapping[str, Fraction], noise: str,
                     budget: Budget, rng: RandomSource, seed: int | None, alpha: float = 0.05,
-                    user_col: str = "user_id", ranks: np.ndarray | None = None) -> tuple[pd.DataFrame, int]:
+                    user_col: str = "user_id", popularity: DrawnPopularity | None = None
+                    ) -> tuple[pd.DataFrame, int]:
     """The released table (the key columns of every group, then the metrics' columns), and the
-    records bounding kept (NOT private: the operator's diagnostics). ``ranks``: with HPA's
-    bounding, the popularity's ranks when they were drawn before (to choose l), else drawn here."""
+    records bounding kept (NOT private: the operator's diagnostics). ``popularity``: with HPA's
+    bounding, the popularity when it was drawn before (to choose l), else drawn here, first."""
     bound = params.bound
-    grouped = grouped_records(records, params, user_col)
-    if params.bounding == HPA and ranks is not None:
-        kept = bounded(grouped, params, seed, user_col, ranks).cache()
-    elif params.bounding == HPA:  # the popularity is drawn first, from the records grouped once
-        grouped = grouped.cache()
-        ranks = popular_groups.popularity_ranks(grouped, GROUP, len(params.keys), params.popularity_groups,
-                                                split[popular_groups.SPLIT_KEY], budget, rng, seed, user_col)
-        kept = bounded(grouped, params, seed, user_col, ranks).cache()
+    if params.bounding == HPA:
+        if popularity is None:
+            popularity = draw_popularity(records, params, split, budget, rng, seed, user_col)
+        grouped = popularity.grouped
+        kept = bounded(grouped, params, seed, user_col, popularity.ranks).cache()
     else:
+        grouped = grouped_records(records, params, user_col)
         kept = bounded(grouped, params, seed, user_col).cache()
     try:
         groups = len(params.keys)
