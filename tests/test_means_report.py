@@ -17,6 +17,7 @@ from dp_spark import display
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.core.clip_range import ClipRange, mean_interval
 from dp_spark.core.discrete_gaussian import discrete_gaussian_halfwidth
+from dp_spark.core.domain import item_domain_of_ids
 from dp_spark.families.means.params import MeansParams
 from dp_spark.families.means.report import RECORDS_SHOWN
 from dp_spark.lab import tune_means
@@ -179,3 +180,31 @@ def test_tune_for_means_counts_items_with_a_mean_and_scores_a_bound_that_keeps_t
     assert all(line.endswith("NOT PRIVATE") for line in lines)
     marks = [line.removesuffix("NOT PRIVATE").split()[7:] for line in lines[1:]]  # after the score
     assert marks == [[], ["<"], ["*"]]  # the config's l, and the lowest score
+
+
+def test_tune_for_hpa_means_keeps_each_users_most_popular_records():
+    # 300 heavy users rate all 12 items 5; 3,000 light users rate one of items 1-4 (each 750 times)
+    # 1, so items 1-4 are the popular ones. At l = 4, HPA keeps each heavy user's ratings of items
+    # 1-4: their means carry no bias from bounding, and items 5-12 lose every heavy rating. SRA's
+    # uniform sample keeps a third of each heavy user's ratings of every item, items 1-4 included.
+    rows = [(u, i, 5.0) for u in range(300) for i in range(1, 13)]
+    rows += [(u, 1 + u % 4, 1.0) for u in range(300, 3300)]
+    records = pd.DataFrame(rows, columns=["user_id", "item_id", "value"])
+    params = MeansParams(1.0, 5.0, 4, bounding="hpa")
+    scores = tune_means.hpa_scores(records, params, item_domain_of_ids(list(range(1, 13)), "1..12"))
+    assert max(scores[i] for i in range(5, 13)) < min(scores[i] for i in range(1, 5))
+    ranked = tune_means.sampled_ranks(records, scores=scores)
+    heavy_kept = ranked[(ranked["user_id"] < 300) & (ranked["rank"] < 4)]
+    assert sorted(heavy_kept["item_id"].unique()) == [1, 2, 3, 4] and len(heavy_kept) == 1200
+    split = {"epsilon_bounding": Fraction(1, 20), "epsilon_counts": Fraction(57, 20) * Fraction(3, 10),
+             "epsilon_sums": Fraction(57, 20) * Fraction(7, 10)}
+    hpa, sra = (tune_means.tune_rows(records, params, [4, 12], split, np.arange(1, 13), scores=given)
+                for given in (scores, None))
+    assert [r.records_kept for r in hpa] == [r.records_kept for r in sra] == [1200 + 3000, 3600 + 3000]
+    # Items 1-4 keep every rating under HPA: no bias (SRA's mean of item 1 is near 1.5, its true
+    # mean 2.1); items 5-12 keep none, and get a mean by noise alone, where SRA gives all 12 one.
+    assert hpa[0].bias_rms == pytest.approx(0.0, abs=1e-12) and sra[0].bias_rms > 0.3
+    assert hpa[0].items_with_mean < 4.2 and sra[0].items_with_mean > 11.9
+    assert hpa[0].score > 10 * sra[0].score  # a range's worth of error on 8 of 12 items
+    assert hpa[1] == sra[1]  # l = 12 keeps everything either way
+    assert tune_means.hpa_scores(records, MeansParams(1.0, 5.0, 4), None) is None  # SRA: a uniform sample

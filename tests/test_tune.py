@@ -330,6 +330,16 @@ high = 5
     unranked = [mean_bound_quality.kept_counts(cells.rename(columns={"item_id": "cell"}), (1, 4, 6), 6)]
     assert list(hpa["pick_probability"].values()) != pytest.approx(
         mean_bound_quality.pick_probabilities(unranked, (1, 4, 6), model, Fraction(1, 10)).tolist(), rel=1e-3)
+    # HPA's rows keep each user's records of the most popular items, at HPA's fixed-l split.
+    assert main([*conf, "--set", 'algorithm.bounding="hpa"', "--json"]) == 0
+    hpa_rows = json.loads(capsys.readouterr().out)
+    fixed = MeansParams(1.0, 5.0, 4, bounding="hpa")
+    expected = tune_means.tune_rows(frame, fixed, [1, 4, 6], means_params.budget_split(fixed, Fraction(1), domains),
+                                    np.arange(1, 11), scores=tune_means.hpa_scores(frame, fixed, domains.items))
+    assert "HPA's records of the most popular items" in hpa_rows["method"]
+    for got, want in zip(hpa_rows["rows"], [row.to_json() for row in expected], strict=True):
+        assert got == pytest.approx(want, rel=1e-9)
+    assert [r["bias_rms"] for r in hpa_rows["rows"]] != pytest.approx([r["bias_rms"] for r in result["rows"]])
 
 
 def test_an_auto_config_is_scored_as_its_job_scores_it():

@@ -2,11 +2,11 @@
 bound l, from the raw records. NOT PRIVATE, as the counts' tune: for the operator choosing l (or a
 candidate list) on public data or on data disjoint from the release, never for publication.
 
-For each candidate l, each user keeps a uniform sample of min(n, l) of its in-domain records
-(SRA; with ``records_per_item`` c at most c of them per item), drawn once with a fixed seed: one
-draw of the sampling, not its expectation (HPA keeps each user's most popular records instead, so
-for HPA the sample is a guide; its ``auto_choice`` below scores what HPA keeps). Per item, from
-the clipped values:
+For each candidate l, each user keeps min(n, l) of its in-domain records (with
+``records_per_item`` c at most c of them per item): with SRA a uniform sample, with HPA the
+records of the most popular items first, ranked by the popularity in expectation (without the
+release's noise, as the counts' tune does), ties in a uniform order. The order is drawn once with
+a fixed seed: one draw of the sampling, not its expectation. Per item, from the clipped values:
 
 * the bias: the mean of the kept records minus the mean of all the item's records;
 * the noise: the mean's standard deviation from the count's and the sum's noise at l and the
@@ -52,6 +52,10 @@ from dp_spark.release import mean_bound_quality as mq
 from dp_spark.release import sum_tables as publish
 
 SAMPLING_SEED = 0  # one fixed draw of the sampling: the table is NOT private in any case
+# What each bounding keeps in the rows, as the report says it.
+KEPT = {"sra": "one fixed-seed draw of SRA's uniform sample per l",
+        "hpa": "HPA's records of the most popular items per l, ranked by the popularity in expectation, "
+               "ties in one fixed-seed order"}
 
 
 @dataclass(frozen=True)
@@ -105,26 +109,34 @@ def item_noise(params: MeansParams, split: dict[str, Fraction]) -> TableNoise:
                       publish.halfwidth(count_entry, params.interval_alpha / 2), count_entry)
 
 
-def sampled_ranks(records: pd.DataFrame, seed: int = SAMPLING_SEED) -> pd.DataFrame:
-    """``records`` (user_id, item_id, value) with each record's rank in a uniform order of its
-    user's records (``rank``, from 0) and of its user's records of its item (``item_rank``)."""
+def sampled_ranks(records: pd.DataFrame, seed: int = SAMPLING_SEED,
+                  scores: dict | None = None) -> pd.DataFrame:
+    """``records`` (user_id, item_id, value) with each record's rank in its user's records
+    (``rank``, from 0) and in its user's records of its item (``item_rank``): a uniform order, or
+    with ``scores`` (item → a whole number, HPA's popularity) the highest score first and ties in
+    a uniform order."""
     keyed = records.assign(_key=np.random.default_rng(seed).random(len(records)))
-    keyed["rank"] = keyed.groupby("user_id")["_key"].rank(method="first").astype(np.int64) - 1
+    order = keyed["_key"]
+    if scores is not None:  # whole scores apart by 1 or more, so the key in [0, 1) only breaks ties
+        order = order - keyed["item_id"].map(scores).astype(np.float64)
+    keyed["rank"] = order.groupby(keyed["user_id"]).rank(method="first").astype(np.int64) - 1
     keyed["item_rank"] = keyed.groupby(["user_id", "item_id"])["_key"].rank(method="first").astype(np.int64) - 1
     return keyed.drop(columns="_key")
 
 
 def tune_rows(records: pd.DataFrame, params: MeansParams, candidates: Sequence[int],
-              split: dict[str, Fraction], items: Sequence | np.ndarray) -> list[MeansTuneRow]:
+              split: dict[str, Fraction], items: Sequence | np.ndarray,
+              scores: dict | None = None) -> list[MeansTuneRow]:
     """Every candidate's row (see the module). ``records``: (user_id, item_id, value), one row per
     in-domain record (NOT private); ``params`` with a public clipping range; ``split``: the
-    config's split at a fixed l; ``items``: the item domain's ids."""
+    config's split at a fixed l; ``items``: the item domain's ids; ``scores``: for HPA, each
+    item's popularity (:func:`hpa_scores`), by which each user's records are kept."""
     clip: ClipRange = params.clip
     # Sorted first (a user id as text: a CSV's ids are), so that the draw does not depend on the
     # order the records were read in, or on whether the ids were read as numbers.
     ordered = records.assign(_user=records["user_id"].astype(str)).sort_values(
         ["_user", "item_id", "value"], kind="stable", ignore_index=True).drop(columns="_user")
-    ranked = sampled_ranks(ordered.assign(value=ordered["value"].clip(clip.low, clip.high)))
+    ranked = sampled_ranks(ordered.assign(value=ordered["value"].clip(clip.low, clip.high)), scores=scores)
     truth = ranked.groupby("item_id")["value"].mean()
     worst = ((clip.high - clip.low) / 2) ** 2
     per_bound = []
@@ -172,6 +184,15 @@ def table(rows: Sequence[MeansTuneRow], configured: int | None = None) -> list[s
     return tune.labelled(lines)
 
 
+def hpa_scores(records: pd.DataFrame, params: MeansParams, items) -> dict | None:
+    """For HPA, each domain item's popularity in expectation, without the release's noise
+    (tune.expected_popularity): what tune ranks each user's records by in place of the noisy
+    popularity a release draws. None for SRA. NOT PRIVATE."""
+    if params.bounding != "hpa":
+        return None
+    return dict(zip(items.ids.tolist(), tune.expected_popularity(records, items, params.d).tolist()))
+
+
 def auto_choice(records: pd.DataFrame, params: MeansParams, candidates: Sequence[int], split: dict[str, Fraction],
                 domains, zcdp_accounting: bool, rows: Sequence[MeansTuneRow]) -> dict:
     """What l = "auto" would do over ``candidates`` on these records: the objective it scores, its
@@ -184,8 +205,7 @@ def auto_choice(records: pd.DataFrame, params: MeansParams, candidates: Sequence
     n = records.groupby("user_id").size()
     # HPA's choice ranks each user's records by its noisy popularity; here, the popularity in
     # expectation (the counts' tune does the same).
-    scores = (dict(zip(domains.items.ids.tolist(), tune.expected_popularity(records, domains.items, params.d).tolist()))
-              if params.bounding == "hpa" else None)
+    scores = hpa_scores(records, params, domains.items)
     kept = []
     for table in choice.scored_tables(auto, domains):
         cells = records.groupby(["user_id", *columns[table]]).size().rename("k").reset_index()
@@ -212,7 +232,7 @@ def report(rows: Sequence[MeansTuneRow], params: MeansParams, configured: int | 
     return {"not_private": tune.NOT_PRIVATE, "warning": tune.VOIDS_THE_GUARANTEE, "source": source,
             "algorithm": "means",
             "bounding": params.bounding, "low": params.low, "high": params.high, "users": users,
-            "method": "one fixed-seed draw of SRA's sampling per l; the mean's noise by the delta method "
+            "method": f"{KEPT[params.bounding]}; the mean's noise by the delta method "
                       "(docs/value_sums.md, \"Choosing l\")",
             "configured_bound": configured, "best_bound": best(rows).bound, "rows": [r.to_json() for r in rows],
             **({"auto": auto} if auto else {})}
@@ -245,7 +265,7 @@ def run(cfg, spark, candidates: Sequence[int], progress) -> tuple[list[MeansTune
         validated.release()
     users = int(records["user_id"].nunique())
     progress(f"{len(records):,} in-domain records of {users:,} users")
-    rows = tune_rows(records, fixed.params, candidates, split, items.ids)
+    rows = tune_rows(records, fixed.params, candidates, split, items.ids, hpa_scores(records, params, items))
     auto = None
     if params.auto:
         auto = auto_choice(records, params, candidates, plan_budget(cfg), Domains(items, attributes),
