@@ -4,7 +4,7 @@ fine-grid oracle, shape by shape, on each objective it can score.
 NOT PRIVATE: every number here is computed from the raw records, for the benchmark only.
 
     python bench/bound_evaluation.py --out DIR [--shapes NAME,...] [--netflix T.parquet]
-        [--noise laplace,gaussian] [--epsilons 0.1,1,5]
+        [--noise laplace,gaussian] [--epsilons 0.1,1,5] [--choice estimate [--draws 200]]
 
 The shapes (docs/bound_selection.md, "The evaluation set"): MovieLens 100K and the rated part of
 MovieLens 1M (users 1–2999, whose ratings are exact), whole and restricted to their 90 most-rated
@@ -24,6 +24,11 @@ discrete Gaussian, c = 1):
 - oracle: the best integer bound from 1 to 256 (the largest candidate) at a fixed bound's split;
 - shipped: the config's fixed default (l = 30 in conf/movielens_sra.toml, l = 10 for Netflix);
 - p99: the 99th percentile of E(pick) over the choice; "below": P(pick < oracle's bound).
+
+With ``--choice estimate`` (algorithm.l_choice, release.bound_estimate) P is instead how often
+``--draws`` runs of that choice on the shape's statistics (fixed seeds) pick each integer bound
+(``--draws 0``: the statistics without noise, the estimate's model alone), written to
+evaluation_estimate.{json,md}.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ import gzip
 import json
 import sys
 import time
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -47,7 +53,7 @@ from dp_spark.core import zcdp  # noqa: E402
 from dp_spark.families.counts import bound_choice  # noqa: E402
 from dp_spark.lab.bound_curve import NOT_PRIVATE, sra_sampling_errors, user_item_table  # noqa: E402
 from dp_spark.lab.tune import choice_percentiles  # noqa: E402
-from dp_spark.release import bound_objective, bound_selection  # noqa: E402
+from dp_spark.release import bound_estimate, bound_objective, bound_selection  # noqa: E402
 from dp_spark.release.family import Domains  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -227,6 +233,59 @@ def evaluate(shape: Shape, tables: dict[str, Table], objective, setting: Setting
     }
 
 
+def evaluate_estimate(shape: Shape, tables: dict[str, Table], objective, setting: Setting, draws: int) -> dict:
+    """As :func:`evaluate`, for ``l_choice = "estimate"`` (release.bound_estimate): its picks over
+    every integer bound from the distribution of ``draws`` runs of the product's choice on the
+    shape's raw statistics (fixed seeds)."""
+    attributes = range(tables["edge_counts"].cells // tables["item_counts"].cells) if shape.edges else None
+    domains = Domains(range(tables["item_counts"].cells), attributes)
+    auto = replace(setting.params("auto", objective), choice="estimate")
+    auto_split, fixed_split = setting.split_of(auto, domains), setting.split_of(setting.params(shape.shipped), domains)
+    scored = bound_choice.scored_tables(auto, domains)
+    weights = {t: w for t, (w, _, _) in scored.items()}
+    model = bound_choice.error_model(bound_choice.every_bound(auto), domains, auto_split)
+    first, last = setting.candidates[0], setting.candidates[-1]
+    squared = [bound_selection.squared_bias_norms(user_item_table(tables[t].pairs).rename(columns={"item_id": "cell"}),
+                                                  (first, last), model.records_per_cell, last - first)[0]
+               for t in weights]
+    users_by_n = tables["item_counts"].pairs.groupby("user_id").size().value_counts()
+    seed = zlib.crc32(f"{shape.name}|{objective}|{setting.noise}|{setting.epsilon}".encode())
+    if draws:
+        picks = bound_estimate.pick_probabilities(users_by_n, squared, list(weights), setting.candidates, model,
+                                                  tables["item_counts"].cells, auto_split["epsilon_bound"],
+                                                  setting.accounting, draws, seed)
+    else:  # the statistics without noise: what the estimate's model alone costs
+        edges = bound_estimate.bin_edges(bound_estimate.top_records(tables["item_counts"].cells,
+                                                                    model.records_per_cell))
+        picks = {bound_estimate.bound_of(bound_estimate.record_histogram(users_by_n, edges),
+                                         [bound_estimate.anchor_value(q) for q in squared], edges,
+                                         setting.candidates, model): 1.0}
+    bounds = list(range(first, last + 1))
+    at_auto = np.array([objective_error(tables, weights, setting, auto_split, b) for b in bounds])
+    probability = np.array([picks.get(b, 0.0) for b in bounds])
+    fixed = {b: objective_error(tables, weights, setting, fixed_split, b) for b in tables["item_counts"].squared_error}
+    oracle = min(FINE, key=fixed.__getitem__)
+    expected = float(np.dot(probability, at_auto))
+    items_only = {"item_counts": Fraction(1)}
+    items_auto = float(np.dot(probability, [objective_error(tables, items_only, setting, auto_split, b)
+                                            for b in bounds]))
+    items_fixed = {b: objective_error(tables, items_only, setting, fixed_split, b) for b in FINE}
+    spread = choice_percentiles(probability, at_auto)
+    return {
+        "shape": shape.name, "objective": objective, "noise": setting.noise, "epsilon": setting.epsilon,
+        "users": int(users_by_n.sum()), "cells": {t: tables[t].cells for t in tables}, "choice": "estimate",
+        "draws": draws, "auto": expected, "auto_p99": spread[0.99],
+        "picks": {int(b): round(float(p), 4) for b, p in picks.items() if p >= 1e-4},
+        "likeliest": int(max(picks, key=picks.__getitem__)),
+        "below_oracle": float(sum(p for b, p in picks.items() if b < oracle)),
+        "oracle_l": int(oracle), "oracle": fixed[oracle], "shipped_l": shape.shipped, "shipped": fixed[shape.shipped],
+        "auto_vs_oracle": expected / fixed[oracle], "p99_vs_oracle": spread[0.99] / fixed[oracle],
+        "auto_vs_shipped": expected / fixed[shape.shipped],
+        "floor_l": bounds[int(np.argmin(at_auto))], "floor_vs_oracle": float(min(at_auto)) / fixed[oracle],
+        "items_vs_items_oracle": items_auto / min(items_fixed.values()),
+    }
+
+
 def _count_and_mechanism(epsilon: Fraction, setting: Setting) -> tuple:
     count, share = bound_selection.choice_parts(epsilon, setting.noise == "gaussian", setting.candidates)
     return count, zcdp.selection_epsilon(share, setting.noise == "gaussian")
@@ -267,6 +326,10 @@ def main(argv=None) -> None:
     parser.add_argument("--noise", default="laplace,gaussian")
     parser.add_argument("--epsilons", default="0.1,1,5")
     parser.add_argument("--candidates", help="the candidate bounds, comma-separated (default the product's)")
+    parser.add_argument("--choice", default="exponential", choices=["exponential", "estimate"],
+                        help="how l = \"auto\" chooses (algorithm.l_choice)")
+    parser.add_argument("--draws", type=int, default=200, help="with --choice estimate: runs of the choice per cell "
+                        "(0: the statistics without noise, what the estimate's model alone costs)")
     parser.add_argument("--share", help="the choice's share of ε, e.g. 1/20 (default the product's, "
                         "bound_selection.DEFAULT_SHARE): to measure another")
     args = parser.parse_args(argv)
@@ -287,12 +350,15 @@ def main(argv=None) -> None:
         for objective in objectives:
             for noise in args.noise.split(","):
                 for epsilon in (float(e) for e in args.epsilons.split(",")):
-                    rows.append(evaluate(shape, tables, objective, Setting(epsilon, noise, candidates), users))
+                    setting = Setting(epsilon, noise, candidates)
+                    rows.append(evaluate(shape, tables, objective, setting, users) if args.choice == "exponential"
+                                else evaluate_estimate(shape, tables, objective, setting, args.draws))
                     r = rows[-1]
                     print(f"{shape.name} | {objective} | {noise} | {epsilon:g}: auto/oracle {r['auto_vs_oracle']:.3f} "
                           f"(oracle l {r['oracle_l']}, likeliest {r['likeliest']})", file=sys.stderr)
         print(f"{shape.name}: {time.monotonic() - started:.0f} s", file=sys.stderr)
-    write_results(Path(args.out), "evaluation", rows, markdown(rows))
+    write_results(Path(args.out), "evaluation" if args.choice == "exponential" else "evaluation_estimate", rows,
+                  markdown(rows))
 
 
 def write_results(out: Path, name: str, rows: list[dict], table: str) -> None:

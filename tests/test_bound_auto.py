@@ -239,6 +239,48 @@ def test_a_release_chooses_pays_for_applies_and_reports_the_bound(spark):
     assert (release["item_counts"]["ci95_halfwidth"] == noise["ci95_halfwidth"]).all()
 
 
+def test_the_estimate_choice_pays_its_statistics_picks_any_bound_in_range_and_reports_them(spark):
+    # 400 users with 64 records each over 64 items, at ε = 8: the estimate keeps most records,
+    # from any integer from 1 to 64, not only the candidates. (Not all 64: the tail above 32
+    # records is made non-increasing per record, which spreads the 400 users of the bin of 64
+    # down to 32: docs/bound_selection.md, "What the estimate assumes".)
+    df = _everyone_rates_everything(spark, 400, 64)
+    release = dp_spark.sra(df, items=range(1, 65), l="auto", l_candidates=[1, 64], l_choice="estimate", epsilon=8,
+                           seed=5)
+    algorithm = release.report["algorithm"]
+    chosen = algorithm["chosen"]
+    assert 48 <= chosen["l"] < 64 and set(chosen) == {"l", "record_bins", "record_counts_noisy", "bias_anchors_noisy"}
+    assert algorithm["parameters"]["l_choice"] == "estimate"
+    # Every user in the last bin, 64 records (the top: one record per item and user); the
+    # histogram's noise has scale 1/0.16 (|noise| < 100 with probability 1 − e^(−16)).
+    assert chosen["record_bins"][-1] == 64 and abs(chosen["record_counts_noisy"][-1] - 400) < 100
+    # The anchor: each user drops 63 of 64 records at l = 1, 63/64 of a record per item, so
+    # ‖B(1)‖ = 400·63/64·√64 = 3,150 records; its noise has scale ⌈1,024·√63⌉/1,024/0.64 ≈ 12.4 records.
+    assert abs(chosen["bias_anchors_noisy"]["item_counts"] - 3150) < 400
+    steps = [(e["step"], e["epsilon_exact"]) for e in release.ledger]
+    assert steps[:2] == [("choose l: record counts", "4/25"),
+                         ("choose l: bias of item_counts (1/1024 records)", "16/25")]
+    assert release.ledger[2]["step"] == "item_counts" and release.ledger[2]["sensitivity_l1"] == chosen["l"]
+    assert release.epsilon_spent == 8
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (['algorithm.l_choice="estimate"'], 'l_choice is used only with l = "auto"'),
+    (['algorithm.l="auto"', 'algorithm.l_choice="guess"'], "l_choice must be one of exponential, estimate"),
+])
+def test_bad_estimate_choices_are_refused(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        _config(*overrides)
+
+
+def test_the_estimate_choice_is_sras_only():
+    with pytest.raises(ConfigError, match="l_choice = \"estimate\" is SRA's"):
+        counts.CountsParams("hpa", "auto", choice="estimate")
+    with pytest.raises(ConfigError, match="l_choice is SRA's"):
+        load_config(ROOT / "conf/movielens_hpa.toml", ['algorithm.l="auto"', 'algorithm.l_choice="estimate"'])
+    assert counts.CountsParams("sra", 10, choice="estimate").choice == "exponential"  # a fixed l chooses nothing
+
+
 def test_a_baseline_chooses_m(spark):
     df = _everyone_rates_everything(spark, 50, 4)
     release = dp_spark.lpa(df, items=range(1, 5), m="auto", m_candidates=[1, 2, 4], epsilon=1, seed=2)

@@ -343,6 +343,7 @@ JOBS = {
     "sra_auto_gaussian": ("ratings", lambda p: ratings_config(
         p, "sra", 'l = "auto"\nl_candidates = [1, 5, 20]').replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
+    "sra_auto_estimate": ("ratings", lambda p: ratings_config(p, "sra", 'l = "auto"\nl_choice = "estimate"')),
     "hpa_auto_noise": ("ratings", lambda p: ratings_config(p, "hpa", "l = 5\nd = 2").replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "auto"')),
     "sra_gaussian_private_items": ("ratings", lambda p: ratings_config(

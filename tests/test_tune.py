@@ -432,3 +432,35 @@ def test_the_auto_summary_is_the_expectation_over_the_choice():
     assert min(at_auto) <= summary["p50"] <= summary["p90"] <= summary["p99"] <= max(at_auto)
     # The percentiles over a choice: P = (0.5, 0.4, 0.1) on values (3, 1, 2) reach 0.5 at 2, 0.9 and 0.99 at 3.
     assert tune.choice_percentiles([0.5, 0.4, 0.1], [3, 1, 2]) == {0.5: 2.0, 0.9: 3.0, 0.99: 3.0}
+
+
+def test_tune_shows_what_the_estimate_choice_does(spark, tmp_path, capsys):
+    # 300 users with 2 to 40 ratings of 30 items: the estimate choice's distribution over 200 of its
+    # own runs, its expected MSE at the config's split, and the best bound fixed at a fixed split.
+    rng = np.random.default_rng(4)
+    rows = [(u, int(i)) for u in range(300) for i in rng.choice(np.arange(1, 31), 2 + u % 29, replace=False)]
+    pd.DataFrame(rows, columns=["user_id", "item_id"]).to_csv(tmp_path / "r.csv", index=False)
+    (tmp_path / "sra.toml").write_text(f"""output = "{tmp_path / 'out'}"
+[source]
+format = "csv"
+path = "{tmp_path / 'r.csv'}"
+[domain]
+items = {{ range = [1, 30] }}
+[privacy]
+epsilon = 2.0
+[algorithm]
+name = "sra"
+l = "auto"
+l_candidates = [1, 40]
+l_choice = "estimate"
+""")
+    assert main(["tune", str(tmp_path / "sra.toml"), "--json"]) == 0
+    estimate = json.loads(capsys.readouterr().out)["estimate"]
+    assert estimate["draws"] == tune.ESTIMATE_DRAWS
+    assert sum(estimate["pick_probability"].values()) == pytest.approx(1.0)
+    assert all(1 <= int(b) <= 40 for b in estimate["pick_probability"]) and 1 <= estimate["best_fixed_bound"] <= 40
+    # Each bound's error at auto's split is above its error at a fixed bound's (less ε for the
+    # items), so the choice's expectation is above the best fixed bound's.
+    assert estimate["expected_mse"] > estimate["best_fixed_mse"] and estimate["estimate_vs_best_fixed"] > 1
+    assert main(["tune", str(tmp_path / "sra.toml")]) == 0
+    assert 'l_choice = "estimate"' in capsys.readouterr().out

@@ -67,7 +67,8 @@ def _counts(algorithm: str, df: DataFrame, *, items: Items, l: Bound, epsilon: N
             candidates: Sequence[int] | None = None, delta: float | None = None,
             keys_per_user: int | None = None, executor_noise_cells: int | None = None,
             max_output_rows: int | None = None, distinct_records: bool = False, noise: str | None = None,
-            rho: Number | None = None, records_per_item: int | None = None, objective: Any = None) -> Release:
+            rho: Number | None = None, records_per_item: int | None = None, objective: Any = None,
+            choice: str | None = None) -> Release:
     private = isinstance(items, str) and items == PRIVATE_ITEMS
     if items is None:
         raise ConfigError(f"{algorithm} needs items: the public item ids (a range, a list, a table such as "
@@ -81,12 +82,14 @@ def _counts(algorithm: str, df: DataFrame, *, items: Items, l: Bound, epsilon: N
     if objective is not None and l != AUTO:
         bound = "m" if algorithm in BASELINE_PUBLISHERS else "l"
         raise ConfigError(f"{bound}_objective is used only with {bound}=\"auto\"")
+    if choice is not None and l != AUTO:
+        raise ConfigError("l_choice is used only with l=\"auto\"")
     accounting, epsilon = accounting_of(noise, epsilon, delta, rho, seed is not None, prefix="",
                                         outside_share=PARTITION_DELTA_SHARE if private else Fraction(0))
     params = CountsParams(algorithm, l, d, publisher or BASELINE_PUBLISHERS.get(algorithm, "laplace"),
                           dict(publisher_options or {}), consistent, candidates, private,
                           keys_per_user, partition_delta(delta or 0.0, accounting.zcdp) if private else 0.0,
-                          noise or "laplace", records_per_item, objective)
+                          noise or "laplace", records_per_item, objective, choice or "exponential")
     bound_objective.check_tables(params.objective, attributes is not None)
     check_accounting(family_of(algorithm), params, accounting)
     execution = as_execution(executor_noise_cells, max_output_rows)
@@ -103,7 +106,8 @@ def sra(df: DataFrame, *, items: Items, l: Bound, epsilon: Number | None = None,
         progress: ProgressSink | None = None, l_candidates: Sequence[int] | None = None, delta: float | None = None,
         keys_per_user: int | None = None, executor_noise_cells: int | None = None, max_output_rows: int | None = None,
         distinct_records: bool = False, noise: str | None = "laplace", rho: Number | None = None,
-        records_per_item: int | None = None, l_objective: str | Mapping[str, Number] | None = None) -> Release:
+        records_per_item: int | None = None, l_objective: str | Mapping[str, Number] | None = None,
+        l_choice: str | None = None) -> Release:
     """Item counts (and item x attribute counts) with at most ``l`` records per user, a uniform
     sample of each user's own (paper 000's SRA). Tables: item_counts, edge_counts.
 
@@ -116,7 +120,10 @@ def sra(df: DataFrame, *, items: Items, l: Bound, epsilon: Number | None = None,
     ``release.report["algorithm"]["chosen"]`` (docs/bound_selection.md). It scores the item
     table's error unless ``l_objective`` says otherwise: "cells" (every cell of every table
     alike), "tables" (each table's mean error per cell) or weights such as
-    ``{"item_counts": 1, "edge_counts": 0.25}``.
+    ``{"item_counts": 1, "edge_counts": 0.25}``. ``l_choice="estimate"`` chooses, with the same
+    share, the bound of least error estimated from two DP statistics (the users' record counts, and
+    each scored table's bias at the smallest candidate) over every integer from the first candidate
+    to the last, in place of the exponential mechanism over the candidates ("exponential", the default).
 
     A twentieth of ε (``epsilon_split["epsilon_bounding"]``) estimates what bounding removed: the
     records kept and removed, and at most what share of the records the counts hold, in
@@ -142,7 +149,7 @@ def sra(df: DataFrame, *, items: Items, l: Bound, epsilon: Number | None = None,
                    guards=guards, progress=progress, candidates=l_candidates,
                    delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
                    max_output_rows=max_output_rows, distinct_records=distinct_records, noise=noise, rho=rho,
-                   records_per_item=records_per_item, objective=l_objective)
+                   records_per_item=records_per_item, objective=l_objective, choice=l_choice)
 
 
 def hpa(df: DataFrame, *, items: Items, l: Bound, epsilon: Number | None = None, d: int = 1,

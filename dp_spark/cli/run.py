@@ -56,7 +56,9 @@ def _print_summary(result) -> None:
 
     chosen = report["algorithm"].get("chosen")
     if chosen:
-        print("  chosen privately: " + ", ".join(f"{k} = {v:g}" for k, v in chosen.items()))
+        # The figures; the estimate choice's histogram and anchors are in privacy.json.
+        print("  chosen privately: " + ", ".join(f"{k} = {v:g}" for k, v in chosen.items()
+                                                  if isinstance(v, (int, float))))
     if chosen and "items_selected" in chosen:
         print(f"  note: {ABSENT_NOTE}")
     if "histogram" in result.tables:

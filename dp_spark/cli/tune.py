@@ -85,6 +85,13 @@ def tune(args) -> int:
     if "auto_vs_configured" in auto:
         line += f", {auto['auto_vs_configured']:.3f} times the config's {cfg.l}"
     print(f"{line}   NOT PRIVATE")
+    if "estimate" in result:
+        estimate = result["estimate"]
+        print(f"l_choice = \"estimate\" (the rows' q(b) and P(pick) are the exponential mechanism's): over "
+              f"{estimate['draws']} runs of the choice, likeliest l = {estimate['likeliest']}, expected MSE "
+              f"{estimate['expected_mse']:.4g}, {estimate['estimate_vs_best_fixed']:.3f} times the best bound from "
+              f"{cfg.params.candidates[0]} to {cfg.params.candidates[-1]} fixed ({estimate['best_fixed_bound']}: "
+              f"{estimate['best_fixed_mse']:.4g})   NOT PRIVATE")
     print(tune.NOT_PRIVATE)
     print(tune.VOIDS_THE_GUARANTEE)
     return EXIT_OK

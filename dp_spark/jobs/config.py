@@ -59,7 +59,7 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
     "algorithm": ("name", "l", "d", "m", "consistent", "quantity", "bins", "theta_max", "limit", "variant",
                   "locations_per_user", "visits_per_location", "k", "xi", "outputs", "scheme", "sup_min",
                   "records_per_user", "cp_k", "cp_rho", "location_choice", "l_candidates", "m_candidates",
-                  "l_objective", "m_objective",
+                  "l_objective", "m_objective", "l_choice",
                   "clip_candidates", "keys_per_user", "records_per_item", "locations_per_user_candidates",
                   "visits_per_location_candidates", "bounding", "low", "high", "by", "metrics", "groups_per_user",
                   "records_per_group", "c", "candidates", "grid_steps", "method", "groups_per_user_candidates",

@@ -161,6 +161,10 @@ COUNTS_AUTO_ALLOWED = (
     Allowed("algorithm.chosen.users_noisy", "the users with an in-domain record, with discrete Laplace noise (step "
             "choose l: users, or choose m: users)"),
     Allowed("algorithm.chosen.user_cap", "the quality's user cap: post-processing of the noisy user count"),
+    Allowed("algorithm.chosen.record_counts_noisy", "SRA's estimate choice: users per bin of record counts, with "
+            "noise (step choose l: record counts)"),
+    Allowed("algorithm.chosen.bias_anchors_noisy", "SRA's estimate choice: each table's bias norm at the smallest "
+            "candidate, with noise (steps choose l: bias of ...)"),
     Allowed("ledger[*].sensitivity_l1", "the choice's Δq is at the user cap, post-processing of the noisy user count",
             step=CHOICE_STEPS),
     Allowed("ledger[*].noise_scale", "the choice's Δq/ε is at the user cap, post-processing of the noisy user count",

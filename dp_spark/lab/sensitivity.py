@@ -63,6 +63,8 @@ from dp_spark.lab.sensitivity_groups import (
     groups_value_ranks,
     private_group_keys,
 )
+from dp_spark.release import bound_bias, bound_estimate
+from dp_spark.release.bound_selection import GRID
 
 
 def sra(df: DataFrame, distinct: bool) -> np.ndarray:
@@ -153,6 +155,36 @@ def means_clip_ranks(df: DataFrame, distinct: bool) -> np.ndarray:
     try:
         below, at_most, n = value_ranks(validated.one_per_user, "_sampled_value", CLIP_CANDIDATES)
         return np.concatenate([below, at_most, [n]])
+    finally:
+        validated.release()
+
+
+# The estimate choice's user cap U in the audit: below the added user's records past b_1, so that
+# the cap binds on them.
+ESTIMATE_CAP = 4
+ESTIMATE_ANCHOR_MOVES = tuple(bound_estimate.anchor_sensitivity(1, ESTIMATE_CAP, cells)
+                              for cells in (ITEMS, ITEMS * len(ATTRS)))
+
+
+def estimate_histogram(df: DataFrame, distinct: bool) -> np.ndarray:
+    """SRA's estimate choice: the users per bin of in-domain record counts (each user in one bin)."""
+    validated = validate_records(keyed(df, distinct), ITEM_DOMAIN, None)
+    try:
+        edges = bound_estimate.bin_edges(bound_estimate.top_records(ITEMS, 1))
+        return bound_estimate.record_histogram(validated.users_by_n, edges)
+    finally:
+        validated.release()
+
+
+def estimate_anchors(df: DataFrame, distinct: bool) -> np.ndarray:
+    """SRA's estimate choice: the anchors ⌈‖B_t(b_1)‖⌉ of the item and edge tables (1/GRID records),
+    at b_1 = 1 and U = ESTIMATE_CAP; each moves by at most bound_estimate.anchor_sensitivity."""
+    validated = validate_records(keyed(df, distinct), ITEM_DOMAIN, ATTRIBUTE_DOMAIN)
+    try:
+        norms = bound_bias.squared_bias_norms(validated.records, (1, 1 + ESTIMATE_CAP), 1, GRID,
+                                              [bound_bias.ITEMS, bound_bias.EDGES], user_counts=validated.user_counts,
+                                              user_cap=ESTIMATE_CAP)
+        return np.array([bound_estimate.anchor_value(table[0]) for table in norms], dtype=np.int64)
     finally:
         validated.release()
 
@@ -328,6 +360,9 @@ FAMILIES = (
     # Families that bound without a random key: checked the same way.
     # The Gaussian's L2 too: one bin by one; a row's grid weights w ≤ 2^10 with Σ w ≤ θ·2^10.
     Family("user_histogram", user_histogram, 1, l2_squared=1),
+    Family("estimate_histogram", estimate_histogram, 1, l2_squared=1),
+    # Each anchor moves by at most its own sensitivity: the item table's and the edge table's.
+    Family("estimate_anchors", estimate_anchors, sum(ESTIMATE_ANCHOR_MOVES), linf=max(ESTIMATE_ANCHOR_MOVES)),
     Family("dpsense_normalized", dpsense_normalized, BOUND << dpsense.GRID_BITS,
            l2_squared=BOUND << (2 * dpsense.GRID_BITS)),
     Family("entropy_first_visits", entropy_first_visits, BOUND * VISITS_CAP, linf=VISITS_CAP),

@@ -81,6 +81,8 @@ class TuneSetup:
     fixed_split: Mapping[str, Fraction] | None = None  # a fixed bound's split when ``split`` is l = "auto"'s
     users: int | None = None  # the users with an in-domain record, once read (NOT private)
     objective: bound_objective.Objective = bound_objective.DEFAULT  # what l = "auto" scores
+    # With l_choice = "estimate": what that choice does on these records (estimate_summary); NOT private.
+    estimate: Mapping | None = None
 
     @property
     def tables(self) -> int:
@@ -296,6 +298,7 @@ def report(rows: Sequence[TuneRow], setup: TuneSetup, share: Fraction, configure
         "configured_bound": configured,
         "best_bound": top.bound,
         "auto": auto_summary(rows, setup, share, configured),
+        **({"estimate": dict(setup.estimate)} if setup.estimate is not None else {}),
         "rows": [r.to_json() for r in rows],
     }
 
@@ -325,6 +328,42 @@ def at_fixed_bound(cfg, bound: int) -> tuple:
     fixed = cfg.with_params(l=int(bound), candidates=None)
     parts = {part: value for part, value in cfg.epsilon_parts.items() if part != "epsilon_bound"}
     return fixed, plan_budget(replace(fixed, epsilon_parts=parts))
+
+
+ESTIMATE_DRAWS = 200  # runs of the estimate choice tune takes its distribution from
+
+
+def estimate_summary(cfg, validated, pairs: pd.DataFrame, domains: Domains, split: Mapping[str, Fraction],
+                     progress, draws: int = ESTIMATE_DRAWS) -> dict:
+    """What l_choice = "estimate" does on these records: how often ``draws`` runs of the choice
+    itself (fixed seeds) pick each bound, the item table's expected MSE over those picks at the
+    config's split, and the best bound from b_1 to b_K fixed at a fixed bound's split (NOT
+    private; release.bound_estimate.pick_probabilities)."""
+    from dp_spark.release import bound_estimate
+
+    params = cfg.params
+    candidates = tuple(params.candidates)
+    model = bound_choice.error_model(bound_choice.every_bound(params), domains, dict(split))
+    squared = bound_choice.squared_anchors(params, validated, domains, candidates[-1] - candidates[0])
+    progress(f"running the estimate choice {draws} times on the records' statistics")
+    picks = bound_estimate.pick_probabilities(validated.users_by_n, squared, list(bound_choice.scored_tables(
+        params, domains)), candidates, model, len(domains.items), split["epsilon_bound"], cfg.accounting, draws)
+    every = list(range(candidates[0], candidates[-1] + 1))
+    errors = {e.bound: e.bias_squared + e.sampling_variance
+              for e in sra_sampling_errors(pairs, every, len(domains.items))}
+    fixed_split = at_fixed_bound(cfg, candidates[0])[1]
+
+    def mse(bound: int, at: Mapping[str, Fraction]) -> float:
+        item_model = bound_choice.error_model(replace(params, candidates=(bound,), objective=bound_objective.ITEMS),
+                                              Domains(domains.items), dict(at))
+        return errors[bound] + float(item_model.noise_variance[0]) / len(domains.items)
+
+    expected = sum(p * mse(b, split) for b, p in picks.items())
+    fixed = {b: mse(b, fixed_split) for b in every}
+    top = min(fixed, key=fixed.__getitem__)
+    return {"draws": draws, "pick_probability": {str(b): p for b, p in picks.items()},
+            "likeliest": max(picks, key=picks.__getitem__), "expected_mse": expected, "best_fixed_bound": top,
+            "best_fixed_mse": fixed[top], "estimate_vs_best_fixed": expected / fixed[top]}
 
 
 def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress) -> tuple[list[TuneRow], TuneSetup]:
@@ -362,9 +401,11 @@ def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress)
         ranking = None if popularity is None else bound_bias.ItemRanking(items, popularity)
         norms = {cap: bound_choice.bias_norms(auto, validated, Domains(items, attributes), cap, ranking)
                  for cap in likely_caps(int(validated.users_by_n.sum()), bounds, setup, share)}
+        estimate = (estimate_summary(cfg, validated, pairs, Domains(items, attributes), split, progress)
+                    if cfg.params.auto and cfg.params.choice == "estimate" else None)
     finally:
         validated.release()
-    setup = replace(setup, users=int(pairs["user_id"].nunique()))
+    setup = replace(setup, users=int(pairs["user_id"].nunique()), estimate=estimate)
     progress(f"{len(pairs):,} in-domain records of {setup.users:,} users")
     scores = None if popularity is None else dict(zip(items.ids.tolist(), popularity.tolist()))
     return tune_rows(pairs, norms, bounds, setup, share, scores), setup

@@ -4,12 +4,13 @@ model of the objective's tables, the bias norms the quality reads, and the choic
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 from dp_spark.core import accuracy, noise_choice
 from dp_spark.families.counts.params import CountsParams
 from dp_spark.families.counts.sampling import count_tables, gaussian_tables
-from dp_spark.release import bound_bias, bound_objective, bound_selection
+from dp_spark.release import bound_bias, bound_estimate, bound_objective, bound_selection
 from dp_spark.release.family import Domains, RunInputs
 from dp_spark.release.hpa_selection import Popularity
 from dp_spark.release.publisher_accuracy import publisher_accuracy
@@ -92,12 +93,53 @@ def bias_norms(params: CountsParams, validated, domains: Domains, user_cap: int,
     return bound_selection.weighted_norms(per_table, [weight for weight, _, _ in tables.values()])
 
 
+def squared_anchors(params: CountsParams, validated, domains: Domains, user_cap: int) -> list[int]:
+    """Each scored table's ‖B_t(b_1)‖² at user cap U, in GRID² units (the estimate's anchors; NOT
+    private: read only to be noised): the quality's norms at the smallest candidate."""
+    candidates = _candidates(params)
+    tables = scored_tables(params, domains)
+    largest = int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
+    ends = tuple(sorted({candidates[0], candidates[-1]}))  # b_1 and b_K: U = b_K − b_1
+    per_table = bound_bias.squared_bias_norms(validated.records, ends, quality_cap(params),
+                                              bound_selection.GRID, [CELL_COLUMNS[t] for t in tables], largest,
+                                              validated.user_counts, int(validated.users_by_n.sum()),
+                                              user_cap=user_cap,
+                                              record_count=bound_bias.record_count(validated.users_by_n))
+    return [norms[0] for norms in per_table]
+
+
+def every_bound(params: CountsParams) -> CountsParams:
+    """The parameters with every integer from b_1 to b_K a candidate: the estimate's range."""
+    candidates = _candidates(params)
+    return replace(params, candidates=tuple(range(candidates[0], candidates[-1] + 1)))
+
+
+def estimated_bound(params: CountsParams, inputs: RunInputs, validated) -> tuple[int, dict]:
+    """SRA's bound of least estimated error (``l_choice = "estimate"``, release.bound_estimate)."""
+    candidates = _candidates(params)
+    if inputs.domains.items is None:
+        raise ValueError("the estimate needs the item domain")
+    model = error_model(every_bound(params), inputs.domains, inputs.split)  # public
+    tables = list(scored_tables(params, inputs.domains))
+    inputs.progress(f"choosing {params.bound_name} privately from {candidates[0]} to {candidates[-1]} "
+                    "by its estimated error")
+    choice = bound_estimate.choose_bound(
+        validated.users_by_n, lambda cap: squared_anchors(params, validated, inputs.domains, cap), tables,
+        candidates, model, len(inputs.domains.items), inputs.split["epsilon_bound"], inputs.budget, inputs.rng,
+        step=f"choose {params.bound_name}")
+    inputs.progress(f"{params.bound_name} = {choice.bound}, chosen privately from {candidates[0]} to "
+                    f"{candidates[-1]}")
+    return choice.bound, choice.to_json(params.bound_name)
+
+
 def chosen_bound(params: CountsParams, inputs: RunInputs, validated,
                  popularity: Popularity | None = None) -> tuple[int, dict | None]:
     """The per-user bound and, when it was chosen privately, the report's ``chosen`` (a DP output).
     HPA's choice needs its noisy ``popularity``, drawn before it (a DP output, public here)."""
     if not params.auto:
         return int(params.l), None
+    if params.choice == "estimate":
+        return estimated_bound(params, inputs, validated)
     candidates = _candidates(params)
     model = error_model(params, inputs.domains, inputs.split)  # public: any error before the records' pass
     ranking = None

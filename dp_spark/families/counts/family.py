@@ -191,8 +191,10 @@ def _nothing_selected(inputs: RunInputs, selection: SelectedItems) -> FamilyOutp
 
 
 def _describe(params: CountsParams, epsilon: Fraction, domains: Domains) -> str:
-    bound = (f"auto (chosen privately from {list(params.candidates)}, scoring "
-             f"{bound_objective.described(params.objective)})" if params.auto else params.l)
+    how = (f"by its estimated error from {params.candidates[0]} to {params.candidates[-1]}"
+           if params.choice == "estimate" else f"from {list(params.candidates)}") if params.auto else ""
+    bound = (f"auto (chosen privately {how}, scoring {bound_objective.described(params.objective)})"
+             if params.auto else params.l)
     items = items_text(params.private_items, params.delta, params.keys_per_user, domains.items)
     # Gaussian noise replaces the laplace publisher's, so the description names the noise instead.
     noise = noise_choice.described(params.noise, params.records_per_item) or f"publisher {params.publisher}"
@@ -204,6 +206,7 @@ def _describe(params: CountsParams, epsilon: Fraction, domains: Domains) -> str:
 def _report_section(params: CountsParams) -> dict:
     selection = {f"{params.bound_name}_candidates": list(params.candidates),
                  f"{params.bound_name}_objective": bound_objective.to_json(params.objective),
+                 **({"l_choice": params.choice} if params.choice != "exponential" else {}),
                  "quality": "docs/bound_selection.md"} if params.auto else {}
     private = {"items": PRIVATE_ITEMS, "keys_per_user": params.keys_per_user, "delta": params.delta,
                "partition_selection": "docs/partition_selection.md"} if params.private_items else {}
@@ -291,10 +294,13 @@ def from_config(c: ConfigTables) -> CountsParams:
         if key in algorithm:
             raise ConfigError(f"algorithm.{key} is not used by {name}; its per-user bound is algorithm.{bound}")
     l = require(algorithm, bound, "algorithm")
+    if "l_choice" in algorithm and name != "sra":
+        raise ConfigError(f"algorithm.l_choice is SRA's; {name} chooses its bound with the exponential mechanism")
     if l != AUTO:
         l = rows_per_user(l, f"algorithm.{bound}")
-        if f"{bound}_objective" in algorithm:
-            raise ConfigError(f"algorithm.{bound}_objective is used only with {bound} = \"auto\"")
+        for key in (f"{bound}_objective", "l_choice"):
+            if key in algorithm:
+                raise ConfigError(f"algorithm.{key} is used only with {bound} = \"auto\"")
     d = rows_per_user(algorithm.get("d", 1), "algorithm.d")
     if name != "hpa" and "d" in algorithm:
         raise ConfigError(f"algorithm.d is an HPA parameter; {name} does not use it")
@@ -317,7 +323,8 @@ def from_config(c: ConfigTables) -> CountsParams:
                           private, algorithm.get("keys_per_user"),
                           partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0,
                           c.privacy.get("noise", "laplace"),
-                          algorithm.get("records_per_item"), algorithm.get(f"{bound}_objective"))
+                          algorithm.get("records_per_item"), algorithm.get(f"{bound}_objective"),
+                          algorithm.get("l_choice", "exponential"))
     bound_objective.check_tables(params.objective, c.attributes is not None)
     return params
 
@@ -338,7 +345,7 @@ FAMILY = Family(name="counts", algorithms=ALGORITHMS, params_type=CountsParams, 
                     params.algorithm != "hpa" and not params.private_items
                     and _on_executors(params, domains, execution)),
                 config_keys=("keys_per_user", "l_candidates", "m_candidates", "records_per_item", "l_objective",
-                             "m_objective"),
+                             "m_objective", "l_choice"),
                 takes_gaussian=True,
                 check_schema=lambda params, records, domains: check_schema(records, domains.items,
                                                                            params.private_items, domains.attributes),

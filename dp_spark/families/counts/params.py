@@ -17,6 +17,9 @@ from dp_spark.release.private_keys import PRIVATE_ITEMS, checked_private_items
 
 ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
 TABLES = ("item_counts", "edge_counts")  # what a release publishes: the items, and with attributes the edges
+# How l = "auto" chooses (docs/bound_selection.md): the exponential mechanism over the candidates
+# (every algorithm), or SRA's bound of least error estimated from DP statistics (release.bound_estimate).
+CHOICES = ("exponential", "estimate")
 # Paper 000's baselines: a uniform sample of at most m records per user, always published
 # with the same publisher.
 BASELINE_PUBLISHERS = {"lpa": "laplace", "dft": "fourier", "gs": "grouping"}
@@ -31,7 +34,8 @@ class CountsParams(AutoBound):
     "gaussian", or "auto": the lower variance); ``records_per_item``: at most this many of a user's
     records per item (c), which brings the tables' squared L2 sensitivity from l² down to l·c.
     ``objective``: with "auto", what the choice scores (release.bound_objective; the item table
-    alone unless given)."""
+    alone unless given). ``choice``: with "auto", how the bound is chosen (CHOICES; "estimate" is
+    SRA's only)."""
 
     algorithm: str = "sra"
     l: int | str = 10
@@ -49,6 +53,7 @@ class CountsParams(AutoBound):
     noise: str = "laplace"
     records_per_item: int | None = None
     objective: bound_objective.Objective | None = None  # "auto": bound_objective.DEFAULT unless given
+    choice: str = "exponential"
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
@@ -64,8 +69,10 @@ class CountsParams(AutoBound):
                 raise ConfigError(f"algorithm.{self.bound_name}_candidates is used only with "
                                   f"{self.bound_name} = \"auto\"")
             # A fixed bound scores nothing; the parameters at a chosen bound drop the objective
-            # with the candidates (from_config refuses one given with a fixed bound).
+            # and the choice with the candidates (from_config refuses them with a fixed bound).
             object.__setattr__(self, "objective", None)
+            object.__setattr__(self, "choice", CHOICES[0])
+        self._check_choice()
         rows_per_user(self.d, "algorithm.d")
         if self.algorithm != "hpa" and self.d != 1:
             raise ConfigError(f"algorithm.d is an HPA parameter; {self.algorithm} does not use it")
@@ -76,6 +83,13 @@ class CountsParams(AutoBound):
         object.__setattr__(self, "publisher_options", options)
         self._check_private_items()
         self._check_noise()
+
+    def _check_choice(self):
+        if self.choice not in CHOICES:
+            raise ConfigError(f"algorithm.l_choice must be one of {', '.join(CHOICES)}, got {self.choice!r}")
+        if self.choice == "estimate" and self.algorithm != "sra":
+            raise ConfigError(f"algorithm.l_choice = \"estimate\" is SRA's (its error model is SRA's uniform sample); "
+                              f"{self.algorithm} chooses its bound with the exponential mechanism")
 
     def _check_noise(self):
         check_noise(self.noise, self.publisher, self.publisher_options)

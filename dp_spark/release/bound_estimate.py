@@ -1,0 +1,281 @@
+"""SRA's per-user bound chosen from an estimate of the release's error (``l_choice = "estimate"``;
+docs/bound_selection.md, "The estimate choice"): two kinds of DP statistics of low sensitivity,
+and the bound that minimises the error they predict, found by post-processing alone.
+
+1. A histogram of the users' record counts n_u in the domain, over public bins (each user in one
+   bin: sensitivity 1), from which the records a bound b drops, S(b) = Σ_u (n_u − b)⁺, and SRA's
+   sampling variance follow for every integer b.
+2. For each table the objective scores, one anchor: the norm of the table's bias vector at the
+   smallest candidate b_1, ‖B_t(b_1)‖, each user's part capped at U = b_K − b_1 (the quality's
+   terms, release.bound_bias). It tells how the dropped records spread over the table's cells.
+
+The estimate of table t's squared bias at b is then (A_t/S_U)²·S(b)², S_U = Σ_u min((n_u − b_1)⁺, U):
+each bound drops records from the cells in the proportions it does at b_1. With the public noise
+variance N_t(b) and the sampling variance V(b), the chosen bound minimises
+Σ_t w_t·(bias_t(b)² + V(b) + N_t(b)) over every integer from b_1 to b_K.
+
+Pure functions over plain numbers; the Spark side is release.bound_bias (the anchors' squared
+norms) and validation's users_by_n (the histogram's counts)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+from dp_spark.core import zcdp
+from dp_spark.core.ledger import Budget
+from dp_spark.core.ledger_entry import LedgerEntry, gaussian_entry
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.release.bound_selection import GRID, ErrorModel, candidates_checked
+
+# The histogram takes this share of the choice's ε (of its ρ under zCDP), the anchors the rest,
+# in equal parts. Set on the evaluation set (docs/bound_selection.md): 0.3 and 0.15 did worse.
+HISTOGRAM_SHARE = Fraction(1, 5)
+# Bins: 1, 2, 3, 4 records each alone, then edges a factor 2^(1/4) apart.
+FINE_UP_TO = 4
+BIN_RATIO = 2 ** 0.25
+# Users with more records than this count at it: a public top that keeps the bins few. Below it,
+# c·(the item domain's size) when smaller: no user keeps more records than that when a user has at
+# most c records per cell, and bins above it would hold noise alone, which reads as heavy users.
+TOP_RECORDS = 512
+# From the first bin at or above this many records the noisy counts per record are made
+# non-increasing (pool-adjacent-violators): users get rarer as their records grow there, and the
+# noise of the many thin bins of the tail would otherwise read as heavy users.
+MONOTONE_FROM = 32
+
+
+def top_records(item_cells: int, records_per_cell: int) -> int:
+    """The histogram's top: TOP_RECORDS, or c times the item domain's size when smaller."""
+    return max(1, min(TOP_RECORDS, int(records_per_cell) * int(item_cells)))
+
+
+def bin_edges(top: int) -> np.ndarray:
+    """The bins' lower edges, from 1, and top + 1 last: bin i holds n in [e_i, e_{i+1})."""
+    if top < 1:
+        raise ValueError(f"the histogram's top must be at least 1, got {top}")
+    edges = list(range(1, min(FINE_UP_TO, top) + 1))
+    x = float(FINE_UP_TO)
+    while True:
+        x *= BIN_RATIO
+        edge = int(round(x))
+        if edge > top:
+            break
+        if edge > edges[-1]:
+            edges.append(edge)
+    return np.array(edges + [top + 1], dtype=np.int64)
+
+
+def record_histogram(users_by_n: pd.Series, edges: np.ndarray) -> np.ndarray:
+    """The users per bin, a user with more than the top counted in the last bin (NOT private)."""
+    counts = np.zeros(len(edges) - 1, dtype=np.int64)
+    if len(users_by_n):
+        n = np.minimum(users_by_n.index.to_numpy(dtype=np.int64), edges[-1] - 1)
+        bins = np.searchsorted(edges, n, side="right") - 1
+        np.add.at(counts, bins, users_by_n.to_numpy(dtype=np.int64))
+    return counts
+
+
+def anchor_sensitivity(records_per_cell: int, user_cap: int, cells: int) -> int:
+    """How far one user moves a table's anchor, in 1/GRID records, rounded up: their terms are
+    each at most c·GRID and sum to at most U·GRID, so their vector's norm is at most
+    GRID·√(min(c·U, c²·cells)) (triangle inequality), and rounding the norm up adds less than 1."""
+    c = int(records_per_cell)
+    reach = GRID * GRID * min(c * int(user_cap), c * c * int(cells))
+    root = math.isqrt(reach)
+    return max(1, root if root * root == reach else root + 1)
+
+
+def anchor_value(squared_norm: int) -> int:
+    """The anchor the noise is added to: ⌈√‖B(b_1)‖²⌉ in 1/GRID records (exact)."""
+    root = math.isqrt(int(squared_norm))
+    return root if root * root == int(squared_norm) else root + 1
+
+
+def monotone_tail(counts: np.ndarray, edges: np.ndarray, start_at: int = MONOTONE_FROM) -> np.ndarray:
+    """Noisy bin counts made non-increasing per record from the first bin at ``start_at`` records
+    on (weighted isotonic regression of count/width, the widths as weights), then at least 0."""
+    out = np.asarray(counts, dtype=float).copy()
+    width = np.diff(edges).astype(float)
+    first = int(np.searchsorted(edges[:-1], start_at))
+    values: list[float] = []
+    weights: list[float] = []
+    sizes: list[int] = []
+    for density, weight in zip(out[first:] / width[first:], width[first:]):
+        values.append(density)
+        weights.append(weight)
+        sizes.append(1)
+        while len(values) > 1 and values[-2] < values[-1]:  # pool adjacent violators
+            value, weight_, size = values.pop(), weights.pop(), sizes.pop()
+            values[-1] = (values[-1] * weights[-1] + value * weight_) / (weights[-1] + weight_)
+            weights[-1] += weight_
+            sizes[-1] += size
+    if values:
+        out[first:] = np.repeat(values, sizes) * width[first:]
+    return np.maximum(out, 0.0)
+
+
+@functools.lru_cache(maxsize=32)
+def _moments(top: int, first: int, last: int) -> BinMoments:
+    """BinMoments over every bound from ``first`` to ``last`` (U = last − first), by the top."""
+    return BinMoments.of(bin_edges(top), range(first, last + 1), last - first)
+
+
+@dataclass(frozen=True)
+class BinMoments:
+    """Per bin, the mean over its record counts n (uniform within the bin) of what the estimate
+    needs, for each bound b of ``bounds``: (n − b)⁺, SRA's sampling variance b·(n − b)⁺/n, and
+    min((n − b_1)⁺, U)."""
+
+    bounds: np.ndarray
+    dropped: np.ndarray  # bins × bounds
+    sampling: np.ndarray  # bins × bounds
+    capped: np.ndarray  # bins
+
+    @staticmethod
+    def of(edges: np.ndarray, bounds: Sequence[int], user_cap: int) -> BinMoments:
+        b = np.asarray(bounds, dtype=float)
+        dropped, sampling, capped = [], [], []
+        for low, high in zip(edges[:-1], edges[1:]):
+            n = np.arange(low, high, dtype=float)[:, None]
+            excess = np.maximum(n - b, 0)
+            dropped.append(excess.mean(axis=0))
+            sampling.append((b * excess / n).mean(axis=0))
+            capped.append(np.minimum(np.maximum(n[:, 0] - b[0], 0), user_cap).mean())
+        return BinMoments(np.asarray(bounds, dtype=np.int64), np.array(dropped), np.array(sampling), np.array(capped))
+
+
+def estimated_errors(histogram: np.ndarray, anchors: Sequence[float], moments: BinMoments,
+                     weights: Sequence[Fraction], noise: Sequence[Fraction | float]) -> np.ndarray:
+    """The predicted error at each bound of ``moments.bounds``:
+    Σ_t w_t·(H_t·S(b)² + V(b)) + N(b), H_t = max(A_t, 0)²/max(S_U, 1)². ``histogram``: the users
+    per bin (post-processed); ``anchors``: each scored table's ‖B_t(b_1)‖ in records, in the order
+    of ``weights``; ``noise``: N(b) = Σ_t w_t·N_t(b), the weighted noise variance at each bound
+    (public: ErrorModel.noise_variance)."""
+    users = np.asarray(histogram, dtype=float)
+    dropped = users @ moments.dropped
+    sampling = users @ moments.sampling
+    capped = max(float(users @ moments.capped), 1.0)
+    total = np.array([float(v) for v in noise])
+    for anchor, weight in zip(anchors, weights, strict=True):
+        spread = max(float(anchor), 0.0) ** 2 / capped ** 2
+        total += float(weight) * (spread * dropped ** 2 + sampling)
+    return total
+
+
+def best_bound(errors: np.ndarray, bounds: np.ndarray) -> int:
+    """The bound of least predicted error, the smallest of equals."""
+    return int(bounds[int(np.argmin(errors))])
+
+
+# ---------------------------------------------------------------------------
+# The whole choice: the statistics drawn through the budget, then the estimate's best bound.
+
+
+@dataclass(frozen=True)
+class EstimateChoice:
+    """What the choice releases (DP outputs): the bound, the noisy users per bin of record counts
+    (bins from ``record_bins``, public), and each scored table's noisy anchor in records."""
+
+    bound: int
+    record_bins: tuple[int, ...]
+    record_counts_noisy: tuple[int, ...]
+    anchors_noisy: dict[str, float]
+
+    def to_json(self, bound_name: str) -> dict:
+        """privacy.json's ``algorithm.chosen``."""
+        return {bound_name: self.bound, "record_bins": list(self.record_bins),
+                "record_counts_noisy": list(self.record_counts_noisy), "bias_anchors_noisy": dict(self.anchors_noisy)}
+
+
+def choice_parts(epsilon: Fraction, zcdp_accounting: bool, tables: int) -> tuple[Fraction, Fraction]:
+    """(the histogram's ε, each anchor's ε) from the choice's part ``epsilon``: HISTOGRAM_SHARE of
+    it and the rest in equal parts over the ``tables`` anchors; under zCDP the same shares of its
+    ρ = ε²/2, each handed out as the ε_k with ε_k²/2 at most its share (rounded down)."""
+    epsilon, share = Fraction(epsilon), HISTOGRAM_SHARE
+    if tables < 1:
+        raise ValueError("the estimate needs one scored table at least")
+    if not zcdp_accounting:
+        return epsilon * share, epsilon * (1 - share) / tables
+    rho = zcdp.pure_cost(epsilon)
+    return zcdp.epsilon_for_rho(rho * share), zcdp.epsilon_for_rho(rho * (1 - share) / tables)
+
+
+def _noisy(budget: Budget, rng: RandomSource, step: str, values: np.ndarray, sensitivity: int,
+           epsilon: Fraction) -> np.ndarray:
+    """``values`` (integers) with noise of the given L1 = L2 sensitivity at ``epsilon``: discrete
+    Laplace under pure ε, the discrete Gaussian under zCDP, paid through ``budget`` first."""
+    if budget.zcdp:
+        entry = gaussian_entry(step, sensitivity, sensitivity * sensitivity, epsilon, values.size)
+        return values + budget.discrete_gaussian(entry, rng).astype(np.int64)
+    entry = LedgerEntry(step, "discrete Laplace", epsilon, Fraction(sensitivity), Fraction(sensitivity) / epsilon,
+                        values.size)
+    return values + budget.discrete_laplace(entry, rng).astype(np.int64)
+
+
+def choose_bound(users_by_n: pd.Series, squared_anchors_at: Callable[[int], Sequence[int]],
+                 tables: Sequence[str], candidates: Sequence[int], model: ErrorModel, item_cells: int,
+                 epsilon: Fraction, budget: Budget, rng: RandomSource, step: str = "bound") -> EstimateChoice:
+    """The whole choice with its part ``epsilon``: the histogram of ``users_by_n`` (users per
+    record count, NOT private) with noise of sensitivity 1 (ledger step "<step>: record counts"),
+    each scored table's anchor ⌈‖B_t(b_1)‖⌉ (``squared_anchors_at(U)``: the squared norms at b_1
+    with user cap U, in GRID² units) with noise of sensitivity ``anchor_sensitivity`` (steps
+    "<step>: bias of <table>"), then the bound from b_1 to b_K of least estimated error.
+    ``model``: the public error model over every integer from b_1 to b_K (its noise variances),
+    with the scored tables' weights and cells; ``item_cells``: the item domain's size."""
+    bounds = candidates_checked(candidates)
+    every = np.arange(int(bounds[0]), int(bounds[-1]) + 1)
+    if len(model.noise_variance) != every.size or model.cells is None:
+        raise ValueError(f"the estimate needs the noise at each of the {every.size} bounds and each table's cells")
+    weights = [w for w in model.weights if w]
+    if len(weights) != len(model.weights) or len(tables) != len(weights):
+        raise ValueError("the estimate needs one positive weight per scored table")
+    user_cap = int(bounds[-1] - bounds[0])
+    histogram_epsilon, anchor_epsilon = choice_parts(epsilon, budget.zcdp, len(tables))
+    edges = bin_edges(top_records(item_cells, model.records_per_cell))
+    counts = _noisy(budget, rng, f"{step}: record counts", record_histogram(users_by_n, edges), 1, histogram_epsilon)
+    squared = squared_anchors_at(user_cap)
+    anchors = {}
+    for table, norm, cells in zip(tables, squared, model.cells, strict=True):
+        sensitivity = anchor_sensitivity(model.records_per_cell, user_cap, cells)
+        noisy = _noisy(budget, rng, f"{step}: bias of {table} (1/{GRID} records)",
+                       np.array([anchor_value(norm)], dtype=np.int64),
+                       sensitivity, anchor_epsilon)
+        anchors[table] = int(noisy[0])
+    return EstimateChoice(bound_of(counts, list(anchors.values()), edges, candidates, model),
+                          tuple(int(e) for e in edges[:-1]), tuple(int(c) for c in counts),
+                          {t: a / GRID for t, a in anchors.items()})
+
+
+def bound_of(counts: np.ndarray, anchors: Sequence[int], edges: np.ndarray, candidates: Sequence[int],
+             model: ErrorModel) -> int:
+    """The bound from b_1 to b_K of least estimated error, from the users per bin ``counts``
+    (noisy, as drawn) and the anchors (in 1/GRID records, in the order of the model's tables):
+    post-processing only."""
+    bounds = candidates_checked(candidates)
+    moments = _moments(int(edges[-1]) - 1, int(bounds[0]), int(bounds[-1]))
+    errors = estimated_errors(monotone_tail(counts, edges), [a / GRID for a in anchors],
+                              moments, [w for w in model.weights if w], model.noise_variance)
+    return best_bound(errors, moments.bounds)
+
+
+def pick_probabilities(users_by_n: pd.Series, squared_anchors: Sequence[int], tables: Sequence[str],
+                       candidates: Sequence[int], model: ErrorModel, item_cells: int, epsilon: Fraction,
+                       accounting, draws: int = 200, seed: int = 0) -> dict[int, float]:
+    """How often the choice picks each bound over ``draws`` runs of :func:`choose_bound` itself
+    (fixed seeds), on these raw statistics (NOT private): for tune and the benchmarks. The
+    distribution has no closed form; its error is that of ``draws`` samples."""
+    from dp_spark.core.ledger import Budget
+
+    picks: dict[int, int] = {}
+    for draw in range(draws):
+        budget = Budget(Fraction(10) ** 6, accounting=accounting)
+        chosen = choose_bound(users_by_n, lambda _cap: squared_anchors, tables, candidates, model, item_cells,
+                              epsilon, budget, RandomSource(seed * 1_000_003 + draw))
+        picks[chosen.bound] = picks.get(chosen.bound, 0) + 1
+    return {b: count / draws for b, count in sorted(picks.items())}

@@ -1,0 +1,162 @@
+"""SRA's bound chosen from an estimate of the error (release.bound_estimate): the statistics, their
+sensitivity, the estimate and the choice's ledger."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dp_spark.core import zcdp
+from dp_spark.core.accounting import PURE, Accounting
+from dp_spark.core.ledger import Budget
+from dp_spark.core.mechanisms import RandomSource
+from dp_spark.release import bound_estimate as be
+from dp_spark.release.bound_selection import GRID, ErrorModel, squared_bias_norms
+from tests.conftest import examples
+
+
+def test_the_bins_are_single_counts_to_four_then_a_quarter_octave_apart():
+    edges = be.bin_edges(512)
+    assert edges[:10].tolist() == [1, 2, 3, 4, 5, 6, 7, 8, 10, 11] and edges[-2:].tolist() == [512, 513]
+    growth = edges[9:-1] / edges[8:-2]
+    assert np.all((growth > 1.09) & (growth < 1.3))  # about 2^(1/4) = 1.19, rounded to whole records
+    assert be.bin_edges(3).tolist() == [1, 2, 3, 4]
+    assert be.top_records(90, 1) == 90 and be.top_records(17_770, 1) == 512 and be.top_records(90, 3) == 270
+
+
+def test_a_user_above_the_top_counts_in_the_last_bin():
+    edges = be.bin_edges(90)
+    users_by_n = pd.Series([5, 2, 7, 1], index=[1, 12, 90, 4_000])
+    counts = be.record_histogram(users_by_n, edges)
+    assert counts.sum() == 15 and counts[0] == 5 and counts[-1] == 8
+    assert counts[np.searchsorted(edges, 12, side="right") - 1] == 2
+
+
+def test_the_tail_is_made_non_increasing_per_record_and_not_negative():
+    edges = np.array([1, 2, 32, 40, 50, 60, 61])  # widths 1, 30, 8, 10, 10, 1
+    counts = np.array([-3.0, 9.0, 4.0, 20.0, -5.0, 0.5])
+    out = be.monotone_tail(counts, edges)
+    assert out[:2].tolist() == [0.0, 9.0]  # below 32 records: only clamped
+    density = out[2:] / np.diff(edges)[2:]
+    assert np.all(np.diff(density) <= 1e-12)
+    # Pool-adjacent-violators by hand: 4/8 and 20/10 pool to 24/18, with -5/10 still below it.
+    assert density[0] == density[1] == pytest.approx(24 / 18) and out[4] == 0.0
+    assert out[2:4].sum() == pytest.approx(24.0)
+
+
+def test_the_anchor_sensitivity_is_the_root_of_the_smaller_reach_rounded_up():
+    assert be.anchor_sensitivity(1, 255, 17_770) == math.ceil(GRID * math.sqrt(255))
+    assert be.anchor_sensitivity(1, 255, 90) == math.ceil(GRID * math.sqrt(90))
+    assert be.anchor_sensitivity(2, 10, 90) == math.ceil(GRID * math.sqrt(20))
+    assert be.anchor_value(16) == 4 and be.anchor_value(17) == 5
+
+
+def _cells(rows) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=["user_id", "cell"])
+    cells = frame.groupby(["user_id", "cell"]).size().rename("k").reset_index()
+    cells["n"] = cells["user_id"].map(frame.groupby("user_id").size())
+    return cells
+
+
+users = st.lists(st.lists(st.integers(0, 7), min_size=1, max_size=40), min_size=1, max_size=8)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(others=users, added=st.lists(st.integers(0, 7), min_size=1, max_size=300), cap=st.integers(1, 40))
+def test_one_added_user_moves_an_anchor_by_at_most_its_sensitivity(others, added, cap):
+    rows = [(u, c) for u, cells in enumerate(others) for c in cells]
+    with_added = rows + [(len(others), c) for c in added]
+    anchors = [be.anchor_value(squared_bias_norms(_cells(r), (1, 1 + cap), 1, cap)[0]) for r in (rows, with_added)]
+    assert abs(anchors[1] - anchors[0]) <= be.anchor_sensitivity(1, cap, 8)
+
+
+def test_negative_control_an_anchor_without_the_user_cap_moves_past_the_sensitivity():
+    # One user with 200 records over 100 cells: capped at U = 4 their terms sum to 4 records, and
+    # the anchor moves by at most 2 records; uncapped (U = 199, the largest their records allow)
+    # their terms are each about 1, and the anchor moves by about 10.
+    base = [(0, 0), (0, 1), (1, 2)]
+    heavy = base + [(2, c % 100) for c in range(200)]
+    for cap, within in ((4, True), (199, False)):
+        moved = [be.anchor_value(squared_bias_norms(_cells(r), (1, 1 + cap), 1, cap)[0]) for r in (base, heavy)]
+        assert (abs(moved[1] - moved[0]) <= be.anchor_sensitivity(1, 4, 100)) is within, cap
+
+
+def test_where_every_user_spreads_alike_the_estimate_is_the_true_bias():
+    # Users with 4 or 7 records (bins of one count each), each user's records over the same cells
+    # in the same shares: each bound drops records from the cells in the proportions it does at
+    # b_1, as the estimate assumes, and its bias is the true one.
+    counts = {4: 30, 7: 10}
+    edges = be.bin_edges(512)
+    histogram = be.record_histogram(pd.Series(counts), edges).astype(float)
+    bounds = np.arange(1, 257)
+    moments = be.BinMoments.of(edges, bounds, 255)
+    dropped = np.array([sum(u * max(n - b, 0) for n, u in counts.items()) for b in bounds], dtype=float)
+    anchor = math.sqrt(4) * dropped[0] / 4  # ‖B(1)‖: four cells of S(1)/4 each
+    estimate = be.estimated_errors(histogram, [anchor], moments, [Fraction(1)], [0.0] * 256)
+    sampling = np.array([sum(u * b * max(n - b, 0) / n for n, u in counts.items()) for b in bounds])
+    assert estimate == pytest.approx(dropped ** 2 / 4 + sampling)
+    noise = 2.0 * bounds.astype(float) ** 2 * 4  # four cells of Laplace variance 2b² at ε = 1
+    assert be.best_bound(be.estimated_errors(histogram, [anchor], moments, [Fraction(1)], noise), bounds) == \
+        int(bounds[np.argmin(dropped ** 2 / 4 + sampling + noise)])
+
+
+def _choice(epsilon, accounting, tables=("item_counts",), seed=1):
+    budget = Budget(Fraction(epsilon) * 10, accounting=accounting)
+    every = tuple(range(1, 257))
+    model = ErrorModel(tuple(Fraction(1) for _ in tables), 1, tuple(Fraction(2 * b * b * 90) for b in every),
+                       cells=tuple(90 for _ in tables))
+    users_by_n = pd.Series([400, 300, 200, 50], index=[3, 20, 60, 150])
+    squared = [int((GRID * 9_000) ** 2)] * len(tables)
+    chosen = be.choose_bound(users_by_n, lambda cap: squared, list(tables), (1, 256), model, 90,
+                             Fraction(epsilon), budget, RandomSource(seed), step="choose l")
+    return chosen, budget
+
+
+def test_the_choice_pays_the_histogram_and_each_anchor_its_share_of_its_epsilon():
+    chosen, budget = _choice(Fraction(1, 10), PURE, ("item_counts", "edge_counts"))
+    steps = [(e.step, e.epsilon, e.sensitivity, e.cells) for e in budget.entries]
+    anchor = be.anchor_sensitivity(1, 255, 90)
+    assert steps == [("choose l: record counts", Fraction(1, 50), 1, len(chosen.record_bins)),
+                     (f"choose l: bias of item_counts (1/{GRID} records)", Fraction(2, 50), anchor, 1),
+                     (f"choose l: bias of edge_counts (1/{GRID} records)", Fraction(2, 50), anchor, 1)]
+    assert sum(e.epsilon for e in budget.entries) == Fraction(1, 10)
+    assert 1 <= chosen.bound <= 256 and set(chosen.anchors_noisy) == {"item_counts", "edge_counts"}
+    assert chosen.to_json("l")["l"] == chosen.bound and len(chosen.record_counts_noisy) == len(chosen.record_bins)
+
+
+def test_under_zcdp_the_statistics_get_gaussian_noise_within_the_choices_rho():
+    accounting = Accounting("gaussian", Fraction(1), 1e-6)
+    _chosen, budget = _choice(Fraction(1, 2), accounting)
+    assert all(e.rho is not None for e in budget.entries)
+    assert sum(e.rho for e in budget.entries) <= zcdp.pure_cost(Fraction(1, 2))
+    assert sum(e.rho for e in budget.entries) >= Fraction(99, 100) * zcdp.pure_cost(Fraction(1, 2))
+
+
+def test_with_little_noise_the_choice_is_the_estimates_best_bound():
+    # At ε = 1000 the statistics' noise is negligible: the pick is the best bound of the exact estimate.
+    chosen, _ = _choice(1000, PURE)
+    edges = be.bin_edges(90)
+    histogram = be.record_histogram(pd.Series([400, 300, 200, 50], index=[3, 20, 60, 150]), edges)
+    every = np.arange(1, 257)
+    errors = be.estimated_errors(be.monotone_tail(histogram, edges), [9_000.0], be.BinMoments.of(edges, every, 255),
+                                 [Fraction(1)], [2 * b * b * 90 for b in every])
+    assert abs(chosen.bound - be.best_bound(errors, every)) <= 1
+
+
+def test_pick_probabilities_run_the_choice_itself():
+    every = tuple(range(1, 257))
+    model = ErrorModel((Fraction(1),), 1, tuple(Fraction(2 * b * b * 90) for b in every), cells=(90,))
+    users_by_n = pd.Series([400, 300, 200, 50], index=[3, 20, 60, 150])
+    squared = [int((GRID * 9_000) ** 2)]
+    picks = be.pick_probabilities(users_by_n, squared, ["item_counts"], (1, 256), model, 90, Fraction(1, 10), PURE,
+                                  draws=20, seed=3)
+    assert sum(picks.values()) == pytest.approx(1.0)
+    first = be.choose_bound(users_by_n, lambda cap: squared, ["item_counts"], (1, 256), model, 90, Fraction(1, 10),
+                            Budget(10**6), RandomSource(3 * 1_000_003)).bound
+    assert first in picks
