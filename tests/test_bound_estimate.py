@@ -36,6 +36,8 @@ def test_a_user_above_the_top_counts_in_the_last_bin():
     counts = be.record_histogram(users_by_n, edges)
     assert counts.sum() == 15 and counts[0] == 5 and counts[-1] == 8
     assert counts[np.searchsorted(edges, 12, side="right") - 1] == 2
+    with pytest.raises(ValueError, match="from 1"):
+        be.record_histogram(pd.Series([3], index=[0]), edges)
 
 
 def test_the_tail_is_made_non_increasing_per_record_and_not_negative():
@@ -68,12 +70,14 @@ users = st.lists(st.lists(st.integers(0, 7), min_size=1, max_size=40), min_size=
 
 
 @settings(max_examples=examples(60), deadline=None)
-@given(others=users, added=st.lists(st.integers(0, 7), min_size=1, max_size=300), cap=st.integers(1, 40))
-def test_one_added_user_moves_an_anchor_by_at_most_its_sensitivity(others, added, cap):
+@given(others=users, added=st.lists(st.integers(0, 7), min_size=1, max_size=300), cap=st.integers(1, 40),
+       first=st.integers(1, 5), per_cell=st.integers(1, 3))
+def test_one_added_user_moves_an_anchor_by_at_most_its_sensitivity(others, added, cap, first, per_cell):
     rows = [(u, c) for u, cells in enumerate(others) for c in cells]
     with_added = rows + [(len(others), c) for c in added]
-    anchors = [be.anchor_value(squared_bias_norms(_cells(r), (1, 1 + cap), 1, cap)[0]) for r in (rows, with_added)]
-    assert abs(anchors[1] - anchors[0]) <= be.anchor_sensitivity(1, cap, 8)
+    anchors = [be.anchor_value(squared_bias_norms(_cells(r), (first, first + cap), per_cell, cap)[0])
+               for r in (rows, with_added)]
+    assert abs(anchors[1] - anchors[0]) <= be.anchor_sensitivity(per_cell, cap, 8)
 
 
 def test_negative_control_an_anchor_without_the_user_cap_moves_past_the_sensitivity():

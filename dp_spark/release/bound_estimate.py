@@ -40,9 +40,11 @@ HISTOGRAM_SHARE = Fraction(1, 5)
 # Bins: 1, 2, 3, 4 records each alone, then edges a factor 2^(1/4) apart.
 FINE_UP_TO = 4
 BIN_RATIO = 2 ** 0.25
-# Users with more records than this count at it: a public top that keeps the bins few. Below it,
-# c·(the item domain's size) when smaller: no user keeps more records than that when a user has at
-# most c records per cell, and bins above it would hold noise alone, which reads as heavy users.
+# Users with more records than the top count at it: a public top that keeps the bins few. It is
+# c·(the item domain's size) when that is smaller: a user with at most c records per item has no
+# more, and bins above it would hold noise alone, which reads as heavy users. That assumes at most c
+# records per user and item in the data (one on ratings); with more, users above the top count at
+# it and the estimate understates their bias (docs/bound_selection.md, "What the estimate assumes").
 TOP_RECORDS = 512
 # From the first bin at or above this many records the noisy counts per record are made
 # non-increasing (pool-adjacent-violators): users get rarer as their records grow there, and the
@@ -75,7 +77,10 @@ def record_histogram(users_by_n: pd.Series, edges: np.ndarray) -> np.ndarray:
     """The users per bin, a user with more than the top counted in the last bin (NOT private)."""
     counts = np.zeros(len(edges) - 1, dtype=np.int64)
     if len(users_by_n):
-        n = np.minimum(users_by_n.index.to_numpy(dtype=np.int64), edges[-1] - 1)
+        n = users_by_n.index.to_numpy(dtype=np.int64)
+        if n.min() < 1:
+            raise ValueError("the histogram counts users with a record in the domain: record counts from 1")
+        n = np.minimum(n, edges[-1] - 1)
         bins = np.searchsorted(edges, n, side="right") - 1
         np.add.at(counts, bins, users_by_n.to_numpy(dtype=np.int64))
     return counts
@@ -238,8 +243,8 @@ def choose_bound(users_by_n: pd.Series, squared_anchors_at: Callable[[int], Sequ
     user_cap = int(bounds[-1] - bounds[0])
     histogram_epsilon, anchor_epsilon = choice_parts(epsilon, budget.zcdp, len(tables))
     edges = bin_edges(top_records(item_cells, model.records_per_cell))
+    squared = squared_anchors_at(user_cap)  # the Spark pass before any spending: a failure there spends nothing
     counts = _noisy(budget, rng, f"{step}: record counts", record_histogram(users_by_n, edges), 1, histogram_epsilon)
-    squared = squared_anchors_at(user_cap)
     anchors = {}
     for table, norm, cells in zip(tables, squared, model.cells, strict=True):
         sensitivity = anchor_sensitivity(model.records_per_cell, user_cap, cells)
