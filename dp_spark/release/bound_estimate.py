@@ -275,8 +275,6 @@ def pick_probabilities(users_by_n: pd.Series, squared_anchors: Sequence[int], ta
     """How often the choice picks each bound over ``draws`` runs of :func:`choose_bound` itself
     (fixed seeds), on these raw statistics (NOT private): for tune and the benchmarks. The
     distribution has no closed form; its error is that of ``draws`` samples."""
-    from dp_spark.core.ledger import Budget
-
     picks: dict[int, int] = {}
     for draw in range(draws):
         budget = Budget(Fraction(10) ** 6, accounting=accounting)
