@@ -13,8 +13,8 @@ from dp_spark.release.family import MAX_ROWS_PER_USER, ROWS_PER_USER_LIMIT
 AUTO = "auto"  # the per-user bound chosen privately (release.bound_selection)
 
 # What the planned accuracy says of a bound not chosen yet.
-AUTO_NOTE = ("{name} is chosen privately from the candidates: the noise is that of the chosen {name}, at most "
-             "these numbers (at the largest candidate, {name} = {largest}); privacy.json's algorithm.chosen says which")
+AUTO_NOTE = ("{name} is chosen privately: the noise is that of the chosen {name}, at most these numbers (at the "
+             "largest candidate, {name} = {largest}); privacy.json's algorithm.chosen says which")
 
 
 class AutoBound:
