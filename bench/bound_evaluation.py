@@ -206,30 +206,40 @@ def evaluate(shape: Shape, tables: dict[str, Table], objective, setting: Setting
         return norms[cap]
     picks = bound_selection.pick_probabilities(norms_at, users, candidates, model, auto_split["epsilon_bound"],
                                                setting.noise == "gaussian")
-    at_auto = np.array([objective_error(tables, weights, setting, auto_split, b) for b in candidates])
+    return {
+        "shape": shape.name, "objective": objective, "noise": setting.noise, "epsilon": setting.epsilon,
+        "users": users, "cells": {t: tables[t].cells for t in tables},
+        "picks": {int(b): round(float(p), 4) for b, p in zip(candidates, picks) if p >= 1e-4},
+        "likeliest": int(candidates[int(np.argmax(picks))]),
+        **choice_figures(shape, tables, weights, setting, auto_split, fixed_split, candidates, picks),
+        "user_caps": {int(u): round(p, 4) for u, p in bound_selection.user_cap_probabilities(
+            users, *_count_and_mechanism(auto_split["epsilon_bound"], setting), candidates).items()},
+    }
+
+
+def choice_figures(shape: Shape, tables: dict[str, Table], weights: dict[str, Fraction], setting: Setting,
+                   auto_split: dict, fixed_split: dict, bounds, picks) -> dict:
+    """A choice's figures from P(pick each of ``bounds``): its expected error on the objective at
+    auto's split against the oracle and the shipped bound (at a fixed bound's split), its p99,
+    P(below the oracle), the floor, and what the item table gets from it."""
+    at_auto = np.array([objective_error(tables, weights, setting, auto_split, b) for b in bounds])
     fixed = {b: objective_error(tables, weights, setting, fixed_split, b) for b in tables["item_counts"].squared_error}
     oracle = min(FINE, key=fixed.__getitem__)
     expected = float(np.dot(picks, at_auto))
     # What the item table, the one users read first, gets from this choice, whatever it scored.
     items_only = {"item_counts": Fraction(1)}
-    items_auto = float(np.dot(picks, [objective_error(tables, items_only, setting, auto_split, b) for b in candidates]))
+    items_auto = float(np.dot(picks, [objective_error(tables, items_only, setting, auto_split, b) for b in bounds]))
     items_fixed = {b: objective_error(tables, items_only, setting, fixed_split, b) for b in FINE}
     spread = choice_percentiles(picks, at_auto)
-    likeliest = int(candidates[int(np.argmax(picks))])
     return {
-        "shape": shape.name, "objective": objective, "noise": setting.noise, "epsilon": setting.epsilon,
-        "users": users, "cells": {t: tables[t].cells for t in tables},
         "auto": expected, "auto_p99": spread[0.99],
-        "picks": {int(b): round(float(p), 4) for b, p in zip(candidates, picks) if p >= 1e-4},
-        "likeliest": likeliest, "below_oracle": float(sum(p for b, p in zip(candidates, picks) if b < oracle)),
+        "below_oracle": float(sum(p for b, p in zip(bounds, picks) if b < oracle)),
         "oracle_l": int(oracle), "oracle": fixed[oracle], "shipped_l": shape.shipped, "shipped": fixed[shape.shipped],
         "auto_vs_oracle": expected / fixed[oracle], "p99_vs_oracle": spread[0.99] / fixed[oracle],
         "auto_vs_shipped": expected / fixed[shape.shipped],
-        # The least auto can reach: the best candidate, with the tables at auto's split.
-        "floor_l": int(candidates[int(np.argmin(at_auto))]), "floor_vs_oracle": float(min(at_auto)) / fixed[oracle],
+        # The least auto can reach: the best of its bounds, with the tables at auto's split.
+        "floor_l": int(bounds[int(np.argmin(at_auto))]), "floor_vs_oracle": float(min(at_auto)) / fixed[oracle],
         "items_vs_items_oracle": items_auto / min(items_fixed.values()),
-        "user_caps": {int(u): round(p, 4) for u, p in bound_selection.user_cap_probabilities(
-            users, *_count_and_mechanism(auto_split["epsilon_bound"], setting), candidates).items()},
     }
 
 
@@ -261,28 +271,13 @@ def evaluate_estimate(shape: Shape, tables: dict[str, Table], objective, setting
                                          [bound_estimate.anchor_value(q) for q in squared], edges,
                                          setting.candidates, model): 1.0}
     bounds = list(range(first, last + 1))
-    at_auto = np.array([objective_error(tables, weights, setting, auto_split, b) for b in bounds])
-    probability = np.array([picks.get(b, 0.0) for b in bounds])
-    fixed = {b: objective_error(tables, weights, setting, fixed_split, b) for b in tables["item_counts"].squared_error}
-    oracle = min(FINE, key=fixed.__getitem__)
-    expected = float(np.dot(probability, at_auto))
-    items_only = {"item_counts": Fraction(1)}
-    items_auto = float(np.dot(probability, [objective_error(tables, items_only, setting, auto_split, b)
-                                            for b in bounds]))
-    items_fixed = {b: objective_error(tables, items_only, setting, fixed_split, b) for b in FINE}
-    spread = choice_percentiles(probability, at_auto)
     return {
         "shape": shape.name, "objective": objective, "noise": setting.noise, "epsilon": setting.epsilon,
         "users": int(users_by_n.sum()), "cells": {t: tables[t].cells for t in tables}, "choice": "estimate",
-        "draws": draws, "auto": expected, "auto_p99": spread[0.99],
-        "picks": {int(b): round(float(p), 4) for b, p in picks.items() if p >= 1e-4},
+        "draws": draws, "picks": {int(b): round(float(p), 4) for b, p in picks.items() if p >= 1e-4},
         "likeliest": int(max(picks, key=picks.__getitem__)),
-        "below_oracle": float(sum(p for b, p in picks.items() if b < oracle)),
-        "oracle_l": int(oracle), "oracle": fixed[oracle], "shipped_l": shape.shipped, "shipped": fixed[shape.shipped],
-        "auto_vs_oracle": expected / fixed[oracle], "p99_vs_oracle": spread[0.99] / fixed[oracle],
-        "auto_vs_shipped": expected / fixed[shape.shipped],
-        "floor_l": bounds[int(np.argmin(at_auto))], "floor_vs_oracle": float(min(at_auto)) / fixed[oracle],
-        "items_vs_items_oracle": items_auto / min(items_fixed.values()),
+        **choice_figures(shape, tables, weights, setting, auto_split, fixed_split, bounds,
+                         np.array([picks.get(b, 0.0) for b in bounds])),
     }
 
 

@@ -333,7 +333,7 @@ def at_fixed_bound(cfg, bound: int) -> tuple:
 ESTIMATE_DRAWS = 200  # runs of the estimate choice tune takes its distribution from
 
 
-def estimate_summary(cfg, validated, pairs: pd.DataFrame, domains: Domains, split: Mapping[str, Fraction],
+def estimate_summary(cfg, validated, pairs: pd.DataFrame, domains: Domains, setup: TuneSetup,
                      progress, draws: int = ESTIMATE_DRAWS) -> dict:
     """What l_choice = "estimate" does on these records: how often ``draws`` runs of the choice
     itself (fixed seeds) pick each bound, the item table's expected MSE over those picks at the
@@ -341,7 +341,7 @@ def estimate_summary(cfg, validated, pairs: pd.DataFrame, domains: Domains, spli
     private; release.bound_estimate.pick_probabilities)."""
     from dp_spark.release import bound_estimate
 
-    params = cfg.params
+    params, split = cfg.params, setup.split
     candidates = tuple(params.candidates)
     model = bound_choice.error_model(bound_choice.every_bound(params), domains, dict(split))
     squared = bound_choice.squared_anchors(params, validated, domains, candidates[-1] - candidates[0])
@@ -351,15 +351,8 @@ def estimate_summary(cfg, validated, pairs: pd.DataFrame, domains: Domains, spli
     every = list(range(candidates[0], candidates[-1] + 1))
     errors = {e.bound: e.bias_squared + e.sampling_variance
               for e in sra_sampling_errors(pairs, every, len(domains.items))}
-    fixed_split = at_fixed_bound(cfg, candidates[0])[1]
-
-    def mse(bound: int, at: Mapping[str, Fraction]) -> float:
-        item_model = bound_choice.error_model(replace(params, candidates=(bound,), objective=bound_objective.ITEMS),
-                                              Domains(domains.items), dict(at))
-        return errors[bound] + float(item_model.noise_variance[0]) / len(domains.items)
-
-    expected = sum(p * mse(b, split) for b, p in picks.items())
-    fixed = {b: mse(b, fixed_split) for b in every}
+    expected = sum(p * (errors[b] + setup.noise_variance(b)) for b, p in picks.items())
+    fixed = {b: errors[b] + setup.noise_variance(b, setup.fixed_split) for b in every}
     top = min(fixed, key=fixed.__getitem__)
     return {"draws": draws, "pick_probability": {str(b): p for b, p in picks.items()},
             "likeliest": max(picks, key=picks.__getitem__), "expected_mse": expected, "best_fixed_bound": top,
@@ -401,7 +394,7 @@ def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress)
         ranking = None if popularity is None else bound_bias.ItemRanking(items, popularity)
         norms = {cap: bound_choice.bias_norms(auto, validated, Domains(items, attributes), cap, ranking)
                  for cap in likely_caps(int(validated.users_by_n.sum()), bounds, setup, share)}
-        estimate = (estimate_summary(cfg, validated, pairs, Domains(items, attributes), split, progress)
+        estimate = (estimate_summary(cfg, validated, pairs, Domains(items, attributes), setup, progress)
                     if cfg.params.auto and cfg.params.choice == "estimate" else None)
     finally:
         validated.release()

@@ -30,9 +30,9 @@ import pandas as pd
 
 from dp_spark.core import zcdp
 from dp_spark.core.ledger import Budget
-from dp_spark.core.ledger_entry import LedgerEntry, gaussian_entry
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.release.bound_selection import GRID, ErrorModel, candidates_checked
+from dp_spark.release.sum_tables import GAUSSIAN, LAPLACE, table_entry
 
 # The histogram takes this share of the choice's ε (of its ρ under zCDP), the anchors the rest,
 # in equal parts. Set on the evaluation set (docs/bound_selection.md): 0.3 and 0.15 did worse.
@@ -215,12 +215,9 @@ def _noisy(budget: Budget, rng: RandomSource, step: str, values: np.ndarray, sen
            epsilon: Fraction) -> np.ndarray:
     """``values`` (integers) with noise of the given L1 = L2 sensitivity at ``epsilon``: discrete
     Laplace under pure ε, the discrete Gaussian under zCDP, paid through ``budget`` first."""
-    if budget.zcdp:
-        entry = gaussian_entry(step, sensitivity, sensitivity * sensitivity, epsilon, values.size)
-        return values + budget.discrete_gaussian(entry, rng).astype(np.int64)
-    entry = LedgerEntry(step, "discrete Laplace", epsilon, Fraction(sensitivity), Fraction(sensitivity) / epsilon,
+    entry = table_entry(step, GAUSSIAN if budget.zcdp else LAPLACE, sensitivity, sensitivity * sensitivity, epsilon,
                         values.size)
-    return values + budget.discrete_laplace(entry, rng).astype(np.int64)
+    return values + budget.noise(entry, rng).astype(np.int64)
 
 
 def choose_bound(users_by_n: pd.Series, squared_anchors_at: Callable[[int], Sequence[int]],

@@ -73,6 +73,18 @@ def cell_variance(params: CountsParams, bound: int, epsilon: Fraction, l2_square
 CELL_COLUMNS = {"item_counts": bound_bias.ITEMS, "edge_counts": bound_bias.EDGES}
 
 
+def table_norms(params: CountsParams, validated, domains: Domains, candidates, user_cap: int,
+                ranking: bound_bias.ItemRanking | None = None) -> list[list[int]]:
+    """Each scored table's ‖B_t(b)‖² at each of ``candidates`` and user cap U, in GRID² units,
+    from the validated records (one Spark aggregation per table; NOT private)."""
+    tables = scored_tables(params, domains)
+    largest = int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
+    return bound_bias.squared_bias_norms(validated.records, candidates, quality_cap(params), bound_selection.GRID,
+                                         [CELL_COLUMNS[t] for t in tables], largest, validated.user_counts,
+                                         int(validated.users_by_n.sum()), user_cap=user_cap,
+                                         record_count=bound_bias.record_count(validated.users_by_n), ranking=ranking)
+
+
 def bias_norms(params: CountsParams, validated, domains: Domains, user_cap: int,
                ranking: bound_bias.ItemRanking | None = None) -> list[Fraction]:
     """Σ_t w_t·‖B_t(b)‖² over the tables the objective scores, for every candidate bound at the
@@ -82,30 +94,17 @@ def bias_norms(params: CountsParams, validated, domains: Domains, user_cap: int,
     if (params.algorithm == "hpa") != (ranking is not None):
         raise ValueError("HPA's bound is scored at its noisy popularity, and only HPA's: "
                          f"{params.algorithm} was given {'a' if ranking is not None else 'no'} ranking")
-    tables = scored_tables(params, domains)
-    largest = int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
-    per_table = bound_bias.squared_bias_norms(validated.records, _candidates(params), quality_cap(params),
-                                              bound_selection.GRID, [CELL_COLUMNS[t] for t in tables], largest,
-                                              validated.user_counts, int(validated.users_by_n.sum()),
-                                              user_cap=user_cap,
-                                              record_count=bound_bias.record_count(validated.users_by_n),
-                                              ranking=ranking)
-    return bound_selection.weighted_norms(per_table, [weight for weight, _, _ in tables.values()])
+    per_table = table_norms(params, validated, domains, _candidates(params), user_cap, ranking)
+    return bound_selection.weighted_norms(per_table, [weight for weight, _, _ in
+                                                      scored_tables(params, domains).values()])
 
 
 def squared_anchors(params: CountsParams, validated, domains: Domains, user_cap: int) -> list[int]:
     """Each scored table's ‖B_t(b_1)‖² at user cap U, in GRID² units (the estimate's anchors; NOT
     private: read only to be noised): the quality's norms at the smallest candidate."""
     candidates = _candidates(params)
-    tables = scored_tables(params, domains)
-    largest = int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
     ends = tuple(sorted({candidates[0], candidates[-1]}))  # b_1 and b_K: U = b_K − b_1
-    per_table = bound_bias.squared_bias_norms(validated.records, ends, quality_cap(params),
-                                              bound_selection.GRID, [CELL_COLUMNS[t] for t in tables], largest,
-                                              validated.user_counts, int(validated.users_by_n.sum()),
-                                              user_cap=user_cap,
-                                              record_count=bound_bias.record_count(validated.users_by_n))
-    return [norms[0] for norms in per_table]
+    return [norms[0] for norms in table_norms(params, validated, domains, ends, user_cap)]
 
 
 def every_bound(params: CountsParams) -> CountsParams:
