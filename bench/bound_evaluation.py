@@ -5,6 +5,7 @@ NOT PRIVATE: every number here is computed from the raw records, for the benchma
 
     python bench/bound_evaluation.py --out DIR [--shapes NAME,...] [--netflix T.parquet]
         [--noise laplace,gaussian] [--epsilons 0.1,1,5] [--choice estimate [--draws 200]]
+        [--set heldout --checkins DIR]
 
 The shapes (docs/bound_selection.md, "The evaluation set"): MovieLens 100K and the rated part of
 MovieLens 1M (users 1–2999, whose ratings are exact), whole and restricted to their 90 most-rated
@@ -25,6 +26,10 @@ discrete Gaussian, c = 1):
 - shipped: the config's fixed default (l = 30 in conf/movielens_sra.toml, l = 10 for Netflix);
 - p99: the 99th percentile of E(pick) over the choice; "below": P(pick < oracle's bound).
 
+``--set heldout`` runs instead the shapes the estimate choice was not designed on
+(heldout_shapes: other domain sizes, ML-1M's other users, generated check-ins with and without
+repeated records), written to heldout{,_estimate}.{json,md}.
+
 With ``--choice estimate`` (algorithm.l_choice, release.bound_estimate) P is instead how often
 ``--draws`` runs of that choice on the shape's statistics (fixed seeds) pick each integer bound
 (``--draws 0``: the statistics without noise, the estimate's model alone), written to
@@ -36,6 +41,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 import sys
 import time
 import zlib
@@ -93,6 +99,33 @@ def _ml_1m_pairs() -> tuple[pd.DataFrame, np.ndarray]:
     return records[records["item_id"].isin(catalogue)].reset_index(drop=True), catalogue
 
 
+def _ml_1m_others() -> tuple[pd.DataFrame, np.ndarray]:
+    """ML-1M's users 3000 and up (pairs only): none of them is in the rated part."""
+    records, catalogue = _ml_1m_pairs()
+    return records[records["user_id"] >= 3000].reset_index(drop=True), catalogue
+
+
+def _checkins(path: str | None, visits: bool) -> tuple[pd.DataFrame, np.ndarray]:
+    """The generated Sparse-style check-ins (dp-spark generate checkins; 20,000 users, 10,000
+    locations, seed 0), one record per user and location, or with ``visits`` one per visit up to
+    VISITS_KEPT per user and location: repeated records of a pair."""
+    from dp_spark.io import checkins
+
+    if path is None:
+        raise SystemExit("the check-in shapes need --checkins DIR (written there if missing)")
+    if not (Path(path) / "_stats.json").exists():
+        checkins.generate(CHECKIN_USERS, path, seed=0)
+    table = pd.read_parquet(path, columns=["user_id", "location_id", "visits"])
+    repeats = np.minimum(table["visits"].to_numpy(), VISITS_KEPT) if visits else np.ones(len(table), dtype=np.int64)
+    records = pd.DataFrame({"user_id": np.repeat(table["user_id"].to_numpy(), repeats),
+                            "item_id": np.repeat(table["location_id"].to_numpy(), repeats)})
+    return records, np.arange(1, 10_001)
+
+
+CHECKIN_USERS = 20_000
+VISITS_KEPT = 5
+
+
 def _netflix(path: str | None) -> tuple[pd.DataFrame, np.ndarray]:
     if path is None:
         raise SystemExit("the netflix shapes need --netflix PATH (dp-spark generate netflix --rows 10000000)")
@@ -129,11 +162,31 @@ def shapes() -> list[Shape]:
     return out
 
 
-def records_of(shape: Shape, netflix: str | None, cache: dict) -> tuple[pd.DataFrame, np.ndarray]:
+def heldout_shapes() -> list[Shape]:
+    """Shapes outside the set the estimate choice was designed on (``--set heldout``): other
+    domain sizes, other users of ML-1M, and generated check-ins, with and without repeated
+    records of a user and location. Laplace only for the repeated records: the Gaussian release
+    caps them at c = 1 per item, which the oracle here does not."""
+    return [
+        Shape("ML-100K top 30 vs its 30 ids, items + edges", "ml-100k", 30, "own", True, 30),
+        Shape("ML-100K top 300 vs its 300 ids, items", "ml-100k", 300, "own", False, 30),
+        Shape("ML-1M users 3000+ top 30 vs its 30 ids, items", "ml-1m-others", 30, "own", False, 30),
+        Shape("ML-1M users 3000+ top 300 vs catalogue, items", "ml-1m-others", 300, "catalogue", False, 30),
+        Shape("Check-ins 20K, items", "checkins", None, "catalogue", False, 30),
+        Shape("Check-ins 20K top 90 vs its 90 ids, items", "checkins", 90, "own", False, 30),
+        Shape("Check-ins 20K with visits, items", "checkins-visits", None, "catalogue", False, 30),
+        Shape("Check-ins 20K with visits top 90 vs its 90 ids, items", "checkins-visits", 90, "own", False, 30),
+    ]
+
+
+def records_of(shape: Shape, netflix: str | None, cache: dict,
+               checkins: str | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     """The shape's records and its item ids."""
     if shape.source not in cache:
         cache[shape.source] = {"ml-100k": _ml_100k, "ml-1m-rated": _ml_1m_rated, "ml-1m": _ml_1m_pairs,
-                               "netflix": lambda: _netflix(netflix)}[shape.source]()
+                               "ml-1m-others": _ml_1m_others, "netflix": lambda: _netflix(netflix),
+                               "checkins": lambda: _checkins(checkins, False),
+                               "checkins-visits": lambda: _checkins(checkins, True)}[shape.source]()
     records, ids = cache[shape.source]
     if shape.top is not None:
         counts_ = records["item_id"].value_counts(sort=False)
@@ -265,11 +318,12 @@ def evaluate_estimate(shape: Shape, tables: dict[str, Table], objective, setting
                                                   tables["item_counts"].cells, auto_split["epsilon_bound"],
                                                   setting.accounting, draws, seed)
     else:  # the statistics without noise: what the estimate's model alone costs
-        edges = bound_estimate.bin_edges(bound_estimate.top_records(tables["item_counts"].cells,
-                                                                    model.records_per_cell))
+        cells, c = tables["item_counts"].cells, model.records_per_cell
+        edges = bound_estimate.histogram_edges(cells, c)
         picks = {bound_estimate.bound_of(bound_estimate.record_histogram(users_by_n, edges),
                                          [bound_estimate.anchor_value(q) for q in squared], edges,
-                                         setting.candidates, model): 1.0}
+                                         setting.candidates, model, bound_estimate.assumed_top(cells, c),
+                                         bound_estimate.NO_NOISE): 1.0}
     bounds = list(range(first, last + 1))
     return {
         "shape": shape.name, "objective": objective, "noise": setting.noise, "epsilon": setting.epsilon,
@@ -300,7 +354,8 @@ def markdown(rows: list[dict]) -> str:
     lines += ["", "| domain | objective | cells | auto within 1.3× of the oracle | worst |", "|---|---|---:|---:|---:|"]
     groups: dict[tuple, list] = {}
     for r in rows:
-        domain = "its 90 ids" if "its 90 ids" in r["shape"] else "catalogue"
+        own = re.search(r"vs (its \d+ ids)", r["shape"])
+        domain = own.group(1) if own else "catalogue"
         groups.setdefault((domain, r["objective"]), []).append(r["auto_vs_oracle"])
     for (domain, objective), ratios in groups.items():
         within = sum(x <= 1.3 for x in ratios)
@@ -318,6 +373,10 @@ def main(argv=None) -> None:
     parser.add_argument("--shapes", help="names (or parts of names) to run, comma-separated; default all but Netflix "
                         "unless --netflix is given")
     parser.add_argument("--netflix")
+    parser.add_argument("--set", default="evaluation", choices=["evaluation", "heldout"],
+                        help="the evaluation set, or the held-out shapes (heldout_shapes)")
+    parser.add_argument("--checkins", help="with --set heldout: the generated check-ins' directory "
+                        "(written if missing)")
     parser.add_argument("--noise", default="laplace,gaussian")
     parser.add_argument("--epsilons", default="0.1,1,5")
     parser.add_argument("--candidates", help="the candidate bounds, comma-separated (default the product's)")
@@ -328,7 +387,8 @@ def main(argv=None) -> None:
     parser.add_argument("--share", help="the choice's share of ε, e.g. 1/20 (default the product's, "
                         "bound_selection.DEFAULT_SHARE): to measure another")
     args = parser.parse_args(argv)
-    wanted = [s for s in shapes() if args.netflix or s.source != "netflix"]
+    wanted = (heldout_shapes() if args.set == "heldout"
+              else [s for s in shapes() if args.netflix or s.source != "netflix"])
     if args.shapes:
         wanted = [s for s in wanted if any(part in s.name for part in args.shapes.split(","))]
     if args.share:
@@ -338,12 +398,12 @@ def main(argv=None) -> None:
     cache, rows = {}, []
     for shape in wanted:
         started = time.monotonic()
-        records, ids = records_of(shape, args.netflix, cache)
+        records, ids = records_of(shape, args.netflix, cache, args.checkins)
         tables = tables_of(shape, records, ids)
         users = int(records["user_id"].nunique())
         objectives = [bound_objective.ITEMS] + ([bound_objective.CELLS, bound_objective.TABLES] if shape.edges else [])
         for objective in objectives:
-            for noise in args.noise.split(","):
+            for noise in ("laplace",) if shape.source == "checkins-visits" else args.noise.split(","):
                 for epsilon in (float(e) for e in args.epsilons.split(",")):
                     setting = Setting(epsilon, noise, candidates)
                     rows.append(evaluate(shape, tables, objective, setting, users) if args.choice == "exponential"
@@ -352,8 +412,8 @@ def main(argv=None) -> None:
                     print(f"{shape.name} | {objective} | {noise} | {epsilon:g}: auto/oracle {r['auto_vs_oracle']:.3f} "
                           f"(oracle l {r['oracle_l']}, likeliest {r['likeliest']})", file=sys.stderr)
         print(f"{shape.name}: {time.monotonic() - started:.0f} s", file=sys.stderr)
-    write_results(Path(args.out), "evaluation" if args.choice == "exponential" else "evaluation_estimate", rows,
-                  markdown(rows))
+    name = {"evaluation": "evaluation", "heldout": "heldout"}[args.set]
+    write_results(Path(args.out), name if args.choice == "exponential" else f"{name}_estimate", rows, markdown(rows))
 
 
 def write_results(out: Path, name: str, rows: list[dict], table: str) -> None:

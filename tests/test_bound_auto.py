@@ -214,7 +214,8 @@ def test_a_release_chooses_pays_for_applies_and_reports_the_bound(spark):
     # 400 users with 64 records each: at ε = 8, keeping all 64 wins by a margin the mechanism
     # cannot miss (q(64) ≈ −101 against q(1) ≈ −3,150 with Δq ≈ 8 and ε_bound = 0.8).
     df = _everyone_rates_everything(spark, 400, 64)
-    release = dp_spark.sra(df, items=range(1, 65), l="auto", l_candidates=[1, 64], epsilon=8, seed=5)
+    release = dp_spark.sra(df, items=range(1, 65), l="auto", l_candidates=[1, 64], l_choice="exponential",
+                           epsilon=8, seed=5)
     algorithm = release.report["algorithm"]
     # The quality's user cap is b_K − b_1 = 63 here: (κ·ε·N̂)² ≈ (0.6·0.72·400)² is far past it.
     assert algorithm["chosen"]["l"] == 64 and algorithm["chosen"]["user_cap"] == 63
@@ -251,9 +252,13 @@ def test_the_estimate_choice_pays_its_statistics_picks_any_bound_in_range_and_re
     chosen = algorithm["chosen"]
     assert 48 <= chosen["l"] < 64 and set(chosen) == {"l", "record_bins", "record_counts_noisy", "bias_anchors_noisy"}
     assert algorithm["parameters"]["l_choice"] == "estimate"
-    # Every user in the last bin, 64 records (the top: one record per item and user); the
-    # histogram's noise has scale 1/0.16 (|noise| < 100 with probability 1 − e^(−16)).
-    assert chosen["record_bins"][-1] == 64 and abs(chosen["record_counts_noisy"][-1] - 400) < 100
+    # Every user in the bin [64, 65), the last below the edge at c·C_items + 1 (one
+    # record per item and user); the histogram's noise has scale 1/0.16 (|noise| < 100 with
+    # probability 1 − e^(−16)). The bins above run to 512.
+    bins = chosen["record_bins"]
+    last = bins.index(65) - 1
+    assert bins[last] == 64 and bins[-1] == 512 and len(chosen["record_counts_noisy"]) == len(bins)
+    assert abs(chosen["record_counts_noisy"][last] - 400) < 100
     # The anchor: each user drops 63 of 64 records at l = 1, 63/64 of a record per item, so
     # ‖B(1)‖ = 400·63/64·√64 = 3,150 records; its noise has scale ⌈1,024·√63⌉/1,024/0.64 ≈ 12.4 records.
     assert abs(chosen["bias_anchors_noisy"]["item_counts"] - 3150) < 400
@@ -329,8 +334,8 @@ def test_under_zcdp_the_choice_runs_at_twice_its_share_as_a_bounded_range_step(s
     # The exponential mechanism is ε-bounded range: ε²/8 in ρ, so the bound's share of ρ, handed
     # out as ε_k, buys it at 2ε_k (docs/bound_selection.md, "Privacy claim").
     df = _everyone_rates_everything(spark, 50, 4)
-    release = dp_spark.sra(df, items=range(1, 5), l="auto", l_candidates=[1, 2, 4, 32], epsilon=1, delta=1e-6,
-                           noise="gaussian", records_per_item=1, seed=2)
+    release = dp_spark.sra(df, items=range(1, 5), l="auto", l_candidates=[1, 2, 4, 32], l_choice="exponential",
+                           epsilon=1, delta=1e-6, noise="gaussian", records_per_item=1, seed=2)
     steps = {entry["step"]: entry for entry in release.ledger}
     part = zcdp.epsilon_for_rho(Fraction(release.report["rho_total_exact"]) / 10)
     # The user count takes a tenth of the part's ρ (a pure step), the mechanism the rest at twice its ε.

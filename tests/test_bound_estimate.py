@@ -15,10 +15,14 @@ from hypothesis import strategies as st
 from dp_spark.core import zcdp
 from dp_spark.core.accounting import PURE, Accounting
 from dp_spark.core.ledger import Budget
-from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.mechanisms import RandomSource, discrete_laplace_pmf
+from dp_spark.errors import ConfigError
+from dp_spark.families.counts.params import CountsParams
+from dp_spark.jobs.config import load_config
 from dp_spark.release import bound_estimate as be
 from dp_spark.release.bound_selection import GRID, ErrorModel, squared_bias_norms
-from tests.conftest import examples
+from dp_spark.release.sum_tables import LAPLACE, table_entry
+from tests.conftest import ROOT, examples
 
 
 def test_the_bins_are_single_counts_to_four_then_a_quarter_octave_apart():
@@ -27,7 +31,16 @@ def test_the_bins_are_single_counts_to_four_then_a_quarter_octave_apart():
     growth = edges[9:-1] / edges[8:-2]
     assert np.all((growth > 1.09) & (growth < 1.3))  # about 2^(1/4) = 1.19, rounded to whole records
     assert be.bin_edges(3).tolist() == [1, 2, 3, 4]
-    assert be.top_records(90, 1) == 90 and be.top_records(17_770, 1) == 512 and be.top_records(90, 3) == 270
+    assert be.assumed_top(90, 1) == 90 and be.assumed_top(90, 3) == 270 and be.assumed_top(17_770, 1) == 17_770
+
+
+def test_the_histogram_runs_to_the_top_with_an_edge_just_above_c_per_item():
+    for cells, c in ((90, 1), (100, 1), (90, 3), (17_770, 1)):
+        edges = be.histogram_edges(cells, c)
+        assert edges[-1] == be.TOP_RECORDS + 1 and np.all(np.diff(edges) > 0)
+        assert set(be.bin_edges(be.TOP_RECORDS)) <= set(edges)
+        if cells * c < be.TOP_RECORDS:
+            assert cells * c + 1 in edges  # no bin holds users on both sides of c·C_items
 
 
 def test_a_user_above_the_top_counts_in_the_last_bin():
@@ -143,14 +156,18 @@ def test_under_zcdp_the_statistics_get_gaussian_noise_within_the_choices_rho():
 
 
 def test_with_little_noise_the_choice_is_the_estimates_best_bound():
-    # At ε = 1000 the statistics' noise is negligible: the pick is the best bound of the exact estimate.
+    # At ε = 1000 the statistics' noise is negligible: the pick is the best bound of the exact
+    # estimate, whose 50 users with 150 records, above c·C_items = 90, are kept (they are loud).
     chosen, _ = _choice(1000, PURE)
-    edges = be.bin_edges(90)
+    edges = be.histogram_edges(90, 1)
     histogram = be.record_histogram(pd.Series([400, 300, 200, 50], index=[3, 20, 60, 150]), edges)
+    model = ErrorModel((Fraction(1),), 1, tuple(Fraction(2 * b * b * 90) for b in range(1, 257)), cells=(90,))
+    best = be.bound_of(histogram, [9_000 * GRID], edges, (1, 256), model, 90, be.NO_NOISE)
+    assert abs(chosen.bound - best) <= 1
     every = np.arange(1, 257)
     errors = be.estimated_errors(be.monotone_tail(histogram, edges), [9_000.0], be.BinMoments.of(edges, every, 255),
                                  [Fraction(1)], [2 * b * b * 90 for b in every])
-    assert abs(chosen.bound - be.best_bound(errors, every)) <= 1
+    assert best == be.best_bound(errors, every)
 
 
 def test_pick_probabilities_run_the_choice_itself():
@@ -164,3 +181,90 @@ def test_pick_probabilities_run_the_choice_itself():
     first = be.choose_bound(users_by_n, lambda cap: squared, ["item_counts"], (1, 256), model, 90, Fraction(1, 10),
                             Budget(10**6), RandomSource(3 * 1_000_003)).bound
     assert first in picks
+
+
+def _noise(sd: float, loud: float) -> be.HistogramNoise:
+    return be.HistogramNoise(sd, loud)
+
+
+def test_bins_above_c_per_item_are_read_as_empty_unless_their_total_is_significant():
+    edges = np.array([1, 2, 50, 91, 200, 513])  # c·C_items = 90: the last two bins are above it
+    counts = np.array([500.0, 300.0, 100.0, 20.0, 15.0])
+    # Their total 35 against 3 standard deviations of √2·10: not significant, read as empty.
+    assert be.trimmed(counts, edges, 90, _noise(10.0, 1e9)).tolist() == [500.0, 300.0, 100.0, 0.0, 0.0]
+    assert be.trimmed(counts, edges, 90, _noise(5.0, 1e9)).tolist() == counts.tolist()  # 35 ≥ 3·5·√2
+    assert be.trimmed(counts, edges, 512, _noise(10.0, 1e9)).tolist() == counts.tolist()  # none above the top
+
+
+def test_bins_above_the_last_loud_bin_are_read_as_empty_unless_their_total_is_significant():
+    edges = np.array([1, 2, 3, 4, 5, 6])
+    quiet_tail = np.array([10.0, 400.0, 9.0, -4.0, 6.0])  # loud at 400; the tail sums to 11 < 2·5·√3
+    assert be.trimmed(quiet_tail, edges, 10**6, _noise(5.0, 50.0)).tolist() == [10.0, 400.0, 0.0, 0.0, 0.0]
+    real_tail = np.array([10.0, 400.0, 12.0, 9.0, 8.0])  # 29 ≥ 2·5·√3 = 17.3: kept
+    assert be.trimmed(real_tail, edges, 10**6, _noise(5.0, 50.0)).tolist() == real_tail.tolist()
+    assert be.trimmed(quiet_tail, edges, 10**6, _noise(5.0, 500.0)).tolist() == quiet_tail.tolist()  # none loud
+    # Without noise nothing is trimmed: every count is loud against 0.
+    assert be.trimmed(quiet_tail, edges, 3, be.NO_NOISE).tolist() == quiet_tail.tolist()
+
+
+def test_the_loud_count_is_what_any_bins_noise_reaches_rarely():
+    # A union bound over the bins: each bin's noise exceeds it with probability at most
+    # LOUD_ALPHA / bins (one-sided), checked against the exact discrete Laplace tail.
+    for epsilon in (Fraction(1, 500), Fraction(1, 50), Fraction(8, 50)):
+        noise = be.HistogramNoise.of(table_entry("x", LAPLACE, 1, 1, epsilon, 33))
+        tail = discrete_laplace_pmf(np.arange(int(noise.loud) + 1, int(noise.loud) + 200_000), 1 / epsilon).sum()
+        assert tail <= be.LOUD_ALPHA / 33 and noise.sd == pytest.approx(math.sqrt(2) / float(epsilon), rel=0.01)
+
+
+def _shape_picks(rows: pd.DataFrame, items: int, epsilon: float, draws: int = 40) -> dict[int, float]:
+    cells = rows.groupby(["user_id", "cell"]).size().rename("k").reset_index()
+    cells["n"] = cells["user_id"].map(rows.groupby("user_id").size())
+    squared = squared_bias_norms(cells, (1, 256), 1, 255)
+    model = ErrorModel((Fraction(1),), 1, tuple(Fraction(2 * b * b * items) / (Fraction(epsilon) * Fraction(9, 10)) ** 2
+                                               for b in range(1, 257)), cells=(items,))
+    return be.pick_probabilities(rows.groupby("user_id").size().value_counts(), [squared[0]], ["item_counts"],
+                                 (1, 256), model, items, Fraction(epsilon) / 10, PURE, draws=draws, seed=11)
+
+
+def _repeated_records() -> pd.DataFrame:
+    # 1,000 users with 300 records each over 90 items: more than c·C_items = 90 each.
+    rng = np.random.default_rng(5)
+    return pd.DataFrame({"user_id": np.repeat(np.arange(1_000), 300), "cell": rng.integers(0, 90, 300_000)})
+
+
+def _concentrated() -> pd.DataFrame:
+    # 400 users who each rate the same 8 of 64 items: nobody has more than 8 records.
+    return pd.DataFrame({"user_id": np.repeat(np.arange(400), 8), "cell": np.tile(np.arange(8), 400)})
+
+
+def test_users_with_repeated_records_are_seen_above_c_per_item(monkeypatch):
+    # The error falls with the bound up to 300 (the release counts every record; the best bound is
+    # 256). Counted at c·C_items = 90, the users' excess above it was not seen and the pick stayed
+    # near 71, at 16 times the best bound's error; their own bins show it. ε = 5.
+    picks = _shape_picks(_repeated_records(), 90, 5)
+    assert sum(p for b, p in picks.items() if b >= 240) >= 0.95
+    monkeypatch.setattr(be, "histogram_edges", lambda cells, c: be.bin_edges(cells * c))  # negative control
+    assert max(_shape_picks(_repeated_records(), 90, 5, draws=5)) < 120
+
+
+def test_where_users_stop_at_a_count_the_noise_above_is_not_read_as_heavy_users(monkeypatch):
+    # Every user has 8 records: l = 8 keeps them all and is best. At ε = 8 the noise of the empty
+    # bins above 8 used to read as heavy users and spread the pick over 12 to 43 (13 times the
+    # best error); trimmed, the pick is 8 or 9 (the bin [8, 10) counts its users as 8 and 9).
+    picks = _shape_picks(_concentrated(), 64, 8)
+    assert sum(p for b, p in picks.items() if b <= 9) >= 0.9
+    monkeypatch.setattr(be, "trimmed", lambda counts, edges, assumed, noise: np.asarray(counts, dtype=float))
+    assert sum(p for b, p in _shape_picks(_concentrated(), 64, 8).items() if b <= 9) < 0.5
+
+
+def test_sra_chooses_by_the_estimate_unless_told_and_the_others_by_the_exponential_mechanism():
+    assert CountsParams("sra", "auto").choice == "estimate"
+    assert CountsParams("sra", "auto", choice="exponential").choice == "exponential"
+    assert CountsParams("hpa", "auto").choice == "exponential" and CountsParams("lpa", "auto").choice == "exponential"
+    assert CountsParams("sra", 10).choice == "exponential"  # a fixed bound chooses nothing
+    # Another algorithm from an SRA config takes its own default (evaluate's hpa_auto, say) unless told.
+    cfg = load_config(ROOT / "conf/movielens_sra_auto.toml")
+    assert cfg.params.choice == "estimate" and cfg.with_params(algorithm="hpa").params.choice == "exponential"
+    assert cfg.with_params(l=8, candidates=None).params.choice == "exponential"
+    with pytest.raises(ConfigError, match="SRA's"):
+        cfg.with_params(algorithm="hpa", choice="estimate")

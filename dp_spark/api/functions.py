@@ -89,7 +89,7 @@ def _counts(algorithm: str, df: DataFrame, *, items: Items, l: Bound, epsilon: N
     params = CountsParams(algorithm, l, d, publisher or BASELINE_PUBLISHERS.get(algorithm, "laplace"),
                           dict(publisher_options or {}), consistent, candidates, private,
                           keys_per_user, partition_delta(delta or 0.0, accounting.zcdp) if private else 0.0,
-                          noise or "laplace", records_per_item, objective, choice or "exponential")
+                          noise or "laplace", records_per_item, objective, choice)
     bound_objective.check_tables(params.objective, attributes is not None)
     check_accounting(family_of(algorithm), params, accounting)
     execution = as_execution(executor_noise_cells, max_output_rows)
@@ -120,10 +120,11 @@ def sra(df: DataFrame, *, items: Items, l: Bound, epsilon: Number | None = None,
     ``release.report["algorithm"]["chosen"]`` (docs/bound_selection.md). It scores the item
     table's error unless ``l_objective`` says otherwise: "cells" (every cell of every table
     alike), "tables" (each table's mean error per cell) or weights such as
-    ``{"item_counts": 1, "edge_counts": 0.25}``. ``l_choice="estimate"`` chooses, with the same
-    share, the bound of least error estimated from two DP statistics (the users' record counts, and
-    each scored table's bias at the smallest candidate) over every integer from the first candidate
-    to the last, in place of the exponential mechanism over the candidates ("exponential", the default).
+    ``{"item_counts": 1, "edge_counts": 0.25}``. By default (``l_choice="estimate"``) it picks the
+    bound of least error estimated from two DP statistics (the users' record counts, and each
+    scored table's bias at the smallest candidate), over every integer from the first candidate to
+    the last; ``l_choice="exponential"`` draws one of the candidates with the exponential mechanism
+    instead, with the same share.
 
     A twentieth of ε (``epsilon_split["epsilon_bounding"]``) estimates what bounding removed: the
     records kept and removed, and at most what share of the records the counts hold, in

@@ -93,7 +93,10 @@ class JobConfig:
     accounting: Accounting = PURE  # pure epsilon, or rho-zCDP (privacy.noise, privacy.rho; core.accounting)
 
     def with_params(self, **changes) -> JobConfig:
-        """This config with some parameters changed (checked again by the parameter class)."""
+        """This config with some parameters changed (checked again by the parameter class). Another
+        algorithm takes its own default way of choosing an "auto" bound unless ``choice`` is given."""
+        if hasattr(self.params, "choice") and changes.get("algorithm", self.params.algorithm) != self.params.algorithm:
+            changes.setdefault("choice", None)
         params = dataclasses.replace(self.params, **changes)
         return dataclasses.replace(self, params=params, algorithm=params.algorithm)
 

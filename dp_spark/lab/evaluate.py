@@ -16,8 +16,9 @@ item, and discrete Gaussian noise on the item and edge counts; set beside ``sra`
 compare Laplace and Gaussian noise at equal (ε, δ).
 
 ``sra_auto`` and ``hpa_auto`` choose the bound privately in every run, as a
-release with ``l = "auto"`` does (a tenth of ε, the exponential mechanism over
-the candidates), and report the chosen bound beside the errors. Each comes with
+release with ``l = "auto"`` does (a tenth of ε; SRA by the estimate unless the
+config's ``l_choice`` says otherwise, HPA by the exponential mechanism over the
+candidates), and report the chosen bound beside the errors. Each comes with
 its oracle, ``sra_oracle`` / ``hpa_oracle``: the fixed method run at every
 candidate with the same runs and seeds, and the candidate of lowest mean item
 MSE kept. The oracle picks its bound by looking at the true counts: it is NOT

@@ -170,7 +170,7 @@ def estimate_histogram(df: DataFrame, distinct: bool) -> np.ndarray:
     """SRA's estimate choice: the users per bin of in-domain record counts (each user in one bin)."""
     validated = validate_records(keyed(df, distinct), ITEM_DOMAIN, None)
     try:
-        edges = bound_estimate.bin_edges(bound_estimate.top_records(ITEMS, 1))
+        edges = bound_estimate.histogram_edges(ITEMS, 1)
         return bound_estimate.record_histogram(validated.users_by_n, edges)
     finally:
         validated.release()

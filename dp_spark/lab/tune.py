@@ -8,7 +8,9 @@ noise variance the item table gets at bound b and the item counts' share of ε (
 Gaussian's where the job would draw it, else the publisher's; ``families.counts.bound_choice.error_model``).
 Beside them, the quality q(b) that ``l = "auto"`` would score
 (:mod:`dp_spark.release.bound_selection`, at the likeliest user cap) and the probability that
-the choice picks b, over its user count's noise and its exponential mechanism.
+the exponential mechanism picks b, over its user count's noise and its draw. With SRA's estimate
+choice (``l_choice = "estimate"``, SRA's default) the distribution of that choice's picks over
+runs of its own is shown beside them (:func:`estimate_summary`).
 
 HPA keeps each user's most popular records rather than a uniform sample, ranked by a noisy
 popularity the release draws first; tune ranks by the popularity its sample has in expectation,

@@ -9,8 +9,12 @@ and the bound that minimises the error they predict, found by post-processing al
    smallest candidate b_1, ‖B_t(b_1)‖, each user's part capped at U = b_K − b_1 (the quality's
    terms, release.bound_bias). It tells how the dropped records spread over the table's cells.
 
-The estimate of table t's squared bias at b is then (A_t/S_U)²·S(b)², S_U = Σ_u min((n_u − b_1)⁺, U):
-each bound drops records from the cells in the proportions it does at b_1. With the public noise
+The noisy histogram is post-processed first: its tails that noise alone would fill (above c
+records per item, above the last bin loud against the noise) are read as empty unless their
+totals are significant (:func:`trimmed`), and its tail from 32 records on is made non-increasing
+(:func:`monotone_tail`). The estimate of table t's squared bias at b is then (A_t/S_U)²·S(b)²,
+S_U = Σ_u min((n_u − b_1)⁺, U): each bound drops records from the cells in the proportions it
+does at b_1. With the public noise
 variance N_t(b) and the sampling variance V(b), the chosen bound minimises
 Σ_t w_t·(bias_t(b)² + V(b) + N_t(b)) over every integer from b_1 to b_K.
 
@@ -29,10 +33,12 @@ import numpy as np
 import pandas as pd
 
 from dp_spark.core import zcdp
+from dp_spark.core.discrete_gaussian import discrete_gaussian_variance
 from dp_spark.core.ledger import Budget
-from dp_spark.core.mechanisms import RandomSource
+from dp_spark.core.ledger_entry import LedgerEntry
+from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
 from dp_spark.release.bound_selection import GRID, ErrorModel, candidates_checked
-from dp_spark.release.sum_tables import GAUSSIAN, LAPLACE, table_entry
+from dp_spark.release.sum_tables import GAUSSIAN, LAPLACE, halfwidth, table_entry
 
 # The histogram takes this share of the choice's ε (of its ρ under zCDP), the anchors the rest,
 # in equal parts. Set on the evaluation set (docs/bound_selection.md): 0.3 and 0.15 did worse.
@@ -40,21 +46,42 @@ HISTOGRAM_SHARE = Fraction(1, 5)
 # Bins: 1, 2, 3, 4 records each alone, then edges a factor 2^(1/4) apart.
 FINE_UP_TO = 4
 BIN_RATIO = 2 ** 0.25
-# Users with more records than the top count at it: a public top that keeps the bins few. It is
-# c·(the item domain's size) when that is smaller: a user with at most c records per item has no
-# more, and bins above it would hold noise alone, which reads as heavy users. That assumes at most c
-# records per user and item in the data (one on ratings); with more, users above the top count at
-# it and the estimate understates their bias (docs/bound_selection.md, "What the estimate assumes").
+# The histogram's top: users with more records count at it. Its bins run to TOP_RECORDS whatever
+# the domain, with an edge just above c·(the item domain's size), the most a user with at most c
+# records per item can have. The bins above that edge hold noise alone on data that keeps to c per
+# pair (ratings), and that noise would read as heavy users; they hold the users with repeated
+# records where the data does not (check-ins, purchases). So they are kept only when their noisy
+# total is GATE_SDS standard deviations of its noise above zero, and read as empty otherwise
+# (post-processing; docs/bound_selection.md, "What the estimate assumes").
 TOP_RECORDS = 512
+GATE_SDS = 3
+# Where the users stop at some count (all rate the same few items, say), the bins above it hold
+# noise alone, and that too reads as heavy users: the bins above the last bin whose count alone
+# is loud (above what the noise of any of the bins reaches with probability LOUD_ALPHA, a union
+# bound over them) are read as empty unless their total is CLIFF_SDS standard deviations of its
+# noise (trimmed). CLIFF_SDS is low because a real tail spreads few users over many bins.
+LOUD_ALPHA = 0.01
+CLIFF_SDS = 2
 # From the first bin at or above this many records the noisy counts per record are made
 # non-increasing (pool-adjacent-violators): users get rarer as their records grow there, and the
 # noise of the many thin bins of the tail would otherwise read as heavy users.
 MONOTONE_FROM = 32
 
 
-def top_records(item_cells: int, records_per_cell: int) -> int:
-    """The histogram's top: TOP_RECORDS, or c times the item domain's size when smaller."""
-    return max(1, min(TOP_RECORDS, int(records_per_cell) * int(item_cells)))
+def assumed_top(item_cells: int, records_per_cell: int) -> int:
+    """The most records a user with at most c records per item has in the domain, c·C_items (at
+    least 1): the bins above it are read as empty unless significant (:func:`trimmed`)."""
+    return max(1, int(records_per_cell) * int(item_cells))
+
+
+def histogram_edges(item_cells: int, records_per_cell: int) -> np.ndarray:
+    """The bins' edges for a domain (:func:`bin_edges` to TOP_RECORDS), with an edge just above
+    :func:`assumed_top` when it is below TOP_RECORDS, so that no bin straddles it."""
+    edges = bin_edges(TOP_RECORDS)
+    assumed = assumed_top(item_cells, records_per_cell)
+    if assumed < TOP_RECORDS:
+        edges = np.union1d(edges, [assumed + 1])
+    return edges
 
 
 def bin_edges(top: int) -> np.ndarray:
@@ -102,6 +129,54 @@ def anchor_value(squared_norm: int) -> int:
     return root if root * root == int(squared_norm) else root + 1
 
 
+@dataclass(frozen=True)
+class HistogramNoise:
+    """What the histogram's noise is, per bin (public: from its ledger entry): its standard
+    deviation, and the count the noise of any bin exceeds with probability at most LOUD_ALPHA.
+    :data:`NO_NOISE` for statistics taken without noise (the benchmarks)."""
+
+    sd: float
+    loud: float
+
+    @staticmethod
+    def of(entry: LedgerEntry) -> HistogramNoise:
+        variance = (discrete_gaussian_variance(entry.noise_scale) if entry.rho is not None
+                    else discrete_laplace_variance(entry.noise_scale))
+        # One-sided at LOUD_ALPHA/bins from the two-sided half-width at 2·LOUD_ALPHA/bins.
+        return HistogramNoise(math.sqrt(variance), halfwidth(entry, 2 * LOUD_ALPHA / entry.cells))
+
+
+NO_NOISE = HistogramNoise(0.0, 0.0)
+
+
+def significant(total: float, bins: int, noise_sd: float, sds: float) -> bool:
+    """Whether a sum of ``bins`` noisy counts (noise of standard deviation ``noise_sd`` each) is
+    ``sds`` standard deviations of its noise above 0, and above 0 at all."""
+    return total > 0 and total >= sds * noise_sd * math.sqrt(bins)
+
+
+def trimmed(counts: np.ndarray, edges: np.ndarray, assumed: int, noise: HistogramNoise) -> np.ndarray:
+    """The noisy bin counts with two tails read as empty unless they are significant
+    (post-processing only):
+
+    1. the bins above ``assumed`` records, unless their total is GATE_SDS standard deviations of
+       its noise above 0: whether any user has more records than c per item allows;
+    2. the bins above the last loud bin (``noise.loud``), unless their total (those not set to 0
+       by 1) is CLIFF_SDS above 0: where the users stop at a count and the bins above hold noise
+       alone."""
+    out = np.asarray(counts, dtype=float).copy()
+    live = np.ones(out.size, dtype=bool)
+    beyond = edges[:-1] > assumed
+    if beyond.any() and not significant(out[beyond].sum(), int(beyond.sum()), noise.sd, GATE_SDS):
+        out[beyond], live[beyond] = 0.0, False
+    loud = np.flatnonzero(out > noise.loud)
+    if loud.size:
+        above = live & (np.arange(out.size) > loud[-1])
+        if above.any() and not significant(out[above].sum(), int(above.sum()), noise.sd, CLIFF_SDS):
+            out[above] = 0.0
+    return out
+
+
 def monotone_tail(counts: np.ndarray, edges: np.ndarray, start_at: int = MONOTONE_FROM) -> np.ndarray:
     """Noisy bin counts made non-increasing per record from the first bin at ``start_at`` records
     on (weighted isotonic regression of count/width, the widths as weights), then at least 0."""
@@ -126,9 +201,9 @@ def monotone_tail(counts: np.ndarray, edges: np.ndarray, start_at: int = MONOTON
 
 
 @functools.lru_cache(maxsize=32)
-def _moments(top: int, first: int, last: int) -> BinMoments:
-    """BinMoments over every bound from ``first`` to ``last`` (U = last − first), by the top."""
-    return BinMoments.of(bin_edges(top), range(first, last + 1), last - first)
+def _moments(edges: tuple[int, ...], first: int, last: int) -> BinMoments:
+    """BinMoments over every bound from ``first`` to ``last`` (U = last − first), by the edges."""
+    return BinMoments.of(np.array(edges, dtype=np.int64), range(first, last + 1), last - first)
 
 
 @dataclass(frozen=True)
@@ -212,12 +287,13 @@ def choice_parts(epsilon: Fraction, zcdp_accounting: bool, tables: int) -> tuple
 
 
 def _noisy(budget: Budget, rng: RandomSource, step: str, values: np.ndarray, sensitivity: int,
-           epsilon: Fraction) -> np.ndarray:
+           epsilon: Fraction) -> tuple[np.ndarray, LedgerEntry]:
     """``values`` (integers) with noise of the given L1 = L2 sensitivity at ``epsilon``: discrete
-    Laplace under pure ε, the discrete Gaussian under zCDP, paid through ``budget`` first."""
+    Laplace under pure ε, the discrete Gaussian under zCDP, paid through ``budget`` first; and
+    the noise's ledger entry."""
     entry = table_entry(step, GAUSSIAN if budget.zcdp else LAPLACE, sensitivity, sensitivity * sensitivity, epsilon,
                         values.size)
-    return values + budget.noise(entry, rng).astype(np.int64)
+    return values + budget.noise(entry, rng).astype(np.int64), entry
 
 
 def choose_bound(users_by_n: pd.Series, squared_anchors_at: Callable[[int], Sequence[int]],
@@ -239,29 +315,34 @@ def choose_bound(users_by_n: pd.Series, squared_anchors_at: Callable[[int], Sequ
         raise ValueError("the estimate needs one positive weight per scored table")
     user_cap = int(bounds[-1] - bounds[0])
     histogram_epsilon, anchor_epsilon = choice_parts(epsilon, budget.zcdp, len(tables))
-    edges = bin_edges(top_records(item_cells, model.records_per_cell))
+    edges = histogram_edges(item_cells, model.records_per_cell)
     squared = squared_anchors_at(user_cap)  # the Spark pass before any spending: a failure there spends nothing
-    counts = _noisy(budget, rng, f"{step}: record counts", record_histogram(users_by_n, edges), 1, histogram_epsilon)
+    counts, counts_entry = _noisy(budget, rng, f"{step}: record counts", record_histogram(users_by_n, edges), 1,
+                               histogram_epsilon)
     anchors = {}
     for table, norm, cells in zip(tables, squared, model.cells, strict=True):
         sensitivity = anchor_sensitivity(model.records_per_cell, user_cap, cells)
-        noisy = _noisy(budget, rng, f"{step}: bias of {table} (1/{GRID} records)",
+        noisy, _entry = _noisy(budget, rng, f"{step}: bias of {table} (1/{GRID} records)",
                        np.array([anchor_value(norm)], dtype=np.int64),
                        sensitivity, anchor_epsilon)
         anchors[table] = int(noisy[0])
-    return EstimateChoice(bound_of(counts, list(anchors.values()), edges, candidates, model),
+    bound = bound_of(counts, list(anchors.values()), edges, candidates, model,
+                     assumed_top(item_cells, model.records_per_cell), HistogramNoise.of(counts_entry))
+    return EstimateChoice(bound,
                           tuple(int(e) for e in edges[:-1]), tuple(int(c) for c in counts),
                           {t: a / GRID for t, a in anchors.items()})
 
 
 def bound_of(counts: np.ndarray, anchors: Sequence[int], edges: np.ndarray, candidates: Sequence[int],
-             model: ErrorModel) -> int:
+             model: ErrorModel, assumed: int, noise: HistogramNoise) -> int:
     """The bound from b_1 to b_K of least estimated error, from the users per bin ``counts``
-    (noisy, as drawn) and the anchors (in 1/GRID records, in the order of the model's tables):
-    post-processing only."""
+    (noisy, as drawn, with ``noise``: NO_NOISE for statistics without) and
+    the anchors (in 1/GRID records, in the order of the model's tables): the bins above ``assumed``
+    records gated, the tail made monotone, the estimate's least error; post-processing only."""
     bounds = candidates_checked(candidates)
-    moments = _moments(int(edges[-1]) - 1, int(bounds[0]), int(bounds[-1]))
-    errors = estimated_errors(monotone_tail(counts, edges), [a / GRID for a in anchors],
+    moments = _moments(tuple(int(e) for e in edges), int(bounds[0]), int(bounds[-1]))
+    histogram = monotone_tail(trimmed(counts, edges, assumed, noise), edges)
+    errors = estimated_errors(histogram, [a / GRID for a in anchors],
                               moments, [w for w in model.weights if w], model.noise_variance)
     return best_bound(errors, moments.bounds)
 

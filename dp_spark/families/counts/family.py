@@ -324,7 +324,7 @@ def from_config(c: ConfigTables) -> CountsParams:
                           partition_delta(c.privacy.get("delta", 0.0), zcdp) if private else 0.0,
                           c.privacy.get("noise", "laplace"),
                           algorithm.get("records_per_item"), algorithm.get(f"{bound}_objective"),
-                          algorithm.get("l_choice", "exponential"))
+                          algorithm.get("l_choice"))
     bound_objective.check_tables(params.objective, c.attributes is not None)
     return params
 

@@ -18,8 +18,18 @@ from dp_spark.release.private_keys import PRIVATE_ITEMS, checked_private_items
 ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
 TABLES = ("item_counts", "edge_counts")  # what a release publishes: the items, and with attributes the edges
 # How l = "auto" chooses (docs/bound_selection.md): the exponential mechanism over the candidates
-# (every algorithm), or SRA's bound of least error estimated from DP statistics (release.bound_estimate).
+# (every algorithm; HPA's default), or the bound of least error estimated from DP statistics
+# (release.bound_estimate; SRA's only, and its default).
 CHOICES = ("exponential", "estimate")
+
+
+def default_choice(algorithm: str) -> str:
+    """How l = "auto" chooses unless algorithm.l_choice says: SRA by the estimate (its error model
+    is SRA's uniform sample; docs/bound_selection.md, "The estimate choice"), the others by the
+    exponential mechanism."""
+    return "estimate" if algorithm == "sra" else "exponential"
+
+
 # Paper 000's baselines: a uniform sample of at most m records per user, always published
 # with the same publisher.
 BASELINE_PUBLISHERS = {"lpa": "laplace", "dft": "fourier", "gs": "grouping"}
@@ -34,8 +44,8 @@ class CountsParams(AutoBound):
     "gaussian", or "auto": the lower variance); ``records_per_item``: at most this many of a user's
     records per item (c), which brings the tables' squared L2 sensitivity from l² down to l·c.
     ``objective``: with "auto", what the choice scores (release.bound_objective; the item table
-    alone unless given). ``choice``: with "auto", how the bound is chosen (CHOICES; "estimate" is
-    SRA's only)."""
+    alone unless given). ``choice``: with "auto", how the bound is chosen (CHOICES; "estimate", SRA's
+    only, is its default; the exponential mechanism for the others)."""
 
     algorithm: str = "sra"
     l: int | str = 10
@@ -53,7 +63,7 @@ class CountsParams(AutoBound):
     noise: str = "laplace"
     records_per_item: int | None = None
     objective: bound_objective.Objective | None = None  # "auto": bound_objective.DEFAULT unless given
-    choice: str = "exponential"
+    choice: str | None = None  # None: the algorithm's default (default_choice)
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
@@ -63,6 +73,8 @@ class CountsParams(AutoBound):
             object.__setattr__(self, "objective", bound_objective.checked(
                 bound_objective.DEFAULT if self.objective is None else self.objective, TABLES,
                 f"algorithm.{self.bound_name}_objective"))
+            if self.choice is None:
+                object.__setattr__(self, "choice", default_choice(self.algorithm))
         else:
             rows_per_user(self.l, f"algorithm.{self.bound_name}")
             if self.candidates is not None:
@@ -84,7 +96,7 @@ class CountsParams(AutoBound):
         self._check_private_items()
         self._check_noise()
 
-    def _check_choice(self):
+    def _check_choice(self) -> None:
         if self.choice not in CHOICES:
             raise ConfigError(f"algorithm.l_choice must be one of {', '.join(CHOICES)}, got {self.choice!r}")
         if self.choice == "estimate" and self.algorithm != "sra":
