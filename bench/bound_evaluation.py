@@ -242,7 +242,7 @@ def objective_error(tables: dict[str, Table], weights: dict[str, Fraction], sett
 def evaluate(shape: Shape, tables: dict[str, Table], objective, setting: Setting, users: int) -> dict:
     attributes = range(tables["edge_counts"].cells // tables["item_counts"].cells) if shape.edges else None
     domains = Domains(range(tables["item_counts"].cells), attributes)
-    auto = setting.params("auto", objective)
+    auto = replace(setting.params("auto", objective), choice="exponential")
     auto_split, fixed_split = setting.split_of(auto, domains), setting.split_of(setting.params(shape.shipped), domains)
     scored = bound_choice.scored_tables(auto, domains)
     weights = {t: w for t, (w, _, _) in scored.items()}
@@ -308,9 +308,9 @@ def evaluate_estimate(shape: Shape, tables: dict[str, Table], objective, setting
     weights = {t: w for t, (w, _, _) in scored.items()}
     model = bound_choice.error_model(bound_choice.every_bound(auto), domains, auto_split)
     first, last = setting.candidates[0], setting.candidates[-1]
-    squared = [bound_selection.squared_bias_norms(user_item_table(tables[t].pairs).rename(columns={"item_id": "cell"}),
-                                                  (first, last), model.records_per_cell, last - first)[0]
-               for t in weights]
+    squared = [bound_estimate.anchor_squared_norms(
+        user_item_table(tables[t].pairs).rename(columns={"item_id": "cell"}), first, last - first,
+        bound_estimate.anchor_reach(model.records_per_cell, last - first, tables[t].cells)) for t in weights]
     users_by_n = tables["item_counts"].pairs.groupby("user_id").size().value_counts()
     seed = zlib.crc32(f"{shape.name}|{objective}|{setting.noise}|{setting.epsilon}".encode())
     if draws:

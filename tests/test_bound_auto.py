@@ -21,7 +21,7 @@ from dp_spark.families.counts import bound_choice
 from dp_spark.families.counts import family as counts
 from dp_spark.families.registry import family_of
 from dp_spark.jobs.config import load_config
-from dp_spark.release import bound_bias, bound_selection
+from dp_spark.release import bound_bias, bound_estimate, bound_selection
 from dp_spark.release.family import Domains, plan_split
 from tests.conftest import ROOT
 
@@ -115,6 +115,37 @@ def test_the_spark_norms_are_the_reference_norms(spark, monkeypatch):
     assert bound_bias.record_count(frame.groupby("user_id").size().value_counts()) == len(frame)
     assert bound_bias._arithmetic(largest, 19, 2, grid) == "bigint" != bound_bias._arithmetic(None, 19, 2, grid)
     assert bound_bias._arithmetic(2**40, 10**5, 10**5, grid) != "bigint"  # beyond a long: decimals
+
+
+def test_the_spark_anchors_are_the_reference_anchors(spark, monkeypatch):
+    # Repeated records (up to 27 of one user and item) so that the reach binds on some users and
+    # not on others, two tables, the session's partitions and small ones, users broadcast or not:
+    # the executors' integers equal the driver's twin.
+    monkeypatch.setattr(bound_bias, "RECORDS_PER_PARTITION", 100)
+    rng = np.random.default_rng(12)
+    rows = [(int(u), int(rng.integers(1, 9)), str(rng.choice(["a", "b"])))
+            for u in range(40) for _ in range(int(rng.integers(1, 4)) ** int(rng.integers(1, 4)))]
+    frame = pd.DataFrame(rows, columns=["user_id", "item_id", "attr"])
+    records = spark.createDataFrame(frame)
+    user_counts = spark.createDataFrame(frame.groupby("user_id").size().rename("_n").reset_index())
+    n = frame.groupby("user_id").size()
+    # Decimal arithmetic without the largest n, longs with it.
+    largest = int(frame.groupby("user_id").size().max())
+    for first, user_cap, reaches, given in ((1, 19, (8, 16), None),
+                                            (2, 5, (3, 5), (user_counts, 40, len(frame), largest))):
+        per_user, users, record_count, largest = given or (None, None, None, None)
+        anchors = bound_bias.anchor_squared_norms(records, first, user_cap, reaches, bound_selection.GRID,
+                                                  [bound_bias.ITEMS, bound_bias.EDGES], per_user, users, record_count,
+                                                  largest)
+        expected = []
+        for cells, reach in ((["item_id"], reaches[0]), (["item_id", "attr"], reaches[1])):
+            table = frame.groupby(["user_id", *cells]).size().rename("k").reset_index()
+            table["cell"] = list(zip(*(table[c] for c in cells)))
+            table["n"] = table["user_id"].map(n)
+            expected.append(bound_estimate.anchor_squared_norms(table, first, user_cap, reach))
+        assert anchors == expected and all(a > 0 for a in anchors)
+        # The reach binds on some users here: the twin without it is larger.
+        assert bound_estimate.anchor_squared_norms(table, first, user_cap, 10**9) > expected[1]
 
 
 def _reference(frame: pd.DataFrame, candidates, cap: int, attributes: bool, user_cap: int | None,

@@ -88,8 +88,8 @@ users = st.lists(st.lists(st.integers(0, 7), min_size=1, max_size=40), min_size=
 def test_one_added_user_moves_an_anchor_by_at_most_its_sensitivity(others, added, cap, first, per_cell):
     rows = [(u, c) for u, cells in enumerate(others) for c in cells]
     with_added = rows + [(len(others), c) for c in added]
-    anchors = [be.anchor_value(squared_bias_norms(_cells(r), (first, first + cap), per_cell, cap)[0])
-               for r in (rows, with_added)]
+    reach = be.anchor_reach(per_cell, cap, 8)
+    anchors = [be.anchor_value(be.anchor_squared_norms(_cells(r), first, cap, reach)) for r in (rows, with_added)]
     assert abs(anchors[1] - anchors[0]) <= be.anchor_sensitivity(per_cell, cap, 8)
 
 
@@ -100,8 +100,30 @@ def test_negative_control_an_anchor_without_the_user_cap_moves_past_the_sensitiv
     base = [(0, 0), (0, 1), (1, 2)]
     heavy = base + [(2, c % 100) for c in range(200)]
     for cap, within in ((4, True), (199, False)):
-        moved = [be.anchor_value(squared_bias_norms(_cells(r), (1, 1 + cap), 1, cap)[0]) for r in (base, heavy)]
+        moved = [be.anchor_value(be.anchor_squared_norms(_cells(r), 1, cap, cap)) for r in (base, heavy)]
         assert (abs(moved[1] - moved[0]) <= be.anchor_sensitivity(1, 4, 100)) is within, cap
+
+
+def test_negative_control_an_anchor_without_the_reach_moves_past_the_sensitivity():
+    # One user with 101 records of one item among 100 cells, U = 100, c = 1: every record counted,
+    # their one term is 100 records, and only the reach (√min(c·U, c²·C) = 10 records) keeps the
+    # anchor's move within Δ.
+    base = [(0, 0), (0, 1), (1, 2)]
+    heavy = base + [(2, 5)] * 101
+    delta = be.anchor_sensitivity(1, 100, 100)
+    for reach, within in ((be.anchor_reach(1, 100, 100), True), (10**9, False)):
+        moved = [be.anchor_value(be.anchor_squared_norms(_cells(r), 1, 100, reach)) for r in (base, heavy)]
+        assert (abs(moved[1] - moved[0]) <= delta) is within, reach
+
+
+def test_the_anchor_keeps_repeated_records_where_the_quality_counts_one():
+    # Two users, each with 5 records of cell 0 and 1 of cell 1 (n = 6), b_1 = 1, U = 30, 50
+    # cells: every record counted, the bias at b_1 is 5/6·(5, 1) per user, within the reach
+    # (30 records²); min(k, 1) would count 5/6·(1, 1), flatter and lighter than what the bound drops.
+    rows = [(u, 0) for u in range(2) for _ in range(5)] + [(0, 1), (1, 1)]
+    squared = be.anchor_squared_norms(_cells(rows), 1, 30, be.anchor_reach(1, 30, 50))
+    assert squared == (2 * (GRID * 30 * 5 * 5 // (6 * 30))) ** 2 + (2 * (GRID * 30 * 1 * 5 // (6 * 30))) ** 2
+    assert squared > squared_bias_norms(_cells(rows), (1, 31), 1, 30)[0]
 
 
 def test_where_every_user_spreads_alike_the_estimate_is_the_true_bias():
@@ -219,7 +241,7 @@ def test_the_loud_count_is_what_any_bins_noise_reaches_rarely():
 def _shape_picks(rows: pd.DataFrame, items: int, epsilon: float, draws: int = 40) -> dict[int, float]:
     cells = rows.groupby(["user_id", "cell"]).size().rename("k").reset_index()
     cells["n"] = cells["user_id"].map(rows.groupby("user_id").size())
-    squared = squared_bias_norms(cells, (1, 256), 1, 255)
+    squared = [be.anchor_squared_norms(cells, 1, 255, be.anchor_reach(1, 255, items))]
     model = ErrorModel((Fraction(1),), 1, tuple(Fraction(2 * b * b * items) / (Fraction(epsilon) * Fraction(9, 10)) ** 2
                                                for b in range(1, 257)), cells=(items,))
     return be.pick_probabilities(rows.groupby("user_id").size().value_counts(), [squared[0]], ["item_counts"],

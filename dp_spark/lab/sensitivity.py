@@ -177,14 +177,15 @@ def estimate_histogram(df: DataFrame, distinct: bool) -> np.ndarray:
 
 
 def estimate_anchors(df: DataFrame, distinct: bool) -> np.ndarray:
-    """SRA's estimate choice: the anchors ⌈‖B_t(b_1)‖⌉ of the item and edge tables (1/GRID records),
-    at b_1 = 1 and U = ESTIMATE_CAP; each moves by at most bound_estimate.anchor_sensitivity."""
+    """SRA's estimate choice: the anchors ⌈‖A_t‖⌉ of the item and edge tables (1/GRID records),
+    at b_1 = 1, c = 1 and U = ESTIMATE_CAP, every record of a cell counted and each user's part
+    scaled to its reach; each moves by at most bound_estimate.anchor_sensitivity."""
     validated = validate_records(keyed(df, distinct), ITEM_DOMAIN, ATTRIBUTE_DOMAIN)
     try:
-        norms = bound_bias.squared_bias_norms(validated.records, (1, 1 + ESTIMATE_CAP), 1, GRID,
-                                              [bound_bias.ITEMS, bound_bias.EDGES], user_counts=validated.user_counts,
-                                              user_cap=ESTIMATE_CAP)
-        return np.array([bound_estimate.anchor_value(table[0]) for table in norms], dtype=np.int64)
+        reaches = [bound_estimate.anchor_reach(1, ESTIMATE_CAP, cells) for cells in (ITEMS, ITEMS * len(ATTRS))]
+        norms = bound_bias.anchor_squared_norms(validated.records, 1, ESTIMATE_CAP, reaches, GRID,
+                                                [bound_bias.ITEMS, bound_bias.EDGES], user_counts=validated.user_counts)
+        return np.array([bound_estimate.anchor_value(norm) for norm in norms], dtype=np.int64)
     finally:
         validated.release()
 

@@ -16,6 +16,10 @@ sums are longs and the squares decimals: the driver gets exact integers.
 
 ``expected_kept`` gives the means' quality its per-cell kept counts from the same shuffle
 (release.mean_bound_quality).
+``anchor_squared_norms`` gives the estimate choice its anchors (release.bound_estimate) from the
+same shuffle: every record of a cell counted, each user's terms scaled down to the anchor's reach
+(the sum of their squares that the anchor's sensitivity allows), which a join of each user's sum of
+squares back onto their rows applies.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pyspark.sql import functions as F
 
 from dp_spark.bounding.user_records import capped_total
 from dp_spark.core.domain import ItemDomain
+from dp_spark.release.bound_estimate import SHRINK
 from dp_spark.release.bound_selection import checked_user_cap
 from dp_spark.release.hpa_selection import with_item_values
 
@@ -227,3 +232,47 @@ def expected_kept(records: DataFrame, candidates: Sequence[int], cap: int, grid:
         frame = sums.select(*[f"_b{i}" for i in range(len(bounds))]).toPandas()
         kept.append(np.asarray(frame, dtype=np.int64).reshape(-1, len(bounds)))
     return kept
+
+
+def anchor_squared_norms(records: DataFrame, first: int, user_cap: int, reaches: Sequence[int], grid: int,
+                         tables: Sequence[tuple[str, ...]] = (ITEMS,), user_counts: DataFrame | None = None,
+                         users: int | None = None, record_count: int | None = None,
+                         largest_n: int | None = None) -> list[int]:
+    """Each table's ‖A_t‖², the estimate's anchor squared (release.bound_estimate, in units of
+    1/``grid`` record squared), from terms that keep a user's repeated records of a cell: per
+    (user, cell) r = ⌊grid·k·(n − b_1)⁺·U / (n·max(n − b_1, U))⌋ (the quality's term at b_1 with
+    every record counted, not min(k, c)), and where a user's Q = Σ_cells r² exceeds reach_t·grid²
+    their terms are scaled down by √(reach_t·grid²/Q), each floored (``reaches``: per table, the
+    squared norm in records that one user may move it by). Summed per cell, squared, summed.
+    ``largest_n``: the most records a user has, when known, for long arithmetic where it fits
+    (k ≤ n: the term's numbers are those of the quality's with c = n); a user's squares sum to at
+    most (grid·U)², their terms being each at most grid·U and summing to at most that.
+    The driver-side twin is bound_estimate.anchor_squared_norms (tests hold them equal)."""
+    if len(reaches) != len(tables):
+        raise ValueError("one reach per table")
+    _checked_bounds([first], tables)
+    kind = _arithmetic(largest_n, user_cap, largest_n or 1, grid)
+    squares_kind = "bigint" if (grid * max(user_cap, 1)) ** 2 < 2**62 else _WIDE
+    per_cell = _per_cell_user(records, tables, user_counts, users, record_count)
+    return [_anchor_norm(counted, list(table), first, user_cap, reach, grid, users, kind, squares_kind)
+            for counted, table, reach in zip(per_cell, tables, reaches)]
+
+
+def _anchor_norm(per_cell: DataFrame, cells: list[str], first: int, user_cap: int, reach: int, grid: int,
+                 users: int | None, kind: str, squares_kind: str) -> int:
+    if user_cap == 0:
+        return 0
+    raw = per_cell.select(*cells, "user_id", F.expr(
+        f"cast((cast({grid * user_cap} as {kind}) * cast(_k as {kind}) * cast(greatest(_n - {first}, 0) as {kind})) "
+        f"div (cast(_n as {kind}) * cast(greatest(_n - {first}, {user_cap}) as {kind})) as bigint)").alias("_r"))
+    squares = raw.groupBy("user_id").agg(
+        F.sum(F.col("_r").cast(squares_kind) * F.col("_r").cast(squares_kind)).alias("_q"))
+    if users is not None and users <= BROADCAST_USERS:
+        squares = F.broadcast(squares)
+    limit = reach * grid * grid
+    term = F.when(F.col("_q") <= F.lit(limit), F.col("_r")).otherwise(F.floor(
+        F.col("_r").cast("double") * F.sqrt(F.lit(float(limit)) / F.col("_q").cast("double")) * F.lit(SHRINK))
+        .cast("bigint"))
+    sums = raw.join(squares, "user_id").groupBy(*cells).agg(F.sum(term).alias("_a"))
+    row = sums.agg(F.sum(F.col("_a").cast(_WIDE) * F.col("_a").cast(_WIDE)).alias("_s")).collect()[0]
+    return int(row["_s"] or 0)

@@ -78,11 +78,16 @@ def table_norms(params: CountsParams, validated, domains: Domains, candidates, u
     """Each scored table's ‖B_t(b)‖² at each of ``candidates`` and user cap U, in GRID² units,
     from the validated records (one Spark aggregation per table; NOT private)."""
     tables = scored_tables(params, domains)
-    largest = int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
     return bound_bias.squared_bias_norms(validated.records, candidates, quality_cap(params), bound_selection.GRID,
-                                         [CELL_COLUMNS[t] for t in tables], largest, validated.user_counts,
+                                         [CELL_COLUMNS[t] for t in tables], _largest(validated), validated.user_counts,
                                          int(validated.users_by_n.sum()), user_cap=user_cap,
                                          record_count=bound_bias.record_count(validated.users_by_n), ranking=ranking)
+
+
+def _largest(validated) -> int | None:
+    """The most records a user has in the domain (validation's counts; NOT private: it only picks
+    long or decimal arithmetic, which give the same integers)."""
+    return int(validated.users_by_n.index.max()) if len(validated.users_by_n) else None
 
 
 def bias_norms(params: CountsParams, validated, domains: Domains, user_cap: int,
@@ -100,11 +105,15 @@ def bias_norms(params: CountsParams, validated, domains: Domains, user_cap: int,
 
 
 def squared_anchors(params: CountsParams, validated, domains: Domains, user_cap: int) -> list[int]:
-    """Each scored table's ‖B_t(b_1)‖² at user cap U, in GRID² units (the estimate's anchors; NOT
-    private: read only to be noised): the quality's norms at the smallest candidate."""
-    candidates = _candidates(params)
-    ends = tuple(sorted({candidates[0], candidates[-1]}))  # b_1 and b_K: U = b_K − b_1
-    return [norms[0] for norms in table_norms(params, validated, domains, ends, user_cap)]
+    """Each scored table's anchor squared, ‖A_t‖², at user cap U, in GRID² units (NOT private:
+    read only to be noised): the bias at the smallest candidate, every record of a cell counted,
+    each user's part within the anchor's reach (release.bound_bias.anchor_squared_norms)."""
+    tables = scored_tables(params, domains)
+    reaches = [bound_estimate.anchor_reach(quality_cap(params), user_cap, size) for _, _, size in tables.values()]
+    return bound_bias.anchor_squared_norms(validated.records, _candidates(params)[0], user_cap, reaches,
+                                           bound_selection.GRID, [CELL_COLUMNS[t] for t in tables],
+                                           validated.user_counts, int(validated.users_by_n.sum()),
+                                           bound_bias.record_count(validated.users_by_n), _largest(validated))
 
 
 def every_bound(params: CountsParams) -> CountsParams:
