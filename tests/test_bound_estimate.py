@@ -212,10 +212,30 @@ def _noise(sd: float, loud: float) -> be.HistogramNoise:
 def test_bins_above_c_per_item_are_read_as_empty_unless_their_total_is_significant():
     edges = np.array([1, 2, 50, 91, 200, 513])  # c·C_items = 90: the last two bins are above it
     counts = np.array([500.0, 300.0, 100.0, 20.0, 15.0])
-    # Their total 35 against 3 standard deviations of √2·10: not significant, read as empty.
+    # Their total 35 against 4 standard deviations of √2·10: not significant, read as empty.
     assert be.trimmed(counts, edges, 90, _noise(10.0, 1e9)).tolist() == [500.0, 300.0, 100.0, 0.0, 0.0]
-    assert be.trimmed(counts, edges, 90, _noise(5.0, 1e9)).tolist() == counts.tolist()  # 35 ≥ 3·5·√2
+    assert be.trimmed(counts, edges, 90, _noise(5.0, 1e9)).tolist() == counts.tolist()  # 35 ≥ 4·5·√2
     assert be.trimmed(counts, edges, 512, _noise(10.0, 1e9)).tolist() == counts.tolist()  # none above the top
+
+
+def test_noise_alone_above_c_per_item_is_rarely_read_as_users(monkeypatch):
+    # A 30-item domain (c·C_items = 30) whose users all keep to it: the 18 bins from 31 records up
+    # hold Laplace noise alone. It passes the gate in 5 of 20,000 draws here (seed 0); at the earlier
+    # bar of 3 standard deviations in 37, and each such release picked a bound several times too large.
+    edges, top = be.histogram_edges(30, 1), be.assumed_top(30, 1)
+    counts = np.where(edges[:-1] < 8, 1000.0, 0.0)
+    scale = 25.0
+    bins = len(counts)  # the one-bin bar: the continuous Laplace tail at GATE_ALPHA/bins
+    noise = be.HistogramNoise(math.sqrt(2) * scale, 1e9, scale * math.log(bins / (2 * be.GATE_ALPHA)))
+
+    def passes() -> int:
+        rng = np.random.default_rng(0)
+        draws = (counts + rng.laplace(0, scale, len(counts)) for _ in range(20_000))
+        return sum(bool(be.trimmed(c, edges, top, noise)[edges[:-1] > top].any()) for c in draws)
+
+    assert passes() <= 10  # at most 1 in 2,000
+    monkeypatch.setattr(be, "GATE_SDS", 3)  # negative control: the earlier bar
+    assert passes() > 20
 
 
 def test_bins_above_the_last_loud_bin_are_read_as_empty_unless_their_total_is_significant():
@@ -229,13 +249,16 @@ def test_bins_above_the_last_loud_bin_are_read_as_empty_unless_their_total_is_si
     assert be.trimmed(quiet_tail, edges, 3, be.NO_NOISE).tolist() == quiet_tail.tolist()
 
 
-def test_the_loud_count_is_what_any_bins_noise_reaches_rarely():
-    # A union bound over the bins: each bin's noise exceeds it with probability at most
-    # LOUD_ALPHA / bins (one-sided), checked against the exact discrete Laplace tail.
+def test_the_loud_counts_are_what_any_bins_noise_reaches_rarely():
+    # A union bound over the bins: each bin's noise exceeds them with probability at most
+    # LOUD_ALPHA / bins and GATE_ALPHA / bins (one-sided), checked against the exact discrete
+    # Laplace tail; and not far above that (the bar is no higher than it needs to be).
     for epsilon in (Fraction(1, 500), Fraction(1, 50), Fraction(8, 50)):
         noise = be.HistogramNoise.of(table_entry("x", LAPLACE, 1, 1, epsilon, 33))
-        tail = discrete_laplace_pmf(np.arange(int(noise.loud) + 1, int(noise.loud) + 200_000), 1 / epsilon).sum()
-        assert tail <= be.LOUD_ALPHA / 33 and noise.sd == pytest.approx(math.sqrt(2) / float(epsilon), rel=0.01)
+        for count, alpha in ((noise.loud, be.LOUD_ALPHA), (noise.gate_loud, be.GATE_ALPHA)):
+            above = discrete_laplace_pmf(np.arange(int(count) + 1, int(count) + 400_000), 1 / epsilon).sum()
+            assert above <= alpha / 33 < 10 * above
+        assert noise.sd == pytest.approx(math.sqrt(2) / float(epsilon), rel=0.01)
 
 
 def _shape_picks(rows: pd.DataFrame, items: int, epsilon: float, draws: int = 40) -> dict[int, float]:
@@ -267,6 +290,16 @@ def test_users_with_repeated_records_are_seen_above_c_per_item(monkeypatch):
     assert sum(p for b, p in picks.items() if b >= 240) >= 0.95
     monkeypatch.setattr(be, "histogram_edges", lambda cells, c: be.bin_edges(cells * c))  # negative control
     assert max(_shape_picks(_repeated_records(), 90, 5, draws=5)) < 120
+
+
+def test_repeated_records_in_one_bin_pass_the_gate_where_their_total_falls_short(monkeypatch):
+    # At ε = 1 the 1,000 users' bin (about 1,000 against noise of scale 50) is short of the total's
+    # bar (4σ·√k over 18 bins, about 1,200) in many draws, but above the one-bin bar (GATE_ALPHA):
+    # every pick is at least 150. Negative control: a one-bin bar out of reach (about 1,500)
+    # leaves the total alone, and the picks fall below 150 in more than a quarter of the runs.
+    assert min(_shape_picks(_repeated_records(), 90, 1)) >= 150
+    monkeypatch.setattr(be, "GATE_ALPHA", 1e-12)
+    assert sum(p for b, p in _shape_picks(_repeated_records(), 90, 1).items() if b < 150) > 0.25
 
 
 def test_where_users_stop_at_a_count_the_noise_above_is_not_read_as_heavy_users(monkeypatch):
