@@ -293,10 +293,11 @@ def test_users_with_repeated_records_are_seen_above_c_per_item(monkeypatch):
 
 
 def test_repeated_records_in_one_bin_pass_the_gate_where_their_total_falls_short(monkeypatch):
-    # At ε = 1 the 1,000 users' bin (about 1,000 against noise of scale 50) is short of the total's
-    # bar (4σ·√k over 18 bins, about 1,200) in many draws, but above the one-bin bar (GATE_ALPHA):
-    # every pick is at least 150. Negative control: a one-bin bar out of reach (about 1,500)
-    # leaves the total alone, and the picks fall below 150 in more than a quarter of the runs.
+    # At ε = 1 the 1,000 users' bin (about 1,000 against noise of scale 50) often leaves the total
+    # of the 11 bins above 90 records short of its bar (4σ·√k, about 940), but it is above the
+    # one-bin bar (GATE_ALPHA: 599): every pick is at least 150. Negative control: a one-bin bar
+    # out of reach (about 1,500) leaves the total alone, and the picks fall below 150 in more than
+    # a quarter of the runs.
     assert min(_shape_picks(_repeated_records(), 90, 1)) >= 150
     monkeypatch.setattr(be, "GATE_ALPHA", 1e-12)
     assert sum(p for b, p in _shape_picks(_repeated_records(), 90, 1).items() if b < 150) > 0.25
