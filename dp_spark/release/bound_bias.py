@@ -39,6 +39,8 @@ from dp_spark.release.bound_selection import checked_user_cap
 from dp_spark.release.hpa_selection import with_item_values
 
 _WIDE = "decimal(38,0)"
+# A per-cell cap above any count a cell can hold (a long): min(k, _NO_CAP) = k.
+_NO_CAP = 2**62
 # Up to this many users (two longs each) the per-user table is broadcast to every task.
 BROADCAST_USERS = 2_000_000
 # The records are shuffled into partitions of about this many, so that each task's per-(cell, user)
@@ -251,28 +253,29 @@ def anchor_squared_norms(records: DataFrame, first: int, user_cap: int, reaches:
     if len(reaches) != len(tables):
         raise ValueError("one reach per table")
     _checked_bounds([first], tables)
-    kind = _arithmetic(largest_n, user_cap, largest_n or 1, grid)
+    # The quality's term with a cap no cell reaches (k ≤ n ≤ the largest n): every record counted.
+    cap = largest_n if largest_n is not None else _NO_CAP
+    kind = _arithmetic(largest_n, user_cap, cap, grid)
     squares_kind = "bigint" if (grid * max(user_cap, 1)) ** 2 < 2**62 else _WIDE
     per_cell = _per_cell_user(records, tables, user_counts, users, record_count)
-    return [_anchor_norm(counted, list(table), first, user_cap, reach, grid, users, kind, squares_kind)
+    return [_anchor_norm(counted, list(table), _term(first, first, user_cap, cap, grid, kind, False), user_cap,
+                         reach, grid, users, squares_kind)
             for counted, table, reach in zip(per_cell, tables, reaches)]
 
 
-def _anchor_norm(per_cell: DataFrame, cells: list[str], first: int, user_cap: int, reach: int, grid: int,
-                 users: int | None, kind: str, squares_kind: str) -> int:
+def _anchor_norm(per_cell: DataFrame, cells: list[str], term: Column, user_cap: int, reach: int, grid: int,
+                 users: int | None, squares_kind: str) -> int:
     if user_cap == 0:
         return 0
-    raw = per_cell.select(*cells, "user_id", F.expr(
-        f"cast((cast({grid * user_cap} as {kind}) * cast(_k as {kind}) * cast(greatest(_n - {first}, 0) as {kind})) "
-        f"div (cast(_n as {kind}) * cast(greatest(_n - {first}, {user_cap}) as {kind})) as bigint)").alias("_r"))
+    raw = per_cell.select(*cells, "user_id", term.alias("_r"))
     squares = raw.groupBy("user_id").agg(
         F.sum(F.col("_r").cast(squares_kind) * F.col("_r").cast(squares_kind)).alias("_q"))
     if users is not None and users <= BROADCAST_USERS:
         squares = F.broadcast(squares)
     limit = reach * grid * grid
-    term = F.when(F.col("_q") <= F.lit(limit), F.col("_r")).otherwise(F.floor(
+    scaled = F.when(F.col("_q") <= F.lit(limit), F.col("_r")).otherwise(F.floor(
         F.col("_r").cast("double") * F.sqrt(F.lit(float(limit)) / F.col("_q").cast("double")) * F.lit(SHRINK))
         .cast("bigint"))
-    sums = raw.join(squares, "user_id").groupBy(*cells).agg(F.sum(term).alias("_a"))
+    sums = raw.join(squares, "user_id").groupBy(*cells).agg(F.sum(scaled).alias("_a"))
     row = sums.agg(F.sum(F.col("_a").cast(_WIDE) * F.col("_a").cast(_WIDE)).alias("_s")).collect()[0]
     return int(row["_s"] or 0)

@@ -38,7 +38,7 @@ from dp_spark.core.discrete_gaussian import discrete_gaussian_variance
 from dp_spark.core.ledger import Budget
 from dp_spark.core.ledger_entry import LedgerEntry
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
-from dp_spark.release.bound_selection import GRID, ErrorModel, candidates_checked
+from dp_spark.release.bound_selection import GRID, ErrorModel, bias_term, candidates_checked
 from dp_spark.release.sum_tables import GAUSSIAN, LAPLACE, halfwidth, table_entry
 
 # The histogram takes this share of the choice's ε (of its ρ under zCDP), the anchors the rest,
@@ -136,26 +136,25 @@ def anchor_sensitivity(records_per_cell: int, user_cap: int, cells: int) -> int:
     return max(1, root if root * root == reach else root + 1)
 
 
-def anchor_squared_norms(cells: pd.DataFrame, first: int, user_cap: int, reach: int, grid: int = GRID) -> int:
-    """The anchor squared, ‖A‖², in 1/``grid`` records squared, from ``cells`` (one row per (user,
+def anchor_squared_norms(cells: pd.DataFrame, first: int, user_cap: int, reach: int) -> int:
+    """The anchor squared, ‖A‖², in 1/GRID records squared, from ``cells`` (one row per (user,
     cell) with user_id, cell, k and n): the driver-side twin of release.bound_bias's
-    anchor_squared_norms (the terms and why there): every record of a cell counted, each user's
-    terms scaled down to squares summing to at most ``reach``·grid² (NOT private)."""
+    anchor_squared_norms (the terms and why there): the quality's term at b_1 with every record
+    counted (c = k), each user's terms scaled down to squares summing to at most ``reach``·GRID²
+    (NOT private)."""
     if user_cap == 0 or cells.empty:
         return 0
     k = cells["k"].to_numpy(dtype=object)
     n = cells["n"].to_numpy(dtype=object)
     if np.any(k < 1) or np.any(n < k):
         raise ValueError("each row needs 1 <= k <= n")
-    dropped = np.array([max(v - first, 0) for v in n], dtype=object)
-    raw = (grid * user_cap * k * dropped) // (n * np.array([max(v - first, user_cap) for v in n], dtype=object))
+    raw = np.array([bias_term(int(a), int(b), first, first, user_cap, int(a)) for a, b in zip(k, n)], dtype=object)
     user = pd.factorize(cells["user_id"])[0]
     squares = np.zeros(int(user.max()) + 1, dtype=object)
     np.add.at(squares, user, raw * raw)
-    q = squares[user]
-    limit = int(reach) * grid * grid
-    scaled = [r if qu <= limit else int(np.floor(float(r) * np.sqrt(float(limit) / float(qu)) * SHRINK))
-              for r, qu in zip(raw, q)]
+    limit = int(reach) * GRID * GRID
+    scaled = [r if q <= limit else int(np.floor(float(r) * np.sqrt(float(limit) / float(q)) * SHRINK))
+              for r, q in zip(raw, squares[user])]
     cell = pd.factorize(cells["cell"])[0]
     sums = np.zeros(int(cell.max()) + 1, dtype=object)
     np.add.at(sums, cell, np.array(scaled, dtype=object))
