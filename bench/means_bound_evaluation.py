@@ -13,12 +13,12 @@ expectation. Unlike tune's score every movie with a rating counts at every bound
 smooth where few movies clear the half-width. The oracle is the best integer l in 1..256 with all
 of the release's ε on the tables (a fixed l's split); auto's error is exact over its choice:
 Σ_b P(auto picks b)·score(b) at auto's split, P from the product's own quality and mechanism
-(release.mean_bound_quality). "floor": the best candidate at auto's split (the choice's tenth of ε
+(release.mean_bound_quality). "floor": the best candidate at auto's split (the choice's share of ε
 costs the tables that much); "before": the choice the means made before their own quality (the
 counts' mechanism over the count and sum tables' squared error), exact over its user count and
 mechanism.
 
-    python bench/means_bound_evaluation.py [--out bench/results/bound_evaluation/means.md]
+    python bench/means_bound_evaluation.py [--set heldout] [--out FILE]
 """
 
 from __future__ import annotations
@@ -79,6 +79,17 @@ def shapes():
         kept = records[records["item_id"].isin(top)].reset_index(drop=True)
         yield f"{label} top 90, catalogue", kept, catalogue
         yield f"{label} top 90, own ids", kept, np.sort(top.to_numpy())
+
+
+def heldout_shapes():
+    """Other domain sizes (``--set heldout``): the same two tables' 30 and 300 most-rated movies,
+    against their own ids. Held out from the quality's design; the share of ε was set on both sets."""
+    for label, load in (("ML-100K", _ml_100k), ("ML-1M rated", _ml_1m_rated)):
+        records, _ = load()
+        for top_n in (30, 300):
+            top = records["item_id"].value_counts().index[:top_n]
+            kept = records[records["item_id"].isin(top)].reset_index(drop=True)
+            yield f"{label} top {top_n}, own ids", kept, np.sort(top.to_numpy())
 
 
 def params_of(noise: str, l) -> MeansParams:
@@ -170,17 +181,22 @@ def _quantile_score(picks: np.ndarray, candidates, rows: dict, level: float) -> 
     return float(scores[order][min(int(np.searchsorted(reached, level)), len(order) - 1)])
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "bound_evaluation" / "means.md")
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path, help="default bench/results/bound_evaluation/means.md, or "
+                        "means_heldout.md with --set heldout")
+    parser.add_argument("--set", choices=["evaluation", "heldout"], default="evaluation",
+                        help="the evaluation set's shapes, or the held-out ones")
+    args = parser.parse_args(argv)
+    out = args.out or ROOT / "bench" / "results" / "bound_evaluation" / (
+        "means.md" if args.set == "evaluation" else "means_heldout.md")
     lines = ["# bench/means_bound_evaluation.py: the means' l = \"auto\" against the best integer l in 1..256 "
              "(the module's score, lower is better; W = 4)", "",
              "| shape | noise | ε | oracle l | auto/oracle | floor | before/oracle | l = 10/oracle | p99/oracle | "
              "likeliest | rated movies with a mean: auto | oracle | l = 10 |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     start = time.time()
-    for label, records, items in shapes():
+    for label, records, items in (shapes() if args.set == "evaluation" else heldout_shapes()):
         for noise in ("laplace", "gaussian"):
             for epsilon in EPSILONS:
                 r = evaluate(records, items, noise, epsilon)
@@ -190,8 +206,8 @@ def main() -> None:
                              f"{r['p99'] / base:.3f} | {r['likeliest']} | "
                              f"{r['means_auto']:.1f} | {r['means_oracle']:.1f} | {r['means_default']:.1f} |")
                 print(lines[-1], f"({time.time() - start:.0f} s)", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -14,15 +14,17 @@ import pytest
 from pyspark.sql import functions as F
 
 import dp_spark
-from dp_spark.core import accuracy, noise_choice
+from dp_spark.core import accuracy, noise_choice, zcdp
+from dp_spark.core.accounting import Accounting
 from dp_spark.core.domain import AttributeDomain, item_domain_of_ids
 from dp_spark.errors import ConfigError, DataError
 from dp_spark.families.means import choice as means_choice
 from dp_spark.families.means import params as means_params
+from dp_spark.families.means.family import FAMILY
 from dp_spark.jobs.config import load_config
 from dp_spark.jobs.runner import compute_release
 from dp_spark.release import bound_selection, clip_choice, mean_bound_quality
-from dp_spark.release.family import Domains
+from dp_spark.release.family import Domains, plan_split
 from tests.samples import movielens_1m_sample
 
 ITEMS = 40
@@ -302,14 +304,18 @@ def test_hpas_auto_l_draws_its_popularity_first_and_scores_what_hpa_keeps(spark,
     # l = 20 (their noisy popularity, about 12 from one record per user, is far above the own
     # items'): each shared item keeps all 500 users, where SRA's sample keeps 250 of them; at
     # l = 40 both keep everything with twice the noise. Scored as HPA keeps (exact, from the kept
-    # counts the choice is given): P(l = 20) = 0.997; scored as SRA's sample, P(l = 40) = 0.89.
+    # counts the choice is given): P(l = 20) = 0.997; scored as SRA's sample, P(l = 40) = 0.89. The
+    # split gives the choice a tenth of ε (the default under pure ε is a twentieth: P(l = 20) = 0.93
+    # against P(l = 40) = 0.74 for SRA's sample), so that the two scorings stand well apart.
     users, shared = 500, 20
     rng = np.random.default_rng(1)
     rows = [(u, i, float(rng.uniform(1, 5))) for u in range(users) for i in range(1, shared + 1)]
     rows += [(u, shared + 1 + u * shared + j, float(rng.uniform(1, 5))) for u in range(users) for j in range(shared)]
     df = spark.createDataFrame(pd.DataFrame(rows, columns=["user_id", "item_id", "value"]))
     common = dict(items=range(1, shared * (users + 1) + 1), value="value", low=1, high=5, l="auto",
-                  l_candidates=[shared, 2 * shared], bounding="hpa", epsilon=8, seed=0, progress=lambda _: None)
+                  l_candidates=[shared, 2 * shared], bounding="hpa", epsilon=8, seed=0, progress=lambda _: None,
+                  epsilon_split=dict(epsilon_bound=0.8, epsilon_popularity=0.8, epsilon_bounding=0.4,
+                                     epsilon_counts=1.8, epsilon_sums=4.2))
     chances, choose = [], mean_bound_quality.choose_bound
 
     def watched(kept, candidates, model, epsilon, *rest, **named):
@@ -357,10 +363,10 @@ def test_the_choice_scores_the_item_means_with_each_tables_own_noise(ratings, mo
     cells["n"] = cells["user_id"].map(records.groupby("user_id").size())
     want = mean_bound_quality.kept_counts(cells.rename(columns={"item_id": "cell"}), [1, 3, 12, 40], 40)
     assert len(seen["kept"]) == 1 and sorted(map(tuple, seen["kept"][0])) == sorted(map(tuple, want))
-    # ε = 4: a tenth chooses l, a twentieth estimates what bounding removed; each table pair shares
-    # the rest, 3/10 to its counts and 7/10 to its sums.
-    assert seen["epsilon"] == Fraction(4, 10)
-    pair = Fraction(34, 10) / (2 if with_edges else 1)
+    # ε = 4: a twentieth chooses l, a twentieth estimates what bounding removed; each table pair
+    # shares the rest, 3/10 to its counts and 7/10 to its sums.
+    assert seen["epsilon"] == Fraction(2, 10)
+    pair = Fraction(36, 10) / (2 if with_edges else 1)
     assert seen["model"].weights == (1,) and seen["model"].cells == (ITEMS,)
     for b, table in zip([1, 3, 12, 40], seen["model"].tables[0]):
         counts = noise_choice.laplace_variance(b, pair * Fraction(3, 10))
@@ -393,6 +399,19 @@ high = 1
         load_config(config)
 
 
+def test_the_choice_of_l_takes_a_twentieth_of_epsilon_or_a_tenth_of_rho():
+    """Under pure ε the choice takes a twentieth (the tables pay for their share squared in noise
+    variance); under zCDP a tenth of ρ, as the counts' choice (docs/value_sums.md, "Choosing l")."""
+    params, domains = means_params.MeansParams(1.0, 5.0, "auto"), Domains(range(10))
+    pure = plan_split(FAMILY, params, Fraction(2), domains)
+    assert pure["epsilon_bound"] == Fraction(1, 10) and sum(pure.values()) == 2
+    rho = zcdp.rho_of(Fraction(2), 1e-6)
+    under_zcdp = plan_split(FAMILY, params, Fraction(2), domains, accounting=Accounting("gaussian", rho, 1e-6))
+    assert under_zcdp["epsilon_bound"] == zcdp.epsilon_for_rho(rho / 10)
+    # Negative control: the pure split's shares read as shares of ρ would give the choice a twentieth.
+    assert under_zcdp["epsilon_bound"] > zcdp.epsilon_for_rho(rho / 20)
+
+
 def test_auto_is_checked_like_the_counts_and_planned_at_the_largest_candidate(tmp_path):
     common = dict(items=range(1, 5), value="v", low=0, high=1)
     with pytest.raises(ConfigError, match="l_candidates is used only with"):
@@ -400,9 +419,9 @@ def test_auto_is_checked_like_the_counts_and_planned_at_the_largest_candidate(tm
     with pytest.raises(ConfigError, match="strictly increasing"):
         dp_spark.plan("means", **common, l="auto", l_candidates=[8, 2], epsilon=1)
     auto = dp_spark.plan("means", **common, l="auto", l_candidates=[2, 8], epsilon=1).accuracy["tables"]
-    # Before the run: the noise at the largest candidate (8), with the 17/20 of ε the tables get (a tenth
-    # chooses l, a twentieth estimates what bounding removed): a fixed l's tables get 19/20 of its ε.
-    fixed = dp_spark.plan("means", **common, l=8, epsilon=Fraction(17, 19)).accuracy["tables"]
+    # Before the run: the noise at the largest candidate (8), with the 9/10 of ε the tables get (a
+    # twentieth chooses l, a twentieth estimates what bounding removed): a fixed l's tables get 19/20.
+    fixed = dp_spark.plan("means", **common, l=8, epsilon=Fraction(18, 19)).accuracy["tables"]
     for column in ("noisy_count", "noisy_sum"):
         planned, at_largest = auto["item_means"][column], fixed["item_means"][column]
         assert planned["kind"] == accuracy.UPPER_BOUND and planned["sd"] == pytest.approx(at_largest["sd"])

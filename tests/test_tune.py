@@ -306,11 +306,12 @@ high = 5
     assert auto["objective"] == "items" and auto["objective_described"] == "the item table's means"
     params = MeansParams(1.0, 5.0, "auto", candidates=(1, 4, 6))
     domains = Domains(item_domain_of_ids(list(range(1, 11)), "1..10"))
-    model = means_choice.error_model(params, domains, means_params.budget_split(params, Fraction(1), domains))
+    split = means_params.budget_split(params, Fraction(1), domains)  # the config's ε = 1
+    model = means_choice.error_model(params, domains, split)
     cells = frame.groupby(["user_id", "item_id"]).size().rename("k").reset_index()
     cells["n"] = cells["user_id"].map(frame.groupby("user_id").size())
     kept = [mean_bound_quality.kept_counts(cells.rename(columns={"item_id": "cell"}), (1, 4, 6), 6)]
-    picks = mean_bound_quality.pick_probabilities(kept, (1, 4, 6), model, Fraction(1, 10))
+    picks = mean_bound_quality.pick_probabilities(kept, (1, 4, 6), model, split["epsilon_bound"])
     assert list(auto["pick_probability"].values()) == pytest.approx(picks.tolist(), rel=1e-9)
     assert main([*conf, "--set", 'algorithm.l="auto"']) == 0
     said = capsys.readouterr().out.splitlines()
@@ -320,16 +321,17 @@ high = 5
     assert main([*conf, "--set", 'algorithm.l="auto"', "--set", 'algorithm.bounding="hpa"', "--json"]) == 0
     hpa = json.loads(capsys.readouterr().out)["auto"]
     params = MeansParams(1.0, 5.0, "auto", candidates=(1, 4, 6), bounding="hpa")
-    model = means_choice.error_model(params, domains, means_params.budget_split(params, Fraction(1), domains))
+    split = means_params.budget_split(params, Fraction(1), domains)
+    model = means_choice.error_model(params, domains, split)
     scores = tune.expected_popularity(frame, domains.items, 1)
     ranked = bound_selection.ranked_cells(cells.assign(cell=cells["item_id"]), "item_id",
                                           dict(zip(range(1, 11), scores.tolist())))
     kept = [mean_bound_quality.kept_counts(ranked, (1, 4, 6), 6)]
-    picks = mean_bound_quality.pick_probabilities(kept, (1, 4, 6), model, Fraction(1, 10))
+    picks = mean_bound_quality.pick_probabilities(kept, (1, 4, 6), model, split["epsilon_bound"])
     assert list(hpa["pick_probability"].values()) == pytest.approx(picks.tolist(), rel=1e-9)
     unranked = [mean_bound_quality.kept_counts(cells.rename(columns={"item_id": "cell"}), (1, 4, 6), 6)]
     assert list(hpa["pick_probability"].values()) != pytest.approx(
-        mean_bound_quality.pick_probabilities(unranked, (1, 4, 6), model, Fraction(1, 10)).tolist(), rel=1e-3)
+        mean_bound_quality.pick_probabilities(unranked, (1, 4, 6), model, split["epsilon_bound"]).tolist(), rel=1e-3)
     # HPA's rows keep each user's records of the most popular items, at HPA's fixed-l split.
     assert main([*conf, "--set", 'algorithm.bounding="hpa"', "--json"]) == 0
     hpa_rows = json.loads(capsys.readouterr().out)

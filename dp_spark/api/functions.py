@@ -334,7 +334,7 @@ def means(df: DataFrame, *, items: Items, value: str, l: Bound, low: float | str
     each user keeps at most ``l`` records
     (``bounding="sra"``: a uniform sample of its own; ``"hpa"``: its most popular by a noisy
     popularity from ``d`` records per user); ``l="auto"`` chooses l privately from ``l_candidates``
-    (default 1, 2, 3, 4, 6, ..., 256) with a tenth of ε, for the item table's means unless
+    (default 1, 2, 3, 4, 6, ..., 256) with a twentieth of ε (under zCDP a tenth of ρ), for the item table's means unless
     ``l_objective`` says otherwise ("cells": every mean of both tables alike; "tables": each
     table alike; or weights such as {"item_means": 1, "edge_means": 0.5}). Each row has
     noisy_count, noisy_sum, mean and the mean's interval (mean_low, mean_high) at ``confidence``

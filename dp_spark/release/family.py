@@ -134,6 +134,9 @@ class Family:
     read_columns: Callable[[Any], tuple[str, ...]] = lambda params: ()
     uses_item_domain: bool = True  # FRAPP's domain is its attributes' values, in its parameters
     item_domain_optional: bool = False  # without domain.items every record counts (user_histogram)
+    # (params, domains) -> the shares of ρ under zCDP accounting, where they differ from the
+    # default split's shares of ε (the means' choice of l). None: default_split's at ε = 1.
+    zcdp_shares: Callable[[Any, Domains], dict[str, Fraction]] | None = None
     # Whom a release protects, given the records it reads (FRAPP: whether they name their users).
     privacy_unit: Callable[[Any, Any], PrivacyUnit] = lambda params, records: USER_UNIT
     # The report's noise and domain sections, where a family's differ from the central counts'.
@@ -265,7 +268,8 @@ def zcdp_split(family: Family, params: Any, domains: Domains, overrides: dict[st
             raise ConfigError(f"guards.epsilon {float(guards.epsilon):g} costs rho "
                               f"{float(zcdp.pure_cost(guards.epsilon)):.6g}, all of the release's rho "
                               f"{float(accounting.rho):.6g}")
-    shares = family.default_split(params, Fraction(1), domains)
+    shares = (family.zcdp_shares(params, domains) if family.zcdp_shares is not None
+              else family.default_split(params, Fraction(1), domains))
     if sum(shares.values(), Fraction(0)) != 1:
         raise ConfigError(f"{params.algorithm} cannot split a zCDP budget (its parts are not shares of one total)")
     try:

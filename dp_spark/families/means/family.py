@@ -31,6 +31,7 @@ from dp_spark.families.means.choice import choose_clip_range, choose_l, with_cho
 from dp_spark.families.means.params import (
     EDGE_TABLE,
     ITEM_TABLE,
+    ZCDP_BOUND_SHARE,
     MeansParams,
     budget_split,
     from_config,
@@ -199,6 +200,7 @@ def _beyond_the_driver(params: MeansParams, domains: Domains, execution) -> bool
 
 
 FAMILY = Family(name="means", algorithms=("means",), params_type=MeansParams, default_split=budget_split,
+                zcdp_shares=lambda params, domains: budget_split(params, Fraction(1), domains, ZCDP_BOUND_SHARE),
                 split_keys=lambda params, domains: tuple(budget_split(params, Fraction(1), domains)), run=run,
                 describe=describe, report_section=report_section, from_config=from_config, accuracy=table_accuracy,
                 config_keys=("bounding", "low", "high", "records_per_item", "l_candidates", "l_objective",

@@ -26,6 +26,15 @@ BOUNDINGS = ("sra", "hpa")
 # 0.7 was no worse than 0.5 to 0.8 at ε = 1 on MovieLens 1M).
 SUM_SHARE = Fraction(7, 10)
 POPULARITY_SHARE = Fraction(1, 10)  # HPA's popularity, as for the counts (paper 000 §6)
+# The choice of l under pure ε: a twentieth of ε. A movie that loses its mean costs the score
+# much more than a noisier mean, so the tables' share matters more here than to the counts: with
+# a tenth, the tables' loss alone put the best candidate at up to 1.61 times the best fixed l on
+# the evaluation set's 90 movies. A tenth, a twentieth, a thirtieth and a fortieth were measured
+# there and on 30 and 300 movies; a twentieth was the least worst over both (docs/value_sums.md,
+# "The share of ε"). Under zCDP the tables pay for a share of ρ only in proportion (noise variance
+# 1/(1 − share), not 1/(1 − share)²), and the choice keeps the counts' tenth of ρ.
+BOUND_SHARE = Fraction(1, 20)
+ZCDP_BOUND_SHARE = bound_selection.DEFAULT_SHARE
 ITEM_TABLE, EDGE_TABLE = "item_means", "edge_means"
 # Each table pair: its ledger steps and its parts of the budget (privacy.epsilon_*).
 PAIRS = {ITEM_TABLE: ("value_counts", "value_sums", "epsilon_counts", "epsilon_sums"),
@@ -39,9 +48,10 @@ class MeansParams(AutoBound):
     it privately from ``clip_candidates`` with a tenth of ε (docs/value_sums.md, "Choosing the
     clipping range"); ``l``: records kept per user,
     by ``bounding`` ("sra": a uniform sample; "hpa": the most popular, popularity measured on
-    ``d`` records per user), or "auto" to choose it privately from ``candidates`` with a tenth of
-    ε (docs/value_sums.md, "Choosing l"); ``records_per_item``: at most c of a user's kept records
-    per item (lowers the L2 sensitivity, which only Gaussian noise uses); ``noise``: privacy.noise;
+    ``d`` records per user), or "auto" to choose it privately from ``candidates`` with a twentieth
+    of ε (under zCDP a tenth of ρ; docs/value_sums.md, "Choosing l"); ``records_per_item``: at
+    most c of a user's kept records per item (lowers the L2 sensitivity, which only Gaussian noise
+    uses); ``noise``: privacy.noise;
     ``objective``: with l = "auto", which means the choice scores (release.bound_objective over the
     tables item_means and edge_means; the item table's unless given)."""
 
@@ -163,15 +173,17 @@ class MeansParams(AutoBound):
         return 1 - self.confidence
 
 
-def budget_split(params: MeansParams, epsilon: Fraction, domains: Domains) -> dict[str, Fraction]:
+def budget_split(params: MeansParams, epsilon: Fraction, domains: Domains,
+                 bound_share: Fraction = BOUND_SHARE) -> dict[str, Fraction]:
     """With items selected privately, half of ε first selects them (as for the counts); with
-    "auto", a tenth of ε to choose l and a tenth to choose the clipping range; HPA: a tenth of ε
-    for the popularity; a twentieth estimates what bounding removed (as for the counts); the rest shared
-    by the table pairs (items, and items × attributes), each pair 3/10 to its counts and 7/10 to its
-    sums."""
+    "auto", ``bound_share`` of ε to choose l (a twentieth under pure ε; the shares of ρ under zCDP
+    give it a tenth: ZCDP_BOUND_SHARE) and a tenth to choose the clipping range; HPA: a tenth of ε
+    for the popularity; a twentieth estimates what bounding removed (as for the counts); the rest
+    shared by the table pairs (items, and items × attributes), each pair 3/10 to its counts and
+    7/10 to its sums."""
     first = {"epsilon_partition": epsilon * PARTITION_SHARE} if params.private_items else {}
     if params.auto:
-        first["epsilon_bound"] = epsilon * bound_selection.DEFAULT_SHARE
+        first["epsilon_bound"] = epsilon * bound_share
     if params.clip_auto:
         first["epsilon_clip"] = epsilon * clip_choice.SHARE
     if params.bounding == "hpa":

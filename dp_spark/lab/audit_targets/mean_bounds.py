@@ -72,7 +72,7 @@ def model_of(candidates: tuple[int, ...], noise: str, epsilon: Fraction) -> mq.M
     params = MeansParams(0.0, 1.0, "auto", noise=noise, records_per_item=1 if noise == "gaussian" else None,
                          candidates=candidates)
     domains = Domains(item_domain_of_ids(list(range(1, DOMAIN + 1)), f"1..{DOMAIN}"))
-    split = budget_split(params, epsilon * TABLES_SHARE, domains)
+    split = budget_split(params, epsilon * TABLES_SHARE, domains, Fraction(1, TABLES_SHARE))
     return choice.error_model(params, domains, split)
 
 
