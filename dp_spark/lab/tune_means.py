@@ -21,7 +21,7 @@ With l = "auto" the result also says what the choice would do over the same cand
 (``auto_choice``): the objective it scores, its quality q(b) and chance of picking each candidate
 (the job's own model and mechanism, release.mean_bound_quality; for HPA each user's records ranked
 by the popularity in expectation, without the release's noise), and the expected score of its pick
-over the rows (the choice's tenth of ε not counted there).
+over the rows (the choice's share of ε not counted there).
 
 The bias, noise and error columns are over the items whose kept count is above the half-width.
 The score is the mean over the items whose kept count is above it at some candidate of
@@ -198,7 +198,7 @@ def auto_choice(records: pd.DataFrame, params: MeansParams, candidates: Sequence
     """What l = "auto" would do over ``candidates`` on these records: the objective it scores, its
     quality and probability of picking each candidate (release.mean_bound_quality, the job's own
     model at the config's ``split``), Δq, and the expected score over ``rows`` (the fixed split's:
-    the choice's tenth of ε is not counted in it). NOT PRIVATE."""
+    the choice's share of ε is not counted in it). NOT PRIVATE."""
     auto = replace(params, l="auto", candidates=tuple(candidates))
     model = choice.error_model(auto, domains, split)
     columns = {ITEM_TABLE: ["item_id"], EDGE_TABLE: ["item_id", "attr"]}
