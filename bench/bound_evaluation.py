@@ -321,7 +321,7 @@ def evaluate_estimate(shape: Shape, tables: dict[str, Table], objective, setting
         cells, c = tables["item_counts"].cells, model.records_per_cell
         edges = bound_estimate.histogram_edges(cells, c)
         picks = {bound_estimate.bound_of(bound_estimate.record_histogram(users_by_n, edges),
-                                         [bound_estimate.anchor_value(q) for q in squared], edges,
+                                         bound_estimate.combined_value(squared, list(weights.values())), edges,
                                          setting.candidates, model, bound_estimate.assumed_top(cells, c),
                                          bound_estimate.NO_NOISE): 1.0}
     bounds = list(range(first, last + 1))

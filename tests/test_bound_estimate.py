@@ -70,6 +70,12 @@ def test_the_anchor_sensitivity_is_the_root_of_the_smaller_reach_rounded_up():
     assert be.anchor_sensitivity(1, 255, 90) == math.ceil(GRID * math.sqrt(90))
     assert be.anchor_sensitivity(2, 10, 90) == math.ceil(GRID * math.sqrt(20))
     assert be.anchor_value(16) == 4 and be.anchor_value(17) == 5
+    # Several tables: one anchor, the weighted sum of their squares; one table of weight 1 is the same.
+    assert be.combined_value([16], [Fraction(1)]) == 4
+    assert be.combined_value([16, 9], [Fraction(1), Fraction(1, 9)]) == 5
+    assert be.combined_sensitivity(1, 255, (90,), (Fraction(1),)) == be.anchor_sensitivity(1, 255, 90)
+    assert be.combined_sensitivity(1, 255, (90, 450), (Fraction(1), Fraction(1, 5))) == \
+        math.ceil(GRID * math.sqrt(90 + 255 / 5))
 
 
 def _cells(rows) -> pd.DataFrame:
@@ -91,6 +97,46 @@ def test_one_added_user_moves_an_anchor_by_at_most_its_sensitivity(others, added
     reach = be.anchor_reach(per_cell, cap, 8)
     anchors = [be.anchor_value(be.anchor_squared_norms(_cells(r), first, cap, reach)) for r in (rows, with_added)]
     assert abs(anchors[1] - anchors[0]) <= be.anchor_sensitivity(per_cell, cap, 8)
+
+
+def _two_tables(rows, first, cap, per_cell, weights):
+    """The combined anchor of an item table (8 cells) and an item × attribute table (24 cells) of
+    ``rows`` (user, item, attribute), each table's terms scaled to its own reach."""
+    items = _cells([(u, i) for u, i, _ in rows])
+    edges = _cells([(u, 3 * i + a) for u, i, a in rows])
+    squared = [be.anchor_squared_norms(t, first, cap, be.anchor_reach(per_cell, cap, c))
+               for t, c in ((items, 8), (edges, 24))]
+    return be.combined_value(squared, weights)
+
+
+records = st.tuples(st.integers(0, 7), st.integers(0, 2))
+weight = st.fractions(min_value=Fraction(1, 8), max_value=4, max_denominator=8)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(others=st.lists(st.lists(records, min_size=1, max_size=30), min_size=1, max_size=6),
+       added=st.lists(records, min_size=1, max_size=200), cap=st.integers(1, 40), first=st.integers(1, 5),
+       per_cell=st.integers(1, 3), weights=st.tuples(weight, weight))
+def test_one_added_user_moves_the_combined_anchor_by_at_most_its_sensitivity(others, added, cap, first, per_cell,
+                                                                              weights):
+    rows = [(u, i, a) for u, user in enumerate(others) for i, a in user]
+    with_added = rows + [(len(others), i, a) for i, a in added]
+    moved = [_two_tables(r, first, cap, per_cell, weights) for r in (rows, with_added)]
+    assert abs(moved[1] - moved[0]) <= be.combined_sensitivity(per_cell, cap, (8, 24), weights)
+
+
+def test_negative_control_the_combined_anchor_moves_past_one_tables_sensitivity():
+    # Two users of one record each (no bias at b_1 = 1) and one with a record in each of the 24
+    # item × attribute cells, U = 100, c = 1: their item terms (3·23/24 each) are scaled to the
+    # item table's reach, 8 records², their edge terms (23/24 each) sum to 22 records² below its
+    # 24, so the combined anchor moves by about √30 records. The combined sensitivity (√32)
+    # allows that; one table's, even the larger reach (√24), does not.
+    base = [(0, 0, 0), (1, 2, 1)]
+    heavy = base + [(2, i, a) for i in range(8) for a in range(3)]
+    moved = [_two_tables(r, 1, 100, 1, (Fraction(1), Fraction(1))) for r in (base, heavy)]
+    move = abs(moved[1] - moved[0])
+    assert move <= be.combined_sensitivity(1, 100, (8, 24), (Fraction(1), Fraction(1)))
+    assert move > max(be.anchor_sensitivity(1, 100, cells) for cells in (8, 24))
 
 
 def test_negative_control_an_anchor_without_the_user_cap_moves_past_the_sensitivity():
@@ -137,11 +183,11 @@ def test_where_every_user_spreads_alike_the_estimate_is_the_true_bias():
     moments = be.BinMoments.of(edges, bounds, 255)
     dropped = np.array([sum(u * max(n - b, 0) for n, u in counts.items()) for b in bounds], dtype=float)
     anchor = math.sqrt(4) * dropped[0] / 4  # ‖B(1)‖: four cells of S(1)/4 each
-    estimate = be.estimated_errors(histogram, [anchor], moments, [Fraction(1)], [0.0] * 256)
+    estimate = be.estimated_errors(histogram, anchor, moments, Fraction(1), [0.0] * 256)
     sampling = np.array([sum(u * b * max(n - b, 0) / n for n, u in counts.items()) for b in bounds])
     assert estimate == pytest.approx(dropped ** 2 / 4 + sampling)
     noise = 2.0 * bounds.astype(float) ** 2 * 4  # four cells of Laplace variance 2b² at ε = 1
-    assert be.best_bound(be.estimated_errors(histogram, [anchor], moments, [Fraction(1)], noise), bounds) == \
+    assert be.best_bound(be.estimated_errors(histogram, anchor, moments, Fraction(1), noise), bounds) == \
         int(bounds[np.argmin(dropped ** 2 / 4 + sampling + noise)])
 
 
@@ -157,15 +203,15 @@ def _choice(epsilon, accounting, tables=("item_counts",), seed=1):
     return chosen, budget
 
 
-def test_the_choice_pays_the_histogram_and_each_anchor_its_share_of_its_epsilon():
+def test_the_choice_pays_the_histogram_and_one_anchor_for_all_the_scored_tables():
     chosen, budget = _choice(Fraction(1, 10), PURE, ("item_counts", "edge_counts"))
     steps = [(e.step, e.epsilon, e.sensitivity, e.cells) for e in budget.entries]
-    anchor = be.anchor_sensitivity(1, 255, 90)
+    # Two tables of 90 cells and weight 1: one user adds at most 90 records² to each.
+    anchor = math.ceil(GRID * math.sqrt(2 * 90))
     assert steps == [("choose l: record counts", Fraction(1, 50), 1, len(chosen.record_bins)),
-                     (f"choose l: bias of item_counts (1/{GRID} records)", Fraction(2, 50), anchor, 1),
-                     (f"choose l: bias of edge_counts (1/{GRID} records)", Fraction(2, 50), anchor, 1)]
+                     (f"choose l: bias of item_counts + edge_counts (1/{GRID} records)", Fraction(4, 50), anchor, 1)]
     assert sum(e.epsilon for e in budget.entries) == Fraction(1, 10)
-    assert 1 <= chosen.bound <= 256 and set(chosen.anchors_noisy) == {"item_counts", "edge_counts"}
+    assert 1 <= chosen.bound <= 256 and set(chosen.anchors_noisy) == {"item_counts + edge_counts"}
     assert chosen.to_json("l")["l"] == chosen.bound and len(chosen.record_counts_noisy) == len(chosen.record_bins)
 
 
@@ -184,11 +230,11 @@ def test_with_little_noise_the_choice_is_the_estimates_best_bound():
     edges = be.histogram_edges(90, 1)
     histogram = be.record_histogram(pd.Series([400, 300, 200, 50], index=[3, 20, 60, 150]), edges)
     model = ErrorModel((Fraction(1),), 1, tuple(Fraction(2 * b * b * 90) for b in range(1, 257)), cells=(90,))
-    best = be.bound_of(histogram, [9_000 * GRID], edges, (1, 256), model, 90, be.NO_NOISE)
+    best = be.bound_of(histogram, 9_000 * GRID, edges, (1, 256), model, 90, be.NO_NOISE)
     assert abs(chosen.bound - best) <= 1
     every = np.arange(1, 257)
-    errors = be.estimated_errors(be.monotone_tail(histogram, edges), [9_000.0], be.BinMoments.of(edges, every, 255),
-                                 [Fraction(1)], [2 * b * b * 90 for b in every])
+    errors = be.estimated_errors(be.monotone_tail(histogram, edges), 9_000.0, be.BinMoments.of(edges, every, 255),
+                                 Fraction(1), [2 * b * b * 90 for b in every])
     assert best == be.best_bound(errors, every)
 
 

@@ -163,8 +163,8 @@ COUNTS_AUTO_ALLOWED = (
     Allowed("algorithm.chosen.user_cap", "the quality's user cap: post-processing of the noisy user count"),
     Allowed("algorithm.chosen.record_counts_noisy", "SRA's estimate choice: users per bin of record counts, with "
             "noise (step choose l: record counts)"),
-    Allowed("algorithm.chosen.bias_anchors_noisy", "SRA's estimate choice: each table's bias norm at the smallest "
-            "candidate, with noise (steps choose l: bias of ...)"),
+    Allowed("algorithm.chosen.bias_anchors_noisy", "SRA's estimate choice: the scored tables' weighted bias norm at "
+            "the smallest candidate, with noise (step choose l: bias of ...)"),
     Allowed("ledger[*].sensitivity_l1", "the choice's Δq is at the user cap, post-processing of the noisy user count",
             step=CHOICE_STEPS),
     Allowed("ledger[*].noise_scale", "the choice's Δq/ε is at the user cap, post-processing of the noisy user count",

@@ -5,19 +5,20 @@ and the bound that minimises the error they predict, found by post-processing al
 1. A histogram of the users' record counts n_u in the domain, over public bins (each user in one
    bin: sensitivity 1), from which the records a bound b drops, S(b) = Σ_u (n_u − b)⁺, and SRA's
    sampling variance follow for every integer b.
-2. For each table the objective scores, one anchor: the norm of the table's bias vector at the
-   smallest candidate b_1, ‖A_t‖, every record of a cell counted, each user's part capped at
-   U = b_K − b_1 records and then scaled to the anchor's reach (:func:`anchor_squared_norms`). It
-   tells how the dropped records spread over the table's cells.
+2. One anchor: the norm of the bias vector at the smallest candidate b_1 of the tables the
+   objective scores, each table's part weighted by √w_t, √(Σ_t w_t·‖A_t‖²), every record of a
+   cell counted, each user's part capped at U = b_K − b_1 records and then scaled to each table's
+   reach (:func:`anchor_squared_norms`). It tells how the dropped records spread over the cells;
+   the estimate reads the tables only through that weighted sum, so one anchor serves them all.
 
 The noisy histogram is post-processed first: its tails that noise alone would fill (above c
 records per item, above the last bin loud against the noise) are read as empty unless their
 totals are significant (:func:`trimmed`), and its tail from 32 records on is made non-increasing
-(:func:`monotone_tail`). The estimate of table t's squared bias at b is then (A_t/S_U)²·S(b)²,
-S_U = Σ_u min((n_u − b_1)⁺, U): each bound drops records from the cells in the proportions it
-does at b_1. With the public noise
-variance N_t(b) and the sampling variance V(b), the chosen bound minimises
-Σ_t w_t·(bias_t(b)² + V(b) + N_t(b)) over every integer from b_1 to b_K.
+(:func:`monotone_tail`). The estimate of the tables' weighted squared bias at b is then
+(A/S_U)²·S(b)², S_U = Σ_u min((n_u − b_1)⁺, U): each bound drops records from the cells in the
+proportions it does at b_1. With the public noise variance N_t(b) and the sampling variance V(b),
+the chosen bound minimises (A/S_U)²·S(b)² + Σ_t w_t·(V(b) + N_t(b)) over every integer from b_1
+to b_K.
 
 Pure functions over plain numbers; the Spark side is release.bound_bias (the anchors' squared
 norms) and validation's users_by_n (the histogram's counts)."""
@@ -41,8 +42,8 @@ from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
 from dp_spark.release.bound_selection import GRID, ErrorModel, bias_term, candidates_checked
 from dp_spark.release.sum_tables import GAUSSIAN, LAPLACE, halfwidth, table_entry
 
-# The histogram takes this share of the choice's ε (of its ρ under zCDP), the anchors the rest,
-# in equal parts. Set on the evaluation set (docs/bound_selection.md): 0.3 and 0.15 did worse.
+# The histogram takes this share of the choice's ε (of its ρ under zCDP), the anchor the rest. Set
+# on the evaluation set (docs/bound_selection.md): 0.3 and 0.15 did worse.
 HISTOGRAM_SHARE = Fraction(1, 5)
 # Bins: 1, 2, 3, 4 records each alone, then edges a factor 2^(1/4) apart.
 FINE_UP_TO = 4
@@ -167,10 +168,39 @@ def anchor_reach(records_per_cell: int, user_cap: int, cells: int) -> int:
     return min(c * int(user_cap), c * c * int(cells))
 
 
+def _ceil_sqrt(value: Fraction | int) -> int:
+    """⌈√value⌉ for a rational value ≥ 0, exactly: the least m with m² ≥ value, which is the least
+    with m² ≥ ⌈value⌉ (m² is an integer)."""
+    target = math.ceil(Fraction(value))
+    root = math.isqrt(target)
+    return root if root * root == target else root + 1
+
+
 def anchor_value(squared_norm: int) -> int:
-    """The anchor the noise is added to: ⌈√‖A‖²⌉ in 1/GRID records (exact)."""
-    root = math.isqrt(int(squared_norm))
-    return root if root * root == int(squared_norm) else root + 1
+    """One table's anchor: ⌈√‖A‖²⌉ in 1/GRID records (exact)."""
+    return _ceil_sqrt(int(squared_norm))
+
+
+def combined_value(squared_norms: Sequence[int], weights: Sequence[Fraction]) -> int:
+    """The anchor the noise is added to: ⌈√(Σ_t w_t·‖A_t‖²)⌉ in 1/GRID records (exact), the norm of
+    the scored tables' bias vectors put end to end, each times √w_t; one table of weight 1 gives
+    :func:`anchor_value`."""
+    if len(squared_norms) != len(weights) or any(Fraction(w) <= 0 for w in weights):
+        raise ValueError("one positive weight per scored table")
+    return _ceil_sqrt(sum((Fraction(w) * int(q) for w, q in zip(weights, squared_norms)), Fraction(0)))
+
+
+def combined_sensitivity(records_per_cell: int, user_cap: int, cells: Sequence[int],
+                         weights: Sequence[Fraction]) -> int:
+    """How far one user moves the combined anchor, in 1/GRID records, rounded up: their part of
+    each table's vector has squares summing to at most GRID²·R_t (:func:`anchor_reach`), so their
+    part of the weighted vector has norm at most GRID·√(Σ_t w_t·R_t) (triangle inequality), and
+    rounding the norm up adds less than 1. One table of weight 1 gives :func:`anchor_sensitivity`."""
+    if len(cells) != len(weights) or any(Fraction(w) <= 0 for w in weights):
+        raise ValueError("one positive weight per scored table")
+    reach = sum((Fraction(w) * anchor_reach(records_per_cell, user_cap, c) for w, c in zip(weights, cells)),
+                Fraction(0))
+    return max(1, _ceil_sqrt(GRID * GRID * reach))
 
 
 @dataclass(frozen=True)
@@ -279,21 +309,20 @@ class BinMoments:
         return BinMoments(np.asarray(bounds, dtype=np.int64), np.array(dropped), np.array(sampling), np.array(capped))
 
 
-def estimated_errors(histogram: np.ndarray, anchors: Sequence[float], moments: BinMoments,
-                     weights: Sequence[Fraction], noise: Sequence[Fraction | float]) -> np.ndarray:
+def estimated_errors(histogram: np.ndarray, anchor: float, moments: BinMoments, weight: Fraction,
+                     noise: Sequence[Fraction | float]) -> np.ndarray:
     """The predicted error at each bound of ``moments.bounds``:
-    Σ_t w_t·(H_t·S(b)² + V(b)) + N(b), H_t = max(A_t, 0)²/max(S_U, 1)². ``histogram``: the users
-    per bin (post-processed); ``anchors``: each scored table's ‖A_t‖ in records, in the order
-    of ``weights``; ``noise``: N(b) = Σ_t w_t·N_t(b), the weighted noise variance at each bound
-    (public: ErrorModel.noise_variance)."""
+    H·S(b)² + W·V(b) + N(b), H = max(A, 0)²/max(S_U, 1)². ``histogram``: the users per bin
+    (post-processed); ``anchor``: A, the scored tables' weighted bias norm in records
+    (:func:`combined_value`); ``weight``: W = Σ_t w_t; ``noise``: N(b) = Σ_t w_t·N_t(b), the
+    weighted noise variance at each bound (public: ErrorModel.noise_variance)."""
     users = np.asarray(histogram, dtype=float)
     dropped = users @ moments.dropped
     sampling = users @ moments.sampling
     capped = max(float(users @ moments.capped), 1.0)
     total = np.array([float(v) for v in noise])
-    for anchor, weight in zip(anchors, weights, strict=True):
-        spread = max(float(anchor), 0.0) ** 2 / capped ** 2
-        total += float(weight) * (spread * dropped ** 2 + sampling)
+    spread = max(float(anchor), 0.0) ** 2 / capped ** 2
+    total += spread * dropped ** 2 + float(weight) * sampling
     return total
 
 
@@ -309,7 +338,8 @@ def best_bound(errors: np.ndarray, bounds: np.ndarray) -> int:
 @dataclass(frozen=True)
 class EstimateChoice:
     """What the choice releases (DP outputs): the bound, the noisy users per bin of record counts
-    (bins from ``record_bins``, public), and each scored table's noisy anchor in records."""
+    (bins from ``record_bins``, public), and the noisy anchor in records, named by the scored
+    tables (joined by " + " when there are several)."""
 
     bound: int
     record_bins: tuple[int, ...]
@@ -322,17 +352,15 @@ class EstimateChoice:
                 "record_counts_noisy": list(self.record_counts_noisy), "bias_anchors_noisy": dict(self.anchors_noisy)}
 
 
-def choice_parts(epsilon: Fraction, zcdp_accounting: bool, tables: int) -> tuple[Fraction, Fraction]:
-    """(the histogram's ε, each anchor's ε) from the choice's part ``epsilon``: HISTOGRAM_SHARE of
-    it and the rest in equal parts over the ``tables`` anchors; under zCDP the same shares of its
-    ρ = ε²/2, each handed out as the ε_k with ε_k²/2 at most its share (rounded down)."""
+def choice_parts(epsilon: Fraction, zcdp_accounting: bool) -> tuple[Fraction, Fraction]:
+    """(the histogram's ε, the anchor's ε) from the choice's part ``epsilon``: HISTOGRAM_SHARE of
+    it and the rest; under zCDP the same shares of its ρ = ε²/2, each handed out as the ε_k with
+    ε_k²/2 at most its share (rounded down)."""
     epsilon, share = Fraction(epsilon), HISTOGRAM_SHARE
-    if tables < 1:
-        raise ValueError("the estimate needs one scored table at least")
     if not zcdp_accounting:
-        return epsilon * share, epsilon * (1 - share) / tables
+        return epsilon * share, epsilon * (1 - share)
     rho = zcdp.pure_cost(epsilon)
-    return zcdp.epsilon_for_rho(rho * share), zcdp.epsilon_for_rho(rho * (1 - share) / tables)
+    return zcdp.epsilon_for_rho(rho * share), zcdp.epsilon_for_rho(rho * (1 - share))
 
 
 def _noisy(budget: Budget, rng: RandomSource, step: str, values: np.ndarray, sensitivity: int,
@@ -350,49 +378,48 @@ def choose_bound(users_by_n: pd.Series, squared_anchors_at: Callable[[int], Sequ
                  epsilon: Fraction, budget: Budget, rng: RandomSource, step: str = "bound") -> EstimateChoice:
     """The whole choice with its part ``epsilon``: the histogram of ``users_by_n`` (users per
     record count, NOT private) with noise of sensitivity 1 (ledger step "<step>: record counts"),
-    each scored table's anchor ⌈‖A_t‖⌉ (``squared_anchors_at(U)``: the squared norms at b_1
-    with user cap U, in GRID² units) with noise of sensitivity ``anchor_sensitivity`` (steps
-    "<step>: bias of <table>"), then the bound from b_1 to b_K of least estimated error.
-    ``model``: the public error model over every integer from b_1 to b_K (its noise variances),
-    with the scored tables' weights and cells; ``item_cells``: the item domain's size."""
+    the anchor ⌈√(Σ_t w_t·‖A_t‖²)⌉ (``squared_anchors_at(U)``: each scored table's squared norm at
+    b_1 with user cap U, in GRID² units) with noise of sensitivity ``combined_sensitivity`` (step
+    "<step>: bias of <tables> (1/GRID records)"), then the bound from b_1 to b_K of least
+    estimated error. ``model``: the public error model over every integer from b_1 to b_K (its
+    noise variances), with the scored tables' weights and cells; ``item_cells``: the item domain's
+    size."""
     bounds = candidates_checked(candidates)
     every = np.arange(int(bounds[0]), int(bounds[-1]) + 1)
     if len(model.noise_variance) != every.size or model.cells is None:
         raise ValueError(f"the estimate needs the noise at each of the {every.size} bounds and each table's cells")
     weights = [w for w in model.weights if w]
-    if len(weights) != len(model.weights) or len(tables) != len(weights):
+    if not weights or len(weights) != len(model.weights) or len(tables) != len(weights):
         raise ValueError("the estimate needs one positive weight per scored table")
     user_cap = int(bounds[-1] - bounds[0])
-    histogram_epsilon, anchor_epsilon = choice_parts(epsilon, budget.zcdp, len(tables))
+    histogram_epsilon, anchor_epsilon = choice_parts(epsilon, budget.zcdp)
     edges = histogram_edges(item_cells, model.records_per_cell)
     squared = squared_anchors_at(user_cap)  # the Spark pass before any spending: a failure there spends nothing
     counts, counts_entry = _noisy(budget, rng, f"{step}: record counts", record_histogram(users_by_n, edges), 1,
-                               histogram_epsilon)
-    anchors = {}
-    for table, norm, cells in zip(tables, squared, model.cells, strict=True):
-        sensitivity = anchor_sensitivity(model.records_per_cell, user_cap, cells)
-        noisy, _entry = _noisy(budget, rng, f"{step}: bias of {table} (1/{GRID} records)",
-                       np.array([anchor_value(norm)], dtype=np.int64),
-                       sensitivity, anchor_epsilon)
-        anchors[table] = int(noisy[0])
-    bound = bound_of(counts, list(anchors.values()), edges, candidates, model,
-                     assumed_top(item_cells, model.records_per_cell), HistogramNoise.of(counts_entry))
-    return EstimateChoice(bound,
-                          tuple(int(e) for e in edges[:-1]), tuple(int(c) for c in counts),
-                          {t: a / GRID for t, a in anchors.items()})
+                                  histogram_epsilon)
+    name = " + ".join(tables)
+    sensitivity = combined_sensitivity(model.records_per_cell, user_cap, model.cells, weights)
+    noisy, _entry = _noisy(budget, rng, f"{step}: bias of {name} (1/{GRID} records)",
+                           np.array([combined_value(squared, weights)], dtype=np.int64), sensitivity, anchor_epsilon)
+    anchor = int(noisy[0])
+    bound = bound_of(counts, anchor, edges, candidates, model, assumed_top(item_cells, model.records_per_cell),
+                     HistogramNoise.of(counts_entry))
+    return EstimateChoice(bound, tuple(int(e) for e in edges[:-1]), tuple(int(c) for c in counts),
+                          {name: anchor / GRID})
 
 
-def bound_of(counts: np.ndarray, anchors: Sequence[int], edges: np.ndarray, candidates: Sequence[int],
+def bound_of(counts: np.ndarray, anchor: int, edges: np.ndarray, candidates: Sequence[int],
              model: ErrorModel, assumed: int, noise: HistogramNoise) -> int:
     """The bound from b_1 to b_K of least estimated error, from the users per bin ``counts``
-    (noisy, as drawn, with ``noise``: NO_NOISE for statistics without) and
-    the anchors (in 1/GRID records, in the order of the model's tables): the bins above ``assumed``
-    records gated, the tail made monotone, the estimate's least error; post-processing only."""
+    (noisy, as drawn, with ``noise``: NO_NOISE for statistics without) and the anchor (in 1/GRID
+    records: :func:`combined_value` of the model's tables, with noise or without): the bins above
+    ``assumed`` records gated, the tail made monotone, the estimate's least error; post-processing
+    only."""
     bounds = candidates_checked(candidates)
     moments = _moments(tuple(int(e) for e in edges), int(bounds[0]), int(bounds[-1]))
     histogram = monotone_tail(trimmed(counts, edges, assumed, noise), edges)
-    errors = estimated_errors(histogram, [a / GRID for a in anchors],
-                              moments, [w for w in model.weights if w], model.noise_variance)
+    errors = estimated_errors(histogram, anchor / GRID, moments, sum((w for w in model.weights if w), Fraction(0)),
+                              model.noise_variance)
     return best_bound(errors, moments.bounds)
 
 
