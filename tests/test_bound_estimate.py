@@ -125,6 +125,19 @@ def test_one_added_user_moves_the_combined_anchor_by_at_most_its_sensitivity(oth
     assert abs(moved[1] - moved[0]) <= be.combined_sensitivity(per_cell, cap, (8, 24), weights)
 
 
+def test_a_user_alone_moves_the_combined_anchor_by_exactly_its_sensitivity():
+    # One user, alone, with 8 records in each of the 24 item × attribute cells, U = 24, c = 1,
+    # b_1 = 1: each item term (24 records dropped over 8 items, 3 each) is scaled to the item
+    # table's reach (8 records²), each edge term is 1 (reach 24), so at weights 1/8 and 4 the
+    # anchor is 1024·√(8/8 + 4·24) = 1024·√97 rounded up: the sensitivity, met with no slack (a
+    # sensitivity rounded down, or one less, would fail here where random users rarely reach it).
+    rows = [(0, i, a) for i in range(8) for a in range(3) for _ in range(8)]
+    weights = (Fraction(1, 8), Fraction(4))
+    delta = be.combined_sensitivity(1, 24, (8, 24), weights)
+    assert delta == math.ceil(1024 * math.sqrt(97))
+    assert _two_tables(rows, 1, 24, 1, weights) == delta
+
+
 def test_negative_control_the_combined_anchor_moves_past_one_tables_sensitivity():
     # Two users of one record each (no bias at b_1 = 1) and one with a record in each of the 24
     # item × attribute cells, U = 100, c = 1: their item terms (3·23/24 each) are scaled to the

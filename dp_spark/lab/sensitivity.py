@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -162,8 +163,13 @@ def means_clip_ranks(df: DataFrame, distinct: bool) -> np.ndarray:
 # The estimate choice's user cap U in the audit: below the added user's records past b_1, so that
 # the cap binds on them.
 ESTIMATE_CAP = 4
-ESTIMATE_ANCHOR_MOVES = tuple(bound_estimate.anchor_sensitivity(1, ESTIMATE_CAP, cells)
-                              for cells in (ITEMS, ITEMS * len(ATTRS)))
+# The anchor the choice releases for an objective that scores both tables, at weights that are not
+# all 1 (as "tables" gives): the weighted norm of the two vectors put end to end.
+ESTIMATE_WEIGHTS = (Fraction(1), Fraction(1, 2))
+ESTIMATE_ANCHOR_MOVES = (*(bound_estimate.anchor_sensitivity(1, ESTIMATE_CAP, cells)
+                           for cells in (ITEMS, ITEMS * len(ATTRS))),
+                         bound_estimate.combined_sensitivity(1, ESTIMATE_CAP, (ITEMS, ITEMS * len(ATTRS)),
+                                                             ESTIMATE_WEIGHTS))
 
 
 def estimate_histogram(df: DataFrame, distinct: bool) -> np.ndarray:
@@ -177,15 +183,17 @@ def estimate_histogram(df: DataFrame, distinct: bool) -> np.ndarray:
 
 
 def estimate_anchors(df: DataFrame, distinct: bool) -> np.ndarray:
-    """SRA's estimate choice: the anchors ⌈‖A_t‖⌉ of the item and edge tables (1/GRID records),
-    at b_1 = 1, c = 1 and U = ESTIMATE_CAP, every record of a cell counted and each user's part
-    scaled to its reach; each moves by at most bound_estimate.anchor_sensitivity."""
+    """SRA's estimate choice: the anchors ⌈‖A_t‖⌉ of the item and edge tables alone (1/GRID
+    records), at b_1 = 1, c = 1 and U = ESTIMATE_CAP, every record of a cell counted and each
+    user's part scaled to its reach, and the one anchor of both at ESTIMATE_WEIGHTS
+    (bound_estimate.combined_value); each moves by at most its sensitivity (ESTIMATE_ANCHOR_MOVES)."""
     validated = validate_records(keyed(df, distinct), ITEM_DOMAIN, ATTRIBUTE_DOMAIN)
     try:
         reaches = [bound_estimate.anchor_reach(1, ESTIMATE_CAP, cells) for cells in (ITEMS, ITEMS * len(ATTRS))]
         norms = bound_bias.anchor_squared_norms(validated.records, 1, ESTIMATE_CAP, reaches, GRID,
                                                 [bound_bias.ITEMS, bound_bias.EDGES], user_counts=validated.user_counts)
-        return np.array([bound_estimate.anchor_value(norm) for norm in norms], dtype=np.int64)
+        return np.array([*(bound_estimate.anchor_value(norm) for norm in norms),
+                         bound_estimate.combined_value(norms, ESTIMATE_WEIGHTS)], dtype=np.int64)
     finally:
         validated.release()
 
