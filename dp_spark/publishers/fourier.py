@@ -19,11 +19,11 @@ Claim: docs/publishers.md, "Privacy claim: fourier".
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import numpy as np
 
+from dp_spark.core.exact_roots import ceil_sqrt
 from dp_spark.core.ledger import Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource, as_scale
 from dp_spark.publishers.interface import Published, check_request
@@ -36,9 +36,7 @@ def default_k(cells: int) -> int:
 
 def grid_sensitivity(k: int, l2_squared: int, grid_bits: int) -> int:
     """⌈√(2k·Δ2²)/g⌉ + 2k, the L1 sensitivity of the 2k grid-rounded parts, in grid steps."""
-    target = 2 * k * l2_squared * 4**grid_bits  # (√(2k)·Δ2/g)², an exact integer
-    root = math.isqrt(target)
-    return (root if root * root == target else root + 1) + 2 * k
+    return ceil_sqrt(2 * k * l2_squared * 4**grid_bits) + 2 * k  # (√(2k)·Δ2/g)², an exact integer
 
 
 def publish(counts: np.ndarray, sensitivity: int, epsilon: Fraction, budget: Budget, rng: RandomSource,

@@ -36,6 +36,7 @@ import pandas as pd
 
 from dp_spark.core import zcdp
 from dp_spark.core.discrete_gaussian import discrete_gaussian_variance
+from dp_spark.core.exact_roots import ceil_sqrt
 from dp_spark.core.ledger import Budget
 from dp_spark.core.ledger_entry import LedgerEntry
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
@@ -132,9 +133,7 @@ def anchor_sensitivity(records_per_cell: int, user_cap: int, cells: int) -> int:
     squares sum to at most GRID²·min(c·U, c²·cells) (:func:`anchor_reach`; scaled down to it
     where they would not), so their vector's norm is at most its root (triangle inequality), and
     rounding the norm up adds less than 1."""
-    reach = GRID * GRID * anchor_reach(records_per_cell, user_cap, cells)
-    root = math.isqrt(reach)
-    return max(1, root if root * root == reach else root + 1)
+    return max(1, ceil_sqrt(GRID * GRID * anchor_reach(records_per_cell, user_cap, cells)))
 
 
 def anchor_squared_norms(cells: pd.DataFrame, first: int, user_cap: int, reach: int) -> int:
@@ -168,17 +167,9 @@ def anchor_reach(records_per_cell: int, user_cap: int, cells: int) -> int:
     return min(c * int(user_cap), c * c * int(cells))
 
 
-def _ceil_sqrt(value: Fraction | int) -> int:
-    """⌈√value⌉ for a rational value ≥ 0, exactly: the least m with m² ≥ value, which is the least
-    with m² ≥ ⌈value⌉ (m² is an integer)."""
-    target = math.ceil(Fraction(value))
-    root = math.isqrt(target)
-    return root if root * root == target else root + 1
-
-
 def anchor_value(squared_norm: int) -> int:
     """One table's anchor: ⌈√‖A‖²⌉ in 1/GRID records (exact)."""
-    return _ceil_sqrt(int(squared_norm))
+    return ceil_sqrt(int(squared_norm))
 
 
 def combined_value(squared_norms: Sequence[int], weights: Sequence[Fraction]) -> int:
@@ -187,7 +178,7 @@ def combined_value(squared_norms: Sequence[int], weights: Sequence[Fraction]) ->
     :func:`anchor_value`."""
     if len(squared_norms) != len(weights) or any(Fraction(w) <= 0 for w in weights):
         raise ValueError("one positive weight per scored table")
-    return _ceil_sqrt(sum((Fraction(w) * int(q) for w, q in zip(weights, squared_norms)), Fraction(0)))
+    return ceil_sqrt(sum((Fraction(w) * int(q) for w, q in zip(weights, squared_norms)), Fraction(0)))
 
 
 def combined_sensitivity(records_per_cell: int, user_cap: int, cells: Sequence[int],
@@ -200,7 +191,7 @@ def combined_sensitivity(records_per_cell: int, user_cap: int, cells: Sequence[i
         raise ValueError("one positive weight per scored table")
     reach = sum((Fraction(w) * anchor_reach(records_per_cell, user_cap, c) for w, c in zip(weights, cells)),
                 Fraction(0))
-    return max(1, _ceil_sqrt(GRID * GRID * reach))
+    return max(1, ceil_sqrt(GRID * GRID * reach))
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from dp_spark.core.exact_roots import ceil_sqrt
 from dp_spark.core.ledger import Budget, selection_entry
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
 from dp_spark.families.location_entropy import entropy as le
@@ -121,13 +122,6 @@ def noise_variance_units(variant: str, M: int, C: int, epsilon: Fraction, k: int
     return Fraction(discrete_laplace_variance(noise_units(variant, M, C, epsilon, k, delta, xi)))
 
 
-def _root_up(value: Fraction) -> int:
-    """⌈√value⌉ for value ≥ 0, exactly: ⌈√⌈value⌉⌉ (for an integer k, k² ≥ value iff k² ≥ ⌈value⌉)."""
-    ceiling = math.ceil(value)
-    root = math.isqrt(ceiling)
-    return root if root * root == ceiling else root + 1
-
-
 def quality(sums: CandidateSums, variant: str, epsilon_entropy: Fraction, locations: int, k: int = 50,
             delta: float = 1e-8, xi: float = 1e-3) -> np.ndarray:
     """q[i, j] = −⌈√(D[i, j]² + |L|²·V(M_i, C_j))⌉ in grid units, exact integers (an object array)."""
@@ -136,7 +130,7 @@ def quality(sums: CandidateSums, variant: str, epsilon_entropy: Fraction, locati
     for i, M in enumerate(sums.Ms):
         for j, C in enumerate(sums.Cs):
             noise = noise_variance_units(variant, M, C, epsilon_entropy, k, delta, xi)
-            out[i, j] = -_root_up(Fraction(int(distance[i, j]) ** 2) + locations * locations * noise)
+            out[i, j] = -ceil_sqrt(Fraction(int(distance[i, j]) ** 2) + locations * locations * noise)
     return out
 
 
