@@ -70,26 +70,32 @@ def _ml_1m_rated() -> tuple[pd.DataFrame, np.ndarray]:
     return records, np.array(sorted(int(line.split("::")[0]) for line in lines if line.strip()))
 
 
+TABLES = (("ML-100K", _ml_100k), ("ML-1M rated", _ml_1m_rated))
+
+
+def _most_rated(records: pd.DataFrame, count: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """The records of the ``count`` most-rated movies, and those movies' ids, sorted."""
+    top = records["item_id"].value_counts().index[:count]
+    return records[records["item_id"].isin(top)].reset_index(drop=True), np.sort(top.to_numpy())
+
+
 def shapes():
     """(label, records, item ids) for each shape."""
-    for label, load in (("ML-100K", _ml_100k), ("ML-1M rated", _ml_1m_rated)):
+    for label, load in TABLES:
         records, catalogue = load()
         yield f"{label}, catalogue", records, catalogue
-        top = records["item_id"].value_counts().index[:90]
-        kept = records[records["item_id"].isin(top)].reset_index(drop=True)
+        kept, ids = _most_rated(records, 90)
         yield f"{label} top 90, catalogue", kept, catalogue
-        yield f"{label} top 90, own ids", kept, np.sort(top.to_numpy())
+        yield f"{label} top 90, own ids", kept, ids
 
 
 def heldout_shapes():
     """Other domain sizes (``--set heldout``): the same two tables' 30 and 300 most-rated movies,
     against their own ids. Held out from the quality's design; the share of ε was set on both sets."""
-    for label, load in (("ML-100K", _ml_100k), ("ML-1M rated", _ml_1m_rated)):
+    for label, load in TABLES:
         records, _ = load()
-        for top_n in (30, 300):
-            top = records["item_id"].value_counts().index[:top_n]
-            kept = records[records["item_id"].isin(top)].reset_index(drop=True)
-            yield f"{label} top {top_n}, own ids", kept, np.sort(top.to_numpy())
+        for count in (30, 300):
+            yield (f"{label} top {count}, own ids", *_most_rated(records, count))
 
 
 def params_of(noise: str, l) -> MeansParams:
