@@ -4,7 +4,7 @@ oracle of fixed bounds, on the item counts.
 NOT PRIVATE: every number here is computed from the raw records, for the benchmark only.
 
     python bench/hpa_bound_evaluation.py --out DIR [--shapes NAME,...] [--draws 4]
-        [--noise laplace,gaussian] [--epsilons 0.1,1,5] [--quality hpa,sra]
+        [--noise laplace,gaussian] [--epsilons 0.1,1,5] [--quality hpa,sra] [--candidates 1,2,4,...]
 
 HPA (d = 1) first draws a noisy popularity and then keeps each user's l records of highest
 popularity, ties at random. Given one draw of the popularity its item error is exact: each item's
@@ -19,7 +19,9 @@ at the split's ε_popularity) ``--draws`` times, and averages over the draws:
   (``--quality sra``: what HPA scored before);
 - oracle: the best integer bound from 1 to 256 at a fixed bound's split, the same draws of the
   popularity's sample and noise scaled to that split's ε_popularity;
-- shipped: l = 30, conf/movielens_hpa.toml's bound.
+- shipped: l = 30, conf/movielens_hpa.toml's bound;
+- floor: the best candidate's error at auto's split over the same draws, what the choice's share of
+  ε and the grid cost before the mechanism's spread.
 
 The shapes are bench/bound_evaluation.py's MovieLens ones with item counts alone.
 """
@@ -131,6 +133,7 @@ def evaluate(shape, records: pd.DataFrame, ids: np.ndarray, setting: HpaSetting,
     expected = float(np.mean([np.dot(p, e) for p, e in zip(picks_all, auto_errors)]))
     mean_picks = np.mean(picks_all, axis=0)
     spread = choice_percentiles(np.concatenate(picks_all) / draws, np.concatenate(auto_errors))
+    at_auto_split = np.mean(auto_errors, axis=0)  # each candidate's error at auto's split, over the draws
     return {
         "shape": shape.name, "quality": quality, "noise": setting.noise, "epsilon": setting.epsilon, "users": users,
         "cells": cells, "draws": draws, "auto": expected, "auto_p99": spread[0.99],
@@ -139,16 +142,19 @@ def evaluate(shape, records: pd.DataFrame, ids: np.ndarray, setting: HpaSetting,
         "shipped": fixed[SHIPPED], "auto_vs_oracle": expected / fixed[oracle],
         "p99_vs_oracle": spread[0.99] / fixed[oracle], "auto_vs_shipped": expected / fixed[SHIPPED],
         "shipped_vs_oracle": fixed[SHIPPED] / fixed[oracle],
+        "floor_l": int(candidates[int(np.argmin(at_auto_split))]),
+        "floor_vs_oracle": float(at_auto_split.min()) / fixed[oracle],
     }
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| shape | quality | noise | ε | auto/oracle | p99/oracle | auto/shipped | shipped/oracle | oracle l "
-             "| likeliest | picks ≥ 0.05 |", "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| shape | quality | noise | ε | auto/oracle | floor | p99/oracle | auto/shipped | shipped/oracle "
+             "| oracle l | likeliest | picks ≥ 0.05 |", "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         picks = ", ".join(f"{b}: {p:.2f}" for b, p in r["picks"].items() if p >= 0.05)
         lines.append(f"| {r['shape']} | {r['quality']} | {r['noise']} | {r['epsilon']:g} | {r['auto_vs_oracle']:.3f} | "
-                     f"{r['p99_vs_oracle']:.3f} | {r['auto_vs_shipped']:.3f} | {r['shipped_vs_oracle']:.3f} | "
+                     f"{r['floor_vs_oracle']:.3f} | {r['p99_vs_oracle']:.3f} | {r['auto_vs_shipped']:.3f} | "
+                     f"{r['shipped_vs_oracle']:.3f} | "
                      f"{r['oracle_l']} | {r['likeliest']} | {picks} |")
     lines.append("")
     for quality in dict.fromkeys(r["quality"] for r in rows):
@@ -168,7 +174,10 @@ def main(argv=None) -> None:
     parser.add_argument("--draws", type=int, default=4, help="draws of the popularity per cell")
     parser.add_argument("--quality", default="hpa,sra", help="hpa (HPA's own drop, the product), sra (SRA's)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--candidates", help="the candidate bounds, comma-separated (default the product's)")
     args = parser.parse_args(argv)
+    candidates = (tuple(int(b) for b in args.candidates.split(",")) if args.candidates
+                  else bound_selection.DEFAULT_CANDIDATES)
     wanted = [s for s in shapes() if s.source != "netflix" and not s.edges]
     if args.shapes:
         wanted = [s for s in wanted if any(part in s.name for part in args.shapes.split(","))]
@@ -179,8 +188,8 @@ def main(argv=None) -> None:
         for noise in args.noise.split(","):
             for epsilon in (float(e) for e in args.epsilons.split(",")):
                 for quality in args.quality.split(","):
-                    rows.append(evaluate(shape, records, ids, HpaSetting(epsilon, noise), args.draws, quality,
-                                         args.seed))
+                    setting = HpaSetting(epsilon, noise, candidates)
+                    rows.append(evaluate(shape, records, ids, setting, args.draws, quality, args.seed))
                     r = rows[-1]
                     print(f"{shape.name} | {quality} | {noise} | {epsilon:g}: auto/oracle {r['auto_vs_oracle']:.3f} "
                           f"(oracle l {r['oracle_l']}, likeliest {r['likeliest']})", file=sys.stderr)

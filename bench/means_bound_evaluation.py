@@ -18,7 +18,7 @@ costs the tables that much); "before": the choice the means made before their ow
 counts' mechanism over the count and sum tables' squared error), exact over its user count and
 mechanism.
 
-    python bench/means_bound_evaluation.py [--set heldout] [--out FILE]
+    python bench/means_bound_evaluation.py [--set heldout] [--out FILE] [--candidates 1,2,4,...]
 """
 
 from __future__ import annotations
@@ -98,8 +98,9 @@ def heldout_shapes():
             yield (f"{label} top {count}, own ids", *_most_rated(records, count))
 
 
-def params_of(noise: str, l) -> MeansParams:
-    return MeansParams(1.0, 5.0, l, noise=noise, records_per_item=1 if noise == "gaussian" else None)
+def params_of(noise: str, l, candidates=None) -> MeansParams:
+    return MeansParams(1.0, 5.0, l, noise=noise, records_per_item=1 if noise == "gaussian" else None,
+                       candidates=candidates)
 
 
 def split_of(params: MeansParams, epsilon: Fraction, domains: Domains) -> dict:
@@ -115,9 +116,9 @@ def kept_cells(records: pd.DataFrame) -> pd.DataFrame:
     return cells.rename(columns={"item_id": "cell"})
 
 
-def evaluate(records: pd.DataFrame, items: np.ndarray, noise: str, epsilon: Fraction) -> dict:
+def evaluate(records: pd.DataFrame, items: np.ndarray, noise: str, epsilon: Fraction, candidates=None) -> dict:
     domains = Domains(item_domain_of_ids(items.tolist(), "ids"))
-    fixed, auto = params_of(noise, DEFAULT_L), params_of(noise, "auto")
+    fixed, auto = params_of(noise, DEFAULT_L), params_of(noise, "auto", candidates)
     fixed_split, auto_split = split_of(fixed, epsilon, domains), split_of(auto, epsilon, domains)
     grid = sorted(set(ORACLE) | set(DEFAULT_CANDIDATES))
     rows = records[["user_id", "item_id", "value"]]
@@ -193,11 +194,14 @@ def main(argv=None) -> None:
                         "means_heldout.md with --set heldout")
     parser.add_argument("--set", choices=["evaluation", "heldout"], default="evaluation",
                         help="the evaluation set's shapes, or the held-out ones")
+    parser.add_argument("--candidates", help="the candidate bounds, comma-separated (default the product's)")
     args = parser.parse_args(argv)
+    candidates = tuple(int(b) for b in args.candidates.split(",")) if args.candidates else None
     out = args.out or ROOT / "bench" / "results" / "bound_evaluation" / (
         "means.md" if args.set == "evaluation" else "means_heldout.md")
     lines = ["# bench/means_bound_evaluation.py: the means' l = \"auto\" against the best integer l in 1..256 "
-             "(the module's score, lower is better; W = 4)", "",
+             "(the module's score, lower is better; W = 4)"
+             + (f"; candidates {args.candidates}" if args.candidates else ""), "",
              "| shape | noise | ε | oracle l | auto/oracle | floor | before/oracle | l = 10/oracle | p99/oracle | "
              "likeliest | rated movies with a mean: auto | oracle | l = 10 |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -205,7 +209,7 @@ def main(argv=None) -> None:
     for label, records, items in (shapes() if args.set == "evaluation" else heldout_shapes()):
         for noise in ("laplace", "gaussian"):
             for epsilon in EPSILONS:
-                r = evaluate(records, items, noise, epsilon)
+                r = evaluate(records, items, noise, epsilon, candidates)
                 base = r["oracle_score"]
                 lines.append(f"| {label} | {noise} | {float(epsilon):g} | {r['oracle']} | {r['auto'] / base:.3f} | "
                              f"{r['floor'] / base:.3f} | {r['old'] / base:.3f} | {r['default'] / base:.3f} | "
