@@ -121,7 +121,7 @@ def bound_selection_target(name: str, eps: Fraction, candidates: str = "many", t
                   f"{' + '.join(str(w) for w in bounds.WEIGHTS[tables])}, eps = "
                   f"{float(eps):g}: D' adds one more user like the others, with {listed[-1]} records (all scores "
                   f"move by up to Delta q = "
-                  f"{float(bs.quality_sensitivity(listed, bounds.pair(listed, tables, eps).model)):g})",
+                  f"{float(bs.quality_sensitivity(listed, bounds.model_of(listed, tables))):g})",
                   bounds.choose_bound_sampler(eps, listed, tables))
 
 

@@ -26,6 +26,7 @@ The statistic is the chosen bound; the exact ε of a pair is :func:`pair_epsilon
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -92,15 +93,21 @@ def _norms(users: int, candidates: tuple[int, ...], weights: tuple[Fraction, ...
     return bs.weighted_norms([one] * len(weights), weights)
 
 
+def model_of(candidates: tuple[int, ...], tables: int | str) -> bs.ErrorModel:
+    """The pair's error model before its noise is set: all that Δq reads (its weights, c and
+    cells), without the norms, which take most of a pair's time to count."""
+    cells, per_cell = _per_cell(candidates[-1])
+    cap, domain = (1, (cells,)) if tables == SMALL else (1, None) if tables == RANKED else (per_cell, None)
+    return bs.ErrorModel(WEIGHTS[tables], cap, (Fraction(0),) * len(candidates), cells=domain)
+
+
 def pair(candidates: tuple[int, ...], tables: int | str, epsilon: Fraction) -> BoundPair:
     """D: USERS users as in the module; D′: one more. The noise at b_K (public, any value is
     fair) is the least that puts b_1 ahead by ε + TILT exponent units on D; :func:`pair_epsilon`
     gives the pair's exact ε."""
-    cells, per_cell = _per_cell(candidates[-1])
-    weights = WEIGHTS[tables]
-    cap, domain = (1, (cells,)) if tables == SMALL else (1, None) if tables == RANKED else (per_cell, None)
-    model = bs.ErrorModel(weights, cap, (Fraction(0),) * len(candidates), cells=domain)
-    d, d2 = (_norms(users, candidates, weights, cap, tables == RANKED) for users in (USERS, USERS + 1))
+    model = model_of(candidates, tables)
+    d, d2 = (_norms(users, candidates, WEIGHTS[tables], model.records_per_cell, tables == RANKED)
+             for users in (USERS, USERS + 1))
     if len(candidates) == 1:
         return BoundPair(tuple(candidates), model, (d, d2))
     lead = float((epsilon + TILT) / epsilon * bs.quality_sensitivity(candidates, model))
@@ -121,10 +128,12 @@ def pair_epsilon(p: BoundPair, epsilon: Fraction, sensitivity: Fraction | None =
 
 
 def choose_bound_sampler(epsilon: Fraction, candidates: tuple[int, ...], tables: int | str):
-    """The bound ``choose_bound`` picks, once per trial, on D or D′."""
-    p = pair(candidates, tables, epsilon)
+    """The bound ``choose_bound`` picks, once per trial, on D or D′. The pair is counted at the
+    first trial, not here: the audit's grid builds every sampler, and most runs sample few."""
+    the_pair = functools.cache(lambda: pair(candidates, tables, epsilon))
 
     def sample(side, trials, seed, _spark):
+        p = the_pair()
         rng = RandomSource(seed)
         # The first release is choose_bound's own; the others draw the exponential mechanism it
         # called, with its entry (ε, Δq, factor) and scores, all at once: one call per release
