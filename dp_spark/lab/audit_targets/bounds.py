@@ -129,7 +129,7 @@ def pair_epsilon(p: BoundPair, epsilon: Fraction, sensitivity: Fraction | None =
 
 def choose_bound_sampler(epsilon: Fraction, candidates: tuple[int, ...], tables: int | str):
     """The bound ``choose_bound`` picks, once per trial, on D or D′. The pair is counted at the
-    first trial, not here: the audit's grid builds every sampler, and most runs sample few."""
+    first trial, not here: importing the grid builds every sampler, and a run samples few of them."""
     the_pair = functools.cache(lambda: pair(candidates, tables, epsilon))
 
     def sample(side, trials, seed, _spark):
