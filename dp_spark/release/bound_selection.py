@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from dp_spark.core import zcdp
+from dp_spark.core.exact_roots import ceil_sqrt
 from dp_spark.core.ledger import Budget, LedgerEntry, selection_entry
 from dp_spark.core.mechanisms import RandomSource, exponential_probabilities
 
@@ -234,9 +235,7 @@ def weighted_norms(per_table: Sequence[Sequence[int]], weights: Sequence[Fractio
 
 def _sqrt_up(value: Fraction) -> Fraction:
     """√value rounded up to the grid 1/SCALE, exactly: the least m/SCALE with m² ≥ value·SCALE²."""
-    scaled = math.ceil(value * SCALE * SCALE)
-    root = math.isqrt(scaled)
-    return Fraction(root if root * root == scaled else root + 1, SCALE)
+    return Fraction(ceil_sqrt(value * SCALE * SCALE), SCALE)
 
 
 def _checked(norms: Sequence[int | Fraction], candidates: Sequence[int], model: ErrorModel) -> np.ndarray:
