@@ -137,7 +137,7 @@ def evaluate(records: pd.DataFrame, items: np.ndarray, noise: str, epsilon: Frac
     old = old_picks(rows, auto, model_domains=domains, split=auto_split)
     return {"oracle": oracle, "oracle_score": at_fixed[oracle][0], "auto": expected,
             "floor": min(at_auto[int(b)][0] for b in auto.candidates),
-            "old": float(sum(p * at_auto[int(b)][0] for p, b in zip(old, auto.candidates))),
+            "before": float(sum(p * at_auto[int(b)][0] for p, b in zip(old, auto.candidates))),
             "default": at_fixed[DEFAULT_L][0], "likeliest": int(auto.candidates[int(np.argmax(picks))]),
             "p99": p99, "means_auto": means, "means_oracle": at_fixed[oracle][1],
             "means_default": at_fixed[DEFAULT_L][1]}
@@ -168,10 +168,16 @@ def score(ranked: pd.DataFrame, truth: pd.Series, params: MeansParams, split: di
           ) -> tuple[float, float]:
     """(the score above, the expected number of movies with a rating that get a mean) at ``bound``."""
     at = params_of(params.noise, bound)
-    kept = ranked[(ranked["rank"] < bound) & (ranked["item_rank"] < at.per_cell)]
+    return score_with(ranked, truth, bound, at.per_cell, tune_means.item_noise(at, split))
+
+
+def score_with(ranked: pd.DataFrame, truth: pd.Series, bound: int, per_cell: int, noise: tune_means.TableNoise
+               ) -> tuple[float, float]:
+    """:func:`score` with the records a user keeps at ``bound`` (its first ``bound`` by rank, at most
+    ``per_cell`` of an item) and the item table's ``noise`` given."""
+    kept = ranked[(ranked["rank"] < bound) & (ranked["item_rank"] < per_cell)]
     cells = kept.groupby("item_id")["value"].agg(["size", "mean"]).reindex(truth.index)
     sizes = cells["size"].fillna(0).to_numpy(dtype=np.int64)
-    noise = tune_means.item_noise(at, split)
     p = noise.at_least(np.floor(noise.least - sizes).astype(np.int64) + 1)
     safe = np.maximum(sizes, 1)
     means = cells["mean"].fillna(3.0).to_numpy()
@@ -199,20 +205,29 @@ def main(argv=None) -> None:
     candidates = tuple(int(b) for b in args.candidates.split(",")) if args.candidates else None
     out = args.out or ROOT / "bench" / "results" / "bound_evaluation" / (
         "means.md" if args.set == "evaluation" else "means_heldout.md")
-    lines = ["# bench/means_bound_evaluation.py: the means' l = \"auto\" against the best integer l in 1..256 "
-             "(the module's score, lower is better; W = 4)"
-             + (f"; candidates {args.candidates}" if args.candidates else ""), "",
+    title = ("# bench/means_bound_evaluation.py: the means' l = \"auto\" against the best integer l in 1..256 "
+             "(the module's score, lower is better; W = 4)")
+    title += f"; candidates {args.candidates}" if args.candidates else ""
+    write_table(out, title, shapes() if args.set == "evaluation" else heldout_shapes(),
+                lambda records, items, noise, epsilon: evaluate(records, items, noise, epsilon, candidates))
+
+
+def write_table(out: Path, title: str, cells, evaluate_cell) -> None:
+    """The table of every shape of ``cells`` (label, records, item ids) at each noise and ε, each
+    row from ``evaluate_cell(records, items, noise, epsilon)`` (:func:`evaluate`'s keys), printed
+    as it comes and written to ``out``."""
+    lines = [title, "",
              "| shape | noise | ε | oracle l | auto/oracle | floor | before/oracle | l = 10/oracle | p99/oracle | "
              "likeliest | rated movies with a mean: auto | oracle | l = 10 |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     start = time.time()
-    for label, records, items in (shapes() if args.set == "evaluation" else heldout_shapes()):
+    for label, records, items in cells:
         for noise in ("laplace", "gaussian"):
             for epsilon in EPSILONS:
-                r = evaluate(records, items, noise, epsilon, candidates)
+                r = evaluate_cell(records, items, noise, epsilon)
                 base = r["oracle_score"]
                 lines.append(f"| {label} | {noise} | {float(epsilon):g} | {r['oracle']} | {r['auto'] / base:.3f} | "
-                             f"{r['floor'] / base:.3f} | {r['old'] / base:.3f} | {r['default'] / base:.3f} | "
+                             f"{r['floor'] / base:.3f} | {r['before'] / base:.3f} | {r['default'] / base:.3f} | "
                              f"{r['p99'] / base:.3f} | {r['likeliest']} | "
                              f"{r['means_auto']:.1f} | {r['means_oracle']:.1f} | {r['means_default']:.1f} |")
                 print(lines[-1], f"({time.time() - start:.0f} s)", flush=True)

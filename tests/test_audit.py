@@ -25,12 +25,14 @@ NEGATIVE_CONTROLS = ("negative_control_half_noise", "discrete_gaussian_sigma_too
                      "partition_selection_threshold_lowered", "bound_selection_cap_forgotten",
                      "bound_selection_cells_understated", "mean_bound_selection_smallest_reach",
                      "entropy_bound_selection_per_location", "bounding_estimate_uncapped",
-                     "clip_choice_every_record", "group_quantiles_one_record")
+                     "clip_choice_every_record", "group_quantiles_one_record",
+                     "aggregate_mean_bound_selection_records_per_bound_forgotten")
 # dpsense_s: its statistic carries little signal at any size the suite affords (a bound of 0.11 for
 # its claim of 1 at 20,000 releases a side, 0.05 at 5,000, in 42 and 21 s); `dp-spark audit` runs it whole.
 SLOW = {"alpa", "fourier", "grouping", "ahp", "dpa_ahp", "sdpa_ahp", "sra", "hpa", "dpsense",
         "dpsense_sample", "dpsense_s", "entropy_limit_ss_ledger", "entropy_limit_cb_dp_ledger", "bound_selection",
-        "entropy_bound_selection", "bounding_estimate", "clip_choice", "mean_bound_selection"}
+        "entropy_bound_selection", "bounding_estimate", "clip_choice", "mean_bound_selection",
+        "aggregate_mean_bound_selection"}
 def test_clopper_pearson_matches_tables():
     # Two-sided 95% interval for 5 of 100 (each side 2.5%): [0.0164, 0.1128].
     assert audit.cp_lower(5, 100, 0.025) == pytest.approx(0.01643, abs=1e-4)
@@ -107,6 +109,8 @@ CONTROL_TRIALS = {
     "bound_selection_cap_forgotten": None,  # 20,000: 2.46-3.28 [1] at seeds 1-11 odd; true eps 4.4 (tests below)
     "bound_selection_cells_understated": None,  # 20,000: 2.16-2.73 [1] at seeds 1-7 odd; true eps 3.07
     "mean_bound_selection_smallest_reach": None,  # 20,000: 7.90 [1] at seeds 1-7 odd; true eps 13.0
+    # 20,000: 2.51-2.60 [1] at seeds 1-5 odd; true eps 2.74
+    "aggregate_mean_bound_selection_records_per_bound_forgotten": None,
     "entropy_bound_selection_per_location": None,  # 20,000: 1.71-1.84 [1] at seeds 1-11 odd; true eps 1.99
     "bounding_estimate_uncapped": None,  # 20,000: 1.75-1.96 [1] at seeds 1-11 odd; true eps 2.7
     # 2,000 (a release is 1 ms of choose_clip): 2.39-3.28 [1] at seeds 1-15 odd, about 500 against
@@ -323,6 +327,37 @@ def test_mean_bound_selection_ranked_pairs_are_within_the_claim_and_near_it(nois
     assert added.max() == mean_bound_quality.GRID  # a whole record, or none, in each cell
     true = audit_mean_bounds.pair_epsilon(pair, eps)
     assert 0.4 * float(eps) < true <= float(eps) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("noise", audit_mean_bounds.NOISES)
+@pytest.mark.parametrize("records_per_group", audit_mean_bounds.RECORDS_PER_GROUP)
+@pytest.mark.parametrize("ranked", [False, True])
+@pytest.mark.parametrize("eps", [Fraction(1, 100), Fraction(1, 10), Fraction(1), Fraction(5)])
+def test_aggregate_mean_bound_selection_pairs_are_within_the_claim_and_near_it(noise, records_per_group, ranked, eps):
+    """The aggregate's choice by the means: D′'s user has c records in each of b_K groups and keeps
+    c·b of them at b (a share of each, or whole groups in rank order); the pair's exact ε is within
+    the claim and near it: 0.85 to 0.98 of it with Laplace tables; with Gaussian tables 0.89 to 0.92
+    at ε ≤ 0.1, and less above, where the other candidates' scores move too (as for the means)."""
+    candidates = audit_mean_bounds.CANDIDATES["many"]
+    pair = audit_mean_bounds.pair(candidates, noise, eps, ranked, records_per_group)
+    added = pair.kept[1] - pair.kept[0]
+    most = np.array([mean_bound_quality.GRID * records_per_group * b for b in candidates])
+    assert (added.sum(axis=0) <= most).all() and (added.sum(axis=0) > 0.97 * most).all()  # each share rounded down
+    assert added.max() <= mean_bound_quality.GRID * records_per_group
+    assert pair.model.records_per_bound == records_per_group
+    true = audit_mean_bounds.pair_epsilon(pair, eps)
+    assert true <= float(eps) * (1 + 1e-9)
+    nearest = {Fraction(1): 0.65, Fraction(5): 0.25}.get(eps, 0.85) if noise == "gaussian" else 0.8
+    assert true > nearest * float(eps)
+
+
+def test_aggregate_mean_bound_selection_control_is_beyond_the_claim_only_without_c_records_per_group():
+    """The control's pair at the claimed Δq is within ε; at the Δq of one record per unit of l (the
+    means' reach, c times too small) it is well beyond."""
+    pair = audit_mean_bounds.control_pair(records_per_group=audit_mean_bounds.CONTROL_RECORDS_PER_GROUP)
+    assert audit_mean_bounds.pair_epsilon(pair, Fraction(1)) <= 1
+    wrong = audit_mean_bounds.records_per_bound_forgotten_sensitivity(pair)
+    assert audit_mean_bounds.pair_epsilon(pair, Fraction(1), wrong) > 2
 
 
 def test_mean_bound_selection_control_pair_is_neighbours_and_beyond_the_claim_only_at_the_wrong_sensitivity():

@@ -406,7 +406,8 @@ def aggregate(df: DataFrame, *, by: str | Sequence[str], keys: Mapping[Any, Any]
     then), each user on at most ``keys_per_user`` tuples (default ``groups_per_user``; 10 with "auto").
     ``bounding="hpa"``: each user keeps its most popular groups, by a noisy popularity (a tenth of ε) from ``d``
     groups per user, rather than a uniform sample. ``groups_per_user="auto"``: l chosen privately from
-    ``groups_per_user_candidates`` with a tenth of ε (with HPA, after its popularity, by the groups HPA drops).
+    ``groups_per_user_candidates`` with a tenth of ε (with HPA, after its popularity, by the groups HPA drops);
+    with a mean, variance or deviation asked, scored by the groups' means with a twentieth of ε instead.
     ``low`` or ``high`` "auto": that end of the value's range chosen
     privately from ``clip_candidates`` (default 0 and ±1, 1.5, 2, 3, 4, 5, 6, 8 × 10^k, k = −2..8) with a tenth of
     ε, from one value per user, as the means choose theirs. ``weights``: the ledger steps' relative parts (step name ->

@@ -124,23 +124,26 @@ class ItemRanking:
     scores: np.ndarray
 
 
-def _ranks(known: DataFrame, ranking: ItemRanking) -> DataFrame:
+def _ranks(known: DataFrame, ranking: ItemRanking, by_cells: bool = False) -> DataFrame:
     """Per (user, item): _k, the user's records of the item, _t, those of items scored at least as
     high as it, and _g, those scored the same (bias_term's ``through`` and ``tied``), from the
     user's records alone and the public scores: the records counted per (user, item), then a
-    window per user."""
+    window per user. ``by_cells``: _t and _g count the user's items rather than records (a bound
+    on a user's items, as the aggregate's groups per user)."""
     pairs = known.groupBy("user_id", "item_id").agg(F.count(F.lit(1)).alias("_k"))
     scored = with_item_values(pairs, ranking.items, ranking.scores, "_score")
     # Ordered by score, highest first, a range frame ends at the current score's last peer.
     through = (Window.partitionBy("user_id").orderBy(F.desc("_score"))
                .rangeBetween(Window.unboundedPreceding, Window.currentRow))
     tied = Window.partitionBy("user_id", "_score")
-    return scored.select("user_id", "item_id", "_k", F.sum("_k").over(through).alias("_t"),
-                         F.sum("_k").over(tied).alias("_g"))
+    weight = F.lit(1).cast("long") if by_cells else F.col("_k")
+    return scored.select("user_id", "item_id", "_k", F.sum(weight).over(through).alias("_t"),
+                         F.sum(weight).over(tied).alias("_g"))
 
 
 def _per_cell_user(records: DataFrame, tables: Sequence[tuple[str, ...]], user_counts: DataFrame | None,
-                   users: int | None, record_count: int | None, ranking: ItemRanking | None = None) -> list[DataFrame]:
+                   users: int | None, record_count: int | None, ranking: ItemRanking | None = None,
+                   by_cells: bool = False) -> list[DataFrame]:
     """Per table, one row per (cell, user) with _k (the user's records in the cell) and _n (in the
     domain), and with a ``ranking`` _t and _g (:func:`_ranks`); without one, from one shuffle of
     the records by item.
@@ -166,7 +169,7 @@ def _per_cell_user(records: DataFrame, tables: Sequence[tuple[str, ...]], user_c
         return [by_item.groupBy(*table, "user_id").agg(F.count(F.lit(1)).alias("_k")).join(per_user, "user_id")
                 for table in tables]
     # The item table's (item, user) rows are the ranks' own: no shuffle of the records by item.
-    ranks = _ranks(known, ranking).join(per_user, "user_id")
+    ranks = _ranks(known, ranking, by_cells).join(per_user, "user_id")
     cells: dict[tuple[str, ...], DataFrame] = {ITEMS: ranks}
     if any(tuple(table) != ITEMS for table in tables):
         by_item = _by_item(known, record_count)
@@ -217,16 +220,21 @@ def _kept_term(bound: int, cap: int, grid: int, ranked: bool) -> Column:
 def expected_kept(records: DataFrame, candidates: Sequence[int], cap: int, grid: int,
                   tables: Sequence[tuple[str, ...]] = (ITEMS,), user_counts: DataFrame | None = None,
                   users: int | None = None, record_count: int | None = None,
-                  ranking: ItemRanking | None = None) -> list[np.ndarray]:
+                  ranking: ItemRanking | None = None, by_cells: bool = False) -> list[np.ndarray]:
     """Each table's kept counts for the means' quality (release.mean_bound_quality): per cell with
     a record, a column per candidate b of Σ_u ⌊grid·min(k, c)·min(n, b)/n⌋ (longs: each term is at
     most grid·c, exact whatever the order of the sums), the cells in no particular order; with a
     ``ranking`` (HPA), what keeping each user's records of highest score first keeps instead
-    (:func:`_kept_term`). The arguments and the shuffles as for :func:`squared_bias_norms`. NOT
-    private: read only by the mechanism."""
+    (:func:`_kept_term`). The arguments and the shuffles as for :func:`squared_bias_norms`.
+    ``by_cells``: b bounds a user's items rather than records (the aggregate's groups per user,
+    each group an item): ``user_counts``' _n, which must be given, counts each user's items, and a
+    ranking ranks them by item (item table only). NOT private: read only by the mechanism."""
     bounds = _checked_bounds(candidates, tables)
+    if by_cells and (user_counts is None or any(tuple(table) != ITEMS for table in tables)):
+        raise ValueError("kept counts by cells need each user's cells counted and the item table alone")
     kept = []
-    for counted, table in zip(_per_cell_user(records, tables, user_counts, users, record_count, ranking), tables):
+    for counted, table in zip(_per_cell_user(records, tables, user_counts, users, record_count, ranking, by_cells),
+                              tables):
         sums = counted.groupBy(*table).agg(*[F.sum(_kept_term(b, cap, grid, ranking is not None)).alias(f"_b{i}")
                                              for i, b in enumerate(bounds)])
         # Through Arrow: a million cells took 2.4-2.9 s and 128 MB as a frame, 21-27 s and about

@@ -20,6 +20,8 @@ q(b) = Σ_t w_t·Σ_j u_{t,b}(K_j), rounded down to a grid fine beside Δq. Both
 adding a user raises every K_j, by at most c each and by at most min(n_u, b) in all, so q(b)
 rises by at most Σ_t w_t·L_{t,b}·min(b, c·cells_t), L the Lipschitz constant of u_b (``lipschitz``):
 monotone, Δq the largest of these over b plus the rounding and a bound on floating-point error.
+Where b bounds a user's cells of up to c records each (the aggregate's groups per user), a user
+adds at most c·b, and the reach takes r·b in place of b (``MeansErrorModel.records_per_bound``).
 
 Pure numpy: the kept counts come from release.bound_bias.expected_kept (Spark) or
 :func:`kept_counts` (pandas, its twin); they are NOT private, read only by the mechanism.
@@ -124,13 +126,16 @@ class TableAtBound:
 class MeansErrorModel:
     """The public side of the quality: each scored table's weight and number of cells (None: not
     known before the release, as with privately selected items), the table at each candidate
-    (``tables[t][i]``: table t at the i-th candidate), and c, the most of a user's records per cell
-    the kept counts count."""
+    (``tables[t][i]``: table t at the i-th candidate), c, the most of a user's records per cell
+    the kept counts count, and r (``records_per_bound``), the most records a user keeps per unit of
+    the bound: 1 where the bound counts records (the means' l), c where it counts cells of up to c
+    records each (the aggregate's groups per user), so that a user keeps at most r·b records."""
 
     weights: tuple[Fraction, ...]
     cells: tuple[int | None, ...]
     tables: tuple[tuple[TableAtBound, ...], ...]
     records_per_cell: int
+    records_per_bound: int = 1
 
     def __post_init__(self):
         weights = tuple(Fraction(w) for w in self.weights)
@@ -143,9 +148,10 @@ class MeansErrorModel:
             raise ValueError(f"each table's cells must be an integer >= 1 or None, got {self.cells!r}")
         if len({len(at) for at in self.tables}) != 1:
             raise ValueError("every table needs a model at every candidate")
-        c = self.records_per_cell
-        if isinstance(c, bool) or not isinstance(c, int) or c < 1:
-            raise ValueError(f"records_per_cell must be an integer >= 1, got {c!r}")
+        for name in ("records_per_cell", "records_per_bound"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def _bounds(candidates: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -156,7 +162,8 @@ def _erfc(x: np.ndarray) -> np.ndarray:
     return np.vectorize(math.erfc, otypes=[float])(x)
 
 
-def kept_counts(cells: pd.DataFrame, candidates: Sequence[int] | np.ndarray, cap: int) -> np.ndarray:
+def kept_counts(cells: pd.DataFrame, candidates: Sequence[int] | np.ndarray, cap: int,
+                by_cells: bool = False) -> np.ndarray:
     """K_j(b) in units of 1/GRID records, one row per cell (in order of first appearance) and a
     column per candidate: Σ_u ⌊GRID·min(k, c)·min(n, b)/n⌋. ``cells``: a row per (user, cell)
     with ``cell``, ``k`` (the user's records in it) and ``n`` (the user's records in the domain),
@@ -164,16 +171,19 @@ def kept_counts(cells: pd.DataFrame, candidates: Sequence[int] | np.ndarray, cap
     ``g`` (bound_selection.ranked_cells): the user keeps m = min(g, (b − (t − g))⁺) of the g
     records tied with the cell's, each alike, so the term is ⌊GRID·min(k, c)·m/g⌋ (t = g = n: the
     uniform sample's). Each term is at most GRID·c, and a user's terms add up to at most
-    GRID·min(n, b) either way. The pandas twin of release.bound_bias.expected_kept (tests hold them
-    equal)."""
+    GRID·min(n, b) either way. ``by_cells``: the bound counts a user's cells rather than records
+    (the aggregate's groups per user): n, t and g count the user's cells, k stays its records in
+    the cell, and a user's terms add up to at most GRID·c·min(n, b). The pandas twin of
+    release.bound_bias.expected_kept (tests hold them equal)."""
     bounds = _bounds(candidates)
     if ("t" in cells) != ("g" in cells):
         raise ValueError("a ranking needs both t and g")
     k = np.minimum(cells["k"].to_numpy(dtype=np.int64), cap)
     n = cells["n"].to_numpy(dtype=np.int64)
     t, g = (cells[c].to_numpy(dtype=np.int64) for c in ("t", "g")) if "t" in cells else (n, n)
-    if np.any(k < 1) or np.any(n < k) or np.any(g < k) or np.any(t < g) or np.any(n < t):
-        raise ValueError("each row needs 1 <= k <= g <= t <= n")
+    above_tied = np.zeros(k.size, dtype=bool) if by_cells else g < k  # by cells k is records, g cells: no order
+    if np.any(k < 1) or np.any(above_tied) or np.any(g < 1) or np.any(t < g) or np.any(n < t):
+        raise ValueError("each row needs 1 <= k <= g <= t <= n (k >= 1 and 1 <= g <= t <= n by cells)")
     index = pd.factorize(cells["cell"])[0]
     out = np.zeros((int(index.max()) + 1 if index.size else 0, bounds.size), dtype=np.int64)
     for i, b in enumerate(bounds):
@@ -216,11 +226,11 @@ def quality(kept: Sequence[np.ndarray], candidates: Sequence[int] | np.ndarray, 
 
 
 def reach(candidates: Sequence[int] | np.ndarray, model: MeansErrorModel) -> list[float]:
-    """Σ_t w_t·L_{t,b}·min(b, c·cells_t) at each candidate: the most one user moves q(b), before
-    rounding (the user's terms sum to at most b, each at most c, in at most cells_t cells)."""
+    """Σ_t w_t·L_{t,b}·min(r·b, c·cells_t) at each candidate: the most one user moves q(b), before
+    rounding (the user's terms sum to at most r·b, each at most c, in at most cells_t cells)."""
     bounds = _bounds(candidates)
-    c = model.records_per_cell
-    return [sum(float(w) * model.tables[t][i].lipschitz() * min(int(b), c * (model.cells[t] or math.inf))
+    c, r = model.records_per_cell, model.records_per_bound
+    return [sum(float(w) * model.tables[t][i].lipschitz() * min(r * int(b), c * (model.cells[t] or math.inf))
                 for t, w in enumerate(model.weights) if w) for i, b in enumerate(bounds)]
 
 

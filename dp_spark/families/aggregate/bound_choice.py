@@ -10,17 +10,27 @@ capped at U, from a DP count of the users) is bound_selection's with one record 
 group) cell: one user moves it by at most √U, the sensitivity the mechanism is given. The noise
 side is public: the variance of one step's noise per group at L1 l·c (L2² l·c²), times the number
 of groups, over c² so that it is counted in memberships of c records each. A tenth of ε pays for
-the choice (params.BOUND_SHARE, the counts' and means' share), before the bound it chooses is
-applied.
+the choice (params.BOUND_SHARE, the counts' share), before the bound it chooses is applied.
 
 With HPA's bounding a user keeps its l groups of highest noisy popularity (ties at random), so the
 absences are HPA's: the popularity is drawn before the choice (a DP output, fixed whatever one user
 adds) and bound_bias ranks each user's groups by it, the counts' ranked terms with one record per
 cell. A user's absences still sum to (n − l)⁺, so the sensitivity is the same.
+
+When the metrics ask for a mean (or a variance or deviation, given where the mean is), the choice
+scores what the means' l is scored by instead (release.mean_bound_quality; docs/aggregate.md,
+"Choosing groups_per_user for means"): per group, the chance its noisy count passes the half-width
+the release asks before it gives a mean, times the nats by which that mean beats the range alone,
+at each group's kept count Σ_u min(k_uj, c)·m_uj (m_uj the share of group j the bound keeps of
+user u: min(g_u, l)/g_u for SRA's sample of g_u groups, HPA's by rank). A user adds at most c to a
+group and c·min(l, G) in all (records_per_bound = c), which Δq covers; no count of users is drawn.
+As the means' own l, this choice takes a twentieth of ε under pure ε and a tenth of ρ under zCDP
+(params.MEANS_BOUND_SHARE).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -30,13 +40,23 @@ from pyspark.sql import functions as F
 
 from dp_spark.core import noise_choice
 from dp_spark.core.domain import ItemDomain
-from dp_spark.core.ledger import Budget
+from dp_spark.core.ledger import GAUSSIAN_MECHANISM, Budget, LedgerEntry
 from dp_spark.core.mechanisms import RandomSource
-from dp_spark.families.aggregate.noisy_totals import GroupBound
-from dp_spark.families.aggregate.params import BOUND_SPLIT_KEY, HPA, AggregateParams
+from dp_spark.families.aggregate import histogram_metrics, noisy_totals
+from dp_spark.families.aggregate.noisy_totals import RECORDS, SUM, GroupBound
+from dp_spark.families.aggregate.params import BOUND_SPLIT_KEY, HISTOGRAM, HPA, AggregateParams
 from dp_spark.release import bound_bias, bound_selection
+from dp_spark.release import mean_bound_quality as mq
+from dp_spark.release.sum_tables import halfwidth
 
 STEP = "choose groups_per_user"
+COUNTS, MEANS = "counts", "means"
+
+
+def quality_of(params: AggregateParams) -> str:
+    """Which quality scores l (public: the metrics): MEANS when a metric is given only where its
+    group's mean is (AggregateParams.scores_means), else COUNTS."""
+    return MEANS if params.scores_means else COUNTS
 
 
 def error_model(params: AggregateParams, split: dict[str, Fraction], groups: int) -> bound_selection.ErrorModel:
@@ -53,6 +73,68 @@ def error_model(params: AggregateParams, split: dict[str, Fraction], groups: int
                     else noise_choice.laplace_variance(l1, share))
         noise.append(Fraction(variance) * groups / (c * c))
     return bound_selection.ErrorModel((Fraction(1),), 1, tuple(noise), cells=(groups,))
+
+
+def means_model(params: AggregateParams, split: dict[str, Fraction], groups: int | None,
+                alpha: float) -> mq.MeansErrorModel:
+    """The means' quality's public side at each candidate l (docs/aggregate.md, "Choosing
+    groups_per_user for means"): one table of ``groups`` cells (None when the groups are selected
+    privately: Δq then takes every user's reach as c·l), the mean's count noise, its half-width at
+    α/2 and the mean's noise variance at that l, as the release draws them; c records per group,
+    and a user keeps at most c·l records (records_per_bound = c)."""
+    assert params.bound_candidates is not None
+    c = params.bound.records_per_group
+    tables = tuple(_mean_table_at(params, split, GroupBound(int(l), c), alpha) for l in params.bound_candidates)
+    return mq.MeansErrorModel((Fraction(1),), (groups,), (tables,), c, records_per_bound=c)
+
+
+def _mean_table_at(params: AggregateParams, split: dict[str, Fraction], bound: GroupBound,
+                   alpha: float) -> mq.TableAtBound:
+    """The mean of one group at ``bound``, as the release gives it: by tables, a count table and a
+    sum table (the sum's noise over the range's half-width, steps units, squared); by histogram,
+    the count is the sum of the group's K cells and the mean's numerator their sum weighted by
+    the candidates' distances from the centre, over the half-range (the count's noise taken as a
+    Gaussian of its variance: it enters the choice's utility only). The noise variances do not
+    depend on the range, so a range chosen after l leaves them as they are."""
+    value = params.value
+    assert value is not None and params.clip is not None
+    if params.method == HISTOGRAM:
+        assert params.candidates is not None
+        b = np.asarray(params.candidates.values, dtype=float)
+        entry = histogram_metrics.ledger_entry(bound, value, split[histogram_metrics.step_name(value)], params.noise, 1,
+                                               b.size)
+        cell = histogram_metrics.cell_sd(entry) ** 2
+        centre, half_range = (b[0] + b[-1]) / 2, (b[-1] - b[0]) / 2
+        threshold = histogram_metrics.combination_halfwidth(entry, np.ones(b.size), alpha / 2)
+        variance = b.size * cell + cell * float(np.sum((b - centre) ** 2)) / half_range**2
+        return mq.TableAtBound(mq.GAUSSIAN, math.sqrt(b.size * cell), threshold, variance)
+    shares = {table: split[noisy_totals.step_name(table, value)] for table in (RECORDS, SUM)}
+    entries = noisy_totals.ledger_entries((RECORDS, SUM), bound, params.clip, value, shares, params.noise, 1)
+    count, total = entries[RECORDS], entries[SUM]
+    if count.mechanism == GAUSSIAN_MECHANISM:
+        noise, scale = mq.GAUSSIAN, math.sqrt(float(count.noise_scale))
+    else:
+        noise, scale = mq.LAPLACE, float(count.noise_scale)
+    variance = _variance(count) + _variance(total) / params.clip.steps**2
+    return mq.TableAtBound(noise, scale, halfwidth(count, alpha / 2), variance)
+
+
+def _variance(entry: LedgerEntry) -> float:
+    return histogram_metrics.cell_sd(entry) ** 2
+
+
+def mean_kept_counts(grouped: DataFrame, groups: Memberships, params: AggregateParams, group: str,
+                     user_col: str = "user_id", ranks: np.ndarray | None = None) -> np.ndarray:
+    """Each group's kept count at each candidate l, in 1/mq.GRID records (bound_bias.expected_kept
+    by cells): Σ_u ⌊GRID·min(k_uj, c)·m_uj⌋, k_uj the user's records in group j, m_uj the share of
+    the group SRA's sample of l of the user's groups keeps (or HPA's, by ``ranks``). NOT private:
+    read only by the mechanism."""
+    assert params.bound_candidates is not None
+    records = grouped.select(F.col(user_col).alias("user_id"), F.col(group).alias("item_id"))
+    (kept,) = bound_bias.expected_kept(records, params.bound_candidates, params.bound.records_per_group, mq.GRID,
+                                       [bound_bias.ITEMS], groups.per_user, groups.users,
+                                       ranking=None if ranks is None else ranking(ranks), by_cells=True)
+    return kept
 
 
 def memberships(grouped: DataFrame, group: str, user_col: str = "user_id") -> DataFrame:
@@ -109,19 +191,28 @@ def membership_norms(groups: Memberships, candidates: tuple[int, ...], user_cap:
 
 def choose(grouped: DataFrame, params: AggregateParams, split: dict[str, Fraction], budget: Budget,
            rng: RandomSource, group: str, user_col: str = "user_id",
-           ranks: np.ndarray | None = None) -> tuple[AggregateParams, dict]:
+           ranks: np.ndarray | None = None, alpha: float = 0.05) -> tuple[AggregateParams, dict]:
     """The parameters at the l chosen privately (a DP output) and what the report says of it.
     ``grouped``: run.in_groups' records (a user and a group index each); NOT private, read
     only by the mechanism. ``ranks``: with HPA's bounding, the groups' ranks of noisy popularity,
-    drawn before."""
+    drawn before. ``alpha``: the release's, whose half-width at α/2 a group's noisy count must
+    pass for a mean (the means' quality)."""
     candidates = params.bound_candidates
     assert candidates is not None
     if (ranks is None) != (params.bounding != HPA):
         raise ValueError("HPA's choice of l needs the popularity's ranks, and only HPA's")
+    # Public: any error in the model before the records' pass. With private keys the groups'
+    # number is a DP output, but Δq is kept a function of the config alone (cells None).
+    model = (means_model(params, split, None if params.keys.private else len(params.keys), alpha)
+             if quality_of(params) == MEANS else None)
     pairs = memberships(grouped, group, user_col).cache()
     try:
         groups = Memberships.of(pairs)
         try:
+            if model is not None:
+                kept = mean_kept_counts(grouped, groups, params, group, user_col, ranks)
+                l = mq.choose_bound([kept], candidates, model, split[BOUND_SPLIT_KEY], budget, rng, step=STEP)
+                return at_bound(params, l), {"groups_per_user": l}
             choice = bound_selection.choose_bound_by_users(lambda cap: membership_norms(groups, candidates, cap, ranks),
                                                            groups.users, candidates,
                                                            error_model(params, split, len(params.keys)),

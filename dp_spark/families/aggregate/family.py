@@ -244,7 +244,8 @@ def run(params: AggregateParams, inputs: RunInputs) -> FamilyOutput:
             inputs.progress(f"choosing groups_per_user privately from {candidates}")
             params, bound = bound_choice.choose(in_groups(inputs.records, params), params, inputs.split, inputs.budget,
                                                 inputs.rng, GROUP,
-                                                ranks=None if popularity is None else popularity.ranks)
+                                                ranks=None if popularity is None else popularity.ranks,
+                                                alpha=1 - CONFIDENCE)
             inputs.progress(f"groups_per_user = {params.bound.groups_per_user}, chosen privately from {candidates}")
             chosen.update(bound)
         if params.range_choice is not None:
@@ -331,12 +332,12 @@ def _with_chosen(params: AggregateParams, chosen: dict) -> tuple[AggregateParams
 
 
 def _choice_text(params: AggregateParams) -> str:
+    means = params.auto and bound_choice.quality_of(params) == bound_choice.MEANS
+    scored = ", scoring the groups' means" if means else ""
+    chosen = f"; l chosen privately from {list(params.bound_candidates or ())}{scored}" if params.auto else ""
     if params.bounding == HPA:
-        return (f"the most popular, by a noisy popularity from {params.popularity_groups} per user"
-                + (f"; l chosen privately from {list(params.bound_candidates or ())}" if params.auto else ""))
-    if params.auto:
-        return f"a uniform sample; l chosen privately from {list(params.bound_candidates or ())}"
-    return "a uniform sample"
+        return f"the most popular, by a noisy popularity from {params.popularity_groups} per user{chosen}"
+    return f"a uniform sample{chosen}"
 
 
 def _groups_text(params: AggregateParams) -> str:
@@ -377,7 +378,8 @@ def _report_section(params: AggregateParams) -> dict:
         "parameters": {
             "by": list(params.keys.names), "metrics": [str(m) for m in params.metrics],
             "groups_per_user": AUTO if params.auto else bound.groups_per_user,
-            **({"groups_per_user_candidates": list(params.bound_candidates or ())} if params.auto else {}),
+            **({"groups_per_user_candidates": list(params.bound_candidates or ()),
+                "groups_per_user_quality": bound_choice.quality_of(params)} if params.auto else {}),
             "records_per_group": bound.records_per_group,
             "bounding": params.bounding, **({"d": params.popularity_groups} if params.bounding == HPA else {}),
             **({"low": clip.low, "high": clip.high, "grid_steps": clip.steps} if clip else {}),
@@ -428,6 +430,7 @@ def _sensitivities(params: AggregateParams) -> dict:
 
 FAMILY = Family(name="aggregate", algorithms=("aggregate",), params_type=AggregateParams,
                 default_split=lambda params, epsilon, domains: params.split(epsilon),
+                zcdp_shares=lambda params, domains: params.split(Fraction(1), zcdp_shares=True),
                 split_keys=lambda params, domains: params.split_keys(), run=run, describe=_describe,
                 report_section=_report_section, from_config=from_config, config_keys=CONFIG_KEYS,
                 reads="keyed_records", read_columns=_read_columns, uses_item_domain=False,

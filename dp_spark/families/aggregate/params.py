@@ -57,6 +57,14 @@ BOUNDINGS = (SRA, HPA)
 # groups_per_user = "auto": l chosen privately (bound_choice) with this part of ε, before the rest.
 BOUND_SPLIT_KEY = "epsilon_bound"
 BOUND_SHARE = bound_selection.DEFAULT_SHARE
+# With a mean asked, the choice scores the means (bound_choice's MEANS) and, as the means' own l,
+# takes a twentieth of ε under pure ε and a tenth of ρ under zCDP: a group short of the mean's
+# half-width loses its mean, so the tables' share weighs more than for a count (measured on the
+# means' evaluation shapes: docs/aggregate.md, "Choosing groups_per_user for means").
+MEANS_BOUND_SHARE = Fraction(1, 20)
+MEANS_ZCDP_BOUND_SHARE = bound_selection.DEFAULT_SHARE
+# The metrics given only where a group's noisy count passes the mean's half-width.
+MEAN_KINDS = ("mean", "variance", "stddev")
 
 
 def quantile_step(value: str, level: Fraction) -> str:
@@ -166,6 +174,12 @@ class AggregateParams:
         """Whether l is chosen privately (groups_per_user = "auto")."""
         return self.bound_candidates is not None
 
+    @property
+    def scores_means(self) -> bool:
+        """Whether a private l is scored by the means (a metric is given only where its group's
+        mean is) rather than by the counts' bias (public: the metrics)."""
+        return any(metric.kind in MEAN_KINDS for metric in self.metrics)
+
     def _check_selection(self) -> None:
         """keys_per_user and delta, which only partition selection reads, checked (and the default
         keys_per_user, groups_per_user or with "auto" DEFAULT_KEYS_PER_USER, put in) when a key
@@ -244,17 +258,19 @@ class AggregateParams:
             return (*tables, histogram_metrics.step_name(value))
         return (*tables, *(quantile_step(value, q) for q in self.levels))
 
-    def split(self, epsilon: Fraction) -> dict[str, Fraction]:
+    def split(self, epsilon: Fraction, zcdp_shares: bool = False) -> dict[str, Fraction]:
         """An equal part of ``epsilon`` per step, or parts in proportion to the ``weights`` (module
         docstring); with key columns chosen privately, PARTITION_SHARE of it first selects their
-        tuples (as the counts' items)."""
+        tuples (as the counts' items). ``zcdp_shares``: the shares of ρ under zCDP, which differ
+        only in a private l scored by the means (MEANS_ZCDP_BOUND_SHARE)."""
         steps = self.steps()
         if len(set(steps)) != len(steps):
             raise ConfigError(f"the metrics ask for one quantile level twice: {', '.join(steps)}")
         epsilon = Fraction(epsilon)
         first = {SELECTION_STEP: epsilon * PARTITION_SHARE} if self.keys.private else {}
         if self.auto:
-            first[BOUND_SPLIT_KEY] = epsilon * BOUND_SHARE
+            means = MEANS_ZCDP_BOUND_SHARE if zcdp_shares else MEANS_BOUND_SHARE
+            first[BOUND_SPLIT_KEY] = epsilon * (means if self.scores_means else BOUND_SHARE)
         if self.range_choice is not None:
             first[RANGE_SPLIT_KEY] = epsilon * RANGE_SHARE
         if self.bounding == HPA:

@@ -171,6 +171,35 @@ def mean_bound_selection_family() -> Family:
     return Family("mean_bound_selection", tuple(points))
 
 
+def aggregate_mean_bound_selection_target(name: str, eps: Fraction, noise: str = "laplace",
+                                          records_per_group: int = 4, ranked: bool = False) -> Target:
+    listed = mbounds.CANDIDATES["many"]
+    p = mbounds.pair(listed, noise, eps, ranked, records_per_group)
+    kept = "keeps whole groups in rank order (HPA)" if ranked else "keeps a share of each (SRA)"
+    return Target(name, float(eps), 0.0,
+                  f"the aggregate's private choice of groups_per_user scored by the means (mean_bound_quality."
+                  f"choose_bound on bound_choice.means_model), candidates {list(listed)}, {noise} count and sum "
+                  f"tables, c = {records_per_group}, eps = {float(eps):g}: D' adds a user with {records_per_group} "
+                  f"records in each of {listed[-1]} groups where the usefulness is steepest, and the bound {kept} "
+                  f"(Delta q = {float(mq.quality_sensitivity(listed, p.model)):g})",
+                  mbounds.choose_bound_sampler(eps, listed, noise, ranked, records_per_group))
+
+
+def aggregate_mean_bound_selection_family() -> Family:
+    """Every ε with c = 4 and each noise (``aggregate_mean_bound_selection[eps=…]`` with Laplace,
+    ``[eps=…,noise=gaussian]``), and HPA's ranked kept counts at c = 2
+    (``[eps=…,c=2,kept=ranked]``)."""
+    points = []
+    for eps in BOUND_EPSILONS:
+        for noise in mbounds.NOISES:
+            extra = {} if noise == "laplace" else {"noise": noise}
+            points.append(aggregate_mean_bound_selection_target(
+                point_name("aggregate_mean_bound_selection", eps=eps, **extra), eps, noise))
+        points.append(aggregate_mean_bound_selection_target(
+            point_name("aggregate_mean_bound_selection", eps=eps, c=2, kept="ranked"), eps, "laplace", 2, ranked=True))
+    return Family("aggregate_mean_bound_selection", tuple(points))
+
+
 # The choice of location entropy's (M, C): one choose_bounds call per release, 1-2 ms on the
 # default grid, so 10,000 releases per side keep its 16 points within a few minutes.
 ENTROPY_BOUND_TRIALS = 10_000
@@ -369,6 +398,11 @@ def negative_controls() -> list[Target]:
                f"NEGATIVE CONTROL: the means' choice of l at the Delta q of the smallest candidate's reach alone, "
                f"Gaussian tables, candidates {list(mbounds.CANDIDATES['many'])}, eps = 1: true eps 13.0",
                mbounds.smallest_reach_sampler(DEFAULT_EPSILON), negative_control=True, trials=20_000),
+        Target("aggregate_mean_bound_selection_records_per_bound_forgotten", float(DEFAULT_EPSILON), 0.0,
+               f"NEGATIVE CONTROL: the aggregate's choice of groups_per_user by the means at the Delta q of one "
+               f"record per unit of l while each group keeps c = {mbounds.CONTROL_RECORDS_PER_GROUP}, Gaussian "
+               f"tables, candidates {list(mbounds.CANDIDATES['many'])}, eps = 1: true eps 2.7",
+               mbounds.records_per_bound_forgotten_sampler(DEFAULT_EPSILON), negative_control=True, trials=20_000),
         Target("clip_choice_every_record", float(DEFAULT_EPSILON), 0.0,
                f"NEGATIVE CONTROL: choose_clip on the ranks of every record, the added user's {clip.HEAVY_RECORDS} "
                "records all counted where the choice assumes one value per user, eps = 1",
@@ -404,6 +438,7 @@ def _families() -> dict[str, Family]:
         _eps_family("exponential_mechanism", exponential_target),
         bound_selection_family(),
         mean_bound_selection_family(),
+        aggregate_mean_bound_selection_family(),
         _eps_family("bounding_estimate", bounding_estimate_target),
         _eps_family("clip_choice", clip_choice_target),
         _eps_family("group_quantiles", group_quantiles_target),

@@ -41,6 +41,9 @@ import numpy as np
 from dp_spark.core.domain import item_domain_of_ids
 from dp_spark.core.ledger import LedgerEntry
 from dp_spark.core.mechanisms import RandomSource, exponential_probabilities
+from dp_spark.families.aggregate import bound_choice
+from dp_spark.families.aggregate.family import aggregate_params
+from dp_spark.families.aggregate.params import MEANS_BOUND_SHARE
 from dp_spark.families.means import choice
 from dp_spark.families.means.params import MeansParams, budget_split
 from dp_spark.lab.audit_targets import primitives as prim
@@ -52,6 +55,9 @@ CANDIDATES = {
     "many": (1, 2, 5, 10, 20, 50),
 }
 NOISES = ("laplace", "gaussian")
+# The aggregate's points: c records per group, so that the reach's c·l differs from the means' l.
+RECORDS_PER_GROUP = (2, 4)
+CONTROL_RECORDS_PER_GROUP = 4
 DOMAIN = 200  # items in the public domain: more than the b_K cells the pair fills
 TABLES_SHARE = 10  # the tables' part of ε over the choice's (a tenth chooses l)
 
@@ -76,9 +82,26 @@ def model_of(candidates: tuple[int, ...], noise: str, epsilon: Fraction) -> mq.M
     return choice.error_model(params, domains, split)
 
 
+def aggregate_model_of(candidates: tuple[int, ...], noise: str, epsilon: Fraction,
+                       records_per_group: int) -> mq.MeansErrorModel:
+    """The aggregate's model when it scores groups_per_user by the means (a count and a mean of
+    values in [0, 1] per group, DOMAIN groups, ``records_per_group`` records each), at a total ε
+    that gives the choice ``epsilon``: a user keeps up to c records per unit of l."""
+    params = aggregate_params("g", {"g": range(DOMAIN)}, ["count", "mean(v)"], "auto", records_per_group, 0.0, 1.0,
+                              noise=noise, groups_per_user_candidates=candidates)
+    split = params.split(epsilon / MEANS_BOUND_SHARE)
+    return bound_choice.means_model(params, split, DOMAIN, 0.05)
+
+
 @lru_cache(maxsize=None)  # the registry names each pair's Δq, and its sampler draws from it
-def pair(candidates: tuple[int, ...], noise: str, epsilon: Fraction, ranked: bool = False) -> MeanBoundPair:
-    model = model_of(candidates, noise, epsilon)
+def pair(candidates: tuple[int, ...], noise: str, epsilon: Fraction, ranked: bool = False,
+         records_per_group: int | None = None) -> MeanBoundPair:
+    """Without ``records_per_group``, the means family's pair (one record per unit of the bound);
+    with c, the aggregate's: D′'s user has c records in each of its b_K groups, and keeps c·b of
+    them at b."""
+    model = (model_of(candidates, noise, epsilon) if records_per_group is None
+             else aggregate_model_of(candidates, noise, epsilon, records_per_group))
+    per_record = mq.GRID * (records_per_group or 1)
     reach = mq.reach(candidates, model)
     star = int(np.argmax(reach))
     curve = model.tables[0][star]
@@ -88,9 +111,9 @@ def pair(candidates: tuple[int, ...], noise: str, epsilon: Fraction, ranked: boo
     top = candidates[-1]
     d = np.full((top, len(candidates)), users * mq.GRID, dtype=np.int64)
     if ranked:  # cell j is the user's (j+1)-th by score: kept whole at b > j
-        added = mq.GRID * (np.arange(top)[:, None] < np.asarray(candidates)[None, :]).astype(np.int64)
+        added = per_record * (np.arange(top)[:, None] < np.asarray(candidates)[None, :]).astype(np.int64)
     else:
-        added = np.array([mq.GRID * min(top, b) // top for b in candidates], dtype=np.int64)
+        added = np.array([per_record * min(top, b) // top for b in candidates], dtype=np.int64)
     return MeanBoundPair(tuple(candidates), model, (d, d + added))
 
 
@@ -104,9 +127,10 @@ def pair_epsilon(p: MeanBoundPair, epsilon: Fraction, sensitivity: Fraction | No
     return float(np.max(np.abs(np.log(d / d2))))
 
 
-def choose_bound_sampler(epsilon: Fraction, candidates: tuple[int, ...], noise: str, ranked: bool = False):
+def choose_bound_sampler(epsilon: Fraction, candidates: tuple[int, ...], noise: str, ranked: bool = False,
+                         records_per_group: int | None = None):
     """The bound ``choose_bound`` picks, once per trial, on D or D′."""
-    p = pair(candidates, noise, epsilon, ranked)
+    p = pair(candidates, noise, epsilon, ranked, records_per_group)
 
     def sample(side, trials, seed, _spark):
         rng = RandomSource(seed)
@@ -123,11 +147,12 @@ def choose_bound_sampler(epsilon: Fraction, candidates: tuple[int, ...], noise: 
 
 
 def control_pair(candidates: tuple[int, ...] = CANDIDATES["many"], noise: str = "gaussian",
-                 epsilon: Fraction = Fraction(1)) -> MeanBoundPair:
-    """:func:`pair` with the block of heavy users described in the module, b* = b_K."""
-    p = pair(candidates, noise, epsilon)
+                 epsilon: Fraction = Fraction(1), records_per_group: int | None = None) -> MeanBoundPair:
+    """:func:`pair` with the block of heavy users described in the module, b* = b_K (with
+    ``records_per_group``, the aggregate's pair, each heavy user with c records per group)."""
+    p = pair(candidates, noise, epsilon, records_per_group=records_per_group)
     top = candidates[-1]
-    per_user = np.array([mq.GRID * min(top, b) // top for b in candidates], dtype=np.int64)
+    per_user = np.array([mq.GRID * (records_per_group or 1) * min(top, b) // top for b in candidates], dtype=np.int64)
 
     def with_block(m: int) -> tuple[np.ndarray, np.ndarray]:
         block = np.tile(m * per_user, (top, 1))
@@ -157,13 +182,35 @@ def smallest_reach_sampler(epsilon: Fraction, candidates: tuple[int, ...] = CAND
     """NEGATIVE CONTROL: the ``many`` Gaussian :func:`control_pair`'s quality sampled at
     :func:`smallest_reach_sensitivity`."""
     p = control_pair(candidates, noise, epsilon)
-    wrong = smallest_reach_sensitivity(p)
+    return _wrong_sensitivity_sampler(p, epsilon, smallest_reach_sensitivity(p),
+                                      "exponential mechanism at the smallest candidate's reach",
+                                      "the largest candidate's reach left out of the sensitivity")
 
+
+def _wrong_sensitivity_sampler(p: MeanBoundPair, epsilon: Fraction, wrong: Fraction, mechanism: str,
+                               not_private: str):
+    """The bound the exponential mechanism picks over ``p``'s quality at the ``wrong`` Δq, once per
+    trial, on D or D′ (a control: its ledger entry says what is wrong)."""
     def sample(side, trials, seed, _spark):
         scores = mq.quality([p.kept[side]], p.candidates, p.model)
-        entry = LedgerEntry("negative control", "exponential mechanism at the smallest candidate's reach", epsilon,
-                            wrong, wrong / epsilon, len(p.candidates),
-                            not_private="the largest candidate's reach left out of the sensitivity")
+        entry = LedgerEntry("negative control", mechanism, epsilon, wrong, wrong / epsilon, len(p.candidates),
+                            not_private=not_private)
         chosen = prim.exponential_rows(entry, scores, True, trials, RandomSource(seed))
         return np.asarray(p.candidates, dtype=float)[chosen]
     return sample
+
+
+def records_per_bound_forgotten_sensitivity(p: MeanBoundPair) -> Fraction:
+    """The bug the aggregate's control plants: Δq as if a user kept one record per unit of l (the
+    means' reach) while it keeps c per group."""
+    return mq.quality_sensitivity(p.candidates, replace(p.model, records_per_bound=1))
+
+
+def records_per_bound_forgotten_sampler(epsilon: Fraction, records_per_group: int = CONTROL_RECORDS_PER_GROUP,
+                                        candidates: tuple[int, ...] = CANDIDATES["many"], noise: str = "gaussian"):
+    """NEGATIVE CONTROL: the aggregate's :func:`control_pair` (c records per group) sampled at
+    :func:`records_per_bound_forgotten_sensitivity`."""
+    p = control_pair(candidates, noise, epsilon, records_per_group)
+    return _wrong_sensitivity_sampler(p, epsilon, records_per_bound_forgotten_sensitivity(p),
+                                      "exponential mechanism at one record per unit of l",
+                                      "c records per group left out of the sensitivity")
