@@ -154,6 +154,19 @@ def test_a_gaussian_sigma_may_follow_a_chosen_theta_only_under_gaussian_noise():
                                         gaussian_report("gaussian", "sra", "item_counts", 75.1, 0.0242))) == 3
 
 
+def test_the_aggregates_user_cap_may_differ_only_where_l_is_scored_by_the_counts():
+    """With the counts' quality the choice's Δq is at a noisy user cap; with the means' it follows
+    from the config alone, so the same fields differing there are flagged (negative control)."""
+    def aggregate_report(quality, users, delta_q):
+        parameters = {"groups_per_user": "auto", "groups_per_user_quality": quality}
+        return report(algorithm={"name": "aggregate", "parameters": parameters,
+                                 "chosen": {"groups_per_user": 4, "users_noisy": users}},
+                      ledger=[{"step": "choose groups_per_user", "sensitivity_l1": delta_q}])
+    assert report_audit.differences(aggregate_report("counts", 41, 6.4), aggregate_report("counts", 40, 6.3)) == []
+    assert sorted(report_audit.differences(aggregate_report("means", 41, 6.4), aggregate_report("means", 40, 6.3))) == [
+        "algorithm.chosen.users_noisy: 41 vs 40", "ledger[0].sensitivity_l1: 6.4 vs 6.3"]
+
+
 def test_a_cluster_count_chosen_from_noisy_values_may_differ_but_not_the_step_around_it():
     a = report(ledger__0__step="histogram (cluster sums, 4 clusters)", ledger__0__cells=4)
     b = report(ledger__0__step="histogram (cluster sums, 3 clusters)", ledger__0__cells=3)

@@ -241,13 +241,18 @@ AGGREGATE_METRIC_STEPS = r"(?!choose groups_per_user|select groups$|popularity$)
 AGGREGATE_AUTO_ALLOWED = (
     Allowed("algorithm.chosen.groups_per_user", "an output of the exponential mechanism (step choose "
             "groups_per_user)"),
+    *(Allowed(f"ledger[*].{leaf}", "the metric steps' sensitivity follows from the privately chosen l (a DP output)",
+              step=AGGREGATE_METRIC_STEPS) for leaf in ("sensitivity_l1", "noise_scale")),
+)
+# The counts' quality only (parameters.groups_per_user_quality "counts"): its Δq is at a user cap
+# from a noisy count of the users. The means' quality draws no such count, and its Δq follows from
+# the config alone: a neighbour that moved it would be flagged.
+AGGREGATE_USER_CAP_ALLOWED = (
     Allowed("algorithm.chosen.users_noisy", "the users with a record in a group, with discrete Laplace noise (step "
             "choose groups_per_user: users)"),
     Allowed("algorithm.chosen.user_cap", "the quality's user cap: post-processing of the noisy user count"),
     *(Allowed(f"ledger[*].{leaf}", "the choice's Δq is at the user cap, post-processing of the noisy user count",
               step=AGGREGATE_CHOICE_STEP) for leaf in ("sensitivity_l1", "noise_scale")),
-    *(Allowed(f"ledger[*].{leaf}", "the metric steps' sensitivity follows from the privately chosen l (a DP output)",
-              step=AGGREGATE_METRIC_STEPS) for leaf in ("sensitivity_l1", "noise_scale")),
 )
 
 # Under zCDP a Gaussian step's σ² is the sensitivity's over ε², rounded up to what the exact sampler
@@ -292,6 +297,8 @@ def allowed_for(report: dict) -> tuple[Allowed, ...]:
         extra += PRIVATE_GROUPS_ALLOWED
     if name == "aggregate" and parameters.get("groups_per_user") == "auto":
         extra += AGGREGATE_AUTO_ALLOWED + _accuracy_allowed(report)
+        if parameters.get("groups_per_user_quality") != "means":
+            extra += AGGREGATE_USER_CAP_ALLOWED
         if gaussian:
             extra += _gaussian_chosen_allowed(AGGREGATE_METRIC_STEPS, "the privately chosen groups_per_user")
     return ALLOWED + extra
