@@ -92,10 +92,9 @@ def _kept(records, cap: int) -> np.ndarray:
     return full
 
 
-def _model(c: int, records_per_bound: int | None = None) -> mq.MeansErrorModel:
+def _model(c: int) -> mq.MeansErrorModel:
     params = _params(records_per_group=c)
-    model = bound_choice.means_model(params, params.split(Fraction(1)), 8, 0.05)
-    return model if records_per_bound is None else replace(model, records_per_bound=records_per_bound)
+    return bound_choice.means_model(params, params.split(Fraction(1)), 8, 0.05)
 
 
 @settings(max_examples=examples(150), deadline=None)
