@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 
 from dp_spark.core import noise_choice
 from dp_spark.core.domain import ItemDomain
-from dp_spark.core.ledger import GAUSSIAN_MECHANISM, Budget, LedgerEntry
+from dp_spark.core.ledger import GAUSSIAN_MECHANISM, Budget
 from dp_spark.core.mechanisms import RandomSource
 from dp_spark.families.aggregate import histogram_metrics, noisy_totals
 from dp_spark.families.aggregate.noisy_totals import RECORDS, SUM, GroupBound
@@ -115,12 +115,8 @@ def _mean_table_at(params: AggregateParams, split: dict[str, Fraction], bound: G
         noise, scale = mq.GAUSSIAN, math.sqrt(float(count.noise_scale))
     else:
         noise, scale = mq.LAPLACE, float(count.noise_scale)
-    variance = _variance(count) + _variance(total) / params.clip.steps**2
+    variance = histogram_metrics.cell_sd(count) ** 2 + histogram_metrics.cell_sd(total) ** 2 / params.clip.steps**2
     return mq.TableAtBound(noise, scale, halfwidth(count, alpha / 2), variance)
-
-
-def _variance(entry: LedgerEntry) -> float:
-    return histogram_metrics.cell_sd(entry) ** 2
 
 
 def mean_kept_counts(grouped: DataFrame, groups: Memberships, params: AggregateParams, group: str,
