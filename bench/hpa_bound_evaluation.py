@@ -5,6 +5,7 @@ NOT PRIVATE: every number here is computed from the raw records, for the benchma
 
     python bench/hpa_bound_evaluation.py --out DIR [--shapes NAME,...] [--draws 4]
         [--noise laplace,gaussian] [--epsilons 0.1,1,5] [--quality hpa,sra] [--candidates 1,2,4,...]
+        [--choice estimate [--runs 200]]
 
 HPA (d = 1) first draws a noisy popularity and then keeps each user's l records of highest
 popularity, ties at random. Given one draw of the popularity its item error is exact: each item's
@@ -23,6 +24,12 @@ at the split's ε_popularity) ``--draws`` times, and averages over the draws:
 - floor: the best candidate's error at auto's split over the same draws, what the choice's share of
   ε and the grid cost before the mechanism's spread.
 
+With ``--choice estimate`` (algorithm.l_choice, HPA's default; release.bound_estimate with
+release.ranked_bias's model) P is instead how often ``--runs`` runs of the product's choice pick each
+integer bound on the draw's raw statistics (its anchor at that draw's ranking; fixed seeds;
+``--runs 0``: the statistics without noise, the model alone), and the floor is the best integer
+bound at auto's split.
+
 The shapes are bench/bound_evaluation.py's MovieLens ones with item counts alone.
 """
 
@@ -31,6 +38,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import zlib
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -50,7 +59,7 @@ from dp_spark.families.counts import family as counts  # noqa: E402
 from dp_spark.families.registry import family_of  # noqa: E402
 from dp_spark.lab.bound_curve import ranked_sampling_errors, user_item_table  # noqa: E402
 from dp_spark.lab.tune import choice_percentiles  # noqa: E402
-from dp_spark.release import bound_objective, bound_selection  # noqa: E402
+from dp_spark.release import bound_estimate, bound_objective, bound_selection  # noqa: E402
 from dp_spark.release.family import Domains, plan_split  # noqa: E402
 
 SHIPPED = 30
@@ -92,18 +101,43 @@ def hpa_errors(rows: pd.DataFrame, cells: int, bounds) -> dict[int, float]:
             for e in ranked_sampling_errors(rows, "item", bounds, cells)}
 
 
+def estimate_picks(rows: pd.DataFrame, users_by_n: pd.Series, setting: HpaSetting, auto, domains: Domains,
+                   split: dict, runs: int, seed: int) -> dict[int, float]:
+    """P(the estimate picks b) over ``runs`` runs of the product's choice on one draw's ranked
+    rows (each user's records at that draw's popularity), or its pick without noise (runs = 0)."""
+    model = bound_choice.error_model(bound_choice.every_bound(auto), domains, split)
+    first, last = setting.candidates[0], setting.candidates[-1]
+    cells = len(domains.items)
+    reach = bound_estimate.anchor_reach(model.records_per_cell, last - first, cells)
+    squared = [bound_estimate.anchor_squared_norms(rows.drop(columns="item_id").rename(columns={"item": "cell"}),
+                                                   first, last - first, reach)]
+    if runs:
+        return bound_estimate.pick_probabilities(users_by_n, squared, ["item_counts"], setting.candidates, model,
+                                                 cells, split["epsilon_bound"], setting.accounting, runs, seed,
+                                                 ranked=True)
+    edges = bound_estimate.histogram_edges(cells, model.records_per_cell)
+    return {bound_estimate.bound_of(bound_estimate.record_histogram(users_by_n, edges),
+                                    bound_estimate.combined_value(squared, [1]), edges, setting.candidates, model,
+                                    bound_estimate.assumed_top(cells, model.records_per_cell),
+                                    bound_estimate.NO_NOISE, cells): 1.0}
+
+
 def evaluate(shape, records: pd.DataFrame, ids: np.ndarray, setting: HpaSetting, draws: int, quality: str,
-             seed: int) -> dict:
+             seed: int, runs: int | None = None) -> dict:
+    """One cell; ``runs`` (not None): the estimate choice's, from that many runs per draw."""
     cells = len(ids)
     domains = Domains(range(cells))
     auto = setting.params("auto", bound_objective.ITEMS)
+    if runs is not None:
+        auto = replace(auto, choice="estimate")
     auto_split, fixed_split = setting.split_of(auto, domains), setting.split_of(setting.params(SHIPPED), domains)
     model = bound_choice.error_model(auto, domains, auto_split)
-    candidates = setting.candidates
+    candidates = setting.candidates if runs is None else tuple(FINE)
     table = user_item_table(records[["user_id", "item_id"]]).sort_values("user_id", kind="stable")
     table = table.reset_index(drop=True)
     position = np.searchsorted(ids, table["item_id"].to_numpy())
     users = int(table["user_id"].nunique())
+    users_by_n = table.groupby("user_id")["n"].first().value_counts()
     sample_rng = np.random.default_rng(seed)
     noise_rng = RandomSource(seed)
     auto_errors, fixed_errors, picks_all = [], [], []
@@ -120,8 +154,13 @@ def evaluate(shape, records: pd.DataFrame, ids: np.ndarray, setting: HpaSetting,
         def norms_at(cap: int, scored=scored) -> list:
             return bound_selection.weighted_norms(
                 [bound_selection.squared_bias_norms(scored, candidates, model.records_per_cell, cap)], [1])
-        picks_all.append(bound_selection.pick_probabilities(norms_at, users, candidates, model,
-                                                            auto_split["epsilon_bound"], setting.noise == "gaussian"))
+        if runs is None:
+            picks_all.append(bound_selection.pick_probabilities(
+                norms_at, users, candidates, model, auto_split["epsilon_bound"], setting.noise == "gaussian"))
+        else:
+            run_seed = zlib.crc32(f"{shape.name}|{setting.noise}|{setting.epsilon}|{len(picks_all)}".encode())
+            picked = estimate_picks(rows_auto, users_by_n, setting, auto, domains, auto_split, runs, run_seed)
+            picks_all.append(np.array([picked.get(b, 0.0) for b in candidates]))
         at_auto = hpa_errors(rows_auto, cells, candidates)
         auto_errors.append(np.array([at_auto[b] + cells * setting.noise_variance(b, auto_split["epsilon_items"])
                                      for b in candidates]))
@@ -135,7 +174,8 @@ def evaluate(shape, records: pd.DataFrame, ids: np.ndarray, setting: HpaSetting,
     spread = choice_percentiles(np.concatenate(picks_all) / draws, np.concatenate(auto_errors))
     at_auto_split = np.mean(auto_errors, axis=0)  # each candidate's error at auto's split, over the draws
     return {
-        "shape": shape.name, "quality": quality, "noise": setting.noise, "epsilon": setting.epsilon, "users": users,
+        "shape": shape.name, "quality": quality if runs is None else "estimate", "noise": setting.noise,
+        "epsilon": setting.epsilon, "users": users,
         "cells": cells, "draws": draws, "auto": expected, "auto_p99": spread[0.99],
         "picks": {int(b): round(float(p), 4) for b, p in zip(candidates, mean_picks) if p >= 1e-4},
         "likeliest": int(candidates[int(np.argmax(mean_picks))]), "oracle_l": int(oracle), "oracle": fixed[oracle],
@@ -175,6 +215,10 @@ def main(argv=None) -> None:
     parser.add_argument("--quality", default="hpa,sra", help="hpa (HPA's own drop, the product), sra (SRA's)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--candidates", help="the candidate bounds, comma-separated (default the product's)")
+    parser.add_argument("--choice", default="exponential", choices=["exponential", "estimate"],
+                        help="estimate: l_choice = \"estimate\" (HPA's default; --quality is then unused)")
+    parser.add_argument("--runs", type=int, default=200, help="with --choice estimate: runs of the choice per draw "
+                                                              "(0: the statistics without noise)")
     args = parser.parse_args(argv)
     candidates = (tuple(int(b) for b in args.candidates.split(",")) if args.candidates
                   else bound_selection.DEFAULT_CANDIDATES)
@@ -187,14 +231,18 @@ def main(argv=None) -> None:
         records, ids = records_of(shape, None, cache)
         for noise in args.noise.split(","):
             for epsilon in (float(e) for e in args.epsilons.split(",")):
-                for quality in args.quality.split(","):
+                qualities = args.quality.split(",") if args.choice == "exponential" else ["hpa"]
+                for quality in qualities:
                     setting = HpaSetting(epsilon, noise, candidates)
-                    rows.append(evaluate(shape, records, ids, setting, args.draws, quality, args.seed))
+                    rows.append(evaluate(shape, records, ids, setting, args.draws, quality, args.seed,
+                                         None if args.choice == "exponential" else args.runs))
                     r = rows[-1]
                     print(f"{shape.name} | {quality} | {noise} | {epsilon:g}: auto/oracle {r['auto_vs_oracle']:.3f} "
                           f"(oracle l {r['oracle_l']}, likeliest {r['likeliest']})", file=sys.stderr)
         print(f"{shape.name}: {time.monotonic() - started:.0f} s", file=sys.stderr)
-    write_results(Path(args.out), "hpa_evaluation", rows, markdown(rows))
+    name = "hpa_evaluation" if args.choice == "exponential" else "hpa_estimate"
+    write_results(Path(args.out), name if args.runs or args.choice == "exponential" else f"{name}_no_noise", rows,
+                  markdown(rows))
 
 
 if __name__ == "__main__":

@@ -309,11 +309,16 @@ def test_bad_estimate_choices_are_refused(overrides, message):
         _config(*overrides)
 
 
-def test_the_estimate_choice_is_sras_only():
-    with pytest.raises(ConfigError, match="l_choice = \"estimate\" is SRA's"):
-        counts.CountsParams("hpa", "auto", choice="estimate")
-    with pytest.raises(ConfigError, match="l_choice is SRA's"):
-        load_config(ROOT / "conf/movielens_hpa.toml", ['algorithm.l="auto"', 'algorithm.l_choice="estimate"'])
+def test_the_estimate_choice_is_sras_and_hpas_only(tmp_path):
+    with pytest.raises(ConfigError, match="l_choice = \"estimate\" is SRA's and HPA's"):
+        counts.CountsParams("lpa", "auto", choice="estimate")
+    lpa = tmp_path / "lpa.toml"
+    lpa.write_text((ROOT / "conf/movielens_sra.toml").read_text().replace(
+        'name = "sra"\nl = 30', 'name = "lpa"\nm = "auto"\nl_choice = "estimate"'))
+    with pytest.raises(ConfigError, match="l_choice is SRA's and HPA's"):
+        load_config(lpa)
+    hpa = load_config(ROOT / "conf/movielens_hpa.toml", ['algorithm.l="auto"', 'algorithm.l_choice="exponential"'])
+    assert hpa.params.choice == "exponential"
     assert counts.CountsParams("sra", 10, choice="estimate").choice == "exponential"  # a fixed l chooses nothing
 
 
@@ -329,7 +334,8 @@ def test_a_baseline_chooses_m(spark):
 
 def test_hpa_draws_its_popularity_then_chooses_l_and_keeps_the_papers_split_of_the_rest(spark):
     df = _everyone_rates_everything(spark, 100, 8)
-    release = dp_spark.hpa(df, items=range(1, 9), l="auto", l_candidates=[1, 8], d=1, epsilon=8, seed=4)
+    release = dp_spark.hpa(df, items=range(1, 9), l="auto", l_candidates=[1, 8], d=1, epsilon=8, seed=4,
+                           l_choice="exponential")
     assert [e["step"] for e in release.ledger][:2] == ["popularity", "choose l"]  # 1 and 8: no choice of U
     assert release.report["algorithm"]["chosen"]["l"] == 8  # every record kept wins by far at ε = 8
     split = release.report["algorithm"]["epsilon_split"]
@@ -351,7 +357,8 @@ def test_hpa_scores_the_records_it_drops_not_sras(spark, monkeypatch):
     users = 1600
     rows = [(u, 1) for u in range(users)] + [(u, u + 2) for u in range(users)]
     df = spark.createDataFrame(pd.DataFrame(rows, columns=["user_id", "item_id"]))
-    common = dict(items=range(1, users + 2), l="auto", l_candidates=[1, 2], epsilon=1, seed=3)
+    common = dict(items=range(1, users + 2), l="auto", l_candidates=[1, 2], epsilon=1, seed=3,
+                  l_choice="exponential")
     hpa = dp_spark.hpa(df, d=1, **common)
     sra = dp_spark.sra(df, **common)
     assert hpa.report["algorithm"]["chosen"]["l"] == 1 and sra.report["algorithm"]["chosen"]["l"] == 2

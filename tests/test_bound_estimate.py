@@ -409,14 +409,14 @@ def test_where_users_stop_at_a_count_the_noise_above_is_not_read_as_heavy_users(
     assert sum(p for b, p in _shape_picks(_concentrated(), 64, 8).items() if b <= 9) < 0.5
 
 
-def test_sra_chooses_by_the_estimate_unless_told_and_the_others_by_the_exponential_mechanism():
-    assert CountsParams("sra", "auto").choice == "estimate"
+def test_sra_and_hpa_choose_by_the_estimate_unless_told_and_the_baselines_by_the_exponential_mechanism():
+    assert CountsParams("sra", "auto").choice == "estimate" and CountsParams("hpa", "auto").choice == "estimate"
     assert CountsParams("sra", "auto", choice="exponential").choice == "exponential"
-    assert CountsParams("hpa", "auto").choice == "exponential" and CountsParams("lpa", "auto").choice == "exponential"
+    assert CountsParams("lpa", "auto").choice == "exponential"
     assert CountsParams("sra", 10).choice == "exponential"  # a fixed bound chooses nothing
-    # Another algorithm from an SRA config takes its own default (evaluate's hpa_auto, say) unless told.
+    # Another algorithm from an SRA config takes its own default (evaluate's lpa_auto, say) unless told.
     cfg = load_config(ROOT / "conf/movielens_sra_auto.toml")
-    assert cfg.params.choice == "estimate" and cfg.with_params(algorithm="hpa").params.choice == "exponential"
+    assert cfg.params.choice == "estimate" and cfg.with_params(algorithm="lpa").params.choice == "exponential"
     assert cfg.with_params(l=8, candidates=None).params.choice == "exponential"
-    with pytest.raises(ConfigError, match="SRA's"):
-        cfg.with_params(algorithm="hpa", choice="estimate")
+    with pytest.raises(ConfigError, match="SRA's and HPA's"):
+        cfg.with_params(algorithm="lpa", choice="estimate")

@@ -83,8 +83,8 @@ def test_the_oracle_is_the_best_fixed_bound_and_auto_applies_its_choice(spark):
 def test_evaluate_reports_hpa_auto_beside_its_oracle(spark, tmp_path, capsys):
     # The command's whole path for HPA's private bound: one run (each run of each bound is a whole
     # HPA release, and the test reads no spread over runs) on ML-100K's first 100 movies (a
-    # smaller input for every job). Candidates 5 and 80 are far enough apart for the choice to
-    # count the users first.
+    # smaller input for every job). By the estimate, HPA's default, the run's bound is any integer
+    # from the first candidate to the last; the oracle's is one of the candidates.
     out = tmp_path / "eval"
     args = ["evaluate", str(ROOT / "conf/movielens_sra.toml"), "--runs", "1", "--methods", "hpa_auto", "--out",
             str(out), *ml100k_args("--set", "algorithm.l=\"auto\"", "--set", "algorithm.l_candidates=[5, 80]",
@@ -93,7 +93,7 @@ def test_evaluate_reports_hpa_auto_beside_its_oracle(spark, tmp_path, capsys):
     records = json.loads((out / "evaluation.json").read_text())
     assert set(_cells(records)) == {"hpa_auto", "hpa_oracle"}
     bounds = _cells(records, "bound", "l")
-    assert bounds["hpa_auto"]["mean"] in (5, 80) and bounds["hpa_oracle"]["mean"] in (5, 80)
+    assert 5 <= bounds["hpa_auto"]["mean"] <= 80 and bounds["hpa_oracle"]["mean"] in (5, 80)
     assert "NOT private" in (out / "evaluation.md").read_text() and "hpa_oracle" in capsys.readouterr().out
 
 

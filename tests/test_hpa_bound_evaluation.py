@@ -54,3 +54,19 @@ def test_an_item_dropped_whole_alone_in_its_group_counts_one_record_and_no_varia
     table = _table([(1, 0), (1, 1)])
     rows = hpa_eval.ranked(table, np.array([9, 5]), table["item_id"].to_numpy())
     assert hpa_eval.hpa_errors(rows, 2, [1]) == {1: 1.0}
+
+
+def test_the_estimates_picks_are_the_products_choice_on_the_draws_ranking():
+    # 300 users who each rate items 0 .. 3 (scores 9, 8, 7, 6), 50 who rate item 0 alone, at ε = 5:
+    # every bound from 4 keeps all, and the noise grows with the bound, so without noise on the
+    # statistics the estimate picks 4; with it, the picks are a distribution over the range.
+    table = _table([(u, i) for u in range(300) for i in range(4)] + [(300 + u, 0) for u in range(50)])
+    rows = hpa_eval.ranked(table, np.array([9, 8, 7, 6]), table["item_id"].to_numpy())
+    users_by_n = table.groupby("user_id")["n"].first().value_counts()
+    setting = hpa_eval.HpaSetting(5.0, "laplace")
+    auto = hpa_eval.replace(setting.params("auto", hpa_eval.bound_objective.ITEMS), choice="estimate")
+    domains = hpa_eval.Domains(range(4))
+    split = setting.split_of(auto, domains)
+    assert hpa_eval.estimate_picks(rows, users_by_n, setting, auto, domains, split, 0, 1) == {4: 1.0}
+    picks = hpa_eval.estimate_picks(rows, users_by_n, setting, auto, domains, split, 20, 1)
+    assert sum(picks.values()) == pytest.approx(1) and set(picks) <= set(range(1, 257)) and picks.get(4, 0) > 0.5

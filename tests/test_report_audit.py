@@ -358,6 +358,8 @@ JOBS = {
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "gaussian"')),
     # SRA's l = "auto": by its default, the estimate, under zCDP (above); by the exponential mechanism here.
     "sra_auto_exponential": ("ratings", lambda p: ratings_config(p, "sra", 'l = "auto"\nl_choice = "exponential"')),
+    # HPA's l = "auto" by its default, the estimate at its noisy popularity.
+    "hpa_auto": ("ratings", lambda p: ratings_config(p, "hpa", 'l = "auto"\nl_candidates = [1, 5, 20]')),
     "hpa_auto_noise": ("ratings", lambda p: ratings_config(p, "hpa", "l = 5\nd = 2").replace(
         "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nnoise = "auto"')),
     "sra_gaussian_private_items": ("ratings", lambda p: ratings_config(

@@ -436,9 +436,11 @@ def test_the_auto_summary_is_the_expectation_over_the_choice():
     assert tune.choice_percentiles([0.5, 0.4, 0.1], [3, 1, 2]) == {0.5: 2.0, 0.9: 3.0, 0.99: 3.0}
 
 
-def test_tune_shows_what_the_estimate_choice_does(spark, tmp_path, capsys):
+@pytest.mark.parametrize("algorithm", ["sra", "hpa"])
+def test_tune_shows_what_the_estimate_choice_does(spark, tmp_path, capsys, algorithm):
     # 300 users with 2 to 40 ratings of 30 items: the estimate choice's distribution over 200 of its
-    # own runs, its expected MSE at the config's split, and the best bound fixed at a fixed split.
+    # own runs, its expected MSE at the config's split, and the best bound fixed at a fixed split
+    # (HPA's at the expected popularity, as the rows).
     rng = np.random.default_rng(4)
     rows = [(u, int(i)) for u in range(300) for i in rng.choice(np.arange(1, 31), 2 + u % 29, replace=False)]
     pd.DataFrame(rows, columns=["user_id", "item_id"]).to_csv(tmp_path / "r.csv", index=False)
@@ -451,7 +453,7 @@ items = {{ range = [1, 30] }}
 [privacy]
 epsilon = 2.0
 [algorithm]
-name = "sra"
+name = "{algorithm}"
 l = "auto"
 l_candidates = [1, 40]
 l_choice = "estimate"

@@ -161,17 +161,19 @@ def hpa(df: DataFrame, *, items: Items, l: Bound, epsilon: Number | None = None,
         progress: ProgressSink | None = None, l_candidates: Sequence[int] | None = None, delta: float | None = None,
         keys_per_user: int | None = None, executor_noise_cells: int | None = None, max_output_rows: int | None = None,
         distinct_records: bool = False, noise: str | None = "laplace", rho: Number | None = None,
-        records_per_item: int | None = None, l_objective: str | Mapping[str, Number] | None = None) -> Release:
+        records_per_item: int | None = None, l_objective: str | Mapping[str, Number] | None = None,
+        l_choice: str | None = None) -> Release:
     """Like :func:`sra`, but each user keeps its ``l`` records of highest noisy popularity,
-    measured on ``d`` records per user (paper 000's HPA). ``l="auto"``, ``l_objective`` and ``noise`` as
-    for :func:`sra`."""
+    measured on ``d`` records per user (paper 000's HPA). ``l="auto"``, ``l_objective``,
+    ``l_choice`` and ``noise`` as for :func:`sra`; the estimate reads HPA's drop at its noisy
+    popularity (docs/bound_selection.md, "The estimate for HPA")."""
     return _counts("hpa", df, items=items, l=l, d=d, epsilon=epsilon, privacy_unit=privacy_unit, item=item,
                    attribute=attribute, attributes=attributes, epsilon_split=epsilon_split, publisher=publisher,
                    publisher_options=publisher_options, consistent=consistent, seed=seed, budget=budget,
                    guards=guards, progress=progress, candidates=l_candidates,
                    delta=delta, keys_per_user=keys_per_user, executor_noise_cells=executor_noise_cells,
                    max_output_rows=max_output_rows, distinct_records=distinct_records, noise=noise, rho=rho,
-                   records_per_item=records_per_item, objective=l_objective)
+                   records_per_item=records_per_item, objective=l_objective, choice=l_choice)
 
 
 def _baseline(algorithm: str):

@@ -16,9 +16,9 @@ item, and discrete Gaussian noise on the item and edge counts; set beside ``sra`
 compare Laplace and Gaussian noise at equal (ε, δ).
 
 ``sra_auto`` and ``hpa_auto`` choose the bound privately in every run, as a
-release with ``l = "auto"`` does (a tenth of ε; SRA by the estimate unless the
-config's ``l_choice`` says otherwise, HPA by the exponential mechanism over the
-candidates), and report the chosen bound beside the errors. Each comes with
+release with ``l = "auto"`` does (a tenth of ε; by the estimate unless the
+config's ``l_choice`` asks for the exponential mechanism over the candidates),
+and report the chosen bound beside the errors. Each comes with
 its oracle, ``sra_oracle`` / ``hpa_oracle``: the fixed method run at every
 candidate with the same runs and seeds, and the candidate of lowest mean item
 MSE kept. The oracle picks its bound by looking at the true counts: it is NOT
@@ -223,9 +223,14 @@ def _run_method(cfg, records, validated, items, attributes, truth: Truth, runs, 
                 scored_at = functools.partial(counts_bound.bias_norms, cfg.params, validated,
                                               Domains(items, attributes),
                                               ranking=bound_bias.ItemRanking(items, popularity.scores))
-            l = bound_selection.choose_bound_by_users(scored_at, int(validated.users_by_n.sum()),
-                                                      cfg.params.candidates, model, split["epsilon_bound"], budget,
-                                                      rng, step=f"choose {cfg.bound_name}").bound
+            if cfg.params.choice == "estimate":
+                ranking = None if popularity is None else bound_bias.ItemRanking(items, popularity.scores)
+                l = counts_bound.estimate_choice(cfg.params, validated, Domains(items, attributes), split, budget,
+                                                 rng, ranking).bound
+            else:
+                l = bound_selection.choose_bound_by_users(scored_at, int(validated.users_by_n.sum()),
+                                                          cfg.params.candidates, model, split["epsilon_bound"],
+                                                          budget, rng, step=f"choose {cfg.bound_name}").bound
             yield "bound", cfg.bound_name, float(l)
         gaussian = counts_family.gaussian_tables(cfg.params, l, split, attributes is not None)
         publisher = sampling.Publisher(cfg.publisher, dict(cfg.publisher_options), gaussian,

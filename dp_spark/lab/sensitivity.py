@@ -15,6 +15,7 @@ Pure data in, numbers out; ``tests/test_sensitivity.py`` runs it on every family
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -182,16 +183,22 @@ def estimate_histogram(df: DataFrame, distinct: bool) -> np.ndarray:
         validated.release()
 
 
-def estimate_anchors(df: DataFrame, distinct: bool) -> np.ndarray:
+# HPA's estimate ranks each user's records by a public popularity: here one with ties in threes.
+ESTIMATE_RANKING = bound_bias.ItemRanking(ITEM_DOMAIN, np.arange(ITEMS, dtype=np.int64) // 3)
+
+
+def estimate_anchors(df: DataFrame, distinct: bool, ranking: bound_bias.ItemRanking | None = None) -> np.ndarray:
     """SRA's estimate choice: the anchors ⌈‖A_t‖⌉ of the item and edge tables alone (1/GRID
     records), at b_1 = 1, c = 1 and U = ESTIMATE_CAP, every record of a cell counted and each
     user's part scaled to its reach, and the one anchor of both at ESTIMATE_WEIGHTS
-    (bound_estimate.combined_value); each moves by at most its sensitivity (ESTIMATE_ANCHOR_MOVES)."""
+    (bound_estimate.combined_value); each moves by at most its sensitivity (ESTIMATE_ANCHOR_MOVES).
+    HPA's with a ``ranking``: the terms its drop at that public popularity."""
     validated = validate_records(keyed(df, distinct), ITEM_DOMAIN, ATTRIBUTE_DOMAIN)
     try:
         reaches = [bound_estimate.anchor_reach(1, ESTIMATE_CAP, cells) for cells in (ITEMS, ITEMS * len(ATTRS))]
         norms = bound_bias.anchor_squared_norms(validated.records, 1, ESTIMATE_CAP, reaches, GRID,
-                                                [bound_bias.ITEMS, bound_bias.EDGES], user_counts=validated.user_counts)
+                                                [bound_bias.ITEMS, bound_bias.EDGES], user_counts=validated.user_counts,
+                                                ranking=ranking)
         return np.array([*(bound_estimate.anchor_value(norm) for norm in norms),
                          bound_estimate.combined_value(norms, ESTIMATE_WEIGHTS)], dtype=np.int64)
     finally:
@@ -372,6 +379,8 @@ FAMILIES = (
     Family("estimate_histogram", estimate_histogram, 1, l2_squared=1),
     # Each anchor moves by at most its own sensitivity: the item table's and the edge table's.
     Family("estimate_anchors", estimate_anchors, sum(ESTIMATE_ANCHOR_MOVES), linf=max(ESTIMATE_ANCHOR_MOVES)),
+    Family("hpa_estimate_anchors", functools.partial(estimate_anchors, ranking=ESTIMATE_RANKING),
+           sum(ESTIMATE_ANCHOR_MOVES), linf=max(ESTIMATE_ANCHOR_MOVES)),
     Family("dpsense_normalized", dpsense_normalized, BOUND << dpsense.GRID_BITS,
            l2_squared=BOUND << (2 * dpsense.GRID_BITS)),
     Family("entropy_first_visits", entropy_first_visits, BOUND * VISITS_CAP, linf=VISITS_CAP),

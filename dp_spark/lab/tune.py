@@ -8,8 +8,8 @@ noise variance the item table gets at bound b and the item counts' share of ε (
 Gaussian's where the job would draw it, else the publisher's; ``families.counts.bound_choice.error_model``).
 Beside them, the quality q(b) that ``l = "auto"`` would score
 (:mod:`dp_spark.release.bound_selection`, at the likeliest user cap) and the probability that
-the exponential mechanism picks b, over its user count's noise and its draw. With SRA's estimate
-choice (``l_choice = "estimate"``, SRA's default) the distribution of that choice's picks over
+the exponential mechanism picks b, over its user count's noise and its draw. With the estimate
+choice (``l_choice = "estimate"``, SRA's and HPA's default) the distribution of that choice's picks over
 runs of its own is shown beside them (:func:`estimate_summary`).
 
 HPA keeps each user's most popular records rather than a uniform sample, ranked by a noisy
@@ -336,23 +336,27 @@ ESTIMATE_DRAWS = 200  # runs of the estimate choice tune takes its distribution 
 
 
 def estimate_summary(cfg, validated, pairs: pd.DataFrame, domains: Domains, setup: TuneSetup,
-                     progress, draws: int = ESTIMATE_DRAWS) -> dict:
+                     progress, draws: int = ESTIMATE_DRAWS, ranking: bound_bias.ItemRanking | None = None) -> dict:
     """What l_choice = "estimate" does on these records: how often ``draws`` runs of the choice
     itself (fixed seeds) pick each bound, the item table's expected MSE over those picks at the
     config's split, and the best bound from b_1 to b_K fixed at a fixed bound's split (NOT
-    private; release.bound_estimate.pick_probabilities)."""
+    private; release.bound_estimate.pick_probabilities). HPA's at its ``ranking`` (the expected
+    popularity, as the rows)."""
     from dp_spark.release import bound_estimate
 
     params, split = cfg.params, setup.split
     candidates = tuple(params.candidates)
     model = bound_choice.error_model(bound_choice.every_bound(params), domains, dict(split))
-    squared = bound_choice.squared_anchors(params, validated, domains, candidates[-1] - candidates[0])
+    squared = bound_choice.squared_anchors(params, validated, domains, candidates[-1] - candidates[0], ranking)
     progress(f"running the estimate choice {draws} times on the records' statistics")
     picks = bound_estimate.pick_probabilities(validated.users_by_n, squared, list(bound_choice.scored_tables(
-        params, domains)), candidates, model, len(domains.items), split["epsilon_bound"], cfg.accounting, draws)
+        params, domains)), candidates, model, len(domains.items), split["epsilon_bound"], cfg.accounting, draws,
+        ranked=ranking is not None)
     every = list(range(candidates[0], candidates[-1] + 1))
-    errors = {e.bound: e.bias_squared + e.sampling_variance
-              for e in sra_sampling_errors(pairs, every, len(domains.items))}
+    cells = len(domains.items)
+    curve = (sra_sampling_errors(pairs, every, cells) if ranking is None else
+             hpa_sampling_errors(pairs, every, cells, dict(zip(domains.items.ids.tolist(), ranking.scores.tolist()))))
+    errors = {e.bound: e.bias_squared + e.sampling_variance for e in curve}
     expected = sum(p * (errors[b] + setup.noise_variance(b)) for b, p in picks.items())
     fixed = {b: errors[b] + setup.noise_variance(b, setup.fixed_split) for b in every}
     top = min(fixed, key=fixed.__getitem__)
@@ -396,7 +400,8 @@ def run(cfg, spark, candidates: Sequence[int] | None, share: Fraction, progress)
         ranking = None if popularity is None else bound_bias.ItemRanking(items, popularity)
         norms = {cap: bound_choice.bias_norms(auto, validated, Domains(items, attributes), cap, ranking)
                  for cap in likely_caps(int(validated.users_by_n.sum()), bounds, setup, share)}
-        estimate = (estimate_summary(cfg, validated, pairs, Domains(items, attributes), setup, progress)
+        estimate = (estimate_summary(cfg, validated, pairs, Domains(items, attributes), setup, progress,
+                                     ranking=ranking)
                     if cfg.params.auto and cfg.params.choice == "estimate" else None)
     finally:
         validated.release()

@@ -247,7 +247,7 @@ def expected_kept(records: DataFrame, candidates: Sequence[int], cap: int, grid:
 def anchor_squared_norms(records: DataFrame, first: int, user_cap: int, reaches: Sequence[int], grid: int,
                          tables: Sequence[tuple[str, ...]] = (ITEMS,), user_counts: DataFrame | None = None,
                          users: int | None = None, record_count: int | None = None,
-                         largest_n: int | None = None) -> list[int]:
+                         largest_n: int | None = None, ranking: ItemRanking | None = None) -> list[int]:
     """Each table's ‖A_t‖², the estimate's anchor squared (release.bound_estimate, in units of
     1/``grid`` record squared), from terms that keep a user's repeated records of a cell: per
     (user, cell) r = ⌊grid·k·(n − b_1)⁺·U / (n·max(n − b_1, U))⌋ (the quality's term at b_1 with
@@ -257,6 +257,9 @@ def anchor_squared_norms(records: DataFrame, first: int, user_cap: int, reaches:
     ``largest_n``: the most records a user has, when known, for long arithmetic where it fits
     (k ≤ n: the term's numbers are those of the quality's with c = n); a user's squares sum to at
     most (grid·U)², their terms being each at most grid·U and summing to at most that.
+    ``ranking``: the public item scores when the bound keeps each user's records of highest score
+    first (HPA): the terms are then the ranked ones, ⌊grid·k·min(g, (t − b_1)⁺)·U / (g·max(n − b_1,
+    U))⌋, which also sum to at most grid·U per user (a user drops (n − b_1)⁺ records in all).
     The driver-side twin is bound_estimate.anchor_squared_norms (tests hold them equal)."""
     if len(reaches) != len(tables):
         raise ValueError("one reach per table")
@@ -265,9 +268,9 @@ def anchor_squared_norms(records: DataFrame, first: int, user_cap: int, reaches:
     cap = largest_n if largest_n is not None else _NO_CAP
     kind = _arithmetic(largest_n, user_cap, cap, grid)
     squares_kind = "bigint" if (grid * max(user_cap, 1)) ** 2 < 2**62 else _WIDE
-    per_cell = _per_cell_user(records, tables, user_counts, users, record_count)
-    return [_anchor_norm(counted, list(table), _term(first, first, user_cap, cap, grid, kind, False), user_cap,
-                         reach, grid, users, squares_kind)
+    per_cell = _per_cell_user(records, tables, user_counts, users, record_count, ranking)
+    term = _term(first, first, user_cap, cap, grid, kind, ranking is not None)
+    return [_anchor_norm(counted, list(table), term, user_cap, reach, grid, users, squares_kind)
             for counted, table, reach in zip(per_cell, tables, reaches)]
 
 

@@ -1,5 +1,5 @@
-"""SRA's per-user bound chosen from an estimate of the release's error (``l_choice = "estimate"``;
-docs/bound_selection.md, "The estimate choice"): two kinds of DP statistics of low sensitivity,
+"""SRA's and HPA's per-user bound chosen from an estimate of the release's error (``l_choice =
+"estimate"``; docs/bound_selection.md, "The estimate choice"): two kinds of DP statistics of low sensitivity,
 and the bound that minimises the error they predict, found by post-processing alone.
 
 1. A histogram of the users' record counts n_u in the domain, over public bins (each user in one
@@ -18,7 +18,9 @@ tail from 32 records on is then made non-increasing (:func:`monotone_tail`). The
 tables' weighted squared bias at b is then (A/S_U)²·S(b)², S_U = Σ_u min((n_u − b_1)⁺, U): each
 bound drops records from the cells in the proportions it does at b_1. With the public noise
 variance N_t(b) and the sampling variance V(b), the chosen bound minimises
-(A/S_U)²·S(b)² + Σ_t w_t·(V(b) + N_t(b)) over every integer from b_1 to b_K.
+(A/S_U)²·S(b)² + Σ_t w_t·(V(b) + N_t(b)) over every integer from b_1 to b_K. HPA, which keeps a
+user's records of highest noisy popularity rather than a uniform sample, has a bias model of its
+own over the same statistics (release.ranked_bias), its anchor's terms ranked by that popularity.
 
 Pure functions over plain numbers; the Spark side is release.bound_bias (the anchors' squared
 norms) and validation's users_by_n (the histogram's counts)."""
@@ -41,6 +43,7 @@ from dp_spark.core.ledger import Budget
 from dp_spark.core.ledger_entry import LedgerEntry
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace_variance
 from dp_spark.release.bound_selection import GRID, ErrorModel, bias_term, candidates_checked
+from dp_spark.release.ranked_bias import ranked_errors
 from dp_spark.release.sum_tables import GAUSSIAN, LAPLACE, halfwidth, table_entry
 
 # The histogram takes this share of the choice's ε (of its ρ under zCDP), the anchor the rest. Set
@@ -141,17 +144,23 @@ def anchor_sensitivity(records_per_cell: int, user_cap: int, cells: int) -> int:
 
 def anchor_squared_norms(cells: pd.DataFrame, first: int, user_cap: int, reach: int) -> int:
     """The anchor squared, ‖A‖², in 1/GRID records squared, from ``cells`` (one row per (user,
-    cell) with user_id, cell, k and n): the driver-side twin of release.bound_bias's
-    anchor_squared_norms (the terms and why there): the quality's term at b_1 with every record
-    counted (c = k), each user's terms scaled down to squares summing to at most ``reach``·GRID²
-    (NOT private)."""
+    cell) with user_id, cell, k and n, and for a ranked bound t and g, bound_selection.bias_term's
+    ``through`` and ``tied``): the driver-side twin of release.bound_bias's anchor_squared_norms
+    (the terms and why there): the quality's term at b_1 with every record counted (c = k), each
+    user's terms scaled down to squares summing to at most ``reach``·GRID² (NOT private)."""
     if user_cap == 0 or cells.empty:
         return 0
     k = cells["k"].to_numpy(dtype=object)
     n = cells["n"].to_numpy(dtype=object)
     if np.any(k < 1) or np.any(n < k):
         raise ValueError("each row needs 1 <= k <= n")
-    raw = np.array([bias_term(int(a), int(b), first, first, user_cap, int(a)) for a, b in zip(k, n)], dtype=object)
+    if "t" in cells and "g" in cells:
+        ranks = zip(cells["t"].tolist(), cells["g"].tolist())
+        raw = np.array([bias_term(int(a), int(b), first, first, user_cap, int(a), int(t), int(g))
+                        for a, b, (t, g) in zip(k, n, ranks)], dtype=object)
+    else:
+        raw = np.array([bias_term(int(a), int(b), first, first, user_cap, int(a)) for a, b in zip(k, n)],
+                       dtype=object)
     user = pd.factorize(cells["user_id"])[0]
     squares = np.zeros(int(user.max()) + 1, dtype=object)
     np.add.at(squares, user, raw * raw)
@@ -379,7 +388,8 @@ def _noisy(budget: Budget, rng: RandomSource, step: str, values: np.ndarray, sen
 
 def choose_bound(users_by_n: pd.Series, squared_anchors_at: Callable[[int], Sequence[int]],
                  tables: Sequence[str], candidates: Sequence[int], model: ErrorModel, item_cells: int,
-                 epsilon: Fraction, budget: Budget, rng: RandomSource, step: str = "bound") -> EstimateChoice:
+                 epsilon: Fraction, budget: Budget, rng: RandomSource, step: str = "bound",
+                 ranked: bool = False) -> EstimateChoice:
     """The whole choice with its part ``epsilon``: the histogram of ``users_by_n`` (users per
     record count, NOT private) with noise of sensitivity 1 (ledger step "<step>: record counts"),
     the anchor ⌈√(Σ_t w_t·‖A_t‖²)⌉ (``squared_anchors_at(U)``: each scored table's squared norm at
@@ -387,7 +397,8 @@ def choose_bound(users_by_n: pd.Series, squared_anchors_at: Callable[[int], Sequ
     "<step>: bias of <tables> (1/GRID records)"), then the bound from b_1 to b_K of least
     estimated error. ``model``: the public error model over every integer from b_1 to b_K (its
     noise variances), with the scored tables' weights and cells; ``item_cells``: the item domain's
-    size."""
+    size; ``ranked``: the bound keeps each user's records of highest public score (HPA: the
+    anchor's terms ranked by it, release.ranked_bias's model), not a uniform sample."""
     bounds = candidates_checked(candidates)
     every = np.arange(int(bounds[0]), int(bounds[-1]) + 1)
     if len(model.noise_variance) != every.size or model.cells is None:
@@ -407,21 +418,25 @@ def choose_bound(users_by_n: pd.Series, squared_anchors_at: Callable[[int], Sequ
                            np.array([combined_value(squared, weights)], dtype=np.int64), sensitivity, anchor_epsilon)
     anchor = int(noisy[0])
     bound = bound_of(counts, anchor, edges, candidates, model, assumed_top(item_cells, model.records_per_cell),
-                     HistogramNoise.of(counts_entry))
+                     HistogramNoise.of(counts_entry), item_cells if ranked else None)
     return EstimateChoice(bound, tuple(int(e) for e in edges[:-1]), tuple(int(c) for c in counts),
                           {name: anchor / GRID})
 
 
 def bound_of(counts: np.ndarray, anchor: int, edges: np.ndarray, candidates: Sequence[int],
-             model: ErrorModel, assumed: int, noise: HistogramNoise) -> int:
+             model: ErrorModel, assumed: int, noise: HistogramNoise, ranked_cells: int | None = None) -> int:
     """The bound from b_1 to b_K of least estimated error, from the users per bin ``counts``
     (noisy, as drawn, with ``noise``: NO_NOISE for statistics without) and the anchor (in 1/GRID
     records: :func:`combined_value` of the model's tables, with noise or without): the bins above
     ``assumed`` records gated, the tail made monotone, the estimate's least error; post-processing
-    only."""
+    only. ``ranked_cells``: for a ranked bound (HPA), the item domain's size, and the bias from
+    release.ranked_bias's model rather than SRA's."""
     bounds = candidates_checked(candidates)
     moments = _moments(tuple(int(e) for e in edges), int(bounds[0]), int(bounds[-1]))
     histogram = monotone_tail(trimmed(counts, edges, assumed, noise), edges)
+    if ranked_cells is not None:
+        return best_bound(ranked_errors(histogram, edges, anchor / GRID, moments.bounds, model.records_per_cell,
+                                        ranked_cells, model.noise_variance), moments.bounds)
     errors = estimated_errors(histogram, anchor / GRID, moments, sum((w for w in model.weights if w), Fraction(0)),
                               model.noise_variance)
     return best_bound(errors, moments.bounds)
@@ -429,7 +444,7 @@ def bound_of(counts: np.ndarray, anchor: int, edges: np.ndarray, candidates: Seq
 
 def pick_probabilities(users_by_n: pd.Series, squared_anchors: Sequence[int], tables: Sequence[str],
                        candidates: Sequence[int], model: ErrorModel, item_cells: int, epsilon: Fraction,
-                       accounting, draws: int = 200, seed: int = 0) -> dict[int, float]:
+                       accounting, draws: int = 200, seed: int = 0, ranked: bool = False) -> dict[int, float]:
     """How often the choice picks each bound over ``draws`` runs of :func:`choose_bound` itself
     (fixed seeds), on these raw statistics (NOT private): for tune and the benchmarks. The
     distribution has no closed form; its error is that of ``draws`` samples."""
@@ -437,6 +452,6 @@ def pick_probabilities(users_by_n: pd.Series, squared_anchors: Sequence[int], ta
     for draw in range(draws):
         budget = Budget(Fraction(10) ** 6, accounting=accounting)
         chosen = choose_bound(users_by_n, lambda _cap: squared_anchors, tables, candidates, model, item_cells,
-                              epsilon, budget, RandomSource(seed * 1_000_003 + draw))
+                              epsilon, budget, RandomSource(seed * 1_000_003 + draw), ranked=ranked)
         picks[chosen.bound] = picks.get(chosen.bound, 0) + 1
     return {b: count / draws for b, count in sorted(picks.items())}

@@ -104,16 +104,19 @@ def bias_norms(params: CountsParams, validated, domains: Domains, user_cap: int,
                                                       scored_tables(params, domains).values()])
 
 
-def squared_anchors(params: CountsParams, validated, domains: Domains, user_cap: int) -> list[int]:
+def squared_anchors(params: CountsParams, validated, domains: Domains, user_cap: int,
+                    ranking: bound_bias.ItemRanking | None = None) -> list[int]:
     """Each scored table's anchor squared, ‖A_t‖², at user cap U, in GRID² units (NOT private:
     read only to be noised): the bias at the smallest candidate, every record of a cell counted,
-    each user's part within the anchor's reach (release.bound_bias.anchor_squared_norms)."""
+    each user's part within the anchor's reach (release.bound_bias.anchor_squared_norms); HPA's
+    at its ``ranking``."""
     tables = scored_tables(params, domains)
     reaches = [bound_estimate.anchor_reach(quality_cap(params), user_cap, size) for _, _, size in tables.values()]
     return bound_bias.anchor_squared_norms(validated.records, _candidates(params)[0], user_cap, reaches,
                                            bound_selection.GRID, [CELL_COLUMNS[t] for t in tables],
                                            validated.user_counts, int(validated.users_by_n.sum()),
-                                           bound_bias.record_count(validated.users_by_n), _largest(validated))
+                                           bound_bias.record_count(validated.users_by_n), _largest(validated),
+                                           ranking=ranking)
 
 
 def every_bound(params: CountsParams) -> CountsParams:
@@ -122,22 +125,30 @@ def every_bound(params: CountsParams) -> CountsParams:
     return replace(params, candidates=tuple(range(candidates[0], candidates[-1] + 1)))
 
 
-def estimated_bound(params: CountsParams, inputs: RunInputs, validated) -> tuple[int, dict]:
-    """SRA's bound of least estimated error (``l_choice = "estimate"``, release.bound_estimate)."""
+def estimated_bound(params: CountsParams, inputs: RunInputs, validated,
+                    ranking: bound_bias.ItemRanking | None = None) -> tuple[int, dict]:
+    """The bound of least estimated error (``l_choice = "estimate"``, release.bound_estimate): SRA's,
+    or HPA's at its ``ranking`` (release.ranked_bias's model)."""
     candidates = _candidates(params)
-    if inputs.domains.items is None:
-        raise ValueError("the estimate needs the item domain")
-    model = error_model(every_bound(params), inputs.domains, inputs.split)  # public
-    tables = list(scored_tables(params, inputs.domains))
     inputs.progress(f"choosing {params.bound_name} privately from {candidates[0]} to {candidates[-1]} "
                     "by its estimated error")
-    choice = bound_estimate.choose_bound(
-        validated.users_by_n, lambda cap: squared_anchors(params, validated, inputs.domains, cap), tables,
-        candidates, model, len(inputs.domains.items), inputs.split["epsilon_bound"], inputs.budget, inputs.rng,
-        step=f"choose {params.bound_name}")
+    choice = estimate_choice(params, validated, inputs.domains, inputs.split, inputs.budget, inputs.rng, ranking)
     inputs.progress(f"{params.bound_name} = {choice.bound}, chosen privately from {candidates[0]} to "
                     f"{candidates[-1]}")
     return choice.bound, choice.to_json(params.bound_name)
+
+
+def estimate_choice(params: CountsParams, validated, domains: Domains, split: dict, budget, rng,
+                    ranking: bound_bias.ItemRanking | None = None) -> bound_estimate.EstimateChoice:
+    """The estimate choice itself, paid through ``budget`` (its part: ``split["epsilon_bound"]``)."""
+    candidates = _candidates(params)
+    if domains.items is None:
+        raise ValueError("the estimate needs the item domain")
+    model = error_model(every_bound(params), domains, split)  # public
+    return bound_estimate.choose_bound(
+        validated.users_by_n, lambda cap: squared_anchors(params, validated, domains, cap, ranking),
+        list(scored_tables(params, domains)), candidates, model, len(domains.items), split["epsilon_bound"],
+        budget, rng, step=f"choose {params.bound_name}", ranked=ranking is not None)
 
 
 def chosen_bound(params: CountsParams, inputs: RunInputs, validated,
@@ -146,15 +157,17 @@ def chosen_bound(params: CountsParams, inputs: RunInputs, validated,
     HPA's choice needs its noisy ``popularity``, drawn before it (a DP output, public here)."""
     if not params.auto:
         return int(params.l), None
-    if params.choice == "estimate":
-        return estimated_bound(params, inputs, validated)
-    candidates = _candidates(params)
-    model = error_model(params, inputs.domains, inputs.split)  # public: any error before the records' pass
+    if (params.algorithm == "hpa") != (popularity is not None):
+        raise ValueError("HPA's bound is chosen at its noisy popularity, and only HPA's")
     ranking = None
     if popularity is not None:
         if inputs.domains.items is None:
             raise ValueError("HPA's popularity needs the item domain")
         ranking = bound_bias.ItemRanking(inputs.domains.items, popularity.scores)
+    if params.choice == "estimate":
+        return estimated_bound(params, inputs, validated, ranking)
+    candidates = _candidates(params)
+    model = error_model(params, inputs.domains, inputs.split)  # public: any error before the records' pass
     inputs.progress(f"choosing {params.bound_name} privately from {len(candidates)} candidates")
     choice = bound_selection.choose_bound_by_users(
         lambda cap: bias_norms(params, validated, inputs.domains, cap, ranking),

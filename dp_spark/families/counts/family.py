@@ -22,7 +22,7 @@ from dp_spark.core.discrete_gaussian import variance_at_least
 from dp_spark.core.progress import diagnostic
 from dp_spark.errors import ConfigError
 from dp_spark.families.counts import bound_choice, sampling
-from dp_spark.families.counts.params import ALGORITHMS, BASELINE_PUBLISHERS, CountsParams  # noqa: F401
+from dp_spark.families.counts.params import ALGORITHMS, BASELINE_PUBLISHERS, ESTIMATED, CountsParams  # noqa: F401
 from dp_spark.families.counts.sampling import gaussian_tables, l2_squared  # noqa: F401 (read from here too)
 from dp_spark.io.validation import check_schema, validate_records
 from dp_spark.publishers.options import publisher_choice
@@ -294,8 +294,9 @@ def from_config(c: ConfigTables) -> CountsParams:
         if key in algorithm:
             raise ConfigError(f"algorithm.{key} is not used by {name}; its per-user bound is algorithm.{bound}")
     l = require(algorithm, bound, "algorithm")
-    if "l_choice" in algorithm and name != "sra":
-        raise ConfigError(f"algorithm.l_choice is SRA's; {name} chooses its bound with the exponential mechanism")
+    if "l_choice" in algorithm and name not in ESTIMATED:
+        raise ConfigError(f"algorithm.l_choice is SRA's and HPA's; {name} chooses its bound with the exponential "
+                          "mechanism")
     if l != AUTO:
         l = rows_per_user(l, f"algorithm.{bound}")
         for key in (f"{bound}_objective", "l_choice"):

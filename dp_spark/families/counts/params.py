@@ -18,16 +18,17 @@ from dp_spark.release.private_keys import PRIVATE_ITEMS, checked_private_items
 ALGORITHMS = ("sra", "hpa", "lpa", "dft", "gs")
 TABLES = ("item_counts", "edge_counts")  # what a release publishes: the items, and with attributes the edges
 # How l = "auto" chooses (docs/bound_selection.md): the exponential mechanism over the candidates
-# (every algorithm; HPA's default), or the bound of least error estimated from DP statistics
-# (release.bound_estimate; SRA's only, and its default).
+# (every algorithm; the baselines' only choice), or the bound of least error estimated from DP
+# statistics (release.bound_estimate; SRA's and HPA's default).
 CHOICES = ("exponential", "estimate")
+# The algorithms the estimate has an error model for: SRA's uniform sample, HPA's ranked records.
+ESTIMATED = ("sra", "hpa")
 
 
 def default_choice(algorithm: str) -> str:
-    """How l = "auto" chooses unless algorithm.l_choice says: SRA by the estimate (its error model
-    is SRA's uniform sample; docs/bound_selection.md, "The estimate choice"), the others by the
-    exponential mechanism."""
-    return "estimate" if algorithm == "sra" else "exponential"
+    """How l = "auto" chooses unless algorithm.l_choice says: SRA and HPA by the estimate
+    (docs/bound_selection.md, "The estimate choice"), the baselines by the exponential mechanism."""
+    return "estimate" if algorithm in ESTIMATED else "exponential"
 
 
 # Paper 000's baselines: a uniform sample of at most m records per user, always published
@@ -99,8 +100,8 @@ class CountsParams(AutoBound):
     def _check_choice(self) -> None:
         if self.choice not in CHOICES:
             raise ConfigError(f"algorithm.l_choice must be one of {', '.join(CHOICES)}, got {self.choice!r}")
-        if self.choice == "estimate" and self.algorithm != "sra":
-            raise ConfigError(f"algorithm.l_choice = \"estimate\" is SRA's (its error model is SRA's uniform sample); "
+        if self.choice == "estimate" and self.algorithm not in ESTIMATED:
+            raise ConfigError(f"algorithm.l_choice = \"estimate\" is SRA's and HPA's (its error models are theirs); "
                               f"{self.algorithm} chooses its bound with the exponential mechanism")
 
     def _check_noise(self):
