@@ -5,7 +5,7 @@ NOT PRIVATE: every number here is computed from the raw records, for the benchma
 
     python bench/hpa_bound_evaluation.py --out DIR [--shapes NAME,...] [--draws 4]
         [--noise laplace,gaussian] [--epsilons 0.1,1,5] [--quality hpa,sra] [--candidates 1,2,4,...]
-        [--choice estimate [--runs 200]]
+        [--choice estimate [--runs 200]] [--set heldout --checkins DIR]
 
 HPA (d = 1) first draws a noisy popularity and then keeps each user's l records of highest
 popularity, ties at random. Given one draw of the popularity its item error is exact: each item's
@@ -30,7 +30,9 @@ integer bound on the draw's raw statistics (its anchor at that draw's ranking; f
 ``--runs 0``: the statistics without noise, the model alone), and the floor is the best integer
 bound at auto's split.
 
-The shapes are bench/bound_evaluation.py's MovieLens ones with item counts alone.
+The shapes are bench/bound_evaluation.py's MovieLens ones with item counts alone; with ``--set
+heldout`` its held-out ones with item counts alone (Laplace only for the check-ins with repeated
+records, as there).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bound_evaluation import FINE, records_of, shapes, write_results  # noqa: E402
+from bound_evaluation import FINE, heldout_shapes, records_of, shapes, write_results  # noqa: E402
 from bound_selection import Setting  # noqa: E402
 
 from dp_spark.core.mechanisms import RandomSource, discrete_laplace  # noqa: E402
@@ -217,19 +219,22 @@ def main(argv=None) -> None:
     parser.add_argument("--candidates", help="the candidate bounds, comma-separated (default the product's)")
     parser.add_argument("--choice", default="exponential", choices=["exponential", "estimate"],
                         help="estimate: l_choice = \"estimate\" (HPA's default; --quality is then unused)")
+    parser.add_argument("--set", default="evaluation", choices=["evaluation", "heldout"])
+    parser.add_argument("--checkins", help="with --set heldout: the generated check-ins' directory")
     parser.add_argument("--runs", type=int, default=200, help="with --choice estimate: runs of the choice per draw "
                                                               "(0: the statistics without noise)")
     args = parser.parse_args(argv)
     candidates = (tuple(int(b) for b in args.candidates.split(",")) if args.candidates
                   else bound_selection.DEFAULT_CANDIDATES)
-    wanted = [s for s in shapes() if s.source != "netflix" and not s.edges]
+    wanted = [s for s in (shapes() if args.set == "evaluation" else heldout_shapes())
+              if s.source != "netflix" and not s.edges]
     if args.shapes:
         wanted = [s for s in wanted if any(part in s.name for part in args.shapes.split(","))]
     cache, rows = {}, []
     for shape in wanted:
         started = time.monotonic()
-        records, ids = records_of(shape, None, cache)
-        for noise in args.noise.split(","):
+        records, ids = records_of(shape, None, cache, args.checkins)
+        for noise in ("laplace",) if shape.source == "checkins-visits" else args.noise.split(","):
             for epsilon in (float(e) for e in args.epsilons.split(",")):
                 qualities = args.quality.split(",") if args.choice == "exponential" else ["hpa"]
                 for quality in qualities:
@@ -241,6 +246,7 @@ def main(argv=None) -> None:
                           f"(oracle l {r['oracle_l']}, likeliest {r['likeliest']})", file=sys.stderr)
         print(f"{shape.name}: {time.monotonic() - started:.0f} s", file=sys.stderr)
     name = "hpa_evaluation" if args.choice == "exponential" else "hpa_estimate"
+    name = name if args.set == "evaluation" else f"{name}_heldout"
     write_results(Path(args.out), name if args.runs or args.choice == "exponential" else f"{name}_no_noise", rows,
                   markdown(rows))
 

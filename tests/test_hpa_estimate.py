@@ -75,6 +75,16 @@ def test_the_errors_are_the_model_scaled_to_the_anchor_plus_the_noise():
     assert rb.ranked_errors(np.array([7, 0, 0, 0]), edges, 30.0, [1, 2], 1, 4, [1, 4]) == pytest.approx([1, 4])
 
 
+def test_users_above_c_per_item_keep_a_bias_past_the_domains_size():
+    # Repeated records: 20 users with 6 records each on a 4-item domain (c = 1). Every bound below
+    # 6 drops some of them. The model's first version stopped the slots at c·C_items = 4, read no
+    # bias from 4 on (0 at all three bounds here) and picked 4, up to 309 times the oracle's error
+    # on the check-ins with visits (docs/bound_selection.md).
+    histogram, edges = np.array([0, 0, 0, 0, 0, 20]), np.arange(1, 8)
+    norms = rb.ranked_norms(histogram, edges, [4, 5, 6], 1, 4)
+    assert norms == pytest.approx([2 * 20**2, 20**2, 0])
+
+
 def _ranked(rows) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=["user_id", "cell"])
     cells = frame.groupby(["user_id", "cell"]).size().rename("k").reset_index()
