@@ -121,7 +121,7 @@ def estimate_picks(rows: pd.DataFrame, users_by_n: pd.Series, setting: HpaSettin
     return {bound_estimate.bound_of(bound_estimate.record_histogram(users_by_n, edges),
                                     bound_estimate.combined_value(squared, [1]), edges, setting.candidates, model,
                                     bound_estimate.assumed_top(cells, model.records_per_cell),
-                                    bound_estimate.NO_NOISE, cells): 1.0}
+                                    bound_estimate.NO_NOISE, ranked=True): 1.0}
 
 
 def evaluate(shape, records: pd.DataFrame, ids: np.ndarray, setting: HpaSetting, draws: int, quality: str,

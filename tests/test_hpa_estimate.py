@@ -41,7 +41,7 @@ def test_where_users_hold_the_most_popular_items_the_model_is_hpas_exact_bias(c,
     edges = np.arange(1, c * ITEMS + 2)  # one bin per record count: the histogram is exact
     histogram = np.array([users_by_n.get(n, 0) for n in edges[:-1]])
     bounds = list(range(1, c * ITEMS + 1))
-    model = rb.ranked_norms(histogram, edges, bounds, c, ITEMS)
+    model = rb.ranked_norms(histogram, edges, bounds, c)
     assert model == pytest.approx(_exact_norms(pairs, bounds))
     assert model[0] > 0 and model[-1] == 0
 
@@ -66,13 +66,13 @@ def test_the_histograms_users_spread_evenly_over_each_bins_counts():
 
 def test_the_errors_are_the_model_scaled_to_the_anchor_plus_the_noise():
     histogram, edges = np.array([0, 10, 0, 5]), np.arange(1, 6)  # 10 users with 2 records, 5 with 4
-    norms = rb.ranked_norms(histogram, edges, [1, 2, 3, 4], 1, 4)
+    norms = rb.ranked_norms(histogram, edges, [1, 2, 3, 4], 1)
     assert norms == pytest.approx([15**2 + 5**2 + 5**2, 5**2 + 5**2, 5**2, 0])
-    errors = rb.ranked_errors(histogram, edges, 30.0, [1, 2, 3, 4], 1, 4, [1, 4, 9, 16])
+    errors = rb.ranked_errors(histogram, edges, 30.0, [1, 2, 3, 4], 1, [1, 4, 9, 16])
     assert errors == pytest.approx(30.0**2 * norms / norms[0] + [1, 4, 9, 16])
     # A negative noisy anchor reads as no bias, and so does a histogram with nobody above b_1.
-    assert rb.ranked_errors(histogram, edges, -3.0, [1, 2], 1, 4, [1, 4]) == pytest.approx([1, 4])
-    assert rb.ranked_errors(np.array([7, 0, 0, 0]), edges, 30.0, [1, 2], 1, 4, [1, 4]) == pytest.approx([1, 4])
+    assert rb.ranked_errors(histogram, edges, -3.0, [1, 2], 1, [1, 4]) == pytest.approx([1, 4])
+    assert rb.ranked_errors(np.array([7, 0, 0, 0]), edges, 30.0, [1, 2], 1, [1, 4]) == pytest.approx([1, 4])
 
 
 def test_users_above_c_per_item_keep_a_bias_past_the_domains_size():
@@ -81,7 +81,7 @@ def test_users_above_c_per_item_keep_a_bias_past_the_domains_size():
     # bias from 4 on (0 at all three bounds here) and picked 4, up to 309 times the oracle's error
     # on the check-ins with visits (docs/bound_selection.md).
     histogram, edges = np.array([0, 0, 0, 0, 0, 20]), np.arange(1, 8)
-    norms = rb.ranked_norms(histogram, edges, [4, 5, 6], 1, 4)
+    norms = rb.ranked_norms(histogram, edges, [4, 5, 6], 1)
     assert norms == pytest.approx([2 * 20**2, 20**2, 0])
 
 

@@ -418,25 +418,25 @@ def choose_bound(users_by_n: pd.Series, squared_anchors_at: Callable[[int], Sequ
                            np.array([combined_value(squared, weights)], dtype=np.int64), sensitivity, anchor_epsilon)
     anchor = int(noisy[0])
     bound = bound_of(counts, anchor, edges, candidates, model, assumed_top(item_cells, model.records_per_cell),
-                     HistogramNoise.of(counts_entry), item_cells if ranked else None)
+                     HistogramNoise.of(counts_entry), ranked)
     return EstimateChoice(bound, tuple(int(e) for e in edges[:-1]), tuple(int(c) for c in counts),
                           {name: anchor / GRID})
 
 
 def bound_of(counts: np.ndarray, anchor: int, edges: np.ndarray, candidates: Sequence[int],
-             model: ErrorModel, assumed: int, noise: HistogramNoise, ranked_cells: int | None = None) -> int:
+             model: ErrorModel, assumed: int, noise: HistogramNoise, ranked: bool = False) -> int:
     """The bound from b_1 to b_K of least estimated error, from the users per bin ``counts``
     (noisy, as drawn, with ``noise``: NO_NOISE for statistics without) and the anchor (in 1/GRID
     records: :func:`combined_value` of the model's tables, with noise or without): the bins above
     ``assumed`` records gated, the tail made monotone, the estimate's least error; post-processing
-    only. ``ranked_cells``: for a ranked bound (HPA), the item domain's size, and the bias from
-    release.ranked_bias's model rather than SRA's."""
+    only. ``ranked``: a bound that keeps each user's records of highest public score (HPA), with
+    release.ranked_bias's bias model rather than SRA's."""
     bounds = candidates_checked(candidates)
     moments = _moments(tuple(int(e) for e in edges), int(bounds[0]), int(bounds[-1]))
     histogram = monotone_tail(trimmed(counts, edges, assumed, noise), edges)
-    if ranked_cells is not None:
+    if ranked:
         return best_bound(ranked_errors(histogram, edges, anchor / GRID, moments.bounds, model.records_per_cell,
-                                        ranked_cells, model.noise_variance), moments.bounds)
+                                        model.noise_variance), moments.bounds)
     errors = estimated_errors(histogram, anchor / GRID, moments, sum((w for w in model.weights if w), Fraction(0)),
                               model.noise_variance)
     return best_bound(errors, moments.bounds)

@@ -40,15 +40,15 @@ def users_at_least(histogram: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.cumsum(per_count[::-1])[::-1]
 
 
-def ranked_norms(histogram: np.ndarray, edges: np.ndarray, bounds: Sequence[int] | np.ndarray, records_per_cell: int,
-                 item_cells: int) -> np.ndarray:
+def ranked_norms(histogram: np.ndarray, edges: np.ndarray, bounds: Sequence[int] | np.ndarray,
+                 records_per_cell: int) -> np.ndarray:
     """R(b) for each of ``bounds``: the nested model's squared bias norm (the module), the record
     slots in items of c. The slots run to the histogram's top: above c·C_items (the most a user has
     who keeps to c records per item) the trimmed histogram is empty unless users with repeated
     records are significant there, and then their slots count as items of their own."""
     c = int(records_per_cell)
-    if c < 1 or item_cells < 1:
-        raise ValueError("the model needs c >= 1 and at least one item")
+    if c < 1:
+        raise ValueError("the model needs c >= 1")
     at_least = users_at_least(histogram, edges)
     items = -(-at_least.size // c)
     padded = np.zeros(items * c)
@@ -62,11 +62,11 @@ def ranked_norms(histogram: np.ndarray, edges: np.ndarray, bounds: Sequence[int]
 
 
 def ranked_errors(histogram: np.ndarray, edges: np.ndarray, anchor: float, bounds: Sequence[int] | np.ndarray,
-                  records_per_cell: int, item_cells: int, noise: Sequence) -> np.ndarray:
+                  records_per_cell: int, noise: Sequence) -> np.ndarray:
     """The predicted error at each of ``bounds`` (b_1 first): A²·R(b)/R(b_1) + N(b), A the noisy
     anchor in records (its negative part read as 0), N(b) the public weighted noise variance. HPA
     keeps a user's records in a fixed order, so it adds no sampling variance beyond its ties at the
     boundary, which the model leaves out."""
-    norms = ranked_norms(histogram, edges, bounds, records_per_cell, item_cells)
+    norms = ranked_norms(histogram, edges, bounds, records_per_cell)
     spread = max(float(anchor), 0.0) ** 2 / norms[0] if norms[0] > 0 else 0.0
     return spread * norms + np.array([float(v) for v in noise])
